@@ -1,0 +1,97 @@
+//! The per-run configuration recorded in `RunStarted`: HITL policy, strategy, retries, limits.
+
+use serde::{Deserialize, Serialize};
+
+/// When a human must approve (DESIGN §5).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HitlMode {
+    /// Auto-approve everything.
+    #[default]
+    None,
+    /// Seed 000: interrupt before each TODO.
+    EveryTodo,
+    /// Seed 004: agents whose category is listed in `hitl_categories`.
+    Categories,
+    /// Seed 003: tool calls listed in `hitl_tools` (`*` suffix = prefix match, e.g. `dbt_*`).
+    Tools,
+}
+
+impl HitlMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HitlMode::None => "none",
+            HitlMode::EveryTodo => "every_todo",
+            HitlMode::Categories => "categories",
+            HitlMode::Tools => "tools",
+        }
+    }
+}
+
+/// How ready TODOs are scheduled.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Strategy {
+    #[default]
+    Sequential,
+    Parallel,
+    Dag,
+}
+
+impl Strategy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Strategy::Sequential => "sequential",
+            Strategy::Parallel => "parallel",
+            Strategy::Dag => "dag",
+        }
+    }
+}
+
+/// What an expired approval turns into.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExpiryAction {
+    #[default]
+    Reject,
+    Approve,
+}
+
+/// Limits of DESIGN §5; hitting one fails the run with a clear reason.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Limits {
+    pub max_steps: u32,
+    pub agent_timeout_ms: u64,
+    pub run_timeout_ms: u64,
+    pub max_todos: u32,
+    pub max_concurrency: u32,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_steps: 200,
+            agent_timeout_ms: 30_000,
+            run_timeout_ms: 600_000,
+            max_todos: 50,
+            max_concurrency: 4,
+        }
+    }
+}
+
+/// Everything that shapes one run, fixed at `RunStarted`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RunConfig {
+    pub hitl: HitlMode,
+    pub hitl_categories: Vec<String>,
+    pub hitl_tools: Vec<String>,
+    /// Overrides the plan's strategy when set.
+    pub strategy: Option<Strategy>,
+    pub max_retries: u32,
+    pub limits: Limits,
+    pub approval_timeout_ms: Option<u64>,
+    pub on_expiry: ExpiryAction,
+    pub agent_catalogue_version: String,
+}

@@ -1,0 +1,377 @@
+//! Every `Event` variant of DESIGN §2. Names are the contract: add fields (with serde defaults)
+//! or new variants, never remove or re-type one, so old logs keep decoding.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::{
+    ApprovalId, CheckpointId, Decision, Hash, RunConfig, RunId, SessionId, Strategy, Subject,
+    SupervisorTodo, TodoId, TodoStatus, ToolCallId,
+};
+
+/// Supervisor phases (seed 001's `current_phase`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    #[default]
+    Initialization,
+    Planning,
+    Executing,
+    Aggregation,
+    ResponseGeneration,
+    Finished,
+}
+
+impl Phase {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Initialization => "initialization",
+            Phase::Planning => "planning",
+            Phase::Executing => "executing",
+            Phase::Aggregation => "aggregation",
+            Phase::ResponseGeneration => "response_generation",
+            Phase::Finished => "finished",
+        }
+    }
+}
+
+/// Where an intent, plan or evaluation came from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Source {
+    Llm,
+    #[default]
+    Rules,
+}
+
+/// Who did something: the engine, or an authenticated principal. Shown as `engine` / `user:<id>`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(into = "String", try_from = "String")]
+pub enum Actor {
+    #[default]
+    Engine,
+    User(String),
+}
+
+impl Actor {
+    pub fn user(id: impl Into<String>) -> Self {
+        Actor::User(id.into())
+    }
+}
+
+impl fmt::Display for Actor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Actor::Engine => f.write_str("engine"),
+            Actor::User(u) => write!(f, "user:{u}"),
+        }
+    }
+}
+
+impl From<Actor> for String {
+    fn from(a: Actor) -> String {
+        a.to_string()
+    }
+}
+
+impl TryFrom<String> for Actor {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        if s == "engine" {
+            Ok(Actor::Engine)
+        } else if let Some(u) = s.strip_prefix("user:") {
+            Ok(Actor::User(u.to_owned()))
+        } else {
+            Err(format!("actor must be `engine` or `user:<id>`, got {s:?}"))
+        }
+    }
+}
+
+/// A sub-agent run's origin: the parent run and the `task` tool call that started it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ParentLink {
+    pub run_id: RunId,
+    pub tool_call_id: ToolCallId,
+}
+
+/// A large payload stored beside the log in `<data>/blobs/<hash>` (events stay under 64 KiB).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BlobRef {
+    pub hash: Hash,
+    pub bytes: u64,
+}
+
+/// A value carried by an event, either inline or by reference to a fsynced blob.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Payload {
+    Inline(Value),
+    Blob(BlobRef),
+}
+
+impl Payload {
+    pub fn inline(&self) -> Option<&Value> {
+        match self {
+            Payload::Inline(v) => Some(v),
+            Payload::Blob(_) => None,
+        }
+    }
+}
+
+impl Default for Payload {
+    fn default() -> Self {
+        Payload::Inline(Value::Null)
+    }
+}
+
+/// One step of an execution plan (seed 000's `ExecutionStep`), before it becomes a TODO.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PlanStep {
+    pub agent_name: String,
+    pub team: String,
+    pub task: String,
+    pub description: String,
+    /// 0 → high, 1 → medium, else low.
+    pub priority: u32,
+    /// Agent names this step depends on.
+    pub dependencies: Vec<String>,
+    pub input_mapping: Value,
+    /// Seconds.
+    pub timeout: u64,
+    /// Becomes the TODO's `max_retries`.
+    pub retry_count: u32,
+    pub optional: bool,
+}
+
+/// Everything that can happen to a run. Externally tagged in msgpack: `{"TodoAdded": {...}}`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Event {
+    RunStarted {
+        session_id: SessionId,
+        #[serde(default)]
+        user_id: Option<String>,
+        request_id: String,
+        query: String,
+        #[serde(default)]
+        config: RunConfig,
+        #[serde(default)]
+        parent: Option<ParentLink>,
+    },
+    PhaseChanged {
+        phase: Phase,
+    },
+    IntentAnalyzed {
+        intent_type: String,
+        confidence: f64,
+        #[serde(default)]
+        keywords: Vec<String>,
+        #[serde(default)]
+        entities: Value,
+        source: Source,
+    },
+    PlanCreated {
+        strategy: Strategy,
+        steps: Vec<PlanStep>,
+        #[serde(default)]
+        parallel_groups: Vec<Vec<String>>,
+        estimated_total_time: f64,
+        #[serde(default)]
+        available_agents: Vec<String>,
+        #[serde(default)]
+        available_teams: Vec<String>,
+        #[serde(default)]
+        source: Source,
+    },
+    TodoAdded {
+        todo: SupervisorTodo,
+        added_by: Actor,
+    },
+    TodoStatusChanged {
+        todo_id: TodoId,
+        from: TodoStatus,
+        to: TodoStatus,
+        #[serde(default)]
+        reason: Option<String>,
+        attempt: u32,
+        by: Actor,
+    },
+    ApprovalRequested {
+        approval_id: ApprovalId,
+        subject: Subject,
+        tool_name: String,
+        #[serde(default)]
+        args: Value,
+        #[serde(default)]
+        preview: Value,
+        policy: String,
+        message: String,
+        /// Set when the request carries an expiry (`approval_timeout`).
+        #[serde(default)]
+        expires_at: Option<crate::Timestamp>,
+        /// A request asked again after a restore names the id it replaces (which is cancelled).
+        #[serde(default)]
+        supersedes: Option<ApprovalId>,
+    },
+    ApprovalDecided {
+        approval_id: ApprovalId,
+        decision: Decision,
+        #[serde(default)]
+        edited_args: Option<Value>,
+        decided_by: String,
+        #[serde(default)]
+        comment: Option<String>,
+    },
+    ApprovalExpired {
+        approval_id: ApprovalId,
+        on_expiry: Decision,
+    },
+    AgentStarted {
+        todo_id: TodoId,
+        agent: String,
+        attempt: u32,
+        #[serde(default)]
+        input: Value,
+    },
+    AgentCompleted {
+        todo_id: TodoId,
+        agent: String,
+        attempt: u32,
+        result: Payload,
+        duration_ms: u64,
+    },
+    AgentFailed {
+        todo_id: TodoId,
+        agent: String,
+        attempt: u32,
+        error: String,
+        retryable: bool,
+    },
+    ToolCallRequested {
+        tool_call_id: ToolCallId,
+        todo_id: TodoId,
+        tool: String,
+        #[serde(default)]
+        args: Value,
+        attempt: u32,
+        /// Position of the call inside the attempt (durable re-execution matches on it).
+        #[serde(default)]
+        index: u32,
+    },
+    ToolCallCompleted {
+        tool_call_id: ToolCallId,
+        #[serde(default)]
+        output: Option<Payload>,
+        #[serde(default)]
+        error: Option<String>,
+        duration_ms: u64,
+    },
+    LlmCalled {
+        purpose: String,
+        model: String,
+        prompt_hash: Hash,
+        response: Payload,
+        duration_ms: u64,
+        #[serde(default)]
+        error: Option<String>,
+    },
+    EvaluationRecorded {
+        quality_score: f64,
+        completeness: f64,
+        needs_retry: bool,
+        #[serde(default)]
+        retry_agents: Vec<String>,
+        #[serde(default)]
+        feedback: String,
+        source: Source,
+    },
+    ResultsAggregated {
+        aggregated: Value,
+    },
+    ResponseGenerated {
+        final_response: Value,
+    },
+    CheckpointSaved {
+        checkpoint_id: CheckpointId,
+        node: String,
+        todos_completed: u32,
+    },
+    CommandReceived {
+        command: String,
+        by: Actor,
+        #[serde(default)]
+        accepted: bool,
+    },
+    RunInterrupted {
+        reason: String,
+        #[serde(default)]
+        approval_id: Option<ApprovalId>,
+    },
+    RunResumed {
+        by: Actor,
+    },
+    RunRestored {
+        checkpoint_id: CheckpointId,
+        to_seq: u64,
+        by: Actor,
+    },
+    Reasoning {
+        message: String,
+    },
+    RunCompleted {
+        total_execution_time_ms: u64,
+    },
+    RunFailed {
+        error: String,
+    },
+    RunCancelled {
+        by: Actor,
+        #[serde(default)]
+        reason: Option<String>,
+    },
+}
+
+impl Event {
+    /// The variant's name, as stored (`TodoAdded`).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Event::RunStarted { .. } => "RunStarted",
+            Event::PhaseChanged { .. } => "PhaseChanged",
+            Event::IntentAnalyzed { .. } => "IntentAnalyzed",
+            Event::PlanCreated { .. } => "PlanCreated",
+            Event::TodoAdded { .. } => "TodoAdded",
+            Event::TodoStatusChanged { .. } => "TodoStatusChanged",
+            Event::ApprovalRequested { .. } => "ApprovalRequested",
+            Event::ApprovalDecided { .. } => "ApprovalDecided",
+            Event::ApprovalExpired { .. } => "ApprovalExpired",
+            Event::AgentStarted { .. } => "AgentStarted",
+            Event::AgentCompleted { .. } => "AgentCompleted",
+            Event::AgentFailed { .. } => "AgentFailed",
+            Event::ToolCallRequested { .. } => "ToolCallRequested",
+            Event::ToolCallCompleted { .. } => "ToolCallCompleted",
+            Event::LlmCalled { .. } => "LlmCalled",
+            Event::EvaluationRecorded { .. } => "EvaluationRecorded",
+            Event::ResultsAggregated { .. } => "ResultsAggregated",
+            Event::ResponseGenerated { .. } => "ResponseGenerated",
+            Event::CheckpointSaved { .. } => "CheckpointSaved",
+            Event::CommandReceived { .. } => "CommandReceived",
+            Event::RunInterrupted { .. } => "RunInterrupted",
+            Event::RunResumed { .. } => "RunResumed",
+            Event::RunRestored { .. } => "RunRestored",
+            Event::Reasoning { .. } => "Reasoning",
+            Event::RunCompleted { .. } => "RunCompleted",
+            Event::RunFailed { .. } => "RunFailed",
+            Event::RunCancelled { .. } => "RunCancelled",
+        }
+    }
+
+    /// Completed, failed or cancelled: nothing follows unless the run is restored.
+    pub fn is_terminal(&self) -> bool {
+        matches!(
+            self,
+            Event::RunCompleted { .. } | Event::RunFailed { .. } | Event::RunCancelled { .. }
+        )
+    }
+}

@@ -1,0 +1,37 @@
+//! Chronicle's shared vocabulary: the event envelope and every `Event` variant, the state types
+//! the projections fold into, typed ids, the msgpack record encoding and the blake3 chain hash.
+//!
+//! Architecture Invariant: this crate does no I/O and never reads a clock or a random source;
+//! time and ids arrive inside events (see `clippy.toml`).
+
+mod approval;
+mod checkpoint;
+mod config;
+mod envelope;
+mod event;
+mod hash;
+mod ids;
+mod state;
+mod time;
+
+#[doc(hidden)]
+pub mod samples;
+
+pub use approval::{Approval, ApprovalStatus, Decision, Subject};
+pub use checkpoint::Checkpoint;
+pub use config::{ExpiryAction, HitlMode, Limits, RunConfig, Strategy};
+pub use envelope::{
+    decode_record, encode_record, peek_record_header, Envelope, Error, RecordHeader, Result,
+    EVENT_BYTES_MAX, RECORD_FORMAT_V1,
+};
+pub use event::{
+    Actor, BlobRef, Event, ParentLink, Payload, Phase, PlanStep, Source,
+};
+pub use hash::{chain_hash, Hash};
+pub use ids::{ApprovalId, CheckpointId, RunId, SessionId, TodoId, ToolCallId};
+pub use state::{
+    AnalysisTeamState, DocumentTeamState, Evaluation, ExecutionStepState, PlanningState,
+    RunStatus, SearchTeamState, SupervisorState, SupervisorTodo, TodoPriority, TodoStatus,
+    ToolCallState, ToolCallStatus,
+};
+pub use time::Timestamp;

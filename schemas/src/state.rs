@@ -1,0 +1,402 @@
+//! The state types the projections fold into: seed 001's `MainSupervisorState` (here
+//! `SupervisorState`), `PlanningState`, `ExecutionStepState`, the team states, and seed 000's
+//! `SupervisorTodo` with its statuses, priorities and the one table of legal transitions.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::{
+    ApprovalId, CheckpointId, ParentLink, Payload, Phase, RunConfig, SessionId, Source, Timestamp,
+    TodoId, ToolCallId,
+};
+
+/// Seed 000's seven TODO statuses.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TodoStatus {
+    #[default]
+    Pending,
+    InProgress,
+    Completed,
+    Failed,
+    Skipped,
+    Blocked,
+    WaitingApproval,
+}
+
+impl TodoStatus {
+    pub const ALL: [TodoStatus; 7] = [
+        TodoStatus::Pending,
+        TodoStatus::InProgress,
+        TodoStatus::Completed,
+        TodoStatus::Failed,
+        TodoStatus::Skipped,
+        TodoStatus::Blocked,
+        TodoStatus::WaitingApproval,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TodoStatus::Pending => "pending",
+            TodoStatus::InProgress => "in_progress",
+            TodoStatus::Completed => "completed",
+            TodoStatus::Failed => "failed",
+            TodoStatus::Skipped => "skipped",
+            TodoStatus::Blocked => "blocked",
+            TodoStatus::WaitingApproval => "waiting_approval",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|t| t.as_str() == s)
+    }
+
+    /// The one table of legal TODO transitions (DESIGN §5). Everything else is refused by the
+    /// engine with an error naming both states.
+    ///
+    /// - `completed` and `skipped` are final: a skipped (or rejected) TODO is never retried.
+    /// - `failed → pending` is a retry; `failed → skipped` drops an optional TODO.
+    /// - `in_progress → in_progress` is not listed: a re-run after a crash is a new attempt
+    ///   recorded by `AgentStarted`, not a transition.
+    pub fn can_transition_to(self, to: TodoStatus) -> bool {
+        use TodoStatus::*;
+        matches!(
+            (self, to),
+            (Pending, InProgress | WaitingApproval | Skipped | Blocked | Completed | Failed)
+                | (WaitingApproval, InProgress | Pending | Skipped | Blocked)
+                | (InProgress, Completed | Failed | Skipped | Pending)
+                | (Failed, Pending | Skipped | Blocked)
+                | (Blocked, Pending | Skipped)
+        )
+    }
+
+    /// No further transition is possible.
+    pub fn is_final(self) -> bool {
+        matches!(self, TodoStatus::Completed | TodoStatus::Skipped)
+    }
+}
+
+impl fmt::Display for TodoStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Seed 000's four priorities.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TodoPriority {
+    Critical,
+    High,
+    #[default]
+    Medium,
+    Low,
+}
+
+impl TodoPriority {
+    /// Seed 000's converter: 0 → high, 1 → medium, else low.
+    pub fn from_plan_priority(p: u32) -> Self {
+        match p {
+            0 => TodoPriority::High,
+            1 => TodoPriority::Medium,
+            _ => TodoPriority::Low,
+        }
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TodoPriority::Critical => "critical",
+            TodoPriority::High => "high",
+            TodoPriority::Medium => "medium",
+            TodoPriority::Low => "low",
+        }
+    }
+}
+
+/// Seed 000's `SupervisorTodo`, as `to_dict()` shows it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SupervisorTodo {
+    pub id: TodoId,
+    pub name: String,
+    pub description: String,
+    pub agent_name: String,
+    pub agent_purpose: String,
+    pub expected_output: String,
+    pub status: TodoStatus,
+    pub priority: TodoPriority,
+    pub dependencies: Vec<TodoId>,
+    pub created_at: Timestamp,
+    pub started_at: Option<Timestamp>,
+    pub completed_at: Option<Timestamp>,
+    /// Seconds between `started_at` and `completed_at`.
+    pub duration: Option<f64>,
+    /// `timeout`, `optional`, `input_mapping`, `original_priority` (from a plan) or
+    /// `added_by`, `manual` (from `/todo add`).
+    pub metadata: BTreeMap<String, Value>,
+    pub error: Option<String>,
+    pub retry_count: u32,
+    pub max_retries: u32,
+    /// The input the agent runs with: the plan's, or a human's edited args.
+    pub effective_input: Option<Value>,
+}
+
+impl SupervisorTodo {
+    /// Seed 000: every dependency is completed.
+    pub fn can_start<'a>(&self, mut is_completed: impl FnMut(&TodoId) -> bool) -> bool {
+        self.dependencies.iter().all(&mut is_completed)
+    }
+    pub fn is_optional(&self) -> bool {
+        self.metadata.get("optional").and_then(Value::as_bool).unwrap_or(false)
+    }
+}
+
+/// Seed 001's `ExecutionStepState`: the TODO as the progress UI sees it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ExecutionStepState {
+    pub step_id: String,
+    pub step_type: String,
+    pub agent_name: String,
+    pub team: String,
+    pub task: String,
+    pub description: String,
+    /// `pending | in_progress | completed | failed | skipped` (a `blocked` TODO shows as
+    /// `skipped`, a `waiting_approval` one as `pending`).
+    pub status: String,
+    pub progress_percentage: u8,
+    pub started_at: Option<Timestamp>,
+    pub completed_at: Option<Timestamp>,
+    pub result: Option<Value>,
+    pub error: Option<String>,
+    /// The TODO this step mirrors.
+    pub todo_id: TodoId,
+    pub priority: TodoPriority,
+    pub dependencies: Vec<TodoId>,
+}
+
+/// Seed 001/000's `PlanningState`, with seed 000's TODO fields.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PlanningState {
+    pub raw_query: String,
+    pub analyzed_intent: Value,
+    pub intent_confidence: f64,
+    pub intent_source: Option<Source>,
+    pub available_agents: Vec<String>,
+    pub available_teams: Vec<String>,
+    pub todos: Vec<SupervisorTodo>,
+    pub completed_todo_ids: Vec<TodoId>,
+    pub failed_todo_ids: Vec<TodoId>,
+    pub skipped_todo_ids: Vec<TodoId>,
+    pub current_todo_id: Option<TodoId>,
+    pub execution_steps: Vec<ExecutionStepState>,
+    pub execution_strategy: String,
+    pub parallel_groups: Option<Vec<Vec<String>>>,
+    pub plan_validated: bool,
+    pub validation_errors: Vec<String>,
+    pub estimated_total_time: f64,
+}
+
+impl PlanningState {
+    pub fn todo(&self, id: &TodoId) -> Option<&SupervisorTodo> {
+        self.todos.iter().find(|t| &t.id == id)
+    }
+    pub fn todo_mut(&mut self, id: &TodoId) -> Option<&mut SupervisorTodo> {
+        self.todos.iter_mut().find(|t| &t.id == id)
+    }
+}
+
+/// Seed 001's `SearchTeamState` (the parts a result carries; all optional on input).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SearchTeamState {
+    pub team_name: String,
+    pub status: String,
+    pub shared_context: Value,
+    pub keywords: Option<Value>,
+    pub search_scope: Vec<String>,
+    pub filters: Value,
+    pub legal_results: Vec<Value>,
+    pub real_estate_results: Vec<Value>,
+    pub property_search_results: Vec<Value>,
+    pub loan_results: Vec<Value>,
+    pub aggregated_results: Value,
+    pub total_results: u64,
+    pub search_time: f64,
+    pub sources_used: Vec<String>,
+    pub search_progress: BTreeMap<String, String>,
+    pub start_time: Option<Timestamp>,
+    pub end_time: Option<Timestamp>,
+    pub error: Option<String>,
+    pub current_search: Option<String>,
+    pub execution_strategy: Option<String>,
+}
+
+/// Seed 001's `AnalysisTeamState`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct AnalysisTeamState {
+    pub team_name: String,
+    pub status: String,
+    pub shared_context: Value,
+    pub analysis_type: String,
+    pub input_data: Value,
+    pub raw_analysis: Value,
+    pub metrics: BTreeMap<String, f64>,
+    pub insights: Vec<String>,
+    pub report: Value,
+    pub visualization_data: Option<Value>,
+    pub recommendations: Vec<String>,
+    pub confidence_score: f64,
+    pub analysis_progress: BTreeMap<String, String>,
+    pub start_time: Option<Timestamp>,
+    pub end_time: Option<Timestamp>,
+    pub analysis_time: Option<f64>,
+    pub error: Option<String>,
+}
+
+/// Seed 001's `DocumentTeamState`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct DocumentTeamState {
+    pub team_name: String,
+    pub status: String,
+    pub shared_context: Value,
+    pub document_type: String,
+    pub template: Option<Value>,
+    pub document_content: Option<Value>,
+    pub generation_progress: BTreeMap<String, String>,
+    pub review_needed: bool,
+    pub review_result: Option<Value>,
+    pub final_document: Option<String>,
+    pub start_time: Option<Timestamp>,
+    pub end_time: Option<Timestamp>,
+    pub generation_time: Option<f64>,
+    pub review_time: Option<f64>,
+    pub error: Option<String>,
+}
+
+/// Seed 002's evaluation.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Evaluation {
+    pub quality_score: f64,
+    pub completeness: f64,
+    pub needs_retry: bool,
+    pub retry_agents: Vec<String>,
+    pub feedback: String,
+    pub source: Source,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolCallStatus {
+    #[default]
+    Requested,
+    Completed,
+    Failed,
+}
+
+/// One tool call as the run sees it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ToolCallState {
+    pub tool_call_id: ToolCallId,
+    pub todo_id: TodoId,
+    pub tool: String,
+    pub args: Value,
+    pub attempt: u32,
+    pub index: u32,
+    pub status: ToolCallStatus,
+    pub output: Option<Payload>,
+    pub error: Option<String>,
+    pub duration_ms: Option<u64>,
+}
+
+/// The run's lifecycle as the API reports it (seed 003's `state`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    #[default]
+    Running,
+    WaitingForApproval,
+    Completed,
+    Failed,
+    Cancelled,
+}
+
+impl RunStatus {
+    pub fn is_terminal(self) -> bool {
+        matches!(self, RunStatus::Completed | RunStatus::Failed | RunStatus::Cancelled)
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Running => "running",
+            RunStatus::WaitingForApproval => "waiting_for_approval",
+            RunStatus::Completed => "completed",
+            RunStatus::Failed => "failed",
+            RunStatus::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// Seed 001's `MainSupervisorState` with every field, plus DESIGN §4's `approval_status`,
+/// `approval_message`, `pending_approval_ids`, `restored_from`, and the engine's bookkeeping.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SupervisorState {
+    // Core.
+    pub query: String,
+    pub session_id: SessionId,
+    pub request_id: String,
+    pub user_id: Option<String>,
+    // Planning.
+    pub planning_state: Option<PlanningState>,
+    pub execution_plan: Option<Value>,
+    // Team states.
+    pub search_team_state: Option<SearchTeamState>,
+    pub document_team_state: Option<DocumentTeamState>,
+    pub analysis_team_state: Option<AnalysisTeamState>,
+    // Execution tracking.
+    pub current_phase: Phase,
+    pub active_teams: Vec<String>,
+    pub completed_teams: Vec<String>,
+    pub failed_teams: Vec<String>,
+    // Results.
+    pub team_results: BTreeMap<String, Value>,
+    pub aggregated_results: BTreeMap<String, Value>,
+    pub final_response: Option<Value>,
+    // Timing.
+    pub start_time: Option<Timestamp>,
+    pub end_time: Option<Timestamp>,
+    /// Seconds.
+    pub total_execution_time: Option<f64>,
+    // Long-term memory (seed 001 phase 1; filled by a memory-aware engine, kept for shape).
+    pub loaded_memories: Option<Vec<Value>>,
+    pub user_preferences: Option<Value>,
+    pub memory_load_time: Option<String>,
+    // Errors.
+    pub error_log: Vec<String>,
+    /// `initialized | processing | completed | error | cancelled`.
+    pub status: String,
+    // Human in the loop (DESIGN §4).
+    /// `waiting | approved | rejected | edited | expired | completed`.
+    pub approval_status: Option<String>,
+    pub approval_message: Option<String>,
+    pub pending_approval_ids: Vec<ApprovalId>,
+    pub restored_from: Option<CheckpointId>,
+    // Engine bookkeeping.
+    pub run_status: RunStatus,
+    pub config: RunConfig,
+    pub parent: Option<ParentLink>,
+    pub evaluation: Option<Evaluation>,
+    pub tool_calls: Vec<ToolCallState>,
+    pub last_checkpoint_id: Option<CheckpointId>,
+    pub last_reasoning: Option<String>,
+    pub interrupt_reason: Option<String>,
+    pub llm_calls: u32,
+    pub commands_received: u32,
+}
