@@ -1,0 +1,63 @@
+//! The checkpoint tree: every `CheckpointSaved` of the whole log, each linked to the checkpoint
+//! before it on its history. A restore starts a new branch whose first parent is the restored
+//! checkpoint, so the list reads like a version history.
+
+use chronicle_schemas::{Checkpoint, CheckpointId, Envelope, Event};
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct CheckpointList {
+    /// In log order, across all branches.
+    pub checkpoints: Vec<Checkpoint>,
+    /// The newest checkpoint of the effective history.
+    pub head: Option<CheckpointId>,
+    /// The branch new checkpoints belong to: the number of restores so far.
+    pub branch: u32,
+}
+
+impl CheckpointList {
+    pub fn get(&self, id: &CheckpointId) -> Option<&Checkpoint> {
+        self.checkpoints.iter().find(|c| &c.checkpoint_id == id)
+    }
+
+    pub(crate) fn apply(&mut self, env: &Envelope) {
+        if let Event::CheckpointSaved { checkpoint_id, node, todos_completed } = &env.event {
+            self.checkpoints.push(Checkpoint {
+                checkpoint_id: checkpoint_id.clone(),
+                seq: env.seq,
+                node: node.clone(),
+                at: env.at,
+                todos_completed: *todos_completed,
+                parent: self.head.clone(),
+                branch: self.branch,
+            });
+            self.head = Some(checkpoint_id.clone());
+        }
+    }
+
+    /// A restore moves the head back to the effective history's newest checkpoint at the
+    /// restored point and opens a new branch.
+    pub(crate) fn on_restore(&mut self, head: Option<CheckpointId>) {
+        self.head = head;
+        self.branch += 1;
+    }
+
+    /// Checkpoints of the effective history, oldest first.
+    pub fn effective_path(&self) -> Vec<&Checkpoint> {
+        let mut path = Vec::new();
+        let mut cur = self.head.as_ref();
+        while let Some(id) = cur {
+            let Some(cp) = self.get(id) else { break };
+            path.push(cp);
+            cur = cp.parent.as_ref();
+        }
+        path.reverse();
+        path
+    }
+
+    /// A checkpoint that is not on the effective history lies on an abandoned branch.
+    pub fn is_abandoned(&self, id: &CheckpointId) -> bool {
+        !self.effective_path().iter().any(|c| &c.checkpoint_id == id)
+    }
+}
