@@ -1,0 +1,519 @@
+//! The event store on sled (DESIGN §3).
+//!
+//! Trees: `events` (offset → record), `streams` (run ‖ seq → offset), `runs` (run → head),
+//! `sessions` (session ‖ created_at ‖ run → ()), `snapshots` (run ‖ seq → projection cache) and
+//! `meta` (schema version, next offset). One writer thread owns every append: it validates
+//! `expected_seq`, assigns dense offsets and seqs, writes a whole batch of appends as one sled
+//! transaction, passes one durability barrier for the batch (group commit), and only then
+//! acknowledges the callers and publishes the new head to subscribers.
+
+mod blobs;
+mod keys;
+mod verify;
+mod writer;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+use chronicle_projections::{snapshot, EventSource, RunState};
+use chronicle_schemas::{decode_record, Envelope, Event, Hash, RunId, SessionId, Timestamp};
+use serde::{Deserialize, Serialize};
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio_stream::wrappers::ReceiverStream;
+
+pub use verify::{Problem, VerifyReport};
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// The on-disk schema version kept in `meta`.
+pub const SCHEMA_VERSION: u64 = 1;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("conflict on run {run_id}: expected seq {expected}, but the run is at seq {actual}")]
+    Conflict { run_id: RunId, expected: u64, actual: u64 },
+    #[error("event #{index} of the append: {source}")]
+    Encode { index: usize, source: chronicle_schemas::Error },
+    #[error("invalid append: {0}")]
+    Invalid(String),
+    #[error("corrupt log at offset {offset}: {reason}")]
+    Corrupt { offset: u64, reason: String },
+    #[error("blob {0} not found")]
+    BlobMissing(Hash),
+    #[error("blob {hash} is corrupt: content hashes to {actual}")]
+    BlobCorrupt { hash: Hash, actual: Hash },
+    #[error("the store is closed")]
+    Closed,
+    #[error("sled: {0}")]
+    Sled(#[from] sled::Error),
+    #[error("sled transaction: {0}")]
+    Transaction(String),
+    #[error("i/o: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("stored value does not decode: {0}")]
+    Decode(String),
+}
+
+/// When a caller is acknowledged relative to the durability barrier.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Durability {
+    /// Acknowledge after the batch passed the barrier (the default).
+    #[default]
+    Sync,
+    /// Acknowledge before the barrier; a background thread runs it every `async_flush_ms`.
+    /// A crash may lose the last `async_flush_ms` of acknowledged appends.
+    Async,
+}
+
+impl std::str::FromStr for Durability {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "sync" => Ok(Durability::Sync),
+            "async" => Ok(Durability::Async),
+            _ => Err(format!("durability must be `sync` or `async`, got {s:?}")),
+        }
+    }
+}
+
+/// Store settings; every limit carries its unit.
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub durability: Durability,
+    pub async_flush_ms: u64,
+    /// sled's page cache.
+    pub cache_capacity_bytes: u64,
+    /// Most events one group-commit batch takes before it passes the barrier.
+    pub append_batch_events_max: usize,
+    /// Appends waiting for the writer before `append` applies back-pressure.
+    pub write_queue_requests: usize,
+    /// How many of the newest records `open` checks (decode and chain).
+    pub open_verify_tail_events: u64,
+    /// Drop an undecodable final record on open instead of refusing to open.
+    pub repair_truncate_tail: bool,
+    /// Buffer of each `follow` subscriber.
+    pub follow_buffer_events: usize,
+    pub snapshot_interval_events: u64,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            durability: Durability::Sync,
+            async_flush_ms: 10,
+            cache_capacity_bytes: 256 * 1024 * 1024,
+            append_batch_events_max: 4096,
+            write_queue_requests: 4096,
+            open_verify_tail_events: 1024,
+            repair_truncate_tail: false,
+            follow_buffer_events: 256,
+            snapshot_interval_events: chronicle_projections::SNAPSHOT_INTERVAL_EVENTS,
+        }
+    }
+}
+
+/// The newest event of a run, kept in the `runs` tree.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunHead {
+    pub run_id: RunId,
+    pub last_seq: u64,
+    pub last_hash: Hash,
+    pub last_offset: u64,
+    pub session_id: SessionId,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+    /// The last event was `RunCompleted`, `RunFailed` or `RunCancelled` (a later restore clears it).
+    pub terminal: bool,
+}
+
+impl RunHead {
+    pub fn next_seq(&self) -> u64 {
+        self.last_seq + 1
+    }
+}
+
+pub(crate) struct Trees {
+    pub db: sled::Db,
+    pub events: sled::Tree,
+    pub streams: sled::Tree,
+    pub runs: sled::Tree,
+    pub sessions: sled::Tree,
+    pub snapshots: sled::Tree,
+    pub meta: sled::Tree,
+}
+
+pub(crate) struct AppendRequest {
+    pub run_id: RunId,
+    pub expected_seq: u64,
+    pub events: Vec<Event>,
+    pub reply: oneshot::Sender<Result<Vec<Envelope>>>,
+}
+
+struct Inner {
+    dir: PathBuf,
+    trees: Arc<Trees>,
+    opts: Options,
+    tx: Mutex<Option<mpsc::Sender<AppendRequest>>>,
+    head_rx: watch::Receiver<u64>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+    barrier: Arc<writer::Barrier>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // Closing the queue ends the writer (after a last barrier); joining makes sure sled is
+        // closed before a reopen in the same process.
+        self.tx.lock().map(|mut t| t.take()).ok();
+        self.barrier.stop();
+        if let Ok(mut threads) = self.threads.lock() {
+            for t in threads.drain(..) {
+                let _ = t.join();
+            }
+        }
+    }
+}
+
+/// A handle to the event store; cheap to clone.
+#[derive(Clone)]
+pub struct Store {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").field("dir", &self.inner.dir).finish_non_exhaustive()
+    }
+}
+
+impl Store {
+    /// Opens (or creates) the store in `dir`: sled lives in `dir/sled`, blobs in `dir/blobs`.
+    /// Checks the newest records and refuses a broken tail unless `repair_truncate_tail`.
+    pub fn open(dir: impl AsRef<Path>, opts: Options) -> Result<Store> {
+        let dir = dir.as_ref().to_path_buf();
+        std::fs::create_dir_all(dir.join("blobs"))?;
+        let db = sled::Config::new()
+            .path(dir.join("sled"))
+            .cache_capacity(opts.cache_capacity_bytes)
+            .mode(sled::Mode::HighThroughput)
+            .open()?;
+        let trees = Arc::new(Trees {
+            events: db.open_tree("events")?,
+            streams: db.open_tree("streams")?,
+            runs: db.open_tree("runs")?,
+            sessions: db.open_tree("sessions")?,
+            snapshots: db.open_tree("snapshots")?,
+            meta: db.open_tree("meta")?,
+            db,
+        });
+        match trees.meta.get("schema_version")?.and_then(|v| keys::parse_u64(&v)) {
+            None => {
+                trees.meta.insert("schema_version", &SCHEMA_VERSION.to_be_bytes())?;
+            }
+            Some(SCHEMA_VERSION) => {}
+            Some(v) => {
+                return Err(Error::Invalid(format!(
+                    "store schema version {v} is not {SCHEMA_VERSION}"
+                )))
+            }
+        }
+        verify::check_tail(&trees, opts.open_verify_tail_events, opts.repair_truncate_tail)?;
+        let next_offset = verify::next_offset(&trees)?;
+        let barrier = Arc::new(writer::Barrier::new(&trees, &dir.join("sled"))?);
+        let (head_tx, head_rx) = watch::channel(next_offset);
+        let head_tx = Arc::new(head_tx);
+        let (tx, rx) = mpsc::channel(opts.write_queue_requests.max(1));
+        let mut threads = vec![writer::spawn(
+            trees.clone(),
+            barrier.clone(),
+            head_tx.clone(),
+            rx,
+            next_offset,
+            &opts,
+        )?];
+        if opts.durability == Durability::Async {
+            threads.push(writer::spawn_flusher(barrier.clone(), head_tx, opts.async_flush_ms)?);
+        }
+        Ok(Store {
+            inner: Arc::new(Inner {
+                dir,
+                trees,
+                opts,
+                tx: Mutex::new(Some(tx)),
+                head_rx,
+                threads: Mutex::new(threads),
+                barrier,
+            }),
+        })
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.inner.dir
+    }
+
+    pub fn options(&self) -> &Options {
+        &self.inner.opts
+    }
+
+    fn sender(&self) -> Result<mpsc::Sender<AppendRequest>> {
+        self.inner.tx.lock().ok().and_then(|t| t.clone()).ok_or(Error::Closed)
+    }
+
+    /// Appends `events` to `run_id` if the run's next seq is `expected_seq` (0 for a new run).
+    /// All or nothing: a conflict, an oversized event or an invalid first event writes nothing.
+    /// Returns the stored envelopes once they are durable (in `sync` mode).
+    pub async fn append(
+        &self,
+        run_id: RunId,
+        expected_seq: u64,
+        events: Vec<Event>,
+    ) -> Result<Vec<Envelope>> {
+        let (reply, rx) = oneshot::channel();
+        let req = AppendRequest { run_id, expected_seq, events, reply };
+        self.sender()?.send(req).await.map_err(|_| Error::Closed)?;
+        rx.await.map_err(|_| Error::Closed)?
+    }
+
+    /// `append` for callers outside an async runtime.
+    pub fn append_blocking(
+        &self,
+        run_id: RunId,
+        expected_seq: u64,
+        events: Vec<Event>,
+    ) -> Result<Vec<Envelope>> {
+        let (reply, rx) = oneshot::channel();
+        let req = AppendRequest { run_id, expected_seq, events, reply };
+        self.sender()?.blocking_send(req).map_err(|_| Error::Closed)?;
+        rx.blocking_recv().map_err(|_| Error::Closed)?
+    }
+
+    /// Runs a durability barrier now (at shutdown; in `sync` mode every ack already passed one).
+    pub fn flush(&self) -> Result<()> {
+        self.inner.barrier.run()
+    }
+
+    /// One past the newest offset that passed its barrier: what subscribers may see.
+    pub fn durable_next_offset(&self) -> u64 {
+        *self.inner.head_rx.borrow()
+    }
+
+    /// Watches the durable head (see [`Store::durable_next_offset`]).
+    pub fn watch_head(&self) -> watch::Receiver<u64> {
+        self.inner.head_rx.clone()
+    }
+
+    pub fn run_head(&self, run_id: RunId) -> Result<Option<RunHead>> {
+        self.inner.trees.runs.get(run_id.as_bytes())?.map(|v| decode_head(&v)).transpose()
+    }
+
+    /// Every run head, in run-id order.
+    pub fn runs(&self) -> impl Iterator<Item = Result<RunHead>> + '_ {
+        self.inner.trees.runs.iter().map(|kv| decode_head(&kv?.1))
+    }
+
+    /// The runs of a session, oldest first.
+    pub fn session_runs(&self, session: &SessionId) -> Result<Vec<RunId>> {
+        let prefix = keys::session_prefix(session);
+        let mut out = Vec::new();
+        for kv in self.inner.trees.sessions.scan_prefix(prefix) {
+            let (k, _) = kv?;
+            out.extend(keys::run_from_session_key(&k));
+        }
+        Ok(out)
+    }
+
+    /// The event at a global offset.
+    pub fn get(&self, offset: u64) -> Result<Option<Envelope>> {
+        self.inner
+            .trees
+            .events
+            .get(keys::offset_key(offset))?
+            .map(|v| decode_at(offset, &v))
+            .transpose()
+    }
+
+    /// Events with offsets in `from..to`, in order.
+    pub fn read_range(&self, from: u64, to: u64) -> impl Iterator<Item = Result<Envelope>> + '_ {
+        let range = keys::offset_key(from)..keys::offset_key(to.max(from));
+        self.inner.trees.events.range(range).map(|kv| {
+            let (k, v) = kv?;
+            decode_at(keys::parse_u64(&k).unwrap_or(u64::MAX), &v)
+        })
+    }
+
+    /// A run's events with seq in `from_seq..=to_seq`, in order.
+    pub fn read_run(
+        &self,
+        run_id: RunId,
+        from_seq: u64,
+        to_seq: u64,
+    ) -> impl Iterator<Item = Result<Envelope>> + '_ {
+        let range = keys::stream_key(run_id, from_seq)..=keys::stream_key(run_id, to_seq.max(from_seq));
+        let (streams, events) = (&self.inner.trees.streams, &self.inner.trees.events);
+        streams.range(range).map(move |kv| {
+            let (_, off) = kv?;
+            let offset = keys::parse_u64(&off)
+                .ok_or_else(|| Error::Decode("streams value is not a u64".into()))?;
+            let rec = events.get(off)?.ok_or_else(|| Error::Corrupt {
+                offset,
+                reason: format!("indexed by run {run_id} but missing"),
+            })?;
+            decode_at(offset, &rec)
+        })
+    }
+
+    /// Follows the log from `from` (a global offset): first what is stored, then every new
+    /// durable event as it arrives. Offsets are dense and read in order, so the stream never
+    /// skips or repeats one. Ends when the receiver is dropped or the store closes.
+    pub fn follow(&self, from: u64) -> ReceiverStream<Result<Envelope>> {
+        let (tx, rx) = mpsc::channel(self.inner.opts.follow_buffer_events.max(1));
+        let store = self.clone();
+        let mut head = self.inner.head_rx.clone();
+        tokio::spawn(async move {
+            let mut pos = from;
+            loop {
+                let durable = *head.borrow_and_update();
+                // Read in bounded chunks so a far-behind follower holds no long sled iterator.
+                while pos < durable {
+                    let end = durable.min(pos + 256);
+                    let chunk: Vec<_> = store.read_range(pos, end).collect();
+                    if chunk.len() as u64 != end - pos {
+                        let _ = tx
+                            .send(Err(Error::Corrupt { offset: pos, reason: "gap in the log".into() }))
+                            .await;
+                        return;
+                    }
+                    for ev in chunk {
+                        if tx.send(ev).await.is_err() {
+                            return;
+                        }
+                    }
+                    pos = end;
+                }
+                tokio::select! {
+                    changed = head.changed() => if changed.is_err() { return },
+                    _ = tx.closed() => return,
+                }
+            }
+        });
+        ReceiverStream::new(rx)
+    }
+
+    /// Checks every record: dense offsets, decodable bodies, intact hashes, unbroken per-run
+    /// chains, and heads and `meta` that match the log. Names the first bad offset.
+    pub fn verify(&self) -> Result<VerifyReport> {
+        verify::verify(&self.inner.trees, None)
+    }
+
+    /// [`Store::verify`] restricted to one run's chain (offsets are still checked for density).
+    pub fn verify_run(&self, run_id: RunId) -> Result<VerifyReport> {
+        verify::verify(&self.inner.trees, Some(run_id))
+    }
+
+    /// Stores a large payload as `<dir>/blobs/<blake3>`, fsynced before this returns, so an event
+    /// appended afterwards can reference it.
+    pub fn put_blob(&self, bytes: &[u8]) -> Result<chronicle_schemas::BlobRef> {
+        blobs::put(&self.inner.dir.join("blobs"), bytes)
+    }
+
+    pub fn read_blob(&self, blob: &chronicle_schemas::BlobRef) -> Result<Vec<u8>> {
+        blobs::read(&self.inner.dir.join("blobs"), &blob.hash)
+    }
+
+    /// Caches a projection of `state.run_id` at `state.last_seq`.
+    pub fn put_snapshot(&self, state: &RunState) -> Result<()> {
+        let (Some(run), Some(seq)) = (state.run_id, state.last_seq) else { return Ok(()) };
+        self.inner.trees.snapshots.insert(keys::stream_key(run, seq), snapshot::encode(state))?;
+        Ok(())
+    }
+
+    /// The newest intact snapshot of `run_id` at or before `seq`.
+    pub fn latest_snapshot(&self, run_id: RunId, seq: u64) -> Result<Option<RunState>> {
+        let range = keys::stream_key(run_id, 0)..=keys::stream_key(run_id, seq);
+        for kv in self.inner.trees.snapshots.range(range).rev() {
+            if let Some(state) = snapshot::decode(&kv?.1) {
+                return Ok(Some(state));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Deletes every snapshot (they are a cache; replays re-derive everything).
+    pub fn clear_snapshots(&self) -> Result<()> {
+        self.inner.trees.snapshots.clear()?;
+        Ok(())
+    }
+
+    /// A run as a projection source (its events and snapshots).
+    pub fn source(&self, run_id: RunId) -> RunSource<'_> {
+        RunSource { store: self, run_id }
+    }
+
+    /// The projected state of a run right after `seq` (snapshots speed it up).
+    pub fn state_at(&self, run_id: RunId, seq: u64) -> Result<RunState> {
+        chronicle_projections::replay(&self.source(run_id), seq)
+    }
+
+    /// Replays a run once from its newest snapshot and caches a snapshot at every due seq that
+    /// lacks one. Returns how many it wrote.
+    pub fn write_snapshots(&self, run_id: RunId) -> Result<usize> {
+        let Some(head) = self.run_head(run_id)? else { return Ok(0) };
+        let interval = self.inner.opts.snapshot_interval_events;
+        let src = self.source(run_id);
+        let mut state = self.latest_snapshot(run_id, head.last_seq)?.unwrap_or_default();
+        let from = state.next_seq();
+        let mut written = 0;
+        if from <= head.last_seq {
+            src.for_each_event(from, head.last_seq, &mut |env| {
+                state.apply(&env, &src)?;
+                if snapshot::is_due(env.seq, interval) {
+                    self.put_snapshot(&state)?;
+                    written += 1;
+                }
+                Ok(())
+            })?;
+        }
+        Ok(written)
+    }
+}
+
+/// A store-backed [`EventSource`] for one run.
+#[derive(Debug)]
+pub struct RunSource<'a> {
+    store: &'a Store,
+    run_id: RunId,
+}
+
+impl EventSource for RunSource<'_> {
+    type Error = Error;
+    fn for_each_event(
+        &self,
+        from_seq: u64,
+        to_seq: u64,
+        f: &mut dyn FnMut(Envelope) -> Result<()>,
+    ) -> Result<()> {
+        for env in self.store.read_run(self.run_id, from_seq, to_seq) {
+            f(env?)?;
+        }
+        Ok(())
+    }
+
+    fn latest_snapshot(&self, seq: u64) -> Result<Option<RunState>> {
+        self.store.latest_snapshot(self.run_id, seq)
+    }
+}
+
+fn decode_at(offset: u64, bytes: &[u8]) -> Result<Envelope> {
+    let env = decode_record(bytes).map_err(|e| Error::Corrupt { offset, reason: e.to_string() })?;
+    if env.offset != offset {
+        return Err(Error::Corrupt {
+            offset,
+            reason: format!("record claims offset {}", env.offset),
+        });
+    }
+    Ok(env)
+}
+
+pub(crate) fn decode_head(bytes: &[u8]) -> Result<RunHead> {
+    rmp_serde::from_slice(bytes).map_err(|e| Error::Decode(format!("run head: {e}")))
+}

@@ -1,0 +1,199 @@
+//! Verification of the log: dense offsets, decodable records, intact hashes, unbroken per-run
+//! chains, and `runs` heads and `meta.next_offset` that agree with the records.
+//!
+//! A chain cannot show that its newest events were cut off, so every report states the heads it
+//! saw; comparing them with a remembered head detects truncation later.
+
+use std::collections::{BTreeMap, HashMap};
+
+use chronicle_schemas::{decode_record, Hash, RunId};
+use serde::Serialize;
+
+use super::{decode_head, keys, Error, Result, Trees};
+
+/// The first thing found wrong.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Problem {
+    pub offset: u64,
+    pub reason: String,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct VerifyReport {
+    /// Records checked.
+    pub events: u64,
+    /// One past the last offset seen.
+    pub next_offset: u64,
+    /// Per run: the newest (seq, hash) that verified.
+    pub heads: BTreeMap<RunId, (u64, Hash)>,
+    /// `None` when everything verified.
+    pub problem: Option<Problem>,
+}
+
+impl VerifyReport {
+    pub fn ok(&self) -> bool {
+        self.problem.is_none()
+    }
+}
+
+/// One past the newest stored offset, per `meta` (written in the same transaction as events).
+pub(crate) fn next_offset(t: &Trees) -> Result<u64> {
+    Ok(t.meta.get("next_offset")?.and_then(|v| keys::parse_u64(&v)).unwrap_or(0))
+}
+
+pub(crate) fn verify(t: &Trees, only: Option<RunId>) -> Result<VerifyReport> {
+    let mut report = VerifyReport::default();
+    let mut chains: HashMap<RunId, (u64, Hash)> = HashMap::new();
+    let mut expected = 0u64;
+    let problem = |offset: u64, reason: String| Some(Problem { offset, reason });
+    for kv in t.events.iter() {
+        let (k, v) = kv?;
+        let Some(offset) = keys::parse_u64(&k) else {
+            report.problem = problem(expected, format!("malformed key of {} bytes", k.len()));
+            break;
+        };
+        if offset != expected {
+            report.problem = problem(expected, format!("missing; the next stored offset is {offset}"));
+            break;
+        }
+        expected += 1;
+        let env = match decode_record(&v) {
+            Ok(env) => env,
+            Err(e) => {
+                report.problem = problem(offset, e.to_string());
+                break;
+            }
+        };
+        if env.offset != offset {
+            report.problem = problem(offset, format!("record claims offset {}", env.offset));
+            break;
+        }
+        report.events += 1;
+        if only.is_some_and(|r| r != env.run_id) {
+            continue;
+        }
+        let (want_seq, want_prev) = chains.get(&env.run_id).map_or((0, Hash::ZERO), |(s, h)| (s + 1, *h));
+        if env.seq != want_seq {
+            report.problem = problem(offset, format!("run {} seq {} where {want_seq} was due", env.run_id, env.seq));
+            break;
+        }
+        if env.prev_hash != want_prev {
+            report.problem = problem(offset, format!("run {} seq {} does not chain to seq {}", env.run_id, env.seq, want_seq.wrapping_sub(1)));
+            break;
+        }
+        match t.streams.get(keys::stream_key(env.run_id, env.seq))?.and_then(|o| keys::parse_u64(&o)) {
+            Some(o) if o == offset => {}
+            other => {
+                report.problem = problem(offset, format!("streams index for run {} seq {} says {other:?}", env.run_id, env.seq));
+                break;
+            }
+        }
+        chains.insert(env.run_id, (env.seq, env.hash));
+    }
+    report.next_offset = expected;
+    if report.problem.is_none() {
+        let meta_next = next_offset(t)?;
+        if meta_next != expected {
+            report.problem = problem(
+                expected.min(meta_next),
+                format!("log ends at offset {expected} but meta records {meta_next}: truncated tail"),
+            );
+        }
+    }
+    if report.problem.is_none() {
+        for kv in t.runs.iter() {
+            let head = decode_head(&kv?.1)?;
+            if only.is_some_and(|r| r != head.run_id) {
+                continue;
+            }
+            if chains.get(&head.run_id) != Some(&(head.last_seq, head.last_hash)) {
+                report.problem = problem(
+                    head.last_offset,
+                    format!("run {} head says seq {} but its chain ends at {:?}", head.run_id, head.last_seq, chains.get(&head.run_id).map(|c| c.0)),
+                );
+                break;
+            }
+        }
+    }
+    report.heads = chains.into_iter().collect();
+    Ok(report)
+}
+
+/// Open-time check of the newest `tail` records. With `repair`, an undecodable *final* record is
+/// dropped (with its index entry and the run head rolled back); anything else is refused.
+pub(crate) fn check_tail(t: &Trees, tail: u64, repair: bool) -> Result<()> {
+    let meta_next = next_offset(t)?;
+    let last_key = t.events.last()?.map(|(k, _)| keys::parse_u64(&k).unwrap_or(u64::MAX));
+    let stored_next = last_key.map_or(0, |k| k.saturating_add(1));
+    if stored_next != meta_next {
+        return Err(Error::Corrupt {
+            offset: stored_next.min(meta_next),
+            reason: format!("log ends at offset {stored_next} but meta records {meta_next}"),
+        });
+    }
+    let from = meta_next.saturating_sub(tail);
+    for offset in from..meta_next {
+        let Some(rec) = t.events.get(keys::offset_key(offset))? else {
+            return Err(Error::Corrupt { offset, reason: "missing".into() });
+        };
+        let env = match decode_record(&rec) {
+            Ok(env) if env.offset == offset => env,
+            Ok(env) => return Err(Error::Corrupt { offset, reason: format!("record claims offset {}", env.offset) }),
+            Err(e) if repair && offset + 1 == meta_next => return drop_final_record(t, offset, &e.to_string()),
+            Err(e) => return Err(Error::Corrupt { offset, reason: e.to_string() }),
+        };
+        let want_prev = if env.seq == 0 {
+            Hash::ZERO
+        } else {
+            let prev_off = t
+                .streams
+                .get(keys::stream_key(env.run_id, env.seq - 1))?
+                .and_then(|o| keys::parse_u64(&o))
+                .ok_or_else(|| Error::Corrupt { offset, reason: format!("run {} seq {} has no predecessor", env.run_id, env.seq) })?;
+            let prev = t.events.get(keys::offset_key(prev_off))?.ok_or_else(|| Error::Corrupt { offset: prev_off, reason: "missing".into() })?;
+            chronicle_schemas::peek_record_header(&prev).map_err(|e| Error::Corrupt { offset: prev_off, reason: e.to_string() })?.hash
+        };
+        if env.prev_hash != want_prev {
+            return Err(Error::Corrupt { offset, reason: format!("run {} seq {} does not chain", env.run_id, env.seq) });
+        }
+    }
+    Ok(())
+}
+
+fn drop_final_record(t: &Trees, offset: u64, why: &str) -> Result<()> {
+    tracing::warn!(offset, reason = why, "dropping the undecodable final record (--repair-truncate-tail)");
+    // The record's run is unknown (it does not decode); the head that points at it names it.
+    let mut owner = None;
+    for kv in t.runs.iter() {
+        let (k, v) = kv?;
+        let head = decode_head(&v)?;
+        if head.last_offset == offset {
+            owner = Some((k, head));
+            break;
+        }
+    }
+    t.events.remove(keys::offset_key(offset))?;
+    t.meta.insert("next_offset", &offset.to_be_bytes())?;
+    if let Some((k, mut head)) = owner {
+        t.streams.remove(keys::stream_key(head.run_id, head.last_seq))?;
+        if head.last_seq == 0 {
+            t.runs.remove(k)?;
+        } else {
+            let prev_off = t
+                .streams
+                .get(keys::stream_key(head.run_id, head.last_seq - 1))?
+                .and_then(|o| keys::parse_u64(&o))
+                .ok_or_else(|| Error::Corrupt { offset, reason: "no predecessor to roll back to".into() })?;
+            let prev = t.events.get(keys::offset_key(prev_off))?.ok_or_else(|| Error::Corrupt { offset: prev_off, reason: "missing".into() })?;
+            let env = decode_record(&prev).map_err(|e| Error::Corrupt { offset: prev_off, reason: e.to_string() })?;
+            head.last_seq = env.seq;
+            head.last_hash = env.hash;
+            head.last_offset = prev_off;
+            head.terminal = env.event.is_terminal();
+            let bytes = rmp_serde::to_vec_named(&head).map_err(|e| Error::Decode(e.to_string()))?;
+            t.runs.insert(k, bytes)?;
+        }
+    }
+    t.db.flush()?;
+    Ok(())
+}
