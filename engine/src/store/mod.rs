@@ -29,6 +29,8 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// The on-disk schema version kept in `meta`.
 pub const SCHEMA_VERSION: u64 = 1;
 
+const FOLLOW_CHUNK_EVENTS: u64 = 256;
+
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error("conflict on run {run_id}: expected seq {expected}, but the run is at seq {actual}")]
@@ -367,20 +369,22 @@ impl Store {
     /// skips or repeats one. Ends when the receiver is dropped or the store closes.
     pub fn follow(&self, from: u64) -> ReceiverStream<Result<Envelope>> {
         let (tx, rx) = mpsc::channel(self.inner.opts.follow_buffer_events.max(1));
-        let store = self.clone();
+        // A follower must not keep the store open: it holds a weak handle and upgrades it only
+        // while it reads, so dropping the last `Store` closes sled even with followers around.
+        let weak = Arc::downgrade(&self.inner);
         let mut head = self.inner.head_rx.clone();
         tokio::spawn(async move {
             let mut pos = from;
             loop {
                 let durable = *head.borrow_and_update();
-                // Read in bounded chunks so a far-behind follower holds no long sled iterator.
                 while pos < durable {
-                    let end = durable.min(pos + 256);
-                    let chunk: Vec<_> = store.read_range(pos, end).collect();
+                    // Bounded chunks, so a far-behind follower holds no long sled iterator.
+                    let end = durable.min(pos + FOLLOW_CHUNK_EVENTS);
+                    let Some(inner) = weak.upgrade() else { return };
+                    let chunk: Vec<_> = Store { inner }.read_range(pos, end).collect();
                     if chunk.len() as u64 != end - pos {
-                        let _ = tx
-                            .send(Err(Error::Corrupt { offset: pos, reason: "gap in the log".into() }))
-                            .await;
+                        let gap = Error::Corrupt { offset: pos, reason: "gap in the log".into() };
+                        let _ = tx.send(Err(gap)).await;
                         return;
                     }
                     for ev in chunk {

@@ -122,6 +122,9 @@ pub(crate) fn verify(t: &Trees, only: Option<RunId>) -> Result<VerifyReport> {
 /// Open-time check of the newest `tail` records. With `repair`, an undecodable *final* record is
 /// dropped (with its index entry and the run head rolled back); anything else is refused.
 pub(crate) fn check_tail(t: &Trees, tail: u64, repair: bool) -> Result<()> {
+    if tail == 0 {
+        return Ok(());
+    }
     let meta_next = next_offset(t)?;
     let last_key = t.events.last()?.map(|(k, _)| keys::parse_u64(&k).unwrap_or(u64::MAX));
     let stored_next = last_key.map_or(0, |k| k.saturating_add(1));
