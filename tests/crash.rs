@@ -54,7 +54,9 @@ fn sigkill_loses_no_acknowledged_append() {
                 let _ = tx.send(line);
             }
         });
-        let ready = rx.recv_timeout(Duration::from_secs(30)).expect("child starts");
+        let ready = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("child starts");
         assert_eq!(ready, "READY", "round {round}");
         std::thread::sleep(Duration::from_millis(rng.random_range(5..150)));
         child.kill().unwrap(); // SIGKILL on Unix
@@ -72,7 +74,11 @@ fn sigkill_loses_no_acknowledged_append() {
                 .read_run(ack.run, ack.first_seq, ack.first_seq + ack.count - 1)
                 .map(Result::unwrap)
                 .collect();
-            assert_eq!(got.len() as u64, ack.count, "round {round}: acked {ack:?} lost");
+            assert_eq!(
+                got.len() as u64,
+                ack.count,
+                "round {round}: acked {ack:?} lost"
+            );
             assert_eq!(got[0].offset, ack.first_offset, "round {round}: {ack:?}");
         }
         // Appends continue where each run's head is, at the next dense offset.
@@ -80,12 +86,21 @@ fn sigkill_loses_no_acknowledged_append() {
         for i in 0..RUNS {
             let run = RunId::from_u128(0xC4A5_0000 + i);
             if let Some(head) = store.run_head(run).unwrap() {
-                let envs = store.append_blocking(run, head.next_seq(), vec![note(head.next_seq())]).unwrap();
-                assert_eq!((envs[0].offset, envs[0].seq), (next_offset, head.next_seq()));
+                let envs = store
+                    .append_blocking(run, head.next_seq(), vec![note(head.next_seq())])
+                    .unwrap();
+                assert_eq!(
+                    (envs[0].offset, envs[0].seq),
+                    (next_offset, head.next_seq())
+                );
                 next_offset += 1;
             }
         }
         assert!(store.verify().unwrap().ok());
     }
-    assert!(all_acks.len() > KILLS, "the child acknowledged too little to test anything: {}", all_acks.len());
+    assert!(
+        all_acks.len() > KILLS,
+        "the child acknowledged too little to test anything: {}",
+        all_acks.len()
+    );
 }

@@ -10,7 +10,10 @@ fn main() -> anyhow::Result<()> {
     let mut args = std::env::args().skip(1);
     let dir = args.next().expect("usage: crash-child DIR RUNS");
     let runs: u128 = args.next().expect("RUNS").parse()?;
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
     rt.block_on(async move {
         let store = Store::open(&dir, Options::default())?;
         println!("READY");
@@ -34,7 +37,9 @@ fn main() -> anyhow::Result<()> {
                                     parent: None,
                                 }
                             } else {
-                                Event::Reasoning { message: format!("run {i} seq {}", seq + k) }
+                                Event::Reasoning {
+                                    message: format!("run {i} seq {}", seq + k),
+                                }
                             }
                         })
                         .collect();

@@ -36,13 +36,19 @@ async fn sixteen_writers_on_sixteen_runs() {
         let store = store.clone();
         tasks.push(tokio::spawn(async move {
             let run = run(r);
-            store.append(run, 0, vec![run_started(&format!("s{r}"))]).await.unwrap();
+            store
+                .append(run, 0, vec![run_started(&format!("s{r}"))])
+                .await
+                .unwrap();
             let mut seq = 1;
             for i in 0..40u64 {
                 let batch: Vec<Event> = (0..=i % 2).map(|k| note(seq + k)).collect();
                 let n = batch.len() as u64;
                 let envs = store.append(run, seq, batch).await.unwrap();
-                assert_eq!(envs.iter().map(|e| e.seq).collect::<Vec<_>>(), (seq..seq + n).collect::<Vec<_>>());
+                assert_eq!(
+                    envs.iter().map(|e| e.seq).collect::<Vec<_>>(),
+                    (seq..seq + n).collect::<Vec<_>>()
+                );
                 seq += n;
             }
             seq
@@ -54,7 +60,10 @@ async fn sixteen_writers_on_sixteen_runs() {
         total += events;
         let head = store.run_head(run(r as u128)).unwrap().unwrap();
         assert_eq!(head.last_seq + 1, events);
-        assert_eq!(store.read_run(run(r as u128), 0, u64::MAX).count() as u64, events);
+        assert_eq!(
+            store.read_run(run(r as u128), 0, u64::MAX).count() as u64,
+            events
+        );
     }
     assert_eq!(assert_dense(&store), total);
 }
@@ -73,7 +82,11 @@ async fn same_expected_seq_exactly_one_wins() {
         let (wins, losses): (Vec<_>, Vec<_>) = [a, b].into_iter().partition(Result::is_ok);
         assert_eq!((wins.len(), losses.len()), (1, 1), "round {round}");
         match losses.into_iter().next().unwrap() {
-            Err(Error::Conflict { run_id, expected, actual }) => {
+            Err(Error::Conflict {
+                run_id,
+                expected,
+                actual,
+            }) => {
                 assert_eq!((run_id, expected, actual), (r, round, round + 1));
             }
             other => panic!("expected a conflict, got {other:?}"),
@@ -91,18 +104,35 @@ async fn bad_appends_write_nothing() {
     let before = store.durable_next_offset();
 
     let err = store.append(r, 5, vec![note(5)]).await.unwrap_err();
-    assert_eq!(err.to_string(), format!("conflict on run {r}: expected seq 5, but the run is at seq 1"));
+    assert_eq!(
+        err.to_string(),
+        format!("conflict on run {r}: expected seq 5, but the run is at seq 1")
+    );
 
     // One oversized event refuses the whole append, including the valid event before it.
-    let big = Event::Reasoning { message: "x".repeat(70_000) };
+    let big = Event::Reasoning {
+        message: "x".repeat(70_000),
+    };
     let err = store.append(r, 1, vec![note(1), big]).await.unwrap_err();
-    assert!(err.to_string().contains("event #1") && err.to_string().contains("exceeds 65536"), "{err}");
+    assert!(
+        err.to_string().contains("event #1") && err.to_string().contains("exceeds 65536"),
+        "{err}"
+    );
 
     let err = store.append(run(3), 0, vec![note(0)]).await.unwrap_err();
     assert!(err.to_string().contains("must be RunStarted"), "{err}");
-    let err = store.append(r, 1, vec![run_started("s")]).await.unwrap_err();
-    assert!(err.to_string().contains("only be a run's first event"), "{err}");
-    let err = store.append(run(4), 0, vec![run_started("a\0b")]).await.unwrap_err();
+    let err = store
+        .append(r, 1, vec![run_started("s")])
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("only be a run's first event"),
+        "{err}"
+    );
+    let err = store
+        .append(run(4), 0, vec![run_started("a\0b")])
+        .await
+        .unwrap_err();
     assert!(err.to_string().contains("without NUL"), "{err}");
     let err = store.append(r, 1, vec![]).await.unwrap_err();
     assert!(matches!(err, Error::Invalid(_)), "{err}");
@@ -121,8 +151,15 @@ async fn populate(dir: &std::path::Path, n: u64) -> Vec<(RunId, u64)> {
     let mut seqs = [0u64; 3];
     for i in 0..n {
         let k = (i % 3) as usize;
-        let ev = if seqs[k] == 0 { run_started(&format!("s{k}")) } else { note(i) };
-        let env = store.append(run(k as u128), seqs[k], vec![ev]).await.unwrap();
+        let ev = if seqs[k] == 0 {
+            run_started(&format!("s{k}"))
+        } else {
+            note(i)
+        };
+        let env = store
+            .append(run(k as u128), seqs[k], vec![ev])
+            .await
+            .unwrap();
         index.push((env[0].run_id, env[0].seq));
         seqs[k] += 1;
     }
@@ -131,13 +168,19 @@ async fn populate(dir: &std::path::Path, n: u64) -> Vec<(RunId, u64)> {
 
 fn with_sled<T>(dir: &std::path::Path, f: impl FnOnce(&sled::Tree, &sled::Tree) -> T) -> T {
     let db = sled::open(dir.join("sled")).unwrap();
-    let out = f(&db.open_tree("events").unwrap(), &db.open_tree("meta").unwrap());
+    let out = f(
+        &db.open_tree("events").unwrap(),
+        &db.open_tree("meta").unwrap(),
+    );
     db.flush().unwrap();
     out
 }
 
 fn no_tail_check() -> Options {
-    Options { open_verify_tail_events: 0, ..Options::default() }
+    Options {
+        open_verify_tail_events: 0,
+        ..Options::default()
+    }
 }
 
 #[tokio::test]
@@ -161,7 +204,9 @@ async fn a_flipped_byte_is_reported_at_its_offset() {
         let store = Store::open(dir.path(), no_tail_check()).unwrap();
         let problem = store.verify().unwrap().problem.expect("corruption found");
         assert_eq!(problem.offset, target, "{}", problem.reason);
-        assert!(matches!(store.get(target), Err(Error::Corrupt { offset, .. }) if offset == target));
+        assert!(
+            matches!(store.get(target), Err(Error::Corrupt { offset, .. }) if offset == target)
+        );
     }
 }
 
@@ -185,9 +230,13 @@ async fn a_swapped_but_intact_record_breaks_the_chain() {
 async fn a_truncated_tail_is_detected() {
     let dir = tempfile::tempdir().unwrap();
     populate(dir.path(), 10).await;
-    with_sled(dir.path(), |events, _| events.remove(9u64.to_be_bytes()).unwrap().unwrap());
+    with_sled(dir.path(), |events, _| {
+        events.remove(9u64.to_be_bytes()).unwrap().unwrap()
+    });
     match Store::open(dir.path(), Options::default()) {
-        Err(Error::Corrupt { offset: 9, reason }) => assert!(reason.contains("meta records 10"), "{reason}"),
+        Err(Error::Corrupt { offset: 9, reason }) => {
+            assert!(reason.contains("meta records 10"), "{reason}")
+        }
         other => panic!("open must refuse a truncated tail, got {other:?}"),
     }
     let store = Store::open(dir.path(), no_tail_check()).unwrap();
@@ -209,21 +258,39 @@ async fn a_run_cut_short_is_detected_by_its_head() {
     let report = store.verify().unwrap();
     let problem = report.problem.unwrap();
     assert_eq!(problem.offset, 9, "{}", problem.reason);
-    assert!(problem.reason.contains("head says seq 3"), "{}", problem.reason);
+    assert!(
+        problem.reason.contains("head says seq 3"),
+        "{}",
+        problem.reason
+    );
 }
 
 #[tokio::test]
 async fn repair_drops_only_an_undecodable_final_record() {
     let dir = tempfile::tempdir().unwrap();
     let index = populate(dir.path(), 10).await;
-    with_sled(dir.path(), |events, _| events.insert(9u64.to_be_bytes(), &b"\x01garbage"[..]).unwrap());
-    assert!(matches!(Store::open(dir.path(), Options::default()), Err(Error::Corrupt { offset: 9, .. })));
-    let repaired = Options { repair_truncate_tail: true, ..Options::default() };
+    with_sled(dir.path(), |events, _| {
+        events
+            .insert(9u64.to_be_bytes(), &b"\x01garbage"[..])
+            .unwrap()
+    });
+    assert!(matches!(
+        Store::open(dir.path(), Options::default()),
+        Err(Error::Corrupt { offset: 9, .. })
+    ));
+    let repaired = Options {
+        repair_truncate_tail: true,
+        ..Options::default()
+    };
     let store = Store::open(dir.path(), repaired).unwrap();
     assert_eq!(assert_dense(&store), 9);
     let (r, seq) = index[9];
     let head = store.run_head(r).unwrap().unwrap();
-    assert_eq!(head.next_seq(), seq, "the head rolled back to the record before");
+    assert_eq!(
+        head.next_seq(),
+        seq,
+        "the head rolled back to the record before"
+    );
     store.append(r, seq, vec![note(99)]).await.unwrap();
     assert_eq!(assert_dense(&store), 10);
 }
@@ -240,7 +307,10 @@ async fn reopen_keeps_everything_and_continues() {
     }
     let head = store.run_head(run(0)).unwrap().unwrap();
     assert_eq!(head.session_id, SessionId::from("s0"));
-    let env = store.append(run(0), head.next_seq(), vec![note(0)]).await.unwrap();
+    let env = store
+        .append(run(0), head.next_seq(), vec![note(0)])
+        .await
+        .unwrap();
     assert_eq!(env[0].offset, 20);
     assert_eq!(env[0].prev_hash, head.last_hash);
 }
@@ -256,8 +326,16 @@ async fn follow_never_skips_or_repeats() {
         let store = store.clone();
         tokio::spawn(async move { populate_store(&store, 1, 150).await })
     };
-    let a: Vec<u64> = from_start.take(200).map(|e| e.unwrap().offset).collect().await;
-    let b: Vec<u64> = from_middle.take(163).map(|e| e.unwrap().offset).collect().await;
+    let a: Vec<u64> = from_start
+        .take(200)
+        .map(|e| e.unwrap().offset)
+        .collect()
+        .await;
+    let b: Vec<u64> = from_middle
+        .take(163)
+        .map(|e| e.unwrap().offset)
+        .collect()
+        .await;
     writer.await.unwrap();
     assert_eq!(a, (0..200).collect::<Vec<_>>());
     assert_eq!(b, (37..200).collect::<Vec<_>>());
@@ -266,7 +344,11 @@ async fn follow_never_skips_or_repeats() {
 async fn populate_store(store: &Store, r: u128, n: u64) {
     let run = run(r);
     for seq in 0..n {
-        let ev = if seq == 0 { run_started("f") } else { note(seq) };
+        let ev = if seq == 0 {
+            run_started("f")
+        } else {
+            note(seq)
+        };
         store.append(run, seq, vec![ev]).await.unwrap();
     }
 }
@@ -275,7 +357,15 @@ async fn populate_store(store: &Store, r: u128, n: u64) {
 async fn async_durability_acknowledges_and_persists() {
     let dir = tempfile::tempdir().unwrap();
     {
-        let store = Store::open(dir.path(), Options { durability: Durability::Async, async_flush_ms: 5, ..Options::default() }).unwrap();
+        let store = Store::open(
+            dir.path(),
+            Options {
+                durability: Durability::Async,
+                async_flush_ms: 5,
+                ..Options::default()
+            },
+        )
+        .unwrap();
         populate_store(&store, 7, 100).await;
         // Subscribers see events once the periodic barrier has covered them.
         let seen: Vec<_> = store.follow(0).take(100).collect().await;
@@ -298,7 +388,10 @@ async fn blobs_are_content_addressed_and_checked() {
     assert_eq!(store.read_blob(&blob).unwrap(), payload);
     assert_eq!(store.put_blob(&payload).unwrap(), blob, "idempotent");
     std::fs::write(&path, b"tampered").unwrap();
-    assert!(matches!(store.read_blob(&blob), Err(Error::BlobCorrupt { .. })));
+    assert!(matches!(
+        store.read_blob(&blob),
+        Err(Error::BlobCorrupt { .. })
+    ));
     std::fs::remove_file(&path).unwrap();
     assert!(matches!(store.read_blob(&blob), Err(Error::BlobMissing(_))));
 }
@@ -308,14 +401,36 @@ async fn heads_sessions_and_terminal_flags() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(dir.path());
     let (a, b, c) = (run(10), run(11), run(12));
-    store.append(a, 0, vec![run_started("thread-1")]).await.unwrap();
-    store.append(b, 0, vec![run_started("thread-2")]).await.unwrap();
-    store.append(c, 0, vec![run_started("thread-1")]).await.unwrap();
+    store
+        .append(a, 0, vec![run_started("thread-1")])
+        .await
+        .unwrap();
+    store
+        .append(b, 0, vec![run_started("thread-2")])
+        .await
+        .unwrap();
+    store
+        .append(c, 0, vec![run_started("thread-1")])
+        .await
+        .unwrap();
     assert_eq!(store.session_runs(&"thread-1".into()).unwrap(), [a, c]);
     assert_eq!(store.session_runs(&"thread-".into()).unwrap(), []);
-    store.append(a, 1, vec![Event::RunCompleted { total_execution_time_ms: 1 }]).await.unwrap();
+    store
+        .append(
+            a,
+            1,
+            vec![Event::RunCompleted {
+                total_execution_time_ms: 1,
+            }],
+        )
+        .await
+        .unwrap();
     assert!(store.run_head(a).unwrap().unwrap().terminal);
-    let restore = Event::RunRestored { checkpoint_id: "cp_001".into(), to_seq: 0, by: Actor::user("u") };
+    let restore = Event::RunRestored {
+        checkpoint_id: "cp_001".into(),
+        to_seq: 0,
+        by: Actor::user("u"),
+    };
     store.append(a, 2, vec![restore]).await.unwrap();
     assert!(!store.run_head(a).unwrap().unwrap().terminal);
     assert_eq!(store.runs().count(), 3);
@@ -326,14 +441,25 @@ async fn heads_sessions_and_terminal_flags() {
 #[tokio::test]
 async fn store_backed_replay_with_snapshots_equals_from_zero() {
     let dir = tempfile::tempdir().unwrap();
-    let opts = Options { snapshot_interval_events: 4, ..Options::default() };
+    let opts = Options {
+        snapshot_interval_events: 4,
+        ..Options::default()
+    };
     let store = Arc::new(Store::open(dir.path(), opts).unwrap());
     let r = run(20);
     let mut events = fixtures::scenario_1_events();
     let n = events.len() as u64;
-    events.push(Event::RunRestored { checkpoint_id: "cp_006".into(), to_seq: 29, by: Actor::user("local") });
+    events.push(Event::RunRestored {
+        checkpoint_id: "cp_006".into(),
+        to_seq: 29,
+        by: Actor::user("local"),
+    });
     events.push(note(1));
-    events.push(Event::RunRestored { checkpoint_id: "cp_009".into(), to_seq: n - 4, by: Actor::user("local") });
+    events.push(Event::RunRestored {
+        checkpoint_id: "cp_009".into(),
+        to_seq: n - 4,
+        by: Actor::user("local"),
+    });
     let last = events.len() as u64 - 1;
     store.append(r, 0, events).await.unwrap();
     assert_eq!(store.write_snapshots(r).unwrap(), (last as usize + 1) / 4);
@@ -342,7 +468,16 @@ async fn store_backed_replay_with_snapshots_equals_from_zero() {
         let zero = replay_from_zero(&store.source(r), seq).unwrap();
         assert_eq!(with, zero, "seq {seq}");
     }
-    assert_eq!(store.state_at(r, last).unwrap().supervisor.restored_from.unwrap().as_str(), "cp_009");
+    assert_eq!(
+        store
+            .state_at(r, last)
+            .unwrap()
+            .supervisor
+            .restored_from
+            .unwrap()
+            .as_str(),
+        "cp_009"
+    );
     store.clear_snapshots().unwrap();
     assert!(store.latest_snapshot(r, last).unwrap().is_none());
 }

@@ -15,7 +15,9 @@ pub fn run_started(session: &str) -> Event {
 }
 
 pub fn note(i: u64) -> Event {
-    Event::Reasoning { message: format!("step {i}") }
+    Event::Reasoning {
+        message: format!("step {i}"),
+    }
 }
 
 pub fn open(dir: &std::path::Path) -> Store {

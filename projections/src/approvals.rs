@@ -21,7 +21,9 @@ impl Approvals {
     }
 
     pub fn pending(&self) -> impl Iterator<Item = &Approval> {
-        self.list.iter().filter(|a| a.status == ApprovalStatus::Pending)
+        self.list
+            .iter()
+            .filter(|a| a.status == ApprovalStatus::Pending)
     }
 
     pub(crate) fn apply(&mut self, env: &Envelope) {
@@ -58,21 +60,34 @@ impl Approvals {
                     });
                 }
             }
-            Event::ApprovalDecided { approval_id, decision, edited_args, decided_by, comment } => {
+            Event::ApprovalDecided {
+                approval_id,
+                decision,
+                edited_args,
+                decided_by,
+                comment,
+            } => {
                 if let Some(a) = self.get_mut(approval_id)
                     && a.status == ApprovalStatus::Pending
                 {
                     a.status = (*decision).into();
                     a.decision = Some(*decision);
                     a.edited_args = edited_args.clone();
-                    a.effective_args = Some(edited_args.clone().unwrap_or_else(|| a.request_args.clone()));
+                    a.effective_args = Some(
+                        edited_args
+                            .clone()
+                            .unwrap_or_else(|| a.request_args.clone()),
+                    );
                     a.decided_by = Some(decided_by.clone());
                     a.comment = comment.clone();
                     a.decided_at = Some(env.at);
                     a.decided_seq = Some(env.seq);
                 }
             }
-            Event::ApprovalExpired { approval_id, on_expiry } => {
+            Event::ApprovalExpired {
+                approval_id,
+                on_expiry,
+            } => {
                 if let Some(a) = self.get_mut(approval_id)
                     && a.status == ApprovalStatus::Pending
                 {
@@ -102,7 +117,11 @@ impl Approvals {
     }
 
     fn cancel_all_pending(&mut self, reason: &str) {
-        for a in self.list.iter_mut().filter(|a| a.status == ApprovalStatus::Pending) {
+        for a in self
+            .list
+            .iter_mut()
+            .filter(|a| a.status == ApprovalStatus::Pending)
+        {
             a.status = ApprovalStatus::Cancelled;
             a.cancel_reason = Some(reason.to_owned());
         }

@@ -22,7 +22,12 @@ impl CheckpointList {
     }
 
     pub(crate) fn apply(&mut self, env: &Envelope) {
-        if let Event::CheckpointSaved { checkpoint_id, node, todos_completed } = &env.event {
+        if let Event::CheckpointSaved {
+            checkpoint_id,
+            node,
+            todos_completed,
+        } = &env.event
+        {
             self.checkpoints.push(Checkpoint {
                 checkpoint_id: checkpoint_id.clone(),
                 seq: env.seq,

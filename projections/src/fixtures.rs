@@ -1,9 +1,9 @@
 //! Deterministic fixture runs (fixed ids and times) for tests and snapshot files across crates.
 
 use chronicle_schemas::{
-    encode_record, Actor, ApprovalId, CheckpointId, Decision, Envelope, Event, Hash, HitlMode,
-    Payload, Phase, PlanStep, RunConfig, RunId, SessionId, Source, Strategy, Subject,
-    SupervisorTodo, Timestamp, TodoId, TodoPriority, TodoStatus,
+    Actor, ApprovalId, CheckpointId, Decision, Envelope, Event, Hash, HitlMode, Payload, Phase,
+    PlanStep, RunConfig, RunId, SessionId, Source, Strategy, Subject, SupervisorTodo, Timestamp,
+    TodoId, TodoPriority, TodoStatus, encode_record,
 };
 use serde_json::json;
 
@@ -20,8 +20,17 @@ pub fn envelopes(run: RunId, events: Vec<Event>) -> Vec<Envelope> {
         .map(|(i, event)| {
             let seq = i as u64;
             let at = Timestamp(FIXTURE_T0_MICROS + 500_000 * i as i64);
-            let (_, hash) = encode_record(seq, run, seq, at, &prev, &event).expect("fixture encodes");
-            let env = Envelope { offset: seq, run_id: run, seq, at, prev_hash: prev, hash, event };
+            let (_, hash) =
+                encode_record(seq, run, seq, at, &prev, &event).expect("fixture encodes");
+            let env = Envelope {
+                offset: seq,
+                run_id: run,
+                seq,
+                at,
+                prev_hash: prev,
+                hash,
+                event,
+            };
             prev = hash;
             env
         })
@@ -50,7 +59,10 @@ fn todo(i: usize, s: &PlanStep, deps: Vec<TodoId>) -> SupervisorTodo {
         name: format!("{} 실행", s.agent_name),
         description: format!("{}을(를) 실행하여 데이터 수집/분석 수행", s.agent_name),
         agent_name: s.agent_name.clone(),
-        agent_purpose: s.input_mapping["purpose"].as_str().unwrap_or_default().into(),
+        agent_purpose: s.input_mapping["purpose"]
+            .as_str()
+            .unwrap_or_default()
+            .into(),
         priority: TodoPriority::from_plan_priority(s.priority),
         dependencies: deps,
         created_at: Timestamp(FIXTURE_T0_MICROS),
@@ -75,14 +87,25 @@ fn checkpoint(n: u32, node: &str, done: u32) -> Event {
 }
 
 fn status(id: &str, from: TodoStatus, to: TodoStatus, by: Actor) -> Event {
-    Event::TodoStatusChanged { todo_id: id.into(), from, to, reason: None, attempt: 1, by }
+    Event::TodoStatusChanged {
+        todo_id: id.into(),
+        from,
+        to,
+        reason: None,
+        attempt: 1,
+        by,
+    }
 }
 
 fn approval_message(t: &SupervisorTodo) -> String {
     let deps = if t.dependencies.is_empty() {
         "없음".to_owned()
     } else {
-        t.dependencies.iter().map(|d| d.as_str()).collect::<Vec<_>>().join(", ")
+        t.dependencies
+            .iter()
+            .map(|d| d.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
     };
     format!(
         "📋 다음 작업을 실행하시겠습니까?\n\n- TODO ID: {id}\n- 작업명: {name}\n- Agent: {agent}\n- 우선순위: {prio}\n- 의존성: {deps}\n\n명령어:\n  /todo approve    - 승인\n  /todo skip {id}  - 건너뛰기\n  /todos           - TODO 목록 조회",
@@ -110,12 +133,20 @@ pub fn scenario_1_events() -> Vec<Event> {
             user_id: Some("1".into()),
             request_id: "req_fixture_1".into(),
             query: "집주인이 전세금 3억을 10억으로 올려달래. 법적으로 해결방법 알려줘".into(),
-            config: RunConfig { hitl: HitlMode::EveryTodo, max_retries: 2, ..RunConfig::default() },
+            config: RunConfig {
+                hitl: HitlMode::EveryTodo,
+                max_retries: 2,
+                ..RunConfig::default()
+            },
             parent: None,
         },
-        Event::PhaseChanged { phase: Phase::Initialization },
+        Event::PhaseChanged {
+            phase: Phase::Initialization,
+        },
         checkpoint(1, "initialize", 0),
-        Event::PhaseChanged { phase: Phase::Planning },
+        Event::PhaseChanged {
+            phase: Phase::Planning,
+        },
         Event::IntentAnalyzed {
             intent_type: "comprehensive".into(),
             confidence: 0.9,
@@ -129,12 +160,22 @@ pub fn scenario_1_events() -> Vec<Event> {
             steps: steps.clone(),
             parallel_groups: vec![],
             estimated_total_time: 20.0,
-            available_agents: vec!["search_team".into(), "analysis_team".into(), "document_team".into()],
+            available_agents: vec![
+                "search_team".into(),
+                "analysis_team".into(),
+                "document_team".into(),
+            ],
             available_teams: vec!["search".into(), "analysis".into(), "document".into()],
             source: Source::Rules,
         },
-        Event::TodoAdded { todo: t1.clone(), added_by: Actor::Engine },
-        Event::TodoAdded { todo: t2.clone(), added_by: Actor::Engine },
+        Event::TodoAdded {
+            todo: t1.clone(),
+            added_by: Actor::Engine,
+        },
+        Event::TodoAdded {
+            todo: t2.clone(),
+            added_by: Actor::Engine,
+        },
         checkpoint(3, "build_plan", 0),
     ];
     for (n, (t, result)) in [

@@ -10,11 +10,11 @@ mod checkpoints;
 pub mod fixtures;
 mod run;
 pub mod snapshot;
+mod supervisor;
 #[cfg(test)]
 mod tests;
-mod supervisor;
 
 pub use approvals::Approvals;
 pub use checkpoints::CheckpointList;
-pub use run::{replay, replay_from_zero, EventSource, NoSnapshots, RunState, VecSource};
+pub use run::{EventSource, NoSnapshots, RunState, VecSource, replay, replay_from_zero};
 pub use snapshot::SNAPSHOT_INTERVAL_EVENTS;

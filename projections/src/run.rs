@@ -11,7 +11,7 @@ use std::convert::Infallible;
 use chronicle_schemas::{Envelope, Event, RunId, SupervisorState};
 use serde::{Deserialize, Serialize};
 
-use crate::{supervisor, Approvals, CheckpointList};
+use crate::{Approvals, CheckpointList, supervisor};
 
 /// Where a replay reads a run's events (and, optionally, snapshots) from. The engine implements
 /// it over sled; tests over a `Vec`. Implementations must yield events in seq order.
@@ -53,14 +53,24 @@ impl RunState {
 
     /// Folds one event. Only a `RunRestored` reads from `src` (to rebuild the restored point).
     pub fn apply<S: EventSource>(&mut self, env: &Envelope, src: &S) -> Result<(), S::Error> {
-        debug_assert_eq!(env.seq, self.next_seq(), "events must be applied in seq order");
-        if let Event::RunRestored { checkpoint_id, to_seq, .. } = &env.event {
+        debug_assert_eq!(
+            env.seq,
+            self.next_seq(),
+            "events must be applied in seq order"
+        );
+        if let Event::RunRestored {
+            checkpoint_id,
+            to_seq,
+            ..
+        } = &env.event
+        {
             // A restore can only point backwards; clamp so a malformed event cannot recurse.
             let target = (*to_seq).min(env.seq.saturating_sub(1));
             let past = replay(src, target)?;
             self.supervisor = past.supervisor;
             self.supervisor.restored_from = Some(checkpoint_id.clone());
-            self.checkpoints.on_restore(self.supervisor.last_checkpoint_id.clone());
+            self.checkpoints
+                .on_restore(self.supervisor.last_checkpoint_id.clone());
             self.approvals.apply(env);
         } else {
             self.approvals.apply(env);
@@ -128,6 +138,11 @@ impl EventSource for VecSource {
     }
 
     fn latest_snapshot(&self, seq: u64) -> Result<Option<RunState>, Infallible> {
-        Ok(self.snapshots.iter().rev().find(|s| s.last_seq.is_some_and(|l| l <= seq)).cloned())
+        Ok(self
+            .snapshots
+            .iter()
+            .rev()
+            .find(|s| s.last_seq.is_some_and(|l| l <= seq))
+            .cloned())
     }
 }

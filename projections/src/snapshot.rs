@@ -33,5 +33,5 @@ pub fn decode(bytes: &[u8]) -> Option<RunState> {
 
 /// Whether a snapshot is due right after the event with this seq.
 pub fn is_due(seq: u64, interval: u64) -> bool {
-    interval > 0 && (seq + 1) % interval == 0
+    interval > 0 && (seq + 1).is_multiple_of(interval)
 }

@@ -7,13 +7,20 @@ use chronicle_schemas::{
     SupervisorState, TodoId, TodoStatus, ToolCallState, ToolCallStatus,
 };
 use serde::de::DeserializeOwned;
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value, json};
 
 use crate::Approvals;
 
 pub(crate) fn apply(s: &mut SupervisorState, env: &Envelope, approvals: &Approvals) {
     match &env.event {
-        Event::RunStarted { session_id, user_id, request_id, query, config, parent } => {
+        Event::RunStarted {
+            session_id,
+            user_id,
+            request_id,
+            query,
+            config,
+            parent,
+        } => {
             s.query.clone_from(query);
             s.session_id = session_id.clone();
             s.request_id.clone_from(request_id);
@@ -30,7 +37,13 @@ pub(crate) fn apply(s: &mut SupervisorState, env: &Envelope, approvals: &Approva
                 s.status = "processing".into();
             }
         }
-        Event::IntentAnalyzed { intent_type, confidence, keywords, entities, source } => {
+        Event::IntentAnalyzed {
+            intent_type,
+            confidence,
+            keywords,
+            entities,
+            source,
+        } => {
             let query = s.query.clone();
             let p = planning(s);
             p.raw_query = query;
@@ -75,7 +88,11 @@ pub(crate) fn apply(s: &mut SupervisorState, env: &Envelope, approvals: &Approva
         Event::TodoAdded { todo, .. } => {
             push_unique(&mut s.active_teams, &todo.agent_name);
             let p = planning(s);
-            let team = todo.agent_name.strip_suffix("_team").unwrap_or(&todo.agent_name).to_owned();
+            let team = todo
+                .agent_name
+                .strip_suffix("_team")
+                .unwrap_or(&todo.agent_name)
+                .to_owned();
             p.execution_steps.push(ExecutionStepState {
                 step_id: format!("step_{}", p.execution_steps.len()),
                 step_type: team.clone(),
@@ -91,10 +108,21 @@ pub(crate) fn apply(s: &mut SupervisorState, env: &Envelope, approvals: &Approva
             });
             p.todos.push(todo.clone());
         }
-        Event::TodoStatusChanged { todo_id, from, to, reason, .. } => {
+        Event::TodoStatusChanged {
+            todo_id,
+            from,
+            to,
+            reason,
+            ..
+        } => {
             todo_status_changed(planning(s), env, todo_id, *from, *to, reason.as_deref());
         }
-        Event::ApprovalRequested { approval_id, message, supersedes, .. } => {
+        Event::ApprovalRequested {
+            approval_id,
+            message,
+            supersedes,
+            ..
+        } => {
             if let Some(old) = supersedes {
                 s.pending_approval_ids.retain(|id| id != old);
             }
@@ -105,7 +133,12 @@ pub(crate) fn apply(s: &mut SupervisorState, env: &Envelope, approvals: &Approva
             s.approval_message = Some(message.clone());
             s.run_status = RunStatus::WaitingForApproval;
         }
-        Event::ApprovalDecided { approval_id, decision, edited_args, .. } => {
+        Event::ApprovalDecided {
+            approval_id,
+            decision,
+            edited_args,
+            ..
+        } => {
             // An edit of a TODO approval makes the edited args the TODO's effective input.
             if let (Decision::Edit, Some(args), Some(a)) =
                 (decision, edited_args, approvals.get(approval_id))
@@ -119,7 +152,12 @@ pub(crate) fn apply(s: &mut SupervisorState, env: &Envelope, approvals: &Approva
         Event::ApprovalExpired { approval_id, .. } => {
             approval_settled(s, approval_id, "expired");
         }
-        Event::AgentStarted { todo_id, agent, input, .. } => {
+        Event::AgentStarted {
+            todo_id,
+            agent,
+            input,
+            ..
+        } => {
             push_unique(&mut s.active_teams, agent);
             if let Some(step) = step_mut(s, todo_id) {
                 step.progress_percentage = step.progress_percentage.max(10);
@@ -129,7 +167,13 @@ pub(crate) fn apply(s: &mut SupervisorState, env: &Envelope, approvals: &Approva
             }
             team_started(s, agent, input, env);
         }
-        Event::AgentCompleted { todo_id, agent, result, duration_ms, .. } => {
+        Event::AgentCompleted {
+            todo_id,
+            agent,
+            result,
+            duration_ms,
+            ..
+        } => {
             let value = payload_value(result);
             s.failed_teams.retain(|t| t != agent);
             push_unique(&mut s.completed_teams, agent);
@@ -140,7 +184,13 @@ pub(crate) fn apply(s: &mut SupervisorState, env: &Envelope, approvals: &Approva
             }
             team_finished(s, agent, Some(&value), None, *duration_ms, env);
         }
-        Event::AgentFailed { todo_id, agent, error, retryable, .. } => {
+        Event::AgentFailed {
+            todo_id,
+            agent,
+            error,
+            retryable,
+            ..
+        } => {
             if !retryable {
                 push_unique(&mut s.failed_teams, agent);
             }
@@ -150,7 +200,14 @@ pub(crate) fn apply(s: &mut SupervisorState, env: &Envelope, approvals: &Approva
             }
             team_finished(s, agent, None, Some(error), 0, env);
         }
-        Event::ToolCallRequested { tool_call_id, todo_id, tool, args, attempt, index } => {
+        Event::ToolCallRequested {
+            tool_call_id,
+            todo_id,
+            tool,
+            args,
+            attempt,
+            index,
+        } => {
             s.tool_calls.push(ToolCallState {
                 tool_call_id: tool_call_id.clone(),
                 todo_id: todo_id.clone(),
@@ -161,8 +218,18 @@ pub(crate) fn apply(s: &mut SupervisorState, env: &Envelope, approvals: &Approva
                 ..ToolCallState::default()
             });
         }
-        Event::ToolCallCompleted { tool_call_id, output, error, duration_ms } => {
-            if let Some(c) = s.tool_calls.iter_mut().rev().find(|c| &c.tool_call_id == tool_call_id) {
+        Event::ToolCallCompleted {
+            tool_call_id,
+            output,
+            error,
+            duration_ms,
+        } => {
+            if let Some(c) = s
+                .tool_calls
+                .iter_mut()
+                .rev()
+                .find(|c| &c.tool_call_id == tool_call_id)
+            {
                 c.status = if error.is_some() && output.is_none() {
                     ToolCallStatus::Failed
                 } else {
@@ -214,7 +281,9 @@ pub(crate) fn apply(s: &mut SupervisorState, env: &Envelope, approvals: &Approva
             s.interrupt_reason = None;
         }
         Event::Reasoning { message } => s.last_reasoning = Some(message.clone()),
-        Event::RunCompleted { total_execution_time_ms } => {
+        Event::RunCompleted {
+            total_execution_time_ms,
+        } => {
             finish(s, env, RunStatus::Completed, "completed");
             s.total_execution_time = Some(*total_execution_time_ms as f64 / 1000.0);
             s.current_phase = chronicle_schemas::Phase::Finished;
@@ -230,7 +299,10 @@ pub(crate) fn apply(s: &mut SupervisorState, env: &Envelope, approvals: &Approva
             finish(s, env, RunStatus::Cancelled, "cancelled");
             s.error_log.push(format!(
                 "cancelled by {by}{}",
-                reason.as_deref().map(|r| format!(": {r}")).unwrap_or_default()
+                reason
+                    .as_deref()
+                    .map(|r| format!(": {r}"))
+                    .unwrap_or_default()
             ));
         }
         // Handled by `RunState::apply`: it replaces the whole effective state.
@@ -248,8 +320,15 @@ fn push_unique(v: &mut Vec<String>, item: &str) {
     }
 }
 
-fn step_mut<'a>(s: &'a mut SupervisorState, todo_id: &TodoId) -> Option<&'a mut ExecutionStepState> {
-    s.planning_state.as_mut()?.execution_steps.iter_mut().find(|st| &st.todo_id == todo_id)
+fn step_mut<'a>(
+    s: &'a mut SupervisorState,
+    todo_id: &TodoId,
+) -> Option<&'a mut ExecutionStepState> {
+    s.planning_state
+        .as_mut()?
+        .execution_steps
+        .iter_mut()
+        .find(|st| &st.todo_id == todo_id)
 }
 
 /// Seed 001's step statuses are a subset of the TODO statuses.
@@ -292,10 +371,15 @@ fn todo_status_changed(
         }
         TodoStatus::Skipped => {
             t.completed_at = Some(env.at);
-            t.error = reason.filter(|r| !r.is_empty()).map(|r| format!("Skipped: {r}"));
+            t.error = reason
+                .filter(|r| !r.is_empty())
+                .map(|r| format!("Skipped: {r}"));
         }
         TodoStatus::Blocked => {
-            t.error = Some(format!("Blocked: {}", reason.unwrap_or("Dependencies not met")));
+            t.error = Some(format!(
+                "Blocked: {}",
+                reason.unwrap_or("Dependencies not met")
+            ));
         }
         TodoStatus::Pending => {
             if from == TodoStatus::Failed {
@@ -361,7 +445,8 @@ fn payload_value(p: &Payload) -> Value {
 /// Reads a team state out of an agent's result, leniently: unknown fields are ignored and a
 /// result of another shape leaves the defaults.
 fn from_result<T: DeserializeOwned + Default>(v: Option<&Value>) -> T {
-    v.and_then(|v| serde_json::from_value(v.clone()).ok()).unwrap_or_default()
+    v.and_then(|v| serde_json::from_value(v.clone()).ok())
+        .unwrap_or_default()
 }
 
 fn team_started(s: &mut SupervisorState, agent: &str, input: &Value, env: &Envelope) {
@@ -372,7 +457,10 @@ fn team_started(s: &mut SupervisorState, agent: &str, input: &Value, env: &Envel
                 team_name: "search".into(),
                 status: "in_progress".into(),
                 shared_context: shared,
-                filters: input.get("filters").cloned().unwrap_or(Value::Object(Map::new())),
+                filters: input
+                    .get("filters")
+                    .cloned()
+                    .unwrap_or(Value::Object(Map::new())),
                 start_time: Some(env.at),
                 ..SearchTeamState::default()
             });
@@ -408,7 +496,11 @@ fn team_finished(
     duration_ms: u64,
     env: &Envelope,
 ) {
-    let status = if error.is_some() { "failed" } else { "completed" };
+    let status = if error.is_some() {
+        "failed"
+    } else {
+        "completed"
+    };
     let secs = duration_ms as f64 / 1000.0;
     match agent {
         "search_team" => {

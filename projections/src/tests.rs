@@ -3,14 +3,13 @@
 
 use chronicle_schemas::{
     Actor, ApprovalId, ApprovalStatus, CheckpointId, Decision, Event, Payload, Phase, RunId,
-    RunStatus, SessionId, Subject, SupervisorState, SupervisorTodo, TodoId, TodoStatus,
-    ToolCallId,
+    RunStatus, SessionId, Subject, SupervisorState, SupervisorTodo, TodoId, TodoStatus, ToolCallId,
 };
 use proptest::prelude::*;
 use serde_json::json;
 
 use crate::fixtures::{envelopes, scenario_1_events};
-use crate::{replay, replay_from_zero, snapshot, RunState, VecSource};
+use crate::{RunState, VecSource, replay, replay_from_zero, snapshot};
 
 const RUN: RunId = RunId::from_u128(0xC0FFEE);
 
@@ -24,14 +23,34 @@ fn check_live_equals_replay(events: Vec<Event>, k: u64) -> RunState {
         src.events.push(env.clone());
         live.apply(&env, &src).unwrap();
         if snapshot::is_due(env.seq, k) {
-            src.snapshots.push(snapshot::decode(&snapshot::encode(&live)).expect("snapshot decodes"));
+            src.snapshots
+                .push(snapshot::decode(&snapshot::encode(&live)).expect("snapshot decodes"));
         }
         let zero = replay_from_zero(&src, env.seq).unwrap();
-        assert_eq!(live, zero, "live != replay after seq {} ({})", env.seq, env.event.kind());
+        assert_eq!(
+            live,
+            zero,
+            "live != replay after seq {} ({})",
+            env.seq,
+            env.event.kind()
+        );
         let snap = replay(&src, env.seq).unwrap();
-        assert_eq!(snap, zero, "snapshot replay != replay after seq {}", env.seq);
-        if let Event::RunRestored { checkpoint_id, to_seq, .. } = &env.event {
-            assert_restored(&live.supervisor, &replay_from_zero(&src, *to_seq).unwrap().supervisor, checkpoint_id);
+        assert_eq!(
+            snap, zero,
+            "snapshot replay != replay after seq {}",
+            env.seq
+        );
+        if let Event::RunRestored {
+            checkpoint_id,
+            to_seq,
+            ..
+        } = &env.event
+        {
+            assert_restored(
+                &live.supervisor,
+                &replay_from_zero(&src, *to_seq).unwrap().supervisor,
+                checkpoint_id,
+            );
         }
     }
     live
@@ -89,7 +108,12 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-const AGENTS: [&str; 4] = ["search_team", "analysis_team", "document_team", "market_analysis"];
+const AGENTS: [&str; 4] = [
+    "search_team",
+    "analysis_team",
+    "document_team",
+    "market_analysis",
+];
 
 /// Turns ops into a run's events. Ops may be nonsense (a decision on an unknown approval, an
 /// illegal transition): the engine never writes those, but the fold must be total anyway.
@@ -109,7 +133,11 @@ fn materialize(ops: Vec<Op>) -> Vec<Event> {
         let e = match op {
             Op::AddTodo => {
                 todos += 1;
-                let deps = if todos > 1 { vec![todo_id(todos - 2, todos)] } else { vec![] };
+                let deps = if todos > 1 {
+                    vec![todo_id(todos - 2, todos)]
+                } else {
+                    vec![]
+                };
                 Event::TodoAdded {
                     todo: SupervisorTodo {
                         id: TodoId(format!("todo_{todos:03}")),
@@ -134,14 +162,17 @@ fn materialize(ops: Vec<Op>) -> Vec<Event> {
                 approvals += 1;
                 Event::ApprovalRequested {
                     approval_id: ApprovalId(format!("apr_{approvals:03}")),
-                    subject: Subject::Todo { todo_id: todo_id(i, todos) },
+                    subject: Subject::Todo {
+                        todo_id: todo_id(i, todos),
+                    },
                     tool_name: "search_team".into(),
                     args: json!({"q": i}),
                     preview: json!(null),
                     policy: "every_todo".into(),
                     message: "📋".into(),
                     expires_at: None,
-                    supersedes: (i % 3 == 0 && approvals > 1).then(|| ApprovalId(format!("apr_{:03}", approvals - 1))),
+                    supersedes: (i % 3 == 0 && approvals > 1)
+                        .then(|| ApprovalId(format!("apr_{:03}", approvals - 1))),
                 }
             }
             Op::Decide(i, decision) => Event::ApprovalDecided {
@@ -165,10 +196,22 @@ fn materialize(ops: Vec<Op>) -> Vec<Event> {
             }
             Op::Restore(f) => {
                 let to_seq = ((seq - 1) as f64 * f) as u64;
-                let cp = cps.iter().rposition(|s| *s <= to_seq).map_or("cp_000".into(), |i| format!("cp_{:03}", i + 1));
-                Event::RunRestored { checkpoint_id: CheckpointId(cp), to_seq, by: Actor::user("alice") }
+                let cp = cps
+                    .iter()
+                    .rposition(|s| *s <= to_seq)
+                    .map_or("cp_000".into(), |i| format!("cp_{:03}", i + 1));
+                Event::RunRestored {
+                    checkpoint_id: CheckpointId(cp),
+                    to_seq,
+                    by: Actor::user("alice"),
+                }
             }
-            Op::AgentStart(i) => Event::AgentStarted { todo_id: todo_id(i, todos), agent: AGENTS[i % 4].into(), attempt: 1, input: json!({}) },
+            Op::AgentStart(i) => Event::AgentStarted {
+                todo_id: todo_id(i, todos),
+                agent: AGENTS[i % 4].into(),
+                attempt: 1,
+                input: json!({}),
+            },
             Op::AgentDone(i) => Event::AgentCompleted {
                 todo_id: todo_id(i, todos),
                 agent: AGENTS[i % 4].into(),
@@ -176,20 +219,56 @@ fn materialize(ops: Vec<Op>) -> Vec<Event> {
                 result: Payload::Inline(json!({"total_results": i, "insights": ["x"]})),
                 duration_ms: 10,
             },
-            Op::AgentFail(i, retryable) => Event::AgentFailed { todo_id: todo_id(i, todos), agent: AGENTS[i % 4].into(), attempt: 1, error: "boom".into(), retryable },
+            Op::AgentFail(i, retryable) => Event::AgentFailed {
+                todo_id: todo_id(i, todos),
+                agent: AGENTS[i % 4].into(),
+                attempt: 1,
+                error: "boom".into(),
+                retryable,
+            },
             Op::Tool(i) => {
                 calls += 1;
                 let id = ToolCallId(format!("call_{calls}"));
-                ev.push(Event::ToolCallRequested { tool_call_id: id.clone(), todo_id: todo_id(i, todos), tool: "write_file".into(), args: json!({"p": i}), attempt: 1, index: 0 });
-                Event::ToolCallCompleted { tool_call_id: id, output: Some(Payload::Inline(json!("ok"))), error: None, duration_ms: 1 }
+                ev.push(Event::ToolCallRequested {
+                    tool_call_id: id.clone(),
+                    todo_id: todo_id(i, todos),
+                    tool: "write_file".into(),
+                    args: json!({"p": i}),
+                    attempt: 1,
+                    index: 0,
+                });
+                Event::ToolCallCompleted {
+                    tool_call_id: id,
+                    output: Some(Payload::Inline(json!("ok"))),
+                    error: None,
+                    duration_ms: 1,
+                }
             }
             Op::Phase(p) => Event::PhaseChanged { phase: p },
-            Op::Note => Event::Reasoning { message: format!("note {seq}") },
-            Op::Evaluate => Event::EvaluationRecorded { quality_score: 0.5, completeness: 0.5, needs_retry: true, retry_agents: vec!["analysis_team".into()], feedback: "more".into(), source: Default::default() },
-            Op::Aggregate => Event::ResultsAggregated { aggregated: json!({"n": seq}) },
-            Op::Terminal(0) => Event::RunCompleted { total_execution_time_ms: seq },
-            Op::Terminal(1) => Event::RunFailed { error: "limit".into() },
-            Op::Terminal(_) => Event::RunCancelled { by: Actor::user("bob"), reason: None },
+            Op::Note => Event::Reasoning {
+                message: format!("note {seq}"),
+            },
+            Op::Evaluate => Event::EvaluationRecorded {
+                quality_score: 0.5,
+                completeness: 0.5,
+                needs_retry: true,
+                retry_agents: vec!["analysis_team".into()],
+                feedback: "more".into(),
+                source: Default::default(),
+            },
+            Op::Aggregate => Event::ResultsAggregated {
+                aggregated: json!({"n": seq}),
+            },
+            Op::Terminal(0) => Event::RunCompleted {
+                total_execution_time_ms: seq,
+            },
+            Op::Terminal(1) => Event::RunFailed {
+                error: "limit".into(),
+            },
+            Op::Terminal(_) => Event::RunCancelled {
+                by: Actor::user("bob"),
+                reason: None,
+            },
         };
         ev.push(e);
     }
@@ -211,8 +290,17 @@ fn scenario_1_state_snapshot() {
     let s = &state.supervisor;
     assert_eq!(s.run_status, RunStatus::Completed);
     let p = s.planning_state.as_ref().unwrap();
-    assert_eq!(p.completed_todo_ids, [TodoId::from("todo_001"), TodoId::from("todo_002")]);
-    assert!(state.approvals.list.iter().all(|a| a.status == ApprovalStatus::Approved));
+    assert_eq!(
+        p.completed_todo_ids,
+        [TodoId::from("todo_001"), TodoId::from("todo_002")]
+    );
+    assert!(
+        state
+            .approvals
+            .list
+            .iter()
+            .all(|a| a.status == ApprovalStatus::Approved)
+    );
     insta::assert_json_snapshot!("scenario_1_state", state);
 }
 
@@ -228,10 +316,16 @@ fn restore_equals_state_at_to_seq_including_abandoned_branch() {
     let cp9 = cp_seq(&full, "cp_009");
     let mut events = full.clone();
     // Back to the approval gate of todo_002, after the run had completed.
-    events.push(Event::RunRestored { checkpoint_id: "cp_006".into(), to_seq: cp6, by: Actor::user("local") });
+    events.push(Event::RunRestored {
+        checkpoint_id: "cp_006".into(),
+        to_seq: cp6,
+        by: Actor::user("local"),
+    });
     events.push(Event::ApprovalRequested {
         approval_id: "apr_003".into(),
-        subject: Subject::Todo { todo_id: "todo_002".into() },
+        subject: Subject::Todo {
+            todo_id: "todo_002".into(),
+        },
         tool_name: "analysis_team".into(),
         args: json!({}),
         preview: json!({}),
@@ -240,15 +334,30 @@ fn restore_equals_state_at_to_seq_including_abandoned_branch() {
         expires_at: None,
         supersedes: Some("apr_002".into()),
     });
-    events.push(Event::CheckpointSaved { checkpoint_id: "cp_011".into(), node: "approval".into(), todos_completed: 1 });
+    events.push(Event::CheckpointSaved {
+        checkpoint_id: "cp_011".into(),
+        node: "approval".into(),
+        todos_completed: 1,
+    });
     // cp_009 (aggregate) now lies on the abandoned branch; restore onto it.
-    events.push(Event::RunRestored { checkpoint_id: "cp_009".into(), to_seq: cp9, by: Actor::user("local") });
+    events.push(Event::RunRestored {
+        checkpoint_id: "cp_009".into(),
+        to_seq: cp9,
+        by: Actor::user("local"),
+    });
     let state = check_live_equals_replay(events.clone(), 7);
 
     // After the second restore, the state is the aggregate point of the first history.
-    let src = VecSource { events: envelopes(RUN, events.clone()), snapshots: vec![] };
+    let src = VecSource {
+        events: envelopes(RUN, events.clone()),
+        snapshots: vec![],
+    };
     let at_cp9 = replay_from_zero(&src, cp9).unwrap();
-    assert_restored(&state.supervisor, &at_cp9.supervisor, &CheckpointId::from("cp_009"));
+    assert_restored(
+        &state.supervisor,
+        &at_cp9.supervisor,
+        &CheckpointId::from("cp_009"),
+    );
     assert_eq!(state.supervisor.current_phase, Phase::Aggregation);
     assert_eq!(state.supervisor.run_status, RunStatus::Running);
 
@@ -256,7 +365,10 @@ fn restore_equals_state_at_to_seq_including_abandoned_branch() {
     // on the effective path again; the branch counter says two restores happened.
     let cps = &state.checkpoints;
     let cp11 = cps.get(&"cp_011".into()).unwrap();
-    assert_eq!((cp11.parent.as_ref().map(|c| c.as_str()), cp11.branch), (Some("cp_006"), 1));
+    assert_eq!(
+        (cp11.parent.as_ref().map(|c| c.as_str()), cp11.branch),
+        (Some("cp_006"), 1)
+    );
     assert!(cps.is_abandoned(&"cp_011".into()));
     assert!(!cps.is_abandoned(&"cp_009".into()));
     assert!(cps.is_abandoned(&"cp_010".into()));
@@ -266,22 +378,43 @@ fn restore_equals_state_at_to_seq_including_abandoned_branch() {
     // Approvals: the re-asked apr_003 was pending at the second restore and is cancelled by it;
     // the decided ones keep their decisions in the audit view.
     let a = &state.approvals;
-    assert_eq!(a.get(&"apr_003".into()).unwrap().status, ApprovalStatus::Cancelled);
-    assert_eq!(a.get(&"apr_002".into()).unwrap().status, ApprovalStatus::Approved);
+    assert_eq!(
+        a.get(&"apr_003".into()).unwrap().status,
+        ApprovalStatus::Cancelled
+    );
+    assert_eq!(
+        a.get(&"apr_002".into()).unwrap().status,
+        ApprovalStatus::Approved
+    );
 
     // In between: right after the first restore, the run waits on todo_002 again.
     let mid = replay_from_zero(&src, cp6 + (full.len() as u64 - cp6)).unwrap();
     let p = mid.supervisor.planning_state.as_ref().unwrap();
-    assert_eq!(p.todo(&"todo_002".into()).unwrap().status, TodoStatus::WaitingApproval);
-    assert_eq!(mid.supervisor.pending_approval_ids, [ApprovalId::from("apr_002")]);
+    assert_eq!(
+        p.todo(&"todo_002".into()).unwrap().status,
+        TodoStatus::WaitingApproval
+    );
+    assert_eq!(
+        mid.supervisor.pending_approval_ids,
+        [ApprovalId::from("apr_002")]
+    );
     let after_reask = replay_from_zero(&src, full.len() as u64 + 1).unwrap();
-    assert_eq!(after_reask.supervisor.pending_approval_ids, [ApprovalId::from("apr_003")]);
-    assert_eq!(after_reask.approvals.get(&"apr_002".into()).unwrap().status, ApprovalStatus::Approved);
+    assert_eq!(
+        after_reask.supervisor.pending_approval_ids,
+        [ApprovalId::from("apr_003")]
+    );
+    assert_eq!(
+        after_reask.approvals.get(&"apr_002".into()).unwrap().status,
+        ApprovalStatus::Approved
+    );
 }
 
 #[test]
 fn corrupt_snapshot_is_ignored() {
-    let src = VecSource { events: envelopes(RUN, scenario_1_events()), snapshots: vec![] };
+    let src = VecSource {
+        events: envelopes(RUN, scenario_1_events()),
+        snapshots: vec![],
+    };
     let mut bytes = snapshot::encode(&replay(&src, 10).unwrap());
     assert!(snapshot::decode(&bytes).is_some());
     let mid = bytes.len() / 2;

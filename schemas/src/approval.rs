@@ -9,8 +9,13 @@ use crate::{ApprovalId, Timestamp, TodoId, ToolCallId};
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Subject {
-    Todo { todo_id: TodoId },
-    ToolCall { tool_call_id: ToolCallId, todo_id: TodoId },
+    Todo {
+        todo_id: TodoId,
+    },
+    ToolCall {
+        tool_call_id: ToolCallId,
+        todo_id: TodoId,
+    },
 }
 
 impl Subject {

@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::{chain_hash, Event, Hash, RunId, Timestamp};
+use crate::{Event, Hash, RunId, Timestamp, chain_hash};
 
 /// Format byte of the current record layout. Never reuse a retired number.
 pub const RECORD_FORMAT_V1: u8 = 1;
@@ -30,7 +30,11 @@ pub enum Error {
     #[error("stored hash {stored} does not match the recomputed {computed}")]
     HashMismatch { stored: Hash, computed: Hash },
     #[error("event {kind} of {bytes} bytes exceeds {max}")]
-    TooLarge { kind: &'static str, bytes: usize, max: usize },
+    TooLarge {
+        kind: &'static str,
+        bytes: usize,
+        max: usize,
+    },
 }
 
 /// One stored event with its position and chain link (DESIGN §2).
@@ -84,10 +88,20 @@ pub fn encode_record(
     let mut buf = Vec::with_capacity(256);
     buf.push(RECORD_FORMAT_V1);
     buf.extend_from_slice(&[0u8; 64]);
-    let body = BodyRef { offset, run_id, seq, at, event };
+    let body = BodyRef {
+        offset,
+        run_id,
+        seq,
+        at,
+        event,
+    };
     rmp_serde::encode::write_named(&mut buf, &body)?;
     if buf.len() > EVENT_BYTES_MAX {
-        return Err(Error::TooLarge { kind: event.kind(), bytes: buf.len(), max: EVENT_BYTES_MAX });
+        return Err(Error::TooLarge {
+            kind: event.kind(),
+            bytes: buf.len(),
+            max: EVENT_BYTES_MAX,
+        });
     }
     let hash = chain_hash(prev_hash, &buf[HEADER_BYTES..]);
     buf[1..33].copy_from_slice(&prev_hash.0);
@@ -107,7 +121,11 @@ pub fn peek_record_header(bytes: &[u8]) -> Result<RecordHeader> {
     let mut hash = [0u8; 32];
     prev.copy_from_slice(&bytes[1..33]);
     hash.copy_from_slice(&bytes[33..65]);
-    Ok(RecordHeader { format: bytes[0], prev_hash: Hash(prev), hash: Hash(hash) })
+    Ok(RecordHeader {
+        format: bytes[0],
+        prev_hash: Hash(prev),
+        hash: Hash(hash),
+    })
 }
 
 /// Decodes a record and checks that its stored hash matches its body. Whether `prev_hash`
@@ -117,7 +135,10 @@ pub fn decode_record(bytes: &[u8]) -> Result<Envelope> {
     let body_bytes = &bytes[HEADER_BYTES..];
     let computed = chain_hash(&header.prev_hash, body_bytes);
     if computed != header.hash {
-        return Err(Error::HashMismatch { stored: header.hash, computed });
+        return Err(Error::HashMismatch {
+            stored: header.hash,
+            computed,
+        });
     }
     let body: Body = rmp_serde::from_slice(body_bytes)?;
     Ok(Envelope {
@@ -135,7 +156,14 @@ impl Envelope {
     /// Re-encodes this envelope's record (for tests and tools; the store keeps the original
     /// bytes).
     pub fn encode(&self) -> Result<Vec<u8>> {
-        encode_record(self.offset, self.run_id, self.seq, self.at, &self.prev_hash, &self.event)
-            .map(|(bytes, _)| bytes)
+        encode_record(
+            self.offset,
+            self.run_id,
+            self.seq,
+            self.at,
+            &self.prev_hash,
+            &self.event,
+        )
+        .map(|(bytes, _)| bytes)
     }
 }

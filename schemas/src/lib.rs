@@ -21,17 +21,15 @@ pub use approval::{Approval, ApprovalStatus, Decision, Subject};
 pub use checkpoint::Checkpoint;
 pub use config::{ExpiryAction, HitlMode, Limits, RunConfig, Strategy};
 pub use envelope::{
-    decode_record, encode_record, peek_record_header, Envelope, Error, RecordHeader, Result,
-    EVENT_BYTES_MAX, RECORD_FORMAT_V1,
+    EVENT_BYTES_MAX, Envelope, Error, RECORD_FORMAT_V1, RecordHeader, Result, decode_record,
+    encode_record, peek_record_header,
 };
-pub use event::{
-    Actor, BlobRef, Event, ParentLink, Payload, Phase, PlanStep, Source,
-};
-pub use hash::{chain_hash, Hash};
+pub use event::{Actor, BlobRef, Event, ParentLink, Payload, Phase, PlanStep, Source};
+pub use hash::{Hash, chain_hash};
 pub use ids::{ApprovalId, CheckpointId, RunId, SessionId, TodoId, ToolCallId};
 pub use state::{
-    AnalysisTeamState, DocumentTeamState, Evaluation, ExecutionStepState, PlanningState,
-    RunStatus, SearchTeamState, SupervisorState, SupervisorTodo, TodoPriority, TodoStatus,
-    ToolCallState, ToolCallStatus,
+    AnalysisTeamState, DocumentTeamState, Evaluation, ExecutionStepState, PlanningState, RunStatus,
+    SearchTeamState, SupervisorState, SupervisorTodo, TodoPriority, TodoStatus, ToolCallState,
+    ToolCallStatus,
 };
 pub use time::Timestamp;

@@ -66,7 +66,9 @@ pub fn sample_events() -> Vec<Event> {
                 tool_call_id: ToolCallId::from("call_parent"),
             }),
         },
-        Event::PhaseChanged { phase: Phase::Planning },
+        Event::PhaseChanged {
+            phase: Phase::Planning,
+        },
         Event::IntentAnalyzed {
             intent_type: "legal_consult".into(),
             confidence: 0.95,
@@ -117,7 +119,10 @@ pub fn sample_events() -> Vec<Event> {
         },
         Event::ApprovalRequested {
             approval_id: approval.clone(),
-            subject: Subject::ToolCall { tool_call_id: call.clone(), todo_id: todo.clone() },
+            subject: Subject::ToolCall {
+                tool_call_id: call.clone(),
+                todo_id: todo.clone(),
+            },
             tool_name: "write_file".into(),
             args: json!({"file_path": "/workspace/a.md", "content": "x"}),
             preview: json!({"file_path": "/workspace/a.md", "line_count": 1}),
@@ -133,7 +138,10 @@ pub fn sample_events() -> Vec<Event> {
             decided_by: "alice".into(),
             comment: Some("use b.md".into()),
         },
-        Event::ApprovalExpired { approval_id: approval.clone(), on_expiry: Decision::Reject },
+        Event::ApprovalExpired {
+            approval_id: approval.clone(),
+            on_expiry: Decision::Reject,
+        },
         Event::AgentStarted {
             todo_id: todo.clone(),
             agent: "search_team".into(),
@@ -164,7 +172,10 @@ pub fn sample_events() -> Vec<Event> {
         },
         Event::ToolCallCompleted {
             tool_call_id: call,
-            output: Some(Payload::Blob(BlobRef { hash: Hash::of_content(b"big"), bytes: 3 })),
+            output: Some(Payload::Blob(BlobRef {
+                hash: Hash::of_content(b"big"),
+                bytes: 3,
+            })),
             error: Some("partial".into()),
             duration_ms: 3,
         },
@@ -184,32 +195,54 @@ pub fn sample_events() -> Vec<Event> {
             feedback: "분석 결과 부족".into(),
             source: Source::Rules,
         },
-        Event::ResultsAggregated { aggregated: json!({"search_team": {"total_results": 3}}) },
-        Event::ResponseGenerated { final_response: json!({"answer": "5% 상한 초과"}) },
+        Event::ResultsAggregated {
+            aggregated: json!({"search_team": {"total_results": 3}}),
+        },
+        Event::ResponseGenerated {
+            final_response: json!({"answer": "5% 상한 초과"}),
+        },
         Event::CheckpointSaved {
             checkpoint_id: CheckpointId::from("cp_001"),
             node: "planning".into(),
             todos_completed: 0,
         },
-        Event::CommandReceived { command: "/todos".into(), by: Actor::user("alice"), accepted: true },
-        Event::RunInterrupted { reason: "waiting for approval".into(), approval_id: Some(approval) },
-        Event::RunResumed { by: Actor::user("alice") },
+        Event::CommandReceived {
+            command: "/todos".into(),
+            by: Actor::user("alice"),
+            accepted: true,
+        },
+        Event::RunInterrupted {
+            reason: "waiting for approval".into(),
+            approval_id: Some(approval),
+        },
+        Event::RunResumed {
+            by: Actor::user("alice"),
+        },
         Event::RunRestored {
             checkpoint_id: CheckpointId::from("cp_004"),
             to_seq: 17,
             by: Actor::user("alice"),
         },
-        Event::Reasoning { message: "검색 결과를 분석합니다".into() },
-        Event::RunCompleted { total_execution_time_ms: 12_345 },
-        Event::RunFailed { error: "todo_002 failed after 3 attempts".into() },
-        Event::RunCancelled { by: Actor::user("bob"), reason: Some("no longer needed".into()) },
+        Event::Reasoning {
+            message: "검색 결과를 분석합니다".into(),
+        },
+        Event::RunCompleted {
+            total_execution_time_ms: 12_345,
+        },
+        Event::RunFailed {
+            error: "todo_002 failed after 3 attempts".into(),
+        },
+        Event::RunCancelled {
+            by: Actor::user("bob"),
+            reason: Some("no longer needed".into()),
+        },
     ]
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{decode_record, encode_record, Envelope};
+    use crate::{Envelope, decode_record, encode_record};
 
     const GOLDEN: &[u8] = include_bytes!("../fixtures/events-v1.msgpack");
 
@@ -222,7 +255,15 @@ mod tests {
             .map(|(i, event)| {
                 let at = Timestamp(1_759_658_400_000_000 + i as i64);
                 let (_, hash) = encode_record(i as u64, run, i as u64, at, &prev, &event).unwrap();
-                let env = Envelope { offset: i as u64, run_id: run, seq: i as u64, at, prev_hash: prev, hash, event };
+                let env = Envelope {
+                    offset: i as u64,
+                    run_id: run,
+                    seq: i as u64,
+                    at,
+                    prev_hash: prev,
+                    hash,
+                    event,
+                };
                 prev = hash;
                 env
             })
@@ -260,9 +301,15 @@ mod tests {
 
     #[test]
     fn msgpack_uses_named_fields() {
-        let bytes = rmp_serde::to_vec_named(&Event::Reasoning { message: "m".into() }).unwrap();
+        let bytes = rmp_serde::to_vec_named(&Event::Reasoning {
+            message: "m".into(),
+        })
+        .unwrap();
         let text = String::from_utf8_lossy(&bytes);
-        assert!(text.contains("Reasoning") && text.contains("message"), "{text}");
+        assert!(
+            text.contains("Reasoning") && text.contains("message"),
+            "{text}"
+        );
     }
 
     /// The committed golden file pins the on-disk format: old logs must keep decoding, and a
@@ -273,8 +320,11 @@ mod tests {
         let envs = sample_envelopes();
         let now = golden_bytes(&envs);
         if std::env::var_os("CHRONICLE_BLESS").is_some() {
-            std::fs::write(concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/events-v1.msgpack"), &now)
-                .unwrap();
+            std::fs::write(
+                concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/events-v1.msgpack"),
+                &now,
+            )
+            .unwrap();
             return;
         }
         // Old bytes decode to today's events...
@@ -287,7 +337,10 @@ mod tests {
         }
         assert_eq!(decoded, envs);
         // ...and today's encoding is byte-for-byte the committed one.
-        assert!(now == GOLDEN, "event encoding changed: re-bless deliberately (see doc comment)");
+        assert!(
+            now == GOLDEN,
+            "event encoding changed: re-bless deliberately (see doc comment)"
+        );
     }
 
     #[test]
@@ -296,13 +349,19 @@ mod tests {
         let mut bytes = env.encode().unwrap();
         let last = bytes.len() - 1;
         bytes[last] ^= 0x01;
-        assert!(matches!(decode_record(&bytes), Err(crate::Error::HashMismatch { .. })));
+        assert!(matches!(
+            decode_record(&bytes),
+            Err(crate::Error::HashMismatch { .. })
+        ));
     }
 
     #[test]
     fn oversized_event_is_refused() {
-        let big = Event::Reasoning { message: "x".repeat(70_000) };
-        let err = encode_record(0, RunId::from_u128(1), 0, Timestamp(0), &Hash::ZERO, &big).unwrap_err();
+        let big = Event::Reasoning {
+            message: "x".repeat(70_000),
+        };
+        let err =
+            encode_record(0, RunId::from_u128(1), 0, Timestamp(0), &Hash::ZERO, &big).unwrap_err();
         assert!(err.to_string().contains("exceeds 65536"), "{err}");
     }
 
@@ -314,7 +373,10 @@ mod tests {
         assert!(!Completed.can_transition_to(InProgress));
         assert!(!Skipped.can_transition_to(Pending));
         for s in TodoStatus::ALL {
-            assert!(!s.can_transition_to(s), "{s} -> {s} must not be a transition");
+            assert!(
+                !s.can_transition_to(s),
+                "{s} -> {s} must not be a transition"
+            );
             if s.is_final() {
                 assert!(TodoStatus::ALL.iter().all(|t| !s.can_transition_to(*t)));
             }

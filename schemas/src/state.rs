@@ -14,7 +14,9 @@ use crate::{
 };
 
 /// Seed 000's seven TODO statuses.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum TodoStatus {
     #[default]
@@ -65,8 +67,10 @@ impl TodoStatus {
         use TodoStatus::*;
         matches!(
             (self, to),
-            (Pending, InProgress | WaitingApproval | Skipped | Blocked | Completed | Failed)
-                | (WaitingApproval, InProgress | Pending | Skipped | Blocked)
+            (
+                Pending,
+                InProgress | WaitingApproval | Skipped | Blocked | Completed | Failed
+            ) | (WaitingApproval, InProgress | Pending | Skipped | Blocked)
                 | (InProgress, Completed | Failed | Skipped | Pending)
                 | (Failed, Pending | Skipped | Blocked)
                 | (Blocked, Pending | Skipped)
@@ -86,7 +90,9 @@ impl fmt::Display for TodoStatus {
 }
 
 /// Seed 000's four priorities.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum TodoPriority {
     Critical,
@@ -145,11 +151,14 @@ pub struct SupervisorTodo {
 
 impl SupervisorTodo {
     /// Seed 000: every dependency is completed.
-    pub fn can_start<'a>(&self, mut is_completed: impl FnMut(&TodoId) -> bool) -> bool {
+    pub fn can_start(&self, mut is_completed: impl FnMut(&TodoId) -> bool) -> bool {
         self.dependencies.iter().all(&mut is_completed)
     }
     pub fn is_optional(&self) -> bool {
-        self.metadata.get("optional").and_then(Value::as_bool).unwrap_or(false)
+        self.metadata
+            .get("optional")
+            .and_then(Value::as_bool)
+            .unwrap_or(false)
     }
 }
 
@@ -330,7 +339,10 @@ pub enum RunStatus {
 
 impl RunStatus {
     pub fn is_terminal(self) -> bool {
-        matches!(self, RunStatus::Completed | RunStatus::Failed | RunStatus::Cancelled)
+        matches!(
+            self,
+            RunStatus::Completed | RunStatus::Failed | RunStatus::Cancelled
+        )
     }
     pub fn as_str(self) -> &'static str {
         match self {

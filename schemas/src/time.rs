@@ -33,7 +33,11 @@ impl Timestamp {
 
 impl fmt::Display for Timestamp {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.to_datetime().to_rfc3339_opts(SecondsFormat::Micros, true))
+        f.write_str(
+            &self
+                .to_datetime()
+                .to_rfc3339_opts(SecondsFormat::Micros, true),
+        )
     }
 }
 

@@ -13,7 +13,10 @@ use super::{Error, Result};
 pub(crate) fn put(dir: &Path, bytes: &[u8]) -> Result<BlobRef> {
     let hash = Hash::of_content(bytes);
     let path = dir.join(hash.to_hex());
-    let blob = BlobRef { hash, bytes: bytes.len() as u64 };
+    let blob = BlobRef {
+        hash,
+        bytes: bytes.len() as u64,
+    };
     if path.exists() && read(dir, &hash).is_ok() {
         return Ok(blob);
     }
@@ -35,12 +38,17 @@ fn tempfile_in(dir: &Path, hash: &Hash) -> Result<std::path::PathBuf> {
 pub(crate) fn read(dir: &Path, hash: &Hash) -> Result<Vec<u8>> {
     let bytes = match fs::read(dir.join(hash.to_hex())) {
         Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(Error::BlobMissing(*hash)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(Error::BlobMissing(*hash));
+        }
         Err(e) => return Err(e.into()),
     };
     let actual = Hash::of_content(&bytes);
     if &actual != hash {
-        return Err(Error::BlobCorrupt { hash: *hash, actual });
+        return Err(Error::BlobCorrupt {
+            hash: *hash,
+            actual,
+        });
     }
     Ok(bytes)
 }

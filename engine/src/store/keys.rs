@@ -72,7 +72,10 @@ mod tests {
         let k2 = session_key(&s, Timestamp(10), b);
         assert!(k1 < k2, "older run first, even across the sign of the time");
         assert!(k1.starts_with(&session_prefix(&s)));
-        assert!(!session_key(&SessionId::from("thread-10"), Timestamp(0), a).starts_with(&session_prefix(&s)));
+        assert!(
+            !session_key(&SessionId::from("thread-10"), Timestamp(0), a)
+                .starts_with(&session_prefix(&s))
+        );
         assert_eq!(run_from_session_key(&k1), Some(a));
     }
 }

@@ -16,8 +16,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
-use chronicle_projections::{snapshot, EventSource, RunState};
-use chronicle_schemas::{decode_record, Envelope, Event, Hash, RunId, SessionId, Timestamp};
+use chronicle_projections::{EventSource, RunState, snapshot};
+use chronicle_schemas::{Envelope, Event, Hash, RunId, SessionId, Timestamp, decode_record};
 use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_stream::wrappers::ReceiverStream;
@@ -34,9 +34,16 @@ const FOLLOW_CHUNK_EVENTS: u64 = 256;
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error("conflict on run {run_id}: expected seq {expected}, but the run is at seq {actual}")]
-    Conflict { run_id: RunId, expected: u64, actual: u64 },
+    Conflict {
+        run_id: RunId,
+        expected: u64,
+        actual: u64,
+    },
     #[error("event #{index} of the append: {source}")]
-    Encode { index: usize, source: chronicle_schemas::Error },
+    Encode {
+        index: usize,
+        source: chronicle_schemas::Error,
+    },
     #[error("invalid append: {0}")]
     Invalid(String),
     #[error("corrupt log at offset {offset}: {reason}")]
@@ -184,7 +191,9 @@ pub struct Store {
 
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Store").field("dir", &self.inner.dir).finish_non_exhaustive()
+        f.debug_struct("Store")
+            .field("dir", &self.inner.dir)
+            .finish_non_exhaustive()
     }
 }
 
@@ -208,18 +217,28 @@ impl Store {
             meta: db.open_tree("meta")?,
             db,
         });
-        match trees.meta.get("schema_version")?.and_then(|v| keys::parse_u64(&v)) {
+        match trees
+            .meta
+            .get("schema_version")?
+            .and_then(|v| keys::parse_u64(&v))
+        {
             None => {
-                trees.meta.insert("schema_version", &SCHEMA_VERSION.to_be_bytes())?;
+                trees
+                    .meta
+                    .insert("schema_version", &SCHEMA_VERSION.to_be_bytes())?;
             }
             Some(SCHEMA_VERSION) => {}
             Some(v) => {
                 return Err(Error::Invalid(format!(
                     "store schema version {v} is not {SCHEMA_VERSION}"
-                )))
+                )));
             }
         }
-        verify::check_tail(&trees, opts.open_verify_tail_events, opts.repair_truncate_tail)?;
+        verify::check_tail(
+            &trees,
+            opts.open_verify_tail_events,
+            opts.repair_truncate_tail,
+        )?;
         let next_offset = verify::next_offset(&trees)?;
         let barrier = Arc::new(writer::Barrier::new(&trees, &dir.join("sled"))?);
         let (head_tx, head_rx) = watch::channel(next_offset);
@@ -234,7 +253,11 @@ impl Store {
             &opts,
         )?];
         if opts.durability == Durability::Async {
-            threads.push(writer::spawn_flusher(barrier.clone(), head_tx, opts.async_flush_ms)?);
+            threads.push(writer::spawn_flusher(
+                barrier.clone(),
+                head_tx,
+                opts.async_flush_ms,
+            )?);
         }
         Ok(Store {
             inner: Arc::new(Inner {
@@ -258,7 +281,12 @@ impl Store {
     }
 
     fn sender(&self) -> Result<mpsc::Sender<AppendRequest>> {
-        self.inner.tx.lock().ok().and_then(|t| t.clone()).ok_or(Error::Closed)
+        self.inner
+            .tx
+            .lock()
+            .ok()
+            .and_then(|t| t.clone())
+            .ok_or(Error::Closed)
     }
 
     /// Appends `events` to `run_id` if the run's next seq is `expected_seq` (0 for a new run).
@@ -271,7 +299,12 @@ impl Store {
         events: Vec<Event>,
     ) -> Result<Vec<Envelope>> {
         let (reply, rx) = oneshot::channel();
-        let req = AppendRequest { run_id, expected_seq, events, reply };
+        let req = AppendRequest {
+            run_id,
+            expected_seq,
+            events,
+            reply,
+        };
         self.sender()?.send(req).await.map_err(|_| Error::Closed)?;
         rx.await.map_err(|_| Error::Closed)?
     }
@@ -284,8 +317,15 @@ impl Store {
         events: Vec<Event>,
     ) -> Result<Vec<Envelope>> {
         let (reply, rx) = oneshot::channel();
-        let req = AppendRequest { run_id, expected_seq, events, reply };
-        self.sender()?.blocking_send(req).map_err(|_| Error::Closed)?;
+        let req = AppendRequest {
+            run_id,
+            expected_seq,
+            events,
+            reply,
+        };
+        self.sender()?
+            .blocking_send(req)
+            .map_err(|_| Error::Closed)?;
         rx.blocking_recv().map_err(|_| Error::Closed)?
     }
 
@@ -305,7 +345,12 @@ impl Store {
     }
 
     pub fn run_head(&self, run_id: RunId) -> Result<Option<RunHead>> {
-        self.inner.trees.runs.get(run_id.as_bytes())?.map(|v| decode_head(&v)).transpose()
+        self.inner
+            .trees
+            .runs
+            .get(run_id.as_bytes())?
+            .map(|v| decode_head(&v))
+            .transpose()
     }
 
     /// Every run head, in run-id order.
@@ -350,7 +395,8 @@ impl Store {
         from_seq: u64,
         to_seq: u64,
     ) -> impl Iterator<Item = Result<Envelope>> + '_ {
-        let range = keys::stream_key(run_id, from_seq)..=keys::stream_key(run_id, to_seq.max(from_seq));
+        let range =
+            keys::stream_key(run_id, from_seq)..=keys::stream_key(run_id, to_seq.max(from_seq));
         let (streams, events) = (&self.inner.trees.streams, &self.inner.trees.events);
         streams.range(range).map(move |kv| {
             let (_, off) = kv?;
@@ -383,7 +429,10 @@ impl Store {
                     let Some(inner) = weak.upgrade() else { return };
                     let chunk: Vec<_> = Store { inner }.read_range(pos, end).collect();
                     if chunk.len() as u64 != end - pos {
-                        let gap = Error::Corrupt { offset: pos, reason: "gap in the log".into() };
+                        let gap = Error::Corrupt {
+                            offset: pos,
+                            reason: "gap in the log".into(),
+                        };
                         let _ = tx.send(Err(gap)).await;
                         return;
                     }
@@ -426,8 +475,13 @@ impl Store {
 
     /// Caches a projection of `state.run_id` at `state.last_seq`.
     pub fn put_snapshot(&self, state: &RunState) -> Result<()> {
-        let (Some(run), Some(seq)) = (state.run_id, state.last_seq) else { return Ok(()) };
-        self.inner.trees.snapshots.insert(keys::stream_key(run, seq), snapshot::encode(state))?;
+        let (Some(run), Some(seq)) = (state.run_id, state.last_seq) else {
+            return Ok(());
+        };
+        self.inner
+            .trees
+            .snapshots
+            .insert(keys::stream_key(run, seq), snapshot::encode(state))?;
         Ok(())
     }
 
@@ -450,7 +504,10 @@ impl Store {
 
     /// A run as a projection source (its events and snapshots).
     pub fn source(&self, run_id: RunId) -> RunSource<'_> {
-        RunSource { store: self, run_id }
+        RunSource {
+            store: self,
+            run_id,
+        }
     }
 
     /// The projected state of a run right after `seq` (snapshots speed it up).
@@ -461,10 +518,14 @@ impl Store {
     /// Replays a run once from its newest snapshot and caches a snapshot at every due seq that
     /// lacks one. Returns how many it wrote.
     pub fn write_snapshots(&self, run_id: RunId) -> Result<usize> {
-        let Some(head) = self.run_head(run_id)? else { return Ok(0) };
+        let Some(head) = self.run_head(run_id)? else {
+            return Ok(0);
+        };
         let interval = self.inner.opts.snapshot_interval_events;
         let src = self.source(run_id);
-        let mut state = self.latest_snapshot(run_id, head.last_seq)?.unwrap_or_default();
+        let mut state = self
+            .latest_snapshot(run_id, head.last_seq)?
+            .unwrap_or_default();
         let from = state.next_seq();
         let mut written = 0;
         if from <= head.last_seq {
@@ -508,7 +569,10 @@ impl EventSource for RunSource<'_> {
 }
 
 fn decode_at(offset: u64, bytes: &[u8]) -> Result<Envelope> {
-    let env = decode_record(bytes).map_err(|e| Error::Corrupt { offset, reason: e.to_string() })?;
+    let env = decode_record(bytes).map_err(|e| Error::Corrupt {
+        offset,
+        reason: e.to_string(),
+    })?;
     if env.offset != offset {
         return Err(Error::Corrupt {
             offset,

@@ -6,10 +6,10 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use chronicle_schemas::{decode_record, Hash, RunId};
+use chronicle_schemas::{Hash, RunId, decode_record};
 use serde::Serialize;
 
-use super::{decode_head, keys, Error, Result, Trees};
+use super::{Error, Result, Trees, decode_head, keys};
 
 /// The first thing found wrong.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -38,7 +38,10 @@ impl VerifyReport {
 
 /// One past the newest stored offset, per `meta` (written in the same transaction as events).
 pub(crate) fn next_offset(t: &Trees) -> Result<u64> {
-    Ok(t.meta.get("next_offset")?.and_then(|v| keys::parse_u64(&v)).unwrap_or(0))
+    Ok(t.meta
+        .get("next_offset")?
+        .and_then(|v| keys::parse_u64(&v))
+        .unwrap_or(0))
 }
 
 pub(crate) fn verify(t: &Trees, only: Option<RunId>) -> Result<VerifyReport> {
@@ -53,7 +56,10 @@ pub(crate) fn verify(t: &Trees, only: Option<RunId>) -> Result<VerifyReport> {
             break;
         };
         if offset != expected {
-            report.problem = problem(expected, format!("missing; the next stored offset is {offset}"));
+            report.problem = problem(
+                expected,
+                format!("missing; the next stored offset is {offset}"),
+            );
             break;
         }
         expected += 1;
@@ -72,19 +78,45 @@ pub(crate) fn verify(t: &Trees, only: Option<RunId>) -> Result<VerifyReport> {
         if only.is_some_and(|r| r != env.run_id) {
             continue;
         }
-        let (want_seq, want_prev) = chains.get(&env.run_id).map_or((0, Hash::ZERO), |(s, h)| (s + 1, *h));
+        let (want_seq, want_prev) = chains
+            .get(&env.run_id)
+            .map_or((0, Hash::ZERO), |(s, h)| (s + 1, *h));
         if env.seq != want_seq {
-            report.problem = problem(offset, format!("run {} seq {} where {want_seq} was due", env.run_id, env.seq));
+            report.problem = problem(
+                offset,
+                format!(
+                    "run {} seq {} where {want_seq} was due",
+                    env.run_id, env.seq
+                ),
+            );
             break;
         }
         if env.prev_hash != want_prev {
-            report.problem = problem(offset, format!("run {} seq {} does not chain to seq {}", env.run_id, env.seq, want_seq.wrapping_sub(1)));
+            report.problem = problem(
+                offset,
+                format!(
+                    "run {} seq {} does not chain to seq {}",
+                    env.run_id,
+                    env.seq,
+                    want_seq.wrapping_sub(1)
+                ),
+            );
             break;
         }
-        match t.streams.get(keys::stream_key(env.run_id, env.seq))?.and_then(|o| keys::parse_u64(&o)) {
+        match t
+            .streams
+            .get(keys::stream_key(env.run_id, env.seq))?
+            .and_then(|o| keys::parse_u64(&o))
+        {
             Some(o) if o == offset => {}
             other => {
-                report.problem = problem(offset, format!("streams index for run {} seq {} says {other:?}", env.run_id, env.seq));
+                report.problem = problem(
+                    offset,
+                    format!(
+                        "streams index for run {} seq {} says {other:?}",
+                        env.run_id, env.seq
+                    ),
+                );
                 break;
             }
         }
@@ -96,7 +128,9 @@ pub(crate) fn verify(t: &Trees, only: Option<RunId>) -> Result<VerifyReport> {
         if meta_next != expected {
             report.problem = problem(
                 expected.min(meta_next),
-                format!("log ends at offset {expected} but meta records {meta_next}: truncated tail"),
+                format!(
+                    "log ends at offset {expected} but meta records {meta_next}: truncated tail"
+                ),
             );
         }
     }
@@ -109,7 +143,12 @@ pub(crate) fn verify(t: &Trees, only: Option<RunId>) -> Result<VerifyReport> {
             if chains.get(&head.run_id) != Some(&(head.last_seq, head.last_hash)) {
                 report.problem = problem(
                     head.last_offset,
-                    format!("run {} head says seq {} but its chain ends at {:?}", head.run_id, head.last_seq, chains.get(&head.run_id).map(|c| c.0)),
+                    format!(
+                        "run {} head says seq {} but its chain ends at {:?}",
+                        head.run_id,
+                        head.last_seq,
+                        chains.get(&head.run_id).map(|c| c.0)
+                    ),
                 );
                 break;
             }
@@ -126,7 +165,10 @@ pub(crate) fn check_tail(t: &Trees, tail: u64, repair: bool) -> Result<()> {
         return Ok(());
     }
     let meta_next = next_offset(t)?;
-    let last_key = t.events.last()?.map(|(k, _)| keys::parse_u64(&k).unwrap_or(u64::MAX));
+    let last_key = t
+        .events
+        .last()?
+        .map(|(k, _)| keys::parse_u64(&k).unwrap_or(u64::MAX));
     let stored_next = last_key.map_or(0, |k| k.saturating_add(1));
     if stored_next != meta_next {
         return Err(Error::Corrupt {
@@ -137,13 +179,28 @@ pub(crate) fn check_tail(t: &Trees, tail: u64, repair: bool) -> Result<()> {
     let from = meta_next.saturating_sub(tail);
     for offset in from..meta_next {
         let Some(rec) = t.events.get(keys::offset_key(offset))? else {
-            return Err(Error::Corrupt { offset, reason: "missing".into() });
+            return Err(Error::Corrupt {
+                offset,
+                reason: "missing".into(),
+            });
         };
         let env = match decode_record(&rec) {
             Ok(env) if env.offset == offset => env,
-            Ok(env) => return Err(Error::Corrupt { offset, reason: format!("record claims offset {}", env.offset) }),
-            Err(e) if repair && offset + 1 == meta_next => return drop_final_record(t, offset, &e.to_string()),
-            Err(e) => return Err(Error::Corrupt { offset, reason: e.to_string() }),
+            Ok(env) => {
+                return Err(Error::Corrupt {
+                    offset,
+                    reason: format!("record claims offset {}", env.offset),
+                });
+            }
+            Err(e) if repair && offset + 1 == meta_next => {
+                return drop_final_record(t, offset, &e.to_string());
+            }
+            Err(e) => {
+                return Err(Error::Corrupt {
+                    offset,
+                    reason: e.to_string(),
+                });
+            }
         };
         let want_prev = if env.seq == 0 {
             Hash::ZERO
@@ -152,19 +209,40 @@ pub(crate) fn check_tail(t: &Trees, tail: u64, repair: bool) -> Result<()> {
                 .streams
                 .get(keys::stream_key(env.run_id, env.seq - 1))?
                 .and_then(|o| keys::parse_u64(&o))
-                .ok_or_else(|| Error::Corrupt { offset, reason: format!("run {} seq {} has no predecessor", env.run_id, env.seq) })?;
-            let prev = t.events.get(keys::offset_key(prev_off))?.ok_or_else(|| Error::Corrupt { offset: prev_off, reason: "missing".into() })?;
-            chronicle_schemas::peek_record_header(&prev).map_err(|e| Error::Corrupt { offset: prev_off, reason: e.to_string() })?.hash
+                .ok_or_else(|| Error::Corrupt {
+                    offset,
+                    reason: format!("run {} seq {} has no predecessor", env.run_id, env.seq),
+                })?;
+            let prev = t
+                .events
+                .get(keys::offset_key(prev_off))?
+                .ok_or_else(|| Error::Corrupt {
+                    offset: prev_off,
+                    reason: "missing".into(),
+                })?;
+            chronicle_schemas::peek_record_header(&prev)
+                .map_err(|e| Error::Corrupt {
+                    offset: prev_off,
+                    reason: e.to_string(),
+                })?
+                .hash
         };
         if env.prev_hash != want_prev {
-            return Err(Error::Corrupt { offset, reason: format!("run {} seq {} does not chain", env.run_id, env.seq) });
+            return Err(Error::Corrupt {
+                offset,
+                reason: format!("run {} seq {} does not chain", env.run_id, env.seq),
+            });
         }
     }
     Ok(())
 }
 
 fn drop_final_record(t: &Trees, offset: u64, why: &str) -> Result<()> {
-    tracing::warn!(offset, reason = why, "dropping the undecodable final record (--repair-truncate-tail)");
+    tracing::warn!(
+        offset,
+        reason = why,
+        "dropping the undecodable final record (--repair-truncate-tail)"
+    );
     // The record's run is unknown (it does not decode); the head that points at it names it.
     let mut owner = None;
     for kv in t.runs.iter() {
@@ -178,7 +256,8 @@ fn drop_final_record(t: &Trees, offset: u64, why: &str) -> Result<()> {
     t.events.remove(keys::offset_key(offset))?;
     t.meta.insert("next_offset", &offset.to_be_bytes())?;
     if let Some((k, mut head)) = owner {
-        t.streams.remove(keys::stream_key(head.run_id, head.last_seq))?;
+        t.streams
+            .remove(keys::stream_key(head.run_id, head.last_seq))?;
         if head.last_seq == 0 {
             t.runs.remove(k)?;
         } else {
@@ -186,9 +265,21 @@ fn drop_final_record(t: &Trees, offset: u64, why: &str) -> Result<()> {
                 .streams
                 .get(keys::stream_key(head.run_id, head.last_seq - 1))?
                 .and_then(|o| keys::parse_u64(&o))
-                .ok_or_else(|| Error::Corrupt { offset, reason: "no predecessor to roll back to".into() })?;
-            let prev = t.events.get(keys::offset_key(prev_off))?.ok_or_else(|| Error::Corrupt { offset: prev_off, reason: "missing".into() })?;
-            let env = decode_record(&prev).map_err(|e| Error::Corrupt { offset: prev_off, reason: e.to_string() })?;
+                .ok_or_else(|| Error::Corrupt {
+                    offset,
+                    reason: "no predecessor to roll back to".into(),
+                })?;
+            let prev = t
+                .events
+                .get(keys::offset_key(prev_off))?
+                .ok_or_else(|| Error::Corrupt {
+                    offset: prev_off,
+                    reason: "missing".into(),
+                })?;
+            let env = decode_record(&prev).map_err(|e| Error::Corrupt {
+                offset: prev_off,
+                reason: e.to_string(),
+            })?;
             head.last_seq = env.seq;
             head.last_hash = env.hash;
             head.last_offset = prev_off;

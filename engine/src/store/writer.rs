@@ -12,16 +12,16 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{mpsc as std_mpsc, Arc, Mutex};
+use std::sync::{Arc, Mutex, mpsc as std_mpsc};
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use chronicle_schemas::{encode_record, Envelope, Event, Hash, RunId, Timestamp};
-use sled::transaction::{ConflictableTransactionError, TransactionError};
+use chronicle_schemas::{Envelope, Event, Hash, RunId, Timestamp, encode_record};
 use sled::Transactional;
+use sled::transaction::{ConflictableTransactionError, TransactionError};
 use tokio::sync::{mpsc, watch};
 
-use super::{keys, AppendRequest, Error, Options, Result, RunHead, Trees};
+use super::{AppendRequest, Error, Options, Result, RunHead, Trees, keys};
 
 /// Session ids go into keys; bounded so one key stays small.
 const SESSION_ID_BYTES_MAX: usize = 256;
@@ -62,7 +62,10 @@ impl Barrier {
 }
 
 fn now_micros() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_micros() as i64).unwrap_or(0)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_micros() as i64)
+        .unwrap_or(0)
 }
 
 pub(crate) fn spawn(
@@ -84,7 +87,9 @@ pub(crate) fn spawn(
         sync: opts.durability == super::Durability::Sync,
         batch_events_max: opts.append_batch_events_max.max(1),
     };
-    Ok(std::thread::Builder::new().name("chronicle-writer".into()).spawn(move || w.run(rx))?)
+    Ok(std::thread::Builder::new()
+        .name("chronicle-writer".into())
+        .spawn(move || w.run(rx))?)
 }
 
 /// Async mode: a barrier every `interval_ms`, then subscribers may see what it covered.
@@ -94,25 +99,27 @@ pub(crate) fn spawn_flusher(
     interval_ms: u64,
 ) -> Result<JoinHandle<()>> {
     let stop_rx = barrier.stop_rx.lock().ok().and_then(|mut r| r.take());
-    Ok(std::thread::Builder::new().name("chronicle-flusher".into()).spawn(move || {
-        let Some(stop_rx) = stop_rx else { return };
-        loop {
-            let stop = !matches!(
-                stop_rx.recv_timeout(Duration::from_millis(interval_ms.max(1))),
-                Err(std_mpsc::RecvTimeoutError::Timeout)
-            );
-            let upto = barrier.written_next.load(Ordering::SeqCst);
-            if *head_tx.borrow() < upto {
-                match barrier.run() {
-                    Ok(()) => publish(&head_tx, upto),
-                    Err(e) => tracing::error!(error = %e, "durability barrier failed"),
+    Ok(std::thread::Builder::new()
+        .name("chronicle-flusher".into())
+        .spawn(move || {
+            let Some(stop_rx) = stop_rx else { return };
+            loop {
+                let stop = !matches!(
+                    stop_rx.recv_timeout(Duration::from_millis(interval_ms.max(1))),
+                    Err(std_mpsc::RecvTimeoutError::Timeout)
+                );
+                let upto = barrier.written_next.load(Ordering::SeqCst);
+                if *head_tx.borrow() < upto {
+                    match barrier.run() {
+                        Ok(()) => publish(&head_tx, upto),
+                        Err(e) => tracing::error!(error = %e, "durability barrier failed"),
+                    }
+                }
+                if stop {
+                    return;
                 }
             }
-            if stop {
-                return;
-            }
-        }
-    })?)
+        })?)
 }
 
 fn publish(head_tx: &watch::Sender<u64>, upto: u64) {
@@ -170,7 +177,12 @@ impl Writer {
         if let Some(h) = self.heads.get(&run) {
             return Ok(Some(h.clone()));
         }
-        let head = self.trees.runs.get(run.as_bytes())?.map(|v| super::decode_head(&v)).transpose()?;
+        let head = self
+            .trees
+            .runs
+            .get(run.as_bytes())?
+            .map(|v| super::decode_head(&v))
+            .transpose()?;
         if let Some(h) = &head {
             if self.heads.len() >= HEAD_CACHE_RUNS_MAX {
                 self.heads.clear();
@@ -197,7 +209,11 @@ impl Writer {
             match result {
                 Ok((records, hashes, head)) => {
                     if head.last_seq + 1 == records.len() as u64 {
-                        sessions.push(keys::session_key(&head.session_id, head.created_at, req.run_id));
+                        sessions.push(keys::session_key(
+                            &head.session_id,
+                            head.created_at,
+                            req.run_id,
+                        ));
                     }
                     let first_seq = head.last_seq + 1 - records.len() as u64;
                     let envelopes = req
@@ -217,7 +233,11 @@ impl Writer {
                         .collect();
                     offset += records.len() as u64;
                     new_heads.insert(req.run_id, head);
-                    staged.push(Staged { reply: req.reply, envelopes, records });
+                    staged.push(Staged {
+                        reply: req.reply,
+                        envelopes,
+                        records,
+                    });
                 }
                 Err(e) => {
                     let _ = req.reply.send(Err(e));
@@ -242,7 +262,9 @@ impl Writer {
                 // The batch is in sled but its durability is unknown: tell every caller.
                 tracing::error!(error = %e, "durability barrier failed");
                 for s in staged {
-                    let _ = s.reply.send(Err(Error::Io(std::io::Error::other(e.to_string()))));
+                    let _ = s
+                        .reply
+                        .send(Err(Error::Io(std::io::Error::other(e.to_string()))));
                 }
                 return;
             }
@@ -263,7 +285,12 @@ impl Writer {
     ) -> Result<()> {
         let heads: Vec<(RunId, Vec<u8>)> = heads
             .iter()
-            .map(|(run, h)| Ok((*run, rmp_serde::to_vec_named(h).map_err(|e| Error::Decode(e.to_string()))?)))
+            .map(|(run, h)| {
+                Ok((
+                    *run,
+                    rmp_serde::to_vec_named(h).map_err(|e| Error::Decode(e.to_string()))?,
+                ))
+            })
             .collect::<Result<_>>()?;
         let t = &self.trees;
         (&t.events, &t.streams, &t.runs, &t.sessions, &t.meta)
@@ -271,7 +298,10 @@ impl Writer {
                 for s in staged {
                     for (env, rec) in s.envelopes.iter().zip(&s.records) {
                         events.insert(&keys::offset_key(env.offset), rec.as_slice())?;
-                        streams.insert(&keys::stream_key(env.run_id, env.seq), &keys::offset_key(env.offset))?;
+                        streams.insert(
+                            &keys::stream_key(env.run_id, env.seq),
+                            &keys::offset_key(env.offset),
+                        )?;
                     }
                 }
                 for (run, head) in &heads {
@@ -293,10 +323,19 @@ impl Writer {
 type Encoded = (Vec<Vec<u8>>, Vec<(Hash, Hash)>, RunHead);
 
 /// Validates and encodes one append against the run's head; writes nothing.
-fn stage(req: &AppendRequest, head: Option<&RunHead>, offset: u64, at: Timestamp) -> Result<Encoded> {
+fn stage(
+    req: &AppendRequest,
+    head: Option<&RunHead>,
+    offset: u64,
+    at: Timestamp,
+) -> Result<Encoded> {
     let actual = head.map_or(0, RunHead::next_seq);
     if req.expected_seq != actual {
-        return Err(Error::Conflict { run_id: req.run_id, expected: req.expected_seq, actual });
+        return Err(Error::Conflict {
+            run_id: req.run_id,
+            expected: req.expected_seq,
+            actual,
+        });
     }
     if req.events.is_empty() {
         return Err(Error::Invalid("an append needs at least one event".into()));
@@ -328,7 +367,7 @@ fn stage(req: &AppendRequest, head: Option<&RunHead>, offset: u64, at: Timestamp
                     "the first event of run {} must be RunStarted, not {}",
                     req.run_id,
                     other.kind()
-                )))
+                )));
             }
         },
     };
@@ -338,10 +377,19 @@ fn stage(req: &AppendRequest, head: Option<&RunHead>, offset: u64, at: Timestamp
     let mut hashes = Vec::with_capacity(req.events.len());
     for (i, event) in req.events.iter().enumerate() {
         if i as u64 + first_seq > 0 && matches!(event, Event::RunStarted { .. }) {
-            return Err(Error::Invalid("RunStarted may only be a run's first event".into()));
+            return Err(Error::Invalid(
+                "RunStarted may only be a run's first event".into(),
+            ));
         }
-        let (rec, hash) = encode_record(offset + i as u64, req.run_id, first_seq + i as u64, at, &prev, event)
-            .map_err(|source| Error::Encode { index: i, source })?;
+        let (rec, hash) = encode_record(
+            offset + i as u64,
+            req.run_id,
+            first_seq + i as u64,
+            at,
+            &prev,
+            event,
+        )
+        .map_err(|source| Error::Encode { index: i, source })?;
         records.push(rec);
         hashes.push((prev, hash));
         prev = hash;
