@@ -481,3 +481,42 @@ async fn store_backed_replay_with_snapshots_equals_from_zero() {
     store.clear_snapshots().unwrap();
     assert!(store.latest_snapshot(r, last).unwrap().is_none());
 }
+
+/// The live write path snapshots every K events on its own, and its state is the replay's.
+#[tokio::test]
+async fn live_run_applies_and_snapshots_as_it_appends() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = Options {
+        snapshot_interval_events: 5,
+        ..Options::default()
+    };
+    let store = Store::open(dir.path(), opts).unwrap();
+    let r = run(30);
+    let mut live = store.load(r).unwrap();
+    assert_eq!(live.state().next_seq(), 0);
+    let events = fixtures::scenario_1_events();
+    let total = events.len() as u64;
+    for chunk in events.chunks(3) {
+        live.append(chunk.to_vec()).await.unwrap();
+    }
+    assert_eq!(
+        live.state(),
+        &replay_from_zero(&store.source(r), total - 1).unwrap()
+    );
+    for seq in 0..total {
+        let due = (seq + 1) % 5 == 0;
+        let snap = store
+            .latest_snapshot(r, seq)
+            .unwrap()
+            .and_then(|s| s.last_seq);
+        assert_eq!(snap == Some(seq), due, "seq {seq}: snapshot at {snap:?}");
+    }
+    // A second writer that loaded the same head loses, and the first one's state is untouched.
+    let mut stale = store.load(r).unwrap();
+    live.append(vec![note(1)]).await.unwrap();
+    let err = stale.append(vec![note(2)]).await.unwrap_err();
+    assert!(
+        matches!(err, Error::Conflict { expected, actual, .. } if expected == total && actual == total + 1)
+    );
+    assert_eq!(store.load(r).unwrap().state(), live.state());
+}

@@ -9,6 +9,7 @@
 
 mod blobs;
 mod keys;
+mod live;
 mod verify;
 mod writer;
 
@@ -22,6 +23,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_stream::wrappers::ReceiverStream;
 
+pub use live::LiveRun;
 pub use verify::{Problem, VerifyReport};
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
