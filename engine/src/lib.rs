@@ -1,8 +1,11 @@
-//! Chronicle's engine. So far: the sled event store ([`store`]). The run actor, the supervisor
-//! state machine, agents, HITL, commands and recovery arrive with the engine issue.
+//! Chronicle's engine: the sled event store ([`store`]), agents ([`agents`]), intent/plan/
+//! evaluation with an optional LLM ([`llm`]), and (next) the run actors.
 //!
-//! Architecture Invariant: nothing here knows about HTTP.
+//! Architecture Invariant: nothing here knows about HTTP servers (clients for LLMs and `http`
+//! agents are fine).
 
+pub mod agents;
+pub mod llm;
 pub mod store;
 
 pub use store::Store;
