@@ -249,6 +249,7 @@ pub(crate) fn apply(s: &mut SupervisorState, env: &Envelope, approvals: &Approva
             feedback,
             source,
         } => {
+            s.evaluation_rounds += 1;
             s.evaluation = Some(Evaluation {
                 quality_score: *quality_score,
                 completeness: *completeness,

@@ -244,7 +244,10 @@ mod tests {
     use super::*;
     use crate::{Envelope, decode_record, encode_record};
 
-    const GOLDEN: &[u8] = include_bytes!("../fixtures/events-v1.msgpack");
+    /// Frozen: the first format ever written. Must decode forever.
+    const V1: &[u8] = include_bytes!("../fixtures/events-v1.msgpack");
+    /// Today's encoding of the samples; re-blessed deliberately when a variant changes.
+    const CURRENT: &[u8] = include_bytes!("../fixtures/events-current.msgpack");
 
     fn sample_envelopes() -> Vec<Envelope> {
         let run = RunId::from_u128(0x1234);
@@ -312,35 +315,41 @@ mod tests {
         );
     }
 
-    /// The committed golden file pins the on-disk format: old logs must keep decoding, and a
-    /// change of any variant's encoding must be a deliberate act (re-bless with
-    /// `CHRONICLE_BLESS=1 cargo test -p chronicle-schemas`).
-    #[test]
-    fn golden_encoding_is_stable() {
-        let envs = sample_envelopes();
-        let now = golden_bytes(&envs);
-        if std::env::var_os("CHRONICLE_BLESS").is_some() {
-            std::fs::write(
-                concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/events-v1.msgpack"),
-                &now,
-            )
-            .unwrap();
-            return;
-        }
-        // Old bytes decode to today's events...
-        let mut rest = GOLDEN;
+    fn decode_all(mut rest: &[u8]) -> Vec<Envelope> {
         let mut decoded = Vec::new();
         while !rest.is_empty() {
             let len = u32::from_be_bytes(rest[..4].try_into().unwrap()) as usize;
             decoded.push(decode_record(&rest[4..4 + len]).unwrap());
             rest = &rest[4 + len..];
         }
-        assert_eq!(decoded, envs);
-        // ...and today's encoding is byte-for-byte the committed one.
-        assert!(
-            now == GOLDEN,
-            "event encoding changed: re-bless deliberately (see doc comment)"
-        );
+        decoded
+    }
+
+    /// Old logs keep decoding: the frozen v1 records decode to today's samples (fields added
+    /// since then take their defaults, which the samples leave at default).
+    #[test]
+    fn v1_records_still_decode() {
+        let old = decode_all(V1);
+        let now = sample_envelopes();
+        assert_eq!(old.len(), now.len());
+        for (o, n) in old.iter().zip(&now) {
+            assert_eq!((&o.event, o.seq, o.offset, o.run_id, o.at), (&n.event, n.seq, n.offset, n.run_id, n.at));
+        }
+    }
+
+    /// The committed encoding pins the on-disk format, so a change of any variant's encoding is a
+    /// deliberate act: re-bless with `CHRONICLE_BLESS=1 cargo test -p chronicle-schemas`.
+    #[test]
+    fn current_encoding_is_pinned() {
+        let envs = sample_envelopes();
+        let now = golden_bytes(&envs);
+        if std::env::var_os("CHRONICLE_BLESS").is_some() {
+            let path = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/events-current.msgpack");
+            std::fs::write(path, &now).unwrap();
+            return;
+        }
+        assert_eq!(decode_all(CURRENT), envs);
+        assert!(now == CURRENT, "event encoding changed: re-bless deliberately (see doc comment)");
     }
 
     #[test]

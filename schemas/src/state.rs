@@ -147,6 +147,8 @@ pub struct SupervisorTodo {
     pub max_retries: u32,
     /// The input the agent runs with: the plan's, or a human's edited args.
     pub effective_input: Option<Value>,
+    /// Agent attempts started so far (retries and re-runs after a crash both count).
+    pub attempts: u32,
 }
 
 impl SupervisorTodo {
@@ -405,6 +407,8 @@ pub struct SupervisorState {
     pub config: RunConfig,
     pub parent: Option<ParentLink>,
     pub evaluation: Option<Evaluation>,
+    /// `EvaluationRecorded` events on the effective history.
+    pub evaluation_rounds: u32,
     pub tool_calls: Vec<ToolCallState>,
     pub last_checkpoint_id: Option<CheckpointId>,
     pub last_reasoning: Option<String>,
