@@ -156,9 +156,12 @@ pub(crate) fn apply(s: &mut SupervisorState, env: &Envelope, approvals: &Approva
             todo_id,
             agent,
             input,
-            ..
+            attempt,
         } => {
             push_unique(&mut s.active_teams, agent);
+            if let Some(t) = s.planning_state.as_mut().and_then(|p| p.todo_mut(todo_id)) {
+                t.attempts = t.attempts.max(*attempt);
+            }
             if let Some(step) = step_mut(s, todo_id) {
                 step.progress_percentage = step.progress_percentage.max(10);
                 if step.started_at.is_none() {
