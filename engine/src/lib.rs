@@ -1,11 +1,24 @@
-//! Chronicle's engine: the sled event store ([`store`]), agents ([`agents`]), intent/plan/
-//! evaluation with an optional LLM ([`llm`]), and (next) the run actors.
+//! Chronicle's engine: the sled event store ([`store`]), the run actors and the supervisor state
+//! machine, agents ([`agents`]), intent/plan/evaluation with an optional LLM ([`llm`]), HITL
+//! policies, the command interpreter, crash recovery and the subscription bus.
 //!
 //! Architecture Invariant: nothing here knows about HTTP servers (clients for LLMs and `http`
 //! agents are fine).
 
+mod actor;
 pub mod agents;
+mod bus;
+pub mod commands;
+mod error;
+pub mod hitl;
 pub mod llm;
+mod runtime;
+mod shim;
 pub mod store;
+pub mod todo;
 
+pub use actor::RestoreTarget;
+pub use bus::Bus;
+pub use error::{Error, Result};
+pub use runtime::{Engine, Settings, StartRun, Started};
 pub use store::Store;

@@ -121,8 +121,15 @@ pub(crate) fn apply(s: &mut SupervisorState, env: &Envelope, approvals: &Approva
             approval_id,
             message,
             supersedes,
+            subject,
             ..
         } => {
+            if let Some(t) = s.planning_state.as_mut().and_then(|p| p.todo_mut(subject.todo_id()))
+                && matches!(subject, Subject::Todo { .. })
+            {
+                t.approval_id = Some(approval_id.clone());
+                t.approval_status = Some(ApprovalStatus::Pending);
+            }
             if let Some(old) = supersedes {
                 s.pending_approval_ids.retain(|id| id != old);
             }
@@ -147,10 +154,10 @@ pub(crate) fn apply(s: &mut SupervisorState, env: &Envelope, approvals: &Approva
             {
                 t.effective_input = Some(args.clone());
             }
-            approval_settled(s, approval_id, ApprovalStatus::from(*decision).as_str());
+            approval_settled(s, approval_id, ApprovalStatus::from(*decision));
         }
         Event::ApprovalExpired { approval_id, .. } => {
-            approval_settled(s, approval_id, "expired");
+            approval_settled(s, approval_id, ApprovalStatus::Expired);
         }
         Event::AgentStarted {
             todo_id,
@@ -423,9 +430,16 @@ fn todo_status_changed(
     }
 }
 
-fn approval_settled(s: &mut SupervisorState, id: &chronicle_schemas::ApprovalId, status: &str) {
+fn approval_settled(s: &mut SupervisorState, id: &chronicle_schemas::ApprovalId, status: ApprovalStatus) {
     s.pending_approval_ids.retain(|x| x != id);
-    s.approval_status = Some(status.to_owned());
+    s.approval_status = Some(status.as_str().to_owned());
+    if let Some(t) = s
+        .planning_state
+        .as_mut()
+        .and_then(|p| p.todos.iter_mut().find(|t| t.approval_id.as_ref() == Some(id)))
+    {
+        t.approval_status = Some(status);
+    }
     if s.pending_approval_ids.is_empty() && s.run_status == RunStatus::WaitingForApproval {
         s.run_status = RunStatus::Running;
     }

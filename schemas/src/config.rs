@@ -81,7 +81,7 @@ impl Default for Limits {
 }
 
 /// Everything that shapes one run, fixed at `RunStarted`.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct RunConfig {
     pub hitl: HitlMode,
@@ -94,4 +94,6 @@ pub struct RunConfig {
     pub approval_timeout_ms: Option<u64>,
     pub on_expiry: ExpiryAction,
     pub agent_catalogue_version: String,
+    /// A plan that came with the request: the engine executes it instead of planning.
+    pub plan: Option<Vec<crate::PlanStep>>,
 }

@@ -44,6 +44,8 @@ pub enum Source {
     Llm,
     #[default]
     Rules,
+    /// Supplied with the run's request (a caller-provided plan).
+    Request,
 }
 
 /// Who did something: the engine, or an authenticated principal. Shown as `engine` / `user:<id>`.

@@ -149,6 +149,10 @@ pub struct SupervisorTodo {
     pub effective_input: Option<Value>,
     /// Agent attempts started so far (retries and re-runs after a crash both count).
     pub attempts: u32,
+    /// The TODO's latest approval on the effective history, and its status there (a restore
+    /// brings back the status as it was at the restored point).
+    pub approval_id: Option<ApprovalId>,
+    pub approval_status: Option<crate::ApprovalStatus>,
 }
 
 impl SupervisorTodo {

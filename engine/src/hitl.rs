@@ -1,0 +1,101 @@
+//! Human-in-the-loop policies: which TODOs need an approval, and seed 000's approval message.
+
+use chronicle_schemas::{HitlMode, RunConfig, SupervisorTodo};
+
+/// Seed 004's sensitive categories, used when a `categories` run names none.
+pub const DEFAULT_HITL_CATEGORIES: [&str; 3] = ["contract", "payment", "sensitive"];
+
+/// Seed 003's gated tools, used when a `tools` run names none (`*` suffix = prefix match).
+pub const DEFAULT_HITL_TOOLS: [&str; 4] = ["write_file", "edit_file", "task", "dbt_*"];
+
+/// Whether starting a TODO of an agent in `category` needs a human first. Under `tools` the gate
+/// is on tool calls, not TODOs.
+pub fn todo_needs_approval(config: &RunConfig, category: &str) -> bool {
+    match config.hitl {
+        HitlMode::None | HitlMode::Tools => false,
+        HitlMode::EveryTodo => true,
+        HitlMode::Categories => {
+            if config.hitl_categories.is_empty() {
+                DEFAULT_HITL_CATEGORIES.contains(&category)
+            } else {
+                config.hitl_categories.iter().any(|c| c == category)
+            }
+        }
+    }
+}
+
+/// Whether a tool call needs a human first (policy `tools`).
+pub fn tool_needs_approval(config: &RunConfig, tool: &str) -> bool {
+    if config.hitl != HitlMode::Tools {
+        return false;
+    }
+    let matches = |pattern: &str| match pattern.strip_suffix('*') {
+        Some(prefix) => tool.starts_with(prefix),
+        None => tool == pattern,
+    };
+    if config.hitl_tools.is_empty() {
+        DEFAULT_HITL_TOOLS.iter().any(|p| matches(p))
+    } else {
+        config.hitl_tools.iter().any(|p| matches(p))
+    }
+}
+
+/// Seed 000's `approval_node` message, verbatim.
+pub fn approval_message(t: &SupervisorTodo) -> String {
+    let deps = if t.dependencies.is_empty() {
+        "없음".to_owned()
+    } else {
+        t.dependencies.iter().map(|d| d.as_str()).collect::<Vec<_>>().join(", ")
+    };
+    format!(
+        "📋 다음 작업을 실행하시겠습니까?\n\n\
+         - TODO ID: {id}\n\
+         - 작업명: {name}\n\
+         - Agent: {agent}\n\
+         - 우선순위: {prio}\n\
+         - 의존성: {deps}\n\n\
+         명령어:\n  \
+         /todo approve    - 승인\n  \
+         /todo skip {id}  - 건너뛰기\n  \
+         /todos           - TODO 목록 조회",
+        id = t.id,
+        name = t.name,
+        agent = t.agent_name,
+        prio = t.priority.as_str(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn policies() {
+        let mut c = RunConfig { hitl: HitlMode::Categories, ..Default::default() };
+        assert!(todo_needs_approval(&c, "contract") && !todo_needs_approval(&c, "general"));
+        c.hitl_categories = vec!["general".into()];
+        assert!(todo_needs_approval(&c, "general") && !todo_needs_approval(&c, "contract"));
+        c.hitl = HitlMode::Tools;
+        assert!(!todo_needs_approval(&c, "general"));
+        c.hitl_tools = vec![];
+        assert!(tool_needs_approval(&c, "dbt_run") && tool_needs_approval(&c, "write_file"));
+        assert!(!tool_needs_approval(&c, "read_file"));
+        c.hitl = HitlMode::EveryTodo;
+        assert!(todo_needs_approval(&c, "general") && !tool_needs_approval(&c, "write_file"));
+    }
+
+    #[test]
+    fn message_matches_seed_000() {
+        let t = SupervisorTodo {
+            id: "todo_002".into(),
+            name: "analysis_team 실행".into(),
+            agent_name: "analysis_team".into(),
+            priority: chronicle_schemas::TodoPriority::Low,
+            dependencies: vec!["todo_001".into()],
+            ..Default::default()
+        };
+        let m = approval_message(&t);
+        assert!(m.starts_with("📋 다음 작업을 실행하시겠습니까?\n\n- TODO ID: todo_002\n- 작업명: analysis_team 실행\n- Agent: analysis_team\n- 우선순위: low\n- 의존성: todo_001\n\n명령어:\n"), "{m}");
+        assert!(m.contains("  /todo skip todo_002  - 건너뛰기\n"), "{m}");
+    }
+}

@@ -1,0 +1,373 @@
+//! `Engine`: the handle callers use. It starts runs, routes decisions, commands, restores and
+//! cancels to each run's actor (spawning one on demand), serves subscriptions from the bus, and
+//! on open recovers every run that is not terminal.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use chronicle_projections::RunState;
+use chronicle_schemas::{
+    Approval, ApprovalId, Decision, Envelope, Event, ParentLink, Phase, RunConfig,
+    RunId, SessionId, Strategy, HitlMode,
+};
+use serde_json::Value;
+use tokio::sync::{mpsc, oneshot};
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_stream::StreamExt;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::actor::{Msg, RestoreTarget, RunActor};
+use crate::agents::Registry;
+use crate::bus::Bus;
+use crate::llm::LlmProvider;
+use crate::shim::Planner;
+use crate::store::{self, Store};
+use crate::{Error, Result};
+
+/// Engine settings; every limit carries its unit.
+#[derive(Clone)]
+pub struct Settings {
+    /// The config a run gets when its request leaves a field out (the server default).
+    pub defaults: RunConfig,
+    pub registry: Registry,
+    pub llm: Option<Arc<dyn LlmProvider>>,
+    /// Messages queued for one run actor before senders wait.
+    pub actor_mailbox_messages: usize,
+    /// Live events buffered per run for subscribers before a slow one falls back to the log.
+    pub bus_buffer_events: usize,
+    /// Agent results larger than this go to a blob file instead of the event.
+    pub inline_payload_bytes_max: usize,
+    /// Queries longer than this are refused.
+    pub query_bytes_max: usize,
+}
+
+impl std::fmt::Debug for Settings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Settings")
+            .field("defaults", &self.defaults)
+            .field("registry", &self.registry)
+            .field("llm", &self.llm.as_ref().map(|l| l.model().to_owned()))
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            defaults: RunConfig { max_retries: 2, ..RunConfig::default() },
+            registry: Registry::empty(),
+            llm: None,
+            actor_mailbox_messages: 64,
+            bus_buffer_events: 1024,
+            inline_payload_bytes_max: 16 * 1024,
+            query_bytes_max: 8 * 1024,
+        }
+    }
+}
+
+/// What a caller asks for when starting a run; `None` fields take the server defaults.
+#[derive(Clone, Debug, Default)]
+pub struct StartRun {
+    pub query: String,
+    pub session_id: Option<SessionId>,
+    pub user_id: Option<String>,
+    pub hitl: Option<HitlMode>,
+    pub strategy: Option<Strategy>,
+    pub approval_timeout_ms: Option<u64>,
+    pub config: Option<RunConfig>,
+    pub parent: Option<ParentLink>,
+}
+
+/// A started run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Started {
+    pub run_id: RunId,
+    pub session_id: SessionId,
+}
+
+pub(crate) struct Shared {
+    pub store: Store,
+    pub registry: Registry,
+    pub planner: Planner,
+    pub shutdown: CancellationToken,
+    pub tasks: TaskTracker,
+    pub inline_payload_bytes_max: usize,
+    settings: Settings,
+    actors: Mutex<HashMap<RunId, mpsc::Sender<Msg>>>,
+    bus: Bus,
+}
+
+/// The workflow engine; cheap to clone.
+#[derive(Clone)]
+pub struct Engine {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine").field("store", &self.shared.store).finish_non_exhaustive()
+    }
+}
+
+impl Engine {
+    /// Starts the engine on an open store and recovers every run that is not terminal: each gets
+    /// its actor back, which continues from its stored state (re-running an agent that was
+    /// running, expiring approvals that expired meanwhile).
+    pub async fn open(store: Store, settings: Settings) -> Result<Engine> {
+        let shutdown = CancellationToken::new();
+        let bus = Bus::start(store.clone(), settings.bus_buffer_events, shutdown.clone());
+        let shared = Arc::new(Shared {
+            planner: Planner::new(settings.llm.clone()),
+            registry: settings.registry.clone(),
+            inline_payload_bytes_max: settings.inline_payload_bytes_max,
+            store,
+            shutdown,
+            tasks: TaskTracker::new(),
+            settings,
+            actors: Mutex::new(HashMap::new()),
+            bus,
+        });
+        let engine = Engine { shared };
+        let mut recovered = 0;
+        let heads: Vec<_> = engine.shared.store.runs().collect::<Result<_, _>>()?;
+        for head in heads.into_iter().filter(|h| !h.terminal) {
+            engine.deliver(head.run_id, None).await?;
+            recovered += 1;
+        }
+        if recovered > 0 {
+            tracing::info!(runs = recovered, "recovered runs");
+        }
+        Ok(engine)
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.shared.store
+    }
+
+    pub fn registry(&self) -> &Registry {
+        &self.shared.registry
+    }
+
+    pub fn settings(&self) -> &Settings {
+        &self.shared.settings
+    }
+
+    /// Stops every actor and subscription and waits for them (agents are aborted; their runs
+    /// resume on the next open). Then flushes the store.
+    pub async fn shutdown(&self) {
+        self.shared.shutdown.cancel();
+        self.shared.tasks.close();
+        self.shared.tasks.wait().await;
+        if let Err(e) = self.shared.store.flush() {
+            tracing::error!(error = %e, "flush at shutdown failed");
+        }
+    }
+
+    /// Hands `msg` to the actor of `run`, spawning one when there is none (or the last one
+    /// finished). A new actor gets the message in its mailbox *before* it starts, so an actor of a
+    /// finished run always answers what it was spawned for.
+    async fn deliver(&self, run: RunId, msg: Option<Msg>) -> Result<()> {
+        let existing = {
+            let actors = self.shared.actors.lock().unwrap_or_else(|e| e.into_inner());
+            actors.get(&run).filter(|tx| !tx.is_closed()).cloned()
+        };
+        let msg = match (existing, msg) {
+            (Some(_), None) => return Ok(()),
+            (Some(tx), Some(msg)) => match tx.send(msg).await {
+                Ok(()) => return Ok(()),
+                Err(back) => Some(back.0),
+            },
+            (None, msg) => msg,
+        };
+        if self.shared.shutdown.is_cancelled() {
+            return Err(Error::ShuttingDown);
+        }
+        if self.shared.store.run_head(run)?.is_none() {
+            return Err(Error::RunNotFound(run));
+        }
+        let live = self.shared.store.load(run)?;
+        let (tx, rx) = mpsc::channel(self.shared.settings.actor_mailbox_messages.max(1));
+        if let Some(msg) = msg {
+            // A fresh channel has room for one message.
+            let _ = tx.try_send(msg);
+        }
+        let mut actors = self.shared.actors.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(old) = actors.get(&run).filter(|tx| !tx.is_closed()) {
+            // Another caller spawned one meanwhile: this one is dropped unstarted; resend there.
+            let old = old.clone();
+            drop(actors);
+            let mut rx = rx;
+            if let Ok(msg) = rx.try_recv() {
+                old.send(msg).await.map_err(|_| Error::ShuttingDown)?;
+            }
+            return Ok(());
+        }
+        actors.insert(run, tx);
+        let shared = self.shared.clone();
+        self.shared.tasks.spawn(async move {
+            RunActor::new(shared, live).run(rx).await;
+        });
+        Ok(())
+    }
+
+    /// Sends a message built by `make` and awaits its reply; a reply lost to an actor that was
+    /// just finishing is asked again once.
+    async fn ask<T>(&self, run: RunId, make: impl Fn(oneshot::Sender<Result<T>>) -> Msg) -> Result<T> {
+        for _ in 0..2 {
+            let (reply, rx) = oneshot::channel();
+            self.deliver(run, Some(make(reply))).await?;
+            if let Ok(r) = rx.await {
+                return r;
+            }
+        }
+        Err(Error::ShuttingDown)
+    }
+
+    /// Starts a run: validates the query, records `RunStarted` and the initialize node, and hands
+    /// the run to its actor.
+    pub async fn start_run(&self, req: StartRun) -> Result<Started> {
+        let query = req.query.trim();
+        if query.is_empty() {
+            return Err(Error::Invalid("query must not be empty".into()));
+        }
+        if query.len() > self.shared.settings.query_bytes_max {
+            return Err(Error::Invalid(format!(
+                "query of {} bytes exceeds {}",
+                query.len(),
+                self.shared.settings.query_bytes_max
+            )));
+        }
+        let mut config = req.config.unwrap_or_else(|| self.shared.settings.defaults.clone());
+        if let Some(h) = req.hitl {
+            config.hitl = h;
+        }
+        if req.strategy.is_some() {
+            config.strategy = req.strategy;
+        }
+        if req.approval_timeout_ms.is_some() {
+            config.approval_timeout_ms = req.approval_timeout_ms;
+        }
+        let run_id = RunId(uuid::Uuid::now_v7());
+        let session_id = req.session_id.unwrap_or_else(|| SessionId(uuid::Uuid::new_v4().to_string()));
+        let request_id = format!("req_{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
+        let mut live = self.shared.store.load(run_id)?;
+        live.append(vec![
+            Event::RunStarted {
+                session_id: session_id.clone(),
+                user_id: req.user_id,
+                request_id,
+                query: query.to_owned(),
+                config,
+                parent: req.parent,
+            },
+            Event::PhaseChanged { phase: Phase::Initialization },
+            Event::Reasoning { message: format!("요청 접수: {query}") },
+            Event::CheckpointSaved {
+                checkpoint_id: "cp_001".into(),
+                node: "initialize".into(),
+                todos_completed: 0,
+            },
+        ])
+        .await
+        .map_err(|e| match e {
+            store::Error::Invalid(m) => Error::Invalid(m),
+            other => Error::Store(other),
+        })?;
+        drop(live);
+        self.deliver(run_id, None).await?;
+        Ok(Started { run_id, session_id })
+    }
+
+    /// Decides a pending approval. `by` is the authenticated principal.
+    pub async fn decide(
+        &self,
+        run: RunId,
+        approval_id: ApprovalId,
+        decision: Decision,
+        edited_args: Option<Value>,
+        by: &str,
+        comment: Option<String>,
+    ) -> Result<Approval> {
+        self.ask(run, |reply| Msg::Decide {
+            approval_id: approval_id.clone(),
+            decision,
+            edited_args: edited_args.clone(),
+            by: by.to_owned(),
+            comment: comment.clone(),
+            reply,
+        })
+        .await
+    }
+
+    /// Runs a slash command; the JSON result has seed 000's shape, or `{error, help}`.
+    pub async fn command(&self, run: RunId, text: &str, by: &str) -> Result<Value> {
+        self.ask(run, |reply| Msg::Command { text: text.to_owned(), by: by.to_owned(), reply }).await
+    }
+
+    pub async fn restore(&self, run: RunId, target: RestoreTarget, by: &str) -> Result<Value> {
+        self.ask(run, |reply| Msg::Restore { target: target.clone(), by: by.to_owned(), reply }).await
+    }
+
+    pub async fn cancel(&self, run: RunId, by: &str, reason: Option<String>) -> Result<()> {
+        self.ask(run, |reply| Msg::Cancel { by: by.to_owned(), reason: reason.clone(), reply }).await
+    }
+
+    /// The run's projected state now (or right after `seq`).
+    pub fn state(&self, run: RunId, seq: Option<u64>) -> Result<RunState> {
+        let head = self.shared.store.run_head(run)?.ok_or(Error::RunNotFound(run))?;
+        let at = seq.map_or(head.last_seq, |s| s.min(head.last_seq));
+        Ok(self.shared.store.state_at(run, at)?)
+    }
+
+    /// Every event of `run` from `from_seq`: history, then live; no gap, no duplicate.
+    pub fn subscribe(&self, run: RunId, from_seq: u64) -> Result<ReceiverStream<Result<Arc<Envelope>, store::Error>>> {
+        if self.shared.store.run_head(run)?.is_none() {
+            return Err(Error::RunNotFound(run));
+        }
+        Ok(self.shared.bus.subscribe(run, from_seq))
+    }
+
+    /// Waits until `done(state)` holds, re-checking after each event of the run (or `timeout`).
+    pub async fn wait_until(
+        &self,
+        run: RunId,
+        timeout: Duration,
+        done: impl Fn(&RunState) -> bool,
+    ) -> Result<RunState> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut events = self.subscribe(run, 0)?;
+        loop {
+            let state = self.state(run, None)?;
+            if done(&state) {
+                return Ok(state);
+            }
+            // Skip ahead to what is already stored, then wait for the next event.
+            let next = state.next_seq();
+            loop {
+                match tokio::time::timeout_at(deadline, events.next()).await {
+                    Err(_) => return Err(Error::Invalid(format!("timed out after {timeout:?} waiting for run {run}"))),
+                    Ok(None) => return Err(Error::ShuttingDown),
+                    Ok(Some(Err(e))) => return Err(e.into()),
+                    Ok(Some(Ok(env))) if env.seq + 1 >= next => break,
+                    Ok(Some(Ok(_))) => {}
+                }
+            }
+        }
+    }
+
+    /// Waits until the run needs nothing but a human or has ended: terminal, or waiting for an
+    /// approval with no agent still working.
+    pub async fn wait_settled(&self, run: RunId, timeout: Duration) -> Result<RunState> {
+        self.wait_until(run, timeout, |s| {
+            let sup = &s.supervisor;
+            sup.run_status.is_terminal()
+                || (!sup.pending_approval_ids.is_empty()
+                    && sup.planning_state.as_ref().is_none_or(|p| {
+                        p.todos.iter().all(|t| t.status != chronicle_schemas::TodoStatus::InProgress)
+                    }))
+        })
+        .await
+    }
+}
