@@ -4,5 +4,6 @@ mod agents;
 mod commands;
 mod crash;
 mod engine;
+mod engine_crash;
 mod store;
 mod support;
