@@ -283,3 +283,23 @@ async fn restore_to_an_approval_checkpoint_asks_again_under_a_new_id() {
     assert!(bad.to_string().contains("beyond the run's last seq"), "{bad}");
     let _ = TodoId::from("x");
 }
+
+/// Seed 002's evaluate → retry loop: an optional TODO that used up its own retries is skipped;
+/// the evaluation names its agent, the engine adds a retry TODO, and the second round succeeds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn evaluation_retries_the_named_agent() {
+    let dir = tempfile::tempdir().unwrap();
+    let flaky = vec![Err(AgentError::retryable("timeout")), Err(AgentError::retryable("timeout"))];
+    let a = Scripted::with("a", "general", flaky, None);
+    let engine = engine_in(dir.path(), registry(&[a.clone()])).await;
+    let run = start(&engine, plan_config(vec![step("a", &[], true, 1)], HitlMode::None, Strategy::Sequential)).await;
+    let state = finished(&engine, run).await;
+    assert_eq!(state.supervisor.run_status, RunStatus::Completed);
+    let p = state.supervisor.planning_state.as_ref().unwrap();
+    let ids: Vec<(&str, TodoStatus)> = p.todos.iter().map(|t| (t.id.as_str(), t.status)).collect();
+    assert_eq!(ids, [("todo_001", TodoStatus::Skipped), ("todo_002", TodoStatus::Completed)]);
+    assert_eq!(p.todos[1].metadata["retry_of"], "a");
+    assert_eq!(state.supervisor.evaluation_rounds, 2);
+    assert!(!state.supervisor.evaluation.as_ref().unwrap().needs_retry);
+    assert_eq!(a.calls().len(), 3);
+}

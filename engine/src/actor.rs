@@ -356,7 +356,9 @@ impl RunActor {
             let agents: Vec<String> = ev
                 .retry_agents
                 .iter()
-                .filter(|a| self.shared.registry.get(a).is_some())
+                // Only agents that exist and whose failure was retryable (`failed_teams` holds the
+                // non-retryable ones).
+                .filter(|a| self.shared.registry.get(a).is_some() && !s.failed_teams.contains(a))
                 .cloned()
                 .collect();
             if ev.needs_retry && !agents.is_empty() && round <= s.config.max_retries {
@@ -782,15 +784,19 @@ impl RunActor {
         }
     }
 
+    /// Seed 002's evaluation input: every TODO that ran, with its result or its failure. TODOs a
+    /// human rejected or skipped, and blocked ones, did not fail: they are left out.
     fn results_for_evaluation(&self) -> Vec<(String, Option<Value>, Option<String>)> {
         let s = &self.state().supervisor;
         let Some(p) = s.planning_state.as_ref() else { return vec![] };
         p.todos
             .iter()
-            .filter(|t| t.status != TodoStatus::Skipped || t.error.as_deref().is_some_and(|e| e.starts_with("Skipped: Failed")))
-            .map(|t| match t.status {
-                TodoStatus::Completed => (t.agent_name.clone(), s.team_results.get(&t.agent_name).cloned(), None),
-                _ => (t.agent_name.clone(), None, Some(t.error.clone().unwrap_or_else(|| t.status.to_string()))),
+            .filter_map(|t| match t.status {
+                TodoStatus::Completed => Some((t.agent_name.clone(), s.team_results.get(&t.agent_name).cloned(), None)),
+                TodoStatus::Skipped if t.error.as_deref().is_some_and(|e| e.starts_with("Skipped: Failed")) => {
+                    Some((t.agent_name.clone(), None, t.error.clone()))
+                }
+                _ => None,
             })
             .collect()
     }

@@ -13,7 +13,6 @@ mod error;
 pub mod hitl;
 pub mod llm;
 mod runtime;
-mod shim;
 pub mod store;
 pub mod todo;
 

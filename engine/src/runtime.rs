@@ -21,8 +21,7 @@ use tokio_util::task::TaskTracker;
 use crate::actor::{Msg, RestoreTarget, RunActor};
 use crate::agents::Registry;
 use crate::bus::Bus;
-use crate::llm::LlmProvider;
-use crate::shim::Planner;
+use crate::llm::{LlmConfig, LlmProvider, OpenAiCompat, Planner};
 use crate::store::{self, Store};
 use crate::{Error, Result};
 
@@ -64,6 +63,19 @@ impl Default for Settings {
             inline_payload_bytes_max: 16 * 1024,
             query_bytes_max: 8 * 1024,
         }
+    }
+}
+
+impl Settings {
+    /// The defaults, plus an OpenAI-compatible model when `CHRONICLE_LLM_BASE_URL` or an API key
+    /// (`CHRONICLE_LLM_API_KEY` / `OPENAI_API_KEY`) is set; without either, rules only.
+    pub fn from_env() -> Result<Self> {
+        let mut s = Settings::default();
+        if let Some(cfg) = LlmConfig::from_env() {
+            let client = OpenAiCompat::new(cfg).map_err(|e| Error::Invalid(e.to_string()))?;
+            s.llm = Some(Arc::new(client));
+        }
+        Ok(s)
     }
 }
 

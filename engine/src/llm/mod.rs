@@ -8,6 +8,16 @@
 use chronicle_schemas::{Hash, PlanStep, Source, Strategy};
 use serde_json::Value;
 
+mod openai;
+mod planner;
+mod prompts;
+pub mod rules;
+#[cfg(test)]
+mod test_server;
+
+pub use openai::{DEFAULT_MODEL, DEFAULT_TIMEOUT_MS, LlmConfig, OPENAI_BASE_URL, OpenAiCompat};
+pub use planner::Planner;
+
 /// The analysed intent (seed 002 + seed 001's `analyzed_intent`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Intent {
