@@ -784,21 +784,27 @@ impl RunActor {
         }
     }
 
-    /// Seed 002's evaluation input: every TODO that ran, with its result or its failure. TODOs a
-    /// human rejected or skipped, and blocked ones, did not fail: they are left out.
+    /// Seed 002's evaluation input: each agent's latest TODO that ran, with its result or its
+    /// failure (a successful retry supersedes an earlier failure). TODOs a human rejected or
+    /// skipped, and blocked ones, did not fail: they are left out.
     fn results_for_evaluation(&self) -> Vec<(String, Option<Value>, Option<String>)> {
         let s = &self.state().supervisor;
         let Some(p) = s.planning_state.as_ref() else { return vec![] };
-        p.todos
-            .iter()
-            .filter_map(|t| match t.status {
-                TodoStatus::Completed => Some((t.agent_name.clone(), s.team_results.get(&t.agent_name).cloned(), None)),
+        let mut latest: Vec<(String, Option<Value>, Option<String>)> = Vec::new();
+        for t in &p.todos {
+            let entry = match t.status {
+                TodoStatus::Completed => (t.agent_name.clone(), s.team_results.get(&t.agent_name).cloned(), None),
                 TodoStatus::Skipped if t.error.as_deref().is_some_and(|e| e.starts_with("Skipped: Failed")) => {
-                    Some((t.agent_name.clone(), None, t.error.clone()))
+                    (t.agent_name.clone(), None, t.error.clone())
                 }
-                _ => None,
-            })
-            .collect()
+                _ => continue,
+            };
+            match latest.iter_mut().find(|(a, ..)| *a == entry.0) {
+                Some(slot) => *slot = entry,
+                None => latest.push(entry),
+            }
+        }
+        latest
     }
 
     // ---------------------------------------------------------------- expiry
