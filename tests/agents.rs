@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use chronicle_engine::agents::{Agent, AgentContext, AgentError, AgentOutput, Registry};
 use chronicle_schemas::PlanStep;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 /// Answers each call with the next scripted outcome (then succeeds), recording every input.
 pub struct Scripted {
@@ -56,7 +56,10 @@ impl Agent for Scripted {
         "scripted test agent"
     }
     async fn run(&self, ctx: &AgentContext, input: Value) -> Result<AgentOutput, AgentError> {
-        self.calls.lock().unwrap().push((ctx.attempt, input.clone()));
+        self.calls
+            .lock()
+            .unwrap()
+            .push((ctx.attempt, input.clone()));
         if let Some(b) = &self.barrier {
             b.wait().await;
         }
@@ -64,7 +67,9 @@ impl Agent for Scripted {
         match next {
             Some(Ok(v)) => Ok(AgentOutput { result: v }),
             Some(Err(e)) => Err(e),
-            None => Ok(AgentOutput { result: json!({"agent": self.name, "attempt": ctx.attempt, "input": input}) }),
+            None => Ok(AgentOutput {
+                result: json!({"agent": self.name, "attempt": ctx.attempt, "input": input}),
+            }),
         }
     }
 }

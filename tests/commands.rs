@@ -2,10 +2,10 @@
 //! whole transcript as one insta snapshot; every command is recorded as `CommandReceived`.
 
 use chronicle_schemas::{Event, HitlMode, Strategy};
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value, json};
 
-use crate::agents::{registry, step, Scripted};
-use crate::engine::{engine_in, events, plan_config, start, WAIT};
+use crate::agents::{Scripted, registry, step};
+use crate::engine::{WAIT, engine_in, events, plan_config, start};
 
 /// Replaces run-specific values (ids, clocks) so the snapshot is stable.
 pub fn stable(v: Value) -> Value {
@@ -14,7 +14,8 @@ pub fn stable(v: Value) -> Value {
             m.into_iter()
                 .map(|(k, v)| {
                     let v = match k.as_str() {
-                        "approval_id" | "created_at" | "started_at" | "completed_at" | "timestamp" | "duration"
+                        "approval_id" | "created_at" | "started_at" | "completed_at"
+                        | "timestamp" | "duration"
                             if !v.is_null() =>
                         {
                             Value::String(format!("[{k}]"))
@@ -34,16 +35,34 @@ pub fn stable(v: Value) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_command_good_and_bad() {
     let dir = tempfile::tempdir().unwrap();
-    let agents = [Scripted::new("search_team"), Scripted::new("analysis_team"), Scripted::new("document_team")];
+    let agents = [
+        Scripted::new("search_team"),
+        Scripted::new("analysis_team"),
+        Scripted::new("document_team"),
+    ];
     let engine = engine_in(dir.path(), registry(&agents)).await;
-    let plan = vec![step("search_team", &[], false, 1), step("analysis_team", &["search_team"], false, 1)];
-    let run = start(&engine, plan_config(plan, HitlMode::EveryTodo, Strategy::Sequential)).await;
+    let plan = vec![
+        step("search_team", &[], false, 1),
+        step("analysis_team", &["search_team"], false, 1),
+    ];
+    let run = start(
+        &engine,
+        plan_config(plan, HitlMode::EveryTodo, Strategy::Sequential),
+    )
+    .await;
     let waiting_for = |todo: &'static str| {
         move |s: &chronicle_projections::RunState| {
-            s.approvals.pending().any(|a| a.subject.as_ref().is_some_and(|x| x.todo_id().as_str() == todo))
+            s.approvals.pending().any(|a| {
+                a.subject
+                    .as_ref()
+                    .is_some_and(|x| x.todo_id().as_str() == todo)
+            })
         }
     };
-    engine.wait_until(run, WAIT, waiting_for("todo_001")).await.unwrap();
+    engine
+        .wait_until(run, WAIT, waiting_for("todo_001"))
+        .await
+        .unwrap();
 
     let mut transcript = Vec::new();
     let mut sent = Vec::new();
@@ -61,7 +80,10 @@ async fn every_command_good_and_bad() {
     say("/todo update todo_003 bogus", &mut transcript).await;
     let out = say("/todo approve", &mut transcript).await;
     assert_eq!(out["todo_id"], "todo_001");
-    engine.wait_until(run, WAIT, waiting_for("todo_002")).await.unwrap();
+    engine
+        .wait_until(run, WAIT, waiting_for("todo_002"))
+        .await
+        .unwrap();
     say("/todo update todo_001 in_progress", &mut transcript).await;
     say("/todo skip todo_999", &mut transcript).await;
     say("/todo skip", &mut transcript).await;
@@ -71,16 +93,37 @@ async fn every_command_good_and_bad() {
     assert_eq!(out["status"], "rejected");
     say("/todo approve", &mut transcript).await;
     say("/todo reject", &mut transcript).await;
-    let state = engine.wait_until(run, WAIT, |s| s.supervisor.run_status.is_terminal()).await.unwrap();
-    let approval_cp = state.checkpoints.checkpoints.iter().filter(|c| c.node == "approval").nth(1).unwrap().checkpoint_id.clone();
+    let state = engine
+        .wait_until(run, WAIT, |s| s.supervisor.run_status.is_terminal())
+        .await
+        .unwrap();
+    let approval_cp = state
+        .checkpoints
+        .checkpoints
+        .iter()
+        .filter(|c| c.node == "approval")
+        .nth(1)
+        .unwrap()
+        .checkpoint_id
+        .clone();
     say("/checkpoint list", &mut transcript).await;
     say("/checkpoint restore cp_999", &mut transcript).await;
     say("/checkpoint restore", &mut transcript).await;
-    say(&format!("/checkpoint restore {approval_cp}"), &mut transcript).await;
-    engine.wait_until(run, WAIT, waiting_for("todo_002")).await.unwrap();
+    say(
+        &format!("/checkpoint restore {approval_cp}"),
+        &mut transcript,
+    )
+    .await;
+    engine
+        .wait_until(run, WAIT, waiting_for("todo_002"))
+        .await
+        .unwrap();
     say("/todo skip todo_002 handled offline", &mut transcript).await;
     // todo_003 (added above, skipped on the abandoned branch) is pending again after the restore.
-    engine.wait_until(run, WAIT, waiting_for("todo_003")).await.unwrap();
+    engine
+        .wait_until(run, WAIT, waiting_for("todo_003"))
+        .await
+        .unwrap();
     say("/todo approve todo_404", &mut transcript).await;
     say("/todo approve todo_003", &mut transcript).await;
     say("/frobnicate", &mut transcript).await;
@@ -91,7 +134,11 @@ async fn every_command_good_and_bad() {
     let logged: Vec<(String, bool)> = events(&engine, run)
         .into_iter()
         .filter_map(|e| match e.event {
-            Event::CommandReceived { command, by, accepted } => {
+            Event::CommandReceived {
+                command,
+                by,
+                accepted,
+            } => {
                 assert_eq!(by.to_string(), "user:alice");
                 Some((command, accepted))
             }
@@ -99,6 +146,9 @@ async fn every_command_good_and_bad() {
         })
         .collect();
     assert_eq!(logged, sent);
-    let state = engine.wait_until(run, WAIT, |s| s.supervisor.run_status.is_terminal()).await.unwrap();
+    let state = engine
+        .wait_until(run, WAIT, |s| s.supervisor.run_status.is_terminal())
+        .await
+        .unwrap();
     assert!(state.supervisor.run_status.is_terminal());
 }

@@ -14,44 +14,79 @@ use chronicle_schemas::{
 };
 use serde_json::json;
 
-use crate::agents::{registry, step, Scripted};
+use crate::agents::{Scripted, registry, step};
 
 pub const WAIT: Duration = Duration::from_secs(20);
 
 pub async fn engine_in(dir: &std::path::Path, registry: Registry) -> Engine {
     let store = Store::open(dir, Options::default()).unwrap();
-    let settings = Settings { registry, ..Settings::default() };
+    let settings = Settings {
+        registry,
+        ..Settings::default()
+    };
     Engine::open(store, settings).await.unwrap()
 }
 
 pub fn plan_config(plan: Vec<PlanStep>, hitl: HitlMode, strategy: Strategy) -> RunConfig {
-    RunConfig { hitl, strategy: Some(strategy), plan: Some(plan), max_retries: 2, ..RunConfig::default() }
+    RunConfig {
+        hitl,
+        strategy: Some(strategy),
+        plan: Some(plan),
+        max_retries: 2,
+        ..RunConfig::default()
+    }
 }
 
 pub async fn start(engine: &Engine, config: RunConfig) -> RunId {
-    let req = StartRun { query: "테스트 요청".into(), config: Some(config), ..StartRun::default() };
+    let req = StartRun {
+        query: "테스트 요청".into(),
+        config: Some(config),
+        ..StartRun::default()
+    };
     engine.start_run(req).await.unwrap().run_id
 }
 
 pub fn events(engine: &Engine, run: RunId) -> Vec<Envelope> {
-    engine.store().read_run(run, 0, u64::MAX).map(Result::unwrap).collect()
+    engine
+        .store()
+        .read_run(run, 0, u64::MAX)
+        .map(Result::unwrap)
+        .collect()
 }
 
 pub fn todo_status(state: &RunState, id: &str) -> TodoStatus {
-    state.supervisor.planning_state.as_ref().unwrap().todo(&id.into()).unwrap().status
+    state
+        .supervisor
+        .planning_state
+        .as_ref()
+        .unwrap()
+        .todo(&id.into())
+        .unwrap()
+        .status
 }
 
 async fn finished(engine: &Engine, run: RunId) -> RunState {
-    engine.wait_until(run, WAIT, |s| s.supervisor.run_status.is_terminal()).await.unwrap()
+    engine
+        .wait_until(run, WAIT, |s| s.supervisor.run_status.is_terminal())
+        .await
+        .unwrap()
 }
 
 fn kinds_for(evs: &[Envelope], todo: &str) -> Vec<String> {
     evs.iter()
         .filter_map(|e| match &e.event {
-            Event::AgentStarted { todo_id, attempt, .. } if todo_id.as_str() == todo => Some(format!("started#{attempt}")),
-            Event::AgentCompleted { todo_id, attempt, .. } if todo_id.as_str() == todo => Some(format!("completed#{attempt}")),
-            Event::AgentFailed { todo_id, attempt, .. } if todo_id.as_str() == todo => Some(format!("failed#{attempt}")),
-            Event::TodoStatusChanged { todo_id, to, .. } if todo_id.as_str() == todo => Some(to.to_string()),
+            Event::AgentStarted {
+                todo_id, attempt, ..
+            } if todo_id.as_str() == todo => Some(format!("started#{attempt}")),
+            Event::AgentCompleted {
+                todo_id, attempt, ..
+            } if todo_id.as_str() == todo => Some(format!("completed#{attempt}")),
+            Event::AgentFailed {
+                todo_id, attempt, ..
+            } if todo_id.as_str() == todo => Some(format!("failed#{attempt}")),
+            Event::TodoStatusChanged { todo_id, to, .. } if todo_id.as_str() == todo => {
+                Some(to.to_string())
+            }
             _ => None,
         })
         .collect()
@@ -60,16 +95,46 @@ fn kinds_for(evs: &[Envelope], todo: &str) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn retry_then_success() {
     let dir = tempfile::tempdir().unwrap();
-    let a = Scripted::with("a", "general", vec![Err(AgentError::retryable("flaky"))], None);
+    let a = Scripted::with(
+        "a",
+        "general",
+        vec![Err(AgentError::retryable("flaky"))],
+        None,
+    );
     let engine = engine_in(dir.path(), registry(&[a.clone()])).await;
-    let run = start(&engine, plan_config(vec![step("a", &[], false, 2)], HitlMode::None, Strategy::Sequential)).await;
+    let run = start(
+        &engine,
+        plan_config(
+            vec![step("a", &[], false, 2)],
+            HitlMode::None,
+            Strategy::Sequential,
+        ),
+    )
+    .await;
     let state = finished(&engine, run).await;
     assert_eq!(state.supervisor.run_status, RunStatus::Completed);
     assert_eq!(
         kinds_for(&events(&engine, run), "todo_001"),
-        ["in_progress", "started#1", "failed#1", "failed", "pending", "in_progress", "started#2", "completed#2", "completed"]
+        [
+            "in_progress",
+            "started#1",
+            "failed#1",
+            "failed",
+            "pending",
+            "in_progress",
+            "started#2",
+            "completed#2",
+            "completed"
+        ]
     );
-    let t = state.supervisor.planning_state.as_ref().unwrap().todo(&"todo_001".into()).unwrap().clone();
+    let t = state
+        .supervisor
+        .planning_state
+        .as_ref()
+        .unwrap()
+        .todo(&"todo_001".into())
+        .unwrap()
+        .clone();
     assert_eq!((t.retry_count, t.attempts), (1, 2));
     assert_eq!(a.calls().len(), 2);
     assert!(state.supervisor.final_response.is_some());
@@ -78,15 +143,24 @@ async fn retry_then_success() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn retries_exhausted_on_a_required_todo_fail_the_run() {
     let dir = tempfile::tempdir().unwrap();
-    let fails = (0..5).map(|_| Err(AgentError::retryable("db down"))).collect();
+    let fails = (0..5)
+        .map(|_| Err(AgentError::retryable("db down")))
+        .collect();
     let a = Scripted::with("a", "general", fails, None);
     let b = Scripted::new("b");
     let engine = engine_in(dir.path(), registry(&[a.clone(), b.clone()])).await;
     let plan = vec![step("a", &[], false, 1), step("b", &["a"], false, 1)];
-    let run = start(&engine, plan_config(plan, HitlMode::None, Strategy::Sequential)).await;
+    let run = start(
+        &engine,
+        plan_config(plan, HitlMode::None, Strategy::Sequential),
+    )
+    .await;
     let state = finished(&engine, run).await;
     assert_eq!(state.supervisor.run_status, RunStatus::Failed);
-    assert_eq!(state.supervisor.error_log.last().unwrap(), "todo_001 (a) failed after 2 attempt(s): db down");
+    assert_eq!(
+        state.supervisor.error_log.last().unwrap(),
+        "todo_001 (a) failed after 2 attempt(s): db down"
+    );
     assert_eq!(a.calls().len(), 2);
     assert!(b.calls().is_empty());
 }
@@ -94,21 +168,40 @@ async fn retries_exhausted_on_a_required_todo_fail_the_run() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn optional_failure_is_skipped_and_its_dependent_blocked() {
     let dir = tempfile::tempdir().unwrap();
-    let a = Scripted::with("a", "general", vec![Err(AgentError::fatal("bad input"))], None);
+    let a = Scripted::with(
+        "a",
+        "general",
+        vec![Err(AgentError::fatal("bad input"))],
+        None,
+    );
     let (b, c) = (Scripted::new("b"), Scripted::new("c"));
     let engine = engine_in(dir.path(), registry(&[a.clone(), b.clone(), c.clone()])).await;
-    let plan = vec![step("a", &[], true, 3), step("b", &["a"], false, 1), step("c", &[], false, 1)];
-    let run = start(&engine, plan_config(plan, HitlMode::None, Strategy::Sequential)).await;
+    let plan = vec![
+        step("a", &[], true, 3),
+        step("b", &["a"], false, 1),
+        step("c", &[], false, 1),
+    ];
+    let run = start(
+        &engine,
+        plan_config(plan, HitlMode::None, Strategy::Sequential),
+    )
+    .await;
     let state = finished(&engine, run).await;
     assert_eq!(state.supervisor.run_status, RunStatus::Completed);
     let p = state.supervisor.planning_state.as_ref().unwrap();
     let a_todo = p.todo(&"todo_001".into()).unwrap();
     assert_eq!(a_todo.status, TodoStatus::Skipped);
-    assert_eq!(a_todo.error.as_deref(), Some("Skipped: Failed but optional: bad input"));
+    assert_eq!(
+        a_todo.error.as_deref(),
+        Some("Skipped: Failed but optional: bad input")
+    );
     assert_eq!(a.calls().len(), 1, "a non-retryable error is not retried");
     let b_todo = p.todo(&"todo_002".into()).unwrap();
     assert_eq!(b_todo.status, TodoStatus::Blocked);
-    assert_eq!(b_todo.error.as_deref(), Some("Blocked: dependency todo_001 was skipped"));
+    assert_eq!(
+        b_todo.error.as_deref(),
+        Some("Blocked: dependency todo_001 was skipped")
+    );
     assert!(b.calls().is_empty());
     assert_eq!(todo_status(&state, "todo_003"), TodoStatus::Completed);
 }
@@ -117,11 +210,20 @@ async fn optional_failure_is_skipped_and_its_dependent_blocked() {
 async fn approval_of(engine: &Engine, run: RunId, todo: &str) -> chronicle_schemas::Approval {
     let state = engine
         .wait_until(run, WAIT, |s| {
-            s.approvals.pending().any(|a| a.subject.as_ref().is_some_and(|x| x.todo_id().as_str() == todo))
+            s.approvals.pending().any(|a| {
+                a.subject
+                    .as_ref()
+                    .is_some_and(|x| x.todo_id().as_str() == todo)
+            })
         })
         .await
         .unwrap();
-    state.approvals.pending().find(|a| a.subject.as_ref().unwrap().todo_id().as_str() == todo).unwrap().clone()
+    state
+        .approvals
+        .pending()
+        .find(|a| a.subject.as_ref().unwrap().todo_id().as_str() == todo)
+        .unwrap()
+        .clone()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -130,33 +232,103 @@ async fn reject_skips_and_never_retries_edit_changes_the_input() {
     let (a, b) = (Scripted::new("a"), Scripted::new("b"));
     let engine = engine_in(dir.path(), registry(&[a.clone(), b.clone()])).await;
     let plan = vec![step("a", &[], false, 3), step("b", &[], false, 3)];
-    let run = start(&engine, plan_config(plan, HitlMode::EveryTodo, Strategy::Sequential)).await;
+    let run = start(
+        &engine,
+        plan_config(plan, HitlMode::EveryTodo, Strategy::Sequential),
+    )
+    .await;
 
     let first = approval_of(&engine, run, "todo_001").await;
-    assert!(first.message.contains("- TODO ID: todo_001"), "{}", first.message);
-    let decided = engine.decide(run, first.approval_id.clone(), Decision::Reject, None, "alice", Some("not now".into())).await.unwrap();
-    assert_eq!((decided.status, decided.decided_by.as_deref()), (ApprovalStatus::Rejected, Some("alice")));
+    assert!(
+        first.message.contains("- TODO ID: todo_001"),
+        "{}",
+        first.message
+    );
+    let decided = engine
+        .decide(
+            run,
+            first.approval_id.clone(),
+            Decision::Reject,
+            None,
+            "alice",
+            Some("not now".into()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (decided.status, decided.decided_by.as_deref()),
+        (ApprovalStatus::Rejected, Some("alice"))
+    );
 
     let second = approval_of(&engine, run, "todo_002").await;
     let edited = json!({"purpose": "b 작업", "n": 42});
-    let d = engine.decide(run, second.approval_id.clone(), Decision::Edit, Some(edited.clone()), "bob", None).await.unwrap();
+    let d = engine
+        .decide(
+            run,
+            second.approval_id.clone(),
+            Decision::Edit,
+            Some(edited.clone()),
+            "bob",
+            None,
+        )
+        .await
+        .unwrap();
     assert_eq!(d.effective_args, Some(edited.clone()));
 
     let state = finished(&engine, run).await;
     assert_eq!(state.supervisor.run_status, RunStatus::Completed);
-    let t1 = state.supervisor.planning_state.as_ref().unwrap().todo(&"todo_001".into()).unwrap().clone();
-    assert_eq!((t1.status, t1.error.as_deref()), (TodoStatus::Skipped, Some("Skipped: rejected by alice: not now")));
+    let t1 = state
+        .supervisor
+        .planning_state
+        .as_ref()
+        .unwrap()
+        .todo(&"todo_001".into())
+        .unwrap()
+        .clone();
+    assert_eq!(
+        (t1.status, t1.error.as_deref()),
+        (
+            TodoStatus::Skipped,
+            Some("Skipped: rejected by alice: not now")
+        )
+    );
     assert!(a.calls().is_empty(), "a rejected TODO never runs");
-    assert_eq!(b.calls(), [(1, edited.clone())], "the agent got the edited input");
+    assert_eq!(
+        b.calls(),
+        [(1, edited.clone())],
+        "the agent got the edited input"
+    );
     let evs = events(&engine, run);
     assert!(evs.iter().any(|e| matches!(&e.event, Event::AgentStarted { todo_id, input, .. } if todo_id.as_str() == "todo_002" && *input == edited)));
     assert!(!evs.iter().any(|e| matches!(&e.event, Event::AgentStarted { todo_id, .. } if todo_id.as_str() == "todo_001")));
 
     // A decided approval cannot be decided again, and nothing is written.
     let before = evs.len();
-    let err = engine.decide(run, first.approval_id.clone(), Decision::Approve, None, "alice", None).await.unwrap_err();
-    assert!(matches!(err, Error::AlreadyDecided { status: ApprovalStatus::Rejected, .. }), "{err}");
-    let err = engine.decide(run, "nope".into(), Decision::Approve, None, "alice", None).await.unwrap_err();
+    let err = engine
+        .decide(
+            run,
+            first.approval_id.clone(),
+            Decision::Approve,
+            None,
+            "alice",
+            None,
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::AlreadyDecided {
+                status: ApprovalStatus::Rejected,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let err = engine
+        .decide(run, "nope".into(), Decision::Approve, None, "alice", None)
+        .await
+        .unwrap_err();
     assert!(matches!(err, Error::ApprovalNotFound(_)), "{err}");
     assert_eq!(events(&engine, run).len(), before);
 }
@@ -172,10 +344,21 @@ async fn concurrent_run(strategy: Strategy) {
     let plan = vec![step("a", &[], false, 0), step("b", &[], false, 0)];
     let run = start(&engine, plan_config(plan, HitlMode::None, strategy)).await;
     let state = finished(&engine, run).await;
-    assert_eq!(state.supervisor.run_status, RunStatus::Completed, "{:?}", state.supervisor.error_log);
+    assert_eq!(
+        state.supervisor.run_status,
+        RunStatus::Completed,
+        "{:?}",
+        state.supervisor.error_log
+    );
     let evs = events(&engine, run);
-    let first_done = evs.iter().position(|e| matches!(e.event, Event::AgentCompleted { .. })).unwrap();
-    let started = evs[..first_done].iter().filter(|e| matches!(e.event, Event::AgentStarted { .. })).count();
+    let first_done = evs
+        .iter()
+        .position(|e| matches!(e.event, Event::AgentCompleted { .. }))
+        .unwrap();
+    let started = evs[..first_done]
+        .iter()
+        .filter(|e| matches!(e.event, Event::AgentStarted { .. }))
+        .count();
     assert_eq!(started, 2, "both TODOs in progress before either completed");
 }
 
@@ -194,21 +377,50 @@ async fn dag_under_every_todo_asks_for_both_and_each_decision_touches_one() {
     let dir = tempfile::tempdir().unwrap();
     let (a, b, c) = (Scripted::new("a"), Scripted::new("b"), Scripted::new("c"));
     let engine = engine_in(dir.path(), registry(&[a.clone(), b.clone(), c.clone()])).await;
-    let plan = vec![step("a", &[], false, 0), step("b", &[], false, 0), step("c", &["a", "b"], false, 0)];
-    let run = start(&engine, plan_config(plan, HitlMode::EveryTodo, Strategy::Dag)).await;
-    let state = engine.wait_until(run, WAIT, |s| s.approvals.pending().count() == 2).await.unwrap();
+    let plan = vec![
+        step("a", &[], false, 0),
+        step("b", &[], false, 0),
+        step("c", &["a", "b"], false, 0),
+    ];
+    let run = start(
+        &engine,
+        plan_config(plan, HitlMode::EveryTodo, Strategy::Dag),
+    )
+    .await;
+    let state = engine
+        .wait_until(run, WAIT, |s| s.approvals.pending().count() == 2)
+        .await
+        .unwrap();
     assert_eq!(state.supervisor.pending_approval_ids.len(), 2);
     assert_eq!(state.supervisor.run_status, RunStatus::WaitingForApproval);
-    let ids: Vec<_> = state.approvals.pending().map(|a| a.approval_id.clone()).collect();
+    let ids: Vec<_> = state
+        .approvals
+        .pending()
+        .map(|a| a.approval_id.clone())
+        .collect();
     assert_ne!(ids[0], ids[1]);
 
-    engine.decide(run, ids[0].clone(), Decision::Approve, None, "alice", None).await.unwrap();
-    let state = engine.wait_until(run, WAIT, |s| todo_status(s, "todo_001") == TodoStatus::Completed).await.unwrap();
+    engine
+        .decide(run, ids[0].clone(), Decision::Approve, None, "alice", None)
+        .await
+        .unwrap();
+    let state = engine
+        .wait_until(run, WAIT, |s| {
+            todo_status(s, "todo_001") == TodoStatus::Completed
+        })
+        .await
+        .unwrap();
     assert_eq!(todo_status(&state, "todo_002"), TodoStatus::WaitingApproval);
-    assert_eq!(state.approvals.get(&ids[1]).unwrap().status, ApprovalStatus::Pending);
+    assert_eq!(
+        state.approvals.get(&ids[1]).unwrap().status,
+        ApprovalStatus::Pending
+    );
     assert!(b.calls().is_empty());
 
-    engine.decide(run, ids[1].clone(), Decision::Reject, None, "bob", None).await.unwrap();
+    engine
+        .decide(run, ids[1].clone(), Decision::Reject, None, "bob", None)
+        .await
+        .unwrap();
     let state = finished(&engine, run).await;
     assert_eq!(todo_status(&state, "todo_001"), TodoStatus::Completed);
     assert_eq!(todo_status(&state, "todo_002"), TodoStatus::Skipped);
@@ -222,7 +434,11 @@ async fn an_approval_expires_also_across_a_restart() {
         let dir = tempfile::tempdir().unwrap();
         let a = Scripted::new("a");
         let mut engine = engine_in(dir.path(), registry(&[a.clone()])).await;
-        let mut config = plan_config(vec![step("a", &[], false, 0)], HitlMode::EveryTodo, Strategy::Sequential);
+        let mut config = plan_config(
+            vec![step("a", &[], false, 0)],
+            HitlMode::EveryTodo,
+            Strategy::Sequential,
+        );
         config.approval_timeout_ms = Some(1000);
         let run = start(&engine, config).await;
         let approval = approval_of(&engine, run, "todo_001").await;
@@ -234,10 +450,26 @@ async fn an_approval_expires_also_across_a_restart() {
             engine = engine_in(dir.path(), registry(&[a.clone()])).await;
         }
         let state = finished(&engine, run).await;
-        let t = state.supervisor.planning_state.as_ref().unwrap().todo(&"todo_001".into()).unwrap().clone();
+        let t = state
+            .supervisor
+            .planning_state
+            .as_ref()
+            .unwrap()
+            .todo(&"todo_001".into())
+            .unwrap()
+            .clone();
         assert_eq!(t.status, TodoStatus::Skipped, "restart={restart}");
-        assert_eq!(t.error, Some(format!("Skipped: approval {} expired", approval.approval_id)));
-        assert_eq!(state.approvals.get(&approval.approval_id).unwrap().status, ApprovalStatus::Expired);
+        assert_eq!(
+            t.error,
+            Some(format!(
+                "Skipped: approval {} expired",
+                approval.approval_id
+            ))
+        );
+        assert_eq!(
+            state.approvals.get(&approval.approval_id).unwrap().status,
+            ApprovalStatus::Expired
+        );
         assert!(a.calls().is_empty());
         engine.shutdown().await;
     }
@@ -249,38 +481,108 @@ async fn restore_to_an_approval_checkpoint_asks_again_under_a_new_id() {
     let (a, b) = (Scripted::new("a"), Scripted::new("b"));
     let engine = engine_in(dir.path(), registry(&[a.clone(), b.clone()])).await;
     let plan = vec![step("a", &[], false, 0), step("b", &["a"], false, 0)];
-    let run = start(&engine, plan_config(plan, HitlMode::EveryTodo, Strategy::Sequential)).await;
+    let run = start(
+        &engine,
+        plan_config(plan, HitlMode::EveryTodo, Strategy::Sequential),
+    )
+    .await;
     let first = approval_of(&engine, run, "todo_001").await;
-    engine.decide(run, first.approval_id, Decision::Approve, None, "alice", None).await.unwrap();
+    engine
+        .decide(
+            run,
+            first.approval_id,
+            Decision::Approve,
+            None,
+            "alice",
+            None,
+        )
+        .await
+        .unwrap();
     let second = approval_of(&engine, run, "todo_002").await;
-    engine.decide(run, second.approval_id.clone(), Decision::Approve, None, "alice", None).await.unwrap();
+    engine
+        .decide(
+            run,
+            second.approval_id.clone(),
+            Decision::Approve,
+            None,
+            "alice",
+            None,
+        )
+        .await
+        .unwrap();
     let done = finished(&engine, run).await;
     assert_eq!(done.supervisor.run_status, RunStatus::Completed);
 
     // The approval checkpoint that waited for todo_002.
-    let cp = done.checkpoints.checkpoints.iter().filter(|c| c.node == "approval").nth(1).unwrap().clone();
-    let restored = engine.restore(run, RestoreTarget::Checkpoint(cp.checkpoint_id.clone()), "carol").await.unwrap();
+    let cp = done
+        .checkpoints
+        .checkpoints
+        .iter()
+        .filter(|c| c.node == "approval")
+        .nth(1)
+        .unwrap()
+        .clone();
+    let restored = engine
+        .restore(
+            run,
+            RestoreTarget::Checkpoint(cp.checkpoint_id.clone()),
+            "carol",
+        )
+        .await
+        .unwrap();
     assert_eq!(restored["status"], "restored");
     let again = approval_of(&engine, run, "todo_002").await;
     assert_ne!(again.approval_id, second.approval_id);
     let state = engine.state(run, None).unwrap();
-    assert_eq!(state.supervisor.restored_from.as_ref(), Some(&cp.checkpoint_id));
+    assert_eq!(
+        state.supervisor.restored_from.as_ref(),
+        Some(&cp.checkpoint_id)
+    );
     assert_eq!(todo_status(&state, "todo_001"), TodoStatus::Completed);
-    assert_eq!(state.supervisor.pending_approval_ids, [again.approval_id.clone()]);
+    assert_eq!(
+        state.supervisor.pending_approval_ids,
+        [again.approval_id.clone()]
+    );
     // The decided approval keeps its decision in the audit view.
-    assert_eq!(state.approvals.get(&second.approval_id).unwrap().status, ApprovalStatus::Approved);
+    assert_eq!(
+        state.approvals.get(&second.approval_id).unwrap().status,
+        ApprovalStatus::Approved
+    );
 
-    engine.decide(run, again.approval_id, Decision::Approve, None, "carol", None).await.unwrap();
+    engine
+        .decide(
+            run,
+            again.approval_id,
+            Decision::Approve,
+            None,
+            "carol",
+            None,
+        )
+        .await
+        .unwrap();
     let state = finished(&engine, run).await;
     assert_eq!(state.supervisor.run_status, RunStatus::Completed);
     assert_eq!(b.calls().len(), 2, "todo_002 ran on both branches");
-    assert_eq!(a.calls().len(), 1, "todo_001 was not re-run: it was completed at the restored point");
+    assert_eq!(
+        a.calls().len(),
+        1,
+        "todo_001 was not re-run: it was completed at the restored point"
+    );
     assert!(engine.store().verify().unwrap().ok());
 
-    let bad = engine.restore(run, RestoreTarget::Checkpoint("cp_999".into()), "carol").await.unwrap_err();
+    let bad = engine
+        .restore(run, RestoreTarget::Checkpoint("cp_999".into()), "carol")
+        .await
+        .unwrap_err();
     assert!(matches!(bad, Error::CheckpointNotFound(_)), "{bad}");
-    let bad = engine.restore(run, RestoreTarget::Seq(10_000), "carol").await.unwrap_err();
-    assert!(bad.to_string().contains("beyond the run's last seq"), "{bad}");
+    let bad = engine
+        .restore(run, RestoreTarget::Seq(10_000), "carol")
+        .await
+        .unwrap_err();
+    assert!(
+        bad.to_string().contains("beyond the run's last seq"),
+        "{bad}"
+    );
     let _ = TodoId::from("x");
 }
 
@@ -289,15 +591,32 @@ async fn restore_to_an_approval_checkpoint_asks_again_under_a_new_id() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn evaluation_retries_the_named_agent() {
     let dir = tempfile::tempdir().unwrap();
-    let flaky = vec![Err(AgentError::retryable("timeout")), Err(AgentError::retryable("timeout"))];
+    let flaky = vec![
+        Err(AgentError::retryable("timeout")),
+        Err(AgentError::retryable("timeout")),
+    ];
     let a = Scripted::with("a", "general", flaky, None);
     let engine = engine_in(dir.path(), registry(&[a.clone()])).await;
-    let run = start(&engine, plan_config(vec![step("a", &[], true, 1)], HitlMode::None, Strategy::Sequential)).await;
+    let run = start(
+        &engine,
+        plan_config(
+            vec![step("a", &[], true, 1)],
+            HitlMode::None,
+            Strategy::Sequential,
+        ),
+    )
+    .await;
     let state = finished(&engine, run).await;
     assert_eq!(state.supervisor.run_status, RunStatus::Completed);
     let p = state.supervisor.planning_state.as_ref().unwrap();
     let ids: Vec<(&str, TodoStatus)> = p.todos.iter().map(|t| (t.id.as_str(), t.status)).collect();
-    assert_eq!(ids, [("todo_001", TodoStatus::Skipped), ("todo_002", TodoStatus::Completed)]);
+    assert_eq!(
+        ids,
+        [
+            ("todo_001", TodoStatus::Skipped),
+            ("todo_002", TodoStatus::Completed)
+        ]
+    );
     assert_eq!(p.todos[1].metadata["retry_of"], "a");
     assert_eq!(state.supervisor.evaluation_rounds, 2);
     assert!(!state.supervisor.evaluation.as_ref().unwrap().needs_retry);

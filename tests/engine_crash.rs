@@ -29,7 +29,12 @@ async fn sigkill_mid_flight_then_every_run_completes() {
     let mut runs = Vec::new();
     while runs.len() < RUNS {
         let line = lines.next().expect("child output").unwrap();
-        runs.push(line.strip_prefix("STARTED ").unwrap().parse::<RunId>().unwrap());
+        runs.push(
+            line.strip_prefix("STARTED ")
+                .unwrap()
+                .parse::<RunId>()
+                .unwrap(),
+        );
     }
     // Let the runs get going (each takes ~120 ms of agent time), then kill mid-flight.
     tokio::time::sleep(Duration::from_millis(60 + rand::random::<u64>() % 60)).await;
@@ -37,31 +42,63 @@ async fn sigkill_mid_flight_then_every_run_completes() {
     child.wait().unwrap();
 
     let store = Store::open(dir.path(), Options::default()).unwrap();
-    let unfinished = runs.iter().filter(|r| !store.run_head(**r).unwrap().unwrap().terminal).count();
+    let unfinished = runs
+        .iter()
+        .filter(|r| !store.run_head(**r).unwrap().unwrap().terminal)
+        .count();
     assert!(unfinished > 0, "the kill came too late to test recovery");
-    let engine = Engine::open(store, Settings { registry: slow_agent::slow_registry(), ..Settings::default() }).await.unwrap();
+    let engine = Engine::open(
+        store,
+        Settings {
+            registry: slow_agent::slow_registry(),
+            ..Settings::default()
+        },
+    )
+    .await
+    .unwrap();
     let mut reruns = 0;
     for run in &runs {
-        let state = engine.wait_until(*run, Duration::from_secs(30), |s| s.supervisor.run_status.is_terminal()).await.unwrap();
-        assert_eq!(state.supervisor.run_status, RunStatus::Completed, "{run}: {:?}", state.supervisor.error_log);
+        let state = engine
+            .wait_until(*run, Duration::from_secs(30), |s| {
+                s.supervisor.run_status.is_terminal()
+            })
+            .await
+            .unwrap();
+        assert_eq!(
+            state.supervisor.run_status,
+            RunStatus::Completed,
+            "{run}: {:?}",
+            state.supervisor.error_log
+        );
         let p = state.supervisor.planning_state.as_ref().unwrap();
         assert!(p.todos.iter().all(|t| t.status == TodoStatus::Completed));
         // No agent started for a TODO after that TODO completed.
         let mut completed = HashSet::new();
         for env in engine.store().read_run(*run, 0, u64::MAX) {
             match env.unwrap().event {
-                Event::TodoStatusChanged { todo_id, to: TodoStatus::Completed, .. } => {
+                Event::TodoStatusChanged {
+                    todo_id,
+                    to: TodoStatus::Completed,
+                    ..
+                } => {
                     completed.insert(todo_id);
                 }
-                Event::AgentStarted { todo_id, attempt, .. } => {
-                    assert!(!completed.contains(&todo_id), "{run}: {todo_id} ran after completing");
+                Event::AgentStarted {
+                    todo_id, attempt, ..
+                } => {
+                    assert!(
+                        !completed.contains(&todo_id),
+                        "{run}: {todo_id} ran after completing"
+                    );
                     reruns += usize::from(attempt > 1);
                 }
                 _ => {}
             }
         }
     }
-    eprintln!("unfinished at the kill: {unfinished}/{RUNS}; agents re-run after recovery: {reruns}");
+    eprintln!(
+        "unfinished at the kill: {unfinished}/{RUNS}; agents re-run after recovery: {reruns}"
+    );
     assert!(reruns > 0, "no agent was interrupted by the kill");
     let report = engine.store().verify().unwrap();
     assert!(report.ok(), "{:?}", report.problem);

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use chronicle_engine::agents::{Agent, AgentContext, AgentError, AgentOutput, Registry};
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 pub struct Slow {
     pub name: String,
@@ -27,14 +27,19 @@ impl Agent for Slow {
     }
     async fn run(&self, ctx: &AgentContext, input: Value) -> Result<AgentOutput, AgentError> {
         tokio::time::sleep(Duration::from_millis(self.delay_ms)).await;
-        Ok(AgentOutput { result: json!({"agent": self.name, "todo": ctx.todo_id, "attempt": ctx.attempt, "input": input}) })
+        Ok(AgentOutput {
+            result: json!({"agent": self.name, "todo": ctx.todo_id, "attempt": ctx.attempt, "input": input}),
+        })
     }
 }
 
 pub fn slow_registry() -> Registry {
     let mut r = Registry::empty();
     for name in ["slow_a", "slow_b", "slow_c"] {
-        r.register(std::sync::Arc::new(Slow { name: name.into(), delay_ms: 40 }));
+        r.register(std::sync::Arc::new(Slow {
+            name: name.into(),
+            delay_ms: 40,
+        }));
     }
     r
 }
@@ -45,7 +50,11 @@ pub fn slow_plan() -> Vec<chronicle_schemas::PlanStep> {
         .enumerate()
         .map(|(i, a)| chronicle_schemas::PlanStep {
             agent_name: (*a).into(),
-            dependencies: if i == 0 { vec![] } else { vec![["slow_a", "slow_b"][i - 1].into()] },
+            dependencies: if i == 0 {
+                vec![]
+            } else {
+                vec![["slow_a", "slow_b"][i - 1].into()]
+            },
             input_mapping: json!({"purpose": "slow"}),
             timeout: 30,
             retry_count: 1,

@@ -15,7 +15,7 @@ use chronicle_schemas::{
     Actor as By, Approval, ApprovalId, ApprovalStatus, CheckpointId, Decision, Envelope, Event,
     ExpiryAction, Payload, Phase, Subject, SupervisorTodo, Timestamp, TodoId, TodoStatus,
 };
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::AbortHandle;
 
@@ -24,7 +24,7 @@ use crate::commands::{self, Command};
 use crate::llm::{Intent, LlmCall};
 use crate::runtime::Shared;
 use crate::store::{self, LiveRun};
-use crate::{hitl, todo, Error, Result};
+use crate::{Error, Result, hitl, todo};
 
 /// Where a restore goes.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -97,7 +97,12 @@ enum Step {
 }
 
 pub(crate) fn now() -> Timestamp {
-    Timestamp(SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_micros() as i64).unwrap_or(0))
+    Timestamp(
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_micros() as i64)
+            .unwrap_or(0),
+    )
 }
 
 fn user(by: &str) -> By {
@@ -107,7 +112,12 @@ fn user(by: &str) -> By {
 /// The checkpoint closing a node; `just_completed` counts a TODO completed by the same append.
 fn checkpoint(state: &RunState, node: &str, just_completed: usize) -> Event {
     let n = state.checkpoints.checkpoints.len() + 1;
-    let done = just_completed + state.supervisor.planning_state.as_ref().map_or(0, |p| p.completed_todo_ids.len());
+    let done = just_completed
+        + state
+            .supervisor
+            .planning_state
+            .as_ref()
+            .map_or(0, |p| p.completed_todo_ids.len());
     Event::CheckpointSaved {
         checkpoint_id: CheckpointId(format!("cp_{n:03}")),
         node: node.to_owned(),
@@ -147,7 +157,14 @@ fn todo_to_json(t: &SupervisorTodo) -> Value {
 impl RunActor {
     pub(crate) fn new(shared: Arc<Shared>, live: LiveRun) -> Self {
         let (done_tx, done_rx) = mpsc::channel(64);
-        Self { shared, live, epoch: 0, running: HashMap::new(), done_tx, done_rx }
+        Self {
+            shared,
+            live,
+            epoch: 0,
+            running: HashMap::new(),
+            done_tx,
+            done_rx,
+        }
     }
 
     fn state(&self) -> &RunState {
@@ -159,7 +176,9 @@ impl RunActor {
             Err(store::Error::Conflict { .. }) => {
                 // Someone else wrote to this run (an actor being replaced): start from the log.
                 self.live = self.shared.store.load(self.live.run_id())?;
-                Err(Error::Invalid("the run changed concurrently; try again".into()))
+                Err(Error::Invalid(
+                    "the run changed concurrently; try again".into(),
+                ))
             }
             other => Ok(other?),
         }
@@ -222,21 +241,34 @@ impl RunActor {
         }
         let steps = state.checkpoints.checkpoints.len() as u32;
         if steps >= cfg.limits.max_steps {
-            return Step::Fail(format!("max_steps limit of {} node executions reached", cfg.limits.max_steps));
+            return Step::Fail(format!(
+                "max_steps limit of {} node executions reached",
+                cfg.limits.max_steps
+            ));
         }
         if let Some(start) = s.start_time {
             let elapsed_ms = (now().as_micros() - start.as_micros()).max(0) as u64 / 1000;
             if elapsed_ms > cfg.limits.run_timeout_ms {
-                return Step::Fail(format!("run timeout of {} ms exceeded", cfg.limits.run_timeout_ms));
+                return Step::Fail(format!(
+                    "run timeout of {} ms exceeded",
+                    cfg.limits.run_timeout_ms
+                ));
             }
         }
-        let Some(p) = s.planning_state.as_ref().filter(|p| !p.analyzed_intent.is_null()) else {
+        let Some(p) = s
+            .planning_state
+            .as_ref()
+            .filter(|p| !p.analyzed_intent.is_null())
+        else {
             return Step::AnalyzeIntent;
         };
         if s.execution_plan.is_none() {
             return Step::BuildPlan;
         }
-        if matches!(s.current_phase, Phase::Aggregation | Phase::ResponseGeneration | Phase::Finished) {
+        if matches!(
+            s.current_phase,
+            Phase::Aggregation | Phase::ResponseGeneration | Phase::Finished
+        ) {
             return Step::Respond;
         }
 
@@ -258,18 +290,34 @@ impl RunActor {
         let mut rejected = Vec::new();
         let mut startable: Vec<TodoId> = Vec::new();
         let mut waiting = 0;
-        for t in p.todos.iter().filter(|t| t.status == TodoStatus::WaitingApproval) {
+        for t in p
+            .todos
+            .iter()
+            .filter(|t| t.status == TodoStatus::WaitingApproval)
+        {
             // The TODO's approval as the effective history sees it, checked against the whole log:
             // pending on both means a human is still to answer; pending here but not in the log
             // means a restore cancelled it, or it was decided on an abandoned branch.
-            let logged = t.approval_id.as_ref().and_then(|id| state.approvals.get(id)).map(|a| a.status);
+            let logged = t
+                .approval_id
+                .as_ref()
+                .and_then(|id| state.approvals.get(id))
+                .map(|a| a.status);
             match t.approval_status {
-                Some(ApprovalStatus::Pending) if logged == Some(ApprovalStatus::Pending) => waiting += 1,
+                Some(ApprovalStatus::Pending) if logged == Some(ApprovalStatus::Pending) => {
+                    waiting += 1
+                }
                 _ if approved(t, cfg.on_expiry) => startable.push(t.id.clone()),
                 Some(ApprovalStatus::Rejected | ApprovalStatus::Expired) => {
-                    let reason = t.approval_id.as_ref().and_then(|id| state.approvals.get(id)).and_then(|a| {
-                        a.cancel_reason.clone().or_else(|| a.decided_by.as_ref().map(|b| format!("rejected by {b}")))
-                    });
+                    let reason = t
+                        .approval_id
+                        .as_ref()
+                        .and_then(|id| state.approvals.get(id))
+                        .and_then(|a| {
+                            a.cancel_reason.clone().or_else(|| {
+                                a.decided_by.as_ref().map(|b| format!("rejected by {b}"))
+                            })
+                        });
                     rejected.push((t.id.clone(), reason.unwrap_or_else(|| "rejected".into())));
                 }
                 _ => reask.push((t.id.clone(), t.approval_id.clone())),
@@ -286,7 +334,11 @@ impl RunActor {
         let mut to_request = Vec::new();
         for id in &r.ready {
             let Some(t) = p.todo(id) else { continue };
-            let category = self.shared.registry.get(&t.agent_name).map_or("general", |a| a.category());
+            let category = self
+                .shared
+                .registry
+                .get(&t.agent_name)
+                .map_or("general", |a| a.category());
             if hitl::todo_needs_approval(cfg, category) && !approved(t, cfg.on_expiry) {
                 to_request.push(id.clone());
             } else {
@@ -294,7 +346,12 @@ impl RunActor {
             }
         }
         // Keep plan order across the two sources.
-        let order = |id: &TodoId| p.todos.iter().position(|t| &t.id == id).unwrap_or(usize::MAX);
+        let order = |id: &TodoId| {
+            p.todos
+                .iter()
+                .position(|t| &t.id == id)
+                .unwrap_or(usize::MAX)
+        };
         startable.sort_by_key(order);
         if sequential {
             // One at a time, in plan order: the first TODO that can move is the only one that may.
@@ -304,7 +361,9 @@ impl RunActor {
             let first_start = startable.first().map(order);
             let first_request = to_request.first().map(order);
             return match (first_start, first_request) {
-                (Some(a), Some(b)) if b < a => Step::RequestApprovals(vec![to_request.swap_remove(0)]),
+                (Some(a), Some(b)) if b < a => {
+                    Step::RequestApprovals(vec![to_request.swap_remove(0)])
+                }
                 (Some(_), _) => Step::Start(vec![startable.swap_remove(0)]),
                 (None, Some(_)) => Step::RequestApprovals(vec![to_request.swap_remove(0)]),
                 (None, None) => self.after_execution(),
@@ -328,20 +387,36 @@ impl RunActor {
     fn after_execution(&self) -> Step {
         let state = self.state();
         let s = &state.supervisor;
-        let Some(p) = s.planning_state.as_ref() else { return Step::AnalyzeIntent };
+        let Some(p) = s.planning_state.as_ref() else {
+            return Step::AnalyzeIntent;
+        };
         let unsettled: Vec<&SupervisorTodo> = p
             .todos
             .iter()
-            .filter(|t| matches!(t.status, TodoStatus::Pending | TodoStatus::InProgress | TodoStatus::WaitingApproval))
+            .filter(|t| {
+                matches!(
+                    t.status,
+                    TodoStatus::Pending | TodoStatus::InProgress | TodoStatus::WaitingApproval
+                )
+            })
             .collect();
         if !unsettled.is_empty() {
             // Pending TODOs whose dependencies can never finish (a cycle): block them.
             let stuck = unsettled
                 .iter()
                 .filter(|t| t.status == TodoStatus::Pending)
-                .map(|t| (t.id.clone(), "dependencies can never complete (cycle)".to_owned()))
+                .map(|t| {
+                    (
+                        t.id.clone(),
+                        "dependencies can never complete (cycle)".to_owned(),
+                    )
+                })
                 .collect::<Vec<_>>();
-            return if stuck.is_empty() { Step::Wait } else { Step::Block(stuck) };
+            return if stuck.is_empty() {
+                Step::Wait
+            } else {
+                Step::Block(stuck)
+            };
         }
         let round = 1 + p
             .todos
@@ -377,7 +452,9 @@ impl RunActor {
             }
             self.perform(step).await?;
         }
-        Err(Error::Invalid("the run did not settle after 10000 steps".into()))
+        Err(Error::Invalid(
+            "the run did not settle after 10000 steps".into(),
+        ))
     }
 
     // ---------------------------------------------------------------- doing
@@ -389,18 +466,26 @@ impl RunActor {
             Step::Wait => Ok(()),
             Step::Fail(reason) => {
                 self.abort_agents();
-                self.append(vec![Event::RunFailed { error: reason }]).await.map(drop)
+                self.append(vec![Event::RunFailed { error: reason }])
+                    .await
+                    .map(drop)
             }
             Step::AnalyzeIntent => {
                 let (intent, call) = self.shared.planner.intent(&s.query).await;
-                let mut ev: Vec<Event> = phase_events(self.state(), Phase::Planning).into_iter().collect();
+                let mut ev: Vec<Event> = phase_events(self.state(), Phase::Planning)
+                    .into_iter()
+                    .collect();
                 ev.extend(call.map(llm_event));
                 ev.push(Event::Reasoning {
                     message: format!(
                         "의도 분석 완료: {} (신뢰도 {:.2}, {})",
                         intent.intent_type,
                         intent.confidence,
-                        if intent.source == chronicle_schemas::Source::Llm { "LLM" } else { "규칙 기반" }
+                        if intent.source == chronicle_schemas::Source::Llm {
+                            "LLM"
+                        } else {
+                            "규칙 기반"
+                        }
                     ),
                 });
                 ev.push(Event::IntentAnalyzed {
@@ -424,25 +509,39 @@ impl RunActor {
                 let max_todos = s.config.limits.max_todos as usize;
                 if plan.steps.len() > max_todos {
                     ev.push(Event::RunFailed {
-                        error: format!("the plan has {} TODOs, over the max_todos limit of {max_todos}", plan.steps.len()),
+                        error: format!(
+                            "the plan has {} TODOs, over the max_todos limit of {max_todos}",
+                            plan.steps.len()
+                        ),
                     });
                     return self.append(ev).await.map(drop);
                 }
                 let strategy = s.config.strategy.unwrap_or(plan.strategy);
                 let todos = todo::convert_plan(&plan.steps, 0, now());
-                let agents: Vec<&str> = plan.steps.iter().map(|st| st.agent_name.as_str()).collect();
+                let agents: Vec<&str> =
+                    plan.steps.iter().map(|st| st.agent_name.as_str()).collect();
                 ev.push(Event::PlanCreated {
                     strategy: plan.strategy,
                     steps: plan.steps.clone(),
                     parallel_groups: plan.parallel_groups.clone(),
                     estimated_total_time: plan.estimated_total_time,
                     available_agents: names.iter().map(|n| (*n).to_owned()).collect(),
-                    available_teams: ["search", "analysis", "document"].map(String::from).to_vec(),
+                    available_teams: ["search", "analysis", "document"]
+                        .map(String::from)
+                        .to_vec(),
                     source: plan.source,
                 });
-                ev.extend(todos.into_iter().map(|todo| Event::TodoAdded { todo, added_by: By::Engine }));
+                ev.extend(todos.into_iter().map(|todo| Event::TodoAdded {
+                    todo,
+                    added_by: By::Engine,
+                }));
                 ev.push(Event::Reasoning {
-                    message: format!("실행 계획 수립: {} ({} 전략, TODO {}개)", agents.join(" → "), strategy.as_str(), agents.len()),
+                    message: format!(
+                        "실행 계획 수립: {} ({} 전략, TODO {}개)",
+                        agents.join(" → "),
+                        strategy.as_str(),
+                        agents.len()
+                    ),
                 });
                 ev.push(checkpoint(self.state(), "build_plan", 0));
                 self.append(ev).await.map(drop)
@@ -494,7 +593,10 @@ impl RunActor {
                     }
                     ev.push(req);
                 }
-                ev.push(Event::RunInterrupted { reason: "waiting for approval".into(), approval_id: first });
+                ev.push(Event::RunInterrupted {
+                    reason: "waiting for approval".into(),
+                    approval_id: first,
+                });
                 ev.push(checkpoint(self.state(), "approval", 0));
                 self.append(ev).await.map(drop)
             }
@@ -509,11 +611,16 @@ impl RunActor {
                     }
                     ev.push(req);
                 }
-                ev.push(Event::RunInterrupted { reason: "waiting for approval".into(), approval_id: first });
+                ev.push(Event::RunInterrupted {
+                    reason: "waiting for approval".into(),
+                    approval_id: first,
+                });
                 self.append(ev).await.map(drop)
             }
             Step::Start(ids) => {
-                let mut ev: Vec<Event> = phase_events(self.state(), Phase::Executing).into_iter().collect();
+                let mut ev: Vec<Event> = phase_events(self.state(), Phase::Executing)
+                    .into_iter()
+                    .collect();
                 let mut starts = Vec::new();
                 for id in ids {
                     let Some(t) = self.todo(&id) else { continue };
@@ -527,8 +634,15 @@ impl RunActor {
                         attempt,
                         by: By::Engine,
                     });
-                    ev.push(Event::AgentStarted { todo_id: id.clone(), agent: t.agent_name.clone(), attempt, input: input.clone() });
-                    ev.push(Event::Reasoning { message: format!("{} 실행 시작: {} (시도 {attempt})", t.id, t.agent_name) });
+                    ev.push(Event::AgentStarted {
+                        todo_id: id.clone(),
+                        agent: t.agent_name.clone(),
+                        attempt,
+                        input: input.clone(),
+                    });
+                    ev.push(Event::Reasoning {
+                        message: format!("{} 실행 시작: {} (시도 {attempt})", t.id, t.agent_name),
+                    });
                     starts.push((t, attempt, input));
                 }
                 self.append(ev).await?;
@@ -544,9 +658,17 @@ impl RunActor {
                     let Some(t) = self.todo(&id) else { continue };
                     let attempt = t.attempts + 1;
                     let input = input_of(&t);
-                    ev.push(Event::AgentStarted { todo_id: id.clone(), agent: t.agent_name.clone(), attempt, input: input.clone() });
+                    ev.push(Event::AgentStarted {
+                        todo_id: id.clone(),
+                        agent: t.agent_name.clone(),
+                        attempt,
+                        input: input.clone(),
+                    });
                     ev.push(Event::Reasoning {
-                        message: format!("{}의 에이전트가 완료되지 않았습니다: {} 재실행 (시도 {attempt})", t.id, t.agent_name),
+                        message: format!(
+                            "{}의 에이전트가 완료되지 않았습니다: {} 재실행 (시도 {attempt})",
+                            t.id, t.agent_name
+                        ),
                     });
                     starts.push((t, attempt, input));
                 }
@@ -560,7 +682,9 @@ impl RunActor {
                 let results = self.results_for_evaluation();
                 let (ev_out, call) = self.shared.planner.evaluate(&s.query, &results).await;
                 let mut ev: Vec<Event> = call.map(llm_event).into_iter().collect();
-                ev.push(Event::Reasoning { message: format!("결과 평가: {}", ev_out.feedback) });
+                ev.push(Event::Reasoning {
+                    message: format!("결과 평가: {}", ev_out.feedback),
+                });
                 ev.push(Event::EvaluationRecorded {
                     quality_score: ev_out.quality_score,
                     completeness: ev_out.completeness,
@@ -581,39 +705,78 @@ impl RunActor {
                     t.description = format!("평가 결과에 따라 {agent}을(를) 다시 실행");
                     t.metadata.insert("round".into(), json!(round));
                     t.metadata.insert("retry_of".into(), json!(agent));
-                    ev.push(Event::TodoAdded { todo: t, added_by: By::Engine });
+                    ev.push(Event::TodoAdded {
+                        todo: t,
+                        added_by: By::Engine,
+                    });
                 }
-                ev.push(Event::Reasoning { message: format!("평가에 따라 재시도 (라운드 {round}): {}", agents.join(", ")) });
+                ev.push(Event::Reasoning {
+                    message: format!("평가에 따라 재시도 (라운드 {round}): {}", agents.join(", ")),
+                });
                 self.append(ev).await.map(drop)
             }
             Step::Aggregate => {
-                let aggregated: serde_json::Map<String, Value> =
-                    s.team_results.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-                let mut ev: Vec<Event> = phase_events(self.state(), Phase::Aggregation).into_iter().collect();
-                ev.push(Event::Reasoning { message: format!("결과 집계: {}개 에이전트 결과", aggregated.len()) });
-                ev.push(Event::ResultsAggregated { aggregated: Value::Object(aggregated) });
+                let aggregated: serde_json::Map<String, Value> = s
+                    .team_results
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                let mut ev: Vec<Event> = phase_events(self.state(), Phase::Aggregation)
+                    .into_iter()
+                    .collect();
+                ev.push(Event::Reasoning {
+                    message: format!("결과 집계: {}개 에이전트 결과", aggregated.len()),
+                });
+                ev.push(Event::ResultsAggregated {
+                    aggregated: Value::Object(aggregated),
+                });
                 ev.push(checkpoint(self.state(), "aggregate", 0));
                 self.append(ev).await.map(drop)
             }
             Step::Respond => {
                 let intent = intent_of(self.state());
-                let results: Vec<(String, Value)> = s.team_results.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-                let (response, call) = self.shared.planner.format(&s.query, &intent, &results).await;
-                let mut ev: Vec<Event> = phase_events(self.state(), Phase::ResponseGeneration).into_iter().collect();
+                let results: Vec<(String, Value)> = s
+                    .team_results
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                let (response, call) = self
+                    .shared
+                    .planner
+                    .format(&s.query, &intent, &results)
+                    .await;
+                let mut ev: Vec<Event> = phase_events(self.state(), Phase::ResponseGeneration)
+                    .into_iter()
+                    .collect();
                 ev.extend(call.map(llm_event));
-                ev.push(Event::Reasoning { message: "최종 응답 생성".into() });
-                ev.push(Event::ResponseGenerated { final_response: response });
+                ev.push(Event::Reasoning {
+                    message: "최종 응답 생성".into(),
+                });
+                ev.push(Event::ResponseGenerated {
+                    final_response: response,
+                });
                 ev.push(checkpoint(self.state(), "generate_response", 0));
-                ev.push(Event::PhaseChanged { phase: Phase::Finished });
-                let total = s.start_time.map_or(0, |t| (now().as_micros() - t.as_micros()).max(0) as u64 / 1000);
-                ev.push(Event::RunCompleted { total_execution_time_ms: total });
+                ev.push(Event::PhaseChanged {
+                    phase: Phase::Finished,
+                });
+                let total = s.start_time.map_or(0, |t| {
+                    (now().as_micros() - t.as_micros()).max(0) as u64 / 1000
+                });
+                ev.push(Event::RunCompleted {
+                    total_execution_time_ms: total,
+                });
                 self.append(ev).await.map(drop)
             }
         }
     }
 
     fn todo(&self, id: &TodoId) -> Option<SupervisorTodo> {
-        self.state().supervisor.planning_state.as_ref()?.todo(id).cloned()
+        self.state()
+            .supervisor
+            .planning_state
+            .as_ref()?
+            .todo(id)
+            .cloned()
     }
 
     fn new_todo(&self, index: usize, agent: &str, deps: Vec<TodoId>) -> SupervisorTodo {
@@ -622,7 +785,12 @@ impl RunActor {
             name: format!("{agent} 추가 실행"),
             description: format!("사용자가 추가한 {agent} 실행 작업"),
             agent_name: agent.to_owned(),
-            agent_purpose: self.shared.registry.get(agent).map(|a| a.purpose().to_owned()).unwrap_or_default(),
+            agent_purpose: self
+                .shared
+                .registry
+                .get(agent)
+                .map(|a| a.purpose().to_owned())
+                .unwrap_or_default(),
             dependencies: deps,
             created_at: now(),
             max_retries: self.state().supervisor.config.max_retries,
@@ -632,10 +800,17 @@ impl RunActor {
 
     fn approval_request(&self, t: &SupervisorTodo, supersedes: Option<ApprovalId>) -> Event {
         let cfg = &self.state().supervisor.config;
-        let category = self.shared.registry.get(&t.agent_name).map_or("general", |a| a.category()).to_owned();
+        let category = self
+            .shared
+            .registry
+            .get(&t.agent_name)
+            .map_or("general", |a| a.category())
+            .to_owned();
         Event::ApprovalRequested {
             approval_id: ApprovalId(uuid::Uuid::new_v4().to_string()),
-            subject: Subject::Todo { todo_id: t.id.clone() },
+            subject: Subject::Todo {
+                todo_id: t.id.clone(),
+            },
             tool_name: t.agent_name.clone(),
             args: input_of(t),
             preview: json!({
@@ -648,7 +823,9 @@ impl RunActor {
             }),
             policy: cfg.hitl.as_str().to_owned(),
             message: hitl::approval_message(t),
-            expires_at: cfg.approval_timeout_ms.map(|ms| Timestamp(now().as_micros() + ms as i64 * 1000)),
+            expires_at: cfg
+                .approval_timeout_ms
+                .map(|ms| Timestamp(now().as_micros() + ms as i64 * 1000)),
             supersedes,
         }
     }
@@ -661,7 +838,11 @@ impl RunActor {
             todo_id: t.id.clone(),
             attempt,
             query: s.query.clone(),
-            intent: s.planning_state.as_ref().map(|p| p.analyzed_intent.clone()).unwrap_or(Value::Null),
+            intent: s
+                .planning_state
+                .as_ref()
+                .map(|p| p.analyzed_intent.clone())
+                .unwrap_or(Value::Null),
             team_results: s.team_results.clone(),
         };
         let limit_ms = s.config.limits.agent_timeout_ms;
@@ -678,15 +859,31 @@ impl RunActor {
             let started = Instant::now();
             let outcome = match agent {
                 None => Err(AgentError::fatal(format!("unknown agent {agent_name}"))),
-                Some(agent) => match tokio::time::timeout(Duration::from_millis(timeout_ms), agent.run(&ctx, input)).await {
+                Some(agent) => match tokio::time::timeout(
+                    Duration::from_millis(timeout_ms),
+                    agent.run(&ctx, input),
+                )
+                .await
+                {
                     Ok(out) => out,
-                    Err(_) => Err(AgentError::retryable(format!("timeout after {timeout_ms} ms"))),
+                    Err(_) => Err(AgentError::retryable(format!(
+                        "timeout after {timeout_ms} ms"
+                    ))),
                 },
             };
             let duration_ms = started.elapsed().as_millis() as u64;
-            let _ = tx.send(AgentDone { todo_id: ctx.todo_id, attempt, epoch, outcome, duration_ms }).await;
+            let _ = tx
+                .send(AgentDone {
+                    todo_id: ctx.todo_id,
+                    attempt,
+                    epoch,
+                    outcome,
+                    duration_ms,
+                })
+                .await;
         });
-        self.running.insert(todo_id, (attempt, handle.abort_handle()));
+        self.running
+            .insert(todo_id, (attempt, handle.abort_handle()));
     }
 
     fn abort_agents(&mut self) {
@@ -697,11 +894,16 @@ impl RunActor {
     }
 
     async fn on_agent_done(&mut self, done: AgentDone) -> Result<()> {
-        if done.epoch != self.epoch || self.running.get(&done.todo_id).map(|r| r.0) != Some(done.attempt) {
+        if done.epoch != self.epoch
+            || self.running.get(&done.todo_id).map(|r| r.0) != Some(done.attempt)
+        {
             return Ok(()); // superseded by a restore, a cancel or a newer attempt
         }
         self.running.remove(&done.todo_id);
-        let Some(t) = self.todo(&done.todo_id).filter(|t| t.status == TodoStatus::InProgress) else {
+        let Some(t) = self
+            .todo(&done.todo_id)
+            .filter(|t| t.status == TodoStatus::InProgress)
+        else {
             return Ok(()); // skipped or changed by a human meanwhile
         };
         let mut ev = Vec::new();
@@ -722,7 +924,9 @@ impl RunActor {
                     attempt: done.attempt,
                     by: By::Engine,
                 });
-                ev.push(Event::Reasoning { message: format!("{} 완료: {} ({} ms)", t.id, t.agent_name, done.duration_ms) });
+                ev.push(Event::Reasoning {
+                    message: format!("{} 완료: {} ({} ms)", t.id, t.agent_name, done.duration_ms),
+                });
                 ev.push(checkpoint(self.state(), "execute_todo", 1));
             }
             Err(err) => {
@@ -789,12 +993,22 @@ impl RunActor {
     /// skipped, and blocked ones, did not fail: they are left out.
     fn results_for_evaluation(&self) -> Vec<(String, Option<Value>, Option<String>)> {
         let s = &self.state().supervisor;
-        let Some(p) = s.planning_state.as_ref() else { return vec![] };
+        let Some(p) = s.planning_state.as_ref() else {
+            return vec![];
+        };
         let mut latest: Vec<(String, Option<Value>, Option<String>)> = Vec::new();
         for t in &p.todos {
             let entry = match t.status {
-                TodoStatus::Completed => (t.agent_name.clone(), s.team_results.get(&t.agent_name).cloned(), None),
-                TodoStatus::Skipped if t.error.as_deref().is_some_and(|e| e.starts_with("Skipped: Failed")) => {
+                TodoStatus::Completed => (
+                    t.agent_name.clone(),
+                    s.team_results.get(&t.agent_name).cloned(),
+                    None,
+                ),
+                TodoStatus::Skipped
+                    if t.error
+                        .as_deref()
+                        .is_some_and(|e| e.starts_with("Skipped: Failed")) =>
+                {
                     (t.agent_name.clone(), None, t.error.clone())
                 }
                 _ => continue,
@@ -810,7 +1024,11 @@ impl RunActor {
     // ---------------------------------------------------------------- expiry
 
     fn next_expiry(&self) -> Option<Timestamp> {
-        self.state().approvals.pending().filter_map(|a| a.expires_at).min()
+        self.state()
+            .approvals
+            .pending()
+            .filter_map(|a| a.expires_at)
+            .min()
     }
 
     async fn expire_due(&mut self) -> Result<()> {
@@ -832,9 +1050,14 @@ impl RunActor {
         };
         let mut ev = Vec::new();
         for a in due {
-            ev.push(Event::ApprovalExpired { approval_id: a.approval_id.clone(), on_expiry: decision });
+            ev.push(Event::ApprovalExpired {
+                approval_id: a.approval_id.clone(),
+                on_expiry: decision,
+            });
             if let (ExpiryAction::Reject, Some(Subject::Todo { todo_id })) = (on_expiry, &a.subject)
-                && self.todo(todo_id).is_some_and(|t| t.status == TodoStatus::WaitingApproval)
+                && self
+                    .todo(todo_id)
+                    .is_some_and(|t| t.status == TodoStatus::WaitingApproval)
             {
                 ev.push(Event::TodoStatusChanged {
                     todo_id: todo_id.clone(),
@@ -853,8 +1076,17 @@ impl RunActor {
 
     async fn handle(&mut self, msg: Msg) {
         match msg {
-            Msg::Decide { approval_id, decision, edited_args, by, comment, reply } => {
-                let r = self.decide(&approval_id, decision, edited_args, &by, comment, vec![]).await;
+            Msg::Decide {
+                approval_id,
+                decision,
+                edited_args,
+                by,
+                comment,
+                reply,
+            } => {
+                let r = self
+                    .decide(&approval_id, decision, edited_args, &by, comment, vec![])
+                    .await;
                 let _ = reply.send(r);
             }
             Msg::Command { text, by, reply } => {
@@ -867,10 +1099,18 @@ impl RunActor {
             }
             Msg::Cancel { by, reason, reply } => {
                 let r = if self.state().supervisor.run_status.is_terminal() {
-                    Err(Error::Invalid(format!("run is already {}", self.state().supervisor.run_status.as_str())))
+                    Err(Error::Invalid(format!(
+                        "run is already {}",
+                        self.state().supervisor.run_status.as_str()
+                    )))
                 } else {
                     self.abort_agents();
-                    self.append(vec![Event::RunCancelled { by: user(&by), reason }]).await.map(drop)
+                    self.append(vec![Event::RunCancelled {
+                        by: user(&by),
+                        reason,
+                    }])
+                    .await
+                    .map(drop)
                 };
                 let _ = reply.send(r);
             }
@@ -887,14 +1127,32 @@ impl RunActor {
         comment: Option<String>,
         prefix: Vec<Event>,
     ) -> Result<Approval> {
-        let a = self.state().approvals.get(approval_id).cloned().ok_or_else(|| Error::ApprovalNotFound(approval_id.clone()))?;
+        let a = self
+            .state()
+            .approvals
+            .get(approval_id)
+            .cloned()
+            .ok_or_else(|| Error::ApprovalNotFound(approval_id.clone()))?;
         if a.status != ApprovalStatus::Pending {
-            return Err(Error::AlreadyDecided { approval_id: approval_id.clone(), status: a.status });
+            return Err(Error::AlreadyDecided {
+                approval_id: approval_id.clone(),
+                status: a.status,
+            });
         }
         match (decision, &edited_args) {
-            (Decision::Edit, Some(Value::Object(_))) | (Decision::Approve | Decision::Reject, None) => {}
-            (Decision::Edit, _) => return Err(Error::Invalid("decision edit needs edited_args (a JSON object)".into())),
-            (_, Some(_)) => return Err(Error::Invalid(format!("edited_args only go with decision edit, not {}", decision.as_str()))),
+            (Decision::Edit, Some(Value::Object(_)))
+            | (Decision::Approve | Decision::Reject, None) => {}
+            (Decision::Edit, _) => {
+                return Err(Error::Invalid(
+                    "decision edit needs edited_args (a JSON object)".into(),
+                ));
+            }
+            (_, Some(_)) => {
+                return Err(Error::Invalid(format!(
+                    "edited_args only go with decision edit, not {}",
+                    decision.as_str()
+                )));
+            }
         }
         let mut ev = prefix;
         ev.push(Event::ApprovalDecided {
@@ -905,7 +1163,9 @@ impl RunActor {
             comment: comment.clone(),
         });
         if let (Decision::Reject, Some(Subject::Todo { todo_id })) = (decision, &a.subject)
-            && self.todo(todo_id).is_some_and(|t| t.status == TodoStatus::WaitingApproval)
+            && self
+                .todo(todo_id)
+                .is_some_and(|t| t.status == TodoStatus::WaitingApproval)
         {
             ev.push(Event::TodoStatusChanged {
                 todo_id: todo_id.clone(),
@@ -923,28 +1183,52 @@ impl RunActor {
             ev.push(Event::RunResumed { by: user(by) });
         }
         self.append(ev).await?;
-        self.state().approvals.get(approval_id).cloned().ok_or_else(|| Error::ApprovalNotFound(approval_id.clone()))
+        self.state()
+            .approvals
+            .get(approval_id)
+            .cloned()
+            .ok_or_else(|| Error::ApprovalNotFound(approval_id.clone()))
     }
 
-    async fn restore(&mut self, target: RestoreTarget, by: &str, prefix: Vec<Event>) -> Result<Value> {
+    async fn restore(
+        &mut self,
+        target: RestoreTarget,
+        by: &str,
+        prefix: Vec<Event>,
+    ) -> Result<Value> {
         let state = self.state();
         let (checkpoint_id, to_seq) = match target {
             RestoreTarget::Checkpoint(id) => {
-                let cp = state.checkpoints.get(&id).ok_or_else(|| Error::CheckpointNotFound(id.clone()))?;
+                let cp = state
+                    .checkpoints
+                    .get(&id)
+                    .ok_or_else(|| Error::CheckpointNotFound(id.clone()))?;
                 (id, cp.seq)
             }
             RestoreTarget::Seq(seq) => {
                 if seq >= state.next_seq() {
-                    return Err(Error::Invalid(format!("seq {seq} is beyond the run's last seq {}", state.next_seq().saturating_sub(1))));
+                    return Err(Error::Invalid(format!(
+                        "seq {seq} is beyond the run's last seq {}",
+                        state.next_seq().saturating_sub(1)
+                    )));
                 }
                 (CheckpointId(format!("seq_{seq}")), seq)
             }
         };
         self.abort_agents();
         let mut ev = prefix;
-        ev.push(Event::RunRestored { checkpoint_id: checkpoint_id.clone(), to_seq, by: user(by) });
+        ev.push(Event::RunRestored {
+            checkpoint_id: checkpoint_id.clone(),
+            to_seq,
+            by: user(by),
+        });
         self.append(ev).await?;
-        let p = self.state().supervisor.planning_state.clone().unwrap_or_default();
+        let p = self
+            .state()
+            .supervisor
+            .planning_state
+            .clone()
+            .unwrap_or_default();
         Ok(json!({
             "status": "restored",
             "checkpoint_id": checkpoint_id,
@@ -957,7 +1241,11 @@ impl RunActor {
 
     /// Runs one slash command; every command, accepted or not, is recorded as `CommandReceived`.
     async fn command(&mut self, text: &str, by: &str) -> Result<Value> {
-        let received = |accepted: bool| Event::CommandReceived { command: text.to_owned(), by: user(by), accepted };
+        let received = |accepted: bool| Event::CommandReceived {
+            command: text.to_owned(),
+            by: user(by),
+            accepted,
+        };
         let cmd = match commands::parse(text) {
             Ok(cmd) => cmd,
             Err(error) => {
@@ -1017,14 +1305,28 @@ impl RunActor {
                 Ok(json!({"checkpoints": list}))
             }
             Command::CheckpointRestore { checkpoint } => {
-                self.restore(RestoreTarget::Checkpoint(CheckpointId(checkpoint)), by, vec![received]).await
+                self.restore(
+                    RestoreTarget::Checkpoint(CheckpointId(checkpoint)),
+                    by,
+                    vec![received],
+                )
+                .await
             }
             Command::Approve { target } => {
                 let ids = self.resolve_pending(target.as_deref())?;
                 let mut out = Vec::new();
                 let mut prefix = vec![received];
                 for id in ids {
-                    let a = self.decide(&id, Decision::Approve, None, by, None, std::mem::take(&mut prefix)).await?;
+                    let a = self
+                        .decide(
+                            &id,
+                            Decision::Approve,
+                            None,
+                            by,
+                            None,
+                            std::mem::take(&mut prefix),
+                        )
+                        .await?;
                     let todo_id = a.subject.as_ref().map(|s| s.todo_id().clone());
                     out.push(json!({
                         "status": "resumed",
@@ -1033,21 +1335,47 @@ impl RunActor {
                         "message": format!("TODO {} 실행이 승인되었습니다.", todo_id.map(|t| t.0).unwrap_or_default()),
                     }));
                 }
-                Ok(if out.len() == 1 { out.remove(0) } else { json!({"status": "resumed", "approved": out}) })
+                Ok(if out.len() == 1 {
+                    out.remove(0)
+                } else {
+                    json!({"status": "resumed", "approved": out})
+                })
             }
             Command::Reject { words } => {
                 let pending: Vec<&Approval> = state.approvals.pending().collect();
                 let names_one = words.first().is_some_and(|w| {
-                    pending.iter().any(|a| a.approval_id.as_str() == w || a.subject.as_ref().is_some_and(|s| s.todo_id().as_str() == w))
+                    pending.iter().any(|a| {
+                        a.approval_id.as_str() == w
+                            || a.subject
+                                .as_ref()
+                                .is_some_and(|s| s.todo_id().as_str() == w)
+                    })
                 });
-                let (target, reason_words) = if names_one { (words.first().map(String::as_str), &words[1..]) } else { (None, &words[..]) };
+                let (target, reason_words) = if names_one {
+                    (words.first().map(String::as_str), &words[1..])
+                } else {
+                    (None, &words[..])
+                };
                 let reason = (!reason_words.is_empty()).then(|| reason_words.join(" "));
                 let id = match self.resolve_pending(target)?.as_slice() {
                     [one] => one.clone(),
                     _ => return Err(Error::Invalid("/todo reject takes one approval".into())),
                 };
-                let a = self.decide(&id, Decision::Reject, None, by, reason.clone(), vec![received]).await?;
-                let todo_id = a.subject.as_ref().map(|s| s.todo_id().clone()).unwrap_or_default();
+                let a = self
+                    .decide(
+                        &id,
+                        Decision::Reject,
+                        None,
+                        by,
+                        reason.clone(),
+                        vec![received],
+                    )
+                    .await?;
+                let todo_id = a
+                    .subject
+                    .as_ref()
+                    .map(|s| s.todo_id().clone())
+                    .unwrap_or_default();
                 Ok(json!({
                     "status": "rejected",
                     "todo_id": todo_id,
@@ -1057,24 +1385,45 @@ impl RunActor {
             }
             Command::Skip { todo, reason } => {
                 let id = TodoId(todo);
-                let t = p.todo(&id).cloned().ok_or_else(|| Error::TodoNotFound(id.clone()))?;
+                let t = p
+                    .todo(&id)
+                    .cloned()
+                    .ok_or_else(|| Error::TodoNotFound(id.clone()))?;
                 todo::check_transition(&t, TodoStatus::Skipped)?;
                 let reason = reason.unwrap_or_else(|| "User skipped".into());
                 // Skipping a TODO that waits for approval answers that approval too.
                 let pending = t.approval_id.clone().filter(|aid| {
-                    state.approvals.get(aid).is_some_and(|a| a.status == ApprovalStatus::Pending)
+                    state
+                        .approvals
+                        .get(aid)
+                        .is_some_and(|a| a.status == ApprovalStatus::Pending)
                 });
                 if t.status == TodoStatus::WaitingApproval
                     && let Some(aid) = pending
                 {
-                    self.decide(&aid, Decision::Reject, None, by, Some(reason.clone()), vec![received]).await?;
+                    self.decide(
+                        &aid,
+                        Decision::Reject,
+                        None,
+                        by,
+                        Some(reason.clone()),
+                        vec![received],
+                    )
+                    .await?;
                 } else {
                     if let Some((_, h)) = self.running.remove(&id) {
                         h.abort();
                     }
                     self.append(vec![
                         received,
-                        Event::TodoStatusChanged { todo_id: id.clone(), from: t.status, to: TodoStatus::Skipped, reason: Some(reason.clone()), attempt: t.attempts, by: user(by) },
+                        Event::TodoStatusChanged {
+                            todo_id: id.clone(),
+                            from: t.status,
+                            to: TodoStatus::Skipped,
+                            reason: Some(reason.clone()),
+                            attempt: t.attempts,
+                            by: user(by),
+                        },
                     ])
                     .await?;
                 }
@@ -1087,19 +1436,30 @@ impl RunActor {
             Command::Add { agent, after } => {
                 if self.shared.registry.get(&agent).is_none() {
                     let known: Vec<&str> = self.shared.registry.names().collect();
-                    return Err(Error::Invalid(format!("unknown agent {agent:?}; known: {}", known.join(", "))));
+                    return Err(Error::Invalid(format!(
+                        "unknown agent {agent:?}; known: {}",
+                        known.join(", ")
+                    )));
                 }
                 if state.supervisor.run_status.is_terminal()
-                    || matches!(state.supervisor.current_phase, Phase::Aggregation | Phase::ResponseGeneration | Phase::Finished)
+                    || matches!(
+                        state.supervisor.current_phase,
+                        Phase::Aggregation | Phase::ResponseGeneration | Phase::Finished
+                    )
                 {
-                    return Err(Error::Invalid("the run is past execution; restore a checkpoint to change its plan".into()));
+                    return Err(Error::Invalid(
+                        "the run is past execution; restore a checkpoint to change its plan".into(),
+                    ));
                 }
                 if state.supervisor.execution_plan.is_none() {
                     return Err(Error::Invalid("the run has no plan yet".into()));
                 }
                 let max = state.supervisor.config.limits.max_todos as usize;
                 if p.todos.len() >= max {
-                    return Err(Error::Invalid(format!("the run already has {} TODOs, the max_todos limit", p.todos.len())));
+                    return Err(Error::Invalid(format!(
+                        "the run already has {} TODOs, the max_todos limit",
+                        p.todos.len()
+                    )));
                 }
                 let deps: Vec<TodoId> = after.into_iter().map(TodoId).collect();
                 if let Some(bad) = deps.iter().find(|d| p.todo(d).is_none()) {
@@ -1111,13 +1471,26 @@ impl RunActor {
                 t.metadata.insert("optional".into(), json!(false));
                 let view = todo_to_json(&t);
                 let id = t.id.clone();
-                self.append(vec![received, Event::TodoAdded { todo: t, added_by: user(by) }]).await?;
-                Ok(json!({"status": "added", "todo": view, "message": format!("새 TODO {id}가 추가되었습니다.")}))
+                self.append(vec![
+                    received,
+                    Event::TodoAdded {
+                        todo: t,
+                        added_by: user(by),
+                    },
+                ])
+                .await?;
+                Ok(
+                    json!({"status": "added", "todo": view, "message": format!("새 TODO {id}가 추가되었습니다.")}),
+                )
             }
             Command::Update { todo, status } => {
                 let id = TodoId(todo);
-                let to = TodoStatus::parse(&status).ok_or_else(|| Error::Invalid(format!("Invalid status: {status}")))?;
-                let t = p.todo(&id).cloned().ok_or_else(|| Error::TodoNotFound(id.clone()))?;
+                let to = TodoStatus::parse(&status)
+                    .ok_or_else(|| Error::Invalid(format!("Invalid status: {status}")))?;
+                let t = p
+                    .todo(&id)
+                    .cloned()
+                    .ok_or_else(|| Error::TodoNotFound(id.clone()))?;
                 todo::check_transition(&t, to)?;
                 if to != TodoStatus::InProgress
                     && let Some((_, h)) = self.running.remove(&id)
@@ -1126,7 +1499,14 @@ impl RunActor {
                 }
                 self.append(vec![
                     received,
-                    Event::TodoStatusChanged { todo_id: id.clone(), from: t.status, to, reason: Some(format!("manual update by {by}")), attempt: t.attempts, by: user(by) },
+                    Event::TodoStatusChanged {
+                        todo_id: id.clone(),
+                        from: t.status,
+                        to,
+                        reason: Some(format!("manual update by {by}")),
+                        attempt: t.attempts,
+                        by: user(by),
+                    },
                 ])
                 .await?;
                 Ok(json!({
@@ -1150,12 +1530,24 @@ impl RunActor {
             None => Err(Error::Invalid(format!(
                 "{} approvals are pending ({}); name one, or use all",
                 pending.len(),
-                pending.iter().map(|a| a.subject.as_ref().map_or(a.approval_id.to_string(), |s| s.todo_id().to_string())).collect::<Vec<_>>().join(", ")
+                pending
+                    .iter()
+                    .map(|a| a
+                        .subject
+                        .as_ref()
+                        .map_or(a.approval_id.to_string(), |s| s.todo_id().to_string()))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ))),
             Some("all") => Ok(pending.iter().map(|a| a.approval_id.clone()).collect()),
             Some(id) => pending
                 .iter()
-                .find(|a| a.approval_id.as_str() == id || a.subject.as_ref().is_some_and(|s| s.todo_id().as_str() == id))
+                .find(|a| {
+                    a.approval_id.as_str() == id
+                        || a.subject
+                            .as_ref()
+                            .is_some_and(|s| s.todo_id().as_str() == id)
+                })
                 .map(|a| vec![a.approval_id.clone()])
                 .ok_or_else(|| Error::NothingPending(format!("no pending approval for {id}"))),
         }
@@ -1187,7 +1579,10 @@ fn approval_id_of(e: &Event) -> Option<ApprovalId> {
 }
 
 /// A plan that came with the request, as a `Plan` (strategy defaults to sequential).
-fn provided_plan(steps: &[chronicle_schemas::PlanStep], strategy: Option<chronicle_schemas::Strategy>) -> crate::llm::Plan {
+fn provided_plan(
+    steps: &[chronicle_schemas::PlanStep],
+    strategy: Option<chronicle_schemas::Strategy>,
+) -> crate::llm::Plan {
     crate::llm::Plan {
         strategy: strategy.unwrap_or_default(),
         steps: steps.to_vec(),
@@ -1199,7 +1594,10 @@ fn provided_plan(steps: &[chronicle_schemas::PlanStep], strategy: Option<chronic
 
 /// What a TODO's agent runs with: a human's edited args, else the plan's input mapping.
 fn input_of(t: &SupervisorTodo) -> Value {
-    t.effective_input.clone().or_else(|| t.metadata.get("input_mapping").cloned()).unwrap_or_else(|| json!({}))
+    t.effective_input
+        .clone()
+        .or_else(|| t.metadata.get("input_mapping").cloned())
+        .unwrap_or_else(|| json!({}))
 }
 
 /// The analysed intent back from the state (it was recorded by `IntentAnalyzed`).

@@ -13,8 +13,8 @@ use std::sync::{Arc, Mutex};
 
 use chronicle_schemas::{Envelope, RunId};
 use tokio::sync::{broadcast, mpsc};
-use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::StreamExt;
+use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 
 use crate::store::{self, Store};
@@ -51,12 +51,13 @@ impl Bus {
                 };
                 match next {
                     Some(Ok(env)) => {
+                        let run = env.run_id;
                         let mut runs = runs.lock().unwrap_or_else(|e| e.into_inner());
-                        if let Some(tx) = runs.get(&env.run_id) {
-                            if tx.send(Arc::new(env.clone())).is_err() {
-                                // Nobody listens any more: drop the channel.
-                                runs.remove(&env.run_id);
-                            }
+                        if let Some(tx) = runs.get(&run)
+                            && tx.send(Arc::new(env)).is_err()
+                        {
+                            // Nobody listens any more: drop the channel.
+                            runs.remove(&run);
                         }
                     }
                     Some(Err(e)) => {
@@ -72,12 +73,18 @@ impl Bus {
 
     fn channel(&self, run: RunId) -> broadcast::Receiver<Arc<Envelope>> {
         let mut runs = self.runs.lock().unwrap_or_else(|e| e.into_inner());
-        runs.entry(run).or_insert_with(|| broadcast::channel(self.buffer_events).0).subscribe()
+        runs.entry(run)
+            .or_insert_with(|| broadcast::channel(self.buffer_events).0)
+            .subscribe()
     }
 
     /// Every event of `run` from `from_seq` on: stored history, then live events. Ends when the
     /// receiver is dropped or the store closes.
-    pub fn subscribe(&self, run: RunId, from_seq: u64) -> ReceiverStream<Result<Arc<Envelope>, store::Error>> {
+    pub fn subscribe(
+        &self,
+        run: RunId,
+        from_seq: u64,
+    ) -> ReceiverStream<Result<Arc<Envelope>, store::Error>> {
         let (tx, rx) = mpsc::channel(self.subscriber_buffer_events);
         // Subscribe before reading history, so nothing appended in between is missed.
         let mut live = self.channel(run);

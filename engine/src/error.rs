@@ -11,13 +11,20 @@ pub enum Error {
     #[error("approval {0} not found")]
     ApprovalNotFound(ApprovalId),
     #[error("approval {approval_id} is already {}", status.as_str())]
-    AlreadyDecided { approval_id: ApprovalId, status: ApprovalStatus },
+    AlreadyDecided {
+        approval_id: ApprovalId,
+        status: ApprovalStatus,
+    },
     #[error("todo {0} not found")]
     TodoNotFound(TodoId),
     #[error("checkpoint {0} not found")]
     CheckpointNotFound(CheckpointId),
     #[error("illegal transition {todo}: {from} -> {to}")]
-    IllegalTransition { todo: TodoId, from: TodoStatus, to: TodoStatus },
+    IllegalTransition {
+        todo: TodoId,
+        from: TodoStatus,
+        to: TodoStatus,
+    },
     #[error("invalid request: {0}")]
     Invalid(String),
     #[error("nothing to decide: {0}")]

@@ -45,7 +45,11 @@ pub fn approval_message(t: &SupervisorTodo) -> String {
     let deps = if t.dependencies.is_empty() {
         "없음".to_owned()
     } else {
-        t.dependencies.iter().map(|d| d.as_str()).collect::<Vec<_>>().join(", ")
+        t.dependencies
+            .iter()
+            .map(|d| d.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
     };
     format!(
         "📋 다음 작업을 실행하시겠습니까?\n\n\
@@ -71,7 +75,10 @@ mod tests {
 
     #[test]
     fn policies() {
-        let mut c = RunConfig { hitl: HitlMode::Categories, ..Default::default() };
+        let mut c = RunConfig {
+            hitl: HitlMode::Categories,
+            ..Default::default()
+        };
         assert!(todo_needs_approval(&c, "contract") && !todo_needs_approval(&c, "general"));
         c.hitl_categories = vec!["general".into()];
         assert!(todo_needs_approval(&c, "general") && !todo_needs_approval(&c, "contract"));

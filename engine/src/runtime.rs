@@ -8,13 +8,13 @@ use std::time::Duration;
 
 use chronicle_projections::RunState;
 use chronicle_schemas::{
-    Approval, ApprovalId, Decision, Envelope, Event, ParentLink, Phase, RunConfig,
-    RunId, SessionId, Strategy, HitlMode,
+    Approval, ApprovalId, Decision, Envelope, Event, HitlMode, ParentLink, Phase, RunConfig, RunId,
+    SessionId, Strategy,
 };
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
-use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::StreamExt;
+use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -55,8 +55,11 @@ impl std::fmt::Debug for Settings {
 impl Default for Settings {
     fn default() -> Self {
         Self {
-            defaults: RunConfig { max_retries: 2, ..RunConfig::default() },
-            registry: Registry::empty(),
+            defaults: RunConfig {
+                max_retries: 2,
+                ..RunConfig::default()
+            },
+            registry: Registry::builtin(),
             llm: None,
             actor_mailbox_messages: 64,
             bus_buffer_events: 1024,
@@ -119,7 +122,9 @@ pub struct Engine {
 
 impl std::fmt::Debug for Engine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Engine").field("store", &self.shared.store).finish_non_exhaustive()
+        f.debug_struct("Engine")
+            .field("store", &self.shared.store)
+            .finish_non_exhaustive()
     }
 }
 
@@ -205,18 +210,25 @@ impl Engine {
             // A fresh channel has room for one message.
             let _ = tx.try_send(msg);
         }
-        let mut actors = self.shared.actors.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(old) = actors.get(&run).filter(|tx| !tx.is_closed()) {
-            // Another caller spawned one meanwhile: this one is dropped unstarted; resend there.
-            let old = old.clone();
-            drop(actors);
+        let raced = {
+            let mut actors = self.shared.actors.lock().unwrap_or_else(|e| e.into_inner());
+            match actors.get(&run).filter(|tx| !tx.is_closed()) {
+                Some(old) => Some(old.clone()),
+                None => {
+                    actors.insert(run, tx);
+                    None
+                }
+            }
+        };
+        if let Some(old) = raced {
+            // Another caller spawned an actor meanwhile: this one is dropped unstarted and the
+            // message goes there instead.
             let mut rx = rx;
             if let Ok(msg) = rx.try_recv() {
                 old.send(msg).await.map_err(|_| Error::ShuttingDown)?;
             }
             return Ok(());
         }
-        actors.insert(run, tx);
         let shared = self.shared.clone();
         self.shared.tasks.spawn(async move {
             RunActor::new(shared, live).run(rx).await;
@@ -226,7 +238,11 @@ impl Engine {
 
     /// Sends a message built by `make` and awaits its reply; a reply lost to an actor that was
     /// just finishing is asked again once.
-    async fn ask<T>(&self, run: RunId, make: impl Fn(oneshot::Sender<Result<T>>) -> Msg) -> Result<T> {
+    async fn ask<T>(
+        &self,
+        run: RunId,
+        make: impl Fn(oneshot::Sender<Result<T>>) -> Msg,
+    ) -> Result<T> {
         for _ in 0..2 {
             let (reply, rx) = oneshot::channel();
             self.deliver(run, Some(make(reply))).await?;
@@ -251,7 +267,9 @@ impl Engine {
                 self.shared.settings.query_bytes_max
             )));
         }
-        let mut config = req.config.unwrap_or_else(|| self.shared.settings.defaults.clone());
+        let mut config = req
+            .config
+            .unwrap_or_else(|| self.shared.settings.defaults.clone());
         if let Some(h) = req.hitl {
             config.hitl = h;
         }
@@ -262,7 +280,9 @@ impl Engine {
             config.approval_timeout_ms = req.approval_timeout_ms;
         }
         let run_id = RunId(uuid::Uuid::now_v7());
-        let session_id = req.session_id.unwrap_or_else(|| SessionId(uuid::Uuid::new_v4().to_string()));
+        let session_id = req
+            .session_id
+            .unwrap_or_else(|| SessionId(uuid::Uuid::new_v4().to_string()));
         let request_id = format!("req_{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
         let mut live = self.shared.store.load(run_id)?;
         live.append(vec![
@@ -274,8 +294,12 @@ impl Engine {
                 config,
                 parent: req.parent,
             },
-            Event::PhaseChanged { phase: Phase::Initialization },
-            Event::Reasoning { message: format!("요청 접수: {query}") },
+            Event::PhaseChanged {
+                phase: Phase::Initialization,
+            },
+            Event::Reasoning {
+                message: format!("요청 접수: {query}"),
+            },
             Event::CheckpointSaved {
                 checkpoint_id: "cp_001".into(),
                 node: "initialize".into(),
@@ -315,26 +339,49 @@ impl Engine {
 
     /// Runs a slash command; the JSON result has seed 000's shape, or `{error, help}`.
     pub async fn command(&self, run: RunId, text: &str, by: &str) -> Result<Value> {
-        self.ask(run, |reply| Msg::Command { text: text.to_owned(), by: by.to_owned(), reply }).await
+        self.ask(run, |reply| Msg::Command {
+            text: text.to_owned(),
+            by: by.to_owned(),
+            reply,
+        })
+        .await
     }
 
     pub async fn restore(&self, run: RunId, target: RestoreTarget, by: &str) -> Result<Value> {
-        self.ask(run, |reply| Msg::Restore { target: target.clone(), by: by.to_owned(), reply }).await
+        self.ask(run, |reply| Msg::Restore {
+            target: target.clone(),
+            by: by.to_owned(),
+            reply,
+        })
+        .await
     }
 
     pub async fn cancel(&self, run: RunId, by: &str, reason: Option<String>) -> Result<()> {
-        self.ask(run, |reply| Msg::Cancel { by: by.to_owned(), reason: reason.clone(), reply }).await
+        self.ask(run, |reply| Msg::Cancel {
+            by: by.to_owned(),
+            reason: reason.clone(),
+            reply,
+        })
+        .await
     }
 
     /// The run's projected state now (or right after `seq`).
     pub fn state(&self, run: RunId, seq: Option<u64>) -> Result<RunState> {
-        let head = self.shared.store.run_head(run)?.ok_or(Error::RunNotFound(run))?;
+        let head = self
+            .shared
+            .store
+            .run_head(run)?
+            .ok_or(Error::RunNotFound(run))?;
         let at = seq.map_or(head.last_seq, |s| s.min(head.last_seq));
         Ok(self.shared.store.state_at(run, at)?)
     }
 
     /// Every event of `run` from `from_seq`: history, then live; no gap, no duplicate.
-    pub fn subscribe(&self, run: RunId, from_seq: u64) -> Result<ReceiverStream<Result<Arc<Envelope>, store::Error>>> {
+    pub fn subscribe(
+        &self,
+        run: RunId,
+        from_seq: u64,
+    ) -> Result<ReceiverStream<Result<Arc<Envelope>, store::Error>>> {
         if self.shared.store.run_head(run)?.is_none() {
             return Err(Error::RunNotFound(run));
         }
@@ -359,7 +406,11 @@ impl Engine {
             let next = state.next_seq();
             loop {
                 match tokio::time::timeout_at(deadline, events.next()).await {
-                    Err(_) => return Err(Error::Invalid(format!("timed out after {timeout:?} waiting for run {run}"))),
+                    Err(_) => {
+                        return Err(Error::Invalid(format!(
+                            "timed out after {timeout:?} waiting for run {run}"
+                        )));
+                    }
                     Ok(None) => return Err(Error::ShuttingDown),
                     Ok(Some(Err(e))) => return Err(e.into()),
                     Ok(Some(Ok(env))) if env.seq + 1 >= next => break,
@@ -377,7 +428,9 @@ impl Engine {
             sup.run_status.is_terminal()
                 || (!sup.pending_approval_ids.is_empty()
                     && sup.planning_state.as_ref().is_none_or(|p| {
-                        p.todos.iter().all(|t| t.status != chronicle_schemas::TodoStatus::InProgress)
+                        p.todos
+                            .iter()
+                            .all(|t| t.status != chronicle_schemas::TodoStatus::InProgress)
                     }))
         })
         .await

@@ -3,7 +3,9 @@
 
 use std::collections::HashMap;
 
-use chronicle_schemas::{PlanStep, PlanningState, SupervisorTodo, Timestamp, TodoId, TodoPriority, TodoStatus};
+use chronicle_schemas::{
+    PlanStep, PlanningState, SupervisorTodo, Timestamp, TodoId, TodoPriority, TodoStatus,
+};
 use serde_json::json;
 
 use crate::{Error, Result};
@@ -13,7 +15,11 @@ use crate::{Error, Result};
 /// 0 → high, 1 → medium, else low, `max_retries` from the step's `retry_count`, and metadata
 /// `timeout`, `optional`, `input_mapping`, `original_priority`. `first_index` continues the
 /// numbering after TODOs that already exist.
-pub fn convert_plan(steps: &[PlanStep], first_index: usize, created_at: Timestamp) -> Vec<SupervisorTodo> {
+pub fn convert_plan(
+    steps: &[PlanStep],
+    first_index: usize,
+    created_at: Timestamp,
+) -> Vec<SupervisorTodo> {
     let mut agent_to_id: HashMap<&str, TodoId> = HashMap::new();
     let mut todos = Vec::with_capacity(steps.len());
     for (i, step) in steps.iter().enumerate() {
@@ -29,7 +35,12 @@ pub fn convert_plan(steps: &[PlanStep], first_index: usize, created_at: Timestam
             name: format!("{} 실행", step.agent_name),
             description: format!("{}을(를) 실행하여 데이터 수집/분석 수행", step.agent_name),
             agent_name: step.agent_name.clone(),
-            agent_purpose: step.input_mapping.get("purpose").and_then(|p| p.as_str()).unwrap_or_default().to_owned(),
+            agent_purpose: step
+                .input_mapping
+                .get("purpose")
+                .and_then(|p| p.as_str())
+                .unwrap_or_default()
+                .to_owned(),
             priority: TodoPriority::from_plan_priority(step.priority),
             dependencies,
             created_at,
@@ -52,7 +63,11 @@ pub fn check_transition(todo: &SupervisorTodo, to: TodoStatus) -> Result<()> {
     if todo.status.can_transition_to(to) {
         Ok(())
     } else {
-        Err(Error::IllegalTransition { todo: todo.id.clone(), from: todo.status, to })
+        Err(Error::IllegalTransition {
+            todo: todo.id.clone(),
+            from: todo.status,
+            to,
+        })
     }
 }
 
@@ -149,43 +164,82 @@ mod tests {
         );
         let t = &todos[1];
         assert_eq!(t.name, "analysis_team 실행");
-        assert_eq!(t.description, "analysis_team을(를) 실행하여 데이터 수집/분석 수행");
+        assert_eq!(
+            t.description,
+            "analysis_team을(를) 실행하여 데이터 수집/분석 수행"
+        );
         assert_eq!(t.agent_purpose, "analysis_team purpose");
-        assert_eq!((t.max_retries, t.status, t.created_at), (2, TodoStatus::Pending, Timestamp(5)));
+        assert_eq!(
+            (t.max_retries, t.status, t.created_at),
+            (2, TodoStatus::Pending, Timestamp(5))
+        );
         assert_eq!(t.metadata["timeout"], json!(30));
         assert_eq!(t.metadata["optional"], json!(true));
         assert_eq!(t.metadata["original_priority"], json!(1));
-        assert_eq!(t.metadata["input_mapping"], json!({"purpose": "analysis_team purpose"}));
-        assert_eq!(convert_plan(&steps[..1], 4, Timestamp(0))[0].id.as_str(), "todo_005");
+        assert_eq!(
+            t.metadata["input_mapping"],
+            json!({"purpose": "analysis_team purpose"})
+        );
+        assert_eq!(
+            convert_plan(&steps[..1], 4, Timestamp(0))[0].id.as_str(),
+            "todo_005"
+        );
     }
 
     #[test]
     fn readiness_and_blocking() {
         let mut todos = convert_plan(
-            &[step("a", 0, &[], false), step("b", 1, &["a"], false), step("c", 2, &["b"], false), step("d", 3, &[], true)],
+            &[
+                step("a", 0, &[], false),
+                step("b", 1, &["a"], false),
+                step("c", 2, &["b"], false),
+                step("d", 3, &[], true),
+            ],
             0,
             Timestamp(0),
         );
-        let mut p = PlanningState { todos: todos.clone(), ..Default::default() };
+        let mut p = PlanningState {
+            todos: todos.clone(),
+            ..Default::default()
+        };
         let ids = |v: &[TodoId]| v.iter().map(|t| t.as_str().to_owned()).collect::<Vec<_>>();
         assert_eq!(ids(&readiness(&p).ready), ["todo_001", "todo_004"]);
         todos[0].status = TodoStatus::Skipped;
         p.todos = todos.clone();
         let r = readiness(&p);
-        assert_eq!(r.blocked, [(TodoId::from("todo_002"), "dependency todo_001 was skipped".into())]);
+        assert_eq!(
+            r.blocked,
+            [(
+                TodoId::from("todo_002"),
+                "dependency todo_001 was skipped".into()
+            )]
+        );
         todos[0].status = TodoStatus::Completed;
         todos[1].status = TodoStatus::Completed;
         todos[3].status = TodoStatus::Failed;
         todos[2].dependencies.push("todo_004".into());
         p.todos = todos;
-        assert_eq!(readiness(&p).blocked, [(TodoId::from("todo_003"), "optional dependency todo_004 failed".into())]);
+        assert_eq!(
+            readiness(&p).blocked,
+            [(
+                TodoId::from("todo_003"),
+                "optional dependency todo_004 failed".into()
+            )]
+        );
     }
 
     #[test]
     fn illegal_transition_names_both_states() {
-        let t = SupervisorTodo { id: "todo_002".into(), status: TodoStatus::Completed, ..Default::default() };
+        let t = SupervisorTodo {
+            id: "todo_002".into(),
+            status: TodoStatus::Completed,
+            ..Default::default()
+        };
         let err = check_transition(&t, TodoStatus::InProgress).unwrap_err();
-        assert_eq!(err.to_string(), "illegal transition todo_002: completed -> in_progress");
+        assert_eq!(
+            err.to_string(),
+            "illegal transition todo_002: completed -> in_progress"
+        );
         assert!(check_transition(&SupervisorTodo::default(), TodoStatus::InProgress).is_ok());
     }
 }
