@@ -167,7 +167,18 @@ async fn populate(dir: &std::path::Path, n: u64) -> Vec<(RunId, u64)> {
 }
 
 fn with_sled<T>(dir: &std::path::Path, f: impl FnOnce(&sled::Tree, &sled::Tree) -> T) -> T {
-    let db = sled::open(dir.join("sled")).unwrap();
+    // Retry while a just-closed store's sled threads still hold the lock.
+    let config = sled::Config::new()
+        .path(dir.join("sled"))
+        .flush_every_ms(None);
+    let db = (0..300)
+        .find_map(|_| {
+            config.open().ok().or_else(|| {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+                None
+            })
+        })
+        .expect("sled opens");
     let out = f(
         &db.open_tree("events").unwrap(),
         &db.open_tree("meta").unwrap(),

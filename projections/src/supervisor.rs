@@ -124,7 +124,10 @@ pub(crate) fn apply(s: &mut SupervisorState, env: &Envelope, approvals: &Approva
             subject,
             ..
         } => {
-            if let Some(t) = s.planning_state.as_mut().and_then(|p| p.todo_mut(subject.todo_id()))
+            if let Some(t) = s
+                .planning_state
+                .as_mut()
+                .and_then(|p| p.todo_mut(subject.todo_id()))
                 && matches!(subject, Subject::Todo { .. })
             {
                 t.approval_id = Some(approval_id.clone());
@@ -430,14 +433,18 @@ fn todo_status_changed(
     }
 }
 
-fn approval_settled(s: &mut SupervisorState, id: &chronicle_schemas::ApprovalId, status: ApprovalStatus) {
+fn approval_settled(
+    s: &mut SupervisorState,
+    id: &chronicle_schemas::ApprovalId,
+    status: ApprovalStatus,
+) {
     s.pending_approval_ids.retain(|x| x != id);
     s.approval_status = Some(status.as_str().to_owned());
-    if let Some(t) = s
-        .planning_state
-        .as_mut()
-        .and_then(|p| p.todos.iter_mut().find(|t| t.approval_id.as_ref() == Some(id)))
-    {
+    if let Some(t) = s.planning_state.as_mut().and_then(|p| {
+        p.todos
+            .iter_mut()
+            .find(|t| t.approval_id.as_ref() == Some(id))
+    }) {
         t.approval_status = Some(status);
     }
     if s.pending_approval_ids.is_empty() && s.run_status == RunStatus::WaitingForApproval {

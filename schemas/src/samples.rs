@@ -333,7 +333,10 @@ mod tests {
         let now = sample_envelopes();
         assert_eq!(old.len(), now.len());
         for (o, n) in old.iter().zip(&now) {
-            assert_eq!((&o.event, o.seq, o.offset, o.run_id, o.at), (&n.event, n.seq, n.offset, n.run_id, n.at));
+            assert_eq!(
+                (&o.event, o.seq, o.offset, o.run_id, o.at),
+                (&n.event, n.seq, n.offset, n.run_id, n.at)
+            );
         }
     }
 
@@ -344,12 +347,18 @@ mod tests {
         let envs = sample_envelopes();
         let now = golden_bytes(&envs);
         if std::env::var_os("CHRONICLE_BLESS").is_some() {
-            let path = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/events-current.msgpack");
+            let path = concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/fixtures/events-current.msgpack"
+            );
             std::fs::write(path, &now).unwrap();
             return;
         }
         assert_eq!(decode_all(CURRENT), envs);
-        assert!(now == CURRENT, "event encoding changed: re-bless deliberately (see doc comment)");
+        assert!(
+            now == CURRENT,
+            "event encoding changed: re-bless deliberately (see doc comment)"
+        );
     }
 
     #[test]

@@ -106,6 +106,9 @@ pub struct Options {
     /// Buffer of each `follow` subscriber.
     pub follow_buffer_events: usize,
     pub snapshot_interval_events: u64,
+    /// How long `open` waits for another holder of the database lock (a store of this process
+    /// that is still closing) before it gives up.
+    pub open_lock_wait_ms: u64,
 }
 
 impl Default for Options {
@@ -120,6 +123,7 @@ impl Default for Options {
             repair_truncate_tail: false,
             follow_buffer_events: 256,
             snapshot_interval_events: chronicle_projections::SNAPSHOT_INTERVAL_EVENTS,
+            open_lock_wait_ms: 3000,
         }
     }
 }
@@ -205,11 +209,15 @@ impl Store {
     pub fn open(dir: impl AsRef<Path>, opts: Options) -> Result<Store> {
         let dir = dir.as_ref().to_path_buf();
         std::fs::create_dir_all(dir.join("blobs"))?;
-        let db = sled::Config::new()
+        let config = sled::Config::new()
             .path(dir.join("sled"))
             .cache_capacity(opts.cache_capacity_bytes)
             .mode(sled::Mode::HighThroughput)
-            .open()?;
+            // No sled background flusher: every acknowledgement passes our own barrier (and async
+            // mode runs its own flusher), and sled's thread would hold the database (and its file
+            // lock) for up to its interval after the store is dropped.
+            .flush_every_ms(None);
+        let db = open_waiting_for_lock(&config, opts.open_lock_wait_ms)?;
         let trees = Arc::new(Trees {
             events: db.open_tree("events")?,
             streams: db.open_tree("streams")?,
@@ -567,6 +575,23 @@ impl EventSource for RunSource<'_> {
 
     fn latest_snapshot(&self, seq: u64) -> Result<Option<RunState>> {
         self.store.latest_snapshot(self.run_id, seq)
+    }
+}
+
+/// sled's I/O threads may keep a just-dropped database (and its file lock) for a moment; a lock
+/// held longer than `wait_ms` is another live process, and that is an error.
+fn open_waiting_for_lock(config: &sled::Config, wait_ms: u64) -> Result<sled::Db> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_millis(wait_ms);
+    loop {
+        match config.open() {
+            Err(sled::Error::Io(e))
+                if e.to_string().contains("could not acquire lock")
+                    && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            other => return Ok(other?),
+        }
     }
 }
 

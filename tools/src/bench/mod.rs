@@ -1,0 +1,235 @@
+//! `chronicle bench` (DESIGN §8): durable appends (single and group-committed, against the
+//! machine's own fsync rate), replay speed, restore latency with and without snapshots, and the
+//! peak memory of a long replay, measured in a child process. Prints one table.
+//!
+//! Every store lives in a temporary directory under `--dir` (the system temp dir by default),
+//! and the fsync ceiling is measured in that same directory, so the two share a filesystem.
+
+mod append;
+mod memory;
+mod replay;
+mod report;
+mod workload;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use chronicle_engine::store::{Durability, Options, Store};
+use chronicle_schemas::RunId;
+
+pub use memory::{MemoryArgs, replay_memory_child};
+use report::Row;
+
+#[derive(Debug, clap::Args)]
+pub struct BenchArgs {
+    /// Small sizes and short windows: a smoke test in a few seconds, not a measurement.
+    #[arg(long)]
+    pub quick: bool,
+    /// Print the rows as JSON Lines (`{"type":"bench","data":{...}}`) instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// Where the temporary stores go (and where fsync is measured); the system temp dir by default.
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+    /// Keep the temporary stores (the path is printed on stderr) instead of deleting them.
+    #[arg(long)]
+    pub keep: bool,
+    /// Run only these sections (repeatable); all of them by default.
+    #[arg(long, value_enum, value_name = "SECTION")]
+    pub only: Vec<Section>,
+    /// sled page cache of the child that measures replay memory, in MiB.
+    #[arg(long, value_name = "MIB", default_value_t = 64)]
+    pub memory_cache_mib: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Section {
+    /// Durable appends, the fsync ceiling and the barrier.
+    Append,
+    /// Replay from memory and from sled, and restore latency.
+    Replay,
+    /// Peak memory of replays, in a child process.
+    Memory,
+}
+
+/// Sizes and time windows of one bench run.
+#[derive(Clone, Debug)]
+struct Plan {
+    /// Each append configuration runs for this long.
+    append_window: Duration,
+    fsync_window: Duration,
+    barrier_window: Duration,
+    writers_many: usize,
+    /// Events of the run used for replay and restore.
+    long_run_events: u64,
+    restore_depths: [u64; 2],
+    restore_reps_snapshot: usize,
+    restore_reps_scratch: usize,
+    /// Replay lengths whose peak memory the child measures (small, large).
+    memory_events: [u64; 2],
+    /// Events per append call when building the long stores.
+    bulk_batch_events: usize,
+    /// Keep every store after its section instead of deleting it.
+    keep: bool,
+}
+
+impl Plan {
+    fn new(quick: bool) -> Self {
+        if quick {
+            Plan {
+                append_window: Duration::from_millis(500),
+                fsync_window: Duration::from_millis(500),
+                barrier_window: Duration::from_millis(300),
+                writers_many: 64,
+                long_run_events: 20_000,
+                restore_depths: [1_000, 10_000],
+                restore_reps_snapshot: 3,
+                restore_reps_scratch: 1,
+                memory_events: [10_000, 100_000],
+                bulk_batch_events: 1000,
+                keep: false,
+            }
+        } else {
+            Plan {
+                append_window: Duration::from_secs(3),
+                fsync_window: Duration::from_secs(2),
+                barrier_window: Duration::from_millis(1500),
+                writers_many: 64,
+                long_run_events: 200_000,
+                restore_depths: [10_000, 100_000],
+                restore_reps_snapshot: 15,
+                restore_reps_scratch: 3,
+                memory_events: [100_000, 1_000_000],
+                bulk_batch_events: 1000,
+                keep: false,
+            }
+        }
+    }
+
+    /// Deletes a section's store, unless `--keep`.
+    fn discard(&self, dir: &Path) {
+        if !self.keep {
+            std::fs::remove_dir_all(dir).ok();
+        }
+    }
+}
+
+pub fn run(args: &BenchArgs, out: &mut impl Write) -> Result<()> {
+    let plan = Plan {
+        keep: args.keep,
+        ..Plan::new(args.quick)
+    };
+    let base = args.dir.clone().unwrap_or_else(std::env::temp_dir);
+    let root = tempfile::Builder::new()
+        .prefix("chronicle-bench-")
+        .tempdir_in(&base)
+        .with_context(|| format!("creating a temporary directory in {}", base.display()))?;
+    let started = Instant::now();
+    progress(&format!(
+        "chronicle bench{}: stores in {}",
+        if args.quick { " --quick" } else { "" },
+        root.path().display()
+    ));
+
+    let mut rows = Vec::new();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the tokio runtime")?;
+    let wanted = |s: Section| args.only.is_empty() || args.only.contains(&s);
+    if wanted(Section::Append) {
+        rows.extend(append::section(&rt, root.path(), &plan)?);
+    }
+    if wanted(Section::Replay) {
+        rows.extend(replay::section(root.path(), &plan)?);
+    }
+    if wanted(Section::Memory) {
+        rows.extend(memory::section(root.path(), &plan, args.memory_cache_mib)?);
+    }
+    rows.push(
+        Row::new(
+            "bench_wall_s",
+            "whole bench, wall clock",
+            started.elapsed().as_secs_f64(),
+            "s",
+        )
+        .note(format!(
+            "{} cores",
+            std::thread::available_parallelism().map_or(0, |n| n.get())
+        )),
+    );
+    drop(rt);
+    if args.keep {
+        progress(&format!("kept {}", root.keep().display()));
+    }
+
+    if args.json {
+        report::print_json(out, &rows)?;
+    } else {
+        report::print_table(out, &rows)?;
+    }
+    Ok(())
+}
+
+/// A progress line on stderr (stdout carries only the table).
+fn progress(msg: &str) {
+    eprintln!("[bench] {msg}");
+}
+
+/// Builds a store holding one run of `events` events of the long workload, appended in
+/// `batch`-event calls in `async` durability (a bulk load, not the durable-append measurement),
+/// then flushed. Returns the store and the load rate in events/s.
+fn build_long_store(dir: &Path, run: RunId, events: u64, batch: usize) -> Result<(Store, f64)> {
+    let store = Store::open(
+        dir,
+        Options {
+            durability: Durability::Async,
+            ..Options::default()
+        },
+    )
+    .with_context(|| format!("opening a store in {}", dir.display()))?;
+    let t = Instant::now();
+    let mut events_iter = workload::LongRun::new();
+    let mut seq = 0u64;
+    let mut next_report = 0u64;
+    while seq < events {
+        let n = (events - seq).min(batch as u64) as usize;
+        let chunk: Vec<_> = events_iter.by_ref().take(n).collect();
+        store
+            .append_blocking(run, seq, chunk)
+            .with_context(|| format!("bulk append at seq {seq}"))?;
+        seq += n as u64;
+        if seq >= next_report && events >= 500_000 {
+            progress(&format!(
+                "  loaded {} / {} events",
+                report::num(seq as f64),
+                report::num(events as f64)
+            ));
+            next_report = seq + 250_000;
+        }
+    }
+    store.flush().context("flushing the bulk-loaded store")?;
+    Ok((store, events as f64 / t.elapsed().as_secs_f64()))
+}
+
+/// The median of a non-empty sample (sorts it).
+fn median(xs: &mut [f64]) -> f64 {
+    percentile(xs, 0.5)
+}
+
+/// Nearest-rank percentile `p` in 0..=1 of a non-empty sample (sorts it).
+fn percentile(xs: &mut [f64], p: f64) -> f64 {
+    if xs.is_empty() {
+        return f64::NAN;
+    }
+    xs.sort_by(f64::total_cmp);
+    let rank = ((p * xs.len() as f64).ceil() as usize).clamp(1, xs.len());
+    xs[rank - 1]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
