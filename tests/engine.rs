@@ -101,7 +101,7 @@ async fn retry_then_success() {
         vec![Err(AgentError::retryable("flaky"))],
         None,
     );
-    let engine = engine_in(dir.path(), registry(&[a.clone()])).await;
+    let engine = engine_in(dir.path(), registry(std::slice::from_ref(&a))).await;
     let run = start(
         &engine,
         plan_config(
@@ -433,7 +433,7 @@ async fn an_approval_expires_also_across_a_restart() {
     for restart in [false, true] {
         let dir = tempfile::tempdir().unwrap();
         let a = Scripted::new("a");
-        let mut engine = engine_in(dir.path(), registry(&[a.clone()])).await;
+        let mut engine = engine_in(dir.path(), registry(std::slice::from_ref(&a))).await;
         let mut config = plan_config(
             vec![step("a", &[], false, 0)],
             HitlMode::EveryTodo,
@@ -447,7 +447,7 @@ async fn an_approval_expires_also_across_a_restart() {
             engine.shutdown().await;
             drop(engine);
             tokio::time::sleep(Duration::from_millis(1200)).await;
-            engine = engine_in(dir.path(), registry(&[a.clone()])).await;
+            engine = engine_in(dir.path(), registry(std::slice::from_ref(&a))).await;
         }
         let state = finished(&engine, run).await;
         let t = state
@@ -596,7 +596,7 @@ async fn evaluation_retries_the_named_agent() {
         Err(AgentError::retryable("timeout")),
     ];
     let a = Scripted::with("a", "general", flaky, None);
-    let engine = engine_in(dir.path(), registry(&[a.clone()])).await;
+    let engine = engine_in(dir.path(), registry(std::slice::from_ref(&a))).await;
     let run = start(
         &engine,
         plan_config(
