@@ -541,7 +541,7 @@ async fn restore_to_an_approval_checkpoint_asks_again_under_a_new_id() {
     assert_eq!(todo_status(&state, "todo_001"), TodoStatus::Completed);
     assert_eq!(
         state.supervisor.pending_approval_ids,
-        [again.approval_id.clone()]
+        std::slice::from_ref(&again.approval_id)
     );
     // The decided approval keeps its decision in the audit view.
     assert_eq!(
