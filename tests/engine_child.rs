@@ -1,6 +1,9 @@
 //! Child process for the engine crash tests. Modes:
 //! - `many DIR N`: starts N runs (HITL none, three slow TODOs each), prints `STARTED <run>` for
 //!   each, then keeps running them until killed.
+//! - `scenario3 DIR`: seed 000 scenario 3's first half with the built-in agents: the scenario 1
+//!   query under `every_todo`, `/todo approve`, and once search_team has completed prints
+//!   `RUN <run>` and `SEARCH_DONE`, then waits to be killed.
 
 #[path = "slow_agent.rs"]
 mod slow_agent;
@@ -45,6 +48,33 @@ fn main() -> anyhow::Result<()> {
                         .await?;
                     println!("STARTED {}", started.run_id);
                 }
+                std::future::pending::<()>().await;
+                Ok(())
+            }
+            ["scenario3", dir] => {
+                let engine =
+                    Engine::open(Store::open(dir, Options::default())?, Settings::default())
+                        .await?;
+                let query = "집주인이 전세금 3억을 10억으로 올려달래. 법적으로 해결방법 알려줘";
+                let req = StartRun {
+                    query: query.into(),
+                    hitl: Some(HitlMode::EveryTodo),
+                    ..Default::default()
+                };
+                let run = engine.start_run(req).await?.run_id;
+                let wait = std::time::Duration::from_secs(20);
+                engine.wait_settled(run, wait).await?;
+                engine.command(run, "/todo approve", "local").await?;
+                engine
+                    .wait_until(run, wait, |s| {
+                        s.supervisor
+                            .planning_state
+                            .as_ref()
+                            .is_some_and(|p| p.completed_todo_ids.len() == 1)
+                    })
+                    .await?;
+                println!("RUN {run}");
+                println!("SEARCH_DONE");
                 std::future::pending::<()>().await;
                 Ok(())
             }

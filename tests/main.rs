@@ -5,5 +5,6 @@ mod commands;
 mod crash;
 mod engine;
 mod engine_crash;
+mod scenarios;
 mod store;
 mod support;

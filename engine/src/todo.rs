@@ -113,12 +113,13 @@ pub fn readiness(p: &PlanningState) -> Readiness {
     out
 }
 
-/// Seed 000's `get_summary` counts (plus the two statuses the seed does not count).
+/// Seed 000's `get_summary` counts, plus the two statuses the seed does not count. As in the
+/// seed, a TODO waiting for its approval has not started, so it counts as `pending` too.
 pub fn summary(p: &PlanningState) -> serde_json::Value {
     let count = |s: TodoStatus| p.todos.iter().filter(|t| t.status == s).count();
     json!({
         "total": p.todos.len(),
-        "pending": count(TodoStatus::Pending),
+        "pending": count(TodoStatus::Pending) + count(TodoStatus::WaitingApproval),
         "in_progress": count(TodoStatus::InProgress),
         "completed": count(TodoStatus::Completed),
         "failed": count(TodoStatus::Failed),

@@ -1123,11 +1123,11 @@ fn default_params(agent: &str, intent: &Intent) -> Map<String, Value> {
             params.insert("analysis_type".into(), json!(kind));
         }
         "document_team" => {
+            // The document agent's vocabulary (agents/document.rs): a sale, or a lease (전세 and
+            // 월세 are both leases; the deal type tells the agent which kind).
             let document_type = match entity("deal_type") {
-                Some("전세") => "전세 임대차계약서",
-                Some("월세") => "월세 임대차계약서",
-                Some("매매") => "부동산 매매계약서",
-                _ => "주택임대차표준계약서",
+                Some("매매") => "sales_contract",
+                _ => "lease_contract",
             };
             params.insert("document_type".into(), json!(document_type));
         }
@@ -2047,7 +2047,7 @@ mod tests {
         assert_eq!(plan.steps[1].dependencies, ["search_team"]);
         assert_eq!(
             plan.steps[1].input_mapping["document_type"],
-            json!("전세 임대차계약서")
+            json!("lease_contract")
         );
 
         let plan = build_plan(&intent("강남구 아파트 시세 조회"), &[]);

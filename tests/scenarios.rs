@@ -1,0 +1,485 @@
+//! The seeds' user scenarios end to end at the engine level, with the built-in agents and the
+//! rule-based planner: seed 000 scenarios 1–3 (3 with a real SIGKILL), seed 002's query, a
+//! contract document under the `categories` policy, and an OpenAI-compatible model on loopback.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use chronicle_engine::store::{Options, Store};
+use chronicle_engine::{Engine, Settings, StartRun};
+use chronicle_schemas::{Event, HitlMode, RunId, RunStatus, Source, TodoStatus};
+use serde_json::{Value, json};
+
+use crate::engine::{WAIT, events};
+
+const SCENARIO_1: &str = "집주인이 전세금 3억을 10억으로 올려달래. 법적으로 해결방법 알려줘";
+
+async fn builtin_engine(dir: &std::path::Path) -> Engine {
+    Engine::open(
+        Store::open(dir, Options::default()).unwrap(),
+        Settings::default(),
+    )
+    .await
+    .unwrap()
+}
+
+async fn start(engine: &Engine, query: &str, hitl: HitlMode) -> RunId {
+    let req = StartRun {
+        query: query.into(),
+        hitl: Some(hitl),
+        ..StartRun::default()
+    };
+    engine.start_run(req).await.unwrap().run_id
+}
+
+/// Waits for the approval of `todo` and returns its message.
+async fn asked_for(engine: &Engine, run: RunId, todo: &str) -> String {
+    let s = engine
+        .wait_until(run, WAIT, |s| {
+            s.approvals.pending().any(|a| {
+                a.subject
+                    .as_ref()
+                    .is_some_and(|x| x.todo_id().as_str() == todo)
+            })
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        s.supervisor
+            .planning_state
+            .as_ref()
+            .unwrap()
+            .current_todo_id
+            .as_ref()
+            .unwrap()
+            .as_str(),
+        todo
+    );
+    s.supervisor.approval_message.clone().unwrap()
+}
+
+fn todo_view(todos: &Value) -> Vec<(String, String, Vec<String>)> {
+    todos
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            let deps = t["dependencies"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|d| d.as_str().unwrap().to_owned())
+                .collect();
+            (
+                t["id"].as_str().unwrap().to_owned(),
+                t["name"].as_str().unwrap().to_owned(),
+                deps,
+            )
+        })
+        .collect()
+}
+
+async fn completed(engine: &Engine, run: RunId) -> chronicle_projections::RunState {
+    let s = engine
+        .wait_until(run, WAIT, |s| s.supervisor.run_status.is_terminal())
+        .await
+        .unwrap();
+    assert_eq!(
+        s.supervisor.run_status,
+        RunStatus::Completed,
+        "{:?}",
+        s.supervisor.error_log
+    );
+    s
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seed_000_scenario_1_normal_run_with_approvals() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = builtin_engine(dir.path()).await;
+    let run = start(&engine, SCENARIO_1, HitlMode::EveryTodo).await;
+
+    let msg = asked_for(&engine, run, "todo_001").await;
+    assert!(msg.starts_with("📋 다음 작업을 실행하시겠습니까?\n\n- TODO ID: todo_001\n- 작업명: search_team 실행\n- Agent: search_team\n"), "{msg}");
+    let state = engine.state(run, None).unwrap();
+    let p = state.supervisor.planning_state.as_ref().unwrap();
+    assert_eq!(p.analyzed_intent["intent_type"], "comprehensive");
+
+    let todos = engine.command(run, "/todos", "local").await.unwrap();
+    assert_eq!(
+        (
+            todos["summary"]["total"].clone(),
+            todos["summary"]["pending"].clone(),
+            todos["summary"]["completed"].clone()
+        ),
+        (json!(2), json!(2), json!(0))
+    );
+    assert_eq!(
+        todo_view(&todos["todos"]),
+        [
+            ("todo_001".into(), "search_team 실행".into(), vec![]),
+            (
+                "todo_002".into(),
+                "analysis_team 실행".into(),
+                vec!["todo_001".to_owned()]
+            ),
+        ]
+    );
+    assert_eq!(todos["current_todo_id"], "todo_001");
+
+    let approved = engine.command(run, "/todo approve", "local").await.unwrap();
+    assert_eq!(
+        (approved["status"].as_str(), approved["todo_id"].as_str()),
+        (Some("resumed"), Some("todo_001"))
+    );
+
+    let msg = asked_for(&engine, run, "todo_002").await;
+    assert!(
+        msg.contains("- TODO ID: todo_002\n- 작업명: analysis_team 실행\n- Agent: analysis_team\n"),
+        "{msg}"
+    );
+    assert!(msg.contains("- 의존성: todo_001\n"), "{msg}");
+    let todos = engine.command(run, "/todos", "local").await.unwrap();
+    assert_eq!(
+        (
+            todos["summary"]["total"].clone(),
+            todos["summary"]["pending"].clone(),
+            todos["summary"]["completed"].clone()
+        ),
+        (json!(2), json!(1), json!(1))
+    );
+    assert_eq!(todos["todos"][0]["status"], "completed");
+    assert!(todos["todos"][0]["duration"].is_number());
+    assert_eq!(todos["current_todo_id"], "todo_002");
+
+    engine.command(run, "/todo approve", "local").await.unwrap();
+    let s = completed(&engine, run).await;
+    let analysis = &s.supervisor.team_results["analysis_team"];
+    assert_eq!(analysis["metrics"]["increase_rate_pct"], json!(233.3));
+    let answer = s.supervisor.final_response.as_ref().unwrap()["answer"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        answer.contains("233.3%") && answer.contains("5%"),
+        "{answer}"
+    );
+    assert_eq!(
+        s.supervisor
+            .planning_state
+            .as_ref()
+            .unwrap()
+            .completed_todo_ids
+            .len(),
+        2
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seed_000_scenario_2_user_adds_a_todo() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = builtin_engine(dir.path()).await;
+    let run = start(&engine, "강남구 아파트 시세 조회", HitlMode::EveryTodo).await;
+    asked_for(&engine, run, "todo_001").await;
+    let todos = engine.command(run, "/todos", "local").await.unwrap();
+    assert_eq!(
+        todo_view(&todos["todos"]),
+        [("todo_001".into(), "search_team 실행".into(), vec![])]
+    );
+
+    let added = engine
+        .command(run, "/todo add analysis_team", "local")
+        .await
+        .unwrap();
+    assert_eq!(added["status"], "added");
+    let t = &added["todo"];
+    assert_eq!(
+        (
+            t["id"].as_str(),
+            t["name"].as_str(),
+            t["agent_name"].as_str(),
+            t["status"].as_str()
+        ),
+        (
+            Some("todo_002"),
+            Some("analysis_team 추가 실행"),
+            Some("analysis_team"),
+            Some("pending")
+        )
+    );
+    assert_eq!(t["metadata"]["added_by"], "user");
+
+    engine.command(run, "/todo approve", "local").await.unwrap();
+    asked_for(&engine, run, "todo_002").await;
+    engine.command(run, "/todo approve", "local").await.unwrap();
+    let s = completed(&engine, run).await;
+    let p = s.supervisor.planning_state.as_ref().unwrap();
+    assert!(p.todos.iter().all(|t| t.status == TodoStatus::Completed));
+    assert!(s.supervisor.team_results.contains_key("analysis_team"));
+    assert!(
+        s.supervisor.final_response.as_ref().unwrap()["answer"]
+            .as_str()
+            .is_some_and(|a| !a.is_empty())
+    );
+}
+
+/// Scenario 3: the process dies after search_team completed; a fresh process lists the
+/// checkpoints, restores the last approval checkpoint, approves, and the run completes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seed_000_scenario_3_restore_after_a_crash() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_engine-child"))
+        .args(["scenario3", dir.path().to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap())
+        .lines()
+        .map_while(Result::ok);
+    let run: RunId = lines
+        .next()
+        .unwrap()
+        .strip_prefix("RUN ")
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(lines.next().as_deref(), Some("SEARCH_DONE"));
+    child.kill().unwrap();
+    child.wait().unwrap();
+
+    let engine = builtin_engine(dir.path()).await;
+    // The recovered run goes on to the next approval gate by itself.
+    asked_for(&engine, run, "todo_002").await;
+    let list = engine
+        .command(run, "/checkpoint list", "local")
+        .await
+        .unwrap();
+    let cps = list["checkpoints"].as_array().unwrap();
+    let nodes: Vec<(&str, u64)> = cps
+        .iter()
+        .map(|c| {
+            (
+                c["node"].as_str().unwrap(),
+                c["todos_completed"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        nodes,
+        [
+            ("initialize", 0),
+            ("analyze_intent", 0),
+            ("build_plan", 0),
+            ("approval", 0),
+            ("execute_todo", 1),
+            ("approval", 1)
+        ]
+    );
+    let last_approval =
+        cps.iter().rev().find(|c| c["node"] == "approval").unwrap()["checkpoint_id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+    assert_eq!(last_approval, "cp_006");
+
+    let restored = engine
+        .command(
+            run,
+            &format!("/checkpoint restore {last_approval}"),
+            "local",
+        )
+        .await
+        .unwrap();
+    assert_eq!(restored["status"], "restored");
+    assert_eq!(restored["current_todo_id"], "todo_002");
+    let msg = asked_for(&engine, run, "todo_002").await;
+    assert!(msg.contains("- 작업명: analysis_team 실행"), "{msg}");
+    let todos = engine.command(run, "/todos", "local").await.unwrap();
+    assert_eq!(todos["todos"][0]["status"], "completed");
+    assert_eq!(todos["todos"][1]["status"], "waiting_approval");
+
+    engine.command(run, "/todo approve", "local").await.unwrap();
+    let s = completed(&engine, run).await;
+    assert_eq!(
+        s.supervisor.restored_from.as_ref().unwrap().as_str(),
+        "cp_006"
+    );
+    // search_team ran exactly once, across the crash and the restore.
+    let searches = events(&engine, run)
+        .iter()
+        .filter(|e| matches!(&e.event, Event::AgentStarted { agent, .. } if agent == "search_team"))
+        .count();
+    assert_eq!(searches, 1);
+    assert!(engine.store().verify().unwrap().ok());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seed_002_query_through_the_rules() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = builtin_engine(dir.path()).await;
+    let run = start(
+        &engine,
+        "강남역 근처 30평대 아파트 매매 시세 알려줘",
+        HitlMode::None,
+    )
+    .await;
+    let s = completed(&engine, run).await;
+    let p = s.supervisor.planning_state.as_ref().unwrap();
+    assert_eq!(p.analyzed_intent["intent_type"], "analysis");
+    assert_eq!(p.intent_source, Some(Source::Rules));
+    let agents: Vec<&str> = p.todos.iter().map(|t| t.agent_name.as_str()).collect();
+    assert_eq!(agents, ["property_search", "market_analysis"]);
+    assert_eq!(
+        p.todos[1].dependencies,
+        [chronicle_schemas::TodoId::from("todo_001")]
+    );
+    let out = s.supervisor.final_response.as_ref().unwrap();
+    for key in ["answer", "listings", "insights", "metadata"] {
+        assert!(out.get(key).is_some(), "final output lacks {key}: {out}");
+    }
+    assert!(!out["listings"].as_array().unwrap().is_empty());
+    assert!(!out["insights"].as_array().unwrap().is_empty());
+    assert!(
+        out["listings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|l| l.to_string().contains("강남")),
+        "{}",
+        out["listings"]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_contract_needs_approval_under_categories() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = builtin_engine(dir.path()).await;
+    for query in ["전세 계약서 작성해줘", "draft a lease contract"] {
+        let run = start(&engine, query, HitlMode::Categories).await;
+        // search_team (general) runs without asking; document_team (contract) waits.
+        let msg = asked_for(&engine, run, "todo_002").await;
+        assert!(msg.contains("- Agent: document_team"), "{msg}");
+        let s = engine.state(run, None).unwrap();
+        let p = s.supervisor.planning_state.as_ref().unwrap();
+        let agents: Vec<&str> = p.todos.iter().map(|t| t.agent_name.as_str()).collect();
+        assert_eq!(agents, ["search_team", "document_team"], "{query}");
+        assert_eq!(p.todos[0].status, TodoStatus::Completed);
+        assert_eq!(s.approvals.list.len(), 1);
+        engine.command(run, "/todo approve", "local").await.unwrap();
+        let s = completed(&engine, run).await;
+        let doc = &s.supervisor.team_results["document_team"];
+        assert!(
+            doc["final_document"]
+                .as_str()
+                .is_some_and(|d| d.contains("임대차")),
+            "{query}: {doc}"
+        );
+        assert_eq!(
+            s.supervisor.document_team_state.as_ref().unwrap().status,
+            "completed"
+        );
+    }
+}
+
+/// A chat-completions server on loopback: a usable intent, garbage for everything else, and a
+/// check that the bearer key arrived.
+async fn model_server(key: &'static str) -> String {
+    use axum::{Json, Router, http::HeaderMap, routing::post};
+    let app = Router::new().route(
+        "/v1/chat/completions",
+        post(move |headers: HeaderMap, Json(body): Json<Value>| async move {
+            assert_eq!(headers["authorization"], format!("Bearer {key}"));
+            let prompt = body.to_string();
+            let content = if prompt.contains("의도 분석") {
+                json!({"intent_type": "analysis", "region": "서울특별시 강남구", "property_type": "아파트", "deal_type": "매매"}).to_string()
+            } else {
+                "this is not json".to_owned()
+            };
+            Json(json!({"choices": [{"message": {"role": "assistant", "content": content}}]}))
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    format!("http://{addr}/v1")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_openai_compatible_model_is_used_and_its_key_is_never_recorded() {
+    use chronicle_engine::llm::{LlmConfig, OpenAiCompat};
+    const KEY: &str = "sk-test-SECRET-0123456789";
+    let base_url = model_server(KEY).await;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = LlmConfig {
+        base_url,
+        model: "test-model".into(),
+        api_key: Some(KEY.into()),
+        timeout_ms: 5000,
+    };
+    let settings = Settings {
+        llm: Some(std::sync::Arc::new(OpenAiCompat::new(cfg).unwrap())),
+        ..Settings::default()
+    };
+    let engine = Engine::open(
+        Store::open(dir.path(), Options::default()).unwrap(),
+        settings,
+    )
+    .await
+    .unwrap();
+    let run = start(
+        &engine,
+        "강남역 근처 30평대 아파트 매매 시세 알려줘",
+        HitlMode::None,
+    )
+    .await;
+    let s = completed(&engine, run).await;
+    let p = s.supervisor.planning_state.as_ref().unwrap();
+    assert_eq!(
+        p.intent_source,
+        Some(Source::Llm),
+        "the model's intent was used"
+    );
+    let evs = events(&engine, run);
+    let plan_source = evs.iter().find_map(|e| match &e.event {
+        Event::PlanCreated { source, .. } => Some(*source),
+        _ => None,
+    });
+    assert_eq!(
+        plan_source,
+        Some(Source::Rules),
+        "bad JSON falls back to the rules"
+    );
+    let calls: Vec<(&str, bool)> = evs
+        .iter()
+        .filter_map(|e| match &e.event {
+            Event::LlmCalled {
+                purpose,
+                model,
+                error,
+                ..
+            } => {
+                assert_eq!(model, "test-model");
+                Some((purpose.as_str(), error.is_some()))
+            }
+            _ => None,
+        })
+        .collect();
+    assert!(calls.len() >= 3, "{calls:?}");
+    assert!(
+        calls.iter().any(|(_, failed)| !failed) && calls.iter().any(|(_, failed)| *failed),
+        "{calls:?}"
+    );
+    for e in &evs {
+        let bytes = e.encode().unwrap();
+        assert!(
+            !String::from_utf8_lossy(&bytes).contains(KEY),
+            "the key leaked into {}",
+            e.event.kind()
+        );
+        assert!(!serde_json::to_string(&e.event).unwrap().contains(KEY));
+    }
+    assert!(!format!("{:?}", engine.settings()).contains(KEY));
+    let _ = Duration::ZERO;
+}
