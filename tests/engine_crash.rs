@@ -11,10 +11,7 @@ use chronicle_engine::store::{Options, Store};
 use chronicle_engine::{Engine, Settings};
 use chronicle_schemas::{Event, RunId, RunStatus, TodoStatus};
 
-// The child uses `slow_plan`; this side only needs the registry.
-#[allow(dead_code)]
-#[path = "slow_agent.rs"]
-mod slow_agent;
+use crate::slow_agent;
 
 const RUNS: usize = 20;
 

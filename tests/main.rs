@@ -5,6 +5,8 @@ mod commands;
 mod crash;
 mod engine;
 mod engine_crash;
+mod limits;
 mod scenarios;
+mod slow_agent;
 mod store;
 mod support;

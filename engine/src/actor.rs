@@ -205,6 +205,7 @@ impl RunActor {
                 }
             }
             let expiry = self.next_expiry();
+            let deadline = self.run_deadline();
             tokio::select! {
                 msg = rx.recv() => match msg {
                     Some(msg) => self.handle(msg).await,
@@ -215,6 +216,8 @@ impl RunActor {
                         tracing::error!(run = %self.live.run_id(), error = %e, "recording an agent result failed");
                     }
                 }
+                // Past the run timeout: the next `advance` fails the run and aborts its agents.
+                _ = sleep_until(deadline), if deadline.is_some() => {}
                 _ = sleep_until(expiry), if expiry.is_some() => {
                     if let Err(e) = self.expire_due().await {
                         tracing::error!(run = %self.live.run_id(), error = %e, "expiring approvals failed");
@@ -1022,6 +1025,13 @@ impl RunActor {
     }
 
     // ---------------------------------------------------------------- expiry
+
+    fn run_deadline(&self) -> Option<Timestamp> {
+        let s = &self.state().supervisor;
+        let ms = s.config.limits.run_timeout_ms as i64;
+        s.start_time
+            .map(|t| Timestamp(t.as_micros() + ms * 1000 + 1000))
+    }
 
     fn next_expiry(&self) -> Option<Timestamp> {
         self.state()
