@@ -1296,9 +1296,9 @@ impl RunActor {
             Command::CheckpointList => {
                 let cps = &state.checkpoints;
                 let list: Vec<Value> = cps
-                    .checkpoints
-                    .iter()
-                    .map(|c| {
+                    .with_abandoned()
+                    .into_iter()
+                    .map(|(c, abandoned)| {
                         json!({
                             "checkpoint_id": c.checkpoint_id,
                             "timestamp": c.at,
@@ -1307,7 +1307,7 @@ impl RunActor {
                             "seq": c.seq,
                             "parent": c.parent,
                             "branch": c.branch,
-                            "abandoned": cps.is_abandoned(&c.checkpoint_id),
+                            "abandoned": abandoned,
                         })
                     })
                     .collect();

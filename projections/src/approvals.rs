@@ -1,23 +1,52 @@
 //! The approvals projection: every approval of a run, over the whole log (all branches), with
 //! status `pending | approved | rejected | edited | expired | cancelled`.
 
+use std::collections::HashMap;
+
 use chronicle_schemas::{Approval, ApprovalId, ApprovalStatus, Envelope, Event};
 use serde::{Deserialize, Serialize};
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Approvals {
     /// In request order.
     pub list: Vec<Approval>,
+    /// id → position in `list`, so a long run's replay does not scan the list per event. Not
+    /// stored: rebuilt on the first change after a snapshot is decoded (until then lookups scan).
+    #[serde(skip)]
+    index: HashMap<ApprovalId, usize>,
+}
+
+/// Equality is the list's; the index is a cache of it.
+impl PartialEq for Approvals {
+    fn eq(&self, other: &Self) -> bool {
+        self.list == other.list
+    }
 }
 
 impl Approvals {
     pub fn get(&self, id: &ApprovalId) -> Option<&Approval> {
-        self.list.iter().find(|a| &a.approval_id == id)
+        if self.index.len() == self.list.len() {
+            self.index.get(id).map(|&i| &self.list[i])
+        } else {
+            self.list.iter().find(|a| &a.approval_id == id)
+        }
     }
 
     fn get_mut(&mut self, id: &ApprovalId) -> Option<&mut Approval> {
-        self.list.iter_mut().find(|a| &a.approval_id == id)
+        self.reindex();
+        self.index.get(id).map(|&i| &mut self.list[i])
+    }
+
+    fn reindex(&mut self) {
+        if self.index.len() != self.list.len() {
+            self.index = self
+                .list
+                .iter()
+                .enumerate()
+                .map(|(i, a)| (a.approval_id.clone(), i))
+                .collect();
+        }
     }
 
     pub fn pending(&self) -> impl Iterator<Item = &Approval> {
@@ -44,7 +73,9 @@ impl Approvals {
                 }
                 // Ids are unique by construction; a repeated id is ignored rather than
                 // overwriting the first request (the first fact wins).
+                self.reindex();
                 if self.get(approval_id).is_none() {
+                    self.index.insert(approval_id.clone(), self.list.len());
                     self.list.push(Approval {
                         approval_id: approval_id.clone(),
                         subject: Some(subject.clone()),

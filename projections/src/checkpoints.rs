@@ -18,7 +18,16 @@ pub struct CheckpointList {
 
 impl CheckpointList {
     pub fn get(&self, id: &CheckpointId) -> Option<&Checkpoint> {
-        self.checkpoints.iter().find(|c| &c.checkpoint_id == id)
+        // Ids are `cp_NNN` in log order, so the position is a good first guess.
+        let guess = id
+            .as_str()
+            .strip_prefix("cp_")
+            .and_then(|n| n.parse::<usize>().ok())
+            .and_then(|n| n.checked_sub(1));
+        match guess.and_then(|i| self.checkpoints.get(i)) {
+            Some(c) if &c.checkpoint_id == id => Some(c),
+            _ => self.checkpoints.iter().find(|c| &c.checkpoint_id == id),
+        }
     }
 
     pub(crate) fn apply(&mut self, env: &Envelope) {
@@ -61,8 +70,22 @@ impl CheckpointList {
         path
     }
 
-    /// A checkpoint that is not on the effective history lies on an abandoned branch.
+    /// A checkpoint that is not on the effective history lies on an abandoned branch. (To
+    /// classify many, collect `effective_path` once instead.)
     pub fn is_abandoned(&self, id: &CheckpointId) -> bool {
         !self.effective_path().iter().any(|c| &c.checkpoint_id == id)
+    }
+
+    /// Every checkpoint in log order with whether it lies on an abandoned branch; one walk.
+    pub fn with_abandoned(&self) -> Vec<(&Checkpoint, bool)> {
+        let live: std::collections::HashSet<&CheckpointId> = self
+            .effective_path()
+            .into_iter()
+            .map(|c| &c.checkpoint_id)
+            .collect();
+        self.checkpoints
+            .iter()
+            .map(|c| (c, !live.contains(&c.checkpoint_id)))
+            .collect()
     }
 }

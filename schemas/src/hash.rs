@@ -31,7 +31,10 @@ impl Hash {
 /// The chain link of one event: `prev_hash` is the previous event of the same run (zeros for
 /// seq 0), `body` the exact msgpack bytes that are stored, so a verifier never re-encodes.
 pub fn chain_hash(prev_hash: &Hash, body: &[u8]) -> Hash {
-    let mut h = blake3::Hasher::new_derive_key(CHAIN_CONTEXT);
+    // Deriving the key costs about as much as hashing a small event: derive it once.
+    static KEYED: std::sync::LazyLock<blake3::Hasher> =
+        std::sync::LazyLock::new(|| blake3::Hasher::new_derive_key(CHAIN_CONTEXT));
+    let mut h = KEYED.clone();
     h.update(&prev_hash.0);
     h.update(body);
     Hash(*h.finalize().as_bytes())
