@@ -36,7 +36,7 @@ fn main() -> anyhow::Result<()> {
                     let config = RunConfig {
                         hitl: HitlMode::None,
                         strategy: Some(Strategy::Sequential),
-                        plan: Some(slow_agent::slow_plan()),
+                        plan: Some(slow_plan()),
                         ..RunConfig::default()
                     };
                     let started = engine
@@ -81,4 +81,24 @@ fn main() -> anyhow::Result<()> {
             other => anyhow::bail!("unknown mode {other:?}"),
         }
     })
+}
+
+/// Three slow TODOs, each depending on the one before.
+fn slow_plan() -> Vec<chronicle_schemas::PlanStep> {
+    ["slow_a", "slow_b", "slow_c"]
+        .iter()
+        .enumerate()
+        .map(|(i, a)| chronicle_schemas::PlanStep {
+            agent_name: (*a).into(),
+            dependencies: if i == 0 {
+                vec![]
+            } else {
+                vec![["slow_a", "slow_b"][i - 1].into()]
+            },
+            input_mapping: serde_json::json!({"purpose": "slow"}),
+            timeout: 30,
+            retry_count: 1,
+            ..Default::default()
+        })
+        .collect()
 }

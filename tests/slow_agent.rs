@@ -43,22 +43,3 @@ pub fn slow_registry() -> Registry {
     }
     r
 }
-
-pub fn slow_plan() -> Vec<chronicle_schemas::PlanStep> {
-    ["slow_a", "slow_b", "slow_c"]
-        .iter()
-        .enumerate()
-        .map(|(i, a)| chronicle_schemas::PlanStep {
-            agent_name: (*a).into(),
-            dependencies: if i == 0 {
-                vec![]
-            } else {
-                vec![["slow_a", "slow_b"][i - 1].into()]
-            },
-            input_mapping: json!({"purpose": "slow"}),
-            timeout: 30,
-            retry_count: 1,
-            ..Default::default()
-        })
-        .collect()
-}
