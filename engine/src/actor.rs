@@ -550,31 +550,11 @@ impl RunActor {
                 self.append(ev).await.map(drop)
             }
             Step::Block(list) => {
-                let ev = list
-                    .into_iter()
-                    .map(|(todo_id, reason)| Event::TodoStatusChanged {
-                        todo_id,
-                        from: TodoStatus::Pending,
-                        to: TodoStatus::Blocked,
-                        reason: Some(reason),
-                        attempt: 0,
-                        by: By::Engine,
-                    })
-                    .collect();
+                let ev = engine_moves(list, TodoStatus::Pending, TodoStatus::Blocked);
                 self.append(ev).await.map(drop)
             }
             Step::SkipRejected(list) => {
-                let ev = list
-                    .into_iter()
-                    .map(|(todo_id, reason)| Event::TodoStatusChanged {
-                        todo_id,
-                        from: TodoStatus::WaitingApproval,
-                        to: TodoStatus::Skipped,
-                        reason: Some(reason),
-                        attempt: 0,
-                        by: By::Engine,
-                    })
-                    .collect();
+                let ev = engine_moves(list, TodoStatus::WaitingApproval, TodoStatus::Skipped);
                 self.append(ev).await.map(drop)
             }
             Step::RequestApprovals(ids) => {
@@ -1579,6 +1559,20 @@ impl CloneLight for RunState {
             approvals: Default::default(),
         }
     }
+}
+
+/// The engine moving several TODOs from one status to another, each with its reason.
+fn engine_moves(list: Vec<(TodoId, String)>, from: TodoStatus, to: TodoStatus) -> Vec<Event> {
+    list.into_iter()
+        .map(|(todo_id, reason)| Event::TodoStatusChanged {
+            todo_id,
+            from,
+            to,
+            reason: Some(reason),
+            attempt: 0,
+            by: By::Engine,
+        })
+        .collect()
 }
 
 fn approval_id_of(e: &Event) -> Option<ApprovalId> {
