@@ -1,1 +1,128 @@
-//! placeholder
+//! Chronicle's HTTP surface (DESIGN §6): the axum router — REST, SSE, WebSocket — with bearer
+//! principals, limits, one error mapping, metrics and an OpenAPI document generated from the
+//! handlers.
+//!
+//! Architecture Invariant: no business rules here. Handlers translate HTTP to `Engine` calls.
+
+pub mod audit;
+pub mod auth;
+pub mod error;
+mod extract;
+pub mod names;
+pub mod rest;
+mod server;
+pub mod sse;
+mod state;
+pub mod ws;
+
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::middleware::{self, Next};
+use axum::response::Response;
+use axum::routing::{get, post};
+use utoipa::OpenApi;
+
+pub use auth::Tokens;
+pub use error::ApiError;
+pub use server::{check_bind, serve};
+pub use state::{ApiConfig, AppState, Metrics};
+
+#[derive(Debug, OpenApi)]
+#[openapi(
+    info(title = "Chronicle", description = "Event-sourced workflow engine for LLM supervisor workflows"),
+    paths(
+        rest::chat, rest::session, rest::resume, rest::session_checkpoints,
+        rest::start_run, rest::status, rest::approvals, rest::approval, rest::decide,
+        rest::command, rest::todos, rest::state, rest::log, rest::checkpoints, rest::restore, rest::cancel,
+        sse::run_events, sse::all_events, audit::inbox, audit::export, ws::handler,
+        rest::healthz, rest::metrics, openapi,
+    ),
+    components(schemas(rest::ChatRequest, rest::ResumeRequest, rest::RunRequest, rest::DecisionRequest, rest::CommandRequest, rest::CancelRequest)),
+    modifiers(&BearerAuth),
+)]
+pub struct ApiDoc;
+
+struct BearerAuth;
+
+impl utoipa::Modify for BearerAuth {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
+        if let Some(c) = openapi.components.as_mut() {
+            c.add_security_scheme(
+                "bearer",
+                SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer)),
+            );
+        }
+    }
+}
+
+#[utoipa::path(get, path = "/openapi.json", tag = "ops", responses((status = 200, description = "this document")))]
+async fn openapi() -> axum::Json<utoipa::openapi::OpenApi> {
+    axum::Json(ApiDoc::openapi())
+}
+
+async fn not_found(req: Request) -> ApiError {
+    ApiError::not_found(format!(
+        "no route for {} {}",
+        req.method(),
+        req.uri().path()
+    ))
+}
+
+/// Counts requests by status class.
+async fn count(State(st): State<AppState>, req: Request, next: Next) -> Response {
+    let res = next.run(req).await;
+    let class = format!("{}xx", res.status().as_u16() / 100);
+    st.metrics
+        .http_requests
+        .get_or_create(&vec![("status".to_owned(), class)])
+        .inc();
+    res
+}
+
+/// The whole API as one router (tests drive it with `oneshot` or a real listener).
+pub fn router(state: AppState) -> Router {
+    let body_limit = state.config.request_body_bytes_max;
+    Router::new()
+        .route("/chat", post(rest::chat))
+        .route("/api/sessions/{thread_id}", get(rest::session))
+        .route("/api/sessions/{thread_id}/resume", post(rest::resume))
+        .route(
+            "/api/sessions/{thread_id}/checkpoints",
+            get(rest::session_checkpoints),
+        )
+        .route("/api/v1/agent/run", post(rest::start_run))
+        .route("/api/v1/agent/{run_id}/events", get(sse::run_events))
+        .route("/api/v1/agent/{run_id}/status", get(rest::status))
+        .route("/api/v1/agent/{run_id}/approvals", get(rest::approvals))
+        .route(
+            "/api/v1/agent/{run_id}/approvals/{approval_id}",
+            get(rest::approval),
+        )
+        .route(
+            "/api/v1/agent/{run_id}/approvals/{approval_id}/decision",
+            post(rest::decide),
+        )
+        .route("/api/v1/agent/{run_id}/commands", post(rest::command))
+        .route("/api/v1/agent/{run_id}/todos", get(rest::todos))
+        .route("/api/v1/agent/{run_id}/state", get(rest::state))
+        .route("/api/v1/agent/{run_id}/log", get(rest::log))
+        .route("/api/v1/agent/{run_id}/checkpoints", get(rest::checkpoints))
+        .route(
+            "/api/v1/agent/{run_id}/checkpoints/{checkpoint_id}/restore",
+            post(rest::restore),
+        )
+        .route("/api/v1/agent/{run_id}/cancel", post(rest::cancel))
+        .route("/api/v1/events", get(sse::all_events))
+        .route("/api/v1/approvals", get(audit::inbox))
+        .route("/api/v1/audit/approvals", get(audit::export))
+        .route("/ws", get(ws::handler))
+        .route("/healthz", get(rest::healthz))
+        .route("/metrics", get(rest::metrics))
+        .route("/openapi.json", get(openapi))
+        .fallback(not_found)
+        .layer(DefaultBodyLimit::max(body_limit))
+        .layer(middleware::from_fn_with_state(state.clone(), count))
+        .layer(tower_http::trace::TraceLayer::new_for_http())
+        .with_state(state)
+}

@@ -1,0 +1,97 @@
+//! The one mapping from failures to HTTP: `{"error": {"code", "message"}}` with 400 / 401 / 404 /
+//! 409 / 413 / 422 / 500. Internal errors send a generic message and log the real one.
+
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use chronicle_engine::Error as EngineError;
+use serde_json::{Value, json};
+
+/// An error response.
+#[derive(Debug)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub code: &'static str,
+    pub message: String,
+    /// Extra top-level fields (e.g. the pending approval of a 409 from `/chat`).
+    pub extra: Option<Value>,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            code,
+            message: message.into(),
+            extra: None,
+        }
+    }
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, "bad_request", message)
+    }
+    pub fn unauthorized(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNAUTHORIZED, "unauthorized", message)
+    }
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, "not_found", message)
+    }
+    pub fn conflict(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::CONFLICT, "conflict", message)
+    }
+    pub fn unprocessable(message: impl Into<String>) -> Self {
+        Self::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "unprocessable_entity",
+            message,
+        )
+    }
+    pub fn too_large(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", message)
+    }
+    pub fn internal(err: impl std::fmt::Display) -> Self {
+        tracing::error!(error = %err, "internal error");
+        Self::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal_error",
+            "internal error; see the server log",
+        )
+    }
+    pub fn with(mut self, extra: Value) -> Self {
+        self.extra = Some(extra);
+        self
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut body = json!({"error": {"code": self.code, "message": self.message}});
+        if let (Some(Value::Object(extra)), Value::Object(b)) = (self.extra, &mut body) {
+            b.extend(extra);
+        }
+        (self.status, Json(body)).into_response()
+    }
+}
+
+impl From<EngineError> for ApiError {
+    fn from(e: EngineError) -> Self {
+        match e {
+            EngineError::RunNotFound(_)
+            | EngineError::ApprovalNotFound(_)
+            | EngineError::TodoNotFound(_)
+            | EngineError::CheckpointNotFound(_) => ApiError::not_found(e.to_string()),
+            EngineError::AlreadyDecided { .. }
+            | EngineError::IllegalTransition { .. }
+            | EngineError::NothingPending(_) => ApiError::conflict(e.to_string()),
+            EngineError::Invalid(m) => ApiError::unprocessable(m),
+            EngineError::Store(_) | EngineError::ShuttingDown => ApiError::internal(e),
+        }
+    }
+}
+
+impl From<chronicle_engine::store::Error> for ApiError {
+    fn from(e: chronicle_engine::store::Error) -> Self {
+        ApiError::internal(e)
+    }
+}
+
+pub type ApiResult<T> = Result<T, ApiError>;
