@@ -1,0 +1,112 @@
+//! A real Chronicle server for black-box API tests: the production router served on an ephemeral
+//! loopback port over a temp data dir, with a real HTTP client and a minimal SSE reader.
+
+use std::time::Duration;
+
+use chronicle_api::{ApiConfig, AppState, Tokens};
+use chronicle_engine::agents::Registry;
+use chronicle_engine::store::{Options, Store};
+use chronicle_engine::{Engine, Settings};
+use futures_util::StreamExt;
+use serde_json::Value;
+
+pub struct Server {
+    pub base: String,
+    pub engine: Engine,
+    pub client: reqwest::Client,
+    pub dir: tempfile::TempDir,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+/// Starts a server; `registry: None` = the built-in agents.
+pub async fn server(tokens: Tokens, registry: Option<Registry>) -> Server {
+    server_with(tokens, registry, ApiConfig::default()).await
+}
+
+pub async fn server_with(tokens: Tokens, registry: Option<Registry>, config: ApiConfig) -> Server {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), Options::default()).unwrap();
+    let mut settings = Settings::default();
+    if let Some(r) = registry {
+        settings.registry = r;
+    }
+    let engine = Engine::open(store, settings).await.unwrap();
+    let state = AppState::new(engine.clone(), tokens, config);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        chronicle_api::serve(listener, state, async move {
+            let _ = stopped.await;
+        })
+        .await
+        .unwrap();
+    });
+    let client = reqwest::Client::builder().timeout(Duration::from_secs(30)).build().unwrap();
+    Server { base, engine, client, dir, stop: Some(stop), task: Some(task) }
+}
+
+impl Server {
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// Graceful shutdown: streams end, the engine stops, the store is flushed.
+    pub async fn stop(mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        if let Some(t) = self.task.take() {
+            tokio::time::timeout(Duration::from_secs(10), t).await.expect("graceful shutdown").unwrap();
+        }
+    }
+
+    /// The number of events in the whole store (to check a bad request wrote nothing).
+    pub fn offsets(&self) -> u64 {
+        self.engine.store().durable_next_offset()
+    }
+}
+
+/// One SSE message.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SseEvent {
+    pub id: Option<String>,
+    pub event: Option<String>,
+    pub data: Value,
+}
+
+/// Reads SSE messages from a streaming response, yielding each complete message (comments,
+/// i.e. keep-alives, are skipped).
+pub fn sse_events(resp: reqwest::Response) -> impl futures_util::Stream<Item = SseEvent> {
+    let bytes = resp.bytes_stream();
+    futures_util::stream::unfold((bytes, String::new()), |(mut bytes, mut buf)| async move {
+        loop {
+            if let Some(end) = buf.find("\n\n") {
+                let block: String = buf.drain(..end + 2).collect();
+                let (mut id, mut event, mut data) = (None, None, String::new());
+                for line in block.lines() {
+                    if let Some(v) = line.strip_prefix("id:") {
+                        id = Some(v.trim().to_owned());
+                    } else if let Some(v) = line.strip_prefix("event:") {
+                        event = Some(v.trim().to_owned());
+                    } else if let Some(v) = line.strip_prefix("data:") {
+                        if !data.is_empty() {
+                            data.push('\n');
+                        }
+                        data.push_str(v.strip_prefix(' ').unwrap_or(v));
+                    }
+                }
+                if id.is_none() && event.is_none() && data.is_empty() {
+                    continue; // a comment (keep-alive)
+                }
+                let data = serde_json::from_str(&data).unwrap_or(Value::String(data));
+                return Some((SseEvent { id, event, data }, (bytes, buf)));
+            }
+            match bytes.next().await {
+                Some(Ok(chunk)) => buf.push_str(&String::from_utf8_lossy(&chunk).replace("\r\n", "\n")),
+                _ => return None,
+            }
+        }
+    })
+}
