@@ -1,6 +1,7 @@
 //! Chronicle's one integration-test binary: black-box tests across crates.
 
 mod agents;
+mod api;
 mod api_support;
 mod commands;
 mod crash;

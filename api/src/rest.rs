@@ -92,7 +92,7 @@ async fn turn_response(st: &AppState, thread: &str, run: RunId) -> ApiResult<Res
         "run_id": run,
         "status": session_status(&s),
         "response": s.supervisor.final_response,
-        "error": s.supervisor.error_log.last().filter(|_| s.supervisor.run_status == RunStatus::Failed),
+        "failure": s.supervisor.error_log.last().filter(|_| s.supervisor.run_status == RunStatus::Failed),
     });
     if s.supervisor.run_status == RunStatus::WaitingForApproval {
         let pending: Vec<Value> = s
