@@ -256,6 +256,10 @@ impl Engine {
     /// Starts a run: validates the query, records `RunStarted` and the initialize node, and hands
     /// the run to its actor.
     pub async fn start_run(&self, req: StartRun) -> Result<Started> {
+        // Refuse before writing anything: a run nobody would drive must not be half-started.
+        if self.shared.shutdown.is_cancelled() {
+            return Err(Error::ShuttingDown);
+        }
         let query = req.query.trim();
         if query.is_empty() {
             return Err(Error::Invalid("query must not be empty".into()));
