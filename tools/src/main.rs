@@ -1,7 +1,8 @@
-//! The `chronicle` command line (DESIGN §7). So far only `bench`; `serve`, `run`, `replay`, `log`
+//! The `chronicle` command line (DESIGN §7). So far `serve` and `bench`; `run`, `replay`, `log`
 //! and the rest join the [`Command`] enum as their issues land.
 
 mod bench;
+mod serve;
 
 use std::io::{self, Write};
 use std::process::ExitCode;
@@ -21,7 +22,9 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Measure durable appends, replay, restore and replay memory; print one table.
+    /// Serve the HTTP API (REST, SSE, WebSocket) on an embedded store.
+    Serve(serve::ServeArgs),
+    /// Measure durable appends, replay, restore, replay memory and full engine runs; print one table.
     Bench(bench::BenchArgs),
     /// The child half of `bench`: replay a run from a store and report peak memory as JSON.
     #[command(name = "bench-replay-memory", hide = true)]
@@ -37,6 +40,7 @@ fn main() -> ExitCode {
     let stdout = io::stdout();
     let mut out = stdout.lock();
     let result = match &cli.command {
+        Command::Serve(args) => serve::run(args),
         Command::Bench(args) => bench::run(args, &mut out),
         Command::BenchReplayMemory(args) => bench::replay_memory_child(args, &mut out),
     };
