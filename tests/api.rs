@@ -234,7 +234,16 @@ async fn every_error_code_and_nothing_written() {
         (StatusCode::BAD_REQUEST, Some("bad_request"))
     );
     assert!(b["help"].as_str().unwrap().contains("/todos"));
-    assert_eq!(srv.offsets(), before + 1);
+    let kinds: Vec<String> = srv
+        .engine
+        .store()
+        .read_range(before, srv.offsets())
+        .map(|e| {
+            let e = e.unwrap();
+            format!("{}:{}", e.seq, e.event.kind())
+        })
+        .collect();
+    assert_eq!(srv.offsets(), before + 1, "{kinds:?}");
 
     // 404: unknown run, approval, checkpoint, session, route.
     let ghost = uuid::Uuid::now_v7();

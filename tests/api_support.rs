@@ -43,8 +43,18 @@ pub async fn server_with(tokens: Tokens, registry: Option<Registry>, config: Api
         .await
         .unwrap();
     });
-    let client = reqwest::Client::builder().timeout(Duration::from_secs(30)).build().unwrap();
-    Server { base, engine, client, dir, stop: Some(stop), task: Some(task) }
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    Server {
+        base,
+        engine,
+        client,
+        dir,
+        stop: Some(stop),
+        task: Some(task),
+    }
 }
 
 impl Server {
@@ -58,7 +68,10 @@ impl Server {
             let _ = s.send(());
         }
         if let Some(t) = self.task.take() {
-            tokio::time::timeout(Duration::from_secs(10), t).await.expect("graceful shutdown").unwrap();
+            tokio::time::timeout(Duration::from_secs(10), t)
+                .await
+                .expect("graceful shutdown")
+                .unwrap();
         }
     }
 
@@ -104,7 +117,9 @@ pub fn sse_events(resp: reqwest::Response) -> impl futures_util::Stream<Item = S
                 return Some((SseEvent { id, event, data }, (bytes, buf)));
             }
             match bytes.next().await {
-                Some(Ok(chunk)) => buf.push_str(&String::from_utf8_lossy(&chunk).replace("\r\n", "\n")),
+                Some(Ok(chunk)) => {
+                    buf.push_str(&String::from_utf8_lossy(&chunk).replace("\r\n", "\n"))
+                }
                 _ => return None,
             }
         }

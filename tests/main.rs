@@ -2,6 +2,7 @@
 
 mod agents;
 mod api;
+mod api_audit;
 mod api_support;
 mod commands;
 mod crash;

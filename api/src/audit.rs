@@ -1,18 +1,684 @@
-//! Approvals inbox and audit export (stub; being written).
+//! The approvals inbox (`GET /api/v1/approvals`: what waits on a human across every run, and
+//! since when) and the audit export (`GET /api/v1/audit/approvals`: one row per decision, as
+//! JSON Lines or CSV, streamed from the log). The rows come from `projections::Audit`; this file
+//! only reads the log, filters and encodes.
 
+use std::collections::HashMap;
+use std::io;
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
 use axum::extract::State;
-use axum::response::Response;
+use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE};
+use axum::http::{HeaderMap, HeaderName, HeaderValue};
+use axum::response::{IntoResponse, Response};
+use chronicle_engine::{Engine, store};
+use chronicle_projections::{Audit, AuditRow};
+use chronicle_schemas::{ApprovalStatus, Envelope, Hash, RunId, Timestamp};
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
 use crate::auth::Principal;
 use crate::error::{ApiError, ApiResult};
+use crate::extract::Query;
+use crate::rest::{approval_json, run_id};
 use crate::state::AppState;
 
-#[utoipa::path(get, path = "/api/v1/approvals", tag = "approvals", responses((status = 200)))]
-pub async fn inbox(State(_st): State<AppState>, _p: Principal) -> ApiResult<Response> {
-    Err(ApiError::internal("not yet"))
+/// The durable next offset when the export started: every row comes from below it.
+pub const HEAD_OFFSET_HEADER: &str = "x-chronicle-head-offset";
+/// With `run_id`: the run's last seq when the export started.
+pub const RUN_HEAD_SEQ_HEADER: &str = "x-chronicle-run-head-seq";
+/// With `run_id`: the hash of that last event (a later export or verify against it detects a
+/// truncated chain, which the chain itself cannot show).
+pub const RUN_HEAD_HASH_HEADER: &str = "x-chronicle-run-head-hash";
+
+/// The export sends the body in chunks of about this size.
+const EXPORT_CHUNK_BYTES: usize = 64 * 1024;
+/// Chunks buffered between the log reader and a slow client, after which the reader waits.
+const EXPORT_QUEUE_CHUNKS: usize = 8;
+/// How long the export waits for a run's newest event to pass its durability barrier (it is
+/// visible in the run head a moment before): the export shows only durable events.
+const DURABLE_WAIT_MS: u64 = 5_000;
+/// The most items one inbox answer lists (the oldest ones; `truncated` says if there were more).
+pub const INBOX_ITEMS_MAX: usize = 1_000;
+
+/// The CSV export's columns, in order: the fields of [`AuditRow`]. `requested_args` and
+/// `effective_args` are compact JSON (`null` when absent); other absent values are empty cells
+/// (so an absent and an empty comment look alike in CSV; JSON Lines keeps them apart).
+pub const CSV_COLUMNS: [&str; 19] = [
+    "run_id",
+    "session_id",
+    "approval_id",
+    "subject_kind",
+    "subject",
+    "todo_id",
+    "tool_or_agent",
+    "requested_args",
+    "decision",
+    "effective_args",
+    "decided_by",
+    "comment",
+    "on_expiry",
+    "requested_at",
+    "decided_at",
+    "seq",
+    "offset",
+    "hash",
+    "prev_hash",
+];
+
+const CSV_JSON_COLUMNS: [&str; 2] = ["requested_args", "effective_args"];
+const CSV_NUMBER_COLUMNS: [&str; 2] = ["seq", "offset"];
+
+/// One row as CSV cells, in [`CSV_COLUMNS`] order.
+pub fn csv_record(row: &AuditRow) -> Vec<String> {
+    // A row always serializes to an object; an empty map would only yield empty cells.
+    let fields = match serde_json::to_value(row) {
+        Ok(Value::Object(fields)) => fields,
+        _ => Map::new(),
+    };
+    CSV_COLUMNS
+        .iter()
+        .map(|col| {
+            let v = fields.get(*col).unwrap_or(&Value::Null);
+            match v {
+                _ if CSV_JSON_COLUMNS.contains(col) => v.to_string(),
+                Value::Null => String::new(),
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            }
+        })
+        .collect()
 }
 
-#[utoipa::path(get, path = "/api/v1/audit/approvals", tag = "audit", responses((status = 200)))]
-pub async fn export(State(_st): State<AppState>, _p: Principal) -> ApiResult<Response> {
-    Err(ApiError::internal("not yet"))
+/// `rows` encoded as the export sends them in CSV (header row first).
+pub fn encode_csv<'a>(rows: impl IntoIterator<Item = &'a AuditRow>) -> String {
+    encode(Format::Csv, rows)
+}
+
+/// `rows` encoded as the export sends them in JSON Lines.
+pub fn encode_jsonl<'a>(rows: impl IntoIterator<Item = &'a AuditRow>) -> String {
+    encode(Format::Jsonl, rows)
+}
+
+fn encode<'a>(format: Format, rows: impl IntoIterator<Item = &'a AuditRow>) -> String {
+    // Writing to a `Vec` cannot fail, and both encoders write UTF-8.
+    let mut enc = Encoder::new(format).expect("encoding to memory");
+    for row in rows {
+        enc.push(row).expect("encoding to memory");
+    }
+    String::from_utf8(enc.take().to_vec()).expect("UTF-8")
+}
+
+/// Reads a CSV export back into rows (for `audit verify` and tests). Columns are found by their
+/// header, so their order does not matter.
+pub fn rows_from_csv(reader: impl io::Read) -> Result<Vec<AuditRow>, String> {
+    let mut csv = csv::Reader::from_reader(reader);
+    let headers = csv.headers().map_err(|e| e.to_string())?.clone();
+    let mut rows = Vec::new();
+    for (i, record) in csv.records().enumerate() {
+        let record = record.map_err(|e| e.to_string())?;
+        let mut obj = Map::new();
+        for (col, cell) in headers.iter().zip(record.iter()) {
+            let v = if CSV_JSON_COLUMNS.contains(&col) {
+                serde_json::from_str(cell)
+                    .map_err(|e| format!("row {}: column {col}: {e}", i + 1))?
+            } else if cell.is_empty() {
+                Value::Null
+            } else if CSV_NUMBER_COLUMNS.contains(&col) {
+                json!(
+                    cell.parse::<u64>()
+                        .map_err(|e| format!("row {}: column {col}: {e}", i + 1))?
+                )
+            } else {
+                Value::String(cell.to_owned())
+            };
+            obj.insert(col.to_owned(), v);
+        }
+        rows.push(
+            serde_json::from_value(Value::Object(obj))
+                .map_err(|e| format!("row {}: {e}", i + 1))?,
+        );
+    }
+    Ok(rows)
+}
+
+// ------------------------------------------------------------------ the inbox
+
+#[derive(Debug, Deserialize)]
+pub struct InboxQuery {
+    pub status: Option<String>,
+    pub older_than: Option<String>,
+    pub limit: Option<usize>,
+}
+
+#[utoipa::path(get, path = "/api/v1/approvals", tag = "approvals",
+    params(
+        ("status" = Option<String>, Query, description = "pending (default) | approved | rejected | edited | expired | cancelled"),
+        ("older_than" = Option<String>, Query, description = "only approvals requested before now minus this duration (`30s`, `5m`, `2h`, `1d`, `250ms`) or before this RFC 3339 instant"),
+        ("limit" = Option<usize>, Query, description = "at most this many, oldest first (1..=1000, default 1000)"),
+    ),
+    responses(
+        (status = 200, description = "{status, now, count, truncated, approvals: [approval + run_id, session_id, user_id, waiting_ms (pending only)]}, oldest request first"),
+        (status = 400, description = "bad status, older_than or limit"), (status = 401)))]
+pub async fn inbox(
+    State(st): State<AppState>,
+    _p: Principal,
+    Query(q): Query<InboxQuery>,
+) -> ApiResult<Response> {
+    let status = parse_status(q.status.as_deref().unwrap_or("pending"))?;
+    let limit = q.limit.unwrap_or(INBOX_ITEMS_MAX);
+    if limit == 0 || limit > INBOX_ITEMS_MAX {
+        return Err(ApiError::bad_request(format!(
+            "limit must be 1..={INBOX_ITEMS_MAX}, got {limit}"
+        )));
+    }
+    let now = now();
+    let before = q
+        .older_than
+        .as_deref()
+        .map(|s| older_than(s, now))
+        .transpose()?;
+    let engine = st.engine.clone();
+    // Replaying many runs reads sled synchronously: keep it off the async workers.
+    let mut items = tokio::task::spawn_blocking(move || inbox_items(&engine, status, before, now))
+        .await
+        .map_err(ApiError::internal)??;
+    items.sort_by_key(|(key, _)| *key);
+    let truncated = items.len() > limit;
+    items.truncate(limit);
+    let approvals: Vec<Value> = items.into_iter().map(|(_, v)| v).collect();
+    Ok(axum::Json(json!({
+        "status": status.as_str(),
+        "now": now,
+        "count": approvals.len(),
+        "truncated": truncated,
+        "approvals": approvals,
+    }))
+    .into_response())
+}
+
+/// Sort key: request time, then run and seq, so equal times still list in a stable order.
+type InboxKey = (Timestamp, RunId, u64);
+
+fn inbox_items(
+    engine: &Engine,
+    status: ApprovalStatus,
+    before: Option<Timestamp>,
+    now: Timestamp,
+) -> ApiResult<Vec<(InboxKey, Value)>> {
+    let mut out = Vec::new();
+    for head in engine.store().runs() {
+        let head = head?;
+        // A terminal event cancels every pending approval, so only live runs can have one; the
+        // head's flag spares replaying every finished run.
+        if status == ApprovalStatus::Pending && head.terminal {
+            continue;
+        }
+        let state = engine.state(head.run_id, None)?;
+        for a in state
+            .approvals
+            .list
+            .iter()
+            .filter(|a| a.status == status && before.is_none_or(|before| a.created_at < before))
+        {
+            let mut v = approval_json(head.run_id, a);
+            v["session_id"] = json!(head.session_id);
+            v["user_id"] = json!(state.supervisor.user_id);
+            if status == ApprovalStatus::Pending {
+                v["waiting_ms"] = json!((now.as_micros() - a.created_at.as_micros()).max(0) / 1000);
+            }
+            out.push(((a.created_at, head.run_id, a.requested_seq), v));
+        }
+    }
+    Ok(out)
+}
+
+fn parse_status(s: &str) -> ApiResult<ApprovalStatus> {
+    use ApprovalStatus::*;
+    [Pending, Approved, Rejected, Edited, Expired, Cancelled]
+        .into_iter()
+        .find(|st| st.as_str() == s)
+        .ok_or_else(|| {
+            ApiError::bad_request(format!(
+                "status must be pending, approved, rejected, edited, expired or cancelled, got {s:?}"
+            ))
+        })
+}
+
+/// The instant before which an approval counts as older than `s`: `now - duration` for a
+/// duration (`250ms`, `30s`, `5m`, `2h`, `1d`), or an RFC 3339 instant.
+fn older_than(s: &str, now: Timestamp) -> ApiResult<Timestamp> {
+    if let Some(t) = Timestamp::parse_rfc3339(s) {
+        return Ok(t);
+    }
+    let micros = parse_duration_micros(s).ok_or_else(|| {
+        ApiError::bad_request(format!(
+            "older_than must be a duration like 30s, 5m, 2h, 1d or an RFC 3339 instant, got {s:?}"
+        ))
+    })?;
+    Ok(Timestamp(now.as_micros().saturating_sub(micros)))
+}
+
+fn parse_duration_micros(s: &str) -> Option<i64> {
+    let digits = s.find(|c: char| !c.is_ascii_digit())?;
+    let (n, unit) = s.split_at(digits);
+    let n: i64 = n.parse().ok()?;
+    let unit_micros: i64 = match unit {
+        "ms" => 1_000,
+        "s" => 1_000_000,
+        "m" => 60 * 1_000_000,
+        "h" => 3_600 * 1_000_000,
+        "d" => 86_400 * 1_000_000,
+        _ => return None,
+    };
+    n.checked_mul(unit_micros)
+}
+
+fn now() -> Timestamp {
+    let since_epoch = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    Timestamp(i64::try_from(since_epoch.as_micros()).unwrap_or(i64::MAX))
+}
+
+// ------------------------------------------------------------------ the export
+
+#[derive(Debug, Deserialize)]
+pub struct ExportQuery {
+    pub format: Option<String>,
+    pub since: Option<String>,
+    pub until: Option<String>,
+    pub run_id: Option<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Format {
+    Jsonl,
+    Csv,
+}
+
+impl Format {
+    fn parse(s: Option<&str>) -> ApiResult<Self> {
+        match s {
+            None | Some("jsonl") => Ok(Format::Jsonl),
+            Some("csv") => Ok(Format::Csv),
+            Some(other) => Err(ApiError::bad_request(format!(
+                "format must be jsonl or csv, got {other:?}"
+            ))),
+        }
+    }
+
+    fn content_type(self) -> &'static str {
+        match self {
+            Format::Jsonl => "application/x-ndjson",
+            Format::Csv => "text/csv; charset=utf-8",
+        }
+    }
+}
+
+/// Which rows an export keeps: `since <= decided_at < until`.
+#[derive(Clone, Copy, Debug, Default)]
+struct Window {
+    since: Option<Timestamp>,
+    until: Option<Timestamp>,
+}
+
+impl Window {
+    fn keeps(&self, row: &AuditRow) -> bool {
+        self.since.is_none_or(|s| row.decided_at >= s)
+            && self.until.is_none_or(|u| row.decided_at < u)
+    }
+}
+
+/// What the export reads: the whole log below the durable head, or one run up to its head.
+#[derive(Clone, Copy, Debug)]
+enum Scope {
+    All { to_offset: u64 },
+    Run { run_id: RunId, last_seq: u64 },
+}
+
+fn time_param(name: &str, s: &str) -> ApiResult<Timestamp> {
+    Timestamp::parse_rfc3339(s).ok_or_else(|| {
+        ApiError::bad_request(format!("{name} must be an RFC 3339 instant, got {s:?}"))
+    })
+}
+
+#[utoipa::path(get, path = "/api/v1/audit/approvals", tag = "audit",
+    params(
+        ("format" = Option<String>, Query, description = "jsonl (default) or csv"),
+        ("since" = Option<String>, Query, description = "RFC 3339; rows decided at or after it"),
+        ("until" = Option<String>, Query, description = "RFC 3339; rows decided before it"),
+        ("run_id" = Option<String>, Query, description = "only this run"),
+    ),
+    responses(
+        (status = 200, description = "one row per decision (and expiry), in log order: run_id, session_id, approval_id, subject_kind, subject, todo_id, tool_or_agent, requested_args, decision, effective_args, decided_by, comment, on_expiry, requested_at, decided_at, and the decision event's seq, offset, hash, prev_hash. application/x-ndjson or text/csv",
+         headers(
+            ("x-chronicle-head-offset" = u64, description = "the durable next offset the export read below"),
+            ("x-chronicle-run-head-seq" = u64, description = "with run_id: the run's last seq"),
+            ("x-chronicle-run-head-hash" = String, description = "with run_id: the hash of the run's last event"),
+         )),
+        (status = 400, description = "bad format, time or run id"), (status = 401), (status = 404, description = "unknown run")))]
+pub async fn export(
+    State(st): State<AppState>,
+    _p: Principal,
+    Query(q): Query<ExportQuery>,
+) -> ApiResult<Response> {
+    let format = Format::parse(q.format.as_deref())?;
+    let window = Window {
+        since: q
+            .since
+            .as_deref()
+            .map(|s| time_param("since", s))
+            .transpose()?,
+        until: q
+            .until
+            .as_deref()
+            .map(|s| time_param("until", s))
+            .transpose()?,
+    };
+    let run = q.run_id.as_deref().map(run_id).transpose()?;
+    let store = st.engine.store().clone();
+    let mut headers = HeaderMap::new();
+    let scope = match run {
+        Some(run_id) => {
+            let head = store
+                .run_head(run_id)?
+                .ok_or_else(|| ApiError::not_found(format!("run {run_id} not found")))?;
+            wait_durable(&store, head.last_offset).await?;
+            headers.insert(
+                HeaderName::from_static(RUN_HEAD_SEQ_HEADER),
+                HeaderValue::from(head.last_seq),
+            );
+            headers.insert(
+                HeaderName::from_static(RUN_HEAD_HASH_HEADER),
+                HeaderValue::try_from(head.last_hash.to_hex()).map_err(ApiError::internal)?,
+            );
+            Scope::Run {
+                run_id,
+                last_seq: head.last_seq,
+            }
+        }
+        None => Scope::All {
+            to_offset: store.durable_next_offset(),
+        },
+    };
+    let head_offset = match scope {
+        Scope::All { to_offset } => to_offset,
+        Scope::Run { .. } => store.durable_next_offset(),
+    };
+    headers.insert(
+        HeaderName::from_static(HEAD_OFFSET_HEADER),
+        HeaderValue::from(head_offset),
+    );
+    headers.insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static(format.content_type()),
+    );
+    headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+
+    let (tx, rx) = mpsc::channel(EXPORT_QUEUE_CHUNKS);
+    // sled iterators are synchronous: read and encode on a blocking thread, a chunk at a time,
+    // holding only the fold's per-run state (session id, undecided requests), never the rows.
+    tokio::task::spawn_blocking(move || produce(&store, scope, window, format, &tx));
+    let body = Body::from_stream(until_shutdown(rx, st.shutdown.clone()));
+    Ok((headers, body).into_response())
+}
+
+/// Waits until `offset` has passed its durability barrier.
+async fn wait_durable(store: &store::Store, offset: u64) -> ApiResult<()> {
+    let mut head = store.watch_head();
+    match tokio::time::timeout(
+        Duration::from_millis(DURABLE_WAIT_MS),
+        head.wait_for(|durable| *durable > offset),
+    )
+    .await
+    {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(_)) => Err(ApiError::internal("the store closed")),
+        Err(_) => Err(ApiError::internal(format!(
+            "offset {offset} did not become durable within {DURABLE_WAIT_MS} ms"
+        ))),
+    }
+}
+
+/// The body: chunks as the reader produces them, until its end marker (an empty chunk). A read
+/// error (sent as an `Err`), a reader that stops without the marker (a panic) and shutdown all
+/// make the body fail instead of ending, so the client sees a broken transfer, never a
+/// complete-looking export with rows missing.
+fn until_shutdown(
+    rx: mpsc::Receiver<io::Result<Bytes>>,
+    shutdown: CancellationToken,
+) -> impl futures_util::Stream<Item = io::Result<Bytes>> + Send + 'static {
+    futures_util::stream::unfold(Some((rx, shutdown)), |state| async move {
+        let (mut rx, shutdown) = state?;
+        let chunk = tokio::select! {
+            chunk = rx.recv() => chunk,
+            () = shutdown.cancelled() => Some(Err(io::Error::other("the server is shutting down"))),
+        };
+        match chunk {
+            Some(Ok(c)) if c.is_empty() => None,
+            Some(Ok(c)) => Some((Ok(c), Some((rx, shutdown)))),
+            Some(Err(e)) => Some((Err(e), None)),
+            None => Some((Err(io::Error::other("the export stopped early")), None)),
+        }
+    })
+}
+
+/// Encodes rows into chunks.
+struct Encoder {
+    format: Format,
+    buf: Vec<u8>,
+}
+
+impl Encoder {
+    fn new(format: Format) -> io::Result<Self> {
+        let mut enc = Self {
+            format,
+            buf: Vec::new(),
+        };
+        if format == Format::Csv {
+            enc.csv_line(CSV_COLUMNS)?;
+        }
+        Ok(enc)
+    }
+
+    fn csv_line<I: IntoIterator<Item = T>, T: AsRef<[u8]>>(&mut self, cells: I) -> io::Result<()> {
+        // A writer per line (a few hundred bytes of buffer) because `csv::Writer` cannot hand
+        // out what it wrote without being consumed.
+        let mut w = csv::WriterBuilder::new()
+            .buffer_capacity(1024)
+            .from_writer(&mut self.buf);
+        w.write_record(cells)?;
+        w.flush()
+    }
+
+    fn push(&mut self, row: &AuditRow) -> io::Result<()> {
+        match self.format {
+            Format::Jsonl => {
+                serde_json::to_writer(&mut self.buf, row)?;
+                self.buf.push(b'\n');
+            }
+            Format::Csv => self.csv_line(csv_record(row))?,
+        }
+        Ok(())
+    }
+
+    fn len(&self) -> usize {
+        self.buf.len()
+    }
+
+    fn take(&mut self) -> Bytes {
+        Bytes::from(std::mem::take(&mut self.buf))
+    }
+}
+
+/// Reads the log, folds it into rows, and sends the kept ones in chunks. Stops when the client
+/// goes away (the send fails). A read error or a break in the log ends the body with an error.
+fn produce(
+    store: &store::Store,
+    scope: Scope,
+    window: Window,
+    format: Format,
+    tx: &mpsc::Sender<io::Result<Bytes>>,
+) {
+    let fail = |e: String| {
+        tracing::error!(error = %e, "audit export aborted");
+        let _ = tx.blocking_send(Err(io::Error::other(e)));
+    };
+    let mut enc = match Encoder::new(format) {
+        Ok(enc) => enc,
+        Err(e) => return fail(e.to_string()),
+    };
+    let events: Box<dyn Iterator<Item = store::Result<Envelope>>> = match scope {
+        Scope::All { to_offset } => Box::new(store.read_range(0, to_offset)),
+        Scope::Run { run_id, last_seq } => Box::new(store.read_run(run_id, 0, last_seq)),
+    };
+    let mut audit = Audit::new();
+    let mut links = Links::default();
+    for env in events {
+        let env = match env {
+            Ok(env) => env,
+            Err(e) => return fail(e.to_string()),
+        };
+        if let Err(e) = links.check(&env, scope) {
+            return fail(e);
+        }
+        let Some(row) = audit.apply(&env) else {
+            continue;
+        };
+        if !window.keeps(&row) {
+            continue;
+        }
+        if let Err(e) = enc.push(&row) {
+            return fail(e.to_string());
+        }
+        if enc.len() >= EXPORT_CHUNK_BYTES && tx.blocking_send(Ok(enc.take())).is_err() {
+            return;
+        }
+    }
+    if let Err(e) = links.check_end(scope) {
+        return fail(e);
+    }
+    if enc.len() > 0 && tx.blocking_send(Ok(enc.take())).is_err() {
+        return;
+    }
+    // The end marker: only now is the export complete.
+    let _ = tx.blocking_send(Ok(Bytes::new()));
+}
+
+/// The export's own integrity check while it reads: offsets dense (whole log), seqs dense and
+/// each `prev_hash` the previous hash of its run. Each record's hash against its body is already
+/// checked by the store's decoder. Rows from a broken log would vouch for what is not there.
+#[derive(Debug, Default)]
+struct Links {
+    next_offset: u64,
+    runs: HashMap<RunId, (u64, Hash)>,
+}
+
+impl Links {
+    fn check(&mut self, env: &Envelope, scope: Scope) -> Result<(), String> {
+        if let Scope::All { .. } = scope {
+            if env.offset != self.next_offset {
+                return Err(format!(
+                    "gap in the log: expected offset {}, found {}",
+                    self.next_offset, env.offset
+                ));
+            }
+            self.next_offset += 1;
+        }
+        let (next_seq, prev) = self
+            .runs
+            .get(&env.run_id)
+            .map_or((0, Hash::ZERO), |&(seq, h)| (seq + 1, h));
+        if env.seq != next_seq || env.prev_hash != prev {
+            return Err(format!(
+                "broken chain of run {} at offset {}: seq {} (expected {next_seq}), prev_hash {} (expected {prev})",
+                env.run_id, env.offset, env.seq, env.prev_hash
+            ));
+        }
+        self.runs.insert(env.run_id, (env.seq, env.hash));
+        Ok(())
+    }
+
+    fn check_end(&self, scope: Scope) -> Result<(), String> {
+        match scope {
+            Scope::All { to_offset } if self.next_offset != to_offset => Err(format!(
+                "the log ends at offset {} below the durable head {to_offset}",
+                self.next_offset
+            )),
+            Scope::Run { run_id, last_seq }
+                if self.runs.get(&run_id).map(|r| r.0) != Some(last_seq) =>
+            {
+                Err(format!("run {run_id} ends before its head seq {last_seq}"))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_and_instants() {
+        let now = Timestamp(10 * 86_400 * 1_000_000);
+        assert_eq!(
+            older_than("30s", now).unwrap(),
+            Timestamp(now.0 - 30_000_000)
+        );
+        assert_eq!(
+            older_than("250ms", now).unwrap(),
+            Timestamp(now.0 - 250_000)
+        );
+        assert_eq!(
+            older_than("5m", now).unwrap(),
+            Timestamp(now.0 - 300_000_000)
+        );
+        assert_eq!(
+            older_than("2h", now).unwrap(),
+            Timestamp(now.0 - 7_200_000_000)
+        );
+        assert_eq!(
+            older_than("1d", now).unwrap(),
+            Timestamp(now.0 - 86_400_000_000)
+        );
+        assert_eq!(
+            older_than("2025-10-05T10:00:00Z", now).unwrap(),
+            Timestamp::parse_rfc3339("2025-10-05T10:00:00Z").unwrap()
+        );
+        for bad in [
+            "",
+            "5",
+            "m",
+            "5w",
+            "-5m",
+            "5 m",
+            "99999999999999999999d",
+            "1.5h",
+        ] {
+            assert_eq!(
+                older_than(bad, now).unwrap_err().code,
+                "bad_request",
+                "{bad:?}"
+            );
+        }
+        assert!(parse_duration_micros("9223372036854775807d").is_none());
+    }
+
+    #[test]
+    fn statuses_and_formats() {
+        assert_eq!(parse_status("pending").unwrap(), ApprovalStatus::Pending);
+        assert_eq!(
+            parse_status("cancelled").unwrap(),
+            ApprovalStatus::Cancelled
+        );
+        assert!(parse_status("done").is_err());
+        assert_eq!(Format::parse(None).unwrap(), Format::Jsonl);
+        assert_eq!(Format::parse(Some("csv")).unwrap(), Format::Csv);
+        assert!(Format::parse(Some("xml")).is_err());
+    }
 }

@@ -1,23 +1,313 @@
-//! SSE streams (stub; being written).
+//! SSE streams (DESIGN §6): one run's events (`id:` = run seq) and every run's events (`id:` =
+//! global offset), each message named and shaped by [`crate::names`], history first and then live,
+//! with no gap and no duplicate. Also the seed 003 additions to approval events that both SSE and
+//! the WebSocket send ([`Enricher`]), and the guard that counts open streams.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::time::Duration;
 
 use axum::extract::State;
-use axum::response::Response;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use chronicle_engine::Engine;
+use chronicle_schemas::{ApprovalId, Envelope, Event, RunId};
+use futures_util::Stream;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio_stream::StreamExt;
+use tokio_util::sync::CancellationToken;
 
 use crate::auth::Principal;
 use crate::error::{ApiError, ApiResult};
-use crate::extract::Path;
-use crate::state::AppState;
+use crate::extract::{Path, Query};
+use crate::names;
+use crate::rest::run_id;
+use crate::state::{AppState, Metrics};
 
-#[utoipa::path(get, path = "/api/v1/agent/{run_id}/events", tag = "streams", params(("run_id" = String, Path)), responses((status = 200, description = "text/event-stream")))]
-pub async fn run_events(
-    State(_st): State<AppState>,
-    _p: Principal,
-    Path(_run): Path<String>,
-) -> ApiResult<Response> {
-    Err(ApiError::internal("not yet"))
+/// Approval requests an [`Enricher`] remembers (request args by approval) before it forgets them
+/// all; a forgotten one is looked up in the run's state instead, so the cap costs only time.
+pub const ENRICHER_REQUESTS_MAX: usize = 4096;
+
+/// Counts one open SSE / WebSocket stream in `metrics.open_streams` for as long as it lives.
+#[derive(Debug)]
+pub(crate) struct StreamGuard(std::sync::Arc<Metrics>);
+
+impl StreamGuard {
+    pub(crate) fn open(metrics: &std::sync::Arc<Metrics>) -> Self {
+        metrics.open_streams.inc();
+        Self(metrics.clone())
+    }
 }
 
-#[utoipa::path(get, path = "/api/v1/events", tag = "streams", responses((status = 200, description = "text/event-stream")))]
-pub async fn all_events(State(_st): State<AppState>, _p: Principal) -> ApiResult<Response> {
-    Err(ApiError::internal("not yet"))
+impl Drop for StreamGuard {
+    fn drop(&mut self) {
+        self.0.open_streams.dec();
+    }
+}
+
+/// Builds the `data` object of each event ([`names::event_data`]) and adds what seed 003's
+/// AgentEvent contract asks of approval events: `tool` and `approval_required` on
+/// `approval.requested`; `tool` and `effective_args` (the edited args for `edit`, else the
+/// requested ones) on `approval.decided`. The requested args come from the `approval.requested`
+/// seen earlier on the same stream, or from the run's state when the stream started after it.
+#[derive(Debug)]
+pub(crate) struct Enricher {
+    engine: Engine,
+    requested: HashMap<(RunId, ApprovalId), (String, Value)>,
+}
+
+impl Enricher {
+    pub(crate) fn new(engine: Engine) -> Self {
+        Self {
+            engine,
+            requested: HashMap::new(),
+        }
+    }
+
+    pub(crate) fn data(&mut self, env: &Envelope) -> Value {
+        let mut data = names::event_data(env);
+        let content = &mut data["content"];
+        match &env.event {
+            Event::ApprovalRequested {
+                approval_id,
+                tool_name,
+                args,
+                ..
+            } => {
+                if self.requested.len() >= ENRICHER_REQUESTS_MAX {
+                    self.requested.clear();
+                }
+                self.requested.insert(
+                    (env.run_id, approval_id.clone()),
+                    (tool_name.clone(), args.clone()),
+                );
+                content["tool"] = json!(tool_name);
+                content["approval_required"] = json!(true);
+            }
+            Event::ApprovalDecided {
+                approval_id,
+                edited_args,
+                ..
+            } => {
+                let (tool, args) = self
+                    .requested
+                    .remove(&(env.run_id, approval_id.clone()))
+                    .or_else(|| self.lookup(env.run_id, approval_id))
+                    .unwrap_or((String::new(), Value::Null));
+                content["tool"] = json!(tool);
+                content["effective_args"] = edited_args.clone().unwrap_or(args);
+            }
+            Event::ApprovalExpired { approval_id, .. } => {
+                self.requested.remove(&(env.run_id, approval_id.clone()));
+            }
+            e if names::ends_stream(e) => {
+                self.requested.retain(|(run, _), _| *run != env.run_id);
+            }
+            _ => {}
+        }
+        data
+    }
+
+    fn lookup(&self, run: RunId, id: &ApprovalId) -> Option<(String, Value)> {
+        let state = self
+            .engine
+            .state(run, None)
+            .inspect_err(|e| tracing::warn!(error = %e, %run, "no state for effective_args"))
+            .ok()?;
+        let a = state.approvals.get(id)?;
+        Some((a.tool_name.clone(), a.request_args.clone()))
+    }
+}
+
+/// One SSE message of an event.
+fn message(id: u64, env: &Envelope, data: &Value) -> SseEvent {
+    SseEvent::default()
+        .id(id.to_string())
+        .event(names::wire_names(&env.event).0)
+        .data(data.to_string())
+}
+
+/// The client's resume point from `Last-Event-ID` (the last id it received), if it sent one.
+fn last_event_id(headers: &HeaderMap) -> ApiResult<Option<u64>> {
+    let Some(v) = headers.get("last-event-id") else {
+        return Ok(None);
+    };
+    v.to_str()
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .map(Some)
+        .ok_or_else(|| ApiError::bad_request(format!("invalid Last-Event-ID {v:?}")))
+}
+
+/// An SSE response with the configured keep-alive. Proxies are asked not to buffer it.
+fn sse_response(
+    st: &AppState,
+    stream: impl Stream<Item = Result<SseEvent, Infallible>> + Send + 'static,
+) -> Response {
+    let keep_alive =
+        KeepAlive::new().interval(Duration::from_millis(st.config.sse_keepalive_ms.max(1)));
+    let mut res = Sse::new(stream).keep_alive(keep_alive).into_response();
+    res.headers_mut()
+        .insert("x-accel-buffering", header::HeaderValue::from_static("no"));
+    res
+}
+
+#[derive(Debug, Deserialize)]
+pub struct RunEventsQuery {
+    pub from: Option<u64>,
+    pub follow: Option<bool>,
+}
+
+/// State of one run's stream between messages.
+struct RunStream<S> {
+    events: S,
+    enricher: Enricher,
+    follow: bool,
+    ended: bool,
+    shutdown: CancellationToken,
+    _guard: StreamGuard,
+}
+
+#[utoipa::path(get, path = "/api/v1/agent/{run_id}/events", tag = "streams",
+    params(
+        ("run_id" = String, Path),
+        ("from" = Option<u64>, Query, description = "start at this seq (inclusive); default 0"),
+        ("follow" = Option<bool>, Query, description = "keep the stream open after run.end / run.error"),
+        ("Last-Event-ID" = Option<u64>, Header, description = "resume after this seq (wins over from)"),
+    ),
+    responses(
+        (status = 200, description = "text/event-stream: id = run seq, event = dotted name, data = {run_id, seq, offset, at, kind, type, subtype, content}"),
+        (status = 204, description = "a resumed stream of a finished run has nothing newer"),
+        (status = 400), (status = 401), (status = 404),
+    ))]
+pub async fn run_events(
+    State(st): State<AppState>,
+    _p: Principal,
+    Path(run): Path<String>,
+    Query(q): Query<RunEventsQuery>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    let run = run_id(&run)?;
+    // The header wins: a browser's EventSource reconnects to the same URL (with its `?from=`)
+    // and adds the id it saw last.
+    let resume = last_event_id(&headers)?.map(|id| id.saturating_add(1));
+    let resumed = resume.is_some() || q.from.is_some();
+    let from = resume.or(q.from).unwrap_or(0);
+    let follow = q.follow.unwrap_or(false);
+    let head = st
+        .engine
+        .store()
+        .run_head(run)?
+        .ok_or_else(|| ApiError::not_found(format!("run {run} not found")))?;
+    if resumed && !follow && head.terminal && from > head.last_seq {
+        return Ok(StatusCode::NO_CONTENT.into_response());
+    }
+    // The bus subscribes to live events before it reads history, so nothing falls in between.
+    let events = st.engine.subscribe(run, from)?;
+    let state = RunStream {
+        events,
+        enricher: Enricher::new(st.engine.clone()),
+        follow,
+        ended: false,
+        shutdown: st.shutdown.clone(),
+        _guard: StreamGuard::open(&st.metrics),
+    };
+    let stream = futures_util::stream::unfold(state, |mut s| async move {
+        if s.ended {
+            return None;
+        }
+        let next = tokio::select! {
+            biased;
+            _ = s.shutdown.cancelled() => return None,
+            next = s.events.next() => next,
+        };
+        match next? {
+            Ok(env) => {
+                s.ended = !s.follow && names::ends_stream(&env.event);
+                let data = s.enricher.data(&env);
+                Some((Ok(message(env.seq, &env, &data)), s))
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "run event stream stopped");
+                None
+            }
+        }
+    });
+    Ok(sse_response(&st, stream))
+}
+
+#[derive(Debug, Deserialize)]
+pub struct AllEventsQuery {
+    pub from: Option<u64>,
+}
+
+/// State of the all-runs stream between messages.
+struct AllStream<S> {
+    events: S,
+    enricher: Enricher,
+    shutdown: CancellationToken,
+    _guard: StreamGuard,
+}
+
+#[utoipa::path(get, path = "/api/v1/events", tag = "streams",
+    params(
+        ("from" = Option<u64>, Query, description = "start at this global offset (inclusive); default: only events from now on"),
+        ("Last-Event-ID" = Option<u64>, Header, description = "resume after this offset (wins over from)"),
+    ),
+    responses(
+        (status = 200, description = "text/event-stream of every run: id = global offset, event = dotted name, same data as the run stream; never ends by itself"),
+        (status = 400), (status = 401),
+    ))]
+pub async fn all_events(
+    State(st): State<AppState>,
+    _p: Principal,
+    Query(q): Query<AllEventsQuery>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    let resume = last_event_id(&headers)?.map(|id| id.saturating_add(1));
+    // Without a start point the whole history could be a great many events: follow from now.
+    let from = resume
+        .or(q.from)
+        .unwrap_or_else(|| st.engine.store().durable_next_offset());
+    let state = AllStream {
+        events: st.engine.store().follow(from),
+        enricher: Enricher::new(st.engine.clone()),
+        shutdown: st.shutdown.clone(),
+        _guard: StreamGuard::open(&st.metrics),
+    };
+    let stream = futures_util::stream::unfold(state, |mut s| async move {
+        let next = tokio::select! {
+            biased;
+            _ = s.shutdown.cancelled() => return None,
+            next = s.events.next() => next,
+        };
+        match next? {
+            Ok(env) => {
+                let data = s.enricher.data(&env);
+                Some((Ok(message(env.offset, &env, &data)), s))
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "event log stream stopped");
+                None
+            }
+        }
+    });
+    Ok(sse_response(&st, stream))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn last_event_id_parses_or_refuses() {
+        let mut h = HeaderMap::new();
+        assert_eq!(last_event_id(&h).unwrap(), None);
+        h.insert("last-event-id", " 42 ".parse().unwrap());
+        assert_eq!(last_event_id(&h).unwrap(), Some(42));
+        h.insert("last-event-id", "x".parse().unwrap());
+        assert_eq!(last_event_id(&h).unwrap_err().code, "bad_request");
+    }
 }

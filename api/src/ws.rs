@@ -1,13 +1,543 @@
-//! WebSocket (stub; being written).
+//! The WebSocket (seed 004, DESIGN §6): a chat session over JSON text frames `{"type": ...}`.
+//!
+//! Client → server: `message` (start a run in the session and stream it), `human_response`
+//! (decide the pending approval of the current run, as `POST /api/sessions/{id}/resume` does),
+//! `command` (a slash command on the current run), `subscribe` (stream a run from a seq).
+//! Server → client: `connected`, `event` (the SSE `data` object), `hitl_request`, `final`,
+//! `command_result`, `error`. A bad frame gets an `error` and the socket stays open.
+//!
+//! Each streamed run has its own forwarding task (bus subscription → the socket's outbox); the
+//! socket task alone writes to the socket. The current run is the one started or subscribed last.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
 
 use axum::extract::State;
+use axum::extract::ws::rejection::WebSocketUpgradeRejection;
+use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade, close_code};
+use axum::http::StatusCode;
 use axum::response::Response;
+use chronicle_engine::{Engine, StartRun};
+use chronicle_schemas::{
+    ApprovalId, ApprovalStatus, Decision, Envelope, Event, HitlMode, RunId, SessionId,
+};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tokio_stream::StreamExt;
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_util::sync::CancellationToken;
 
 use crate::auth::Principal;
 use crate::error::{ApiError, ApiResult};
+use crate::extract::Query;
+use crate::rest::{approval_json, run_id};
+use crate::sse::{Enricher, StreamGuard};
 use crate::state::AppState;
 
-#[utoipa::path(get, path = "/ws", tag = "streams", responses((status = 101, description = "WebSocket upgrade")))]
-pub async fn handler(State(_st): State<AppState>, _p: Principal) -> ApiResult<Response> {
-    Err(ApiError::internal("not yet"))
+/// Runs one socket streams at once; subscribing to one more drops the oldest.
+pub const WS_SUBSCRIPTIONS_MAX: usize = 16;
+
+/// Server messages queued for one socket before its forwarders wait (a waiting forwarder costs
+/// the run nothing: the bus re-reads what it missed from the log).
+pub const WS_OUTBOX_MESSAGES: usize = 256;
+
+/// How long a closing socket waits to tell the client the server is going away.
+pub const WS_CLOSE_WAIT_MS: u64 = 1000;
+
+/// The client message types, for a clear error on any other.
+const CLIENT_TYPES: [&str; 4] = ["message", "human_response", "command", "subscribe"];
+
+#[derive(Debug, Deserialize)]
+pub struct WsQuery {
+    /// The session (seed 004's `thread_id`) of the socket; a new one when absent.
+    pub thread_id: Option<String>,
+}
+
+#[utoipa::path(get, path = "/ws", tag = "streams",
+    params(
+        ("thread_id" = Option<String>, Query, description = "the session of the socket (default: a new one)"),
+        ("token" = Option<String>, Query, description = "bearer token, for clients that cannot set headers"),
+    ),
+    responses(
+        (status = 101, description = "WebSocket upgrade; JSON text frames {\"type\": ...}. Client: message {content, thread_id?, hitl?, user_id?}, human_response {approve | response | decision, approval_id?, edited_args?, comment?}, command {command}, subscribe {run_id, from_seq?}. Server: connected, event, hitl_request, final, command_result, error"),
+        (status = 400), (status = 401), (status = 426, description = "not a WebSocket upgrade request"),
+    ))]
+pub async fn handler(
+    State(st): State<AppState>,
+    Principal(who): Principal,
+    Query(q): Query<WsQuery>,
+    upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+) -> ApiResult<Response> {
+    let upgrade = upgrade.map_err(|e| {
+        let code = if e.status() == StatusCode::UPGRADE_REQUIRED {
+            "upgrade_required"
+        } else {
+            "bad_request"
+        };
+        ApiError::new(e.status(), code, e.body_text())
+    })?;
+    let session_id = q
+        .thread_id
+        .filter(|t| !t.trim().is_empty())
+        .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+    let frame_bytes_max = st.config.request_body_bytes_max;
+    Ok(upgrade
+        .max_message_size(frame_bytes_max)
+        .max_frame_size(frame_bytes_max)
+        .on_upgrade(move |socket| Session::run(st, who, session_id, socket)))
+}
+
+// ------------------------------------------------------------------ client messages
+
+#[derive(Debug, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+enum ClientMsg {
+    Message {
+        content: String,
+        thread_id: Option<String>,
+        hitl: Option<HitlMode>,
+        user_id: Option<String>,
+    },
+    HumanResponse {
+        approve: Option<bool>,
+        /// A `/command`, or feedback passed to the agent as an edit.
+        response: Option<String>,
+        approval_id: Option<String>,
+        decision: Option<Decision>,
+        edited_args: Option<Value>,
+        comment: Option<String>,
+    },
+    Command {
+        command: String,
+    },
+    Subscribe {
+        run_id: String,
+        from_seq: Option<u64>,
+    },
+}
+
+/// Malformed JSON or an unknown type → `bad_request`; a known type of the wrong shape →
+/// `unprocessable_entity` (as the REST extractors answer 400 / 422).
+fn parse(text: &str) -> ApiResult<ClientMsg> {
+    let v: Value = serde_json::from_str(text)
+        .map_err(|e| ApiError::bad_request(format!("malformed JSON: {e}")))?;
+    let ty = v.get("type").and_then(Value::as_str).ok_or_else(|| {
+        ApiError::bad_request("a message is a JSON object with a string \"type\"")
+    })?;
+    if !CLIENT_TYPES.contains(&ty) {
+        return Err(ApiError::bad_request(format!(
+            "unknown message type {ty:?}; expected one of {}",
+            CLIENT_TYPES.join(", ")
+        )));
+    }
+    let ty = ty.to_owned();
+    serde_json::from_value(v).map_err(|e| ApiError::unprocessable(format!("{ty}: {e}")))
+}
+
+/// The `error` frame of a failure (with the error's extra fields, e.g. a command's `help`).
+fn error_frame(e: ApiError) -> Value {
+    let mut v = json!({"type": "error", "error": {"code": e.code, "message": e.message}});
+    if let (Some(Value::Object(extra)), Value::Object(m)) = (e.extra, &mut v) {
+        m.extend(extra);
+    }
+    v
+}
+
+// ------------------------------------------------------------------ the session
+
+/// A message from a forwarder, tagged with the subscription that produced it, so what a replaced
+/// subscription had already queued is dropped instead of interleaving with its successor.
+#[derive(Debug)]
+struct Out {
+    run: RunId,
+    generation: u64,
+    frame: Value,
+}
+
+/// A running forwarder; dropping it stops the forwarder.
+#[derive(Debug)]
+struct Subscription {
+    generation: u64,
+    stop: CancellationToken,
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+struct Session {
+    st: AppState,
+    /// The authenticated principal: the `by` of every decision and command.
+    who: String,
+    session_id: String,
+    current: Option<RunId>,
+    subs: HashMap<RunId, Subscription>,
+    generation: u64,
+    outbox: mpsc::Sender<Out>,
+    /// Cancelled at shutdown or when the socket ends; every forwarder stops on it.
+    stop: CancellationToken,
+}
+
+impl Session {
+    async fn run(st: AppState, who: String, session_id: String, mut socket: WebSocket) {
+        let _guard = StreamGuard::open(&st.metrics);
+        let stop = st.shutdown.child_token();
+        let (outbox, mut inbox) = mpsc::channel(WS_OUTBOX_MESSAGES);
+        let mut ping =
+            tokio::time::interval(Duration::from_millis(st.config.sse_keepalive_ms.max(1)));
+        ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        ping.tick().await;
+        let mut s = Session {
+            st,
+            who,
+            session_id,
+            current: None,
+            subs: HashMap::new(),
+            generation: 0,
+            outbox,
+            stop: stop.clone(),
+        };
+        let hello = json!({"type": "connected", "session_id": s.session_id, "principal": s.who});
+        let mut open = send(&mut socket, &hello, &stop).await;
+        while open {
+            tokio::select! {
+                _ = stop.cancelled() => {
+                    let bye = CloseFrame { code: close_code::AWAY, reason: "server shutting down".into() };
+                    // A client that stopped reading must not hold the shutdown up.
+                    let wait = Duration::from_millis(WS_CLOSE_WAIT_MS);
+                    let _ = tokio::time::timeout(wait, socket.send(Message::Close(Some(bye)))).await;
+                    open = false;
+                }
+                Some(out) = inbox.recv() => {
+                    let live = s.subs.get(&out.run).is_some_and(|x| x.generation == out.generation);
+                    if live {
+                        open = send(&mut socket, &out.frame, &stop).await;
+                    }
+                }
+                _ = ping.tick() => {
+                    open = socket.send(Message::Ping(Default::default())).await.is_ok();
+                }
+                msg = socket.recv() => {
+                    let reply = match msg {
+                        None | Some(Err(_)) | Some(Ok(Message::Close(_))) => break,
+                        Some(Ok(Message::Text(text))) => s.handle(text.as_str()).await.unwrap_or_else(|e| Some(error_frame(e))),
+                        Some(Ok(Message::Binary(_))) => Some(error_frame(ApiError::bad_request("binary frames are not supported; send JSON text"))),
+                        Some(Ok(Message::Ping(_) | Message::Pong(_))) => None,
+                    };
+                    if let Some(reply) = reply {
+                        open = send(&mut socket, &reply, &stop).await;
+                    }
+                }
+            }
+        }
+        stop.cancel();
+    }
+
+    fn engine(&self) -> &Engine {
+        &self.st.engine
+    }
+
+    fn current_run(&self) -> ApiResult<RunId> {
+        self.current.ok_or_else(|| {
+            ApiError::conflict("no run on this socket yet: send a message or subscribe first")
+        })
+    }
+
+    /// Answers one client frame: `Ok(Some(frame))` to reply, `Ok(None)` when the answer comes
+    /// through the run's stream.
+    async fn handle(&mut self, text: &str) -> ApiResult<Option<Value>> {
+        match parse(text)? {
+            ClientMsg::Message {
+                content,
+                thread_id,
+                hitl,
+                user_id,
+            } => {
+                if let Some(t) = thread_id.filter(|t| !t.trim().is_empty()) {
+                    self.session_id = t;
+                }
+                if content.trim_start().starts_with('/') {
+                    return self.command(content.trim()).await.map(Some);
+                }
+                let started = self
+                    .engine()
+                    .start_run(StartRun {
+                        query: content,
+                        session_id: Some(SessionId(self.session_id.clone())),
+                        user_id,
+                        hitl,
+                        ..StartRun::default()
+                    })
+                    .await?;
+                self.st.metrics.runs_started.inc();
+                self.follow(started.run_id, 0)?;
+                Ok(None)
+            }
+            ClientMsg::Command { command } => self.command(command.trim()).await.map(Some),
+            ClientMsg::Subscribe {
+                run_id: run,
+                from_seq,
+            } => {
+                let run = run_id(&run)?;
+                self.follow(run, from_seq.unwrap_or(0))?;
+                Ok(None)
+            }
+            ClientMsg::HumanResponse {
+                approve,
+                response,
+                approval_id,
+                decision,
+                edited_args,
+                comment,
+            } => {
+                if let Some(text) = response
+                    .as_deref()
+                    .map(str::trim)
+                    .filter(|t| t.starts_with('/'))
+                {
+                    return self.command(text).await.map(Some);
+                }
+                let run = self.current_run()?;
+                let (decision, edited, target) = match (approve, response, decision, edited_args) {
+                    (Some(true), None, None, None) => (Decision::Approve, None, None),
+                    (Some(false), None, None, None) => (Decision::Reject, None, None),
+                    (None, Some(text), None, None) if !text.trim().is_empty() => {
+                        // Feedback goes to the agent as an edit of the requested args.
+                        let (id, args) = self.pending(run, approval_id.as_deref())?;
+                        let mut args = match args {
+                            Value::Object(m) => m,
+                            _ => Default::default(),
+                        };
+                        args.insert("feedback".into(), Value::String(text));
+                        (Decision::Edit, Some(Value::Object(args)), Some(id))
+                    }
+                    (None, None, Some(d), edited) => (d, edited, None),
+                    _ => {
+                        return Err(ApiError::unprocessable(
+                            "human_response: send one of {\"approve\": bool}, {\"response\": \"...\"} or {\"decision\": \"approve|reject|edit\", \"edited_args\"?: {...}}, each with an optional approval_id",
+                        ));
+                    }
+                };
+                let id = match target.or(approval_id.map(ApprovalId)) {
+                    Some(id) => id,
+                    None => self.pending(run, None)?.0,
+                };
+                self.engine()
+                    .decide(run, id, decision, edited, &self.who, comment)
+                    .await?;
+                self.st.metrics.decisions.inc();
+                Ok(None)
+            }
+        }
+    }
+
+    /// The approval a `human_response` decides, with its request args: the named one, or the
+    /// only pending one (with several pending the client must name one, so a decision never
+    /// lands on an approval the human did not mean).
+    fn pending(&self, run: RunId, id: Option<&str>) -> ApiResult<(ApprovalId, Value)> {
+        let state = self.engine().state(run, None)?;
+        if let Some(id) = id {
+            let a = state
+                .approvals
+                .get(&ApprovalId(id.to_owned()))
+                .ok_or_else(|| ApiError::not_found(format!("approval {id} not found")))?;
+            return Ok((a.approval_id.clone(), a.request_args.clone()));
+        }
+        let mut pending = state.approvals.pending();
+        let first = pending
+            .next()
+            .ok_or_else(|| ApiError::conflict(format!("run {run} is not waiting for a human")))?;
+        let more = pending.count();
+        if more > 0 {
+            return Err(ApiError::conflict(format!(
+                "{} approvals of run {run} are pending: name one with approval_id",
+                more + 1
+            )));
+        }
+        Ok((first.approval_id.clone(), first.request_args.clone()))
+    }
+
+    /// Runs a slash command on the current run. A refused command is an `error` with `help`, as
+    /// `POST .../commands` answers 400.
+    async fn command(&self, text: &str) -> ApiResult<Value> {
+        let run = self.current_run()?;
+        let out = self.engine().command(run, text, &self.who).await?;
+        if let Some(err) = out.get("error").and_then(Value::as_str) {
+            return Err(ApiError::bad_request(err).with(json!({"help": out["help"]})));
+        }
+        Ok(json!({"type": "command_result", "run_id": run, "command": text, "result": out}))
+    }
+
+    /// Streams `run` from `from_seq` and makes it the current run (replacing an older stream of
+    /// the same run; dropping the oldest stream beyond [`WS_SUBSCRIPTIONS_MAX`]).
+    fn follow(&mut self, run: RunId, from_seq: u64) -> ApiResult<()> {
+        let events = self.engine().subscribe(run, from_seq)?;
+        self.generation += 1;
+        let generation = self.generation;
+        let stop = self.stop.child_token();
+        self.subs.remove(&run);
+        while self.subs.len() >= WS_SUBSCRIPTIONS_MAX {
+            let oldest = self
+                .subs
+                .iter()
+                .min_by_key(|(_, s)| s.generation)
+                .map(|(r, _)| *r);
+            if let Some(r) = oldest {
+                self.subs.remove(&r);
+            }
+        }
+        self.subs.insert(
+            run,
+            Subscription {
+                generation,
+                stop: stop.clone(),
+            },
+        );
+        self.current = Some(run);
+        let fwd = Forwarder {
+            engine: self.st.engine.clone(),
+            enricher: Enricher::new(self.st.engine.clone()),
+            run,
+            generation,
+            outbox: self.outbox.clone(),
+            stop,
+        };
+        tokio::spawn(fwd.run(events));
+        Ok(())
+    }
+}
+
+/// Sends one JSON frame unless the server is stopping; false when the socket is gone.
+async fn send(socket: &mut WebSocket, frame: &Value, stop: &CancellationToken) -> bool {
+    tokio::select! {
+        sent = socket.send(Message::Text(frame.to_string().into())) => sent.is_ok(),
+        _ = stop.cancelled() => true,
+    }
+}
+
+/// Turns one run's events into server frames: `event` for each, plus `hitl_request` for an
+/// approval that is still pending and `final` for the answer. WebSocket streams stay open after
+/// the run ends (a restore can bring it back); the socket bounds how many it keeps.
+struct Forwarder {
+    engine: Engine,
+    enricher: Enricher,
+    run: RunId,
+    generation: u64,
+    outbox: mpsc::Sender<Out>,
+    stop: CancellationToken,
+}
+
+impl Forwarder {
+    async fn run(
+        mut self,
+        mut events: ReceiverStream<Result<Arc<Envelope>, chronicle_engine::store::Error>>,
+    ) {
+        loop {
+            let next = tokio::select! {
+                _ = self.stop.cancelled() => return,
+                next = events.next() => next,
+            };
+            let env = match next {
+                None => return,
+                Some(Ok(env)) => env,
+                Some(Err(e)) => {
+                    self.emit(error_frame(ApiError::internal(e))).await;
+                    return;
+                }
+            };
+            let data = self.enricher.data(&env);
+            if !self.emit(json!({"type": "event", "data": data})).await {
+                return;
+            }
+            let extra = match &env.event {
+                Event::ApprovalRequested { approval_id, .. } => self.hitl_request(approval_id),
+                Event::ResponseGenerated { final_response } => Some(json!({
+                    "type": "final", "run_id": self.run, "content": final_response,
+                })),
+                _ => None,
+            };
+            if let Some(frame) = extra
+                && !self.emit(frame).await
+            {
+                return;
+            }
+        }
+    }
+
+    /// A `hitl_request` for an approval that still waits for a human (one already decided, seen
+    /// while replaying history, asks nobody).
+    fn hitl_request(&self, id: &ApprovalId) -> Option<Value> {
+        let state = self
+            .engine
+            .state(self.run, None)
+            .inspect_err(
+                |e| tracing::warn!(error = %e, run = %self.run, "no state for hitl_request"),
+            )
+            .ok()?;
+        let a = state
+            .approvals
+            .get(id)
+            .filter(|a| a.status == ApprovalStatus::Pending)?;
+        Some(json!({
+            "type": "hitl_request",
+            "run_id": self.run,
+            "approval": approval_json(self.run, a),
+            "message": a.message,
+        }))
+    }
+
+    async fn emit(&self, frame: Value) -> bool {
+        let out = Out {
+            run: self.run,
+            generation: self.generation,
+            frame,
+        };
+        tokio::select! {
+            sent = self.outbox.send(out) => sent.is_ok(),
+            _ = self.stop.cancelled() => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_sorts_bad_frames() {
+        assert_eq!(parse("{nope").unwrap_err().code, "bad_request");
+        assert_eq!(parse("[1]").unwrap_err().code, "bad_request");
+        assert_eq!(
+            parse(r#"{"type":"dance"}"#).unwrap_err().code,
+            "bad_request"
+        );
+        assert_eq!(
+            parse(r#"{"type":"command"}"#).unwrap_err().code,
+            "unprocessable_entity"
+        );
+        assert_eq!(
+            parse(r#"{"type":"command","command":"/todos","extra":1}"#)
+                .unwrap_err()
+                .code,
+            "unprocessable_entity"
+        );
+        assert!(matches!(
+            parse(r#"{"type":"message","content":"q","hitl":"every_todo"}"#).unwrap(),
+            ClientMsg::Message {
+                hitl: Some(HitlMode::EveryTodo),
+                ..
+            }
+        ));
+        assert!(matches!(
+            parse(r#"{"type":"human_response","approval_id":"a","decision":"edit","edited_args":{"x":1}}"#).unwrap(),
+            ClientMsg::HumanResponse {
+                decision: Some(Decision::Edit),
+                ..
+            }
+        ));
+    }
 }

@@ -369,14 +369,21 @@ impl Engine {
         .await
     }
 
-    /// The run's projected state now (or right after `seq`).
+    /// The run's projected state now (or right after `seq`), as of its newest *durable* event,
+    /// so a reader never sees what a subscriber has not been sent (and a crash could still lose).
     pub fn state(&self, run: RunId, seq: Option<u64>) -> Result<RunState> {
         let head = self
             .shared
             .store
             .run_head(run)?
             .ok_or(Error::RunNotFound(run))?;
-        let at = seq.map_or(head.last_seq, |s| s.min(head.last_seq));
+        let durable = self
+            .shared
+            .store
+            .durable_seq(run)?
+            .unwrap_or(0)
+            .min(head.last_seq);
+        let at = seq.map_or(durable, |s| s.min(durable));
         Ok(self.shared.store.state_at(run, at)?)
     }
 

@@ -1,10 +1,12 @@
 //! Pure folds from events to state (DESIGN §4): the supervisor and planning state, the checkpoint
-//! tree and the approvals, combined in [`RunState`]; restore semantics; snapshot encoding.
+//! tree and the approvals, combined in [`RunState`]; restore semantics; snapshot encoding; the
+//! audit rows of approval decisions ([`Audit`]).
 //!
 //! Architecture Invariant: no I/O, no clock, no randomness, no tokio and no sled. The same
 //! `apply` runs live in the engine and in every replay, so live state == replay state.
 
 mod approvals;
+mod audit;
 mod checkpoints;
 #[doc(hidden)]
 pub mod fixtures;
@@ -15,6 +17,7 @@ mod supervisor;
 mod tests;
 
 pub use approvals::Approvals;
+pub use audit::{Audit, AuditDecision, AuditRow, EXPIRY_DECIDED_BY, SubjectKind, audit_rows};
 pub use checkpoints::CheckpointList;
 pub use run::{EventSource, NoSnapshots, RunState, VecSource, replay, replay_from_zero};
 pub use snapshot::SNAPSHOT_INTERVAL_EVENTS;

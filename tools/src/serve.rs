@@ -10,7 +10,9 @@ use chronicle_engine::{Engine, Settings};
 use chronicle_schemas::HitlMode;
 
 #[derive(Debug, clap::Args)]
-#[command(after_help = "Examples:\n  chronicle serve\n  chronicle serve --addr 0.0.0.0:8080 --tokens tokens.txt\n  CHRONICLE_API_TOKEN=secret chronicle serve --hitl-default every_todo\n\nExit codes: 0 clean shutdown, 2 could not start (bad flag, broken store, refused bind).")]
+#[command(
+    after_help = "Examples:\n  chronicle serve\n  chronicle serve --addr 0.0.0.0:8080 --tokens tokens.txt\n  CHRONICLE_API_TOKEN=secret chronicle serve --hitl-default every_todo\n\nExit codes: 0 clean shutdown, 2 could not start (bad flag, broken store, refused bind)."
+)]
 pub struct ServeArgs {
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1:8080")]
@@ -39,33 +41,58 @@ pub struct ServeArgs {
 }
 
 pub fn parse_hitl(s: &str) -> Result<HitlMode, String> {
-    serde_json::from_value(serde_json::Value::String(s.to_owned()))
-        .map_err(|_| format!("HITL policy must be none, every_todo, categories or tools, got {s:?}"))
+    serde_json::from_value(serde_json::Value::String(s.to_owned())).map_err(|_| {
+        format!("HITL policy must be none, every_todo, categories or tools, got {s:?}")
+    })
 }
 
 pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info,tower_http=info".into()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "info,tower_http=info".into()),
+        )
         .with_writer(std::io::stderr)
+        .with_ansi(
+            std::io::IsTerminal::is_terminal(&std::io::stderr())
+                && std::env::var_os("NO_COLOR").is_none(),
+        )
         .init();
-    let tokens = match (&args.tokens, std::env::var("CHRONICLE_API_TOKEN").ok().filter(|t| !t.is_empty())) {
+    let tokens = match (
+        &args.tokens,
+        std::env::var("CHRONICLE_API_TOKEN")
+            .ok()
+            .filter(|t| !t.is_empty()),
+    ) {
         (Some(path), _) => Tokens::from_file(path).map_err(anyhow::Error::msg)?,
         (None, Some(token)) => Tokens::single("admin", &token),
         (None, None) => Tokens::none(),
     };
     chronicle_api::check_bind(args.addr, &tokens, args.insecure).map_err(anyhow::Error::msg)?;
-    let opts = Options { durability: args.durability, repair_truncate_tail: args.repair_truncate_tail, ..Options::default() };
-    let store = Store::open(&args.data, opts).with_context(|| format!("opening the store in {}", args.data.display()))?;
+    let opts = Options {
+        durability: args.durability,
+        repair_truncate_tail: args.repair_truncate_tail,
+        ..Options::default()
+    };
+    let store = Store::open(&args.data, opts)
+        .with_context(|| format!("opening the store in {}", args.data.display()))?;
     let mut settings = Settings::from_env()?;
     settings.defaults.hitl = args.hitl_default;
     if let Some(path) = &args.agents {
-        let n = settings.registry.load_http_agents_file(path).with_context(|| format!("loading agents from {}", path.display()))?;
+        let n = settings
+            .registry
+            .load_http_agents_file(path)
+            .with_context(|| format!("loading agents from {}", path.display()))?;
         tracing::info!(agents = n, "loaded http agents");
     }
     if settings.llm.is_none() {
-        tracing::info!("no LLM configured: intent, plan, evaluation and answers come from the rules");
+        tracing::info!(
+            "no LLM configured: intent, plan, evaluation and answers come from the rules"
+        );
     }
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
     rt.block_on(async move {
         let engine = Engine::open(store, settings).await?;
         let listener = tokio::net::TcpListener::bind(args.addr).await.with_context(|| format!("binding {}", args.addr))?;
@@ -87,7 +114,8 @@ async fn shutdown_signal() {
     };
     #[cfg(unix)]
     let term = async {
-        if let Ok(mut s) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        if let Ok(mut s) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        {
             s.recv().await;
         }
     };

@@ -389,6 +389,20 @@ impl Store {
             .transpose()
     }
 
+    /// The seq of `run`'s newest event that passed its durability barrier (what subscribers have
+    /// seen), or `None` if none has yet. A batch being made durable right now is excluded.
+    pub fn durable_seq(&self, run_id: RunId) -> Result<Option<u64>> {
+        let durable = self.durable_next_offset();
+        let range = keys::stream_key(run_id, 0)..=keys::stream_key(run_id, u64::MAX);
+        for kv in self.inner.trees.streams.range(range).rev() {
+            let (k, off) = kv?;
+            if keys::parse_u64(&off).is_some_and(|o| o < durable) {
+                return Ok(keys::parse_u64(&k[16..]));
+            }
+        }
+        Ok(None)
+    }
+
     /// Events with offsets in `from..to`, in order.
     pub fn read_range(&self, from: u64, to: u64) -> impl Iterator<Item = Result<Envelope>> + '_ {
         let range = keys::offset_key(from)..keys::offset_key(to.max(from));
