@@ -575,3 +575,34 @@ async fn run_routes_time_travel_and_cancel() {
     );
     srv.stop().await;
 }
+
+/// The OpenAPI document is generated from the handlers; its snapshot makes every change to the
+/// API's surface a visible, reviewed diff.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openapi_document() {
+    let srv = server(Tokens::none(), None).await;
+    let (status, doc) = body(
+        srv.client
+            .get(srv.url("/openapi.json"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let paths = doc["paths"].as_object().unwrap();
+    for route in [
+        "/chat",
+        "/api/v1/agent/run",
+        "/api/v1/agent/{run_id}/events",
+        "/api/v1/audit/approvals",
+        "/ws",
+    ] {
+        assert!(
+            paths.contains_key(route),
+            "{route} missing from the OpenAPI document"
+        );
+    }
+    insta::assert_json_snapshot!("openapi", doc, {".info.version" => "[version]"});
+    srv.stop().await;
+}

@@ -14,7 +14,8 @@ pub struct Server {
     pub base: String,
     pub engine: Engine,
     pub client: reqwest::Client,
-    pub dir: tempfile::TempDir,
+    /// Kept so the data dir lives as long as the server.
+    pub _dir: tempfile::TempDir,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<()>>,
 }
@@ -51,7 +52,7 @@ pub async fn server_with(tokens: Tokens, registry: Option<Registry>, config: Api
         base,
         engine,
         client,
-        dir,
+        _dir: dir,
         stop: Some(stop),
         task: Some(task),
     }
@@ -93,35 +94,45 @@ pub struct SseEvent {
 /// i.e. keep-alives, are skipped).
 pub fn sse_events(resp: reqwest::Response) -> impl futures_util::Stream<Item = SseEvent> {
     let bytes = resp.bytes_stream();
-    futures_util::stream::unfold((bytes, String::new()), |(mut bytes, mut buf)| async move {
-        loop {
-            if let Some(end) = buf.find("\n\n") {
-                let block: String = buf.drain(..end + 2).collect();
-                let (mut id, mut event, mut data) = (None, None, String::new());
-                for line in block.lines() {
-                    if let Some(v) = line.strip_prefix("id:") {
-                        id = Some(v.trim().to_owned());
-                    } else if let Some(v) = line.strip_prefix("event:") {
-                        event = Some(v.trim().to_owned());
-                    } else if let Some(v) = line.strip_prefix("data:") {
-                        if !data.is_empty() {
-                            data.push('\n');
+    // Split on raw bytes and decode whole messages, so a character cut between two network chunks
+    // is put back together.
+    futures_util::stream::unfold(
+        (bytes, Vec::<u8>::new()),
+        |(mut bytes, mut buf)| async move {
+            loop {
+                if let Some(end) = buf.windows(2).position(|w| w == b"\n\n") {
+                    let raw: Vec<u8> = buf.drain(..end + 2).collect();
+                    let block = String::from_utf8_lossy(&raw);
+                    let (mut id, mut event, mut data) = (None, None, String::new());
+                    for line in block.lines() {
+                        if let Some(v) = line.strip_prefix("id:") {
+                            id = Some(v.trim().to_owned());
+                        } else if let Some(v) = line.strip_prefix("event:") {
+                            event = Some(v.trim().to_owned());
+                        } else if let Some(v) = line.strip_prefix("data:") {
+                            if !data.is_empty() {
+                                data.push('\n');
+                            }
+                            data.push_str(v.strip_prefix(' ').unwrap_or(v));
                         }
-                        data.push_str(v.strip_prefix(' ').unwrap_or(v));
                     }
+                    if id.is_none() && event.is_none() && data.is_empty() {
+                        continue; // a comment (keep-alive)
+                    }
+                    let data = serde_json::from_str(&data).unwrap_or(Value::String(data));
+                    return Some((SseEvent { id, event, data }, (bytes, buf)));
                 }
-                if id.is_none() && event.is_none() && data.is_empty() {
-                    continue; // a comment (keep-alive)
+                match bytes.next().await {
+                    Some(Ok(chunk)) => {
+                        buf.extend_from_slice(&chunk);
+                        // Normalise CRLF framing to LF.
+                        if buf.contains(&b'\r') {
+                            buf.retain(|b| *b != b'\r');
+                        }
+                    }
+                    _ => return None,
                 }
-                let data = serde_json::from_str(&data).unwrap_or(Value::String(data));
-                return Some((SseEvent { id, event, data }, (bytes, buf)));
             }
-            match bytes.next().await {
-                Some(Ok(chunk)) => {
-                    buf.push_str(&String::from_utf8_lossy(&chunk).replace("\r\n", "\n"))
-                }
-                _ => return None,
-            }
-        }
-    })
+        },
+    )
 }

@@ -3,7 +3,9 @@
 mod agents;
 mod api;
 mod api_audit;
+mod api_sse;
 mod api_support;
+mod api_ws;
 mod commands;
 mod crash;
 mod engine;

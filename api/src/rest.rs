@@ -207,9 +207,17 @@ pub async fn resume(
             axum::Json(json!({"thread_id": thread, "run_id": run, "result": out})).into_response(),
         );
     }
-    let pending = s.approvals.pending().next().cloned().ok_or_else(|| {
+    let mut pending_all = s.approvals.pending();
+    let pending = pending_all.next().cloned().ok_or_else(|| {
         ApiError::conflict(format!("session {thread} is not waiting for a human"))
     })?;
+    if pending_all.next().is_some() {
+        // Never guess which of several approvals a bare "yes" answers (the WebSocket agrees).
+        return Err(ApiError::conflict(format!(
+            "several approvals are pending in run {run}; decide each with \
+             POST /api/v1/agent/{run}/approvals/{{approval_id}}/decision"
+        )));
+    }
     let (decision, edited) = match (req.approve, req.response) {
         (Some(true), None) => (Decision::Approve, None),
         (Some(false), None) => (Decision::Reject, None),

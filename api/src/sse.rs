@@ -1,9 +1,8 @@
 //! SSE streams (DESIGN §6): one run's events (`id:` = run seq) and every run's events (`id:` =
 //! global offset), each message named and shaped by [`crate::names`], history first and then live,
-//! with no gap and no duplicate. Also the seed 003 additions to approval events that both SSE and
-//! the WebSocket send ([`Enricher`]), and the guard that counts open streams.
+//! with no gap and no duplicate. Also the seed 003 additions to approval events that SSE and the
+//! WebSocket both send ([`event_data`]), and the guard that counts open streams.
 
-use std::collections::HashMap;
 use std::convert::Infallible;
 use std::time::Duration;
 
@@ -12,7 +11,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use chronicle_engine::Engine;
-use chronicle_schemas::{ApprovalId, Envelope, Event, RunId};
+use chronicle_schemas::{Envelope, Event};
 use futures_util::Stream;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -25,10 +24,6 @@ use crate::extract::{Path, Query};
 use crate::names;
 use crate::rest::run_id;
 use crate::state::{AppState, Metrics};
-
-/// Approval requests an [`Enricher`] remembers (request args by approval) before it forgets them
-/// all; a forgotten one is looked up in the run's state instead, so the cap costs only time.
-pub const ENRICHER_REQUESTS_MAX: usize = 4096;
 
 /// Counts one open SSE / WebSocket stream in `metrics.open_streams` for as long as it lives.
 #[derive(Debug)]
@@ -47,78 +42,32 @@ impl Drop for StreamGuard {
     }
 }
 
-/// Builds the `data` object of each event ([`names::event_data`]) and adds what seed 003's
-/// AgentEvent contract asks of approval events: `tool` and `approval_required` on
-/// `approval.requested`; `tool` and `effective_args` (the edited args for `edit`, else the
-/// requested ones) on `approval.decided`. The requested args come from the `approval.requested`
-/// seen earlier on the same stream, or from the run's state when the stream started after it.
-#[derive(Debug)]
-pub(crate) struct Enricher {
-    engine: Engine,
-    requested: HashMap<(RunId, ApprovalId), (String, Value)>,
-}
-
-impl Enricher {
-    pub(crate) fn new(engine: Engine) -> Self {
-        Self {
-            engine,
-            requested: HashMap::new(),
+/// The `data` object of an event as every stream sends it: [`names::event_data`] plus what seed
+/// 003's AgentEvent contract asks of approval events — `tool` and `approval_required` on
+/// `approval.requested`; `tool` and `effective_args` on `approval.decided`. The effective args
+/// are the approvals projection's (the one home of that rule: edited args for `edit`, the
+/// requested ones for `approve`, none for `reject`), read right after the decision.
+pub(crate) fn event_data(engine: &Engine, env: &Envelope) -> Value {
+    let mut data = names::event_data(env);
+    match &env.event {
+        Event::ApprovalRequested { tool_name, .. } => {
+            data["content"]["tool"] = json!(tool_name);
+            data["content"]["approval_required"] = json!(true);
         }
-    }
-
-    pub(crate) fn data(&mut self, env: &Envelope) -> Value {
-        let mut data = names::event_data(env);
-        let content = &mut data["content"];
-        match &env.event {
-            Event::ApprovalRequested {
-                approval_id,
-                tool_name,
-                args,
-                ..
-            } => {
-                if self.requested.len() >= ENRICHER_REQUESTS_MAX {
-                    self.requested.clear();
-                }
-                self.requested.insert(
-                    (env.run_id, approval_id.clone()),
-                    (tool_name.clone(), args.clone()),
-                );
-                content["tool"] = json!(tool_name);
-                content["approval_required"] = json!(true);
-            }
-            Event::ApprovalDecided {
-                approval_id,
-                edited_args,
-                ..
-            } => {
-                let (tool, args) = self
-                    .requested
-                    .remove(&(env.run_id, approval_id.clone()))
-                    .or_else(|| self.lookup(env.run_id, approval_id))
-                    .unwrap_or((String::new(), Value::Null));
-                content["tool"] = json!(tool);
-                content["effective_args"] = edited_args.clone().unwrap_or(args);
-            }
-            Event::ApprovalExpired { approval_id, .. } => {
-                self.requested.remove(&(env.run_id, approval_id.clone()));
-            }
-            e if names::ends_stream(e) => {
-                self.requested.retain(|(run, _), _| *run != env.run_id);
-            }
-            _ => {}
+        Event::ApprovalDecided { approval_id, .. } => {
+            let decided = engine
+                .state(env.run_id, Some(env.seq))
+                .inspect_err(|e| {
+                    tracing::warn!(error = %e, run = %env.run_id, "no state for effective_args")
+                })
+                .ok();
+            let a = decided.as_ref().and_then(|s| s.approvals.get(approval_id));
+            data["content"]["tool"] = json!(a.map(|a| &a.tool_name));
+            data["content"]["effective_args"] = json!(a.and_then(|a| a.effective_args.as_ref()));
         }
-        data
+        _ => {}
     }
-
-    fn lookup(&self, run: RunId, id: &ApprovalId) -> Option<(String, Value)> {
-        let state = self
-            .engine
-            .state(run, None)
-            .inspect_err(|e| tracing::warn!(error = %e, %run, "no state for effective_args"))
-            .ok()?;
-        let a = state.approvals.get(id)?;
-        Some((a.tool_name.clone(), a.request_args.clone()))
-    }
+    data
 }
 
 /// One SSE message of an event.
@@ -163,7 +112,7 @@ pub struct RunEventsQuery {
 /// State of one run's stream between messages.
 struct RunStream<S> {
     events: S,
-    enricher: Enricher,
+    engine: Engine,
     follow: bool,
     ended: bool,
     shutdown: CancellationToken,
@@ -208,7 +157,7 @@ pub async fn run_events(
     let events = st.engine.subscribe(run, from)?;
     let state = RunStream {
         events,
-        enricher: Enricher::new(st.engine.clone()),
+        engine: st.engine.clone(),
         follow,
         ended: false,
         shutdown: st.shutdown.clone(),
@@ -226,7 +175,7 @@ pub async fn run_events(
         match next? {
             Ok(env) => {
                 s.ended = !s.follow && names::ends_stream(&env.event);
-                let data = s.enricher.data(&env);
+                let data = event_data(&s.engine, &env);
                 Some((Ok(message(env.seq, &env, &data)), s))
             }
             Err(e) => {
@@ -246,7 +195,7 @@ pub struct AllEventsQuery {
 /// State of the all-runs stream between messages.
 struct AllStream<S> {
     events: S,
-    enricher: Enricher,
+    engine: Engine,
     shutdown: CancellationToken,
     _guard: StreamGuard,
 }
@@ -273,7 +222,7 @@ pub async fn all_events(
         .unwrap_or_else(|| st.engine.store().durable_next_offset());
     let state = AllStream {
         events: st.engine.store().follow(from),
-        enricher: Enricher::new(st.engine.clone()),
+        engine: st.engine.clone(),
         shutdown: st.shutdown.clone(),
         _guard: StreamGuard::open(&st.metrics),
     };
@@ -285,7 +234,7 @@ pub async fn all_events(
         };
         match next? {
             Ok(env) => {
-                let data = s.enricher.data(&env);
+                let data = event_data(&s.engine, &env);
                 Some((Ok(message(env.offset, &env, &data)), s))
             }
             Err(e) => {

@@ -33,7 +33,7 @@ use crate::auth::Principal;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::Query;
 use crate::rest::{approval_json, run_id};
-use crate::sse::{Enricher, StreamGuard};
+use crate::sse::{StreamGuard, event_data};
 use crate::state::AppState;
 
 /// Runs one socket streams at once; subscribing to one more drops the oldest.
@@ -400,7 +400,6 @@ impl Session {
         self.current = Some(run);
         let fwd = Forwarder {
             engine: self.st.engine.clone(),
-            enricher: Enricher::new(self.st.engine.clone()),
             run,
             generation,
             outbox: self.outbox.clone(),
@@ -424,7 +423,6 @@ async fn send(socket: &mut WebSocket, frame: &Value, stop: &CancellationToken) -
 /// the run ends (a restore can bring it back); the socket bounds how many it keeps.
 struct Forwarder {
     engine: Engine,
-    enricher: Enricher,
     run: RunId,
     generation: u64,
     outbox: mpsc::Sender<Out>,
@@ -433,7 +431,7 @@ struct Forwarder {
 
 impl Forwarder {
     async fn run(
-        mut self,
+        self,
         mut events: ReceiverStream<Result<Arc<Envelope>, chronicle_engine::store::Error>>,
     ) {
         loop {
@@ -449,7 +447,7 @@ impl Forwarder {
                     return;
                 }
             };
-            let data = self.enricher.data(&env);
+            let data = event_data(&self.engine, &env);
             if !self.emit(json!({"type": "event", "data": data})).await {
                 return;
             }
