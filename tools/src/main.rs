@@ -1,7 +1,12 @@
 //! The `chronicle` command line (DESIGN §7). So far `serve` and `bench`; `run`, `replay`, `log`
 //! and the rest join the [`Command`] enum as their issues land.
 
+mod audit;
 mod bench;
+mod common;
+mod inspect;
+mod replay;
+mod run;
 mod serve;
 
 use std::io::{self, Write};

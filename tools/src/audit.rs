@@ -1,0 +1,1 @@
+//! `audit export` and `audit verify` (stub; being written).

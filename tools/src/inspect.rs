@@ -1,0 +1,1 @@
+//! `log`, `runs`, `checkpoints`, `restore`, `verify` (stub; being written).

@@ -1,0 +1,1 @@
+//! `replay`: the time-travel debugger (stub; being written).

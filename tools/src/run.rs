@@ -1,0 +1,1 @@
+//! `run` and `chat` (stub; being written).
