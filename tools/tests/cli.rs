@@ -1,0 +1,1 @@
+//! The `chronicle` binary, black-box: one integration-test binary for the CLI.
