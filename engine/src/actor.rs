@@ -463,8 +463,9 @@ impl RunActor {
     // ---------------------------------------------------------------- doing
 
     async fn perform(&mut self, step: Step) -> Result<()> {
-        let state = self.state().clone_light();
-        let s = &state.supervisor;
+        // What the steps read of the supervisor state, copied once: not the whole state (a long
+        // plan would make every step copy every TODO).
+        let s = StepInputs::of(&self.state().supervisor);
         match step {
             Step::Wait => Ok(()),
             Step::Fail(reason) => {
@@ -680,7 +681,7 @@ impl RunActor {
                 self.append(ev).await.map(drop)
             }
             Step::AddRetries(agents, round) => {
-                let n = s.planning_state.as_ref().map_or(0, |p| p.todos.len());
+                let n = s.todos;
                 let mut ev = Vec::new();
                 for (i, agent) in agents.iter().enumerate() {
                     let mut t = self.new_todo(n + i, agent, vec![]);
@@ -699,7 +700,9 @@ impl RunActor {
                 self.append(ev).await.map(drop)
             }
             Step::Aggregate => {
-                let aggregated: serde_json::Map<String, Value> = s
+                let aggregated: serde_json::Map<String, Value> = self
+                    .state()
+                    .supervisor
                     .team_results
                     .iter()
                     .map(|(k, v)| (k.clone(), v.clone()))
@@ -718,7 +721,9 @@ impl RunActor {
             }
             Step::Respond => {
                 let intent = intent_of(self.state());
-                let results: Vec<(String, Value)> = s
+                let results: Vec<(String, Value)> = self
+                    .state()
+                    .supervisor
                     .team_results
                     .iter()
                     .map(|(k, v)| (k.clone(), v.clone()))
@@ -1544,19 +1549,21 @@ impl RunActor {
     }
 }
 
-trait CloneLight {
-    /// The supervisor part of the state, without the (possibly long) checkpoint list.
-    fn clone_light(&self) -> RunState;
+/// The few fields of the supervisor state that performing a step reads.
+struct StepInputs {
+    query: String,
+    config: chronicle_schemas::RunConfig,
+    start_time: Option<Timestamp>,
+    todos: usize,
 }
 
-impl CloneLight for RunState {
-    fn clone_light(&self) -> RunState {
-        RunState {
-            run_id: self.run_id,
-            last_seq: self.last_seq,
-            supervisor: self.supervisor.clone(),
-            checkpoints: Default::default(),
-            approvals: Default::default(),
+impl StepInputs {
+    fn of(s: &chronicle_schemas::SupervisorState) -> Self {
+        Self {
+            query: s.query.clone(),
+            config: s.config.clone(),
+            start_time: s.start_time,
+            todos: s.planning_state.as_ref().map_or(0, |p| p.todos.len()),
         }
     }
 }
