@@ -4,7 +4,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Context};
+use anyhow::{Context, bail};
 use chronicle_engine::store::{Options, Store};
 use chronicle_schemas::RunId;
 
@@ -21,7 +21,12 @@ pub enum Outcome {
 #[derive(Clone, Debug, clap::Args)]
 pub struct DataArgs {
     /// Data directory of a Chronicle store (not created when missing).
-    #[arg(long, env = "CHRONICLE_DATA", default_value = "./.chronicle", value_name = "DIR")]
+    #[arg(
+        long,
+        env = "CHRONICLE_DATA",
+        default_value = "./.chronicle",
+        value_name = "DIR"
+    )]
     pub data: PathBuf,
 }
 
@@ -40,9 +45,15 @@ pub struct RemoteArgs {
 /// and a store held by a running server says how to reach it instead.
 pub fn open_store(data: &Path) -> anyhow::Result<Store> {
     if !data.join("sled").exists() {
-        bail!("no Chronicle data in {} (use --data DIR or CHRONICLE_DATA)", data.display());
+        bail!(
+            "no Chronicle data in {} (use --data DIR or CHRONICLE_DATA)",
+            data.display()
+        );
     }
-    let opts = Options { open_lock_wait_ms: 200, ..Options::default() };
+    let opts = Options {
+        open_lock_wait_ms: 200,
+        ..Options::default()
+    };
     Store::open(data, opts).map_err(|e| {
         if e.to_string().contains("could not acquire lock") {
             anyhow::anyhow!(
@@ -56,7 +67,8 @@ pub fn open_store(data: &Path) -> anyhow::Result<Store> {
 }
 
 pub fn parse_run_id(s: &str) -> anyhow::Result<RunId> {
-    s.parse().with_context(|| format!("invalid run id {s:?} (expected a UUID)"))
+    s.parse()
+        .with_context(|| format!("invalid run id {s:?} (expected a UUID)"))
 }
 
 /// One line of `--json` output: `{"type": ..., "data": ...}`.

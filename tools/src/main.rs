@@ -1,5 +1,5 @@
-//! The `chronicle` command line (DESIGN §7). So far `serve` and `bench`; `run`, `replay`, `log`
-//! and the rest join the [`Command`] enum as their issues land.
+//! The `chronicle` command line (DESIGN §7): `serve`, `run`, `chat`, `log`, `runs`, `replay` (the
+//! time-travel debugger), `checkpoints`, `restore`, `audit export|verify`, `verify`, `bench`.
 
 mod audit;
 mod bench;
@@ -34,6 +34,24 @@ enum Command {
     /// The child half of `bench`: replay a run from a store and report peak memory as JSON.
     #[command(name = "bench-replay-memory", hide = true)]
     BenchReplayMemory(bench::MemoryArgs),
+    /// Print a run's events as readable lines or JSON (optionally following a server).
+    Log(inspect::LogArgs),
+    /// List the runs of a data directory with their status.
+    Runs(inspect::RunsArgs),
+    /// Show a run's checkpoint tree.
+    Checkpoints(inspect::CheckpointsArgs),
+    /// Restore a run to a checkpoint or seq (appends RunRestored).
+    Restore(inspect::RestoreArgs),
+    /// Check every chain and the density of offsets; name the first bad offset.
+    Verify(inspect::VerifyArgs),
+    /// The time-travel debugger: state at a seq, diff of two seqs, or step event by event.
+    Replay(replay::ReplayArgs),
+    /// Start a run, print its events live, ask for approvals on the terminal; exit with its outcome.
+    Run(run::RunArgs),
+    /// An interactive REPL of queries and slash commands (seed 000's conversations).
+    Chat(run::ChatArgs),
+    /// Export every approval decision (JSON Lines or CSV), or verify an export against the log.
+    Audit(audit::AuditArgs),
 }
 
 /// Exit codes (STYLE "The CLI"): 0 success, 1 a negative answer, 2 usage or operational error.
@@ -48,6 +66,36 @@ fn main() -> ExitCode {
         Command::Serve(args) => serve::run(args),
         Command::Bench(args) => bench::run(args, &mut out),
         Command::BenchReplayMemory(args) => bench::replay_memory_child(args, &mut out),
+        Command::Log(args) => inspect::log(args, &mut out),
+        Command::Runs(args) => inspect::runs(args, &mut out),
+        Command::Checkpoints(args) => inspect::checkpoints(args, &mut out),
+        Command::Restore(args) => inspect::restore(args, &mut out),
+        Command::Verify(args) => match inspect::verify(args, &mut out) {
+            // A problem found is a negative answer (exit 1), not an error.
+            Ok(common::Outcome::Negative) => {
+                let _ = out.flush();
+                return ExitCode::from(1);
+            }
+            other => other.map(|_| ()),
+        },
+        Command::Replay(args) => replay::run(args, &mut out),
+        Command::Run(args) => match run::run(args, &mut out) {
+            // A failed, cancelled or waiting run is a negative answer (exit 1), not an error.
+            Ok(common::Outcome::Negative) => {
+                let _ = out.flush();
+                return ExitCode::from(1);
+            }
+            other => other.map(|_| ()),
+        },
+        Command::Chat(args) => run::chat::run(args, &mut out).map(|_| ()),
+        Command::Audit(args) => match audit::run(args, &mut out) {
+            // A row that does not match the log is a negative answer (exit 1), not an error.
+            Ok(common::Outcome::Negative) => {
+                let _ = out.flush();
+                return ExitCode::from(1);
+            }
+            other => other.map(|_| ()),
+        },
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,1 +1,418 @@
-//! `run` and `chat` (stub; being written).
+//! `chronicle run "<query>"`: starts a run (on an embedded engine or a server), prints its events
+//! live, asks for approvals on the terminal when it can, and exits with the run's outcome. The
+//! REPL `chronicle chat` lives in `run_chat.rs`; both share the backend and the views here.
+
+#[path = "run_backend.rs"]
+pub mod backend;
+#[path = "run_chat.rs"]
+pub mod chat;
+#[path = "run_remote.rs"]
+pub mod remote;
+#[path = "run_view.rs"]
+pub mod view;
+
+use std::io::{IsTerminal, Write};
+
+use anyhow::Context;
+use chronicle_projections::RunState;
+use chronicle_schemas::{Approval, Decision, HitlMode, RunId, Strategy};
+use futures_util::StreamExt;
+use serde_json::{Value, json};
+
+use crate::common::{DataArgs, Outcome, RemoteArgs, json_line};
+use backend::{Backend, Events, StartReq};
+use view::Paint;
+
+pub use chat::ChatArgs;
+
+const RUN_HELP: &str = "\
+Examples:
+  chronicle run \"강남역 근처 30평대 아파트 매매 시세 알려줘\"
+  chronicle run --hitl every_todo \"강남구 아파트 시세 조회\"
+  chronicle run --json --strategy dag \"강남구 아파트 시세 조회\" | jq .data.kind
+  chronicle run --server http://127.0.0.1:8080 --token $TOKEN \"강남구 아파트 시세 조회\"
+
+When the run asks for an approval and stdin is a terminal, you answer on the terminal:
+  a | approve             approve
+  r | reject [reason]     reject (the TODO is skipped)
+  e | edit {json}         approve with these args instead
+  /todos, /todo skip ...  any slash command (see /help)
+When stdin is not a terminal, `run` exits 1 and says how to decide the approval later.
+
+Embedded mode (--data, the default) runs the engine in this process; the data directory must
+not be in use by a server (use --server URL then).
+
+Exit codes: 0 the run completed, 1 it failed, was cancelled, or waits for an approval,
+2 bad arguments or an operational error.";
+
+#[derive(Debug, clap::Args)]
+#[command(after_help = RUN_HELP,
+    // Unlike the inspecting commands, `run` and `chat` start from nothing.
+    mut_arg("data", |a| a.help("Data directory of a Chronicle store (created when missing)"))
+)]
+pub struct RunArgs {
+    /// The query, e.g. "강남역 근처 30평대 아파트 매매 시세 알려줘".
+    query: String,
+    /// HITL policy: none | every_todo | categories | tools (default: none embedded, the server's
+    /// default remotely).
+    #[arg(long, value_name = "POLICY")]
+    hitl: Option<String>,
+    /// Execution strategy instead of the plan's: sequential | parallel | dag.
+    #[arg(long, value_name = "STRATEGY")]
+    strategy: Option<String>,
+    /// JSON Lines on stdout: {"type":"event","data":<SSE data>} per event, then one
+    /// {"type":"result"} (or {"type":"waiting"}).
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    data: DataArgs,
+    #[command(flatten)]
+    remote: RemoteArgs,
+}
+
+/// `--hitl` as the engine names the policies (one line on error).
+pub fn parse_hitl(s: &str) -> anyhow::Result<HitlMode> {
+    crate::serve::parse_hitl(s).map_err(|e| anyhow::anyhow!("--hitl: {e}"))
+}
+
+/// `--strategy` (one line on error).
+pub fn parse_strategy(s: &str) -> anyhow::Result<Strategy> {
+    serde_json::from_value(Value::String(s.to_owned()))
+        .map_err(|_| anyhow::anyhow!("--strategy must be sequential, parallel or dag, got {s:?}"))
+}
+
+/// The runtime of `run` and `chat`: the engine's actors and agents run on its workers while the
+/// main thread prints and reads the terminal.
+pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?)
+}
+
+pub fn run(args: &RunArgs, out: &mut dyn Write) -> anyhow::Result<Outcome> {
+    let hitl = args.hitl.as_deref().map(parse_hitl).transpose()?;
+    let strategy = args.strategy.as_deref().map(parse_strategy).transpose()?;
+    let rt = runtime()?;
+    let backend = rt.block_on(Backend::open(&args.data, &args.remote))?;
+    let req = StartReq {
+        query: args.query.clone(),
+        hitl,
+        strategy,
+        session: None,
+    };
+    let result = Runner {
+        rt: &rt,
+        backend: &backend,
+        json: args.json,
+        paint: Paint::stdout(),
+        out,
+    }
+    .run(req);
+    rt.block_on(backend.close());
+    result
+}
+
+/// One `chronicle run`.
+struct Runner<'a> {
+    rt: &'a tokio::runtime::Runtime,
+    backend: &'a Backend,
+    json: bool,
+    paint: Paint,
+    out: &'a mut dyn Write,
+}
+
+impl Runner<'_> {
+    fn run(&mut self, req: StartReq) -> anyhow::Result<Outcome> {
+        let backend = self.backend;
+        let (run, _session) = self.rt.block_on(backend.start(req))?;
+        eprintln!("run {run} started ({})", backend.where_flag());
+        let mut events = self.rt.block_on(backend.events(run, 0))?;
+        let mut next_seq = 0;
+        let interactive = std::io::stdin().is_terminal();
+        let mut prompt = None;
+        loop {
+            let state = self.settle(run, &mut events, &mut next_seq)?;
+            if backend::is_terminal(&state) {
+                return self.finish(run, &state);
+            }
+            let pending = backend::pending(&state);
+            if !interactive {
+                return self.waiting(run, &pending);
+            }
+            let editor = match &mut prompt {
+                Some(e) => e,
+                None => prompt.insert(Prompt::on_terminal()?),
+            };
+            for a in &pending {
+                if !self.ask(run, a, editor)? {
+                    return self.waiting(run, &pending);
+                }
+            }
+        }
+    }
+
+    /// Prints events until the run has settled and every event up to its state is printed.
+    fn settle(
+        &mut self,
+        run: RunId,
+        events: &mut Events,
+        next_seq: &mut u64,
+    ) -> anyhow::Result<RunState> {
+        let backend = self.backend;
+        let rt = self.rt;
+        rt.block_on(async {
+            let settled = backend.settled(run);
+            // Listening once for the whole wait, so a Ctrl-C while an event prints is not lost.
+            let interrupted = tokio::signal::ctrl_c();
+            tokio::pin!(settled, interrupted);
+            let mut open = true;
+            let state = loop {
+                tokio::select! {
+                    biased;
+                    ev = events.next(), if open => match ev {
+                        Some(ev) => self.print_event(&ev?, next_seq)?,
+                        None => open = false,
+                    },
+                    s = &mut settled => break s?,
+                    _ = &mut interrupted => anyhow::bail!(
+                        "interrupted; run {run} goes on {}",
+                        backend.goes_on_where()
+                    ),
+                }
+            };
+            // Catch up with the state: its events may still be on their way.
+            let last = state.last_seq.unwrap_or(0);
+            while open && *next_seq <= last {
+                match events.next().await {
+                    Some(ev) => self.print_event(&ev?, next_seq)?,
+                    None => open = false,
+                }
+            }
+            Ok(state)
+        })
+    }
+
+    fn print_event(&mut self, ev: &backend::WireEvent, next_seq: &mut u64) -> anyhow::Result<()> {
+        if ev.seq < *next_seq {
+            return Ok(());
+        }
+        *next_seq = ev.seq + 1;
+        if self.json {
+            let mut data = ev.data.clone();
+            data["event"] = json!(ev.name);
+            json_line(self.out, "event", data)?;
+        } else {
+            writeln!(self.out, "{}", view::event_line(ev, self.paint))?;
+        }
+        self.out.flush()?;
+        Ok(())
+    }
+
+    fn finish(&mut self, run: RunId, s: &RunState) -> anyhow::Result<Outcome> {
+        let completed = s.supervisor.run_status == chronicle_schemas::RunStatus::Completed;
+        if self.json {
+            json_line(
+                self.out,
+                "result",
+                json!({
+                    "run_id": run,
+                    "status": s.supervisor.run_status.as_str(),
+                    "answer": backend::answer(s),
+                    "final_response": s.supervisor.final_response,
+                    "error": (!completed).then(|| backend::failure(s)),
+                }),
+            )?;
+        } else if completed {
+            writeln!(self.out)?;
+            writeln!(
+                self.out,
+                "{}",
+                backend::answer(s).unwrap_or_else(|| "(no answer)".into())
+            )?;
+        }
+        self.out.flush()?;
+        if completed {
+            Ok(Outcome::Ok)
+        } else {
+            eprintln!(
+                "run {run} {}: {}",
+                s.supervisor.run_status.as_str(),
+                backend::failure(s)
+            );
+            Ok(Outcome::Negative)
+        }
+    }
+
+    /// The run waits for a human who is not here: say which approval and how to decide it.
+    fn waiting(&mut self, run: RunId, pending: &[Approval]) -> anyhow::Result<Outcome> {
+        let where_ = self.backend.where_flag();
+        if self.json {
+            let list: Vec<Value> = pending
+                .iter()
+                .map(|a| {
+                    json!({
+                        "run_id": run,
+                        "approval_id": a.approval_id,
+                        "todo_id": a.subject.as_ref().map(|s| s.todo_id()),
+                        "message": a.message,
+                    })
+                })
+                .collect();
+            json_line(
+                self.out,
+                "waiting",
+                json!({"run_id": run, "approvals": list}),
+            )?;
+            self.out.flush()?;
+        }
+        let paint = Paint::stderr();
+        for a in pending {
+            let mut err = std::io::stderr();
+            view::write_approval(&mut err, a, paint)?;
+            let todo = a
+                .subject
+                .as_ref()
+                .map_or_else(String::new, |s| format!(" ({})", s.todo_id()));
+            eprintln!(
+                "run {run} waits for approval {}{todo}: decide it with `chronicle chat --run {run} {where_}` \
+                 (then /todo approve or /todo reject), or POST /api/v1/agent/{run}/approvals/{}/decision \
+                 {{\"decision\":\"approve\"}} on a server",
+                a.approval_id, a.approval_id
+            );
+        }
+        Ok(Outcome::Negative)
+    }
+
+    /// Asks the terminal about one approval until it is decided (or no longer pending). Returns
+    /// `false` when the person left (Ctrl-D / Ctrl-C).
+    fn ask(&mut self, run: RunId, a: &Approval, prompt: &mut Prompt) -> anyhow::Result<bool> {
+        let backend = self.backend;
+        let mut err = std::io::stderr();
+        view::write_approval(&mut err, a, Paint::stderr())?;
+        loop {
+            let Some(line) = prompt
+                .read("approve? [a]pprove / [r]eject [reason] / [e]dit {json} / /command > ")?
+            else {
+                return Ok(false);
+            };
+            let line = line.trim();
+            let (word, rest) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
+            let rest = rest.trim();
+            let decision = match word {
+                "" => continue,
+                "a" | "approve" => (Decision::Approve, None, None),
+                "r" | "reject" => (
+                    Decision::Reject,
+                    None,
+                    (!rest.is_empty()).then(|| rest.to_owned()),
+                ),
+                "e" | "edit" => match serde_json::from_str::<Value>(rest) {
+                    Ok(v) => (Decision::Edit, Some(v), None),
+                    Err(e) => {
+                        eprintln!(
+                            "edit takes the new args as JSON, e.g. e {{\"query\": \"...\"}}: {e}"
+                        );
+                        continue;
+                    }
+                },
+                w if w.starts_with('/') => {
+                    let result = self.rt.block_on(backend.command(run, line))?;
+                    // Machines get it with the events; a person where the question was asked.
+                    if self.json {
+                        json_line(self.out, "command", result)?;
+                        self.out.flush()?;
+                    } else {
+                        eprintln!("{}", serde_json::to_string_pretty(&result)?);
+                    }
+                    let s = self.rt.block_on(backend.state(run))?;
+                    if s.approvals
+                        .get(&a.approval_id)
+                        .is_none_or(|x| x.status != chronicle_schemas::ApprovalStatus::Pending)
+                    {
+                        return Ok(true);
+                    }
+                    continue;
+                }
+                _ => {
+                    eprintln!("answer a, r [reason], e {{json}} or a /command");
+                    continue;
+                }
+            };
+            let (decision, edited, comment) = decision;
+            match self
+                .rt
+                .block_on(backend.decide(run, &a.approval_id, decision, edited, comment))
+            {
+                Ok(()) => return Ok(true),
+                // Refused (decided meanwhile, bad edit): say why and look at the run again.
+                Err(e) if is_refusal(&e) => {
+                    eprintln!("{e:#}");
+                    return Ok(true);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+/// An engine or server refusal (a 4xx, or an engine error that is not the store's or a
+/// shutdown), as opposed to an operational failure.
+fn is_refusal(e: &anyhow::Error) -> bool {
+    if let Some(h) = e.downcast_ref::<remote::HttpError>() {
+        return (400..500).contains(&h.status);
+    }
+    e.downcast_ref::<chronicle_engine::Error>()
+        .is_some_and(|e| {
+            !matches!(
+                e,
+                chronicle_engine::Error::Store(_) | chronicle_engine::Error::ShuttingDown
+            )
+        })
+}
+
+/// Lines from the terminal, with editing and history (rustyline).
+pub struct Prompt {
+    editor: rustyline::DefaultEditor,
+}
+
+impl std::fmt::Debug for Prompt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Prompt").finish_non_exhaustive()
+    }
+}
+
+impl Prompt {
+    /// A prompt on stdin/stdout (the chat, whose conversation is its stdout).
+    pub fn new() -> anyhow::Result<Self> {
+        Self::with(rustyline::config::Behavior::Stdio)
+    }
+
+    /// A prompt on the terminal itself (`/dev/tty`), so questions never mix into a stdout that
+    /// is redirected to a file (`run`, whose stdout is its event lines).
+    pub fn on_terminal() -> anyhow::Result<Self> {
+        Self::with(rustyline::config::Behavior::PreferTerm)
+    }
+
+    fn with(behavior: rustyline::config::Behavior) -> anyhow::Result<Self> {
+        let config = rustyline::Config::builder().behavior(behavior).build();
+        Ok(Self {
+            editor: rustyline::DefaultEditor::with_config(config)
+                .context("opening the terminal")?,
+        })
+    }
+
+    /// The next line (added to the history), or `None` on Ctrl-D / Ctrl-C.
+    pub fn read(&mut self, prompt: &str) -> anyhow::Result<Option<String>> {
+        use rustyline::error::ReadlineError;
+        match self.editor.readline(prompt) {
+            Ok(line) => {
+                if !line.trim().is_empty() {
+                    let _ = self.editor.add_history_entry(line.as_str());
+                }
+                Ok(Some(line))
+            }
+            Err(ReadlineError::Eof | ReadlineError::Interrupted) => Ok(None),
+            Err(e) => Err(e).context("reading the terminal"),
+        }
+    }
+}

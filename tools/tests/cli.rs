@@ -1,1 +1,3 @@
 //! The `chronicle` binary, black-box: one integration-test binary for the CLI.
+mod cli_inspect;
+mod cli_run;

@@ -45,18 +45,18 @@ fn one_event() -> Event {
     }
 }
 
-struct Fsync {
+pub(super) struct Fsync {
     /// Appending writes: each `fdatasync` also commits the grown file size (ext4: a journal
     /// commit), as for a log that grows, which sled's is.
     append_rate: f64,
-    append_mean_ms: f64,
+    pub append_mean_ms: f64,
     /// Overwrites inside a preallocated file: the device's bare data flush.
     overwrite_rate: f64,
 }
 
 /// `FSYNC_PROBE_BYTES` written and `fdatasync`ed in a loop for `window`: the disk's ceiling for
 /// one-at-a-time durable writes, appending (the ceiling used) and overwriting (for reference).
-fn fsync_rate(root: &Path, window: Duration) -> Result<Fsync> {
+pub(super) fn fsync_rate(root: &Path, window: Duration) -> Result<Fsync> {
     let path = root.join("fsync-probe");
     let buf = vec![0xA5u8; FSYNC_PROBE_BYTES];
     let probe = |overwrite: bool| -> Result<(f64, f64)> {
@@ -98,9 +98,13 @@ fn fsync_rate(root: &Path, window: Duration) -> Result<Fsync> {
 
 /// The store's durability barrier (`Store::flush`: sled flush + fdatasync of sled's data file)
 /// right after a one-event append, with the async flusher parked so it does not interfere.
-fn barrier_samples(root: &Path, plan: &Plan) -> Result<Vec<f64>> {
-    let window = plan.barrier_window;
-    let dir = root.join("barrier");
+pub(super) fn barrier_samples(
+    root: &Path,
+    plan: &Plan,
+    window: Duration,
+    name: &str,
+) -> Result<Vec<f64>> {
+    let dir = root.join(name);
     let store = Store::open(
         &dir,
         Options {
@@ -130,7 +134,7 @@ fn barrier_samples(root: &Path, plan: &Plan) -> Result<Vec<f64>> {
 /// Writes back every dirty page of the machine (`sync(1)`) so that write-back of earlier work,
 /// such as the release build that `cargo run` just finished, does not land inside the fsync
 /// measurements: on ext4 an `fdatasync` that commits the journal waits for it. Best effort.
-fn settle() {
+pub(super) fn settle() {
     match std::process::Command::new("sync").status() {
         Ok(s) if s.success() => {}
         _ => progress("warning: sync(1) failed; earlier write-back may slow the fsync probes"),
@@ -237,7 +241,7 @@ pub(super) fn section(rt: &Runtime, root: &Path, plan: &Plan) -> Result<Vec<Row>
     progress("fsync ceiling (before)");
     let fsync_before = fsync_rate(root, plan.fsync_window)?;
     progress("store barrier cost");
-    let mut barrier = barrier_samples(root, plan)?;
+    let mut barrier = barrier_samples(root, plan, plan.barrier_window, "barrier")?;
     let many = plan.writers_many;
     let sync_1 = measure(rt, root, plan, Durability::Sync, 1)?;
     let sync_n = measure(rt, root, plan, Durability::Sync, many)?;

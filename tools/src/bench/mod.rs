@@ -1,11 +1,13 @@
 //! `chronicle bench` (DESIGN §8): durable appends (single and group-committed, against the
 //! machine's own fsync rate), replay speed, restore latency with and without snapshots, and the
-//! peak memory of a long replay, measured in a child process. Prints one table.
+//! peak memory of a long replay, measured in a child process; and the engine end to end (full
+//! runs, bytes per run, HITL resume, a long run's checkpoint list and restore). Prints one table.
 //!
 //! Every store lives in a temporary directory under `--dir` (the system temp dir by default),
 //! and the fsync ceiling is measured in that same directory, so the two share a filesystem.
 
 mod append;
+mod engine;
 mod memory;
 mod replay;
 mod report;
@@ -52,6 +54,8 @@ pub enum Section {
     Replay,
     /// Peak memory of replays, in a child process.
     Memory,
+    /// Full engine runs with the built-in agents, HITL resume, a long run's list and restore.
+    Engine,
 }
 
 /// Sizes and time windows of one bench run.
@@ -71,6 +75,19 @@ struct Plan {
     memory_events: [u64; 2],
     /// Events per append call when building the long stores.
     bulk_batch_events: usize,
+    /// Full engine runs back to back, one at a time, for this long.
+    engine_window_1: Duration,
+    /// Full engine runs, `engine_runs_many` at a time, for this long.
+    engine_window_n: Duration,
+    engine_runs_many: usize,
+    /// Approvals decided (and timed) one at a time.
+    hitl_decisions: usize,
+    /// TODOs of the long run whose storage, checkpoint list and restore are measured.
+    long_todos: usize,
+    engine_list_reps: usize,
+    engine_restore_reps: usize,
+    /// The fsync and barrier probes the engine section reports next to its latencies.
+    engine_fsync_window: Duration,
     /// Keep every store after its section instead of deleting it.
     keep: bool,
 }
@@ -89,6 +106,14 @@ impl Plan {
                 restore_reps_scratch: 1,
                 memory_events: [10_000, 100_000],
                 bulk_batch_events: 1000,
+                engine_window_1: Duration::from_millis(300),
+                engine_window_n: Duration::from_millis(800),
+                engine_runs_many: 64,
+                hitl_decisions: 30,
+                long_todos: 40,
+                engine_list_reps: 3,
+                engine_restore_reps: 2,
+                engine_fsync_window: Duration::from_millis(200),
                 keep: false,
             }
         } else {
@@ -103,6 +128,14 @@ impl Plan {
                 restore_reps_scratch: 3,
                 memory_events: [100_000, 1_000_000],
                 bulk_batch_events: 1000,
+                engine_window_1: Duration::from_secs(4),
+                engine_window_n: Duration::from_secs(6),
+                engine_runs_many: 64,
+                hitl_decisions: 200,
+                long_todos: 200,
+                engine_list_reps: 20,
+                engine_restore_reps: 5,
+                engine_fsync_window: Duration::from_millis(500),
                 keep: false,
             }
         }
@@ -127,6 +160,7 @@ pub fn run(args: &BenchArgs, out: &mut impl Write) -> Result<()> {
         .tempdir_in(&base)
         .with_context(|| format!("creating a temporary directory in {}", base.display()))?;
     let started = Instant::now();
+    let load_at_start = load_average();
     progress(&format!(
         "chronicle bench{}: stores in {}",
         if args.quick { " --quick" } else { "" },
@@ -149,6 +183,9 @@ pub fn run(args: &BenchArgs, out: &mut impl Write) -> Result<()> {
     if wanted(Section::Memory) {
         rows.extend(memory::section(root.path(), &plan, args.memory_cache_mib)?);
     }
+    if wanted(Section::Engine) {
+        rows.extend(engine::section(&rt, root.path(), &plan)?);
+    }
     rows.push(
         Row::new(
             "bench_wall_s",
@@ -157,8 +194,9 @@ pub fn run(args: &BenchArgs, out: &mut impl Write) -> Result<()> {
             "s",
         )
         .note(format!(
-            "{} cores",
-            std::thread::available_parallelism().map_or(0, |n| n.get())
+            "{} cores; load average {} at the start (other work on the machine skews every row)",
+            std::thread::available_parallelism().map_or(0, |n| n.get()),
+            load_at_start
         )),
     );
     drop(rt);
@@ -172,6 +210,14 @@ pub fn run(args: &BenchArgs, out: &mut impl Write) -> Result<()> {
         report::print_table(out, &rows)?;
     }
     Ok(())
+}
+
+/// The 1-minute load average (`/proc/loadavg`), or `?`.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().next().map(str::to_owned))
+        .unwrap_or_else(|| "?".into())
 }
 
 /// A progress line on stderr (stdout carries only the table).

@@ -1,0 +1,714 @@
+//! What the inspection commands (`log`, `runs`, `checkpoints`, `restore`, `verify`, `replay`)
+//! share: opening a data directory for reading, readable one-line events, which seqs lie on an
+//! abandoned branch, the state and TODO views, styles and small table helpers.
+
+use std::collections::{HashMap, HashSet};
+use std::io::{self, Write};
+use std::path::Path;
+
+use anstream::AutoStream;
+use anstyle::{AnsiColor, Style};
+use anyhow::{Context, bail};
+use chronicle_api::names::wire_names;
+use chronicle_engine::store::{Options, RunHead, Store};
+use chronicle_projections::RunState;
+use chronicle_schemas::{Envelope, Event, Payload, RunId, RunStatus, Timestamp, TodoStatus};
+use serde_json::Value;
+
+/// Longest free text (a query, a reasoning note, an answer, an error) a readable line shows
+/// before it is cut with `…`. Ids are never cut, so a filter or a copy-paste always gets them whole.
+pub const TEXT_CHARS_MAX: usize = 100;
+/// Width of the dotted-name column (the longest name, `evaluation.recorded`, is 19).
+const NAME_COLUMN_CHARS: usize = 19;
+
+pub const DIM: Style = Style::new().dimmed();
+pub const BOLD: Style = Style::new().bold();
+pub const RED: Style = AnsiColor::Red.on_default();
+pub const GREEN: Style = AnsiColor::Green.on_default();
+pub const YELLOW: Style = AnsiColor::Yellow.on_default();
+pub const CYAN: Style = AnsiColor::Cyan.on_default();
+
+/// Stdout's writer with colours kept or stripped the way `anstream` decides for stdout (a
+/// terminal, `NO_COLOR`, `CLICOLOR_FORCE`), so views can always write styled text.
+pub fn styled(out: &mut dyn Write) -> Styled<'_> {
+    let strip = match AutoStream::choice(&io::stdout()) {
+        anstream::ColorChoice::Never => Some(anstream::adapter::StripBytes::new()),
+        _ => None,
+    };
+    Styled { out, strip }
+}
+
+/// See [`styled`]. (`AutoStream` takes only `'static` writers.)
+pub struct Styled<'a> {
+    out: &'a mut dyn Write,
+    /// `Some` when escapes are removed.
+    strip: Option<anstream::adapter::StripBytes>,
+}
+
+impl std::fmt::Debug for Styled<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Styled")
+            .field("strip", &self.strip.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Write for Styled<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match &mut self.strip {
+            None => self.out.write(buf),
+            Some(state) => {
+                for printable in state.strip_next(buf) {
+                    self.out.write_all(printable)?;
+                }
+                Ok(buf.len())
+            }
+        }
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.out.flush()
+    }
+}
+
+/// `text` in `style` (the escapes are stripped later when colour is off).
+pub fn paint(style: Style, text: impl std::fmt::Display) -> String {
+    format!("{style}{text}{style:#}")
+}
+
+/// Opens a data directory for inspection. Like `common::open_store`, but without the open-time
+/// tail check: a damaged log (a copy taken from a crashed server) must still be readable up to
+/// the damage, and `verify` must be able to name it instead of failing to open.
+pub fn open_for_reading(data: &Path) -> anyhow::Result<Store> {
+    if !data.join("sled").exists() {
+        bail!(
+            "no Chronicle data in {} (use --data DIR or CHRONICLE_DATA)",
+            data.display()
+        );
+    }
+    let opts = Options {
+        open_lock_wait_ms: 200,
+        open_verify_tail_events: 0,
+        ..Options::default()
+    };
+    Store::open(data, opts).map_err(|e| {
+        if e.to_string().contains("could not acquire lock") {
+            anyhow::anyhow!(
+                "{} is in use by a running server: stop it, work on a copy of the directory, or use --server URL",
+                data.display()
+            )
+        } else {
+            anyhow::Error::new(e).context(format!("opening {}", data.display()))
+        }
+    })
+}
+
+/// The head of `run`, or the one-line error every command gives for an unknown run.
+pub fn require_run(store: &Store, run: RunId) -> anyhow::Result<RunHead> {
+    store
+        .run_head(run)
+        .with_context(|| format!("reading run {run}"))?
+        .with_context(|| format!("run {run} not found"))
+}
+
+/// Checks that `seq` exists in the run.
+pub fn check_seq(head: &RunHead, seq: u64) -> anyhow::Result<()> {
+    if seq > head.last_seq {
+        bail!(
+            "seq {seq} is beyond the last seq {} of run {}",
+            head.last_seq,
+            head.run_id
+        );
+    }
+    Ok(())
+}
+
+/// Which seqs of a run are on its effective history (DESIGN §4). A `RunRestored { to_seq }` at
+/// seq `s` makes the history "the effective history at `to_seq`, then `s`", so every seq has one
+/// predecessor (`s - 1`, or `to_seq` for a restore) and the effective history is the chain of
+/// predecessors from the newest seq. Everything off that chain lies on an abandoned branch.
+#[derive(Clone, Debug, Default)]
+pub struct Branches {
+    /// Per seq: on the effective history.
+    effective: Vec<bool>,
+}
+
+impl Branches {
+    /// From the restores of a run: `(seq of the RunRestored, its to_seq)`, and its last seq.
+    pub fn new(last_seq: u64, restores: &HashMap<u64, u64>) -> Self {
+        let len = usize::try_from(last_seq).unwrap_or(usize::MAX - 1) + 1;
+        let mut effective = vec![false; len];
+        let mut s = last_seq;
+        loop {
+            effective[s as usize] = true;
+            // Clamped like the projection does, so a malformed restore cannot loop.
+            let prev = match restores.get(&s) {
+                Some(&to) if s > 0 => to.min(s - 1),
+                _ if s == 0 => break,
+                _ => s - 1,
+            };
+            s = prev;
+        }
+        Self { effective }
+    }
+
+    /// Of a stored run: one pass over its events collects the restores (a long run is never
+    /// held in memory whole).
+    pub fn of_run(store: &Store, head: &RunHead) -> anyhow::Result<Self> {
+        let mut restores = HashMap::new();
+        for env in store.read_run(head.run_id, 0, head.last_seq) {
+            let env = env?;
+            if let Event::RunRestored { to_seq, .. } = env.event {
+                restores.insert(env.seq, to_seq);
+            }
+        }
+        Ok(Self::new(head.last_seq, &restores))
+    }
+
+    pub fn of_events(events: &[Envelope]) -> Self {
+        let restores = restores_of(events.iter());
+        Self::new(events.last().map_or(0, |e| e.seq), &restores)
+    }
+
+    pub fn is_abandoned(&self, seq: u64) -> bool {
+        !self.effective.get(seq as usize).copied().unwrap_or(true)
+    }
+
+    pub fn abandoned_count(&self) -> usize {
+        self.effective.iter().filter(|e| !**e).count()
+    }
+}
+
+/// The restores among `events`: seq → to_seq.
+pub fn restores_of<'a>(events: impl Iterator<Item = &'a Envelope>) -> HashMap<u64, u64> {
+    events
+        .filter_map(|e| match &e.event {
+            Event::RunRestored { to_seq, .. } => Some((e.seq, *to_seq)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// `HH:MM:SS.mmm` (UTC), the time column of readable event lines.
+pub fn clock(at: Timestamp) -> String {
+    at.to_datetime().format("%H:%M:%S%.3f").to_string()
+}
+
+/// `YYYY-MM-DD HH:MM:SS` (UTC), for tables.
+pub fn date_time(at: Timestamp) -> String {
+    at.to_datetime().format("%Y-%m-%d %H:%M:%S").to_string()
+}
+
+/// One line of free text: newlines folded, cut at `max` characters with `…`.
+pub fn one_line(text: &str, max: usize) -> String {
+    let folded: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if folded.chars().count() <= max {
+        folded
+    } else {
+        let mut cut: String = folded.chars().take(max.saturating_sub(1)).collect();
+        cut.push('…');
+        cut
+    }
+}
+
+/// The readable line of one event: `seq  time  dotted.name  summary`. Abandoned events get a
+/// `~` before the seq and are dimmed.
+pub fn event_line(env: &Envelope, abandoned: Option<bool>) -> String {
+    let (name, _, _) = wire_names(&env.event);
+    let summary = one_line(&summary(&env.event), usize::MAX);
+    let marker = match abandoned {
+        None => "",
+        Some(false) => "  ",
+        Some(true) => "~ ",
+    };
+    let line = format!(
+        "{marker}{:>4}  {}  {name:<NAME_COLUMN_CHARS$}  {summary}",
+        env.seq,
+        clock(env.at)
+    );
+    let line = line.trim_end().to_owned();
+    match abandoned {
+        Some(true) => paint(DIM, line),
+        _ => match &env.event {
+            Event::RunFailed { .. } | Event::AgentFailed { .. } => paint(RED, line),
+            Event::ApprovalRequested { .. } | Event::RunInterrupted { .. } => paint(YELLOW, line),
+            Event::RunCompleted { .. } | Event::ResponseGenerated { .. } => paint(GREEN, line),
+            Event::RunRestored { .. } => paint(CYAN, line),
+            _ => line,
+        },
+    }
+}
+
+fn payload_brief(p: &Payload) -> String {
+    match p {
+        Payload::Inline(Value::Object(m)) => {
+            let mut keys: Vec<&str> = m.keys().map(String::as_str).take(6).collect();
+            if m.len() > keys.len() {
+                keys.push("…");
+            }
+            format!("{{{}}}", keys.join(", "))
+        }
+        Payload::Inline(Value::Null) => "-".into(),
+        Payload::Inline(v) => v.to_string(),
+        Payload::Blob(b) => format!("blob {} ({} bytes)", &b.hash.to_hex()[..12], b.bytes),
+    }
+}
+
+fn text(s: &str) -> String {
+    one_line(s, TEXT_CHARS_MAX)
+}
+
+/// What an event says, in a few words.
+pub fn summary(e: &Event) -> String {
+    match e {
+        Event::RunStarted {
+            query,
+            config,
+            parent,
+            ..
+        } => {
+            let mut s = format!("hitl {} \"{}\"", config.hitl.as_str(), text(query));
+            if let Some(p) = parent {
+                s.push_str(&format!(" (sub-run of {})", p.run_id));
+            }
+            s
+        }
+        Event::PhaseChanged { phase } => format!("→ {}", phase.as_str()),
+        Event::IntentAnalyzed {
+            intent_type,
+            confidence,
+            source,
+            ..
+        } => format!("{intent_type} ({confidence:.2}, {})", source_str(*source)),
+        Event::PlanCreated {
+            strategy, steps, ..
+        } => {
+            let agents: Vec<&str> = steps.iter().map(|s| s.agent_name.as_str()).collect();
+            format!(
+                "{} · {} step(s): {}",
+                strategy.as_str(),
+                steps.len(),
+                agents.join(", ")
+            )
+        }
+        Event::TodoAdded { todo, added_by } => {
+            let mut s = format!("{} {} ({})", todo.id, todo.agent_name, todo.status);
+            if !todo.dependencies.is_empty() {
+                let deps: Vec<&str> = todo.dependencies.iter().map(|d| d.as_str()).collect();
+                s.push_str(&format!(" after {}", deps.join(",")));
+            }
+            s.push_str(&format!(" by {added_by}"));
+            s
+        }
+        Event::TodoStatusChanged {
+            todo_id,
+            from,
+            to,
+            reason,
+            ..
+        } => {
+            let mut s = format!("{todo_id} {from} → {to}");
+            if let Some(r) = reason {
+                s.push_str(&format!(" ({})", text(r)));
+            }
+            s
+        }
+        Event::ApprovalRequested {
+            approval_id,
+            subject,
+            tool_name,
+            policy,
+            supersedes,
+            ..
+        } => {
+            let mut s = format!(
+                "{approval_id} for {} ({tool_name}, policy {policy})",
+                subject.todo_id()
+            );
+            if let Some(old) = supersedes {
+                s.push_str(&format!(" replacing {old}"));
+            }
+            s
+        }
+        Event::ApprovalDecided {
+            approval_id,
+            decision,
+            decided_by,
+            comment,
+            ..
+        } => {
+            let mut s = format!("{approval_id} {} by {decided_by}", decision.as_str());
+            if let Some(c) = comment {
+                s.push_str(&format!(": {}", text(c)));
+            }
+            s
+        }
+        Event::ApprovalExpired {
+            approval_id,
+            on_expiry,
+        } => format!("{approval_id} expired → {}", on_expiry.as_str()),
+        Event::AgentStarted {
+            todo_id,
+            agent,
+            attempt,
+            ..
+        } => format!("{todo_id} {agent} attempt {attempt}"),
+        Event::AgentCompleted {
+            todo_id,
+            agent,
+            attempt,
+            result,
+            duration_ms,
+        } => format!(
+            "{todo_id} {agent} attempt {attempt} in {duration_ms} ms → {}",
+            payload_brief(result)
+        ),
+        Event::AgentFailed {
+            todo_id,
+            agent,
+            attempt,
+            error,
+            retryable,
+        } => format!(
+            "{todo_id} {agent} attempt {attempt}{}: {}",
+            if *retryable { " (retryable)" } else { "" },
+            text(error)
+        ),
+        Event::ToolCallRequested {
+            tool_call_id,
+            todo_id,
+            tool,
+            ..
+        } => format!("{tool_call_id} {tool} for {todo_id}"),
+        Event::ToolCallCompleted {
+            tool_call_id,
+            error,
+            duration_ms,
+            ..
+        } => match error {
+            Some(e) => format!("{tool_call_id} failed in {duration_ms} ms: {}", text(e)),
+            None => format!("{tool_call_id} ok in {duration_ms} ms"),
+        },
+        Event::LlmCalled {
+            purpose,
+            model,
+            duration_ms,
+            error,
+            ..
+        } => match error {
+            Some(e) => format!(
+                "{purpose} via {model} failed in {duration_ms} ms: {}",
+                text(e)
+            ),
+            None => format!("{purpose} via {model} in {duration_ms} ms"),
+        },
+        Event::EvaluationRecorded {
+            quality_score,
+            completeness,
+            needs_retry,
+            retry_agents,
+            ..
+        } => {
+            let mut s = format!("quality {quality_score:.2}, completeness {completeness:.2}");
+            if *needs_retry {
+                s.push_str(&format!(", retry {}", retry_agents.join(",")));
+            }
+            s
+        }
+        Event::ResultsAggregated { aggregated } => match aggregated {
+            Value::Object(m) => {
+                let keys: Vec<&str> = m.keys().map(String::as_str).collect();
+                keys.join(", ")
+            }
+            other => one_line(&other.to_string(), 60),
+        },
+        Event::ResponseGenerated { final_response } => text(&response_text(final_response)),
+        Event::CheckpointSaved {
+            checkpoint_id,
+            node,
+            todos_completed,
+        } => format!("{checkpoint_id} after {node} ({todos_completed} done)"),
+        Event::CommandReceived {
+            command,
+            by,
+            accepted,
+        } => format!(
+            "\"{}\" by {by}{}",
+            text(command),
+            if *accepted { "" } else { " (refused)" }
+        ),
+        Event::RunInterrupted {
+            reason,
+            approval_id,
+        } => match approval_id {
+            Some(a) => format!("{} (approval {a})", text(reason)),
+            None => text(reason),
+        },
+        Event::RunResumed { by } => format!("by {by}"),
+        Event::RunRestored {
+            checkpoint_id,
+            to_seq,
+            by,
+        } => format!("to {checkpoint_id} (seq {to_seq}) by {by}"),
+        Event::Reasoning { message } => text(message),
+        Event::RunCompleted {
+            total_execution_time_ms,
+        } => format!("completed in {total_execution_time_ms} ms"),
+        Event::RunFailed { error } => format!("failed: {}", text(error)),
+        Event::RunCancelled { by, reason } => match reason {
+            Some(r) => format!("cancelled by {by}: {}", text(r)),
+            None => format!("cancelled by {by}"),
+        },
+    }
+}
+
+fn source_str(s: chronicle_schemas::Source) -> &'static str {
+    match s {
+        chronicle_schemas::Source::Llm => "llm",
+        chronicle_schemas::Source::Rules => "rules",
+        chronicle_schemas::Source::Request => "request",
+    }
+}
+
+/// The answer of a final response (its `answer` field when it has one).
+pub fn response_text(v: &Value) -> String {
+    match v.get("answer").and_then(Value::as_str) {
+        Some(a) => a.to_owned(),
+        None => match v {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        },
+    }
+}
+
+pub fn status_style(s: TodoStatus) -> Style {
+    match s {
+        TodoStatus::Completed => GREEN,
+        TodoStatus::Failed => RED,
+        TodoStatus::WaitingApproval => YELLOW,
+        TodoStatus::InProgress => CYAN,
+        TodoStatus::Skipped | TodoStatus::Blocked => DIM,
+        TodoStatus::Pending => Style::new(),
+    }
+}
+
+pub fn run_status_style(s: RunStatus) -> Style {
+    match s {
+        RunStatus::Completed => GREEN,
+        RunStatus::Failed => RED,
+        RunStatus::WaitingForApproval => YELLOW,
+        RunStatus::Cancelled => DIM,
+        RunStatus::Running => CYAN,
+    }
+}
+
+/// Renders rows as left-aligned columns separated by two spaces. Cells may carry ANSI styles:
+/// widths count only what is printed.
+pub fn table(out: &mut dyn Write, header: &[&str], rows: &[Vec<String>]) -> io::Result<()> {
+    let visible = |s: &str| anstream::adapter::strip_str(s).to_string().chars().count();
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (i, cell) in row.iter().enumerate() {
+            if let Some(w) = widths.get_mut(i) {
+                *w = (*w).max(visible(cell));
+            }
+        }
+    }
+    let line = |cells: Vec<String>| {
+        let last = cells.len().saturating_sub(1);
+        let mut s = String::new();
+        for (i, cell) in cells.into_iter().enumerate() {
+            s.push_str(&cell);
+            if i < last {
+                let pad = widths[i].saturating_sub(visible(&cell)) + 2;
+                s.push_str(&" ".repeat(pad));
+            }
+        }
+        s.trim_end().to_owned()
+    };
+    let head = line(header.iter().map(|h| (*h).to_owned()).collect());
+    writeln!(out, "{}", paint(BOLD, head))?;
+    for row in rows {
+        writeln!(out, "{}", line(row.clone()))?;
+    }
+    Ok(())
+}
+
+/// The TODO table of a state.
+pub fn todo_table(out: &mut dyn Write, state: &RunState) -> io::Result<()> {
+    let Some(p) = state.supervisor.planning_state.as_ref() else {
+        return writeln!(out, "(no plan yet)");
+    };
+    if p.todos.is_empty() {
+        return writeln!(out, "(no TODOs)");
+    }
+    let current = p.current_todo_id.as_ref();
+    let rows: Vec<Vec<String>> = p
+        .todos
+        .iter()
+        .map(|t| {
+            let marker = if Some(&t.id) == current { "*" } else { "" };
+            let deps: Vec<&str> = t.dependencies.iter().map(|d| d.as_str()).collect();
+            vec![
+                format!("{}{marker}", t.id),
+                paint(status_style(t.status), t.status),
+                t.agent_name.clone(),
+                t.priority.as_str().to_owned(),
+                format!("{}", t.attempts),
+                format!("{}/{}", t.retry_count, t.max_retries),
+                if deps.is_empty() {
+                    "-".into()
+                } else {
+                    deps.join(",")
+                },
+                t.approval_status
+                    .map_or("-".into(), |a| a.as_str().to_owned()),
+            ]
+        })
+        .collect();
+    table(
+        out,
+        &[
+            "TODO", "STATUS", "AGENT", "PRIORITY", "ATTEMPTS", "RETRIES", "DEPENDS", "APPROVAL",
+        ],
+        &rows,
+    )
+}
+
+/// The readable projected state at one seq: phase, statuses, approvals, TODOs, checkpoints, the
+/// results so far and the last reasoning.
+pub fn state_view(
+    out: &mut dyn Write,
+    state: &RunState,
+    head: &RunHead,
+    at: &Envelope,
+    abandoned: bool,
+) -> io::Result<()> {
+    let sup = &state.supervisor;
+    let dash = || "-".to_owned();
+    writeln!(
+        out,
+        "{}",
+        paint(
+            BOLD,
+            format!(
+                "run {} at seq {} of {} ({} UTC)",
+                head.run_id,
+                at.seq,
+                head.last_seq,
+                at.at.to_datetime().format("%Y-%m-%d %H:%M:%S%.3f")
+            )
+        )
+    )?;
+    if abandoned {
+        writeln!(
+            out,
+            "{}",
+            paint(
+                YELLOW,
+                "this seq lies on an abandoned branch: a later restore left it"
+            )
+        )?;
+    }
+    let p = sup.planning_state.as_ref();
+    let field = |out: &mut dyn Write, k: &str, v: String| writeln!(out, "{k:<18}{v}");
+    field(out, "phase", sup.current_phase.as_str().to_owned())?;
+    field(
+        out,
+        "run status",
+        paint(run_status_style(sup.run_status), sup.run_status.as_str()),
+    )?;
+    field(
+        out,
+        "status",
+        if sup.status.is_empty() {
+            dash()
+        } else {
+            sup.status.clone()
+        },
+    )?;
+    field(
+        out,
+        "current todo",
+        p.and_then(|p| p.current_todo_id.as_ref())
+            .map_or_else(dash, |t| t.to_string()),
+    )?;
+    field(
+        out,
+        "checkpoint head",
+        state
+            .checkpoints
+            .head
+            .as_ref()
+            .map_or_else(dash, |c| c.to_string()),
+    )?;
+    field(
+        out,
+        "restored from",
+        sup.restored_from
+            .as_ref()
+            .map_or_else(dash, |c| c.to_string()),
+    )?;
+    if let Some(reason) = &sup.interrupt_reason
+        && sup.run_status == RunStatus::WaitingForApproval
+    {
+        field(out, "interrupted", one_line(reason, TEXT_CHARS_MAX))?;
+    }
+    let teams: Vec<&str> = sup.team_results.keys().map(String::as_str).collect();
+    field(
+        out,
+        "team results",
+        if teams.is_empty() {
+            dash()
+        } else {
+            teams.join(", ")
+        },
+    )?;
+    field(
+        out,
+        "final response",
+        sup.final_response
+            .as_ref()
+            .map_or_else(dash, |r| one_line(&response_text(r), TEXT_CHARS_MAX)),
+    )?;
+    field(
+        out,
+        "last reasoning",
+        sup.last_reasoning
+            .as_ref()
+            .map_or_else(dash, |r| one_line(r, TEXT_CHARS_MAX)),
+    )?;
+    if !sup.error_log.is_empty() {
+        field(
+            out,
+            "errors",
+            one_line(&sup.error_log.join("; "), TEXT_CHARS_MAX),
+        )?;
+    }
+    writeln!(out)?;
+    let pending: HashSet<_> = sup.pending_approval_ids.iter().collect();
+    let rows: Vec<Vec<String>> = state
+        .approvals
+        .list
+        .iter()
+        .filter(|a| pending.contains(&a.approval_id))
+        .map(|a| {
+            vec![
+                a.approval_id.to_string(),
+                a.subject
+                    .as_ref()
+                    .map_or_else(dash, |s| s.todo_id().to_string()),
+                a.tool_name.clone(),
+                a.policy.clone(),
+                a.requested_seq.to_string(),
+            ]
+        })
+        .collect();
+    if rows.is_empty() {
+        writeln!(out, "pending approvals: none")?;
+    } else {
+        writeln!(out, "pending approvals:")?;
+        table(out, &["APPROVAL", "TODO", "TOOL", "POLICY", "SEQ"], &rows)?;
+    }
+    writeln!(out)?;
+    todo_table(out, state)
+}
