@@ -58,8 +58,27 @@ enum Command {
 const EXIT_OPERATIONAL: u8 = 2;
 
 fn main() -> ExitCode {
-    // clap exits with 2 on a usage error by itself.
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // `--help` and `--version` are not errors: print them as clap does.
+        Err(e) if !e.use_stderr() => {
+            let _ = e.print();
+            return ExitCode::SUCCESS;
+        }
+        // A usage error is one line on stderr (clap's first line), exit 2.
+        Err(e) => {
+            // clap's message continues on indented lines (e.g. which argument is missing) until
+            // a blank line before its usage block: fold them into the one line.
+            let rendered = e.render().to_string();
+            let line: Vec<&str> = rendered
+                .lines()
+                .map(str::trim)
+                .take_while(|l| !l.is_empty())
+                .collect();
+            eprintln!("{}", line.join(" "));
+            return ExitCode::from(EXIT_OPERATIONAL);
+        }
+    };
     let stdout = io::stdout();
     let mut out = stdout.lock();
     let result = match &cli.command {
