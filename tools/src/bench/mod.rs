@@ -6,6 +6,7 @@
 //! Every store lives in a temporary directory under `--dir` (the system temp dir by default),
 //! and the fsync ceiling is measured in that same directory, so the two share a filesystem.
 
+mod api;
 mod append;
 mod engine;
 mod memory;
@@ -56,6 +57,8 @@ pub enum Section {
     Memory,
     /// Full engine runs with the built-in agents, HITL resume, a long run's list and restore.
     Engine,
+    /// A real `chronicle serve` process: SSE fan-out, `/chat` throughput, server memory.
+    Api,
 }
 
 /// Sizes and time windows of one bench run.
@@ -185,6 +188,10 @@ pub fn run(args: &BenchArgs, out: &mut impl Write) -> Result<()> {
     }
     if wanted(Section::Engine) {
         rows.extend(engine::section(&rt, root.path(), &plan)?);
+    }
+    if wanted(Section::Api) {
+        progress("api: SSE fan-out, /chat load and server memory against `chronicle serve`");
+        rows.extend(rt.block_on(api::run(root.path(), args.quick))?);
     }
     rows.push(
         Row::new(

@@ -1,0 +1,347 @@
+//! The API section: a real `chronicle serve` child process, measured from this process over
+//! loopback — SSE fan-out delay (append to delivery) with many subscribers on one run, `POST
+//! /chat` completions per second with 64 concurrent clients (HITL none), and the server's RSS idle
+//! and under that load. Client and server share the machine's two cores; the figures say so.
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use futures_util::StreamExt;
+use serde_json::{Value, json};
+
+use super::report::Row;
+
+const CHAT_QUERY: &str = "강남역 근처 30평대 아파트 매매 시세 알려줘";
+const SCENARIO_1: &str = "집주인이 전세금 3억을 10억으로 올려달래. 법적으로 해결방법 알려줘";
+
+pub struct ApiPlan {
+    pub subscribers: usize,
+    pub fanout_events: usize,
+    pub chat_clients: usize,
+    pub chat_window: Duration,
+}
+
+impl ApiPlan {
+    pub fn new(quick: bool) -> Self {
+        if quick {
+            ApiPlan {
+                subscribers: 100,
+                fanout_events: 20,
+                chat_clients: 16,
+                chat_window: Duration::from_secs(1),
+            }
+        } else {
+            ApiPlan {
+                subscribers: 1000,
+                fanout_events: 100,
+                chat_clients: 64,
+                chat_window: Duration::from_secs(8),
+            }
+        }
+    }
+}
+
+struct Server {
+    child: Child,
+    base: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        // SIGTERM for a graceful stop (it flushes); then make sure it is gone.
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.id().to_string())
+            .status();
+        for _ in 0..50 {
+            if matches!(self.child.try_wait(), Ok(Some(_))) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn rss_kib(pid: u32, field: &str) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
+}
+
+async fn start_server(dir: &Path) -> Result<Server> {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    let child = Command::new(std::env::current_exe()?)
+        .args(["serve", "--addr", &format!("127.0.0.1:{port}"), "--data"])
+        .arg(dir.join("api-store"))
+        .env("RUST_LOG", "warn")
+        .env_remove("CHRONICLE_API_TOKEN")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .context("starting `chronicle serve`")?;
+    let server = Server {
+        child,
+        base: format!("http://127.0.0.1:{port}"),
+    };
+    let client = reqwest::Client::new();
+    for _ in 0..300 {
+        if client
+            .get(format!("{}/healthz", server.base))
+            .send()
+            .await
+            .is_ok_and(|r| r.status().is_success())
+        {
+            return Ok(server);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    bail!("the server did not come up")
+}
+
+/// Micros between an event's `at` and now.
+fn delay_us(data: &Value) -> Option<f64> {
+    let at = chrono::DateTime::parse_from_rfc3339(data.get("at")?.as_str()?).ok()?;
+    let now = chrono::Utc::now();
+    Some((now.timestamp_micros() - at.timestamp_micros()) as f64)
+}
+
+async fn fanout(server: &Server, plan: &ApiPlan, rows: &mut Vec<Row>) -> Result<u64> {
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(0)
+        .build()?;
+    let run: Value = client
+        .post(format!("{}/api/v1/agent/run", server.base))
+        .json(&json!({"query": SCENARIO_1, "hitl": "every_todo"}))
+        .send()
+        .await?
+        .json()
+        .await?;
+    let run = run["run_id"].as_str().context("run_id")?.to_owned();
+    // Wait until the run waits for its first approval: its history is then fixed.
+    let history = loop {
+        let st: Value = client
+            .get(format!("{}/api/v1/agent/{run}/status", server.base))
+            .send()
+            .await?
+            .json()
+            .await?;
+        if st["state"] == "waiting_for_approval" {
+            break st["last_seq"].as_u64().unwrap_or(0) + 1;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let caught_up = Arc::new(AtomicUsize::new(0));
+    let delays = Arc::new(Mutex::new(Vec::with_capacity(
+        plan.subscribers * plan.fanout_events,
+    )));
+    let mut tasks = Vec::new();
+    for _ in 0..plan.subscribers {
+        let (client, url) = (
+            client.clone(),
+            format!("{}/api/v1/agent/{run}/events?follow=true", server.base),
+        );
+        let (caught_up, delays, total) = (
+            caught_up.clone(),
+            delays.clone(),
+            history + plan.fanout_events as u64,
+        );
+        tasks.push(tokio::spawn(async move {
+            let resp = client.get(url).send().await?;
+            let mut bytes = resp.bytes_stream();
+            let mut buf = Vec::new();
+            let mut seen = 0u64;
+            let mut mine = Vec::new();
+            while seen < total {
+                let Some(chunk) = bytes.next().await else {
+                    break;
+                };
+                buf.extend_from_slice(&chunk?);
+                while let Some(end) = buf.windows(2).position(|w| w == b"\n\n") {
+                    let block: Vec<u8> = buf.drain(..end + 2).collect();
+                    let text = String::from_utf8_lossy(&block);
+                    let Some(data) = text.lines().find_map(|l| l.strip_prefix("data:")) else {
+                        continue;
+                    };
+                    let Ok(v) = serde_json::from_str::<Value>(data.trim()) else {
+                        continue;
+                    };
+                    seen += 1;
+                    if seen == history {
+                        caught_up.fetch_add(1, Ordering::SeqCst);
+                    } else if seen > history
+                        && let Some(d) = delay_us(&v)
+                    {
+                        mine.push(d);
+                    }
+                }
+            }
+            delays
+                .lock()
+                .map_err(|_| anyhow::anyhow!("poisoned"))?
+                .extend(mine);
+            Ok::<_, anyhow::Error>(())
+        }));
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while caught_up.load(Ordering::SeqCst) < plan.subscribers {
+        if Instant::now() > deadline {
+            bail!(
+                "only {} of {} subscribers caught up",
+                caught_up.load(Ordering::SeqCst),
+                plan.subscribers
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Live events: one `CommandReceived` per command, spaced so each is its own append.
+    let peak_during = rss_kib(server.child.id(), "VmRSS:").unwrap_or(0);
+    for _ in 0..plan.fanout_events {
+        client
+            .post(format!("{}/api/v1/agent/{run}/commands", server.base))
+            .json(&json!({"command": "/todos"}))
+            .send()
+            .await?;
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    for t in tasks {
+        tokio::time::timeout(Duration::from_secs(60), t)
+            .await
+            .context("a subscriber stalled")???;
+    }
+    let mut d = delays
+        .lock()
+        .map_err(|_| anyhow::anyhow!("poisoned"))?
+        .clone();
+    d.sort_by(f64::total_cmp);
+    let n = plan.subscribers;
+    rows.push(
+        Row::new(
+            "sse_fanout_p50",
+            format!("SSE fan-out delay p50, {n} subscribers"),
+            percentile(&d, 0.5) / 1000.0,
+            "ms",
+        )
+        .note(format!(
+            "append → delivery over loopback; {} deliveries",
+            d.len()
+        )),
+    );
+    rows.push(
+        Row::new(
+            "sse_fanout_p99",
+            format!("SSE fan-out delay p99, {n} subscribers"),
+            percentile(&d, 0.99) / 1000.0,
+            "ms",
+        )
+        .note("target ≤ 20 ms at 1,000 subscribers; client and server share 2 cores"),
+    );
+    Ok(peak_during)
+}
+
+async fn chat_load(server: &Server, plan: &ApiPlan, rows: &mut Vec<Row>) -> Result<u64> {
+    let client = reqwest::Client::new();
+    let done = Arc::new(AtomicUsize::new(0));
+    let failed = Arc::new(AtomicUsize::new(0));
+    let stop = Instant::now() + plan.chat_window;
+    let pid = server.child.id();
+    let sampler = tokio::spawn(async move {
+        let mut peak = 0;
+        while Instant::now() < stop {
+            peak = peak.max(rss_kib(pid, "VmRSS:").unwrap_or(0));
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        peak
+    });
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..plan.chat_clients {
+        let (client, url, done, failed) = (
+            client.clone(),
+            format!("{}/chat", server.base),
+            done.clone(),
+            failed.clone(),
+        );
+        tasks.push(tokio::spawn(async move {
+            while Instant::now() < stop {
+                match client
+                    .post(&url)
+                    .json(&json!({"message": CHAT_QUERY}))
+                    .send()
+                    .await
+                {
+                    Ok(r) if r.status().is_success() => {
+                        let _ = r.bytes().await;
+                        done.fetch_add(1, Ordering::Relaxed);
+                    }
+                    _ => {
+                        failed.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+        }));
+    }
+    for t in tasks {
+        t.await?;
+    }
+    let secs = started.elapsed().as_secs_f64();
+    let peak = sampler.await?;
+    let n = done.load(Ordering::Relaxed);
+    rows.push(
+        Row::new("chat_completions_per_s", format!("POST /chat completions/s, {} clients, HITL none", plan.chat_clients), n as f64 / secs, "req/s")
+            .note(format!("{n} completed, {} failed; each a full run (intent, plan, 2 agents, answer), durable; target ≥ 800", failed.load(Ordering::Relaxed))),
+    );
+    Ok(peak)
+}
+
+pub async fn run(dir: &Path, quick: bool) -> Result<Vec<Row>> {
+    let plan = ApiPlan::new(quick);
+    let server = start_server(dir).await?;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut rows = Vec::new();
+    let idle = rss_kib(server.child.id(), "VmRSS:").unwrap_or(0);
+    rows.push(
+        Row::new(
+            "server_rss_idle",
+            "server RSS, idle",
+            idle as f64 / 1024.0,
+            "MiB",
+        )
+        .note("target ≤ 30 MiB"),
+    );
+    let sse_peak = fanout(&server, &plan, &mut rows).await?;
+    let chat_peak = chat_load(&server, &plan, &mut rows).await?;
+    let hwm = rss_kib(server.child.id(), "VmHWM:").unwrap_or(0);
+    rows.push(
+        Row::new(
+            "server_rss_load",
+            "server RSS under /chat load (peak sampled)",
+            chat_peak as f64 / 1024.0,
+            "MiB",
+        )
+        .note(format!(
+            "with {} SSE subscribers open: {:.1} MiB; high-water mark {:.1} MiB",
+            plan.subscribers,
+            sse_peak as f64 / 1024.0,
+            hwm as f64 / 1024.0
+        )),
+    );
+    drop(server);
+    Ok(rows)
+}
