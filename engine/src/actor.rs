@@ -700,12 +700,27 @@ impl RunActor {
                 self.append(ev).await.map(drop)
             }
             Step::Aggregate => {
-                let aggregated: serde_json::Map<String, Value> = self
-                    .state()
-                    .supervisor
+                // The full results are in the log once (`AgentCompleted`) and in `team_results`;
+                // the aggregate names each agent's TODO and digests its result.
+                let sup = &self.state().supervisor;
+                let todo_of = |agent: &str| {
+                    sup.planning_state.as_ref().and_then(|p| {
+                        p.todos
+                            .iter()
+                            .rev()
+                            .find(|t| t.agent_name == agent && t.status == TodoStatus::Completed)
+                            .map(|t| t.id.clone())
+                    })
+                };
+                let aggregated: serde_json::Map<String, Value> = sup
                     .team_results
                     .iter()
-                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .map(|(agent, result)| {
+                        (
+                            agent.clone(),
+                            json!({"todo_id": todo_of(agent), "digest": digest(result)}),
+                        )
+                    })
                     .collect();
                 let mut ev: Vec<Event> = phase_events(self.state(), Phase::Aggregation)
                     .into_iter()
@@ -1565,6 +1580,26 @@ impl StepInputs {
             start_time: s.start_time,
             todos: s.planning_state.as_ref().map_or(0, |p| p.todos.len()),
         }
+    }
+}
+
+/// A small summary of an agent result: its scalar fields (short strings, numbers, flags) and the
+/// length of its lists.
+fn digest(v: &Value) -> Value {
+    const STRING_BYTES_MAX: usize = 200;
+    match v {
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .filter_map(|(k, v)| match v {
+                    Value::Bool(_) | Value::Number(_) => Some((k.clone(), v.clone())),
+                    Value::String(s) if s.len() <= STRING_BYTES_MAX => Some((k.clone(), v.clone())),
+                    Value::Array(a) => Some((format!("{k}_count"), json!(a.len()))),
+                    _ => None,
+                })
+                .collect(),
+        ),
+        Value::Array(a) => json!({"count": a.len()}),
+        other => other.clone(),
     }
 }
 
