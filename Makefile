@@ -1,5 +1,6 @@
 # Chronicle: the two commands are `make run` and `make test`.
 CARGO ?= cargo
+SHELL := /bin/bash
 
 .PHONY: run test bench lint fmt
 
@@ -8,10 +9,13 @@ CARGO ?= cargo
 run:
 	$(CARGO) run -p chronicle-tools -- serve $(ARGS)
 
-# Every test of the workspace, doctests included (debug profile: no release build here).
+# Every test of the workspace, doctests included (debug profile: no release build here), then
+# one closing line with the totals.
 test:
-	$(CARGO) test --workspace --all-targets
 	$(CARGO) test --workspace --doc
+	@mkdir -p target
+	@set -o pipefail; $(CARGO) test --workspace --all-targets 2>&1 | tee target/test-output.log
+	@awk '/^test result:/ { p += $$4; f += $$6 } END { printf "%d passed, %d failed\n", p, f }' target/test-output.log
 
 # Benchmarks print one table; not part of `make test`.
 bench:
