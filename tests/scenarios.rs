@@ -483,3 +483,43 @@ async fn an_openai_compatible_model_is_used_and_its_key_is_never_recorded() {
     assert!(!format!("{:?}", engine.settings()).contains(KEY));
     let _ = Duration::ZERO;
 }
+
+/// An edit is the agent's input: editing the region of seed 002's search moves the listings.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_edited_region_reaches_the_agent() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = builtin_engine(dir.path()).await;
+    let run = start(
+        &engine,
+        "강남역 근처 30평대 아파트 매매 시세 알려줘",
+        HitlMode::EveryTodo,
+    )
+    .await;
+    asked_for(&engine, run, "todo_001").await;
+    let s = engine.state(run, None).unwrap();
+    let a = s.approvals.pending().next().unwrap().clone();
+    let mut args = a.request_args.clone();
+    args["region"] = json!("서울특별시 서초구");
+    engine
+        .decide(
+            run,
+            a.approval_id,
+            chronicle_schemas::Decision::Edit,
+            Some(args),
+            "alice",
+            None,
+        )
+        .await
+        .unwrap();
+    asked_for(&engine, run, "todo_002").await;
+    let s = engine.state(run, None).unwrap();
+    let listings = s.supervisor.team_results["property_search"]["data"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert!(!listings.is_empty());
+    assert!(
+        listings.iter().all(|l| l.to_string().contains("서초구")),
+        "{listings:?}"
+    );
+}
