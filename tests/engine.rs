@@ -10,7 +10,7 @@ use chronicle_engine::{Engine, Error, RestoreTarget, Settings, StartRun};
 use chronicle_projections::RunState;
 use chronicle_schemas::{
     ApprovalStatus, Decision, Envelope, Event, HitlMode, PlanStep, RunConfig, RunId, RunStatus,
-    Strategy, TodoId, TodoStatus,
+    Strategy, TodoStatus,
 };
 use serde_json::json;
 
@@ -583,7 +583,6 @@ async fn restore_to_an_approval_checkpoint_asks_again_under_a_new_id() {
         bad.to_string().contains("beyond the run's last seq"),
         "{bad}"
     );
-    let _ = TodoId::from("x");
 }
 
 /// Seed 002's evaluate → retry loop: an optional TODO that used up its own retries is skipped;

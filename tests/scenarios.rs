@@ -4,7 +4,6 @@
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
-use std::time::Duration;
 
 use chronicle_engine::store::{Options, Store};
 use chronicle_engine::{Engine, Settings, StartRun};
@@ -481,7 +480,6 @@ async fn an_openai_compatible_model_is_used_and_its_key_is_never_recorded() {
         assert!(!serde_json::to_string(&e.event).unwrap().contains(KEY));
     }
     assert!(!format!("{:?}", engine.settings()).contains(KEY));
-    let _ = Duration::ZERO;
 }
 
 /// An edit is the agent's input: editing the region of seed 002's search moves the listings.

@@ -3,6 +3,7 @@
 //! with no gap and no duplicate. Also the seed 003 additions to approval events that SSE and the
 //! WebSocket both send ([`event_data`]), and the guard that counts open streams.
 
+use std::collections::HashMap;
 use std::convert::Infallible;
 use std::time::Duration;
 
@@ -11,7 +12,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use chronicle_engine::Engine;
-use chronicle_schemas::{Envelope, Event};
+use chronicle_schemas::{ApprovalId, Envelope, Event, RunId};
 use futures_util::Stream;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -42,32 +43,78 @@ impl Drop for StreamGuard {
     }
 }
 
-/// The `data` object of an event as every stream sends it: [`names::event_data`] plus what seed
+/// Builds the `data` object of each event a stream sends: [`names::event_data`] plus what seed
 /// 003's AgentEvent contract asks of approval events — `tool` and `approval_required` on
-/// `approval.requested`; `tool` and `effective_args` on `approval.decided`. The effective args
-/// are the approvals projection's (the one home of that rule: edited args for `edit`, the
-/// requested ones for `approve`, none for `reject`), read right after the decision.
-pub(crate) fn event_data(engine: &Engine, env: &Envelope) -> Value {
-    let mut data = names::event_data(env);
-    match &env.event {
-        Event::ApprovalRequested { tool_name, .. } => {
-            data["content"]["tool"] = json!(tool_name);
-            data["content"]["approval_required"] = json!(true);
+/// `approval.requested`; `tool` and `effective_args` on `approval.decided`. One per stream: it
+/// remembers the requests it has sent, so a decision's effective args come from
+/// `Decision::effective_args` without touching the store; only a decision whose request came
+/// before the stream started costs a state read.
+pub(crate) struct Enricher {
+    engine: Engine,
+    /// Requests seen on this stream and not yet decided: `(run, approval) → (tool, args)`.
+    requests: HashMap<(RunId, ApprovalId), (String, Value)>,
+}
+
+/// Undecided requests one stream remembers; beyond this it forgets them all (they are then read
+/// from the state when decided).
+const ENRICHER_REQUESTS_MAX: usize = 4096;
+
+impl Enricher {
+    pub(crate) fn new(engine: Engine) -> Self {
+        Self {
+            engine,
+            requests: HashMap::new(),
         }
-        Event::ApprovalDecided { approval_id, .. } => {
-            let decided = engine
-                .state(env.run_id, Some(env.seq))
-                .inspect_err(|e| {
-                    tracing::warn!(error = %e, run = %env.run_id, "no state for effective_args")
-                })
-                .ok();
-            let a = decided.as_ref().and_then(|s| s.approvals.get(approval_id));
-            data["content"]["tool"] = json!(a.map(|a| &a.tool_name));
-            data["content"]["effective_args"] = json!(a.and_then(|a| a.effective_args.as_ref()));
-        }
-        _ => {}
     }
-    data
+
+    pub(crate) fn data(&mut self, env: &Envelope) -> Value {
+        let mut data = names::event_data(env);
+        match &env.event {
+            Event::ApprovalRequested {
+                approval_id,
+                tool_name,
+                args,
+                ..
+            } => {
+                data["content"]["tool"] = json!(tool_name);
+                data["content"]["approval_required"] = json!(true);
+                if self.requests.len() >= ENRICHER_REQUESTS_MAX {
+                    self.requests.clear();
+                }
+                self.requests.insert(
+                    (env.run_id, approval_id.clone()),
+                    (tool_name.clone(), args.clone()),
+                );
+            }
+            Event::ApprovalDecided {
+                approval_id,
+                decision,
+                edited_args,
+                ..
+            } => {
+                let (tool, requested) = match self
+                    .requests
+                    .remove(&(env.run_id, approval_id.clone()))
+                {
+                    Some((tool, args)) => (Some(tool), Some(args)),
+                    None => {
+                        let a = self
+                            .engine
+                            .state(env.run_id, Some(env.seq))
+                            .inspect_err(|e| tracing::warn!(error = %e, run = %env.run_id, "no state for effective_args"))
+                            .ok()
+                            .and_then(|s| s.approvals.get(approval_id).map(|a| (a.tool_name.clone(), a.request_args.clone())));
+                        a.map_or((None, None), |(t, r)| (Some(t), Some(r)))
+                    }
+                };
+                data["content"]["tool"] = json!(tool);
+                data["content"]["effective_args"] =
+                    json!(decision.effective_args(edited_args.as_ref(), requested.as_ref()));
+            }
+            _ => {}
+        }
+        data
+    }
 }
 
 /// One SSE message of an event.
@@ -112,7 +159,7 @@ pub struct RunEventsQuery {
 /// State of one run's stream between messages.
 struct RunStream<S> {
     events: S,
-    engine: Engine,
+    enrich: Enricher,
     follow: bool,
     ended: bool,
     shutdown: CancellationToken,
@@ -157,7 +204,7 @@ pub async fn run_events(
     let events = st.engine.subscribe(run, from)?;
     let state = RunStream {
         events,
-        engine: st.engine.clone(),
+        enrich: Enricher::new(st.engine.clone()),
         follow,
         ended: false,
         shutdown: st.shutdown.clone(),
@@ -175,7 +222,7 @@ pub async fn run_events(
         match next? {
             Ok(env) => {
                 s.ended = !s.follow && names::ends_stream(&env.event);
-                let data = event_data(&s.engine, &env);
+                let data = s.enrich.data(&env);
                 Some((Ok(message(env.seq, &env, &data)), s))
             }
             Err(e) => {
@@ -195,7 +242,7 @@ pub struct AllEventsQuery {
 /// State of the all-runs stream between messages.
 struct AllStream<S> {
     events: S,
-    engine: Engine,
+    enrich: Enricher,
     shutdown: CancellationToken,
     _guard: StreamGuard,
 }
@@ -222,7 +269,7 @@ pub async fn all_events(
         .unwrap_or_else(|| st.engine.store().durable_next_offset());
     let state = AllStream {
         events: st.engine.store().follow(from),
-        engine: st.engine.clone(),
+        enrich: Enricher::new(st.engine.clone()),
         shutdown: st.shutdown.clone(),
         _guard: StreamGuard::open(&st.metrics),
     };
@@ -234,7 +281,7 @@ pub async fn all_events(
         };
         match next? {
             Ok(env) => {
-                let data = event_data(&s.engine, &env);
+                let data = s.enrich.data(&env);
                 Some((Ok(message(env.offset, &env, &data)), s))
             }
             Err(e) => {

@@ -33,7 +33,7 @@ use crate::auth::Principal;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::Query;
 use crate::rest::{approval_json, run_id};
-use crate::sse::{StreamGuard, event_data};
+use crate::sse::{Enricher, StreamGuard};
 use crate::state::AppState;
 
 /// Runs one socket streams at once; subscribing to one more drops the oldest.
@@ -399,6 +399,7 @@ impl Session {
         );
         self.current = Some(run);
         let fwd = Forwarder {
+            enrich: Enricher::new(self.st.engine.clone()),
             engine: self.st.engine.clone(),
             run,
             generation,
@@ -422,6 +423,7 @@ async fn send(socket: &mut WebSocket, frame: &Value, stop: &CancellationToken) -
 /// approval that is still pending and `final` for the answer. WebSocket streams stay open after
 /// the run ends (a restore can bring it back); the socket bounds how many it keeps.
 struct Forwarder {
+    enrich: Enricher,
     engine: Engine,
     run: RunId,
     generation: u64,
@@ -431,7 +433,7 @@ struct Forwarder {
 
 impl Forwarder {
     async fn run(
-        self,
+        mut self,
         mut events: ReceiverStream<Result<Arc<Envelope>, chronicle_engine::store::Error>>,
     ) {
         loop {
@@ -447,7 +449,7 @@ impl Forwarder {
                     return;
                 }
             };
-            let data = event_data(&self.engine, &env);
+            let data = self.enrich.data(&env);
             if !self.emit(json!({"type": "event", "data": data})).await {
                 return;
             }

@@ -1274,9 +1274,19 @@ impl RunActor {
     }
 
     async fn execute(&mut self, cmd: Command, by: &str, received: Event) -> Result<Value> {
-        // Commands are rare: a copy of the state keeps the borrows simple.
-        let state = &self.state().clone();
-        let p = state.supervisor.planning_state.clone().unwrap_or_default();
+        // What the commands read, copied once (the arms append, so they cannot keep borrowing
+        // the state): not the whole state, whose team results may be large.
+        let cur = self.state();
+        let state = &CommandView {
+            pending_approval_ids: cur.supervisor.pending_approval_ids.clone(),
+            run_status: cur.supervisor.run_status,
+            current_phase: cur.supervisor.current_phase,
+            has_plan: cur.supervisor.execution_plan.is_some(),
+            max_todos: cur.supervisor.config.limits.max_todos as usize,
+            checkpoints: cur.checkpoints.clone(),
+            approvals: cur.approvals.clone(),
+        };
+        let p = cur.supervisor.planning_state.clone().unwrap_or_default();
         match cmd {
             Command::Help => {
                 self.append(vec![received]).await?;
@@ -1290,7 +1300,7 @@ impl RunActor {
                     "summary": todo::summary(&p),
                     "current_todo_id": p.current_todo_id,
                     "checkpoint_id": checkpoint_id,
-                    "pending_approval_ids": state.supervisor.pending_approval_ids,
+                    "pending_approval_ids": state.pending_approval_ids,
                 }))
             }
             Command::CheckpointList => {
@@ -1451,9 +1461,9 @@ impl RunActor {
                         known.join(", ")
                     )));
                 }
-                if state.supervisor.run_status.is_terminal()
+                if state.run_status.is_terminal()
                     || matches!(
-                        state.supervisor.current_phase,
+                        state.current_phase,
                         Phase::Aggregation | Phase::ResponseGeneration | Phase::Finished
                     )
                 {
@@ -1461,10 +1471,10 @@ impl RunActor {
                         "the run is past execution; restore a checkpoint to change its plan".into(),
                     ));
                 }
-                if state.supervisor.execution_plan.is_none() {
+                if !state.has_plan {
                     return Err(Error::Invalid("the run has no plan yet".into()));
                 }
-                let max = state.supervisor.config.limits.max_todos as usize;
+                let max = state.max_todos;
                 if p.todos.len() >= max {
                     return Err(Error::Invalid(format!(
                         "the run already has {} TODOs, the max_todos limit",
@@ -1562,6 +1572,17 @@ impl RunActor {
                 .ok_or_else(|| Error::NothingPending(format!("no pending approval for {id}"))),
         }
     }
+}
+
+/// What the slash commands read of the run's state.
+struct CommandView {
+    pending_approval_ids: Vec<ApprovalId>,
+    run_status: chronicle_schemas::RunStatus,
+    current_phase: Phase,
+    has_plan: bool,
+    max_todos: usize,
+    checkpoints: chronicle_projections::CheckpointList,
+    approvals: chronicle_projections::Approvals,
 }
 
 /// The few fields of the supervisor state that performing a step reads.

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use chronicle_schemas::{Approval, ApprovalId, ApprovalStatus, Decision, Envelope, Event};
+use chronicle_schemas::{Approval, ApprovalId, ApprovalStatus, Envelope, Event};
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -104,12 +104,8 @@ impl Approvals {
                     a.status = (*decision).into();
                     a.decision = Some(*decision);
                     a.edited_args = edited_args.clone();
-                    // What takes effect: the edited args, the requested ones, or nothing.
-                    a.effective_args = match decision {
-                        Decision::Reject => None,
-                        Decision::Edit => edited_args.clone(),
-                        Decision::Approve => Some(a.request_args.clone()),
-                    };
+                    a.effective_args =
+                        decision.effective_args(edited_args.as_ref(), Some(&a.request_args));
                     a.decided_by = Some(decided_by.clone());
                     a.comment = comment.clone();
                     a.decided_at = Some(env.at);

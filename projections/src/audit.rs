@@ -231,14 +231,10 @@ impl Audit {
                 // second decision (which the engine never writes) still gets a row, without
                 // the request's fields: the audit shows what the log says.
                 let req = run.requests.remove(approval_id);
-                let requested = req.as_ref().map(|r| r.args.clone());
+                let requested = req.as_ref().map(|r| &r.args);
                 let outcome = Outcome {
                     decision: (*decision).into(),
-                    effective_args: match decision {
-                        Decision::Reject => None,
-                        Decision::Edit => edited_args.clone().or(requested),
-                        Decision::Approve => requested,
-                    },
+                    effective_args: decision.effective_args(edited_args.as_ref(), requested),
                     decided_by: decided_by.clone(),
                     comment: comment.clone(),
                     on_expiry: None,

@@ -36,6 +36,21 @@ pub enum Decision {
 }
 
 impl Decision {
+    /// The one rule for what a decision lets take effect: the edited args for `edit` (the
+    /// requested ones if an edit carried none), the requested args for `approve`, nothing for
+    /// `reject`.
+    pub fn effective_args(
+        self,
+        edited: Option<&Value>,
+        requested: Option<&Value>,
+    ) -> Option<Value> {
+        match self {
+            Decision::Reject => None,
+            Decision::Edit => edited.or(requested).cloned(),
+            Decision::Approve => requested.cloned(),
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Decision::Approve => "approve",
