@@ -26,12 +26,17 @@ pub async fn server(tokens: Tokens, registry: Option<Registry>) -> Server {
 }
 
 pub async fn server_with(tokens: Tokens, registry: Option<Registry>, config: ApiConfig) -> Server {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path(), Options::default()).unwrap();
     let mut settings = Settings::default();
     if let Some(r) = registry {
         settings.registry = r;
     }
+    server_settings(tokens, settings, config).await
+}
+
+/// A server over an engine with these settings.
+pub async fn server_settings(tokens: Tokens, settings: Settings, config: ApiConfig) -> Server {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), Options::default()).unwrap();
     let engine = Engine::open(store, settings).await.unwrap();
     let state = AppState::new(engine.clone(), tokens, config);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -4,9 +4,15 @@
 //! - `scenario3 DIR`: seed 000 scenario 3's first half with the built-in agents: the scenario 1
 //!   query under `every_todo`, `/todo approve`, and once search_team has completed prints
 //!   `RUN <run>` and `SEARCH_DONE`, then waits to be killed.
+//! - `tools DIR`: one `tool_runner` TODO making three counted `write_file` calls; prints
+//!   `RUN <run>`, and the agent prints `HANGING` after the second call's answer.
+//! - `task DIR`: one `tool_runner` TODO delegating to `sub_worker` through `task`; prints
+//!   `RUN <run>`, and the sub-agent prints `CHILD_STARTED <child>` and hangs.
 
 #[path = "slow_agent.rs"]
 mod slow_agent;
+#[path = "tool_agents.rs"]
+mod tool_agents;
 
 use chronicle_engine::store::{Options, Store};
 use chronicle_engine::{Engine, Settings, StartRun};
@@ -78,9 +84,56 @@ fn main() -> anyhow::Result<()> {
                 std::future::pending::<()>().await;
                 Ok(())
             }
+            ["tools", dir] => {
+                let settings = Settings {
+                    registry: tool_agents::registry(Some(2), false),
+                    tools: tool_agents::counting_tools(
+                        std::path::Path::new(dir).join("executions.log"),
+                    ),
+                    ..Settings::default()
+                };
+                let engine = Engine::open(Store::open(dir, Options::default())?, settings).await?;
+                let calls = serde_json::json!([
+                    tool_agents::write("/workspace/one.txt", "1"),
+                    tool_agents::write("/workspace/two.txt", "2"),
+                    tool_agents::write("/workspace/three.txt", "3"),
+                ]);
+                let run = engine.start_run(tool_run(calls)).await?.run_id;
+                println!("RUN {run}");
+                std::future::pending::<()>().await;
+                Ok(())
+            }
+            ["task", dir] => {
+                let settings = Settings {
+                    registry: tool_agents::registry(None, true),
+                    ..Settings::default()
+                };
+                let engine = Engine::open(Store::open(dir, Options::default())?, settings).await?;
+                let calls = serde_json::json!([{"tool": "task", "args": {
+                    "description": "look it up", "subagent_type": "sub_worker", "input": {"k": 1}
+                }}]);
+                let run = engine.start_run(tool_run(calls)).await?.run_id;
+                println!("RUN {run}");
+                std::future::pending::<()>().await;
+                Ok(())
+            }
             other => anyhow::bail!("unknown mode {other:?}"),
         }
     })
+}
+
+/// A run of one `tool_runner` TODO making `calls`, HITL none.
+fn tool_run(calls: serde_json::Value) -> StartRun {
+    StartRun {
+        query: "tool test".into(),
+        session_id: Some("tool-session".into()),
+        config: Some(RunConfig {
+            hitl: HitlMode::None,
+            plan: Some(tool_agents::runner_plan(calls)),
+            ..RunConfig::default()
+        }),
+        ..Default::default()
+    }
 }
 
 /// Three slow TODOs, each depending on the one before.

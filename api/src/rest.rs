@@ -419,9 +419,11 @@ pub async fn todos(
 ) -> JsonResult {
     let run = run_id(&run)?;
     let s = state_of(&st, run)?;
+    let sub_runs = st.engine.sub_runs(&s);
     let p = s.supervisor.planning_state.unwrap_or_default();
     ok(json!({
         "todos": p.todos,
+        "sub_runs": sub_runs,
         "summary": chronicle_engine::todo::summary(&p),
         "current_todo_id": p.current_todo_id,
         "execution_strategy": p.execution_strategy,

@@ -24,8 +24,9 @@ pub fn todo_needs_approval(config: &RunConfig, category: &str) -> bool {
     }
 }
 
-/// Whether a tool call needs a human first (policy `tools`).
-pub fn tool_needs_approval(config: &RunConfig, tool: &str) -> bool {
+/// Whether a tool call needs a human first (policy `tools`). A run's `hitl_tools` list decides
+/// when it names one; otherwise seed 003's list, plus any tool that declares itself gated.
+pub fn tool_needs_approval(config: &RunConfig, tool: &str, declared_gated: bool) -> bool {
     if config.hitl != HitlMode::Tools {
         return false;
     }
@@ -34,7 +35,7 @@ pub fn tool_needs_approval(config: &RunConfig, tool: &str) -> bool {
         None => tool == pattern,
     };
     if config.hitl_tools.is_empty() {
-        DEFAULT_HITL_TOOLS.iter().any(|p| matches(p))
+        declared_gated || DEFAULT_HITL_TOOLS.iter().any(|p| matches(p))
     } else {
         config.hitl_tools.iter().any(|p| matches(p))
     }
@@ -85,10 +86,21 @@ mod tests {
         c.hitl = HitlMode::Tools;
         assert!(!todo_needs_approval(&c, "general"));
         c.hitl_tools = vec![];
-        assert!(tool_needs_approval(&c, "dbt_run") && tool_needs_approval(&c, "write_file"));
-        assert!(!tool_needs_approval(&c, "read_file"));
+        assert!(tool_needs_approval(&c, "dbt_run", false));
+        assert!(tool_needs_approval(&c, "write_file", false));
+        assert!(!tool_needs_approval(&c, "read_file", false));
+        assert!(
+            tool_needs_approval(&c, "deploy", true),
+            "a tool may declare itself gated"
+        );
+        c.hitl_tools = vec!["read_*".into()];
+        assert!(tool_needs_approval(&c, "read_file", false));
+        assert!(
+            !tool_needs_approval(&c, "write_file", true),
+            "the run's list decides"
+        );
         c.hitl = HitlMode::EveryTodo;
-        assert!(todo_needs_approval(&c, "general") && !tool_needs_approval(&c, "write_file"));
+        assert!(todo_needs_approval(&c, "general") && !tool_needs_approval(&c, "write_file", true));
     }
 
     #[test]

@@ -15,9 +15,10 @@ pub mod llm;
 mod runtime;
 pub mod store;
 pub mod todo;
+pub mod tools;
 
 pub use actor::RestoreTarget;
 pub use bus::Bus;
 pub use error::{Error, Result};
-pub use runtime::{Engine, Settings, StartRun, Started};
+pub use runtime::{Engine, Settings, StartRun, Started, child_run_id};
 pub use store::Store;

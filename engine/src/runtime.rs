@@ -23,6 +23,7 @@ use crate::agents::Registry;
 use crate::bus::Bus;
 use crate::llm::{LlmConfig, LlmProvider, OpenAiCompat, Planner};
 use crate::store::{self, Store};
+use crate::tools::{ToolContext, ToolRegistry};
 use crate::{Error, Result};
 
 /// Engine settings; every limit carries its unit.
@@ -40,6 +41,11 @@ pub struct Settings {
     pub inline_payload_bytes_max: usize,
     /// Queries longer than this are refused.
     pub query_bytes_max: usize,
+    /// The tools agents may call.
+    pub tools: ToolRegistry,
+    /// Tool outputs larger than this (as JSON) are written to a file in the workspace and the
+    /// call returns its path instead (seed 003's offload rule).
+    pub tool_output_offload_bytes: usize,
 }
 
 impl std::fmt::Debug for Settings {
@@ -47,6 +53,7 @@ impl std::fmt::Debug for Settings {
         f.debug_struct("Settings")
             .field("defaults", &self.defaults)
             .field("registry", &self.registry)
+            .field("tools", &self.tools)
             .field("llm", &self.llm.as_ref().map(|l| l.model().to_owned()))
             .finish_non_exhaustive()
     }
@@ -65,6 +72,8 @@ impl Default for Settings {
             bus_buffer_events: 1024,
             inline_payload_bytes_max: 16 * 1024,
             query_bytes_max: 8 * 1024,
+            tools: ToolRegistry::builtin(),
+            tool_output_offload_bytes: 16 * 1024,
         }
     }
 }
@@ -109,6 +118,8 @@ pub(crate) struct Shared {
     pub shutdown: CancellationToken,
     pub tasks: TaskTracker,
     pub inline_payload_bytes_max: usize,
+    pub tools: ToolRegistry,
+    pub tool_output_offload_bytes: usize,
     settings: Settings,
     actors: Mutex<HashMap<RunId, mpsc::Sender<Msg>>>,
     bus: Bus,
@@ -139,6 +150,8 @@ impl Engine {
             planner: Planner::new(settings.llm.clone()),
             registry: settings.registry.clone(),
             inline_payload_bytes_max: settings.inline_payload_bytes_max,
+            tools: settings.tools.clone(),
+            tool_output_offload_bytes: settings.tool_output_offload_bytes,
             store,
             shutdown,
             tasks: TaskTracker::new(),
@@ -157,6 +170,10 @@ impl Engine {
             tracing::info!(runs = recovered, "recovered runs");
         }
         Ok(engine)
+    }
+
+    pub(crate) fn from_shared(shared: Arc<Shared>) -> Engine {
+        Engine { shared }
     }
 
     pub fn store(&self) -> &Store {
@@ -256,6 +273,10 @@ impl Engine {
     /// Starts a run: validates the query, records `RunStarted` and the initialize node, and hands
     /// the run to its actor.
     pub async fn start_run(&self, req: StartRun) -> Result<Started> {
+        self.start_run_as(RunId(uuid::Uuid::now_v7()), req).await
+    }
+
+    async fn start_run_as(&self, run_id: RunId, req: StartRun) -> Result<Started> {
         // Refuse before writing anything: a run nobody would drive must not be half-started.
         if self.shared.shutdown.is_cancelled() {
             return Err(Error::ShuttingDown);
@@ -283,7 +304,6 @@ impl Engine {
         if req.approval_timeout_ms.is_some() {
             config.approval_timeout_ms = req.approval_timeout_ms;
         }
-        let run_id = RunId(uuid::Uuid::now_v7());
         let session_id = req
             .session_id
             .unwrap_or_else(|| SessionId(uuid::Uuid::new_v4().to_string()));
@@ -318,6 +338,121 @@ impl Engine {
         drop(live);
         self.deliver(run_id, None).await?;
         Ok(Started { run_id, session_id })
+    }
+
+    /// The child run of a `task` call: started once (its id is derived from the parent run and
+    /// the tool call, so executing the call again after a crash finds the same child), then
+    /// awaited. Returns the child's final response, or why it did not finish.
+    pub(crate) async fn run_child(
+        &self,
+        ctx: &ToolContext,
+        req: crate::tools::ChildRequest,
+    ) -> std::result::Result<Value, String> {
+        let child = child_run_id(ctx.run_id, &ctx.tool_call_id);
+        let fail = |e: Error| format!("sub-agent run {child}: {e}");
+        if self
+            .shared
+            .store
+            .run_head(child)
+            .map_err(|e| fail(e.into()))?
+            .is_none()
+        {
+            let mut config = ctx.config.clone();
+            config.workspace_session = Some(
+                config
+                    .workspace_session
+                    .clone()
+                    .unwrap_or_else(|| ctx.session_id.clone()),
+            );
+            config.plan = match &req.agent {
+                None => None,
+                Some(name) => {
+                    let agent = self.shared.registry.get(name).ok_or_else(|| {
+                        let known: Vec<&str> = self.shared.registry.names().collect();
+                        format!(
+                            "unknown subagent_type {name:?}; known: {}",
+                            known.join(", ")
+                        )
+                    })?;
+                    Some(vec![chronicle_schemas::PlanStep {
+                        agent_name: name.clone(),
+                        team: agent.team().to_owned(),
+                        task: req.description.clone(),
+                        description: req.description.clone(),
+                        input_mapping: req.input.clone(),
+                        timeout: config.limits.agent_timeout_ms.div_ceil(1000),
+                        retry_count: config.max_retries,
+                        ..Default::default()
+                    }])
+                }
+            };
+            let start = StartRun {
+                query: req.description.clone(),
+                config: Some(config),
+                parent: Some(ParentLink {
+                    run_id: ctx.run_id,
+                    tool_call_id: ctx.tool_call_id.clone(),
+                }),
+                ..StartRun::default()
+            };
+            match self.start_run_as(child, start).await {
+                Ok(_) | Err(Error::Store(store::Error::Conflict { .. })) => {}
+                Err(e) => return Err(fail(e)),
+            }
+        }
+        let limit = ctx.config.limits.run_timeout_ms.saturating_add(60_000);
+        let state = self
+            .wait_until(child, Duration::from_millis(limit), |s| {
+                s.supervisor.run_status.is_terminal()
+            })
+            .await
+            .map_err(fail)?;
+        let s = &state.supervisor;
+        match s.run_status {
+            chronicle_schemas::RunStatus::Completed => Ok(serde_json::json!({
+                "run_id": child,
+                "status": "completed",
+                "final_response": s.final_response,
+            })),
+            status => Err(format!(
+                "sub-agent run {child} {}: {}",
+                status.as_str(),
+                s.error_log
+                    .last()
+                    .map_or("no reason recorded", String::as_str)
+            )),
+        }
+    }
+
+    /// The sub-agent runs started by `state`'s `task` calls, with their status (`not_started`
+    /// while the call waits for its approval), for `/todos`.
+    pub fn sub_runs(&self, state: &RunState) -> Vec<Value> {
+        let Some(run_id) = state.run_id else {
+            return vec![];
+        };
+        state
+            .supervisor
+            .tool_calls
+            .iter()
+            .filter(|c| c.tool == "task")
+            .map(|c| {
+                let child = child_run_id(run_id, &c.tool_call_id);
+                let (status, phase) = match self.state(child, None) {
+                    Ok(s) => (
+                        serde_json::json!(s.supervisor.run_status.as_str()),
+                        serde_json::json!(s.supervisor.current_phase),
+                    ),
+                    Err(_) => (serde_json::json!("not_started"), Value::Null),
+                };
+                serde_json::json!({
+                    "todo_id": c.todo_id,
+                    "tool_call_id": c.tool_call_id,
+                    "run_id": child,
+                    "status": status,
+                    "phase": phase,
+                })
+            })
+            .collect()
     }
 
     /// Decides a pending approval. `by` is the authenticated principal.
@@ -436,14 +571,31 @@ impl Engine {
     pub async fn wait_settled(&self, run: RunId, timeout: Duration) -> Result<RunState> {
         self.wait_until(run, timeout, |s| {
             let sup = &s.supervisor;
+            // An agent that waits for a human on a tool call is settled too.
+            let waits_on_tool = |t: &chronicle_schemas::SupervisorTodo| {
+                s.approvals.pending().any(|a| {
+                    matches!(&a.subject, Some(chronicle_schemas::Subject::ToolCall { todo_id, .. }) if *todo_id == t.id)
+                })
+            };
             sup.run_status.is_terminal()
                 || (!sup.pending_approval_ids.is_empty()
                     && sup.planning_state.as_ref().is_none_or(|p| {
-                        p.todos
-                            .iter()
-                            .all(|t| t.status != chronicle_schemas::TodoStatus::InProgress)
+                        p.todos.iter().all(|t| {
+                            t.status != chronicle_schemas::TodoStatus::InProgress
+                                || waits_on_tool(t)
+                        })
                     }))
         })
         .await
     }
+}
+
+/// The run a `task` call starts: derived from the parent run and the call, so the call finds its
+/// child again when it is executed a second time (after a crash).
+pub fn child_run_id(parent: RunId, tool_call_id: &chronicle_schemas::ToolCallId) -> RunId {
+    let mut h = blake3::Hasher::new_derive_key("chronicle task child run v1");
+    h.update(parent.0.as_bytes());
+    h.update(tool_call_id.as_str().as_bytes());
+    let bytes: [u8; 16] = h.finalize().as_bytes()[..16].try_into().unwrap_or_default();
+    RunId(uuid::Uuid::new_v8(bytes))
 }

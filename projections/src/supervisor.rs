@@ -133,6 +133,12 @@ pub(crate) fn apply(s: &mut SupervisorState, env: &Envelope, approvals: &Approva
                 t.approval_id = Some(approval_id.clone());
                 t.approval_status = Some(ApprovalStatus::Pending);
             }
+            if let Subject::ToolCall { tool_call_id, .. } = subject
+                && let Some(c) = tool_call_mut(s, tool_call_id)
+            {
+                c.approval_id = Some(approval_id.clone());
+                c.approval_status = Some(ApprovalStatus::Pending);
+            }
             if let Some(old) = supersedes {
                 s.pending_approval_ids.retain(|id| id != old);
             }
@@ -156,6 +162,14 @@ pub(crate) fn apply(s: &mut SupervisorState, env: &Envelope, approvals: &Approva
                 && let Some(t) = s.planning_state.as_mut().and_then(|p| p.todo_mut(todo_id))
             {
                 t.effective_input = Some(args.clone());
+            }
+            if let Some(c) = s
+                .tool_calls
+                .iter_mut()
+                .rev()
+                .find(|c| c.approval_id.as_ref() == Some(approval_id))
+            {
+                c.effective_args = decision.effective_args(edited_args.as_ref(), Some(&c.args));
             }
             approval_settled(s, approval_id, ApprovalStatus::from(*decision));
         }
@@ -447,9 +461,27 @@ fn approval_settled(
     }) {
         t.approval_status = Some(status);
     }
+    if let Some(c) = s
+        .tool_calls
+        .iter_mut()
+        .rev()
+        .find(|c| c.approval_id.as_ref() == Some(id))
+    {
+        c.approval_status = Some(status);
+    }
     if s.pending_approval_ids.is_empty() && s.run_status == RunStatus::WaitingForApproval {
         s.run_status = RunStatus::Running;
     }
+}
+
+fn tool_call_mut<'a>(
+    s: &'a mut SupervisorState,
+    id: &chronicle_schemas::ToolCallId,
+) -> Option<&'a mut chronicle_schemas::ToolCallState> {
+    s.tool_calls
+        .iter_mut()
+        .rev()
+        .find(|c| &c.tool_call_id == id)
 }
 
 fn finish(s: &mut SupervisorState, env: &Envelope, run_status: RunStatus, status: &str) {

@@ -96,4 +96,8 @@ pub struct RunConfig {
     pub agent_catalogue_version: String,
     /// A plan that came with the request: the engine executes it instead of planning.
     pub plan: Option<Vec<crate::PlanStep>>,
+    /// Whose `/workspace/` the run's tools use, when not its own session's: a `task` sub-agent
+    /// run works in its parent's workspace.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workspace_session: Option<crate::SessionId>,
 }

@@ -329,6 +329,14 @@ pub struct ToolCallState {
     pub output: Option<Payload>,
     pub error: Option<String>,
     pub duration_ms: Option<u64>,
+    /// Set when the call was gated: its latest approval on the effective history.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub approval_id: Option<crate::ApprovalId>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub approval_status: Option<crate::ApprovalStatus>,
+    /// What the call runs with once a human approved it (`edit`: the edited args).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub effective_args: Option<Value>,
 }
 
 /// The run's lifecycle as the API reports it (seed 003's `state`).

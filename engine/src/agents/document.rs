@@ -39,6 +39,15 @@ enum DocType {
     Sale,
 }
 
+impl DocType {
+    fn as_str(self) -> &'static str {
+        match self {
+            DocType::Lease => "lease_contract",
+            DocType::Sale => "sales_contract",
+        }
+    }
+}
+
 struct Template {
     id: &'static str,
     name: &'static str,
@@ -195,9 +204,16 @@ impl Agent for DocumentTeam {
         let lang = detect_lang(&ctx.query);
         let doc = doc_type(ctx, &input, &f)?;
         let draft = Draft::build(ctx, &input, &f, doc)?;
-        Ok(AgentOutput {
-            result: draft.to_json(ctx, lang),
-        })
+        let mut result = draft.to_json(ctx, lang);
+        // The draft goes to the session's workspace through the tool host: under HITL `tools`
+        // a human approves (or edits, or rejects) the write first.
+        let file_path = format!("/workspace/documents/{}_{}.md", ctx.todo_id, doc.as_str());
+        let args = json!({"file_path": file_path, "content": result["final_document"]});
+        result["saved_document"] = match ctx.tools.call("write_file", args).await {
+            Ok(out) => json!({"file_path": out["file_path"], "bytes": out["bytes"]}),
+            Err(e) => json!({"file_path": null, "error": e.to_string()}),
+        };
+        Ok(AgentOutput { result })
     }
 }
 
@@ -694,7 +710,7 @@ impl Draft {
         json!({
             "team_name": "document",
             "status": "completed",
-            "document_type": match self.doc { DocType::Lease => "lease_contract", DocType::Sale => "sales_contract" },
+            "document_type": self.doc.as_str(),
             "template": {
                 "template_id": t.id,
                 "template_name": t.name,

@@ -364,6 +364,7 @@ mod tests {
             query: "강남 아파트".into(),
             intent: json!({"intent_type": "search"}),
             team_results: BTreeMap::from([("search_team".to_owned(), json!({"total_results": 3}))]),
+            ..AgentContext::default()
         }
     }
 

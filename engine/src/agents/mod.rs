@@ -41,6 +41,8 @@ pub struct AgentContext {
     pub intent: Value,
     /// Results of the TODOs completed so far, by agent name (e.g. `search_team` → its result).
     pub team_results: BTreeMap<String, Value>,
+    /// The agent's only way to call tools (each call is recorded; gated ones wait for a human).
+    pub tools: crate::tools::ToolHandle,
 }
 
 /// An agent's successful result; recorded in `AgentCompleted`.

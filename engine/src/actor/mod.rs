@@ -24,7 +24,12 @@ use crate::commands::{self, Command};
 use crate::llm::{Intent, LlmCall};
 use crate::runtime::Shared;
 use crate::store::{self, LiveRun};
+use crate::tools::{ToolCallMsg, ToolHost};
 use crate::{Error, Result, hitl, todo};
+
+mod tools;
+
+use tools::{ToolDone, Waiter};
 
 /// Where a restore goes.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -75,6 +80,15 @@ pub(crate) struct RunActor {
     running: HashMap<TodoId, (u32, AbortHandle)>,
     done_tx: mpsc::Sender<AgentDone>,
     done_rx: mpsc::Receiver<AgentDone>,
+    /// Agents' tool calls arrive here (the tool host).
+    tool_host: ToolHost,
+    tool_rx: mpsc::Receiver<ToolCallMsg>,
+    tool_done_tx: mpsc::Sender<ToolDone>,
+    tool_done_rx: mpsc::Receiver<ToolDone>,
+    /// Calls waiting for a human, by tool call.
+    parked: HashMap<chronicle_schemas::ToolCallId, Waiter>,
+    /// Tool executions in flight.
+    tool_tasks: HashMap<chronicle_schemas::ToolCallId, AbortHandle>,
 }
 
 /// The next thing the run should do, decided from its state alone.
@@ -157,6 +171,8 @@ fn todo_to_json(t: &SupervisorTodo) -> Value {
 impl RunActor {
     pub(crate) fn new(shared: Arc<Shared>, live: LiveRun) -> Self {
         let (done_tx, done_rx) = mpsc::channel(64);
+        let (tool_tx, tool_rx) = mpsc::channel(64);
+        let (tool_done_tx, tool_done_rx) = mpsc::channel(64);
         Self {
             shared,
             live,
@@ -164,6 +180,12 @@ impl RunActor {
             running: HashMap::new(),
             done_tx,
             done_rx,
+            tool_host: ToolHost { tx: tool_tx },
+            tool_rx,
+            tool_done_tx,
+            tool_done_rx,
+            parked: HashMap::new(),
+            tool_tasks: HashMap::new(),
         }
     }
 
@@ -208,9 +230,22 @@ impl RunActor {
             let deadline = self.run_deadline();
             tokio::select! {
                 msg = rx.recv() => match msg {
-                    Some(msg) => self.handle(msg).await,
+                    Some(msg) => {
+                        self.handle(msg).await;
+                        self.resume_parked_logged().await;
+                    }
                     None => return,
                 },
+                Some(call) = self.tool_rx.recv() => {
+                    if let Err(e) = self.on_tool_call(call).await {
+                        tracing::error!(run = %self.live.run_id(), error = %e, "recording a tool call failed");
+                    }
+                }
+                Some(done) = self.tool_done_rx.recv() => {
+                    if let Err(e) = self.on_tool_done(done).await {
+                        tracing::error!(run = %self.live.run_id(), error = %e, "recording a tool result failed");
+                    }
+                }
                 Some(done) = self.done_rx.recv() => {
                     if let Err(e) = self.on_agent_done(done).await {
                         tracing::error!(run = %self.live.run_id(), error = %e, "recording an agent result failed");
@@ -222,11 +257,10 @@ impl RunActor {
                     if let Err(e) = self.expire_due().await {
                         tracing::error!(run = %self.live.run_id(), error = %e, "expiring approvals failed");
                     }
+                    self.resume_parked_logged().await;
                 }
                 _ = shutdown.cancelled() => {
-                    for (_, (_, h)) in self.running.drain() {
-                        h.abort();
-                    }
+                    self.abort_agents();
                     return;
                 }
             }
@@ -640,7 +674,9 @@ impl RunActor {
                 let mut starts = Vec::new();
                 for id in ids {
                     let Some(t) = self.todo(&id) else { continue };
-                    let attempt = t.attempts + 1;
+                    // The interrupted attempt again (not a new one): the calls it repeats are
+                    // answered from the log.
+                    let attempt = t.attempts.max(1);
                     let input = input_of(&t);
                     ev.push(Event::AgentStarted {
                         todo_id: id.clone(),
@@ -847,6 +883,7 @@ impl RunActor {
                 .map(|p| p.analyzed_intent.clone())
                 .unwrap_or(Value::Null),
             team_results: s.team_results.clone(),
+            tools: self.tool_host.handle(t.id.clone(), attempt, self.epoch),
         };
         let limit_ms = s.config.limits.agent_timeout_ms;
         let timeout_ms = t
@@ -862,17 +899,7 @@ impl RunActor {
             let started = Instant::now();
             let outcome = match agent {
                 None => Err(AgentError::fatal(format!("unknown agent {agent_name}"))),
-                Some(agent) => match tokio::time::timeout(
-                    Duration::from_millis(timeout_ms),
-                    agent.run(&ctx, input),
-                )
-                .await
-                {
-                    Ok(out) => out,
-                    Err(_) => Err(AgentError::retryable(format!(
-                        "timeout after {timeout_ms} ms"
-                    ))),
-                },
+                Some(agent) => run_with_timeout(agent.as_ref(), &ctx, input, timeout_ms).await,
             };
             let duration_ms = started.elapsed().as_millis() as u64;
             let _ = tx
@@ -889,11 +916,16 @@ impl RunActor {
             .insert(todo_id, (attempt, handle.abort_handle()));
     }
 
+    /// Stops every agent and tool execution of the run; their late results are discarded.
     fn abort_agents(&mut self) {
         self.epoch += 1;
         for (_, (_, h)) in self.running.drain() {
             h.abort();
         }
+        for (_, h) in self.tool_tasks.drain() {
+            h.abort();
+        }
+        self.parked.clear();
     }
 
     async fn on_agent_done(&mut self, done: AgentDone) -> Result<()> {
@@ -1114,6 +1146,7 @@ impl RunActor {
                         self.state().supervisor.run_status.as_str()
                     )))
                 } else {
+                    self.cancel_sub_runs(&by);
                     self.abort_agents();
                     self.append(vec![Event::RunCancelled {
                         by: user(&by),
@@ -1294,6 +1327,8 @@ impl RunActor {
             }
             Command::Todos => {
                 let checkpoint_id = state.checkpoints.head.clone();
+                let sub_runs =
+                    crate::Engine::from_shared(self.shared.clone()).sub_runs(self.state());
                 self.append(vec![received]).await?;
                 Ok(json!({
                     "todos": p.todos.iter().map(todo_to_json).collect::<Vec<_>>(),
@@ -1301,6 +1336,7 @@ impl RunActor {
                     "current_todo_id": p.current_todo_id,
                     "checkpoint_id": checkpoint_id,
                     "pending_approval_ids": state.pending_approval_ids,
+                    "sub_runs": sub_runs,
                 }))
             }
             Command::CheckpointList => {
@@ -1677,6 +1713,33 @@ fn intent_of(state: &RunState) -> Intent {
         keywords: serde_json::from_value(i["keywords"].clone()).unwrap_or_default(),
         entities: i["entities"].clone(),
         source: p.and_then(|p| p.intent_source).unwrap_or_default(),
+    }
+}
+
+/// Runs an agent with its timeout, not counting the time it spends inside tool calls (waiting
+/// for a human, a sub-agent run, or a tool with its own timeout).
+async fn run_with_timeout(
+    agent: &dyn crate::agents::Agent,
+    ctx: &AgentContext,
+    input: Value,
+    timeout_ms: u64,
+) -> Result<AgentOutput, AgentError> {
+    let limit = Duration::from_millis(timeout_ms);
+    let started = Instant::now();
+    let run = agent.run(ctx, input);
+    tokio::pin!(run);
+    let mut wake = tokio::time::Instant::now() + limit;
+    loop {
+        tokio::select! {
+            out = &mut run => return out,
+            _ = tokio::time::sleep_until(wake) => {
+                let working = started.elapsed().saturating_sub(ctx.tools.time_in_calls());
+                if working >= limit {
+                    return Err(AgentError::retryable(format!("timeout after {timeout_ms} ms")));
+                }
+                wake = tokio::time::Instant::now() + (limit - working);
+            }
+        }
     }
 }
 

@@ -1,0 +1,187 @@
+//! The agent's side of the tool host: [`ToolHandle::call`] sends the call to the run actor, which
+//! records it, asks a human when policy says so, runs it (or answers it from the log) and replies.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use chronicle_schemas::TodoId;
+use serde_json::Value;
+use tokio::sync::{mpsc, oneshot};
+
+/// Why a call gave no output. The recorded form (`ToolCallCompleted.error`) is the `Display`
+/// text, so an answer replayed from the log is the same error the first execution gave.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ToolError {
+    /// The tool ran and failed.
+    #[error("failed: {0}")]
+    Failed(String),
+    /// A human rejected the call (or its approval expired under `on_expiry: reject`). The host
+    /// refuses the same call (same tool, same args) for the rest of the attempt.
+    #[error("rejected: {0}")]
+    Rejected(String),
+    /// The host did not run the call: an unknown tool, a repeat of a rejected call, no run.
+    #[error("refused: {0}")]
+    Refused(String),
+}
+
+impl ToolError {
+    /// Back from the recorded text.
+    pub(crate) fn from_recorded(text: &str) -> Self {
+        if let Some(m) = text.strip_prefix("rejected: ") {
+            ToolError::Rejected(m.to_owned())
+        } else if let Some(m) = text.strip_prefix("refused: ") {
+            ToolError::Refused(m.to_owned())
+        } else {
+            ToolError::Failed(text.strip_prefix("failed: ").unwrap_or(text).to_owned())
+        }
+    }
+}
+
+/// One call on its way to the run actor.
+#[derive(Debug)]
+pub(crate) struct ToolCallMsg {
+    pub todo_id: TodoId,
+    pub attempt: u32,
+    /// The actor's epoch when the agent started: a call from before a restore is refused.
+    pub epoch: u64,
+    pub index: u32,
+    pub tool: String,
+    pub args: Value,
+    pub reply: oneshot::Sender<Result<Value, ToolError>>,
+}
+
+/// The actor's end, from which handles are made.
+#[derive(Clone, Debug)]
+pub(crate) struct ToolHost {
+    pub tx: mpsc::Sender<ToolCallMsg>,
+}
+
+impl ToolHost {
+    pub(crate) fn handle(&self, todo_id: TodoId, attempt: u32, epoch: u64) -> ToolHandle {
+        ToolHandle {
+            inner: Some(Arc::new(Inner {
+                tx: self.tx.clone(),
+                todo_id,
+                attempt,
+                epoch,
+                next_index: AtomicU32::new(0),
+                in_calls: Mutex::new(InCalls::default()),
+            })),
+        }
+    }
+}
+
+/// An agent's way to call tools, handed to it in its `AgentContext`. Calls are numbered in the
+/// order they are made (their position in the attempt); an agent that repeats its calls in the
+/// same order after a crash gets the recorded answers back without the tools running again.
+#[derive(Clone, Debug, Default)]
+pub struct ToolHandle {
+    inner: Option<Arc<Inner>>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    tx: mpsc::Sender<ToolCallMsg>,
+    todo_id: TodoId,
+    attempt: u32,
+    epoch: u64,
+    next_index: AtomicU32,
+    in_calls: Mutex<InCalls>,
+}
+
+/// Time spent inside tool calls (waiting for a human, a sub-agent run, a tool): it does not count
+/// against the agent's own timeout.
+#[derive(Debug, Default)]
+struct InCalls {
+    total: Duration,
+    active: u32,
+    since: Option<Instant>,
+}
+
+impl ToolHandle {
+    /// Calls `tool` with `args` (a JSON object) and waits for its output.
+    pub async fn call(&self, tool: &str, args: Value) -> Result<Value, ToolError> {
+        let Some(inner) = &self.inner else {
+            return Err(ToolError::Refused(
+                "no tool host: the agent is not running inside a run".into(),
+            ));
+        };
+        let index = inner.next_index.fetch_add(1, Ordering::SeqCst);
+        let (reply, rx) = oneshot::channel();
+        let _timer = CallTimer::start(inner);
+        let msg = ToolCallMsg {
+            todo_id: inner.todo_id.clone(),
+            attempt: inner.attempt,
+            epoch: inner.epoch,
+            index,
+            tool: tool.to_owned(),
+            args,
+            reply,
+        };
+        let stopped = || ToolError::Refused("the run stopped before the call completed".into());
+        inner.tx.send(msg).await.map_err(|_| stopped())?;
+        rx.await.map_err(|_| stopped())?
+    }
+
+    /// How long this attempt has spent inside tool calls so far.
+    pub fn time_in_calls(&self) -> Duration {
+        let Some(inner) = &self.inner else {
+            return Duration::ZERO;
+        };
+        let c = inner.in_calls.lock().unwrap_or_else(|e| e.into_inner());
+        c.total + c.since.map_or(Duration::ZERO, |s| s.elapsed())
+    }
+}
+
+/// Counts the time a call is in flight (also when the agent drops the call's future).
+struct CallTimer<'a>(&'a Inner);
+
+impl<'a> CallTimer<'a> {
+    fn start(inner: &'a Inner) -> Self {
+        let mut c = inner.in_calls.lock().unwrap_or_else(|e| e.into_inner());
+        if c.active == 0 {
+            c.since = Some(Instant::now());
+        }
+        c.active += 1;
+        drop(c);
+        CallTimer(inner)
+    }
+}
+
+impl Drop for CallTimer<'_> {
+    fn drop(&mut self) {
+        let mut c = self.0.in_calls.lock().unwrap_or_else(|e| e.into_inner());
+        c.active -= 1;
+        if c.active == 0
+            && let Some(since) = c.since.take()
+        {
+            c.total += since.elapsed();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recorded_errors_come_back_as_they_were() {
+        for e in [
+            ToolError::Failed("no such file: /workspace/a".into()),
+            ToolError::Rejected("rejected by alice: not now".into()),
+            ToolError::Refused("unknown tool shell".into()),
+        ] {
+            assert_eq!(ToolError::from_recorded(&e.to_string()), e);
+        }
+    }
+
+    #[tokio::test]
+    async fn a_handle_outside_a_run_refuses() {
+        let err = ToolHandle::default()
+            .call("ls", serde_json::json!({}))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, ToolError::Refused(_)), "{err}");
+    }
+}

@@ -1,0 +1,100 @@
+//! Seed 003's gated tool call over the API: a real server, a real SSE client. An `edit_file` call
+//! waits for a human, who approves it with edited args over REST; the stream shows the whole
+//! sequence (snapshot), and the file holds the edited content.
+
+use std::time::Duration;
+
+use chronicle_api::{ApiConfig, Tokens};
+use chronicle_engine::Settings;
+use futures_util::StreamExt;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::api_support::{server_settings, sse_events};
+use crate::tool_agents::{self, runner_plan};
+
+const GUARD: Duration = Duration::from_secs(20);
+
+#[tokio::test]
+async fn gated_edit_file_approved_with_edited_args_over_sse() {
+    let settings = Settings {
+        registry: tool_agents::registry(None, false),
+        ..Settings::default()
+    };
+    let srv = server_settings(Tokens::default(), settings, ApiConfig::default()).await;
+    let ws = srv.engine.store().dir().join("workspaces/notes-session");
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::write(ws.join("notes.md"), "# Notes\nstatus: draft\n").unwrap();
+
+    let edit = json!({"tool": "edit_file", "args": {
+        "file_path": "/workspace/notes.md", "old_string": "draft", "new_string": "final"
+    }});
+    let resp = srv
+        .client
+        .post(srv.url("/api/v1/agent/run"))
+        .json(&json!({
+            "query": "finish the notes", "session_id": "notes-session", "hitl": "tools",
+            "plan": runner_plan(json!([edit])),
+        }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::ACCEPTED);
+    let run = resp.json::<Value>().await.unwrap()["run_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let resp = srv
+        .client
+        .get(srv.url(&format!("/api/v1/agent/{run}/events")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    let mut events = Box::pin(sse_events(resp));
+
+    let mut seen = Vec::new();
+    loop {
+        let e = tokio::time::timeout(GUARD, events.next())
+            .await
+            .expect("stream stalled")
+            .expect("stream ended early");
+        let name = e.event.clone().unwrap_or_default();
+        let c = &e.data["content"];
+        seen.push(match name.as_str() {
+            "tool.requested" => json!({"event": name, "tool": c["tool"], "args": c["args"], "index": c["index"]}),
+            "approval.requested" => {
+                assert_eq!(c["approval_required"], true);
+                let approval_id = c["approval_id"].as_str().unwrap().to_owned();
+                assert_eq!(std::fs::read_to_string(ws.join("notes.md")).unwrap(), "# Notes\nstatus: draft\n");
+                let resp = srv
+                    .client
+                    .post(srv.url(&format!("/api/v1/agent/{run}/approvals/{approval_id}/decision")))
+                    .json(&json!({"decision": "edit", "edited_args": {
+                        "file_path": "/workspace/notes.md", "old_string": "draft", "new_string": "final (edited)"
+                    }}))
+                    .send()
+                    .await
+                    .unwrap();
+                assert_eq!(resp.status(), StatusCode::OK, "{}", resp.text().await.unwrap());
+                json!({"event": name, "tool": c["tool"], "policy": c["policy"], "preview": {
+                    "file_path": c["preview"]["file_path"],
+                    "line_count": c["preview"]["line_count"],
+                    "diff": c["preview"]["diff"],
+                }})
+            }
+            "approval.decided" => json!({"event": name, "decision": c["decision"], "effective_args": c["effective_args"]}),
+            "tool.completed" => json!({"event": name, "output": c["output"], "error": c["error"]}),
+            _ => json!({"event": name}),
+        });
+        if name == "run.end" || name == "run.error" {
+            break;
+        }
+    }
+    assert_eq!(
+        std::fs::read_to_string(ws.join("notes.md")).unwrap(),
+        "# Notes\nstatus: final (edited)\n"
+    );
+    insta::assert_json_snapshot!("sse_gated_edit_file", seen);
+    srv.stop().await;
+}
