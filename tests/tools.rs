@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use chronicle_engine::store::{Options, Store};
-use chronicle_engine::{Engine, Settings, StartRun, child_run_id};
+use chronicle_engine::{Engine, RestoreTarget, Settings, StartRun, child_run_id};
 use chronicle_projections::RunState;
 use chronicle_schemas::{
     ApprovalStatus, Decision, Event, HitlMode, RunConfig, RunId, RunStatus, Subject,
@@ -513,5 +513,74 @@ async fn document_team_saves_its_draft_through_the_tool_host() {
             .unwrap()
             .contains("John Smith")
     );
+    engine.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_restore_asks_again_and_a_skip_answers_the_waiting_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine(dir.path(), settings()).await;
+    let ws = dir.path().join("workspaces/again");
+
+    // Restore to the request itself: the agent re-runs the same attempt, finds its recorded
+    // call, and the call is asked again under a new id (the old one was cancelled).
+    let run = start(
+        &engine,
+        HitlMode::Tools,
+        "again",
+        json!([write("/workspace/r.txt", "r")]),
+    )
+    .await;
+    let first = pending_tool_approval(&engine, run).await;
+    engine
+        .restore(run, RestoreTarget::Seq(first.requested_seq), "alice")
+        .await
+        .unwrap();
+    let second = pending_tool_approval(&engine, run).await;
+    assert_ne!(second.approval_id, first.approval_id);
+    assert_eq!(second.subject, first.subject, "the same recorded call");
+    let s = engine.state(run, None).unwrap();
+    assert_eq!(
+        s.approvals.get(&first.approval_id).unwrap().status,
+        ApprovalStatus::Cancelled
+    );
+    engine
+        .decide(
+            run,
+            second.approval_id,
+            Decision::Approve,
+            None,
+            "alice",
+            None,
+        )
+        .await
+        .unwrap();
+    finished(&engine, run).await;
+    assert_eq!(std::fs::read_to_string(ws.join("r.txt")).unwrap(), "r");
+    assert_eq!(kinds(&engine, run, &["ToolCallRequested"]).len(), 1);
+
+    // Skipping the TODO whose agent waits answers the call's approval: nothing stays pending.
+    let run = start(
+        &engine,
+        HitlMode::Tools,
+        "again",
+        json!([write("/workspace/s.txt", "s")]),
+    )
+    .await;
+    let a = pending_tool_approval(&engine, run).await;
+    let out = engine
+        .command(run, "/todo skip todo_001 not needed", "bob")
+        .await
+        .unwrap();
+    assert_eq!(out["status"], "skipped", "{out}");
+    let s = engine
+        .wait_until(run, WAIT, |s| s.supervisor.run_status.is_terminal())
+        .await
+        .unwrap();
+    let decided = s.approvals.get(&a.approval_id).unwrap();
+    assert_eq!(decided.status, ApprovalStatus::Rejected);
+    assert_eq!(decided.comment.as_deref(), Some("not needed"));
+    assert_eq!(s.approvals.pending().count(), 0);
+    assert!(!ws.join("s.txt").exists());
     engine.shutdown().await;
 }

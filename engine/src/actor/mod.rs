@@ -1467,21 +1467,17 @@ impl RunActor {
                     )
                     .await?;
                 } else {
-                    if let Some((_, h)) = self.running.remove(&id) {
-                        h.abort();
-                    }
-                    self.append(vec![
-                        received,
-                        Event::TodoStatusChanged {
-                            todo_id: id.clone(),
-                            from: t.status,
-                            to: TodoStatus::Skipped,
-                            reason: Some(reason.clone()),
-                            attempt: t.attempts,
-                            by: user(by),
-                        },
-                    ])
-                    .await?;
+                    let mut ev = vec![received];
+                    ev.extend(self.stop_agent(&id, by, &reason));
+                    ev.push(Event::TodoStatusChanged {
+                        todo_id: id.clone(),
+                        from: t.status,
+                        to: TodoStatus::Skipped,
+                        reason: Some(reason.clone()),
+                        attempt: t.attempts,
+                        by: user(by),
+                    });
+                    self.append(ev).await?;
                 }
                 Ok(json!({
                     "status": "skipped",
@@ -1548,23 +1544,20 @@ impl RunActor {
                     .cloned()
                     .ok_or_else(|| Error::TodoNotFound(id.clone()))?;
                 todo::check_transition(&t, to)?;
-                if to != TodoStatus::InProgress
-                    && let Some((_, h)) = self.running.remove(&id)
-                {
-                    h.abort();
+                let reason = format!("manual update by {by}");
+                let mut ev = vec![received];
+                if to != TodoStatus::InProgress {
+                    ev.extend(self.stop_agent(&id, by, &reason));
                 }
-                self.append(vec![
-                    received,
-                    Event::TodoStatusChanged {
-                        todo_id: id.clone(),
-                        from: t.status,
-                        to,
-                        reason: Some(format!("manual update by {by}")),
-                        attempt: t.attempts,
-                        by: user(by),
-                    },
-                ])
-                .await?;
+                ev.push(Event::TodoStatusChanged {
+                    todo_id: id.clone(),
+                    from: t.status,
+                    to,
+                    reason: Some(reason),
+                    attempt: t.attempts,
+                    by: user(by),
+                });
+                self.append(ev).await?;
                 Ok(json!({
                     "status": "updated",
                     "todo_id": id,

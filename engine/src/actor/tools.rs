@@ -8,8 +8,8 @@
 use std::time::Instant;
 
 use chronicle_schemas::{
-    ApprovalId, ApprovalStatus, Event, ExpiryAction, Payload, Subject, ToolCallId, ToolCallState,
-    ToolCallStatus,
+    ApprovalId, ApprovalStatus, Event, ExpiryAction, Payload, Subject, TodoId, ToolCallId,
+    ToolCallState, ToolCallStatus,
 };
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
@@ -380,6 +380,39 @@ impl RunActor {
                 .map(|ms| chronicle_schemas::Timestamp(now().as_micros() + ms as i64 * 1000)),
             supersedes,
         }
+    }
+
+    /// Stops a TODO's agent (a human moved the TODO on): aborts it and answers the approvals
+    /// its tool calls wait for with a rejection, to record in the same append.
+    pub(super) fn stop_agent(&mut self, todo: &TodoId, by: &str, reason: &str) -> Vec<Event> {
+        if let Some((_, h)) = self.running.remove(todo) {
+            h.abort();
+        }
+        let waiting: Vec<(ApprovalId, ToolCallId)> = self
+            .state()
+            .approvals
+            .pending()
+            .filter_map(|a| match &a.subject {
+                Some(Subject::ToolCall {
+                    tool_call_id,
+                    todo_id,
+                }) if todo_id == todo => Some((a.approval_id.clone(), tool_call_id.clone())),
+                _ => None,
+            })
+            .collect();
+        waiting
+            .into_iter()
+            .map(|(approval_id, call)| {
+                self.parked.remove(&call);
+                Event::ApprovalDecided {
+                    approval_id,
+                    decision: chronicle_schemas::Decision::Reject,
+                    edited_args: None,
+                    decided_by: by.to_owned(),
+                    comment: Some(reason.to_owned()),
+                }
+            })
+            .collect()
     }
 
     /// Cancels the sub-agent runs still in flight (a cancelled parent leaves none running).
