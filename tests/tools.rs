@@ -584,3 +584,40 @@ async fn a_restore_asks_again_and_a_skip_answers_the_waiting_call() {
     assert!(!ws.join("s.txt").exists());
     engine.shutdown().await;
 }
+
+#[tokio::test]
+async fn cancelling_the_parent_cancels_its_running_child() {
+    let dir = tempfile::tempdir().unwrap();
+    let settings = Settings {
+        registry: tool_agents::registry(None, true),
+        ..Settings::default()
+    };
+    let engine = engine(dir.path(), settings).await;
+    let run = start(&engine, HitlMode::None, "cancel", task_call()).await;
+    let s = engine
+        .wait_until(run, WAIT, |s| !s.supervisor.tool_calls.is_empty())
+        .await
+        .unwrap();
+    let child = child_run_id(run, &s.supervisor.tool_calls[0].tool_call_id);
+    // The child's agent is running (and never finishes on its own).
+    let running = async {
+        loop {
+            if let Ok(cs) = engine.state(child, None)
+                && cs.supervisor.active_teams.iter().any(|t| t == "sub_worker")
+            {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    tokio::time::timeout(WAIT, running)
+        .await
+        .expect("the child never started its agent");
+    engine.cancel(run, "alice", None).await.unwrap();
+    let cs = engine
+        .wait_until(child, WAIT, |s| s.supervisor.run_status.is_terminal())
+        .await
+        .unwrap();
+    assert_eq!(cs.supervisor.run_status, RunStatus::Cancelled);
+    engine.shutdown().await;
+}
