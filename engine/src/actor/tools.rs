@@ -116,12 +116,7 @@ impl RunActor {
         let declared = self.shared.tools.get(&rec.tool).is_some_and(|t| t.gated());
         let mut ev = vec![requested];
         if hitl::tool_needs_approval(&self.state().supervisor.config, &rec.tool, declared) {
-            let ask = self.tool_approval(&rec, None);
-            ev.push(Event::RunInterrupted {
-                reason: format!("waiting for approval of {}", rec.tool),
-                approval_id: super::approval_id_of(&ask),
-            });
-            ev.insert(1, ask);
+            ev.extend(self.ask_human(&rec, None));
         }
         self.append(ev).await?;
         let rec = self
@@ -166,12 +161,8 @@ impl RunActor {
             _ => {
                 // Pending here but not in the log: a restore cancelled the request, or it was
                 // decided on an abandoned branch. Ask again.
-                let ask = self.tool_approval(&rec, Some(aid));
-                let interrupted = Event::RunInterrupted {
-                    reason: format!("waiting for approval of {}", rec.tool),
-                    approval_id: super::approval_id_of(&ask),
-                };
-                self.append(vec![ask, interrupted]).await?;
+                let ev = self.ask_human(&rec, Some(aid));
+                self.append(ev.into()).await?;
                 self.parked.insert(rec.tool_call_id, waiter);
             }
         }
@@ -335,7 +326,17 @@ impl RunActor {
         }
     }
 
-    /// A gated call's approval request, with the tool's preview (file path, line count, diff).
+    /// A gated call's approval request, with the tool's preview (file path, line count, diff),
+    /// and the interruption it causes.
+    fn ask_human(&self, rec: &ToolCallState, supersedes: Option<ApprovalId>) -> [Event; 2] {
+        let ask = self.tool_approval(rec, supersedes);
+        let interrupted = Event::RunInterrupted {
+            reason: format!("waiting for approval of {}", rec.tool),
+            approval_id: super::approval_id_of(&ask),
+        };
+        [ask, interrupted]
+    }
+
     fn tool_approval(&self, rec: &ToolCallState, supersedes: Option<ApprovalId>) -> Event {
         let cfg = &self.state().supervisor.config;
         let ctx = self.tool_ctx(rec);

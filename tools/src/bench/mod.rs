@@ -12,6 +12,7 @@ mod engine;
 mod memory;
 mod replay;
 mod report;
+mod tools;
 mod workload;
 
 use std::io::Write;
@@ -59,6 +60,8 @@ pub enum Section {
     Engine,
     /// A real `chronicle serve` process: SSE fan-out, `/chat` throughput, server memory.
     Api,
+    /// Tool calls through the tool host, and recovery answering them from the log.
+    Tools,
 }
 
 /// Sizes and time windows of one bench run.
@@ -91,6 +94,8 @@ struct Plan {
     engine_restore_reps: usize,
     /// The fsync and barrier probes the engine section reports next to its latencies.
     engine_fsync_window: Duration,
+    /// Tool calls one agent makes in the tools section.
+    tool_calls: usize,
     /// Keep every store after its section instead of deleting it.
     keep: bool,
 }
@@ -117,6 +122,7 @@ impl Plan {
                 engine_list_reps: 3,
                 engine_restore_reps: 2,
                 engine_fsync_window: Duration::from_millis(200),
+                tool_calls: 200,
                 keep: false,
             }
         } else {
@@ -139,6 +145,7 @@ impl Plan {
                 engine_list_reps: 20,
                 engine_restore_reps: 5,
                 engine_fsync_window: Duration::from_millis(500),
+                tool_calls: 2000,
                 keep: false,
             }
         }
@@ -188,6 +195,9 @@ pub fn run(args: &BenchArgs, out: &mut impl Write) -> Result<()> {
     }
     if wanted(Section::Engine) {
         rows.extend(engine::section(&rt, root.path(), &plan)?);
+    }
+    if wanted(Section::Tools) {
+        rows.extend(tools::section(&rt, root.path(), &plan)?);
     }
     if wanted(Section::Api) {
         progress("api: SSE fan-out, /chat load and server memory against `chronicle serve`");
