@@ -500,7 +500,14 @@ async fn document_team_saves_its_draft_through_the_tool_host() {
     assert_eq!(a.tool_name, "write_file");
     let path = a.request_preview["file_path"].as_str().unwrap().to_owned();
     assert!(path.starts_with("/workspace/documents/"), "{path}");
-    engine.command(run, "/todo approve", "alice").await.unwrap();
+    let out = engine.command(run, "/todo approve", "alice").await.unwrap();
+    assert!(
+        out["message"]
+            .as_str()
+            .unwrap()
+            .ends_with("의 write_file 도구 호출이 승인되었습니다."),
+        "{out}"
+    );
     let s = finished(&engine, run).await;
     let saved = &s.supervisor.team_results["document_team"]["saved_document"];
     assert_eq!(saved["file_path"], json!(path));

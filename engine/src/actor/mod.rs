@@ -1388,7 +1388,10 @@ impl RunActor {
                         "status": "resumed",
                         "todo_id": todo_id,
                         "approval_id": id,
-                        "message": format!("TODO {} 실행이 승인되었습니다.", todo_id.map(|t| t.0).unwrap_or_default()),
+                        "message": match &a.subject {
+                            Some(Subject::ToolCall { todo_id, .. }) => format!("TODO {todo_id}의 {} 도구 호출이 승인되었습니다.", a.tool_name),
+                            _ => format!("TODO {} 실행이 승인되었습니다.", todo_id.map(|t| t.0).unwrap_or_default()),
+                        },
                     }));
                 }
                 Ok(if out.len() == 1 {
@@ -1436,7 +1439,10 @@ impl RunActor {
                     "status": "rejected",
                     "todo_id": todo_id,
                     "approval_id": id,
-                    "message": format!("TODO {todo_id}가 거부되었습니다. ({})", reason.unwrap_or_else(|| "User rejected".into())),
+                    "message": match &a.subject {
+                        Some(Subject::ToolCall { .. }) => format!("TODO {todo_id}의 {} 도구 호출이 거부되었습니다. ({})", a.tool_name, reason.unwrap_or_else(|| "User rejected".into())),
+                        _ => format!("TODO {todo_id}가 거부되었습니다. ({})", reason.unwrap_or_else(|| "User rejected".into())),
+                    },
                 }))
             }
             Command::Skip { todo, reason } => {
