@@ -309,11 +309,20 @@ async fn large_outputs_are_offloaded_to_the_workspace() {
         &engine,
         HitlMode::None,
         "offload",
-        json!([write("/workspace/big.txt", &big), {"tool": "read_file", "args": {"file_path": "/workspace/big.txt"}}]),
+        json!([write("/workspace/big.txt", &big), {"tool": "read_file", "args": {"file_path": "/workspace/big.txt"}}, write("/workspace/huge.txt", &"y".repeat(30_000))]),
     )
     .await;
     let s = finished(&engine, run).await;
     let read = &answers(&s)[1]["ok"];
+    let too_big = &answers(&s)[2]["error"];
+    assert!(
+        too_big
+            .as_str()
+            .unwrap()
+            .starts_with("refused: the call's args are 30"),
+        "{too_big}"
+    );
+    assert!(!dir.path().join("workspaces/offload/huge.txt").exists());
     assert_eq!(read["offloaded"], true, "{read}");
     let path = read["path"].as_str().unwrap();
     assert!(path.starts_with("/workspace/large_tool_results/"), "{path}");

@@ -87,8 +87,8 @@ pub(crate) struct RunActor {
     tool_done_rx: mpsc::Receiver<ToolDone>,
     /// Calls waiting for a human, by tool call.
     parked: HashMap<chronicle_schemas::ToolCallId, Waiter>,
-    /// Tool executions in flight.
-    tool_tasks: HashMap<chronicle_schemas::ToolCallId, AbortHandle>,
+    /// Tool executions in flight, with the TODO whose agent made the call.
+    tool_tasks: HashMap<chronicle_schemas::ToolCallId, (TodoId, AbortHandle)>,
 }
 
 /// The next thing the run should do, decided from its state alone.
@@ -503,6 +503,7 @@ impl RunActor {
         match step {
             Step::Wait => Ok(()),
             Step::Fail(reason) => {
+                self.cancel_sub_runs("engine", None);
                 self.abort_agents();
                 self.append(vec![Event::RunFailed { error: reason }])
                     .await
@@ -922,7 +923,7 @@ impl RunActor {
         for (_, (_, h)) in self.running.drain() {
             h.abort();
         }
-        for (_, h) in self.tool_tasks.drain() {
+        for (_, (_, h)) in self.tool_tasks.drain() {
             h.abort();
         }
         self.parked.clear();
@@ -941,7 +942,8 @@ impl RunActor {
         else {
             return Ok(()); // skipped or changed by a human meanwhile
         };
-        let mut ev = Vec::new();
+        // Calls the agent left behind (it stopped waiting for them) do not outlive it.
+        let mut ev = self.release_todo(&t.id, "engine", "the agent finished without this call");
         match done.outcome {
             Ok(out) => {
                 ev.push(Event::AgentCompleted {
@@ -999,6 +1001,7 @@ impl RunActor {
                         by: By::Engine,
                     });
                 } else {
+                    self.cancel_sub_runs("engine", None);
                     self.abort_agents();
                     ev.push(Event::RunFailed {
                         error: format!(
@@ -1146,7 +1149,7 @@ impl RunActor {
                         self.state().supervisor.run_status.as_str()
                     )))
                 } else {
-                    self.cancel_sub_runs(&by);
+                    self.cancel_sub_runs(&by, None);
                     self.abort_agents();
                     self.append(vec![Event::RunCancelled {
                         by: user(&by),
@@ -1259,6 +1262,7 @@ impl RunActor {
             }
         };
         self.abort_agents();
+        let children_before = self.sub_run_calls();
         let mut ev = prefix;
         ev.push(Event::RunRestored {
             checkpoint_id: checkpoint_id.clone(),
@@ -1266,6 +1270,14 @@ impl RunActor {
             by: user(by),
         });
         self.append(ev).await?;
+        // Sub-agent runs of calls the restore abandoned stop; those of calls still on the
+        // effective history keep running (their calls find them again).
+        let kept = self.sub_run_calls();
+        let abandoned: Vec<_> = children_before
+            .into_iter()
+            .filter(|c| !kept.contains(c))
+            .collect();
+        self.cancel_children(by, abandoned);
         let p = self
             .state()
             .supervisor

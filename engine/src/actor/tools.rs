@@ -18,6 +18,10 @@ use super::{RunActor, now};
 use crate::tools::{ToolCallMsg, ToolContext, ToolError, Workspace};
 use crate::{Engine, Error, Result, hitl};
 
+/// Largest args (as JSON) a call may have: they are recorded in `ToolCallRequested` and, when
+/// gated, again in `ApprovalRequested` beside a preview, and an event holds at most 64 KiB.
+const TOOL_ARGS_BYTES_MAX: usize = 24 * 1024;
+
 /// An agent waiting for a call's answer.
 pub(crate) struct Waiter {
     reply: oneshot::Sender<std::result::Result<Value, ToolError>>,
@@ -94,6 +98,22 @@ impl RunActor {
             attempt,
             index,
         };
+        let args_bytes = serde_json::to_vec(&rec.args).map_or(usize::MAX, |b| b.len());
+        if args_bytes > TOOL_ARGS_BYTES_MAX {
+            // The args go into the log (twice when gated): a call too large to record is not
+            // made, and its record keeps the size instead of the args.
+            let err = ToolError::Refused(format!(
+                "the call's args are {args_bytes} bytes, over the {TOOL_ARGS_BYTES_MAX}-byte limit of a recorded call; send large content in parts"
+            ));
+            let mut requested = requested;
+            if let Event::ToolCallRequested { args, .. } = &mut requested {
+                *args = json!({ "omitted_bytes": args_bytes });
+            }
+            self.append(vec![requested, completed(tool_call_id, Err(&err), 0)])
+                .await?;
+            waiter.answer(Err(err));
+            return Ok(());
+        }
         let refusal = match self.shared.tools.get(&rec.tool) {
             None => Some(format!(
                 "unknown tool {:?}; known: {}",
@@ -131,6 +151,9 @@ impl RunActor {
         if rec.status != ToolCallStatus::Requested {
             waiter.answer(self.recorded_answer(&rec)?);
             return Ok(());
+        }
+        if waiter.reply.is_closed() {
+            return Ok(()); // the agent stopped waiting: nothing runs for nobody
         }
         let Some(aid) = rec.approval_id.clone() else {
             self.execute_tool(&rec, rec.args.clone(), waiter).await;
@@ -233,13 +256,17 @@ impl RunActor {
             };
             let _ = tx.send(done).await;
         });
-        self.tool_tasks.insert(tool_call_id, task.abort_handle());
+        self.tool_tasks
+            .insert(tool_call_id, (rec.todo_id.clone(), task.abort_handle()));
     }
 
     pub(super) async fn on_tool_done(&mut self, done: ToolDone) -> Result<()> {
         self.tool_tasks.remove(&done.tool_call_id);
-        if done.epoch != self.epoch {
-            return Ok(()); // the run was restored or cancelled meanwhile
+        if done.epoch != self.epoch || self.shared.shutdown.is_cancelled() {
+            // The run was restored or cancelled meanwhile; or the engine is stopping, and an
+            // outcome cut short by that (a `task` whose wait ended) must not be recorded: the
+            // call runs again after the restart.
+            return Ok(());
         }
         let answer = done.outcome.map_err(ToolError::Failed);
         let output = match &answer {
@@ -383,12 +410,25 @@ impl RunActor {
         }
     }
 
-    /// Stops a TODO's agent (a human moved the TODO on): aborts it and answers the approvals
-    /// its tool calls wait for with a rejection, to record in the same append.
+    /// Stops a TODO's agent (a human moved the TODO on) and everything its calls started.
     pub(super) fn stop_agent(&mut self, todo: &TodoId, by: &str, reason: &str) -> Vec<Event> {
         if let Some((_, h)) = self.running.remove(todo) {
             h.abort();
         }
+        self.release_todo(todo, by, reason)
+    }
+
+    /// Ends what a TODO's calls left in flight: their executions are aborted, their sub-agent
+    /// runs cancelled, and the approvals they wait for are answered with a rejection (returned,
+    /// to record in the caller's append), so no approval stays pending for an agent that is gone.
+    pub(super) fn release_todo(&mut self, todo: &TodoId, by: &str, reason: &str) -> Vec<Event> {
+        self.tool_tasks.retain(|_, (t, h)| {
+            if t == todo {
+                h.abort();
+            }
+            t != todo
+        });
+        self.cancel_sub_runs(by, Some(todo));
         let waiting: Vec<(ApprovalId, ToolCallId)> = self
             .state()
             .approvals
@@ -416,23 +456,42 @@ impl RunActor {
             .collect()
     }
 
-    /// Cancels the sub-agent runs still in flight (a cancelled parent leaves none running).
-    pub(super) fn cancel_sub_runs(&self, by: &str) {
-        let engine = Engine::from_shared(self.shared.clone());
-        let run_id = self.live.run_id();
-        for c in self
-            .state()
+    /// The `task` calls whose sub-agent run may still be running.
+    pub(super) fn sub_run_calls(&self) -> Vec<(TodoId, ToolCallId)> {
+        self.state()
             .supervisor
             .tool_calls
             .iter()
             .filter(|c| c.tool == "task" && c.status == ToolCallStatus::Requested)
-        {
-            let child = crate::child_run_id(run_id, &c.tool_call_id);
+            .map(|c| (c.todo_id.clone(), c.tool_call_id.clone()))
+            .collect()
+    }
+
+    /// Cancels the sub-agent runs still in flight, of one TODO or of all (a cancelled or failed
+    /// parent leaves none running).
+    pub(super) fn cancel_sub_runs(&self, by: &str, todo: Option<&TodoId>) {
+        let calls = self
+            .sub_run_calls()
+            .into_iter()
+            .filter(|(t, _)| todo.is_none_or(|todo| t == todo))
+            .collect();
+        self.cancel_children(by, calls);
+    }
+
+    pub(super) fn cancel_children(&self, by: &str, calls: Vec<(TodoId, ToolCallId)>) {
+        let engine = Engine::from_shared(self.shared.clone());
+        let run_id = self.live.run_id();
+        for (_, call) in calls {
+            let child = crate::child_run_id(run_id, &call);
             let (engine, by) = (engine.clone(), by.to_owned());
             self.shared.tasks.spawn(async move {
                 // Not started yet, or already finished: nothing to cancel.
                 let _ = engine
-                    .cancel(child, &by, Some(format!("parent run {run_id} cancelled")))
+                    .cancel(
+                        child,
+                        &by,
+                        Some(format!("parent run {run_id} stopped its call")),
+                    )
                     .await;
             });
         }

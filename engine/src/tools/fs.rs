@@ -20,6 +20,8 @@ const READ_LIMIT_DEFAULT: u64 = 2000;
 const READ_LIMIT_MAX: u64 = 10_000;
 /// Lines of new content a human sees before approving a `write_file`.
 const PREVIEW_LINES: usize = 20;
+/// ... and at most this many characters of them (the preview is recorded with the request).
+const PREVIEW_CHARS_MAX: usize = 2000;
 /// Most paths `glob` and matches `grep` return; more sets `"truncated": true`.
 const MATCHES_MAX: usize = 1000;
 /// `grep` skips larger files: they are rarely text an agent wants line by line.
@@ -179,8 +181,15 @@ fn write_preview(ws: &Workspace, args: &Value) -> Result<Value, String> {
         "line_count": lines.len(),
         "bytes": content.len(),
         "exists": exists,
-        "content_preview": lines[..lines.len().min(PREVIEW_LINES)].join("\n"),
+        "content_preview": preview_text(&lines[..lines.len().min(PREVIEW_LINES)].join("\n")),
     }))
+}
+
+fn preview_text(text: &str) -> String {
+    match text.char_indices().nth(PREVIEW_CHARS_MAX) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_owned(),
+    }
 }
 
 /// Overwrites rather than failing on an existing file: the engine may run a call again after
