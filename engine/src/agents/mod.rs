@@ -19,6 +19,7 @@ mod search;
 
 pub use analysis::AnalysisTeam;
 pub use document::DocumentTeam;
+pub(crate) use filters::json_type;
 pub use http::{
     CATEGORIES, ConfigError, HTTP_AGENT_RESPONSE_BYTES_MAX, HTTP_AGENT_TIMEOUT_MS_DEFAULT,
     HTTP_AGENT_TIMEOUT_MS_MAX, HttpAgent,

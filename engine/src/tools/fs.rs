@@ -14,6 +14,7 @@ use globset::{GlobBuilder, GlobMatcher};
 use serde_json::{Map, Value, json};
 
 use super::{Tool, ToolContext, Workspace, WorkspaceError};
+use crate::agents::json_type;
 
 const READ_LIMIT_DEFAULT: u64 = 2000;
 /// Larger `limit`s are lowered to this (the output's `limit` says so).
@@ -557,17 +558,6 @@ impl<'a> Args<'a> {
             self.tool,
             json_type(got)
         )
-    }
-}
-
-fn json_type(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
     }
 }
 
