@@ -44,20 +44,35 @@ pub struct RemoteArgs {
 /// Opens an existing store for inspection. A missing directory is an error (nothing is created),
 /// and a store held by a running server says how to reach it instead.
 pub fn open_store(data: &Path) -> anyhow::Result<Store> {
+    open_existing(data, Options::default())
+}
+
+/// Opens a data directory that must already hold a store, with `opts`.
+pub fn open_existing(data: &Path, opts: Options) -> anyhow::Result<Store> {
     if !data.join("sled").exists() {
         bail!(
             "no Chronicle data in {} (use --data DIR or CHRONICLE_DATA)",
             data.display()
         );
     }
+    open_with(
+        data,
+        opts,
+        "stop it, work on a copy of the directory, or use --server URL",
+    )
+}
+
+/// Opens (or creates) the store in `data`, waiting briefly for its lock; a store held by a
+/// running server is an error that ends with `when_locked` (what to do instead).
+pub fn open_with(data: &Path, opts: Options, when_locked: &str) -> anyhow::Result<Store> {
     let opts = Options {
         open_lock_wait_ms: 200,
-        ..Options::default()
+        ..opts
     };
     Store::open(data, opts).map_err(|e| {
         if e.to_string().contains("could not acquire lock") {
             anyhow::anyhow!(
-                "{} is in use by a running server: stop it, work on a copy of the directory, or use --server URL",
+                "{} is in use by a running server: {when_locked}",
                 data.display()
             )
         } else {

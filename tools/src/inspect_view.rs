@@ -79,27 +79,13 @@ pub fn paint(style: Style, text: impl std::fmt::Display) -> String {
 /// tail check: a damaged log (a copy taken from a crashed server) must still be readable up to
 /// the damage, and `verify` must be able to name it instead of failing to open.
 pub fn open_for_reading(data: &Path) -> anyhow::Result<Store> {
-    if !data.join("sled").exists() {
-        bail!(
-            "no Chronicle data in {} (use --data DIR or CHRONICLE_DATA)",
-            data.display()
-        );
-    }
-    let opts = Options {
-        open_lock_wait_ms: 200,
-        open_verify_tail_events: 0,
-        ..Options::default()
-    };
-    Store::open(data, opts).map_err(|e| {
-        if e.to_string().contains("could not acquire lock") {
-            anyhow::anyhow!(
-                "{} is in use by a running server: stop it, work on a copy of the directory, or use --server URL",
-                data.display()
-            )
-        } else {
-            anyhow::Error::new(e).context(format!("opening {}", data.display()))
-        }
-    })
+    crate::common::open_existing(
+        data,
+        Options {
+            open_verify_tail_events: 0,
+            ..Options::default()
+        },
+    )
 }
 
 /// The head of `run`, or the one-line error every command gives for an unknown run.

@@ -319,21 +319,11 @@ pub fn failure(s: &RunState) -> String {
     }
 }
 
-/// Opens the store of `run` / `chat`, creating an empty one in a new directory. A store held by a
-/// running server says how to reach it instead (as `common::open_store` does for inspection).
+/// Opens the store of `run` / `chat`, creating an empty one in a new directory.
 fn open_or_create(data: &Path) -> anyhow::Result<Store> {
-    let opts = Options {
-        open_lock_wait_ms: 200,
-        ..Options::default()
-    };
-    Store::open(data, opts).map_err(|e| {
-        if e.to_string().contains("could not acquire lock") {
-            anyhow::anyhow!(
-                "{} is in use by a running server: use --server URL, or another --data DIR",
-                data.display()
-            )
-        } else {
-            anyhow::Error::new(e).context(format!("opening {}", data.display()))
-        }
-    })
+    crate::common::open_with(
+        data,
+        Options::default(),
+        "use --server URL, or another --data DIR",
+    )
 }

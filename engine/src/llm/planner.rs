@@ -222,7 +222,7 @@ fn json_object(text: &str) -> Result<Map<String, Value>, String> {
         Ok(other) => {
             return Err(format!(
                 "the answer is JSON but not an object: {}",
-                kind(&other)
+                crate::agents::json_type(&other)
             ));
         }
         Err(e) => e,
@@ -234,17 +234,6 @@ fn json_object(text: &str) -> Result<Map<String, Value>, String> {
         return Ok(map);
     }
     Err(format!("the answer is not JSON: {first_error}"))
-}
-
-fn kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
 }
 
 /// `{min?, max?}` with numbers.
