@@ -866,3 +866,61 @@ fn fixture_export_snapshots() {
     insta::assert_snapshot!("audit_export_fixture_jsonl", jsonl);
     assert_eq!(jsonl_rows(&jsonl), rows);
 }
+
+/// The size of the event a refused request would have recorded, read from its 413 message.
+fn refused_event_bytes(body: &Value) -> usize {
+    let msg = body["error"]["message"].as_str().unwrap();
+    let after = msg.split("an event of ").nth(1).expect(msg);
+    after.split(' ').next().unwrap().parse().expect(msg)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_decision_at_the_event_limit_is_recorded_and_one_byte_over_is_413() {
+    const LIMIT: usize = chronicle_schemas::EVENT_BYTES_MAX;
+    let s = server(Tokens::none(), None).await;
+    let (run, pending) = start_two_approvals(&s, None).await;
+    let (a, id) = (&pending[0], pending[0]["approval_id"].as_str().unwrap());
+    let with_comment = |n: usize| json!({"decision": "approve", "comment": "c".repeat(n)});
+    let before = s.offsets();
+
+    // Far over: 413 naming the limit and the size; nothing recorded, the approval still pending.
+    let res = decide(&s, &run, a, with_comment(70_000), None).await;
+    let status = res.status();
+    let body: Value = res.json().await.unwrap();
+    assert_eq!(status, 413, "{body}");
+    assert_eq!(body["error"]["code"], "payload_too_large");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("at most {LIMIT} bytes")),
+        "{body}"
+    );
+    // Home in on the comment that makes the event one byte over the limit (the 413 names the
+    // size; string headers change size at 64 KiB, so it takes a step or two): 413 every time,
+    // and the log is unchanged.
+    let mut over = 70_000 - (refused_event_bytes(&body) - LIMIT) + 8;
+    loop {
+        let res = decide(&s, &run, a, with_comment(over), None).await;
+        assert_eq!(res.status(), 413, "a comment of {over} bytes");
+        let bytes = refused_event_bytes(&res.json().await.unwrap());
+        if bytes == LIMIT + 1 {
+            break;
+        }
+        over = over + LIMIT + 1 - bytes;
+    }
+    let at_limit = over - 1;
+    assert_eq!(s.offsets(), before, "a refused decision writes nothing");
+    let still = get_json(&s, &format!("/api/v1/agent/{run}/approvals/{id}"), None).await;
+    assert_eq!(still["status"], "pending");
+
+    // Exactly at the limit: recorded, and the comment reads back whole.
+    let res = decide(&s, &run, a, with_comment(at_limit), None).await;
+    assert_eq!(res.status(), 200, "{}", res.text().await.unwrap());
+    let decided = get_json(&s, &format!("/api/v1/agent/{run}/approvals/{id}"), None).await;
+    assert_eq!(decided["status"], "approved");
+    assert_eq!(decided["comment"].as_str().map(str::len), Some(at_limit), "{decided}");
+    assert!(s.offsets() > before);
+    assert!(s.engine.store().verify().unwrap().ok());
+    s.stop().await;
+}

@@ -531,3 +531,188 @@ async fn live_run_applies_and_snapshots_as_it_appends() {
     );
     assert_eq!(store.load(r).unwrap().state(), live.state());
 }
+
+// ------------------------------------------------------------ large records and the body file
+
+fn reasoning(bytes: usize, fill: char) -> Event {
+    Event::Reasoning {
+        message: fill.to_string().repeat(bytes),
+    }
+}
+
+/// Appends one RunStarted and `sizes.len()` events of those sizes to run 0; returns the store.
+async fn large_events(dir: &std::path::Path, sizes: &[usize]) -> Store {
+    let store = open(dir);
+    store.append(run(0), 0, vec![run_started("s")]).await.unwrap();
+    for (i, &n) in sizes.iter().enumerate() {
+        let fill = char::from(b'a' + (i % 26) as u8);
+        store
+            .append(run(0), 1 + i as u64, vec![reasoning(n, fill)])
+            .await
+            .unwrap();
+    }
+    store
+}
+
+/// Every value in every sled tree of the store in `dir`.
+fn sled_value_sizes(dir: &std::path::Path) -> Vec<usize> {
+    let config = sled::Config::new()
+        .path(dir.join("sled"))
+        .flush_every_ms(None);
+    let db = (0..300)
+        .find_map(|_| {
+            config.open().ok().or_else(|| {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+                None
+            })
+        })
+        .expect("sled opens");
+    let mut sizes = Vec::new();
+    for name in db.tree_names() {
+        for kv in db.open_tree(name).unwrap().iter() {
+            sizes.push(kv.unwrap().1.len());
+        }
+    }
+    sizes
+}
+
+#[tokio::test]
+async fn large_records_keep_sled_values_small_and_sled_writes_no_blob_file() {
+    use chronicle_engine::store::SLED_VALUE_BYTES_MAX;
+    let dir = tempfile::tempdir().unwrap();
+    // 40-60 KB events, the size that made sled write unsynced page files of its own.
+    let sizes: Vec<usize> = (0..60).map(|i| 40_000 + (i * 337) % 20_000).collect();
+    let store = large_events(dir.path(), &sizes).await;
+    let all: Vec<_> = store.read_range(0, u64::MAX).map(Result::unwrap).collect();
+    assert_eq!(all.len(), 61);
+    drop(store);
+    let values = sled_value_sizes(dir.path());
+    let largest = values.iter().max().copied().unwrap_or(0);
+    assert!(
+        largest <= SLED_VALUE_BYTES_MAX,
+        "a sled value of {largest} bytes"
+    );
+    let sled_blobs: Vec<_> = std::fs::read_dir(dir.path().join("sled/blobs"))
+        .map(|d| d.map(|e| e.unwrap().file_name()).collect())
+        .unwrap_or_default();
+    assert!(sled_blobs.is_empty(), "sled wrote {sled_blobs:?}");
+    // Everything reads back as written after a reopen, and verifies.
+    let store = open(dir.path());
+    assert_eq!(assert_dense(&store), 61);
+    for (env, &n) in store.read_range(1, 61).map(Result::unwrap).zip(&sizes) {
+        let Event::Reasoning { message } = &env.event else {
+            panic!("{:?}", env.event.kind())
+        };
+        assert_eq!(message.len(), n);
+    }
+    assert_eq!(
+        store.read_range(0, 61).map(Result::unwrap).collect::<Vec<_>>(),
+        all
+    );
+}
+
+#[tokio::test]
+async fn an_event_at_the_limit_is_stored_and_one_byte_over_is_refused() {
+    use chronicle_schemas::{EVENT_BYTES_MAX, Timestamp, encode_record};
+    let dir = tempfile::tempdir().unwrap();
+    let store = large_events(dir.path(), &[]).await;
+    // The record's size depends on the message only (offset and seq stay one-byte integers and
+    // any current timestamp is a 9-byte one): find the message that makes it exactly the limit.
+    let now = Timestamp(1_700_000_000_000_000);
+    let size = |n: usize| {
+        encode_record(1, run(0), 1, now, &Hash::ZERO, &reasoning(n, 'x'))
+            .map(|(r, _)| r.len())
+            .unwrap_or(usize::MAX)
+    };
+    let n = (60_000..66_000)
+        .find(|&n| size(n) == EVENT_BYTES_MAX)
+        .unwrap();
+    let before = store.durable_next_offset();
+    let err = store
+        .append(run(0), 1, vec![reasoning(n + 1, 'x')])
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.event_too_large(),
+        Some((EVENT_BYTES_MAX + 1, EVENT_BYTES_MAX)),
+        "{err}"
+    );
+    assert_eq!(store.durable_next_offset(), before, "nothing was written");
+    let env = store
+        .append(run(0), 1, vec![reasoning(n, 'x')])
+        .await
+        .unwrap();
+    assert_eq!(env[0].encode().unwrap().len(), EVENT_BYTES_MAX);
+    assert_eq!(store.get(1).unwrap().unwrap(), env[0]);
+    assert_eq!(assert_dense(&store), 2);
+}
+
+#[tokio::test]
+async fn a_flipped_byte_in_an_out_of_line_body_names_its_offset_run_and_seq() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(large_events(dir.path(), &[50_000, 50_000, 50_000]).await);
+    // The second body starts right after the first: flip a byte in its middle.
+    let path = dir.path().join("bodies");
+    let mut bytes = std::fs::read(&path).unwrap();
+    let second = bytes.len() / 3 + bytes.len() / 6;
+    bytes[second] ^= 0x01;
+    std::fs::write(&path, &bytes).unwrap();
+    match Store::open(dir.path(), Options::default()) {
+        Err(Error::Corrupt { offset, reason }) => {
+            assert_eq!(offset, 2, "{reason}");
+            assert!(reason.contains(&format!("run {} seq 2", run(0))), "{reason}");
+        }
+        other => panic!("open must refuse, got {other:?}"),
+    }
+    let store = Store::open(dir.path(), no_tail_check()).unwrap();
+    let problem = store.verify().unwrap().problem.expect("corruption found");
+    assert_eq!(
+        (problem.offset, problem.run_id, problem.seq),
+        (2, Some(run(0)), Some(2)),
+        "{}",
+        problem.reason
+    );
+    assert!(matches!(store.get(2), Err(Error::Corrupt { offset: 2, .. })));
+    assert!(store.get(1).unwrap().is_some(), "the records around it read");
+    assert!(store.get(3).unwrap().is_some());
+}
+
+#[tokio::test]
+async fn a_body_file_cut_short_names_the_first_record_it_lost() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(large_events(dir.path(), &[30_000, 30_000, 30_000]).await);
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(dir.path().join("bodies"))
+        .unwrap();
+    let len = f.metadata().unwrap().len();
+    f.set_len(len / 2).unwrap();
+    let store = Store::open(dir.path(), no_tail_check()).unwrap();
+    let problem = store.verify().unwrap().problem.expect("loss found");
+    assert_eq!(problem.offset, 2, "{}", problem.reason);
+    assert!(
+        problem.reason.contains("body file"),
+        "{}",
+        problem.reason
+    );
+}
+
+#[tokio::test]
+async fn large_snapshots_go_to_blob_files_and_read_back() {
+    use chronicle_engine::store::SLED_VALUE_BYTES_MAX;
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let r = run(7);
+    store.append(r, 0, vec![run_started("s")]).await.unwrap();
+    let mut state = store.state_at(r, 0).unwrap();
+    // A state whose encoding is well over the sled value limit.
+    state.supervisor.query = "q".repeat(3 * SLED_VALUE_BYTES_MAX);
+    store.put_snapshot(&state).unwrap();
+    assert_eq!(store.latest_snapshot(r, 0).unwrap(), Some(state));
+    drop(store);
+    assert!(
+        sled_value_sizes(dir.path())
+            .iter()
+            .all(|&n| n <= SLED_VALUE_BYTES_MAX)
+    );
+}

@@ -1,10 +1,12 @@
 //! The one mapping from failures to HTTP: `{"error": {"code", "message"}}` with 400 / 401 / 404 /
-//! 409 / 413 / 422 / 500. Internal errors send a generic message and log the real one.
+//! 409 / 413 / 422 / 500 / 503 / 507. Internal errors send a generic message and log the real one;
+//! storage failures say what happened (full disk, stopped store, corrupt log at an offset).
 
 use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use chronicle_engine::Error as EngineError;
+use chronicle_engine::store::Error as StoreError;
 use serde_json::{Value, json};
 
 /// An error response.
@@ -83,14 +85,55 @@ impl From<EngineError> for ApiError {
             | EngineError::IllegalTransition { .. }
             | EngineError::NothingPending(_) => ApiError::conflict(e.to_string()),
             EngineError::Invalid(m) => ApiError::unprocessable(m),
-            EngineError::Store(_) | EngineError::ShuttingDown => ApiError::internal(e),
+            EngineError::Store(e) => e.into(),
+            EngineError::ShuttingDown => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "shutting_down",
+                e.to_string(),
+            ),
         }
     }
 }
 
-impl From<chronicle_engine::store::Error> for ApiError {
-    fn from(e: chronicle_engine::store::Error) -> Self {
-        ApiError::internal(e)
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        if let Some((bytes, max)) = e.event_too_large() {
+            return ApiError::too_large(format!(
+                "the request would record an event of {bytes} bytes; one event may be at most {max} bytes"
+            ));
+        }
+        match e {
+            StoreError::StorageFull { .. } => ApiError::new(
+                StatusCode::INSUFFICIENT_STORAGE,
+                "insufficient_storage",
+                format!("{e}; nothing was written, try again once space is freed"),
+            ),
+            StoreError::Stopped(_)
+            | StoreError::Closed
+            | StoreError::Io(_)
+            | StoreError::Sled(_)
+            | StoreError::Transaction(_) => {
+                tracing::error!(error = %e, "storage unavailable");
+                ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "storage_unavailable",
+                    format!("the store cannot take this request: {e}"),
+                )
+            }
+            StoreError::Corrupt { .. }
+            | StoreError::BlobMissing(_)
+            | StoreError::BlobCorrupt { .. }
+            | StoreError::Decode(_)
+            | StoreError::Unopenable(_) => {
+                tracing::error!(error = %e, "corrupt log");
+                ApiError::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "corrupt_log",
+                    format!("{e}; run `chronicle verify` on the data directory"),
+                )
+            }
+            other => ApiError::internal(other),
+        }
     }
 }
 

@@ -4,6 +4,7 @@
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use chronicle_engine::store::StorageHealth;
 use chronicle_engine::{RestoreTarget, StartRun};
 use chronicle_projections::RunState;
 use chronicle_schemas::{
@@ -563,9 +564,32 @@ pub async fn cancel(
     ok(json!({"status": "cancelled", "run_id": run}))
 }
 
-#[utoipa::path(get, path = "/healthz", tag = "ops", responses((status = 200)))]
-pub async fn healthz(State(st): State<AppState>) -> JsonResult {
-    ok(json!({"status": "ok", "durable_next_offset": st.engine.store().durable_next_offset()}))
+/// 200 `{"status":"ok","storage":"ok"}` while appends can be taken; 503 with `"storage":"full"`
+/// (appends answer 507 until space is freed; reads work) or `"storage":"failed"` (a failed fsync
+/// stopped the store; the server exits and a restart recovers).
+#[utoipa::path(get, path = "/healthz", tag = "ops", responses(
+    (status = 200, description = "serving; `storage` is `ok`"),
+    (status = 503, description = "`storage` is `full` (appends refused with 507 until space is freed) or `failed` (fail-stop after a failed fsync)")))]
+pub async fn healthz(State(st): State<AppState>) -> Response {
+    let store = st.engine.store();
+    let durable = store.durable_next_offset();
+    let (status, body) = match store.health() {
+        StorageHealth::Ok => (
+            StatusCode::OK,
+            json!({"status": "ok", "storage": "ok", "durable_next_offset": durable}),
+        ),
+        StorageHealth::Full { available, reserve } => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            json!({"status": "degraded", "storage": "full", "available_bytes": available,
+                   "reserve_bytes": reserve, "durable_next_offset": durable}),
+        ),
+        StorageHealth::Failed(reason) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            json!({"status": "failed", "storage": "failed", "reason": reason,
+                   "durable_next_offset": durable}),
+        ),
+    };
+    (status, axum::Json(body)).into_response()
 }
 
 #[utoipa::path(get, path = "/metrics", tag = "ops", responses((status = 200, description = "Prometheus text format")))]

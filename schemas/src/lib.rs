@@ -21,8 +21,9 @@ pub use approval::{Approval, ApprovalStatus, Decision, Subject};
 pub use checkpoint::Checkpoint;
 pub use config::{ExpiryAction, HitlMode, Limits, RunConfig, Strategy};
 pub use envelope::{
-    EVENT_BYTES_MAX, Envelope, Error, RECORD_FORMAT_V1, RecordHeader, Result, decode_record,
-    encode_record, peek_record_header,
+    EVENT_BYTES_MAX, Envelope, Error, ExternalBody, RECORD_FORMAT_EXTERNAL, RECORD_FORMAT_V1,
+    RECORD_HEADER_BYTES, RecordHeader, Result, decode_record, decode_record_body, encode_record,
+    external_stub, parse_external_stub, peek_record_header,
 };
 pub use event::{Actor, BlobRef, Event, ParentLink, Payload, Phase, PlanStep, Source};
 pub use hash::{Hash, chain_hash};

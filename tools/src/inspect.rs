@@ -661,14 +661,20 @@ pub fn verify(args: &VerifyArgs, out: &mut dyn Write) -> anyhow::Result<Outcome>
         }
         match &report.problem {
             None => writeln!(out, "{}", paint(view::GREEN, "OK"))?,
-            Some(p) => writeln!(
-                out,
-                "{}",
-                paint(
-                    view::RED,
-                    format!("FAILED at offset {}: {}", p.offset, p.reason)
-                )
-            )?,
+            Some(p) => {
+                let which = match (p.run_id, p.seq) {
+                    (Some(run), Some(seq)) => format!(" (run {run} seq {seq})"),
+                    _ => String::new(),
+                };
+                writeln!(
+                    out,
+                    "{}",
+                    paint(
+                        view::RED,
+                        format!("FAILED at offset {}{which}: {}", p.offset, p.reason)
+                    )
+                )?
+            }
         }
     }
     Ok(if report.ok() {

@@ -11,7 +11,7 @@ use chronicle_schemas::HitlMode;
 
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Examples:\n  chronicle serve\n  chronicle serve --addr 0.0.0.0:8080 --tokens tokens.txt\n  CHRONICLE_API_TOKEN=secret chronicle serve --hitl-default every_todo\n\nExit codes: 0 clean shutdown, 2 could not start (bad flag, broken store, refused bind)."
+    after_help = "Examples:\n  chronicle serve\n  chronicle serve --addr 0.0.0.0:8080 --tokens tokens.txt\n  CHRONICLE_API_TOKEN=secret chronicle serve --hitl-default every_todo\n\nA full disk is answered with 507 and /healthz reports `\"storage\": \"full\"` until space is freed; appends then resume by themselves.\n\nExit codes: 0 clean shutdown, 2 could not start (bad flag, broken store, refused bind), 3 stopped after a failed fsync (nothing unacknowledged was acknowledged; restart to recover)."
 )]
 pub struct ServeArgs {
     /// Address to listen on.
@@ -35,10 +35,16 @@ pub struct ServeArgs {
     /// TOML file of `http` agents to add to the built-in ones.
     #[arg(long)]
     agents: Option<PathBuf>,
-    /// Drop an undecodable final record of the log instead of refusing to start.
+    /// Drop an undecodable final record of the log instead of refusing to start. It cannot
+    /// repair a bad record before the last one (`chronicle verify` names its offset) or damage
+    /// inside sled's own files (then sled cannot open the store: restore the data directory
+    /// from a backup or copy).
     #[arg(long)]
     repair_truncate_tail: bool,
 }
+
+/// Exit code after a failed fsync stopped the store.
+const EXIT_STORAGE_FAILED: i32 = 3;
 
 pub fn parse_hitl(s: &str) -> Result<HitlMode, String> {
     serde_json::from_value(serde_json::Value::String(s.to_owned())).map_err(|_| {
@@ -93,6 +99,16 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
+    let mut failure = store.watch_failure();
+    rt.spawn(async move {
+        // Fail-stop: after a failed fsync nothing more may be acknowledged; recovery is a restart.
+        if let Ok(why) = failure.wait_for(Option::is_some).await {
+            let why = why.clone().unwrap_or_default();
+            tracing::error!(reason = %why, "storage failed; exiting so that a restart recovers");
+            eprintln!("error: storage failed: {why}; exiting (restart to recover)");
+            std::process::exit(EXIT_STORAGE_FAILED);
+        }
+    });
     rt.block_on(async move {
         let engine = Engine::open(store, settings).await?;
         let listener = tokio::net::TcpListener::bind(args.addr).await.with_context(|| format!("binding {}", args.addr))?;

@@ -31,6 +31,9 @@ mod tools;
 
 use tools::{ToolDone, Waiter};
 
+/// How long a run waits before retrying a step the full disk refused.
+const STORAGE_FULL_RETRY: Duration = Duration::from_millis(500);
+
 /// Where a restore goes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RestoreTarget {
@@ -211,6 +214,13 @@ impl RunActor {
         loop {
             if let Err(e) = self.advance().await {
                 tracing::error!(run = %self.live.run_id(), error = %e, "run step failed");
+                if matches!(e, Error::Store(store::Error::StorageFull { .. })) {
+                    // The step wrote nothing: try it again once there may be space.
+                    tokio::select! {
+                        _ = tokio::time::sleep(STORAGE_FULL_RETRY) => continue,
+                        _ = shutdown.cancelled() => return,
+                    }
+                }
                 if matches!(e, Error::Store(_)) {
                     // The store is unusable (closing or broken): stop; recovery resumes the run.
                     return;

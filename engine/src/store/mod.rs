@@ -6,8 +6,17 @@
 //! `expected_seq`, assigns dense offsets and seqs, writes a whole batch of appends as one sled
 //! transaction, passes one durability barrier for the batch (group commit), and only then
 //! acknowledges the callers and publishes the new head to subscribers.
+//!
+//! Records over [`SLED_VALUE_BYTES_MAX`] keep a stub in sled and their body in `<data>/bodies`
+//! (see `bodies`), so sled never writes a page to a file of its own.
+//!
+//! Failures: a write refused for lack of disk space is [`Error::StorageFull`] and changes
+//! nothing; the next append tries again. A failed fsync (or any failure after a batch reached
+//! sled) is fail-stop: the store refuses every later write with [`Error::Stopped`] and reports
+//! it through [`Store::watch_failure`], and recovery happens on the next open.
 
 mod blobs;
+mod bodies;
 mod keys;
 mod live;
 mod verify;
@@ -18,11 +27,15 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use chronicle_projections::{EventSource, RunState, snapshot};
-use chronicle_schemas::{Envelope, Event, Hash, RunId, SessionId, Timestamp, decode_record};
+use chronicle_schemas::{
+    Envelope, Event, Hash, RECORD_FORMAT_EXTERNAL, RunId, SessionId, Timestamp, decode_record,
+    decode_record_body, parse_external_stub,
+};
 use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_stream::wrappers::ReceiverStream;
 
+pub use bodies::SLED_VALUE_BYTES_MAX;
 pub use live::LiveRun;
 pub use verify::{Problem, VerifyReport};
 
@@ -50,6 +63,18 @@ pub enum Error {
     Invalid(String),
     #[error("corrupt log at offset {offset}: {reason}")]
     Corrupt { offset: u64, reason: String },
+    #[error(
+        "the disk is full: {available} bytes free, {needed} needed (the store keeps {reserve} in reserve)"
+    )]
+    StorageFull {
+        needed: u64,
+        available: u64,
+        reserve: u64,
+    },
+    #[error("the store stopped accepting writes: {0}; restart to recover")]
+    Stopped(String),
+    #[error("sled cannot open the store: {0}")]
+    Unopenable(String),
     #[error("blob {0} not found")]
     BlobMissing(Hash),
     #[error("blob {hash} is corrupt: content hashes to {actual}")]
@@ -64,6 +89,59 @@ pub enum Error {
     Io(#[from] std::io::Error),
     #[error("stored value does not decode: {0}")]
     Decode(String),
+}
+
+impl Error {
+    /// The size limit an event of the append exceeded, if that is what this is.
+    pub fn event_too_large(&self) -> Option<(usize, usize)> {
+        match self {
+            Error::Encode {
+                source: chronicle_schemas::Error::TooLarge { bytes, max, .. },
+                ..
+            } => Some((*bytes, *max)),
+            _ => None,
+        }
+    }
+
+    /// An error of the same kind and message, for the other callers of a refused batch.
+    pub(crate) fn same_again(&self) -> Error {
+        match self {
+            Error::StorageFull {
+                needed,
+                available,
+                reserve,
+            } => Error::StorageFull {
+                needed: *needed,
+                available: *available,
+                reserve: *reserve,
+            },
+            Error::Stopped(why) => Error::Stopped(why.clone()),
+            Error::Io(e) => Error::Io(std::io::Error::new(e.kind(), e.to_string())),
+            other => Error::Transaction(other.to_string()),
+        }
+    }
+
+    /// This error, with an I/O error from a full disk told apart as [`Error::StorageFull`].
+    pub(crate) fn or_storage_full(self, needed: u64, reserve: u64) -> Error {
+        match self {
+            Error::Io(e) if e.kind() == std::io::ErrorKind::StorageFull => Error::StorageFull {
+                needed,
+                available: 0,
+                reserve,
+            },
+            other => other,
+        }
+    }
+}
+
+/// What `/healthz` reports about the store.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StorageHealth {
+    Ok,
+    /// Appends are refused until at least the reserve is free again.
+    Full { available: u64, reserve: u64 },
+    /// Fail-stop after a failed durability barrier; only a restart recovers.
+    Failed(String),
 }
 
 /// When a caller is acknowledged relative to the durability barrier.
@@ -109,6 +187,10 @@ pub struct Options {
     /// How long `open` waits for another holder of the database lock (a store of this process
     /// that is still closing) before it gives up.
     pub open_lock_wait_ms: u64,
+    /// Free disk space the store keeps: an append that would leave less is refused with
+    /// [`Error::StorageFull`] before anything is written (sled cannot recover from a write that
+    /// fails for lack of space without a restart).
+    pub disk_reserve_bytes: u64,
 }
 
 impl Default for Options {
@@ -124,6 +206,7 @@ impl Default for Options {
             follow_buffer_events: 256,
             snapshot_interval_events: chronicle_projections::SNAPSHOT_INTERVAL_EVENTS,
             open_lock_wait_ms: 3000,
+            disk_reserve_bytes: 64 * 1024 * 1024,
         }
     }
 }
@@ -156,6 +239,7 @@ pub(crate) struct Trees {
     pub sessions: sled::Tree,
     pub snapshots: sled::Tree,
     pub meta: sled::Tree,
+    pub bodies: bodies::BodyFile,
 }
 
 pub(crate) struct AppendRequest {
@@ -173,6 +257,7 @@ struct Inner {
     head_rx: watch::Receiver<u64>,
     threads: Mutex<Vec<JoinHandle<()>>>,
     barrier: Arc<writer::Barrier>,
+    failure: watch::Receiver<Option<String>>,
 }
 
 impl Drop for Inner {
@@ -208,6 +293,7 @@ impl Store {
     /// Checks the newest records and refuses a broken tail unless `repair_truncate_tail`.
     pub fn open(dir: impl AsRef<Path>, opts: Options) -> Result<Store> {
         let dir = dir.as_ref().to_path_buf();
+        let fresh = !dir.join("sled").exists();
         std::fs::create_dir_all(dir.join("blobs"))?;
         let config = sled::Config::new()
             .path(dir.join("sled"))
@@ -218,15 +304,24 @@ impl Store {
             // lock) for up to its interval after the store is dropped.
             .flush_every_ms(None);
         let db = open_waiting_for_lock(&config, opts.open_lock_wait_ms)?;
+        let (body_file, bodies_end) = bodies::BodyFile::open(&dir)?;
+        let open_tree = |name: &str| {
+            catching_panics(|| db.open_tree(name))?.map_err(|e| unopenable_or(e, name))
+        };
         let trees = Arc::new(Trees {
-            events: db.open_tree("events")?,
-            streams: db.open_tree("streams")?,
-            runs: db.open_tree("runs")?,
-            sessions: db.open_tree("sessions")?,
-            snapshots: db.open_tree("snapshots")?,
-            meta: db.open_tree("meta")?,
+            events: open_tree("events")?,
+            streams: open_tree("streams")?,
+            runs: open_tree("runs")?,
+            sessions: open_tree("sessions")?,
+            snapshots: open_tree("snapshots")?,
+            meta: open_tree("meta")?,
+            bodies: body_file,
             db,
         });
+        if fresh {
+            // sled creates its files without syncing their directory entries.
+            sync_tree_entries(&dir)?;
+        }
         match trees
             .meta
             .get("schema_version")?
@@ -244,22 +339,33 @@ impl Store {
                 )));
             }
         }
-        verify::check_tail(
-            &trees,
-            opts.open_verify_tail_events,
-            opts.repair_truncate_tail,
-        )?;
+        catching_panics(|| {
+            verify::check_tail(
+                &trees,
+                opts.open_verify_tail_events,
+                opts.repair_truncate_tail,
+            )
+        })??;
         let next_offset = verify::next_offset(&trees)?;
-        let barrier = Arc::new(writer::Barrier::new(&trees, &dir.join("sled"))?);
+        let (failure_tx, failure) = watch::channel(None);
+        let barrier = Arc::new(writer::Barrier::new(
+            &trees,
+            &dir.join("sled"),
+            Arc::new(failure_tx),
+        )?);
         let (head_tx, head_rx) = watch::channel(next_offset);
         let head_tx = Arc::new(head_tx);
         let (tx, rx) = mpsc::channel(opts.write_queue_requests.max(1));
         let mut threads = vec![writer::spawn(
-            trees.clone(),
-            barrier.clone(),
-            head_tx.clone(),
+            writer::Start {
+                trees: trees.clone(),
+                barrier: barrier.clone(),
+                head_tx: head_tx.clone(),
+                dir: dir.clone(),
+                next_offset,
+                bodies_end,
+            },
             rx,
-            next_offset,
             &opts,
         )?];
         if opts.durability == Durability::Async {
@@ -278,6 +384,7 @@ impl Store {
                 head_rx,
                 threads: Mutex::new(threads),
                 barrier,
+                failure,
             }),
         })
     }
@@ -344,6 +451,28 @@ impl Store {
         self.inner.barrier.run()
     }
 
+    /// Why the store stopped accepting writes (fail-stop), if it did.
+    pub fn failure(&self) -> Option<String> {
+        self.inner.failure.borrow().clone()
+    }
+
+    /// Changes to `Some(reason)` once, when the store stops accepting writes.
+    pub fn watch_failure(&self) -> watch::Receiver<Option<String>> {
+        self.inner.failure.clone()
+    }
+
+    /// Whether appends can be taken: failed, short of disk space, or fine.
+    pub fn health(&self) -> StorageHealth {
+        if let Some(why) = self.failure() {
+            return StorageHealth::Failed(why);
+        }
+        let reserve = self.inner.opts.disk_reserve_bytes;
+        match bodies::available_bytes(&self.inner.dir) {
+            Ok(available) if available < reserve => StorageHealth::Full { available, reserve },
+            _ => StorageHealth::Ok,
+        }
+    }
+
     /// One past the newest offset that passed its barrier: what subscribers may see.
     pub fn durable_next_offset(&self) -> u64 {
         *self.inner.head_rx.borrow()
@@ -381,11 +510,11 @@ impl Store {
 
     /// The event at a global offset.
     pub fn get(&self, offset: u64) -> Result<Option<Envelope>> {
-        self.inner
-            .trees
-            .events
-            .get(keys::offset_key(offset))?
-            .map(|v| decode_at(offset, &v))
+        let t = &self.inner.trees;
+        t.events
+            .get(keys::offset_key(offset))
+            .map_err(|e| unreadable(offset, &e))?
+            .map(|v| decode_stored(t, offset, &v))
             .transpose()
     }
 
@@ -406,9 +535,13 @@ impl Store {
     /// Events with offsets in `from..to`, in order.
     pub fn read_range(&self, from: u64, to: u64) -> impl Iterator<Item = Result<Envelope>> + '_ {
         let range = keys::offset_key(from)..keys::offset_key(to.max(from));
-        self.inner.trees.events.range(range).map(|kv| {
-            let (k, v) = kv?;
-            decode_at(keys::parse_u64(&k).unwrap_or(u64::MAX), &v)
+        let t = &self.inner.trees;
+        let mut next = from;
+        t.events.range(range).map(move |kv| {
+            let (k, v) = kv.map_err(|e| unreadable(next, &e))?;
+            let offset = keys::parse_u64(&k).unwrap_or(u64::MAX);
+            next = offset.saturating_add(1);
+            decode_stored(t, offset, &v)
         })
     }
 
@@ -421,16 +554,20 @@ impl Store {
     ) -> impl Iterator<Item = Result<Envelope>> + '_ {
         let range =
             keys::stream_key(run_id, from_seq)..=keys::stream_key(run_id, to_seq.max(from_seq));
-        let (streams, events) = (&self.inner.trees.streams, &self.inner.trees.events);
-        streams.range(range).map(move |kv| {
+        let t = &self.inner.trees;
+        t.streams.range(range).map(move |kv| {
             let (_, off) = kv?;
             let offset = keys::parse_u64(&off)
                 .ok_or_else(|| Error::Decode("streams value is not a u64".into()))?;
-            let rec = events.get(off)?.ok_or_else(|| Error::Corrupt {
-                offset,
-                reason: format!("indexed by run {run_id} but missing"),
-            })?;
-            decode_at(offset, &rec)
+            let rec = t
+                .events
+                .get(off)
+                .map_err(|e| unreadable(offset, &e))?
+                .ok_or_else(|| Error::Corrupt {
+                    offset,
+                    reason: format!("indexed by run {run_id} but missing"),
+                })?;
+            decode_stored(t, offset, &rec)
         })
     }
 
@@ -479,33 +616,56 @@ impl Store {
     /// Checks every record: dense offsets, decodable bodies, intact hashes, unbroken per-run
     /// chains, and heads and `meta` that match the log. Names the first bad offset.
     pub fn verify(&self) -> Result<VerifyReport> {
-        verify::verify(&self.inner.trees, None)
+        catching_panics(|| verify::verify(&self.inner.trees, None))?
     }
 
     /// [`Store::verify`] restricted to one run's chain (offsets are still checked for density).
     pub fn verify_run(&self, run_id: RunId) -> Result<VerifyReport> {
-        verify::verify(&self.inner.trees, Some(run_id))
+        catching_panics(|| verify::verify(&self.inner.trees, Some(run_id)))?
     }
 
     /// Stores a large payload as `<dir>/blobs/<blake3>`, fsynced before this returns, so an event
     /// appended afterwards can reference it.
     pub fn put_blob(&self, bytes: &[u8]) -> Result<chronicle_schemas::BlobRef> {
+        if let Some(why) = self.failure() {
+            return Err(Error::Stopped(why));
+        }
+        let reserve = self.inner.opts.disk_reserve_bytes;
+        let needed = bytes.len() as u64 + reserve;
+        let available = bodies::available_bytes(&self.inner.dir)?;
+        if available < needed {
+            return Err(Error::StorageFull {
+                needed: bytes.len() as u64,
+                available,
+                reserve,
+            });
+        }
         blobs::put(&self.inner.dir.join("blobs"), bytes)
+            .map_err(|e| e.or_storage_full(bytes.len() as u64, reserve))
     }
 
     pub fn read_blob(&self, blob: &chronicle_schemas::BlobRef) -> Result<Vec<u8>> {
         blobs::read(&self.inner.dir.join("blobs"), &blob.hash)
     }
 
-    /// Caches a projection of `state.run_id` at `state.last_seq`.
+    /// Caches a projection of `state.run_id` at `state.last_seq`. A snapshot too large for a
+    /// sled value goes to a blob file and sled keeps its hash.
     pub fn put_snapshot(&self, state: &RunState) -> Result<()> {
         let (Some(run), Some(seq)) = (state.run_id, state.last_seq) else {
             return Ok(());
         };
+        let mut value = snapshot::encode(state);
+        if value.len() > SLED_VALUE_BYTES_MAX {
+            let blob = self.put_blob(&value)?;
+            value = Vec::with_capacity(41);
+            value.push(SNAPSHOT_IN_BLOB);
+            value.extend_from_slice(&blob.hash.0);
+            value.extend_from_slice(&blob.bytes.to_be_bytes());
+        }
         self.inner
             .trees
             .snapshots
-            .insert(keys::stream_key(run, seq), snapshot::encode(state))?;
+            .insert(keys::stream_key(run, seq), value)?;
         Ok(())
     }
 
@@ -513,8 +673,22 @@ impl Store {
     pub fn latest_snapshot(&self, run_id: RunId, seq: u64) -> Result<Option<RunState>> {
         let range = keys::stream_key(run_id, 0)..=keys::stream_key(run_id, seq);
         for kv in self.inner.trees.snapshots.range(range).rev() {
-            if let Some(state) = snapshot::decode(&kv?.1) {
-                return Ok(Some(state));
+            let value = kv?.1;
+            let state = match value.first() {
+                // A blob that is gone or damaged is a missing cache entry, not an error.
+                Some(&SNAPSHOT_IN_BLOB) if value.len() == 41 => {
+                    let blob = chronicle_schemas::BlobRef {
+                        hash: Hash(value[1..33].try_into().expect("32 bytes")),
+                        bytes: keys::parse_u64(&value[33..]).unwrap_or(0),
+                    };
+                    self.read_blob(&blob)
+                        .ok()
+                        .and_then(|b| snapshot::decode(&b))
+                }
+                _ => snapshot::decode(&value),
+            };
+            if state.is_some() {
+                return Ok(state);
             }
         }
         Ok(None)
@@ -597,23 +771,47 @@ impl EventSource for RunSource<'_> {
 fn open_waiting_for_lock(config: &sled::Config, wait_ms: u64) -> Result<sled::Db> {
     let deadline = std::time::Instant::now() + std::time::Duration::from_millis(wait_ms);
     loop {
-        match config.open() {
+        match catching_panics(|| config.open())? {
             Err(sled::Error::Io(e))
                 if e.to_string().contains("could not acquire lock")
                     && std::time::Instant::now() < deadline =>
             {
                 std::thread::sleep(std::time::Duration::from_millis(10));
             }
-            other => return Ok(other?),
+            other => return other.map_err(|e| unopenable_or(e, "opening")),
         }
     }
 }
 
-fn decode_at(offset: u64, bytes: &[u8]) -> Result<Envelope> {
-    let env = decode_record(bytes).map_err(|e| Error::Corrupt {
+/// Tag of a `snapshots` value that holds a blob's hash and size instead of the snapshot.
+const SNAPSHOT_IN_BLOB: u8 = 0xFF;
+
+/// A sled read that failed, named by the event offset it was reading.
+fn unreadable(offset: u64, e: &sled::Error) -> Error {
+    Error::Corrupt {
         offset,
-        reason: e.to_string(),
-    })?;
+        reason: format!("sled cannot read the record: {e}"),
+    }
+}
+
+/// Decodes the record stored at `offset`, reading its body from the body file when it is stored
+/// out of line. Any damage is [`Error::Corrupt`] naming the offset (and the run and seq when the
+/// stub still tells them).
+pub(crate) fn decode_stored(t: &Trees, offset: u64, bytes: &[u8]) -> Result<Envelope> {
+    let corrupt = |reason: String| Error::Corrupt { offset, reason };
+    let env = if bytes.first() == Some(&RECORD_FORMAT_EXTERNAL) {
+        let (header, ext) = parse_external_stub(bytes).map_err(|e| corrupt(e.to_string()))?;
+        let at = |e: &dyn std::fmt::Display| {
+            corrupt(format!(
+                "run {} seq {}: body at {}+{} of the body file: {e}",
+                ext.run_id, ext.seq, ext.position, ext.len
+            ))
+        };
+        let body = t.bodies.read(ext.position, ext.len).map_err(|e| at(&e))?;
+        decode_record_body(&header, &body).map_err(|e| at(&e))?
+    } else {
+        decode_record(bytes).map_err(|e| corrupt(e.to_string()))?
+    };
     if env.offset != offset {
         return Err(Error::Corrupt {
             offset,
@@ -621,6 +819,64 @@ fn decode_at(offset: u64, bytes: &[u8]) -> Result<Envelope> {
         });
     }
     Ok(env)
+}
+
+thread_local! {
+    /// Set while [`catching_panics`] runs: the panic becomes an error, so it is not printed.
+    static QUIET_PANICS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f`, turning a panic inside sled (it panics on some damaged files) into an error.
+pub(crate) fn catching_panics<T>(f: impl FnOnce() -> T) -> Result<T> {
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    HOOK.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !QUIET_PANICS.with(std::cell::Cell::get) {
+                previous(info);
+            }
+        }));
+    });
+    let was = QUIET_PANICS.with(|q| q.replace(true));
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    QUIET_PANICS.with(|q| q.set(was));
+    result.map_err(|p| {
+        let why = p
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| p.downcast_ref::<&str>().copied())
+            .unwrap_or("unknown panic");
+        Error::Unopenable(format!("sled panicked: {why}"))
+    })
+}
+
+fn unopenable_or(e: sled::Error, what: &str) -> Error {
+    match e {
+        sled::Error::Corruption { .. } | sled::Error::ReportableBug(_) => {
+            Error::Unopenable(format!("{what}: {e}"))
+        }
+        other => Error::Sled(other),
+    }
+}
+
+/// fsyncs the directories (and sled's files) a new store created, so a power loss right after
+/// the first acknowledgement cannot lose a directory entry.
+fn sync_tree_entries(dir: &Path) -> Result<()> {
+    for file in ["sled/conf", "sled/db"] {
+        if let Ok(f) = std::fs::File::open(dir.join(file)) {
+            f.sync_all()?;
+        }
+    }
+    for d in ["sled/blobs", "sled", "blobs", ""] {
+        let path = dir.join(d);
+        if path.is_dir() {
+            std::fs::File::open(path)?.sync_all()?;
+        }
+    }
+    if let Some(parent) = dir.parent().filter(|p| p.is_dir()) {
+        std::fs::File::open(parent)?.sync_all()?;
+    }
+    Ok(())
 }
 
 pub(crate) fn decode_head(bytes: &[u8]) -> Result<RunHead> {

@@ -6,15 +6,18 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use chronicle_schemas::{Hash, RunId, decode_record};
+use chronicle_schemas::{Hash, RunId};
 use serde::Serialize;
 
-use super::{Error, Result, Trees, decode_head, keys};
+use super::{Error, Result, Trees, decode_head, decode_stored, keys};
 
 /// The first thing found wrong.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Problem {
     pub offset: u64,
+    /// The run and seq of the bad record, when the index still tells them.
+    pub run_id: Option<RunId>,
+    pub seq: Option<u64>,
     pub reason: String,
 }
 
@@ -48,9 +51,22 @@ pub(crate) fn verify(t: &Trees, only: Option<RunId>) -> Result<VerifyReport> {
     let mut report = VerifyReport::default();
     let mut chains: HashMap<RunId, (u64, Hash)> = HashMap::new();
     let mut expected = 0u64;
-    let problem = |offset: u64, reason: String| Some(Problem { offset, reason });
+    let problem = |offset: u64, reason: String| {
+        Some(Problem {
+            offset,
+            run_id: None,
+            seq: None,
+            reason,
+        })
+    };
     for kv in t.events.iter() {
-        let (k, v) = kv?;
+        let (k, v) = match kv {
+            Ok(kv) => kv,
+            Err(e) => {
+                report.problem = problem(expected, format!("sled cannot read the record: {e}"));
+                break;
+            }
+        };
         let Some(offset) = keys::parse_u64(&k) else {
             report.problem = problem(expected, format!("malformed key of {} bytes", k.len()));
             break;
@@ -63,17 +79,14 @@ pub(crate) fn verify(t: &Trees, only: Option<RunId>) -> Result<VerifyReport> {
             break;
         }
         expected += 1;
-        let env = match decode_record(&v) {
+        let env = match decode_stored(t, offset, &v) {
             Ok(env) => env,
-            Err(e) => {
-                report.problem = problem(offset, e.to_string());
+            Err(Error::Corrupt { reason, .. }) => {
+                report.problem = problem(offset, reason);
                 break;
             }
+            Err(e) => return Err(e),
         };
-        if env.offset != offset {
-            report.problem = problem(offset, format!("record claims offset {}", env.offset));
-            break;
-        }
         report.events += 1;
         if only.is_some_and(|r| r != env.run_id) {
             continue;
@@ -154,8 +167,22 @@ pub(crate) fn verify(t: &Trees, only: Option<RunId>) -> Result<VerifyReport> {
             }
         }
     }
+    if let Some(p) = &mut report.problem {
+        (p.run_id, p.seq) = indexed_as(t, p.offset).map_or((None, None), |(r, s)| (Some(r), Some(s)));
+    }
     report.heads = chains.into_iter().collect();
     Ok(report)
+}
+
+/// The run and seq whose `streams` entry points at `offset` (a scan: only for reporting).
+fn indexed_as(t: &Trees, offset: u64) -> Option<(RunId, u64)> {
+    let want = keys::offset_key(offset);
+    t.streams.iter().filter_map(|kv| kv.ok()).find_map(|(k, v)| {
+        (v.as_ref() == want.as_slice() && k.len() == 24).then(|| {
+            let run = u128::from_be_bytes(k[..16].try_into().expect("16 bytes"));
+            (RunId::from_u128(run), keys::parse_u64(&k[16..]).unwrap_or(0))
+        })
+    })
 }
 
 /// Open-time check of the newest `tail` records. With `repair`, an undecodable *final* record is
@@ -184,23 +211,12 @@ pub(crate) fn check_tail(t: &Trees, tail: u64, repair: bool) -> Result<()> {
                 reason: "missing".into(),
             });
         };
-        let env = match decode_record(&rec) {
-            Ok(env) if env.offset == offset => env,
-            Ok(env) => {
-                return Err(Error::Corrupt {
-                    offset,
-                    reason: format!("record claims offset {}", env.offset),
-                });
-            }
+        let env = match decode_stored(t, offset, &rec) {
+            Ok(env) => env,
             Err(e) if repair && offset + 1 == meta_next => {
                 return drop_final_record(t, offset, &e.to_string());
             }
-            Err(e) => {
-                return Err(Error::Corrupt {
-                    offset,
-                    reason: e.to_string(),
-                });
-            }
+            Err(e) => return Err(e),
         };
         let want_prev = if env.seq == 0 {
             Hash::ZERO
@@ -276,10 +292,7 @@ fn drop_final_record(t: &Trees, offset: u64, why: &str) -> Result<()> {
                     offset: prev_off,
                     reason: "missing".into(),
                 })?;
-            let env = decode_record(&prev).map_err(|e| Error::Corrupt {
-                offset: prev_off,
-                reason: e.to_string(),
-            })?;
+            let env = decode_stored(t, prev_off, &prev)?;
             head.last_seq = env.seq;
             head.last_hash = env.hash;
             head.last_offset = prev_off;
