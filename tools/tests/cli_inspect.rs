@@ -558,7 +558,10 @@ fn verify_passes_then_names_the_offset_of_a_corrupted_event() {
     assert_eq!(bad.code, 1, "{}{}", bad.stdout, bad.stderr);
     let last = bad.stdout.lines().last().unwrap();
     assert!(
-        last.starts_with(&format!("FAILED at offset {target}: ")),
+        last.starts_with(&format!(
+            "FAILED at offset {target} (run {} seq {target}): ",
+            f.run
+        )),
         "{}",
         bad.stdout
     );
@@ -874,4 +877,79 @@ fn log_follow_prints_new_events_from_a_server() {
     );
     child.kill().unwrap();
     child.wait().unwrap();
+}
+
+/// A store with one run: RunStarted, then three 30 KB events (their bodies live in the body file).
+fn large_event_store() -> (tempfile::TempDir, RunId) {
+    let dir = tempfile::tempdir().unwrap();
+    let run = RunId::from_u128(0xB16);
+    let store = Store::open(dir.path(), Options::default()).unwrap();
+    let started = chronicle_schemas::Event::RunStarted {
+        session_id: "s".into(),
+        user_id: None,
+        request_id: "req".into(),
+        query: "q".into(),
+        config: Default::default(),
+        parent: None,
+    };
+    store.append_blocking(run, 0, vec![started]).unwrap();
+    for seq in 1..=3 {
+        let big = chronicle_schemas::Event::Reasoning {
+            message: "z".repeat(30_000),
+        };
+        store.append_blocking(run, seq, vec![big]).unwrap();
+    }
+    (dir, run)
+}
+
+#[test]
+fn verify_names_the_event_of_a_byte_flipped_on_disk() {
+    let (dir, run_id) = large_event_store();
+    let path = dir.path().join("bodies");
+    let mut bytes = std::fs::read(&path).unwrap();
+    // The middle of the second body: the event at offset 2 (run seq 2).
+    let i = bytes.len() / 2;
+    bytes[i] ^= 0x04;
+    std::fs::write(&path, bytes).unwrap();
+    let bad = run(dir.path(), &["verify"]);
+    assert_eq!(bad.code, 1, "{}{}", bad.stdout, bad.stderr);
+    let last = bad.stdout.lines().last().unwrap();
+    assert!(
+        last.starts_with(&format!("FAILED at offset 2 (run {run_id} seq 2): ")),
+        "{}",
+        bad.stdout
+    );
+    let json = run(dir.path(), &["verify", "--json"]);
+    let v: Value = serde_json::from_str(json.stdout.trim()).unwrap();
+    let p = &v["data"]["problem"];
+    assert_eq!((p["offset"].as_u64(), p["seq"].as_u64()), (Some(2), Some(2)));
+    assert_eq!(p["run_id"], run_id.to_string());
+    // Reading the run stops at the damage with a one-line error naming the offset.
+    let log = run(dir.path(), &["log", &run_id.to_string()]);
+    assert_eq!(log.code, 2);
+    assert!(log.stderr.contains("corrupt log at offset 2"), "{}", log.stderr);
+}
+
+#[test]
+fn verify_does_not_panic_on_a_torn_or_emptied_sled_file() {
+    for keep in [0.0, 0.5, 0.9] {
+        let (dir, _) = large_event_store();
+        let db = dir.path().join("sled/db");
+        let len = std::fs::metadata(&db).unwrap().len();
+        let f = std::fs::OpenOptions::new().write(true).open(&db).unwrap();
+        f.set_len((len as f64 * keep) as u64).unwrap();
+        drop(f);
+        let r = run(dir.path(), &["verify"]);
+        let what = format!("kept {keep} of sled's file: exit {}\n{}{}", r.code, r.stdout, r.stderr);
+        assert!(!r.stderr.contains("panicked"), "{what}");
+        assert!(matches!(r.code, 0..=2), "{what}");
+        if r.code == 2 {
+            assert_eq!(r.stderr.trim_end().lines().count(), 1, "{what}");
+        }
+        if keep == 0.0 {
+            // Nothing of the log is left in sled, but the body file holds records: refused.
+            assert_eq!(r.code, 2, "{what}");
+            assert!(r.stderr.contains("lost or emptied"), "{what}");
+        }
+    }
 }

@@ -327,6 +327,13 @@ impl Store {
             .get("schema_version")?
             .and_then(|v| keys::parse_u64(&v))
         {
+            // sled holds no store, but the body file holds records: sled's files were emptied
+            // or replaced, and opening would start an empty log over them.
+            None if bodies_end > 0 => {
+                return Err(Error::Unopenable(format!(
+                    "sled holds no log but the body file has {bodies_end} bytes of records: sled's files were lost or emptied"
+                )));
+            }
             None => {
                 trees
                     .meta
@@ -640,8 +647,14 @@ impl Store {
                 reserve,
             });
         }
-        blobs::put(&self.inner.dir.join("blobs"), bytes)
-            .map_err(|e| e.or_storage_full(bytes.len() as u64, reserve))
+        // A blob that fails to become durable for any reason but space is a failed fsync or
+        // write under the log: fail-stop, as for the log itself.
+        blobs::put(&self.inner.dir.join("blobs"), bytes).map_err(|e| {
+            match e.or_storage_full(bytes.len() as u64, reserve) {
+                Error::Io(e) => self.inner.barrier.fail(&format!("writing a blob failed: {e}")),
+                other => other,
+            }
+        })
     }
 
     pub fn read_blob(&self, blob: &chronicle_schemas::BlobRef) -> Result<Vec<u8>> {

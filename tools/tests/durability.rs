@@ -1,0 +1,519 @@
+//! Durability of the real `chronicle serve`, black-box: power loss on a file system that drops
+//! every byte not fsynced (LazyFS on FUSE), an fsync that fails, and a full disk (a small tmpfs).
+//! Every acknowledged (2xx) run and decision must survive; `chronicle verify` must pass.
+//!
+//! These tests mount file systems and need root and `/dev/fuse` (CI has both). When a mount
+//! fails the test fails, loudly: it never skips.
+
+use std::collections::BTreeMap;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::lazyfs::LazyFs;
+
+const START_TIMEOUT: Duration = Duration::from_secs(60);
+const EXIT_TIMEOUT: Duration = Duration::from_secs(30);
+/// Comments and agent results of this range of sizes: big enough that sled would have written
+/// its pages to unsynced files of their own.
+const LARGE_MIN: usize = 40_000;
+const LARGE_MAX: usize = 60_000;
+
+/// A `chronicle serve` child on a loopback port over `data`.
+struct Serve {
+    child: Child,
+    base: String,
+    log: PathBuf,
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+impl Serve {
+    fn start(data: &Path, agents: Option<&Path>, log: &Path) -> Serve {
+        let port = free_port();
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_chronicle"));
+        cmd.args(["serve", "--addr", &format!("127.0.0.1:{port}"), "--data"])
+            .arg(data)
+            .env("NO_COLOR", "1")
+            .env("RUST_LOG", "warn")
+            .env_remove("CHRONICLE_DATA")
+            .env_remove("CHRONICLE_API_TOKEN")
+            .env_remove("CHRONICLE_LLM_BASE_URL")
+            .env_remove("CHRONICLE_LLM_API_KEY")
+            .env_remove("OPENAI_API_KEY")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(log).unwrap());
+        if let Some(a) = agents {
+            cmd.arg("--agents").arg(a);
+        }
+        let child = cmd.spawn().expect("chronicle serve starts");
+        let mut s = Serve {
+            child,
+            base: format!("http://127.0.0.1:{port}"),
+            log: log.to_owned(),
+        };
+        let deadline = Instant::now() + START_TIMEOUT;
+        loop {
+            if let Some(status) = s.child.try_wait().unwrap() {
+                panic!("serve exited with {status} while starting:\n{}", s.log_text());
+            }
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return s;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "serve did not listen:\n{}",
+                s.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Waits for the process to exit by itself; its exit code.
+    fn wait_exit(&mut self) -> Option<i32> {
+        let deadline = Instant::now() + EXIT_TIMEOUT;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status.code();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "serve did not exit:\n{}",
+                self.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(20))
+        .build()
+        .unwrap()
+}
+
+fn verify(data: &Path) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_chronicle"))
+        .args(["verify", "--data"])
+        .arg(data)
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap()
+}
+
+#[track_caller]
+fn assert_verifies(data: &Path) {
+    let out = verify(data);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "chronicle verify:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// An `http` agent on loopback whose every reply is 40-60 KB of JSON; returns the agents TOML.
+fn large_result_agent(rt: &tokio::runtime::Runtime, dir: &Path) -> PathBuf {
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    let n = Arc::new(Mutex::new(0usize));
+    let app = axum::Router::new().route(
+        "/run",
+        axum::routing::post(move || {
+            let n = n.clone();
+            async move {
+                let mut k = n.lock().unwrap();
+                *k += 1;
+                let size = LARGE_MIN + (*k * 7919) % (LARGE_MAX - LARGE_MIN);
+                axum::Json(json!({"report": "r".repeat(size), "n": *k}))
+            }
+        }),
+    );
+    rt.spawn(async move { axum::serve(listener, app).await });
+    let path = dir.join("agents.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[[agent]]\nname = \"bulk\"\nurl = \"http://{addr}/run\"\ntimeout_ms = 10000\npurpose = \"returns a large report\"\n"
+        ),
+    )
+    .unwrap();
+    path
+}
+
+fn bulk_run_body() -> Value {
+    json!({
+        "query": "bulk report", "hitl": "every_todo",
+        "plan": [{
+            "agent_name": "bulk", "team": "bulk", "task": "bulk report", "description": "large",
+            "priority": 0, "dependencies": [], "input_mapping": {}, "timeout": 30,
+            "retry_count": 0, "optional": false,
+        }],
+    })
+}
+
+/// What the server acknowledged: run ids, and decided approvals with their comment's size.
+#[derive(Default)]
+struct Acked {
+    runs: Vec<String>,
+    decisions: BTreeMap<(String, String), usize>,
+}
+
+/// One client: start a run, decide its approval with a large comment, repeat until `stop`.
+async fn client_loop(base: String, seed: usize, acked: Arc<Mutex<Acked>>, stop: Arc<Mutex<bool>>) {
+    let c = client();
+    let mut k = seed;
+    while !*stop.lock().unwrap() {
+        k += 1;
+        let Ok(res) = c
+            .post(format!("{base}/api/v1/agent/run"))
+            .json(&bulk_run_body())
+            .send()
+            .await
+        else {
+            return;
+        };
+        if !res.status().is_success() {
+            return;
+        }
+        let Ok(body) = res.json::<Value>().await else {
+            return;
+        };
+        let run = body["run_id"].as_str().unwrap().to_owned();
+        acked.lock().unwrap().runs.push(run.clone());
+        // Wait for the approval, then decide it with a 40-60 KB comment.
+        let approval = loop {
+            if *stop.lock().unwrap() {
+                return;
+            }
+            let Ok(res) = c
+                .get(format!("{base}/api/v1/agent/{run}/approvals"))
+                .send()
+                .await
+            else {
+                return;
+            };
+            let Ok(list) = res.json::<Value>().await else {
+                return;
+            };
+            if let Some(a) = list
+                .as_array()
+                .and_then(|l| l.iter().find(|a| a["status"] == "pending"))
+            {
+                break a["approval_id"].as_str().unwrap().to_owned();
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        };
+        let size = LARGE_MIN + (k * 104_729) % (LARGE_MAX - LARGE_MIN);
+        let Ok(res) = c
+            .post(format!(
+                "{base}/api/v1/agent/{run}/approvals/{approval}/decision"
+            ))
+            .json(&json!({"decision": "approve", "comment": "c".repeat(size)}))
+            .send()
+            .await
+        else {
+            return;
+        };
+        if res.status().is_success() {
+            acked
+                .lock()
+                .unwrap()
+                .decisions
+                .insert((run, approval), size);
+        }
+    }
+}
+
+/// Every acknowledged run exists and every acknowledged decision is recorded, whole.
+async fn check_acked(base: &str, acked: &Acked) {
+    let c = client();
+    for run in &acked.runs {
+        let res = c
+            .get(format!("{base}/api/v1/agent/{run}/status"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 200, "acknowledged run {run} is lost");
+    }
+    for ((run, approval), size) in &acked.decisions {
+        let a: Value = c
+            .get(format!("{base}/api/v1/agent/{run}/approvals/{approval}"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(a["status"], "approved", "acknowledged decision lost: {a}");
+        assert_eq!(a["comment"].as_str().map(str::len), Some(*size));
+    }
+}
+
+fn cycles() -> usize {
+    if std::env::var_os("CHRONICLE_LONG").is_some_and(|v| v == "1") {
+        200
+    } else {
+        20
+    }
+}
+
+#[test]
+fn power_loss_never_loses_an_acknowledged_run_or_decision() {
+    let rt = rt();
+    let scratch = tempfile::tempdir().unwrap();
+    let mnt = scratch.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let mut fs = LazyFs::mount(&mnt).expect("FUSE mounts (needs /dev/fuse, root and fuse3)");
+    let agents = large_result_agent(&rt, scratch.path());
+    let data = mnt.join("data");
+    let log = scratch.path().join("serve.log");
+    let acked = Arc::new(Mutex::new(Acked::default()));
+    let mut before_fsync = 0;
+    for cycle in 0..cycles() {
+        let mut serve = Serve::start(&data, Some(&agents), &log);
+        rt.block_on(check_acked(&serve.base, &acked.lock().unwrap()));
+        // Every third cycle the power goes right before one of the next fsyncs; the others
+        // lose it at an arbitrary moment.
+        let at_fsync = cycle % 3 == 1;
+        if at_fsync {
+            fs.crash_at_fsync(5 + (cycle as u64 * 37) % 60);
+        }
+        let stop = Arc::new(Mutex::new(false));
+        let clients: Vec<_> = (0..4)
+            .map(|i| {
+                rt.spawn(client_loop(
+                    serve.base.clone(),
+                    cycle * 100 + i * 10,
+                    acked.clone(),
+                    stop.clone(),
+                ))
+            })
+            .collect();
+        let deadline = Instant::now() + Duration::from_millis(400 + (cycle as u64 * 131) % 900);
+        while Instant::now() < deadline && !fs.crashed() {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        if at_fsync && fs.crashed() {
+            before_fsync += 1;
+        }
+        serve.kill();
+        *stop.lock().unwrap() = true;
+        for c in clients {
+            let _ = rt.block_on(c);
+        }
+        fs.power_loss();
+        fs.remount().expect("FUSE remounts");
+        assert_verifies(&data);
+    }
+    let serve = Serve::start(&data, Some(&agents), &log);
+    let acked = acked.lock().unwrap();
+    rt.block_on(check_acked(&serve.base, &acked));
+    eprintln!(
+        "power loss: {} cycles ({before_fsync} right before an fsync), {} runs and {} decisions acknowledged, 0 lost",
+        cycles(),
+        acked.runs.len(),
+        acked.decisions.len()
+    );
+    assert!(
+        acked.decisions.len() >= cycles(),
+        "the workload made too little progress to mean anything: {} decisions",
+        acked.decisions.len()
+    );
+    assert!(before_fsync > 0, "no cycle lost power right before an fsync");
+}
+
+#[test]
+fn a_failed_fsync_stops_the_server_and_a_restart_recovers_what_was_acknowledged() {
+    let rt = rt();
+    let scratch = tempfile::tempdir().unwrap();
+    let mnt = scratch.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let mut fs = LazyFs::mount(&mnt).expect("FUSE mounts (needs /dev/fuse, root and fuse3)");
+    let data = mnt.join("data");
+    let log = scratch.path().join("serve.log");
+    let mut serve = Serve::start(&data, None, &log);
+    let c = client();
+    let body = json!({"query": "강남구 아파트 시세 조회", "hitl": "every_todo"});
+    let start = |c: &reqwest::Client, base: &str| {
+        let (c, base, body) = (c.clone(), base.to_owned(), body.clone());
+        rt.block_on(async move {
+            c.post(format!("{base}/api/v1/agent/run"))
+                .json(&body)
+                .send()
+                .await
+        })
+    };
+    let mut acked = Vec::new();
+    for _ in 0..3 {
+        let res = start(&c, &serve.base).unwrap();
+        assert_eq!(res.status(), 202);
+        acked.push(rt.block_on(res.json::<Value>()).unwrap()["run_id"].clone());
+    }
+    // Let the runs reach their approvals: nothing is being written when the fsync fails.
+    std::thread::sleep(Duration::from_millis(500));
+    fs.fail_next_fsync();
+    match start(&c, &serve.base) {
+        Ok(res) => assert!(
+            !res.status().is_success(),
+            "acknowledged after a failed fsync: {}",
+            res.status()
+        ),
+        Err(_) => {} // the server may be gone before it answers
+    }
+    assert_eq!(serve.wait_exit(), Some(3), "{}", serve.log_text());
+    assert!(serve.log_text().contains("storage failed"), "{}", serve.log_text());
+    drop(serve);
+    fs.power_loss();
+    fs.remount().unwrap();
+    assert_verifies(&data);
+    let serve = Serve::start(&data, None, &log);
+    for run in &acked {
+        let res = rt
+            .block_on(
+                c.get(format!("{}/api/v1/agent/{}/status", serve.base, run.as_str().unwrap()))
+                    .send(),
+            )
+            .unwrap();
+        assert_eq!(res.status(), 200, "acknowledged run {run} lost");
+    }
+}
+
+/// A tmpfs of `size` mounted on a new directory under `parent`; unmounted on drop.
+struct Tmpfs(PathBuf);
+
+impl Tmpfs {
+    fn mount(parent: &Path, size: &str) -> Tmpfs {
+        let dir = parent.join("tmpfs");
+        std::fs::create_dir(&dir).unwrap();
+        let out = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(&dir)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "mounting a tmpfs (needs root): {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Tmpfs(dir)
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+/// Fills the file system with `path` until a write fails for lack of space.
+fn fill(path: &Path) {
+    use std::io::Write;
+    let mut f = std::fs::File::create(path).unwrap();
+    let chunk = vec![0u8; 1 << 20];
+    while f.write_all(&chunk).is_ok() {}
+    let small = vec![0u8; 4096];
+    while f.write_all(&small).is_ok() {}
+    let _ = f.sync_all();
+}
+
+#[test]
+fn a_full_disk_is_507_reads_keep_working_and_appends_resume_when_space_frees() {
+    let rt = rt();
+    let scratch = tempfile::tempdir().unwrap();
+    let tmpfs = Tmpfs::mount(scratch.path(), "160m");
+    let data = tmpfs.0.join("data");
+    let log = scratch.path().join("serve.log");
+    let serve = Serve::start(&data, None, &log);
+    let c = client();
+    let get = |path: &str| {
+        let url = format!("{}{path}", serve.base);
+        rt.block_on(async { c.get(url).send().await.unwrap() })
+    };
+    let post_run = || {
+        let url = format!("{}/api/v1/agent/run", serve.base);
+        let body = json!({"query": "강남구 아파트 시세 조회", "hitl": "every_todo"});
+        rt.block_on(async { c.post(url).json(&body).send().await.unwrap() })
+    };
+    let res = post_run();
+    assert_eq!(res.status(), 202);
+    let first = rt.block_on(res.json::<Value>()).unwrap()["run_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    std::thread::sleep(Duration::from_millis(300));
+    let offsets = |v: Value| v["durable_next_offset"].as_u64().unwrap();
+    let health = get("/healthz");
+    assert_eq!(health.status(), 200);
+    let filler = tmpfs.0.join("filler");
+    fill(&filler);
+
+    // Full: appends are 507 and change nothing; reads and the inbox answer; health says so.
+    let before = offsets(rt.block_on(get("/healthz").json::<Value>()).unwrap());
+    let res = post_run();
+    assert_eq!(res.status(), 507);
+    let body: Value = rt.block_on(res.json()).unwrap();
+    assert_eq!(body["error"]["code"], "insufficient_storage", "{body}");
+    let health = get("/healthz");
+    assert_eq!(health.status(), 503);
+    let health: Value = rt.block_on(health.json()).unwrap();
+    assert_eq!(health["storage"], "full", "{health}");
+    assert_eq!(offsets(health), before, "a refused append wrote nothing");
+    assert_eq!(get(&format!("/api/v1/agent/{first}/status")).status(), 200);
+    assert_eq!(get("/api/v1/approvals").status(), 200);
+    assert_eq!(get(&format!("/api/v1/agent/{first}/log")).status(), 200);
+
+    // Space freed: appends succeed again without a restart.
+    std::fs::remove_file(&filler).unwrap();
+    let health = get("/healthz");
+    assert_eq!(health.status(), 200);
+    let res = post_run();
+    assert_eq!(res.status(), 202, "{}", serve.log_text());
+    let second = rt.block_on(res.json::<Value>()).unwrap()["run_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    for run in [&first, &second] {
+        assert_eq!(get(&format!("/api/v1/agent/{run}/status")).status(), 200);
+    }
+    drop(serve);
+    assert_verifies(&data);
+}
