@@ -272,7 +272,8 @@ pub struct RunRequest {
 }
 
 #[utoipa::path(post, path = "/api/v1/agent/run", tag = "runs", request_body = RunRequest,
-    responses((status = 202, description = "{run_id, session_id}"), (status = 400), (status = 401), (status = 413), (status = 422)))]
+    responses((status = 202, description = "{run_id, session_id}"), (status = 400), (status = 401), (status = 413), (status = 422),
+        (status = 503, description = "storage unavailable (stopped after a failed fsync) or shutting down"), (status = 507, description = "disk full: nothing written")))]
 pub async fn start_run(
     State(st): State<AppState>,
     _p: Principal,
@@ -363,7 +364,9 @@ pub struct DecisionRequest {
 
 #[utoipa::path(post, path = "/api/v1/agent/{run_id}/approvals/{approval_id}/decision", tag = "approvals",
     params(("run_id" = String, Path), ("approval_id" = String, Path)), request_body = DecisionRequest,
-    responses((status = 200, description = "{status: accepted, approval_id, run_id}"), (status = 404), (status = 409, description = "already decided"), (status = 422)))]
+    responses((status = 200, description = "{status: accepted, approval_id, run_id}"), (status = 404), (status = 409, description = "already decided"),
+        (status = 413, description = "the decision would record an event over the 64 KiB limit (the message names the size)"), (status = 422),
+        (status = 503, description = "storage unavailable"), (status = 507, description = "disk full: nothing written")))]
 pub async fn decide(
     State(st): State<AppState>,
     Principal(who): Principal,
