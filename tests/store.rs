@@ -716,3 +716,28 @@ async fn large_snapshots_go_to_blob_files_and_read_back() {
             .all(|&n| n <= SLED_VALUE_BYTES_MAX)
     );
 }
+
+#[tokio::test]
+async fn an_append_that_would_eat_the_disk_reserve_is_refused_and_writes_nothing() {
+    use chronicle_engine::store::StorageHealth;
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    store.append(run(0), 0, vec![run_started("s")]).await.unwrap();
+    drop(store);
+    // A reserve larger than any disk: every append finds the disk full.
+    let opts = Options {
+        disk_reserve_bytes: u64::MAX / 4,
+        ..Options::default()
+    };
+    let store = Store::open(dir.path(), opts).unwrap();
+    let before = store.durable_next_offset();
+    let err = store.append(run(0), 1, vec![note(1)]).await.unwrap_err();
+    assert!(matches!(err, Error::StorageFull { .. }), "{err}");
+    assert!(err.to_string().starts_with("the disk is full"), "{err}");
+    assert!(matches!(store.health(), StorageHealth::Full { .. }));
+    assert!(matches!(store.put_blob(b"x"), Err(Error::StorageFull { .. })));
+    assert_eq!(store.durable_next_offset(), before);
+    // Reads work, and a failed append did not stop the store.
+    assert_eq!(assert_dense(&store), 1);
+    assert_eq!(store.failure(), None);
+}

@@ -293,7 +293,7 @@ impl Writer {
     fn commit(&mut self, batch: Vec<AppendRequest>) {
         if let Err(e) = self.barrier.stopped() {
             for req in batch {
-                let _ = req.reply.send(Err(Error::Stopped(e.to_string())));
+                let _ = req.reply.send(Err(e.same_again()));
             }
             return;
         }
