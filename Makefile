@@ -2,7 +2,7 @@
 CARGO ?= cargo
 SHELL := /bin/bash
 
-.PHONY: run test bench lint fmt
+.PHONY: run test test-deps bench lint fmt
 
 # The server on 127.0.0.1:8080 with the embedded store in ./.chronicle/, the built-in agents and
 # no LLM key needed. Extra flags: make run ARGS="--hitl-default every_todo".
@@ -11,11 +11,18 @@ run:
 
 # Every test of the workspace, doctests included (debug profile: no release build here), then
 # one closing line with the totals.
-test:
+test: test-deps
 	$(CARGO) test --workspace --doc
 	@mkdir -p target
 	@set -o pipefail; $(CARGO) test --workspace --all-targets 2>&1 | tee target/test-output.log
 	@awk '/^test result:/ { p += $$4; f += $$6 } END { printf "%d passed, %d failed\n", p, f }' target/test-output.log
+
+# What the tests need beyond cargo: `fuse3` (fusermount3) for the power-loss test's FUSE file
+# system. Installed from Debian when missing; reused when present.
+test-deps:
+	@command -v fusermount3 >/dev/null 2>&1 || { \
+	  echo "make test: installing fuse3 (FUSE mounts for the power-loss test)" >&2; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fuse3 >/dev/null; }
 
 # Benchmarks print one table; not part of `make test`.
 bench:

@@ -407,12 +407,8 @@ fn a_failed_fsync_stops_the_server_and_a_restart_recovers_what_was_acknowledged(
     assert_verifies(&data);
     let serve = Serve::start(&data, None, &log);
     for run in &acked {
-        let res = rt
-            .block_on(
-                c.get(format!("{}/api/v1/agent/{}/status", serve.base, run.as_str().unwrap()))
-                    .send(),
-            )
-            .unwrap();
+        let url = format!("{}/api/v1/agent/{}/status", serve.base, run.as_str().unwrap());
+        let res = rt.block_on(async { c.get(url).send().await }).unwrap();
         assert_eq!(res.status(), 200, "acknowledged run {run} lost");
     }
 }
