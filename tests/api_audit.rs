@@ -919,7 +919,11 @@ async fn a_decision_at_the_event_limit_is_recorded_and_one_byte_over_is_413() {
     assert_eq!(res.status(), 200, "{}", res.text().await.unwrap());
     let decided = get_json(&s, &format!("/api/v1/agent/{run}/approvals/{id}"), None).await;
     assert_eq!(decided["status"], "approved");
-    assert_eq!(decided["comment"].as_str().map(str::len), Some(at_limit), "{decided}");
+    assert_eq!(
+        decided["comment"].as_str().map(str::len),
+        Some(at_limit),
+        "{decided}"
+    );
     assert!(s.offsets() > before);
     assert!(s.engine.store().verify().unwrap().ok());
     s.stop().await;

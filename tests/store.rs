@@ -543,7 +543,10 @@ fn reasoning(bytes: usize, fill: char) -> Event {
 /// Appends one RunStarted and `sizes.len()` events of those sizes to run 0; returns the store.
 async fn large_events(dir: &std::path::Path, sizes: &[usize]) -> Store {
     let store = open(dir);
-    store.append(run(0), 0, vec![run_started("s")]).await.unwrap();
+    store
+        .append(run(0), 0, vec![run_started("s")])
+        .await
+        .unwrap();
     for (i, &n) in sizes.iter().enumerate() {
         let fill = char::from(b'a' + (i % 26) as u8);
         store
@@ -606,7 +609,10 @@ async fn large_records_keep_sled_values_small_and_sled_writes_no_blob_file() {
         assert_eq!(message.len(), n);
     }
     assert_eq!(
-        store.read_range(0, 61).map(Result::unwrap).collect::<Vec<_>>(),
+        store
+            .read_range(0, 61)
+            .map(Result::unwrap)
+            .collect::<Vec<_>>(),
         all
     );
 }
@@ -660,7 +666,10 @@ async fn a_flipped_byte_in_an_out_of_line_body_names_its_offset_run_and_seq() {
     match Store::open(dir.path(), Options::default()) {
         Err(Error::Corrupt { offset, reason }) => {
             assert_eq!(offset, 2, "{reason}");
-            assert!(reason.contains(&format!("run {} seq 2", run(0))), "{reason}");
+            assert!(
+                reason.contains(&format!("run {} seq 2", run(0))),
+                "{reason}"
+            );
         }
         other => panic!("open must refuse, got {other:?}"),
     }
@@ -672,8 +681,14 @@ async fn a_flipped_byte_in_an_out_of_line_body_names_its_offset_run_and_seq() {
         "{}",
         problem.reason
     );
-    assert!(matches!(store.get(2), Err(Error::Corrupt { offset: 2, .. })));
-    assert!(store.get(1).unwrap().is_some(), "the records around it read");
+    assert!(matches!(
+        store.get(2),
+        Err(Error::Corrupt { offset: 2, .. })
+    ));
+    assert!(
+        store.get(1).unwrap().is_some(),
+        "the records around it read"
+    );
     assert!(store.get(3).unwrap().is_some());
 }
 
@@ -690,11 +705,7 @@ async fn a_body_file_cut_short_names_the_first_record_it_lost() {
     let store = Store::open(dir.path(), no_tail_check()).unwrap();
     let problem = store.verify().unwrap().problem.expect("loss found");
     assert_eq!(problem.offset, 2, "{}", problem.reason);
-    assert!(
-        problem.reason.contains("body file"),
-        "{}",
-        problem.reason
-    );
+    assert!(problem.reason.contains("body file"), "{}", problem.reason);
 }
 
 #[tokio::test]
@@ -722,7 +733,10 @@ async fn an_append_that_would_eat_the_disk_reserve_is_refused_and_writes_nothing
     use chronicle_engine::store::StorageHealth;
     let dir = tempfile::tempdir().unwrap();
     let store = open(dir.path());
-    store.append(run(0), 0, vec![run_started("s")]).await.unwrap();
+    store
+        .append(run(0), 0, vec![run_started("s")])
+        .await
+        .unwrap();
     drop(store);
     // A reserve larger than any disk: every append finds the disk full.
     let opts = Options {
@@ -735,7 +749,10 @@ async fn an_append_that_would_eat_the_disk_reserve_is_refused_and_writes_nothing
     assert!(matches!(err, Error::StorageFull { .. }), "{err}");
     assert!(err.to_string().starts_with("the disk is full"), "{err}");
     assert!(matches!(store.health(), StorageHealth::Full { .. }));
-    assert!(matches!(store.put_blob(b"x"), Err(Error::StorageFull { .. })));
+    assert!(matches!(
+        store.put_blob(b"x"),
+        Err(Error::StorageFull { .. })
+    ));
     assert_eq!(store.durable_next_offset(), before);
     // Reads work, and a failed append did not stop the store.
     assert_eq!(assert_dense(&store), 1);

@@ -922,12 +922,19 @@ fn verify_names_the_event_of_a_byte_flipped_on_disk() {
     let json = run(dir.path(), &["verify", "--json"]);
     let v: Value = serde_json::from_str(json.stdout.trim()).unwrap();
     let p = &v["data"]["problem"];
-    assert_eq!((p["offset"].as_u64(), p["seq"].as_u64()), (Some(2), Some(2)));
+    assert_eq!(
+        (p["offset"].as_u64(), p["seq"].as_u64()),
+        (Some(2), Some(2))
+    );
     assert_eq!(p["run_id"], run_id.to_string());
     // Reading the run stops at the damage with a one-line error naming the offset.
     let log = run(dir.path(), &["log", &run_id.to_string()]);
     assert_eq!(log.code, 2);
-    assert!(log.stderr.contains("corrupt log at offset 2"), "{}", log.stderr);
+    assert!(
+        log.stderr.contains("corrupt log at offset 2"),
+        "{}",
+        log.stderr
+    );
 }
 
 #[test]
@@ -940,7 +947,10 @@ fn verify_does_not_panic_on_a_torn_or_emptied_sled_file() {
         f.set_len((len as f64 * keep) as u64).unwrap();
         drop(f);
         let r = run(dir.path(), &["verify"]);
-        let what = format!("kept {keep} of sled's file: exit {}\n{}{}", r.code, r.stdout, r.stderr);
+        let what = format!(
+            "kept {keep} of sled's file: exit {}\n{}{}",
+            r.code, r.stdout, r.stderr
+        );
         assert!(!r.stderr.contains("panicked"), "{what}");
         assert!(matches!(r.code, 0..=2), "{what}");
         if r.code == 2 {

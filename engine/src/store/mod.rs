@@ -139,7 +139,10 @@ impl Error {
 pub enum StorageHealth {
     Ok,
     /// Appends are refused until at least the reserve is free again.
-    Full { available: u64, reserve: u64 },
+    Full {
+        available: u64,
+        reserve: u64,
+    },
     /// Fail-stop after a failed durability barrier; only a restart recovers.
     Failed(String),
 }
@@ -651,7 +654,10 @@ impl Store {
         // write under the log: fail-stop, as for the log itself.
         blobs::put(&self.inner.dir.join("blobs"), bytes).map_err(|e| {
             match e.or_storage_full(bytes.len() as u64, reserve) {
-                Error::Io(e) => self.inner.barrier.fail(&format!("writing a blob failed: {e}")),
+                Error::Io(e) => self
+                    .inner
+                    .barrier
+                    .fail(&format!("writing a blob failed: {e}")),
                 other => other,
             }
         })

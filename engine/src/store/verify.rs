@@ -168,7 +168,8 @@ pub(crate) fn verify(t: &Trees, only: Option<RunId>) -> Result<VerifyReport> {
         }
     }
     if let Some(p) = &mut report.problem {
-        (p.run_id, p.seq) = indexed_as(t, p.offset).map_or((None, None), |(r, s)| (Some(r), Some(s)));
+        (p.run_id, p.seq) =
+            indexed_as(t, p.offset).map_or((None, None), |(r, s)| (Some(r), Some(s)));
     }
     report.heads = chains.into_iter().collect();
     Ok(report)
@@ -177,12 +178,18 @@ pub(crate) fn verify(t: &Trees, only: Option<RunId>) -> Result<VerifyReport> {
 /// The run and seq whose `streams` entry points at `offset` (a scan: only for reporting).
 fn indexed_as(t: &Trees, offset: u64) -> Option<(RunId, u64)> {
     let want = keys::offset_key(offset);
-    t.streams.iter().filter_map(|kv| kv.ok()).find_map(|(k, v)| {
-        (v.as_ref() == want.as_slice() && k.len() == 24).then(|| {
-            let run = u128::from_be_bytes(k[..16].try_into().expect("16 bytes"));
-            (RunId::from_u128(run), keys::parse_u64(&k[16..]).unwrap_or(0))
+    t.streams
+        .iter()
+        .filter_map(|kv| kv.ok())
+        .find_map(|(k, v)| {
+            (v.as_ref() == want.as_slice() && k.len() == 24).then(|| {
+                let run = u128::from_be_bytes(k[..16].try_into().expect("16 bytes"));
+                (
+                    RunId::from_u128(run),
+                    keys::parse_u64(&k[16..]).unwrap_or(0),
+                )
+            })
         })
-    })
 }
 
 /// Open-time check of the newest `tail` records. With `repair`, an undecodable *final* record is

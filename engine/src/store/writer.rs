@@ -359,7 +359,9 @@ impl Writer {
         }
         if let Err(e) = self.write(&staged, &new_heads, &sessions, offset) {
             // sled keeps an I/O error for good: nothing it holds can be trusted to reach disk.
-            let e = self.barrier.fail(&format!("append transaction failed: {e}"));
+            let e = self
+                .barrier
+                .fail(&format!("append transaction failed: {e}"));
             return self.refuse_all(staged, e);
         }
         self.next_offset = offset;
