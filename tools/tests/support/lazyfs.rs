@@ -479,45 +479,6 @@ impl State {
         self.fail_next_fsync = false;
     }
 
-    fn setattr(
-        &mut self,
-        ino: u64,
-        mode: Option<u32>,
-        uid: Option<u32>,
-        gid: Option<u32>,
-        size: Option<u64>,
-        atime: Option<TimeOrNow>,
-        mtime: Option<TimeOrNow>,
-    ) -> Result<FileAttr, Errno> {
-        let inode = self.inode_mut(ino)?;
-        let now = SystemTime::now();
-        let resolve = |t: TimeOrNow| match t {
-            TimeOrNow::SpecificTime(t) => t,
-            TimeOrNow::Now => now,
-        };
-        if let Some(size) = size {
-            inode.file_mut()?.set_size(size);
-            inode.mtime = now;
-        }
-        if let Some(mode) = mode {
-            inode.perm = (mode & 0o7777) as u16;
-        }
-        if let Some(uid) = uid {
-            inode.uid = uid;
-        }
-        if let Some(gid) = gid {
-            inode.gid = gid;
-        }
-        if let Some(atime) = atime {
-            inode.atime = resolve(atime);
-        }
-        if let Some(mtime) = mtime {
-            inode.mtime = resolve(mtime);
-        }
-        inode.ctime = now;
-        self.attr(ino)
-    }
-
     fn create(
         &mut self,
         req: &Request,
@@ -807,9 +768,35 @@ impl Filesystem for LazyOps {
         _flags: Option<fuser::BsdFileFlags>,
         reply: ReplyAttr,
     ) {
-        let result = self
-            .state_mut()
-            .and_then(|mut state| state.setattr(ino.0, mode, uid, gid, size, atime, mtime));
+        let result = self.state_mut().and_then(|mut state| {
+            let inode = state.inode_mut(ino.0)?;
+            let now = SystemTime::now();
+            let resolve = |t: TimeOrNow| match t {
+                TimeOrNow::SpecificTime(t) => t,
+                TimeOrNow::Now => now,
+            };
+            if let Some(size) = size {
+                inode.file_mut()?.set_size(size);
+                inode.mtime = now;
+            }
+            if let Some(mode) = mode {
+                inode.perm = (mode & 0o7777) as u16;
+            }
+            if let Some(uid) = uid {
+                inode.uid = uid;
+            }
+            if let Some(gid) = gid {
+                inode.gid = gid;
+            }
+            if let Some(atime) = atime {
+                inode.atime = resolve(atime);
+            }
+            if let Some(mtime) = mtime {
+                inode.mtime = resolve(mtime);
+            }
+            inode.ctime = now;
+            state.attr(ino.0)
+        });
         reply_attr(reply, result);
     }
 
@@ -1011,15 +998,15 @@ impl Filesystem for LazyOps {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        if let Ok(mut state) = self.state() {
-            if let Some(inode) = state.inodes.get_mut(&ino.0) {
-                inode.open_handles = inode.open_handles.saturating_sub(1);
-                if inode.open_handles == 0
-                    && inode.nlink == 0
-                    && !matches!(inode.node, Node::Dir { .. })
-                {
-                    state.inodes.remove(&ino.0);
-                }
+        if let Ok(mut state) = self.state()
+            && let Some(inode) = state.inodes.get_mut(&ino.0)
+        {
+            inode.open_handles = inode.open_handles.saturating_sub(1);
+            if inode.open_handles == 0
+                && inode.nlink == 0
+                && !matches!(inode.node, Node::Dir { .. })
+            {
+                state.inodes.remove(&ino.0);
             }
         }
         reply.ok();
