@@ -166,19 +166,24 @@ async fn populate(dir: &std::path::Path, n: u64) -> Vec<(RunId, u64)> {
     index
 }
 
-fn with_sled<T>(dir: &std::path::Path, f: impl FnOnce(&sled::Tree, &sled::Tree) -> T) -> T {
+/// The store's sled database, opened directly.
+fn open_sled(dir: &std::path::Path) -> sled::Db {
     // Retry while a just-closed store's sled threads still hold the lock.
     let config = sled::Config::new()
         .path(dir.join("sled"))
         .flush_every_ms(None);
-    let db = (0..300)
+    (0..300)
         .find_map(|_| {
             config.open().ok().or_else(|| {
                 std::thread::sleep(std::time::Duration::from_millis(10));
                 None
             })
         })
-        .expect("sled opens");
+        .expect("sled opens")
+}
+
+fn with_sled<T>(dir: &std::path::Path, f: impl FnOnce(&sled::Tree, &sled::Tree) -> T) -> T {
+    let db = open_sled(dir);
     let out = f(
         &db.open_tree("events").unwrap(),
         &db.open_tree("meta").unwrap(),
@@ -559,17 +564,7 @@ async fn large_events(dir: &std::path::Path, sizes: &[usize]) -> Store {
 
 /// Every value in every sled tree of the store in `dir`.
 fn sled_value_sizes(dir: &std::path::Path) -> Vec<usize> {
-    let config = sled::Config::new()
-        .path(dir.join("sled"))
-        .flush_every_ms(None);
-    let db = (0..300)
-        .find_map(|_| {
-            config.open().ok().or_else(|| {
-                std::thread::sleep(std::time::Duration::from_millis(10));
-                None
-            })
-        })
-        .expect("sled opens");
+    let db = open_sled(dir);
     let mut sizes = Vec::new();
     for name in db.tree_names() {
         for kv in db.open_tree(name).unwrap().iter() {

@@ -157,38 +157,41 @@ impl FileData {
 
     /// fsync: the current content and size become durable. Copies only the changed pages.
     fn sync(&mut self) {
-        for index in std::mem::take(&mut self.dirty) {
-            match self.pages.get(&index) {
-                Some(page) => match self.durable_pages.get_mut(&index) {
-                    Some(durable) => durable.copy_from_slice(&page[..]),
-                    None => {
-                        self.durable_pages.insert(index, page.clone());
-                    }
-                },
-                None => {
-                    self.durable_pages.remove(&index);
-                }
-            }
-        }
+        copy_pages(
+            std::mem::take(&mut self.dirty),
+            &self.pages,
+            &mut self.durable_pages,
+        );
         self.durable_size = self.size;
     }
 
     /// Power loss: back to the durable content and size.
     fn revert(&mut self) {
-        for index in std::mem::take(&mut self.dirty) {
-            match self.durable_pages.get(&index) {
-                Some(durable) => match self.pages.get_mut(&index) {
-                    Some(page) => page.copy_from_slice(&durable[..]),
-                    None => {
-                        self.pages.insert(index, durable.clone());
-                    }
-                },
-                None => {
-                    self.pages.remove(&index);
-                }
+        copy_pages(
+            std::mem::take(&mut self.dirty),
+            &self.durable_pages,
+            &mut self.pages,
+        );
+        self.size = self.durable_size;
+    }
+}
+
+/// Makes the pages `indexes` of `to` what they are in `from` (absent where `from` has none).
+fn copy_pages(
+    indexes: impl IntoIterator<Item = u64>,
+    from: &BTreeMap<u64, Page>,
+    to: &mut BTreeMap<u64, Page>,
+) {
+    for index in indexes {
+        match (from.get(&index), to.get_mut(&index)) {
+            (Some(page), Some(dest)) => dest.copy_from_slice(&page[..]),
+            (Some(page), None) => {
+                to.insert(index, page.clone());
+            }
+            (None, _) => {
+                to.remove(&index);
             }
         }
-        self.size = self.durable_size;
     }
 }
 
