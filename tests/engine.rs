@@ -621,3 +621,53 @@ async fn evaluation_retries_the_named_agent() {
     assert!(!state.supervisor.evaluation.as_ref().unwrap().needs_retry);
     assert_eq!(a.calls().len(), 3);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_result_the_full_disk_refused_is_recorded_once_space_frees() {
+    use chronicle_engine::store::StorageHealth;
+    let scratch = tempfile::tempdir().unwrap();
+    let tmpfs = crate::support::Tmpfs::mount(scratch.path(), "96m");
+    let gate = Arc::new(tokio::sync::Barrier::new(2));
+    let agent = Scripted::with(
+        "gate",
+        "general",
+        vec![Ok(json!({"report": "r".repeat(30_000)}))],
+        Some(gate.clone()),
+    );
+    let engine = engine_in(&tmpfs.0.join("data"), registry(&[agent.clone()])).await;
+    let plan = vec![step("gate", &[], false, 0)];
+    let run = start(&engine, plan_config(plan, HitlMode::None, Strategy::Sequential)).await;
+    engine
+        .wait_until(run, WAIT, |_| !agent.calls().is_empty())
+        .await
+        .unwrap();
+    // The disk fills while the agent works; then it answers.
+    let filler = tmpfs.fill();
+    assert!(matches!(
+        engine.store().health(),
+        StorageHealth::Full { .. }
+    ));
+    gate.wait().await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let state = engine.state(run, None).unwrap();
+    assert_eq!(
+        todo_status(&state, "todo_001"),
+        TodoStatus::InProgress,
+        "the result waits for space; the TODO neither completes nor fails"
+    );
+    // Space frees: the same result is recorded, once, and the run completes.
+    std::fs::remove_file(filler).unwrap();
+    let state = engine
+        .wait_until(run, WAIT, |s| s.supervisor.run_status.is_terminal())
+        .await
+        .unwrap();
+    assert_eq!(state.supervisor.run_status, RunStatus::Completed);
+    let completions = events(&engine, run)
+        .iter()
+        .filter(|e| matches!(e.event, Event::AgentCompleted { .. }))
+        .count();
+    assert_eq!(completions, 1);
+    assert_eq!(agent.calls().len(), 1, "the agent ran once");
+    assert!(engine.store().verify().unwrap().ok());
+    engine.shutdown().await;
+}

@@ -4,6 +4,13 @@ use chronicle_schemas::{ApprovalId, ApprovalStatus, CheckpointId, RunId, TodoId,
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+impl Error {
+    /// The store refused a write for lack of disk space (nothing was written; try again later).
+    pub fn is_storage_full(&self) -> bool {
+        matches!(self, Error::Store(crate::store::Error::StorageFull { .. }))
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error("run {0} not found")]

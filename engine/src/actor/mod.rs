@@ -34,6 +34,14 @@ use tools::{ToolDone, Waiter};
 /// How long a run waits before retrying a step the full disk refused.
 const STORAGE_FULL_RETRY: Duration = Duration::from_millis(500);
 
+/// Sends an outcome the full disk refused back to the actor after [`STORAGE_FULL_RETRY`].
+fn redeliver<T: Send + 'static>(tx: mpsc::Sender<T>, outcome: T) {
+    tokio::spawn(async move {
+        tokio::time::sleep(STORAGE_FULL_RETRY).await;
+        let _ = tx.send(outcome).await;
+    });
+}
+
 /// Where a restore goes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RestoreTarget {
@@ -67,6 +75,7 @@ pub(crate) enum Msg {
     },
 }
 
+#[derive(Clone)]
 struct AgentDone {
     todo_id: TodoId,
     attempt: u32,
@@ -214,7 +223,7 @@ impl RunActor {
         loop {
             if let Err(e) = self.advance().await {
                 tracing::error!(run = %self.live.run_id(), error = %e, "run step failed");
-                if matches!(e, Error::Store(store::Error::StorageFull { .. })) {
+                if e.is_storage_full() {
                     // The step wrote nothing: try it again once there may be space.
                     tokio::select! {
                         _ = tokio::time::sleep(STORAGE_FULL_RETRY) => continue,
@@ -257,8 +266,20 @@ impl RunActor {
                     }
                 }
                 Some(done) = self.done_rx.recv() => {
-                    if let Err(e) = self.on_agent_done(done).await {
-                        tracing::error!(run = %self.live.run_id(), error = %e, "recording an agent result failed");
+                    let (again, running) = (done.clone(), self.running.get(&done.todo_id).cloned());
+                    match self.on_agent_done(done).await {
+                        Err(e) if e.is_storage_full() => {
+                            // Nothing was recorded: deliver the outcome again once there may be
+                            // space (the attempt stays running meanwhile).
+                            if let Some(r) = running {
+                                self.running.insert(again.todo_id.clone(), r);
+                            }
+                            redeliver(self.done_tx.clone(), again);
+                        }
+                        Err(e) => {
+                            tracing::error!(run = %self.live.run_id(), error = %e, "recording an agent result failed");
+                        }
+                        Ok(()) => {}
                     }
                 }
                 // Past the run timeout: the next `advance` fails the run and aborts its agents.

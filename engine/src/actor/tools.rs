@@ -268,14 +268,32 @@ impl RunActor {
             // call runs again after the restart.
             return Ok(());
         }
-        let answer = done.outcome.map_err(ToolError::Failed);
-        let output = match &answer {
+        let answer = done.outcome.clone().map_err(ToolError::Failed);
+        match self.record_tool_outcome(&done, &answer).await {
+            // Nothing was recorded: deliver the outcome again once there may be space.
+            Err(e) if e.is_storage_full() => {
+                super::redeliver(self.tool_done_tx.clone(), done);
+                Ok(())
+            }
+            Err(e) => Err(e),
+            Ok(()) => {
+                done.waiter.answer(answer);
+                Ok(())
+            }
+        }
+    }
+
+    async fn record_tool_outcome(
+        &mut self,
+        done: &ToolDone,
+        answer: &std::result::Result<Value, ToolError>,
+    ) -> Result<()> {
+        let output = match answer {
             Ok(v) => Ok(self.payload(v.clone())?),
             Err(e) => Err(e),
         };
-        self.append(vec![completed(done.tool_call_id, output, done.duration_ms)])
-            .await?;
-        done.waiter.answer(answer);
+        let event = completed(done.tool_call_id.clone(), output, done.duration_ms);
+        self.append(vec![event]).await?;
         Ok(())
     }
 
