@@ -603,3 +603,61 @@ async fn openapi_document() {
     insta::assert_json_snapshot!("openapi", doc, {".info.version" => "[version]"});
     srv.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_whose_record_is_damaged_is_answered_with_corrupt_log_naming_the_offset() {
+    use chronicle_engine::Settings;
+    use chronicle_engine::store::{Options, Store};
+    use chronicle_schemas::Event;
+    let dir = tempfile::tempdir().unwrap();
+    let run = crate::support::run(0xC0);
+    {
+        let store = crate::support::open(dir.path());
+        let big = |c: &str| Event::Reasoning {
+            message: c.repeat(20_000),
+        };
+        let events = vec![
+            crate::support::run_started("s"),
+            big("a"),
+            big("b"),
+            Event::RunFailed {
+                error: "done".into(),
+            },
+        ];
+        store.append(run, 0, events).await.unwrap();
+    }
+    // Damage the body of offset 1 (the first large event) on disk.
+    let path = dir.path().join("bodies");
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[100] ^= 0x10;
+    std::fs::write(&path, bytes).unwrap();
+    // The damage is older than what `open` checks: the server starts, then names it per run.
+    let opts = Options {
+        open_verify_tail_events: 0,
+        ..Options::default()
+    };
+    let store = Store::open(dir.path(), opts).unwrap();
+    let srv = crate::api_support::server_on(
+        dir,
+        store,
+        Tokens::none(),
+        Settings::default(),
+        ApiConfig::default(),
+    )
+    .await;
+    for path in ["log", "status", "state"] {
+        let res = srv
+            .client
+            .get(srv.url(&format!("/api/v1/agent/{run}/{path}")))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 500, "{path}");
+        let b: Value = res.json().await.unwrap();
+        assert_eq!(b["error"]["code"], "corrupt_log", "{path}: {b}");
+        let msg = b["error"]["message"].as_str().unwrap();
+        assert!(msg.contains("offset 1"), "{path}: {msg}");
+        assert!(msg.contains("chronicle verify"), "{path}: {msg}");
+    }
+    srv.stop().await;
+}

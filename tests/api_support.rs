@@ -37,6 +37,17 @@ pub async fn server_with(tokens: Tokens, registry: Option<Registry>, config: Api
 pub async fn server_settings(tokens: Tokens, settings: Settings, config: ApiConfig) -> Server {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path(), Options::default()).unwrap();
+    server_on(dir, store, tokens, settings, config).await
+}
+
+/// A server over `store` (opened in `dir`, which lives as long as the server).
+pub async fn server_on(
+    dir: tempfile::TempDir,
+    store: Store,
+    tokens: Tokens,
+    settings: Settings,
+    config: ApiConfig,
+) -> Server {
     let engine = Engine::open(store, settings).await.unwrap();
     let state = AppState::new(engine.clone(), tokens, config);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -636,7 +636,11 @@ async fn an_agent_result_the_full_disk_refused_is_recorded_once_space_frees() {
     );
     let engine = engine_in(&tmpfs.0.join("data"), registry(&[agent.clone()])).await;
     let plan = vec![step("gate", &[], false, 0)];
-    let run = start(&engine, plan_config(plan, HitlMode::None, Strategy::Sequential)).await;
+    let run = start(
+        &engine,
+        plan_config(plan, HitlMode::None, Strategy::Sequential),
+    )
+    .await;
     engine
         .wait_until(run, WAIT, |_| !agent.calls().is_empty())
         .await
