@@ -960,6 +960,28 @@ fn verify_does_not_panic_on_a_torn_or_emptied_sled_file() {
             // Nothing of the log is left in sled, but the body file holds records: refused.
             assert_eq!(r.code, 2, "{what}");
             assert!(r.stderr.contains("lost or emptied"), "{what}");
+            // The server refuses to start on it, in one line, instead of serving an empty log.
+            let mut child = chronicle(dir.path(), &["serve", "--addr", "127.0.0.1:0"])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            let deadline = std::time::Instant::now() + WAIT;
+            while child.try_wait().unwrap().is_none() {
+                if std::time::Instant::now() > deadline {
+                    let _ = child.kill();
+                    panic!("serve started on a store whose sled files were emptied");
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let s = output(child.wait_with_output().unwrap());
+            assert_eq!(s.code, 2, "{}", s.stderr);
+            let last = s.stderr.trim_end().lines().last().unwrap_or_default();
+            assert!(
+                last.starts_with("error: ") && last.contains("lost or emptied"),
+                "{}",
+                s.stderr
+            );
         }
     }
 }

@@ -23,7 +23,7 @@ use crate::agents::{AgentContext, AgentError, AgentOutput};
 use crate::commands::{self, Command};
 use crate::llm::{Intent, LlmCall};
 use crate::runtime::Shared;
-use crate::store::{self, LiveRun};
+use crate::store::{self, LiveRun, StorageHealth};
 use crate::tools::{ToolCallMsg, ToolHost};
 use crate::{Error, Result, hitl, todo};
 
@@ -221,16 +221,16 @@ impl RunActor {
     pub(crate) async fn run(mut self, mut rx: mpsc::Receiver<Msg>) {
         let shutdown = self.shared.shutdown.clone();
         loop {
-            if let Err(e) = self.advance().await {
+            // While the disk is full no step runs (it could not record what it did, and a step
+            // may call a model) and outcomes wait; the mailbox is still served (its writes are
+            // refused with the full-disk error), and a timer looks again.
+            let mut full = matches!(self.shared.store.health(), StorageHealth::Full { .. });
+            if !full && let Err(e) = self.advance().await {
                 tracing::error!(run = %self.live.run_id(), error = %e, "run step failed");
                 if e.is_storage_full() {
-                    // The step wrote nothing: try it again once there may be space.
-                    tokio::select! {
-                        _ = tokio::time::sleep(STORAGE_FULL_RETRY) => continue,
-                        _ = shutdown.cancelled() => return,
-                    }
-                }
-                if matches!(e, Error::Store(_)) {
+                    // The step wrote nothing: it runs again once there may be space.
+                    full = true;
+                } else if matches!(e, Error::Store(_)) {
                     // The store is unusable (closing or broken): stop; recovery resumes the run.
                     return;
                 }
@@ -255,17 +255,17 @@ impl RunActor {
                     }
                     None => return,
                 },
-                Some(call) = self.tool_rx.recv() => {
+                Some(call) = self.tool_rx.recv(), if !full => {
                     if let Err(e) = self.on_tool_call(call).await {
                         tracing::error!(run = %self.live.run_id(), error = %e, "recording a tool call failed");
                     }
                 }
-                Some(done) = self.tool_done_rx.recv() => {
+                Some(done) = self.tool_done_rx.recv(), if !full => {
                     if let Err(e) = self.on_tool_done(done).await {
                         tracing::error!(run = %self.live.run_id(), error = %e, "recording a tool result failed");
                     }
                 }
-                Some(done) = self.done_rx.recv() => {
+                Some(done) = self.done_rx.recv(), if !full => {
                     let (again, running) = (done.clone(), self.running.get(&done.todo_id).cloned());
                     match self.on_agent_done(done).await {
                         Err(e) if e.is_storage_full() => {
@@ -290,6 +290,7 @@ impl RunActor {
                     }
                     self.resume_parked_logged().await;
                 }
+                _ = tokio::time::sleep(STORAGE_FULL_RETRY), if full => {}
                 _ = shutdown.cancelled() => {
                     self.abort_agents();
                     return;
@@ -1032,8 +1033,6 @@ impl RunActor {
                         by: By::Engine,
                     });
                 } else {
-                    self.cancel_sub_runs("engine", None);
-                    self.abort_agents();
                     ev.push(Event::RunFailed {
                         error: format!(
                             "{} ({}) failed after {} attempt(s): {}",
@@ -1043,7 +1042,14 @@ impl RunActor {
                 }
             }
         }
+        let run_fails = ev.iter().any(|e| matches!(e, Event::RunFailed { .. }));
         self.append(ev).await?;
+        // Only once the failure is recorded: an append the full disk refused leaves the run as
+        // it was, so the outcome can be delivered again.
+        if run_fails {
+            self.cancel_sub_runs("engine", None);
+            self.abort_agents();
+        }
         Ok(())
     }
 

@@ -8,8 +8,8 @@
 use std::time::Instant;
 
 use chronicle_schemas::{
-    ApprovalId, ApprovalStatus, Event, ExpiryAction, Payload, Subject, TodoId, ToolCallId,
-    ToolCallState, ToolCallStatus,
+    ApprovalId, ApprovalStatus, Event, ExpiryAction, Payload, Subject, TodoId, TodoStatus,
+    ToolCallId, ToolCallState, ToolCallStatus,
 };
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
@@ -266,6 +266,17 @@ impl RunActor {
             // The run was restored or cancelled meanwhile; or the engine is stopping, and an
             // outcome cut short by that (a `task` whose wait ended) must not be recorded: the
             // call runs again after the restart.
+            return Ok(());
+        }
+        // An outcome delivered again after a full disk may find its call settled or its TODO
+        // moved on meanwhile: then there is nothing to record.
+        let open = self.recorded(&done.tool_call_id).is_some_and(|c| {
+            c.status == ToolCallStatus::Requested
+                && self
+                    .todo(&c.todo_id)
+                    .is_some_and(|t| t.status == TodoStatus::InProgress)
+        });
+        if !open {
             return Ok(());
         }
         let answer = done.outcome.clone().map_err(ToolError::Failed);

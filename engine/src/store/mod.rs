@@ -296,7 +296,6 @@ impl Store {
     /// Checks the newest records and refuses a broken tail unless `repair_truncate_tail`.
     pub fn open(dir: impl AsRef<Path>, opts: Options) -> Result<Store> {
         let dir = dir.as_ref().to_path_buf();
-        let fresh = !dir.join("sled").exists();
         std::fs::create_dir_all(dir.join("blobs"))?;
         let config = sled::Config::new()
             .path(dir.join("sled"))
@@ -321,10 +320,6 @@ impl Store {
             bodies: body_file,
             db,
         });
-        if fresh {
-            // sled creates its files without syncing their directory entries.
-            sync_tree_entries(&dir)?;
-        }
         match trees
             .meta
             .get("schema_version")?
@@ -338,9 +333,13 @@ impl Store {
                 )));
             }
             None => {
+                // A new store: make it durable before anything references it (sled creates
+                // its files without syncing their directory entries).
                 trees
                     .meta
                     .insert("schema_version", &SCHEMA_VERSION.to_be_bytes())?;
+                trees.db.flush()?;
+                sync_tree_entries(&dir)?;
             }
             Some(SCHEMA_VERSION) => {}
             Some(v) => {
@@ -650,16 +649,13 @@ impl Store {
                 reserve,
             });
         }
-        // A blob that fails to become durable for any reason but space is a failed fsync or
-        // write under the log: fail-stop, as for the log itself.
-        blobs::put(&self.inner.dir.join("blobs"), bytes).map_err(|e| {
-            match e.or_storage_full(bytes.len() as u64, reserve) {
-                Error::Io(e) => self
-                    .inner
-                    .barrier
-                    .fail(&format!("writing a blob failed: {e}")),
-                other => other,
-            }
+        blobs::put(&self.inner.dir.join("blobs"), bytes).map_err(|e| match e {
+            blobs::PutError::Write(e) => Error::Io(e).or_storage_full(bytes.len() as u64, reserve),
+            // A failed fsync is fail-stop, as for the log itself.
+            blobs::PutError::Durability(e) => self
+                .inner
+                .barrier
+                .fail(&format!("making a blob durable failed: {e}")),
         })
     }
 
@@ -673,6 +669,10 @@ impl Store {
         let (Some(run), Some(seq)) = (state.run_id, state.last_seq) else {
             return Ok(());
         };
+        // A cache: skipped rather than written into a store that is short of space or stopped.
+        if self.health() != StorageHealth::Ok {
+            return Ok(());
+        }
         let mut value = snapshot::encode(state);
         if value.len() > SLED_VALUE_BYTES_MAX {
             let blob = self.put_blob(&value)?;
@@ -865,7 +865,7 @@ pub(crate) fn catching_panics<T>(f: impl FnOnce() -> T) -> Result<T> {
             .map(String::as_str)
             .or_else(|| p.downcast_ref::<&str>().copied())
             .unwrap_or("unknown panic");
-        Error::Unopenable(format!("sled panicked: {why}"))
+        Error::Unopenable(format!("panicked while reading the store: {why}"))
     })
 }
 

@@ -44,7 +44,8 @@ pub(crate) struct Barrier {
     db: sled::Db,
     data_file: File,
     sled_blobs: PathBuf,
-    /// Files under `sled/blobs/` already fsynced.
+    /// Files under `sled/blobs/` already fsynced; also serializes barriers, so that a failure
+    /// seen by one (Linux reports a writeback error once) is seen before another acknowledges.
     synced_blobs: Mutex<HashSet<OsString>>,
     failure: Arc<watch::Sender<Option<String>>>,
     /// One past the newest offset written to sled (async mode publishes up to it after a barrier).
@@ -75,12 +76,15 @@ impl Barrier {
 
     /// Makes everything written to sled durable. A failure stops the store for good.
     pub(crate) fn run(&self) -> Result<()> {
+        let mut synced = self.synced_blobs.lock().unwrap_or_else(|p| p.into_inner());
         self.stopped()?;
         let done = self
-            .sync_sled_blobs()
+            .sync_sled_blobs(&mut synced)
             .and_then(|()| Ok(self.db.flush().map(|_| ())?))
             .and_then(|()| Ok(self.data_file.sync_data()?));
-        done.map_err(|e| self.fail(&format!("durability barrier failed: {e}")))
+        done.map_err(|e| self.fail(&format!("durability barrier failed: {e}")))?;
+        // Another path (the body file, a blob) may have failed meanwhile: acknowledge nothing.
+        self.stopped()
     }
 
     /// `Err(Stopped)` once the store has failed.
@@ -106,13 +110,12 @@ impl Barrier {
     }
 
     /// fsyncs files sled wrote under `sled/blobs/` since the last barrier, then the directory.
-    fn sync_sled_blobs(&self) -> Result<()> {
+    fn sync_sled_blobs(&self, synced: &mut HashSet<OsString>) -> Result<()> {
         let entries = match std::fs::read_dir(&self.sled_blobs) {
             Ok(e) => e,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
             Err(e) => return Err(e.into()),
         };
-        let mut synced = self.synced_blobs.lock().unwrap_or_else(|p| p.into_inner());
         let mut new = false;
         for entry in entries {
             let name = entry?.file_name();

@@ -165,15 +165,26 @@ impl FileData {
         self.durable_size = self.size;
     }
 
-    /// Power loss: back to the durable content and size.
-    fn revert(&mut self) {
-        copy_pages(
-            std::mem::take(&mut self.dirty),
-            &self.durable_pages,
-            &mut self.pages,
-        );
+    /// Power loss: back to the durable size, and to the durable content except for the changed
+    /// pages inside it for which `written_back` holds (the kernel had written them back on its
+    /// own before the power went; without an fsync a grown size is still lost).
+    fn revert(&mut self, written_back: impl Fn(u64) -> bool) {
+        let durable_pages = self.durable_size.div_ceil(PAGE_SIZE as u64);
+        let (kept, lost): (Vec<u64>, Vec<u64>) = std::mem::take(&mut self.dirty)
+            .into_iter()
+            .partition(|&i| i < durable_pages && written_back(i));
+        copy_pages(kept, &self.pages, &mut self.durable_pages);
+        copy_pages(lost, &self.durable_pages, &mut self.pages);
         self.size = self.durable_size;
     }
+}
+
+/// A well-mixed 64-bit hash of two numbers (splitmix64's finaliser).
+fn mix(a: u64, b: u64) -> u64 {
+    let mut z = a.wrapping_add(b.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
 }
 
 /// Makes the pages `indexes` of `to` what they are in `from` (absent where `from` has none).
@@ -466,14 +477,16 @@ impl State {
             .sum()
     }
 
-    /// Reverts all data to its durable state and forgets everything about the old mount.
-    fn power_loss(&mut self) {
+    /// Reverts all data to its durable state (with `writeback`, a pseudo-random half of the
+    /// changed pages, chosen by that seed, had reached the disk anyway) and forgets everything
+    /// about the old mount.
+    fn power_loss(&mut self, writeback: Option<u64>) {
         self.inodes
             .retain(|_, inode| matches!(inode.node, Node::Dir { .. }) || inode.nlink > 0);
-        for inode in self.inodes.values_mut() {
+        for (&ino, inode) in self.inodes.iter_mut() {
             inode.open_handles = 0;
             if let Node::File(data) = &mut inode.node {
-                data.revert();
+                data.revert(|page| writeback.is_some_and(|seed| mix(seed ^ ino, page) & 1 == 0));
             }
         }
         self.dir_snapshots.clear();
@@ -1235,10 +1248,21 @@ impl LazyFs {
     /// yet) make the unmount busy; the mount is then detached lazily and every later request on
     /// those open files fails with EIO.
     pub fn power_loss(&mut self) {
+        self.lose_power(None);
+    }
+
+    /// [`LazyFs::power_loss`], except that the kernel had already written back a pseudo-random
+    /// half (chosen by `seed`) of the changed pages within each file's durable size: what an
+    /// unsynced write may leave behind on a real disk.
+    pub fn power_loss_with_writeback(&mut self, seed: u64) {
+        self.lose_power(Some(seed));
+    }
+
+    fn lose_power(&mut self, writeback: Option<u64>) {
         // From here on, requests of the current mount fail: nothing more becomes durable.
         lock(&self.state).epoch += 1;
         self.unmount();
-        lock(&self.state).power_loss();
+        lock(&self.state).power_loss(writeback);
     }
 
     /// Mounts the (reverted) state again at the same mount point. Does nothing if mounted.
