@@ -2,5 +2,4 @@
 mod cli_inspect;
 mod cli_run;
 mod durability;
-#[path = "support/lazyfs.rs"]
 mod lazyfs;

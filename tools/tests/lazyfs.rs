@@ -21,6 +21,10 @@
 //! * [`LazyFs::fail_next_fsync`]: the next fsync/fdatasync of a file fails with `EIO` and makes
 //!   nothing durable; later ones work normally (and then make the data durable after all).
 //!
+//! * [`LazyFs::power_loss_with_writeback`]: a power loss after which a pseudo-random half of the
+//!   changed pages (within each file's durable size) survived anyway, as if the kernel had
+//!   written them back on its own: unsynced data may be lost, or half there.
+//!
 //! [`LazyFs::fsyncs`] counts every fsync/fdatasync/fsyncdir request the file system received,
 //! including failed ones, across mounts.
 //!
