@@ -634,7 +634,11 @@ async fn an_agent_result_the_full_disk_refused_is_recorded_once_space_frees() {
         vec![Ok(json!({"report": "r".repeat(30_000)}))],
         Some(gate.clone()),
     );
-    let engine = engine_in(&tmpfs.0.join("data"), registry(&[agent.clone()])).await;
+    let engine = engine_in(
+        &tmpfs.0.join("data"),
+        registry(std::slice::from_ref(&agent)),
+    )
+    .await;
     let plan = vec![step("gate", &[], false, 0)];
     let run = start(
         &engine,

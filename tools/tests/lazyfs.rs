@@ -535,18 +535,19 @@ impl State {
         Ok((self.attr(ino)?, fh))
     }
 
+    /// Whether `ino` may be removed (or replaced) as a directory (`dir`) or as a non-directory.
+    fn removable(&self, ino: u64, dir: bool) -> Result<(), Errno> {
+        match (&self.inode(ino)?.node, dir) {
+            (Node::Dir { entries, .. }, true) if !entries.is_empty() => Err(Errno::ENOTEMPTY),
+            (Node::Dir { .. }, false) => Err(Errno::EISDIR),
+            (Node::Dir { .. }, true) | (_, false) => Ok(()),
+            (_, true) => Err(Errno::ENOTDIR),
+        }
+    }
+
     fn unlink(&mut self, parent: u64, name: &OsStr, dir: bool) -> Result<(), Errno> {
         let ino = self.lookup(parent, name)?;
-        match (&self.inode(ino)?.node, dir) {
-            (Node::Dir { entries, .. }, true) => {
-                if !entries.is_empty() {
-                    return Err(Errno::ENOTEMPTY);
-                }
-            }
-            (Node::Dir { .. }, false) => return Err(Errno::EISDIR),
-            (_, true) => return Err(Errno::ENOTDIR),
-            (_, false) => {}
-        }
+        self.removable(ino, dir)?;
         self.entries_mut(parent)?.remove(name);
         self.inode_mut(parent)?.touch();
         self.drop_link(ino);
@@ -621,16 +622,7 @@ impl State {
                 if dst == src {
                     return Ok(());
                 }
-                match (&self.inode(dst)?.node, src_is_dir) {
-                    (Node::Dir { entries, .. }, true) => {
-                        if !entries.is_empty() {
-                            return Err(Errno::ENOTEMPTY);
-                        }
-                    }
-                    (Node::Dir { .. }, false) => return Err(Errno::EISDIR),
-                    (_, true) => return Err(Errno::ENOTDIR),
-                    (_, false) => {}
-                }
+                self.removable(dst, src_is_dir)?;
                 self.drop_link(dst);
             }
             self.entries_mut(parent)?.remove(name);
