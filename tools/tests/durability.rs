@@ -567,3 +567,65 @@ fn a_full_disk_is_507_reads_keep_working_and_appends_resume_when_space_frees() {
     drop(serve);
     assert_verifies(&data);
 }
+
+#[test]
+fn a_recorded_workspace_write_survives_a_power_loss() {
+    let rt = rt();
+    let scratch = tempfile::tempdir().unwrap();
+    let mnt = scratch.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let mut fs = LazyFs::mount(&mnt).expect("FUSE mounts (needs /dev/fuse, root and fuse3)");
+    let data = mnt.join("data");
+    let log = scratch.path().join("serve.log");
+    let mut serve = Serve::start(&data, None, &log);
+    let c = client();
+    let body = json!({
+        "query": "Draft a lease contract: landlord Kim Minsu, tenant John Smith, deposit 500 million won",
+        "session_id": "docs", "hitl": "none",
+    });
+    let url = format!("{}/api/v1/agent/run", serve.base);
+    let res = rt.block_on(async { c.post(url).json(&body).send().await.unwrap() });
+    assert_eq!(res.status(), 202);
+    let run = rt.block_on(res.json::<Value>()).unwrap()["run_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // Wait for document_team's write_file call to be recorded as done.
+    let state_url = format!("{}/api/v1/agent/{run}/state", serve.base);
+    let deadline = Instant::now() + START_TIMEOUT;
+    let saved = loop {
+        let state: Value = rt.block_on(async {
+            c.get(&state_url)
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap()
+        });
+        let saved = &state["supervisor"]["team_results"]["document_team"]["saved_document"];
+        if saved["bytes"].is_u64() {
+            break saved.clone();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no document was saved: {saved} (tool calls: {})",
+            state["supervisor"]["tool_calls"]
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    serve.kill();
+    fs.power_loss();
+    fs.remount().unwrap();
+    let path = saved["file_path"].as_str().unwrap();
+    let file = data
+        .join("workspaces/docs")
+        .join(path.strip_prefix("/workspace/").unwrap());
+    let content = std::fs::read_to_string(&file).unwrap();
+    assert_eq!(
+        content.len() as u64,
+        saved["bytes"].as_u64().unwrap(),
+        "{path}"
+    );
+    assert!(content.contains("John Smith"));
+}

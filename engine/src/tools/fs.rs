@@ -13,6 +13,7 @@ use cap_std::fs::{Dir, FileType};
 use globset::{GlobBuilder, GlobMatcher};
 use serde_json::{Map, Value, json};
 
+use super::workspace::write_durably;
 use super::{Tool, ToolContext, Workspace, WorkspaceError};
 use crate::agents::json_type;
 
@@ -201,7 +202,7 @@ fn write(ws: &Workspace, rel: &Path, content: &str) -> Result<Value, String> {
     if let Some(parent) = rel.parent().filter(|p| !p.as_os_str().is_empty()) {
         dir.create_dir_all(parent).map_err(io_err(parent))?;
     }
-    dir.write(rel, content).map_err(io_err(rel))?;
+    write_durably(&dir, rel, content).map_err(io_err(rel))?;
     Ok(json!({
         "file_path": Workspace::display(rel),
         "bytes": content.len(),
@@ -240,8 +241,7 @@ impl Tool for EditFile {
         blocking(move || {
             let dir = ws.dir().map_err(|e| e.to_string())?;
             let edit = request.plan(&dir)?;
-            dir.write(&request.rel, &edit.after)
-                .map_err(io_err(&request.rel))?;
+            write_durably(&dir, &request.rel, &edit.after).map_err(io_err(&request.rel))?;
             Ok(json!({
                 "file_path": Workspace::display(&request.rel),
                 "replacements": edit.replacements,

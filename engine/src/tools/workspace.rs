@@ -154,7 +154,11 @@ impl Workspace {
     /// Creates the root if needed and opens it. All file access of the tools goes through the
     /// returned `Dir`, which cannot reach outside the root.
     pub fn dir(&self) -> Result<Dir, WorkspaceError> {
-        std::fs::create_dir_all(&self.root).map_err(|e| self.root_error(&e))?;
+        if !self.root.is_dir() {
+            std::fs::create_dir_all(&self.root)
+                .and_then(|()| sync_new_dirs(&self.root))
+                .map_err(|e| self.root_error(&e))?;
+        }
         self.open()
     }
 
@@ -194,10 +198,38 @@ impl Workspace {
         let dir = self.dir()?;
         dir.create_dir_all(LARGE_RESULTS_DIR)
             .map_err(|e| WorkspaceError::from_io(Path::new(LARGE_RESULTS_DIR), &e))?;
-        dir.write(&rel, content)
-            .map_err(|e| WorkspaceError::from_io(&rel, &e))?;
+        write_durably(&dir, &rel, content).map_err(|e| WorkspaceError::from_io(&rel, &e))?;
         Ok(Self::display(&rel))
     }
+}
+
+/// Writes `content` to `rel` under `dir` and makes it durable: the file, then each directory
+/// from its parent up to `dir` (a tool call is recorded as done only after its file is durable,
+/// so a power loss cannot leave a recorded write with an empty file).
+pub(crate) fn write_durably(dir: &Dir, rel: &Path, content: impl AsRef<[u8]>) -> io::Result<()> {
+    dir.write(rel, content)?;
+    dir.open(rel)?.sync_all()?;
+    // Directories are opened for reading (a `Dir` handle cannot be fsynced).
+    let mut at = rel.parent();
+    while let Some(p) = at {
+        let p_or_root = if p.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            p
+        };
+        dir.open(p_or_root)?.sync_all()?;
+        at = p.parent();
+    }
+    Ok(())
+}
+
+/// fsyncs `root` and its two parents (`workspaces/` and the data directory), whose entries a new
+/// workspace just created.
+fn sync_new_dirs(root: &Path) -> io::Result<()> {
+    for d in root.ancestors().take(3) {
+        std::fs::File::open(d)?.sync_all()?;
+    }
+    Ok(())
 }
 
 /// `name` itself when it is a plain file name (`[A-Za-z0-9._-]{1,128}`, not `.`/`..`), else
