@@ -5,7 +5,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
-use chronicle_engine::store::{Options, Store};
+use chronicle_engine::store::{self, Options, Store};
 use chronicle_schemas::RunId;
 
 /// How a command ended, beyond "it worked". Errors (anyhow) exit 2.
@@ -69,15 +69,12 @@ pub fn open_with(data: &Path, opts: Options, when_locked: &str) -> anyhow::Resul
         open_lock_wait_ms: 200,
         ..opts
     };
-    Store::open(data, opts).map_err(|e| {
-        if e.to_string().contains("could not acquire lock") {
-            anyhow::anyhow!(
-                "{} is in use by a running server: {when_locked}",
-                data.display()
-            )
-        } else {
-            anyhow::Error::new(e).context(format!("opening {}", data.display()))
-        }
+    Store::open(data, opts).map_err(|e| match e {
+        store::Error::Locked(_) => anyhow::anyhow!(
+            "{} is in use by a running server: {when_locked}",
+            data.display()
+        ),
+        e => anyhow::Error::new(e).context(format!("opening {}", data.display())),
     })
 }
 

@@ -75,6 +75,9 @@ pub enum Error {
     Stopped(String),
     #[error("sled cannot open the store: {0}")]
     Unopenable(String),
+    /// Another process (a running server) holds the store.
+    #[error("the store is locked by another process: {0}")]
+    Locked(String),
     #[error("blob {0} not found")]
     BlobMissing(Hash),
     #[error("blob {hash} is corrupt: content hashes to {actual}")]
@@ -791,10 +794,11 @@ fn open_waiting_for_lock(config: &sled::Config, wait_ms: u64) -> Result<sled::Db
     let deadline = std::time::Instant::now() + std::time::Duration::from_millis(wait_ms);
     loop {
         match catching_panics(|| config.open())? {
-            Err(sled::Error::Io(e))
-                if e.to_string().contains("could not acquire lock")
-                    && std::time::Instant::now() < deadline =>
-            {
+            // sled reports a held lock only in its message: this is the one place that reads it.
+            Err(sled::Error::Io(e)) if e.to_string().contains("could not acquire lock") => {
+                if std::time::Instant::now() >= deadline {
+                    return Err(Error::Locked(e.to_string()));
+                }
                 std::thread::sleep(std::time::Duration::from_millis(10));
             }
             other => return other.map_err(|e| unopenable_or(e, "opening")),
