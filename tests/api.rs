@@ -661,3 +661,43 @@ async fn a_run_whose_record_is_damaged_is_answered_with_corrupt_log_naming_the_o
     }
     srv.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fixed_plan_naming_an_unknown_agent_is_422_at_submission_and_writes_nothing() {
+    let srv = server(Tokens::none(), None).await;
+    let c = &srv.client;
+    let step = |agent: &str, deps: &[&str]| {
+        json!({"agent_name": agent, "team": "x", "task": "t", "description": "d", "priority": 0,
+               "dependencies": deps, "input_mapping": {}, "timeout": 30, "retry_count": 0,
+               "optional": false})
+    };
+    let cases = [
+        (json!([step("weather", &[])]), "unknown agent \"weather\""),
+        (json!([{"agent": "weather"}]), "unknown agent \"\""),
+        (
+            json!([step("search_team", &["analysis_team"])]),
+            "depends on \"analysis_team\"",
+        ),
+    ];
+    for (plan, says) in cases {
+        let b = refused(
+            &srv,
+            c.post(srv.url("/api/v1/agent/run"))
+                .json(&json!({"query": "서울 날씨", "plan": plan})),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "unprocessable_entity",
+        )
+        .await;
+        let msg = b["error"]["message"].as_str().unwrap();
+        assert!(msg.contains(says), "{msg}");
+    }
+    // A valid fixed plan is still accepted.
+    let res = c
+        .post(srv.url("/api/v1/agent/run"))
+        .json(&json!({"query": "강남구 아파트 시세", "plan": [step("search_team", &[])]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::ACCEPTED);
+    srv.stop().await;
+}

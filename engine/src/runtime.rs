@@ -276,6 +276,34 @@ impl Engine {
         self.start_run_as(RunId(uuid::Uuid::now_v7()), req).await
     }
 
+    /// A fixed plan is checked when it is submitted, before anything is written: every step
+    /// names a registered agent, and depends only on agents the plan runs.
+    /// (A plan longer than the run's TODO limit is the run's failure, recorded with its reason.)
+    fn check_plan(&self, plan: &[chronicle_schemas::PlanStep]) -> Result<()> {
+        let registry = &self.shared.registry;
+        for (i, step) in plan.iter().enumerate() {
+            if registry.get(&step.agent_name).is_none() {
+                let known: Vec<&str> = registry.names().collect();
+                return Err(Error::Invalid(format!(
+                    "plan step #{i}: unknown agent {:?} (`agent_name`); known: {}",
+                    step.agent_name,
+                    known.join(", ")
+                )));
+            }
+            if let Some(dep) = step
+                .dependencies
+                .iter()
+                .find(|d| !plan.iter().any(|s| &s.agent_name == *d))
+            {
+                return Err(Error::Invalid(format!(
+                    "plan step #{i} ({}) depends on {dep:?}, which no step of the plan runs",
+                    step.agent_name
+                )));
+            }
+        }
+        Ok(())
+    }
+
     async fn start_run_as(&self, run_id: RunId, req: StartRun) -> Result<Started> {
         // Refuse before writing anything: a run nobody would drive must not be half-started.
         if self.shared.shutdown.is_cancelled() {
@@ -303,6 +331,9 @@ impl Engine {
         }
         if req.approval_timeout_ms.is_some() {
             config.approval_timeout_ms = req.approval_timeout_ms;
+        }
+        if let Some(plan) = &config.plan {
+            self.check_plan(plan)?;
         }
         let session_id = req
             .session_id
