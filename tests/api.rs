@@ -673,7 +673,7 @@ async fn a_fixed_plan_naming_an_unknown_agent_is_422_at_submission_and_writes_no
     };
     let cases = [
         (json!([step("weather", &[])]), "unknown agent \"weather\""),
-        (json!([{"agent": "weather"}]), "unknown agent \"\""),
+        (json!([{"agent": "weather"}]), "has no `agent_name`"),
         (
             json!([step("search_team", &["analysis_team"])]),
             "depends on \"analysis_team\"",

@@ -282,6 +282,11 @@ impl Engine {
     fn check_plan(&self, plan: &[chronicle_schemas::PlanStep]) -> Result<()> {
         let registry = &self.shared.registry;
         for (i, step) in plan.iter().enumerate() {
+            if step.agent_name.is_empty() {
+                return Err(Error::Invalid(format!(
+                    "plan step #{i} has no `agent_name` (the agent that runs it)"
+                )));
+            }
             if registry.get(&step.agent_name).is_none() {
                 let known: Vec<&str> = registry.names().collect();
                 return Err(Error::Invalid(format!(
