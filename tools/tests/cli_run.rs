@@ -94,7 +94,7 @@ fn path_str(p: &Path) -> &str {
     p.to_str().unwrap()
 }
 
-fn rt() -> tokio::runtime::Runtime {
+pub(crate) fn rt() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

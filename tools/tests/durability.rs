@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::cli_run::rt;
 use crate::lazyfs::LazyFs;
 
 const START_TIMEOUT: Duration = Duration::from_secs(60);
@@ -114,12 +115,30 @@ impl Drop for Serve {
     }
 }
 
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
+/// A LazyFS mount in a scratch directory, with the data directory and server log paths.
+/// (`fs` is dropped, and unmounted, before `scratch` is deleted.)
+struct OnLazyFs {
+    fs: LazyFs,
+    /// `<mount>/data`: the server's data directory, on LazyFS.
+    data: PathBuf,
+    /// The server's stderr, outside the mount.
+    log: PathBuf,
+    scratch: tempfile::TempDir,
+}
+
+impl OnLazyFs {
+    fn mount() -> OnLazyFs {
+        let scratch = tempfile::tempdir().unwrap();
+        let mnt = scratch.path().join("mnt");
+        std::fs::create_dir(&mnt).unwrap();
+        let fs = LazyFs::mount(&mnt).expect("FUSE mounts (needs /dev/fuse, root and fuse3)");
+        OnLazyFs {
+            fs,
+            data: mnt.join("data"),
+            log: scratch.path().join("serve.log"),
+            scratch,
+        }
+    }
 }
 
 fn client() -> reqwest::Client {
@@ -326,13 +345,9 @@ fn cycles() -> usize {
 #[test]
 fn power_loss_never_loses_an_acknowledged_run_or_decision() {
     let rt = rt();
-    let scratch = tempfile::tempdir().unwrap();
-    let mnt = scratch.path().join("mnt");
-    std::fs::create_dir(&mnt).unwrap();
-    let mut fs = LazyFs::mount(&mnt).expect("FUSE mounts (needs /dev/fuse, root and fuse3)");
-    let agents = large_result_agent(&rt, scratch.path());
-    let data = mnt.join("data");
-    let log = scratch.path().join("serve.log");
+    let mut on = OnLazyFs::mount();
+    let (data, log) = (on.data.clone(), on.log.clone());
+    let agents = large_result_agent(&rt, on.scratch.path());
     let acked = Arc::new(Mutex::new(Acked::default()));
     let mut before_fsync = 0;
     // After each power loss: what the cycle before acknowledged (`chronicle verify` checks the
@@ -347,7 +362,7 @@ fn power_loss_never_loses_an_acknowledged_run_or_decision() {
         // lose it at an arbitrary moment.
         let at_fsync = cycle % 3 == 1;
         if at_fsync {
-            fs.crash_at_fsync(5 + (cycle as u64 * 37) % 60);
+            on.fs.crash_at_fsync(5 + (cycle as u64 * 37) % 60);
         }
         let stop = Arc::new(Mutex::new(false));
         let clients: Vec<_> = (0..4)
@@ -361,10 +376,10 @@ fn power_loss_never_loses_an_acknowledged_run_or_decision() {
             })
             .collect();
         let deadline = Instant::now() + Duration::from_millis(400 + (cycle as u64 * 131) % 900);
-        while Instant::now() < deadline && !fs.crashed() {
+        while Instant::now() < deadline && !on.fs.crashed() {
             std::thread::sleep(Duration::from_millis(5));
         }
-        if at_fsync && fs.crashed() {
+        if at_fsync && on.fs.crashed() {
             before_fsync += 1;
         }
         serve.kill();
@@ -374,11 +389,11 @@ fn power_loss_never_loses_an_acknowledged_run_or_decision() {
         }
         // Every third cycle the kernel had also written back part of what was never synced.
         if cycle % 3 == 2 {
-            fs.power_loss_with_writeback(cycle as u64);
+            on.fs.power_loss_with_writeback(cycle as u64);
         } else {
-            fs.power_loss();
+            on.fs.power_loss();
         }
-        fs.remount().expect("FUSE remounts");
+        on.fs.remount().expect("FUSE remounts");
         assert_verifies(&data);
     }
     let serve = Serve::start(&data, Some(&agents), &log);
@@ -410,12 +425,8 @@ fn power_loss_never_loses_an_acknowledged_run_or_decision() {
 #[test]
 fn a_failed_fsync_stops_the_server_and_a_restart_recovers_what_was_acknowledged() {
     let rt = rt();
-    let scratch = tempfile::tempdir().unwrap();
-    let mnt = scratch.path().join("mnt");
-    std::fs::create_dir(&mnt).unwrap();
-    let mut fs = LazyFs::mount(&mnt).expect("FUSE mounts (needs /dev/fuse, root and fuse3)");
-    let data = mnt.join("data");
-    let log = scratch.path().join("serve.log");
+    let mut on = OnLazyFs::mount();
+    let (data, log) = (on.data.clone(), on.log.clone());
     let mut serve = Serve::start(&data, None, &log);
     let c = client();
     let body = json!({"query": "강남구 아파트 시세 조회", "hitl": "every_todo"});
@@ -436,7 +447,7 @@ fn a_failed_fsync_stops_the_server_and_a_restart_recovers_what_was_acknowledged(
     }
     // Let the runs reach their approvals: nothing is being written when the fsync fails.
     std::thread::sleep(Duration::from_millis(500));
-    fs.fail_next_fsync();
+    on.fs.fail_next_fsync();
     // The server may also be gone before it answers: then nothing was acknowledged either.
     if let Ok(res) = start(&c, &serve.base) {
         assert!(
@@ -452,8 +463,8 @@ fn a_failed_fsync_stops_the_server_and_a_restart_recovers_what_was_acknowledged(
         serve.log_text()
     );
     drop(serve);
-    fs.power_loss();
-    fs.remount().unwrap();
+    on.fs.power_loss();
+    on.fs.remount().unwrap();
     assert_verifies(&data);
     let serve = Serve::start(&data, None, &log);
     for run in &acked {
@@ -571,12 +582,8 @@ fn a_full_disk_is_507_reads_keep_working_and_appends_resume_when_space_frees() {
 #[test]
 fn a_recorded_workspace_write_survives_a_power_loss() {
     let rt = rt();
-    let scratch = tempfile::tempdir().unwrap();
-    let mnt = scratch.path().join("mnt");
-    std::fs::create_dir(&mnt).unwrap();
-    let mut fs = LazyFs::mount(&mnt).expect("FUSE mounts (needs /dev/fuse, root and fuse3)");
-    let data = mnt.join("data");
-    let log = scratch.path().join("serve.log");
+    let mut on = OnLazyFs::mount();
+    let (data, log) = (on.data.clone(), on.log.clone());
     let mut serve = Serve::start(&data, None, &log);
     let c = client();
     let body = json!({
@@ -615,8 +622,8 @@ fn a_recorded_workspace_write_survives_a_power_loss() {
         std::thread::sleep(Duration::from_millis(50));
     };
     serve.kill();
-    fs.power_loss();
-    fs.remount().unwrap();
+    on.fs.power_loss();
+    on.fs.remount().unwrap();
     let path = saved["file_path"].as_str().unwrap();
     let file = data
         .join("workspaces/docs")
