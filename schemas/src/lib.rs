@@ -7,6 +7,7 @@
 mod approval;
 mod checkpoint;
 mod config;
+pub mod contract;
 mod envelope;
 mod event;
 mod hash;
@@ -30,7 +31,7 @@ pub use hash::{Hash, chain_hash};
 pub use ids::{ApprovalId, CheckpointId, RunId, SessionId, TodoId, ToolCallId};
 pub use state::{
     AnalysisTeamState, DocumentTeamState, Evaluation, ExecutionStepState, PlanningState, RunStatus,
-    SearchTeamState, SupervisorState, SupervisorTodo, TodoPriority, TodoStatus, ToolCallState,
-    ToolCallStatus,
+    SearchTeamState, SupervisorState, SupervisorTodo, TeamState, TodoPriority, TodoStatus,
+    ToolCallState, ToolCallStatus,
 };
 pub use time::Timestamp;

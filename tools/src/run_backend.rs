@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use chronicle_engine::store::{Options, Store};
-use chronicle_engine::{Engine, Settings, StartRun};
+use chronicle_engine::{Engine, StartRun};
 use chronicle_projections::RunState;
 use chronicle_schemas::{
     Approval, ApprovalId, Decision, HitlMode, RunId, RunStatus, SessionId, Strategy, TodoStatus,
@@ -64,7 +64,7 @@ impl Backend {
             return Ok(Backend::Remote(r));
         }
         let store = open_or_create(&data.data)?;
-        let engine = Engine::open(store, Settings::from_env()?)
+        let engine = Engine::open(store, crate::domain::DomainArgs::from_env()?.settings()?)
             .await
             .with_context(|| format!("starting the engine on {}", data.data.display()))?;
         Ok(Backend::Local(engine))

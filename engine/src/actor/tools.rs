@@ -421,17 +421,11 @@ impl RunActor {
             args: rec.args.clone(),
             preview,
             policy: cfg.hitl.as_str().to_owned(),
-            message: format!(
-                "🔧 다음 도구 호출을 실행하시겠습니까?\n\n\
-                 - 도구: {tool}\n\
-                 - TODO ID: {todo}\n\
-                 - 대상: {target}\n\n\
-                 명령어:\n  \
-                 /todo approve    - 승인\n  \
-                 /todo reject     - 거부",
-                tool = rec.tool,
-                todo = rec.todo_id,
-            ),
+            message: self.shared.texts.say(crate::texts::Text::ToolApproval {
+                tool: &rec.tool,
+                todo: &rec.todo_id,
+                target: &target,
+            }),
             expires_at: cfg
                 .approval_timeout_ms
                 .map(|ms| chronicle_schemas::Timestamp(now().as_micros() + ms as i64 * 1000)),

@@ -10,7 +10,7 @@ use super::data::{
 };
 use super::filters::{Filters, input_object};
 use super::parse::{Lang, detect_lang, format_won};
-use super::{Agent, AgentContext, AgentError, AgentOutput, seed_result};
+use super::{Agent, AgentContext, AgentError, AgentInfo, AgentOutput, declared, seed_result};
 
 /// Above this 전세가율 a buyer's equity is thin and a tenant's deposit is at risk (깡통전세),
 /// the threshold housing agencies warn at.
@@ -266,17 +266,8 @@ pub struct MarketAnalysis;
 
 #[async_trait::async_trait]
 impl Agent for MarketAnalysis {
-    fn name(&self) -> &str {
-        "market_analysis"
-    }
-    fn team(&self) -> &str {
-        "analysis"
-    }
-    fn category(&self) -> &str {
-        "general"
-    }
-    fn purpose(&self) -> &str {
-        "시장 분석: 평균·최저·최고가, 3개월·12개월 변동률, 추세 (market statistics and trend)"
+    fn info(&self) -> &AgentInfo {
+        declared("market_analysis")
     }
 
     async fn run(&self, ctx: &AgentContext, input: Value) -> Result<AgentOutput, AgentError> {
@@ -307,17 +298,8 @@ pub struct RegionComparison;
 
 #[async_trait::async_trait]
 impl Agent for RegionComparison {
-    fn name(&self) -> &str {
-        "region_comparison"
-    }
-    fn team(&self) -> &str {
-        "analysis"
-    }
-    fn category(&self) -> &str {
-        "general"
-    }
-    fn purpose(&self) -> &str {
-        "지역 비교: 두 개 이상 지역의 가격·상승률·전세가율 비교 (compare districts)"
+    fn info(&self) -> &AgentInfo {
+        declared("region_comparison")
     }
 
     async fn run(&self, ctx: &AgentContext, input: Value) -> Result<AgentOutput, AgentError> {
@@ -488,17 +470,8 @@ pub struct InvestmentAdvisor;
 
 #[async_trait::async_trait]
 impl Agent for InvestmentAdvisor {
-    fn name(&self) -> &str {
-        "investment_advisor"
-    }
-    fn team(&self) -> &str {
-        "analysis"
-    }
-    fn category(&self) -> &str {
-        "general"
-    }
-    fn purpose(&self) -> &str {
-        "투자 자문: 추세·전세가율·가격으로 지역별 투자 의견 (investment ratings)"
+    fn info(&self) -> &AgentInfo {
+        declared("investment_advisor")
     }
 
     async fn run(&self, ctx: &AgentContext, input: Value) -> Result<AgentOutput, AgentError> {

@@ -7,7 +7,7 @@
 
 use std::sync::LazyLock;
 
-use super::data::{DATASET, DealType, PropertyType};
+use crate::agents::data::{DATASET, DealType, PropertyType};
 
 /// The language an agent answers in: the user's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -9,7 +9,7 @@ use super::filters::{Filters, input_object};
 use super::market::{MarketView, analyze_market};
 use super::parse::{self, ChangeRequest, Lang, Subject, detect_lang, format_won, parse_places};
 use super::search::law_json;
-use super::{Agent, AgentContext, AgentError, AgentOutput};
+use super::{Agent, AgentContext, AgentError, AgentInfo, AgentOutput, declared};
 
 /// The cap on a raise, in percent of the agreed amount: 주택임대차보호법 제7조 제2항 ("20분의
 /// 1"), 시행령 제8조.
@@ -29,17 +29,8 @@ pub struct AnalysisTeam;
 
 #[async_trait::async_trait]
 impl Agent for AnalysisTeam {
-    fn name(&self) -> &str {
-        "analysis_team"
-    }
-    fn team(&self) -> &str {
-        "analysis"
-    }
-    fn category(&self) -> &str {
-        "general"
-    }
-    fn purpose(&self) -> &str {
-        "분석: 보증금·월세 인상률과 법정 상한(5%) 판단, 시장 분석 (increase vs legal cap, market analysis)"
+    fn info(&self) -> &AgentInfo {
+        declared("analysis_team")
     }
 
     async fn run(&self, ctx: &AgentContext, input: Value) -> Result<AgentOutput, AgentError> {
@@ -549,7 +540,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::agents::search::SearchTeam;
+    use crate::agents::SearchTeam;
 
     fn ctx(query: &str) -> AgentContext {
         AgentContext {

@@ -12,7 +12,7 @@ use super::data::{
 };
 use super::filters::{Filters, input_object};
 use super::parse::{self, Date, Lang, Subject, detect_lang, format_won};
-use super::{Agent, AgentContext, AgentError, AgentOutput};
+use super::{Agent, AgentContext, AgentError, AgentInfo, AgentOutput, declared};
 
 /// The usual 계약금 (down payment): 10% of the deposit or price.
 const DOWN_PAYMENT_PCT: u64 = 10;
@@ -185,17 +185,8 @@ pub struct DocumentTeam;
 
 #[async_trait::async_trait]
 impl Agent for DocumentTeam {
-    fn name(&self) -> &str {
-        "document_team"
-    }
-    fn team(&self) -> &str {
-        "document"
-    }
-    fn category(&self) -> &str {
-        "contract"
-    }
-    fn purpose(&self) -> &str {
-        "문서 작성: 주택임대차계약서·매매계약서 초안과 검토 (draft and review lease or sales contracts)"
+    fn info(&self) -> &AgentInfo {
+        declared("document_team")
     }
 
     async fn run(&self, ctx: &AgentContext, input: Value) -> Result<AgentOutput, AgentError> {
@@ -440,7 +431,7 @@ impl Draft {
                     other => {
                         return Err(AgentError::fatal(format!(
                             "input field `{key}` must be a string, got {}",
-                            super::filters::json_type(other)
+                            chronicle_engine::agents::json_type(other)
                         )));
                     }
                 };

@@ -1,13 +1,18 @@
-//! `http` agents: external services configured in TOML that the engine POSTs a TODO's context
-//! and input to, recording their JSON reply as the agent's result.
+//! `http` agents: external services configured in TOML. The engine POSTs the agent contract's
+//! request (`chronicle.agent.v1`: the TODO's context and input) and records the JSON reply as the
+//! agent's result.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
+use chronicle_engine::agents::{
+    Agent, AgentContext, AgentError, AgentInfo, AgentOutput, AlreadyRegistered, Registry,
+    RoutingHints,
+};
+use chronicle_schemas::contract::{AGENT_CONTRACT, AgentRequest};
 use serde::Deserialize;
-use serde_json::{Value, json};
-
-use super::{Agent, AgentContext, AgentError, AgentOutput};
+use serde_json::Value;
 
 /// seed 002's per-agent timeout, the default when the config names none.
 pub const HTTP_AGENT_TIMEOUT_MS_DEFAULT: u64 = 30_000;
@@ -21,6 +26,10 @@ const ERROR_BODY_CHARS_MAX: usize = 200;
 pub const CATEGORIES: [&str; 4] = ["contract", "payment", "sensitive", "general"];
 /// Agent names appear in plans and in `/todo add <agent>`, so they are one word.
 const NAME_CHARS_MAX: usize = 64;
+/// Routing hints an agent may declare (keywords and examples each), and their length: a hint
+/// is a word or a sentence, not a document.
+const HINTS_MAX: usize = 64;
+const HINT_CHARS_MAX: usize = 200;
 
 /// A problem in an `http` agents config. Nothing is registered when any agent is invalid.
 #[derive(Debug, thiserror::Error)]
@@ -47,8 +56,16 @@ pub enum ConfigError {
     BadCategory { name: String, category: String },
     #[error("agent `{name}` is defined twice")]
     Duplicate { name: String },
-    #[error("agent `{name}` is already registered")]
-    AlreadyRegistered { name: String },
+    #[error("agent `{name}`: {field} has {count} entries, over {HINTS_MAX}")]
+    TooManyHints {
+        name: String,
+        field: &'static str,
+        count: usize,
+    },
+    #[error("agent `{name}`: a {field} entry is empty or longer than {HINT_CHARS_MAX} characters")]
+    BadHint { name: String, field: &'static str },
+    #[error(transparent)]
+    AlreadyRegistered(#[from] AlreadyRegistered),
     #[error("agent `{name}`: cannot build an HTTP client: {message}")]
     Client { name: String, message: String },
 }
@@ -72,16 +89,18 @@ struct AgentEntry {
     category: Option<String>,
     team: Option<String>,
     purpose: Option<String>,
+    /// Routing hints: words (any language) and example requests that should reach this agent.
+    #[serde(default)]
+    keywords: Vec<String>,
+    #[serde(default)]
+    examples: Vec<String>,
 }
 
 /// An external agent reached over HTTP.
 #[derive(Debug, Clone)]
 pub struct HttpAgent {
-    name: String,
+    info: AgentInfo,
     url: reqwest::Url,
-    team: String,
-    category: String,
-    purpose: String,
     timeout_ms: u64,
     client: reqwest::Client,
 }
@@ -96,9 +115,47 @@ impl HttpAgent {
     }
 
     fn fail(&self, retryable: bool, what: String) -> AgentError {
-        let message = format!("http agent `{}`: POST {} {what}", self.name, self.url);
+        let message = format!("http agent `{}`: POST {} {what}", self.info.name, self.url);
         AgentError { message, retryable }
     }
+}
+
+/// Adds the `http` agents of a TOML config (`[[agent]]` tables with `name`, `url`, and optional
+/// `timeout_ms`, `category`, `team`, `purpose`, `keywords`, `examples`) to `registry`. All or
+/// nothing: on any error no agent is added; a name already registered is an error, because
+/// silently replacing an agent would change what a plan means. Returns how many were added.
+pub fn load_agents(registry: &mut Registry, toml_text: &str) -> Result<usize, ConfigError> {
+    let agents = parse_config(toml_text)?;
+    let agents = agents.into_iter().map(|a| Arc::new(a) as Arc<dyn Agent>);
+    Ok(registry.add_new(agents)?)
+}
+
+/// [`load_agents`] from a file.
+pub fn load_agents_file(registry: &mut Registry, path: &Path) -> Result<usize, ConfigError> {
+    let text = read_config(path)?;
+    load_agents(registry, &text)
+}
+
+/// Checks one hints list of an agent.
+fn hints(name: &str, field: &'static str, list: Vec<String>) -> Result<Vec<String>, ConfigError> {
+    if list.len() > HINTS_MAX {
+        return Err(ConfigError::TooManyHints {
+            name: name.to_owned(),
+            field,
+            count: list.len(),
+        });
+    }
+    let list: Vec<String> = list.into_iter().map(|h| h.trim().to_owned()).collect();
+    if list
+        .iter()
+        .any(|h| h.is_empty() || h.chars().count() > HINT_CHARS_MAX)
+    {
+        return Err(ConfigError::BadHint {
+            name: name.to_owned(),
+            field,
+        });
+    }
+    Ok(list)
 }
 
 /// Parses and validates a config; returns the agents in file order.
@@ -156,9 +213,13 @@ pub(crate) fn parse_config(toml_text: &str) -> Result<Vec<HttpAgent>, ConfigErro
         if !CATEGORIES.contains(&category.as_str()) {
             return Err(ConfigError::BadCategory { name, category });
         }
-        if out.iter().any(|a| a.name == name) {
+        if out.iter().any(|a| a.info.name == name) {
             return Err(ConfigError::Duplicate { name });
         }
+        let hints = RoutingHints {
+            keywords: hints(&name, "keywords", entry.keywords)?,
+            examples: hints(&name, "examples", entry.examples)?,
+        };
         let client = reqwest::Client::builder()
             .timeout(Duration::from_millis(timeout_ms))
             .build()
@@ -166,17 +227,18 @@ pub(crate) fn parse_config(toml_text: &str) -> Result<Vec<HttpAgent>, ConfigErro
                 name: name.clone(),
                 message: e.to_string(),
             })?;
+        let purpose = entry.purpose.unwrap_or_else(|| {
+            format!(
+                "external http agent at {}",
+                url.host_str().unwrap_or_default()
+            )
+        });
+        let team = entry.team.unwrap_or_else(|| "external".to_owned());
         out.push(HttpAgent {
-            purpose: entry.purpose.unwrap_or_else(|| {
-                format!(
-                    "external http agent at {}",
-                    url.host_str().unwrap_or_default()
-                )
-            }),
-            team: entry.team.unwrap_or_else(|| "external".to_owned()),
-            name,
+            info: AgentInfo::new(&name, &team, &purpose)
+                .with_category(&category)
+                .with_hints(hints),
             url,
-            category,
             timeout_ms,
             client,
         });
@@ -191,32 +253,31 @@ pub(crate) fn read_config(path: &Path) -> Result<String, ConfigError> {
     })
 }
 
+/// The contract's request for one TODO.
+pub fn request(agent: &str, ctx: &AgentContext, input: Value) -> AgentRequest {
+    AgentRequest {
+        contract: AGENT_CONTRACT.to_owned(),
+        agent: agent.to_owned(),
+        run_id: ctx.run_id.to_string(),
+        session_id: ctx.session_id.to_string(),
+        user_id: ctx.user_id.clone(),
+        todo_id: ctx.todo_id.to_string(),
+        attempt: ctx.attempt,
+        query: ctx.query.clone(),
+        intent: ctx.intent.clone(),
+        input,
+        team_results: ctx.team_results.clone(),
+    }
+}
+
 #[async_trait::async_trait]
 impl Agent for HttpAgent {
-    fn name(&self) -> &str {
-        &self.name
-    }
-    fn team(&self) -> &str {
-        &self.team
-    }
-    fn category(&self) -> &str {
-        &self.category
-    }
-    fn purpose(&self) -> &str {
-        &self.purpose
+    fn info(&self) -> &AgentInfo {
+        &self.info
     }
 
     async fn run(&self, ctx: &AgentContext, input: Value) -> Result<AgentOutput, AgentError> {
-        let body = json!({
-            "run_id": ctx.run_id,
-            "session_id": ctx.session_id,
-            "todo_id": ctx.todo_id,
-            "attempt": ctx.attempt,
-            "query": ctx.query,
-            "intent": ctx.intent,
-            "input": input,
-            "team_results": ctx.team_results,
-        });
+        let body = request(&self.info.name, ctx, input);
         let mut response = self
             .client
             .post(self.url.clone())
@@ -311,8 +372,9 @@ mod tests {
     use axum::routing::post;
     use chronicle_schemas::{RunId, SessionId, TodoId};
 
+    use serde_json::json;
+
     use super::*;
-    use crate::agents::Registry;
 
     /// A real HTTP server on 127.0.0.1:0 with one route per behaviour under test.
     async fn server() -> String {
@@ -379,6 +441,8 @@ mod tests {
             .result;
         assert_eq!(out["ok"], true);
         let got = &out["received"];
+        assert_eq!(got["contract"], "chronicle.agent.v1");
+        assert_eq!(got["agent"], "ext");
         assert_eq!(got["run_id"], "00000000-0000-0000-0000-000000000007");
         assert_eq!(got["session_id"], "s1");
         assert_eq!(got["todo_id"], "todo_002");
@@ -486,6 +550,8 @@ mod tests {
             category = "payment"
             team = "analysis"
             purpose = "감정평가"
+            keywords = ["감정", "valuation "]
+            examples = ["이 아파트 감정가는?"]
 
             [[agent]]
             name = "notify"
@@ -508,6 +574,9 @@ mod tests {
             ("external", "general", HTTP_AGENT_TIMEOUT_MS_DEFAULT)
         );
         assert_eq!(n.purpose(), "external http agent at example.com");
+        assert_eq!(v.info().hints.keywords, ["감정", "valuation"]);
+        assert_eq!(v.info().hints.examples, ["이 아파트 감정가는?"]);
+        assert!(n.info().hints.keywords.is_empty());
         assert_eq!(parse_config("").unwrap().len(), 0);
     }
 
@@ -553,14 +622,30 @@ mod tests {
             err("[[agent]]\nname = \"a\"\nurl = \"http://x\"\ntimeout = 5")
                 .contains("unknown field `timeout`")
         );
+        assert_eq!(
+            err("[[agent]]\nname = \"a\"\nurl = \"http://x\"\nkeywords = [\" \"]"),
+            "agent `a`: a keywords entry is empty or longer than 200 characters"
+        );
+        let many: Vec<String> = (0..65).map(|i| format!("\"k{i}\"")).collect();
+        assert_eq!(
+            err(&format!(
+                "[[agent]]\nname = \"a\"\nurl = \"http://x\"\nexamples = [{}]",
+                many.join(",")
+            )),
+            "agent `a`: examples has 65 entries, over 64"
+        );
     }
 
     #[test]
     fn registry_loads_all_or_nothing() {
-        let mut r = Registry::builtin();
+        let mut r = Registry::empty();
+        load_agents(
+            &mut r,
+            "[[agent]]\nname = \"search_team\"\nurl = \"http://y\"",
+        )
+        .unwrap();
         let before: Vec<String> = r.names().map(str::to_owned).collect();
-        let err = r
-            .load_http_agents("[[agent]]\nname = \"ext\"\nurl = \"http://x\"\n[[agent]]\nname = \"search_team\"\nurl = \"http://y\"")
+        let err = load_agents(&mut r, "[[agent]]\nname = \"ext\"\nurl = \"http://x\"\n[[agent]]\nname = \"search_team\"\nurl = \"http://y\"")
             .unwrap_err();
         assert_eq!(err.to_string(), "agent `search_team` is already registered");
         assert_eq!(
@@ -569,8 +654,7 @@ mod tests {
             "nothing registered"
         );
         assert_eq!(
-            r.load_http_agents("[[agent]]\nname = \"ext\"\nurl = \"http://x\"")
-                .unwrap(),
+            load_agents(&mut r, "[[agent]]\nname = \"ext\"\nurl = \"http://x\"").unwrap(),
             1
         );
         assert_eq!(r.get("ext").unwrap().category(), "general");
@@ -578,10 +662,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("agents.toml");
         std::fs::write(&path, "[[agent]]\nname = \"valuation\"\nurl = \"http://127.0.0.1:9/run\"\ncategory = \"payment\"").unwrap();
-        assert_eq!(r.load_http_agents_file(&path).unwrap(), 1);
+        assert_eq!(load_agents_file(&mut r, &path).unwrap(), 1);
         assert_eq!(r.get("valuation").unwrap().category(), "payment");
         let missing = dir.path().join("nope.toml");
-        let err = r.load_http_agents_file(&missing).unwrap_err();
+        let err = load_agents_file(&mut r, &missing).unwrap_err();
         assert!(err.to_string().starts_with(&format!(
             "cannot read agents config {}: ",
             missing.display()

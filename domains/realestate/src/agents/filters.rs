@@ -9,6 +9,7 @@ use super::parse::{
     parse_property_type, parse_size_range,
 };
 use super::{AgentContext, AgentError};
+use chronicle_engine::agents::json_type;
 
 /// A price in a parameter below this is taken to be in 만원, because LLM intents write
 /// `{"min": 100000}` for 10억 (seed 002) and no home costs less than 100만원.
@@ -24,17 +25,6 @@ pub(crate) fn input_object(input: &Value) -> Result<Map<String, Value>, AgentErr
             "agent input must be a JSON object, got {}",
             json_type(other)
         ))),
-    }
-}
-
-pub(crate) fn json_type(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
     }
 }
 

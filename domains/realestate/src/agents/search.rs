@@ -6,7 +6,7 @@ use serde_json::{Map, Value, json};
 use super::data::{DATASET, DealType, LawArticle, PropertyType, round_manwon, trend};
 use super::filters::{Filters, input_object};
 use super::parse::{self, Lang, contains_term, detect_lang, find_term, format_won};
-use super::{Agent, AgentContext, AgentError, AgentOutput, seed_result};
+use super::{Agent, AgentContext, AgentError, AgentInfo, AgentOutput, declared, seed_result};
 
 /// Law articles a search returns at most.
 pub(crate) const LEGAL_RESULTS_MAX: usize = 5;
@@ -53,17 +53,8 @@ pub struct SearchTeam;
 
 #[async_trait::async_trait]
 impl Agent for SearchTeam {
-    fn name(&self) -> &str {
-        "search_team"
-    }
-    fn team(&self) -> &str {
-        "search"
-    }
-    fn category(&self) -> &str {
-        "general"
-    }
-    fn purpose(&self) -> &str {
-        "법률 조문·시세·매물·대출 상품 검색 (laws, market prices, listings, loans)"
+    fn info(&self) -> &AgentInfo {
+        declared("search_team")
     }
 
     async fn run(&self, ctx: &AgentContext, input: Value) -> Result<AgentOutput, AgentError> {
@@ -386,17 +377,8 @@ pub struct PropertySearch;
 
 #[async_trait::async_trait]
 impl Agent for PropertySearch {
-    fn name(&self) -> &str {
-        "property_search"
-    }
-    fn team(&self) -> &str {
-        "search"
-    }
-    fn category(&self) -> &str {
-        "general"
-    }
-    fn purpose(&self) -> &str {
-        "매물 검색: 지역·유형·거래·평형 조건 (listing search by region, type, deal, size)"
+    fn info(&self) -> &AgentInfo {
+        declared("property_search")
     }
 
     async fn run(&self, ctx: &AgentContext, input: Value) -> Result<AgentOutput, AgentError> {

@@ -3,7 +3,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::Intent;
+use chronicle_engine::Intent;
 
 pub(crate) const INTENT_SYSTEM: &str =
     "You are an expert in analyzing real estate queries. Always respond in JSON format.";
@@ -233,7 +233,7 @@ pub(crate) fn format(query: &str, results: &[(String, Value)], english: bool) ->
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::llm::rules;
+    use crate::planner::rules;
 
     #[test]
     fn prompts_carry_the_query_the_intent_and_the_agents() {

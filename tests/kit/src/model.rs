@@ -1,5 +1,6 @@
-//! A small OpenAI-compatible chat-completions server on `127.0.0.1:0` for the tests: it checks the
-//! bearer key, records every request and answers what the test tells it to.
+//! A small scripted OpenAI-compatible chat-completions server on `127.0.0.1:0`, the test
+//! double for a model: it checks the bearer key, records every request and answers what the test
+//! tells it to.
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -13,7 +14,7 @@ use serde_json::{Value, json};
 
 /// What the server answers to one request.
 #[derive(Clone, Debug)]
-pub(crate) enum Reply {
+pub enum Reply {
     /// A well-formed completion whose message content is this text.
     Content(String),
     /// An error status with an OpenAI-style error body.
@@ -28,7 +29,7 @@ pub(crate) enum Reply {
 
 /// One request the server received.
 #[derive(Clone, Debug)]
-pub(crate) struct Seen {
+pub struct Seen {
     pub authorization: Option<String>,
     pub body: Value,
 }
@@ -42,10 +43,18 @@ struct Inner {
 }
 
 /// The running server; stops when dropped.
-pub(crate) struct TestServer {
+pub struct TestServer {
     pub base_url: String,
     inner: Arc<Inner>,
     task: tokio::task::JoinHandle<()>,
+}
+
+impl std::fmt::Debug for TestServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TestServer")
+            .field("base_url", &self.base_url)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Drop for TestServer {
@@ -56,7 +65,7 @@ impl Drop for TestServer {
 
 impl TestServer {
     /// Starts the server. With `key`, a request without `Authorization: Bearer <key>` gets 401.
-    pub(crate) async fn start(
+    pub async fn start(
         key: Option<&str>,
         respond: impl Fn(&Value) -> Reply + Send + Sync + 'static,
     ) -> Self {
@@ -82,7 +91,7 @@ impl TestServer {
         }
     }
 
-    pub(crate) fn requests(&self) -> Vec<Seen> {
+    pub fn requests(&self) -> Vec<Seen> {
         self.inner
             .seen
             .lock()

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use chronicle_schemas::{PlanStep, Source, Strategy};
 use serde_json::{Map, Value, json};
 
-use super::{EvaluationOutcome, Intent, Plan};
+use chronicle_engine::{EvaluationOutcome, Intent, Plan};
 
 /// Every intent type a plan can be built for; a model's answer outside this set is refused.
 pub const INTENT_TYPES: [&str; 6] = [
