@@ -1,6 +1,7 @@
-//! Chronicle's engine: the sled event store ([`store`]), the run actors and the supervisor state
-//! machine, agents ([`agents`]), intent/plan/evaluation with an optional LLM ([`llm`]), HITL
-//! policies, the command interpreter, crash recovery and the subscription bus.
+//! Chronicle's engine: the run actors and the supervisor state machine, agents ([`agents`]),
+//! intent/plan/evaluation with an optional LLM ([`llm`]), HITL policies, the command
+//! interpreter, crash recovery and the subscription bus, over the event store ([`store`], the
+//! `chronicle-store` crate).
 //!
 //! Architecture Invariant: nothing here knows about HTTP servers (clients for LLMs and `http`
 //! agents are fine).
@@ -13,7 +14,6 @@ mod error;
 pub mod hitl;
 pub mod llm;
 mod runtime;
-pub mod store;
 pub mod todo;
 pub mod tools;
 
@@ -21,4 +21,7 @@ pub use actor::RestoreTarget;
 pub use bus::Bus;
 pub use error::{Error, Result};
 pub use runtime::{Engine, Settings, StartRun, Started, child_run_id};
+/// The event store is its own crate; the alias keeps `chronicle_engine::store::…` and
+/// `crate::store::…` paths working.
+pub use chronicle_store as store;
 pub use store::Store;
