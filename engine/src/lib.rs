@@ -1,7 +1,6 @@
-//! Chronicle's engine: the run actors and the supervisor state machine, agents ([`agents`]),
-//! intent/plan/evaluation with an optional LLM ([`llm`]), HITL policies, the command
-//! interpreter, crash recovery and the subscription bus, over the event store ([`store`], the
-//! `chronicle-store` crate).
+//! Chronicle's engine: the event store ([`store`]), the run actors and the supervisor state
+//! machine, agents ([`agents`]), intent/plan/evaluation with an optional LLM ([`llm`]), HITL
+//! policies, the command interpreter, crash recovery and the subscription bus.
 //!
 //! Architecture Invariant: nothing here knows about HTTP servers (clients for LLMs and `http`
 //! agents are fine).
@@ -21,7 +20,8 @@ pub use actor::RestoreTarget;
 pub use bus::Bus;
 pub use error::{Error, Result};
 pub use runtime::{Engine, Settings, StartRun, Started, child_run_id};
+pub use store::Store;
+
 /// The event store is its own crate; the alias keeps `chronicle_engine::store::…` and
 /// `crate::store::…` paths working.
 pub use chronicle_store as store;
-pub use store::Store;
