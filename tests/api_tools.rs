@@ -22,7 +22,12 @@ async fn gated_edit_file_approved_with_edited_args_over_sse() {
         ..chronicle_realestate::settings()
     };
     let srv = server_settings(Tokens::default(), settings, ApiConfig::default()).await;
-    let ws = srv.engine.store().dir().join("workspaces/notes-session");
+    let ws = srv
+        .engine
+        .store()
+        .dir()
+        .unwrap()
+        .join("workspaces/notes-session");
     std::fs::create_dir_all(&ws).unwrap();
     std::fs::write(ws.join("notes.md"), "# Notes\nstatus: draft\n").unwrap();
 

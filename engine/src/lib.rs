@@ -16,7 +16,6 @@ pub mod hitl;
 pub mod llm;
 mod planner;
 mod runtime;
-pub mod store;
 pub mod texts;
 pub mod todo;
 pub mod tools;
@@ -27,3 +26,7 @@ pub use error::{Error, Result};
 pub use planner::{AgentResult, EvaluationOutcome, Intent, NoPlanner, Plan, PlanContext, Planner};
 pub use runtime::{Engine, Settings, StartRun, Started, child_run_id};
 pub use store::Store;
+
+/// The event store is its own crate; the alias keeps `chronicle_engine::store::…` and
+/// `crate::store::…` paths working.
+pub use chronicle_store as store;

@@ -381,7 +381,7 @@ impl Engine {
         ])
         .await
         .map_err(|e| match e {
-            store::Error::Invalid(m) => Error::Invalid(m),
+            e @ store::Error::BadSessionId { .. } => Error::Invalid(e.to_string()),
             other => Error::Store(other),
         })?;
         drop(live);

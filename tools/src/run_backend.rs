@@ -74,7 +74,10 @@ impl Backend {
     /// `--server URL`).
     pub fn where_flag(&self) -> String {
         match self {
-            Backend::Local(e) => format!("--data {}", e.store().dir().display()),
+            Backend::Local(e) => format!(
+                "--data {}",
+                e.store().dir().unwrap_or(Path::new(".")).display()
+            ),
             Backend::Remote(r) => format!("--server {}", r.base()),
         }
     }
@@ -84,7 +87,7 @@ impl Backend {
         match self {
             Backend::Local(e) => format!(
                 "the next time an engine opens {} (chronicle serve, run or chat)",
-                e.store().dir().display()
+                e.store().dir().unwrap_or(Path::new(".")).display()
             ),
             Backend::Remote(r) => format!("on the server {}", r.base()),
         }

@@ -376,7 +376,11 @@ impl RunActor {
             index: rec.index,
             tool_call_id: rec.tool_call_id.clone(),
             idempotency_key: format!("{run_id}/{}/{}/{}", rec.todo_id, rec.attempt, rec.index),
-            workspace: Workspace::for_session(self.shared.store.dir(), workspace_session),
+            workspace: Workspace::for_session(
+                // replaced by Settings::workspace_root
+                self.shared.store.dir().unwrap_or(std::path::Path::new(".")),
+                workspace_session,
+            ),
             config: s.config.clone(),
             engine: Some(Engine::from_shared(self.shared.clone())),
         }

@@ -5,7 +5,7 @@
 use chronicle_projections::{RunState, snapshot};
 use chronicle_schemas::{Envelope, Event, RunId};
 
-use super::{Result, Store};
+use crate::{Result, Store};
 
 #[derive(Debug)]
 pub struct LiveRun {

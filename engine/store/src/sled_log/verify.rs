@@ -1,43 +1,12 @@
-//! Verification of the log: dense offsets, decodable records, intact hashes, unbroken per-run
-//! chains, and `runs` heads and `meta.next_offset` that agree with the records.
-//!
-//! A chain cannot show that its newest events were cut off, so every report states the heads it
-//! saw; comparing them with a remembered head detects truncation later.
-
-use std::collections::{BTreeMap, HashMap};
+//! Verification of the sled log: dense offsets, decodable records, intact hashes, unbroken
+//! per-run chains, and a `streams` index, `runs` heads and `meta.next_offset` that agree with the
+//! records. Also the open-time check of the tail, and its repair.
 
 use chronicle_schemas::{Hash, RunId};
-use serde::Serialize;
 
-use super::{Error, Result, Trees, decode_head, decode_stored, keys};
-
-/// The first thing found wrong.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Problem {
-    pub offset: u64,
-    /// The run and seq of the bad record, when the index still tells them.
-    pub run_id: Option<RunId>,
-    pub seq: Option<u64>,
-    pub reason: String,
-}
-
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct VerifyReport {
-    /// Records checked.
-    pub events: u64,
-    /// One past the last offset seen.
-    pub next_offset: u64,
-    /// Per run: the newest (seq, hash) that verified.
-    pub heads: BTreeMap<RunId, (u64, Hash)>,
-    /// `None` when everything verified.
-    pub problem: Option<Problem>,
-}
-
-impl VerifyReport {
-    pub fn ok(&self) -> bool {
-        self.problem.is_none()
-    }
-}
+use super::{Trees, decode_head, decode_stored, keys};
+use crate::verify::{Chains, Problem, VerifyReport};
+use crate::{Error, Result};
 
 /// One past the newest stored offset, per `meta` (written in the same transaction as events).
 pub(crate) fn next_offset(t: &Trees) -> Result<u64> {
@@ -49,7 +18,7 @@ pub(crate) fn next_offset(t: &Trees) -> Result<u64> {
 
 pub(crate) fn verify(t: &Trees, only: Option<RunId>) -> Result<VerifyReport> {
     let mut report = VerifyReport::default();
-    let mut chains: HashMap<RunId, (u64, Hash)> = HashMap::new();
+    let mut chains = Chains::default();
     let mut expected = 0u64;
     let problem = |offset: u64, reason: String| {
         Some(Problem {
@@ -91,29 +60,8 @@ pub(crate) fn verify(t: &Trees, only: Option<RunId>) -> Result<VerifyReport> {
         if only.is_some_and(|r| r != env.run_id) {
             continue;
         }
-        let (want_seq, want_prev) = chains
-            .get(&env.run_id)
-            .map_or((0, Hash::ZERO), |(s, h)| (s + 1, *h));
-        if env.seq != want_seq {
-            report.problem = problem(
-                offset,
-                format!(
-                    "run {} seq {} where {want_seq} was due",
-                    env.run_id, env.seq
-                ),
-            );
-            break;
-        }
-        if env.prev_hash != want_prev {
-            report.problem = problem(
-                offset,
-                format!(
-                    "run {} seq {} does not chain to seq {}",
-                    env.run_id,
-                    env.seq,
-                    want_seq.wrapping_sub(1)
-                ),
-            );
+        if let Err(reason) = chains.check(&env) {
+            report.problem = problem(offset, reason);
             break;
         }
         match t
@@ -133,7 +81,7 @@ pub(crate) fn verify(t: &Trees, only: Option<RunId>) -> Result<VerifyReport> {
                 break;
             }
         }
-        chains.insert(env.run_id, (env.seq, env.hash));
+        chains.extend(&env);
     }
     report.next_offset = expected;
     if report.problem.is_none() {
@@ -153,16 +101,8 @@ pub(crate) fn verify(t: &Trees, only: Option<RunId>) -> Result<VerifyReport> {
             if only.is_some_and(|r| r != head.run_id) {
                 continue;
             }
-            if chains.get(&head.run_id) != Some(&(head.last_seq, head.last_hash)) {
-                report.problem = problem(
-                    head.last_offset,
-                    format!(
-                        "run {} head says seq {} but its chain ends at {:?}",
-                        head.run_id,
-                        head.last_seq,
-                        chains.get(&head.run_id).map(|c| c.0)
-                    ),
-                );
+            if let Some(reason) = chains.disagrees_with(&head) {
+                report.problem = problem(head.last_offset, reason);
                 break;
             }
         }
@@ -171,7 +111,7 @@ pub(crate) fn verify(t: &Trees, only: Option<RunId>) -> Result<VerifyReport> {
         (p.run_id, p.seq) =
             indexed_as(t, p.offset).map_or((None, None), |(r, s)| (Some(r), Some(s)));
     }
-    report.heads = chains.into_iter().collect();
+    report.heads = chains.into_heads();
     Ok(report)
 }
 

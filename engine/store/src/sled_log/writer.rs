@@ -23,20 +23,17 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, mpsc as std_mpsc};
 use std::thread::JoinHandle;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
-use chronicle_schemas::{
-    Envelope, Event, Hash, RECORD_HEADER_BYTES, RunId, Timestamp, encode_record, external_stub,
-};
+use chronicle_schemas::{Envelope, RECORD_HEADER_BYTES, RunId, external_stub};
 use sled::Transactional;
 use sled::transaction::{ConflictableTransactionError, TransactionError};
 use tokio::sync::{mpsc, watch};
 
 use super::bodies::{self, SLED_VALUE_BYTES_MAX};
-use super::{AppendRequest, Error, Options, Result, RunHead, Trees, keys};
-
-/// Session ids go into keys; bounded so one key stays small.
-const SESSION_ID_BYTES_MAX: usize = 256;
+use super::{AppendRequest, Trees, keys};
+use crate::append::{Clock, Staged, stage};
+use crate::{Durability, Error, Options, Result, RunHead};
 /// Heads kept in the writer's memory before the cache is dropped and refilled from `runs`.
 const HEAD_CACHE_RUNS_MAX: usize = 100_000;
 
@@ -143,13 +140,6 @@ impl Barrier {
     }
 }
 
-fn now_micros() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_micros() as i64)
-        .unwrap_or(0)
-}
-
 /// What the writer starts from.
 pub(crate) struct Start {
     pub trees: Arc<Trees>,
@@ -179,8 +169,8 @@ pub(crate) fn spawn(
         next_offset: start.next_offset,
         bodies_end: start.bodies_end,
         heads: HashMap::new(),
-        last_at: 0,
-        sync: opts.durability == super::Durability::Sync,
+        clock: Clock::default(),
+        sync: opts.durability == Durability::Sync,
         batch_events_max: opts.append_batch_events_max.max(1),
         disk_reserve_bytes: opts.disk_reserve_bytes,
     };
@@ -238,17 +228,16 @@ struct Writer {
     next_offset: u64,
     bodies_end: u64,
     heads: HashMap<RunId, RunHead>,
-    last_at: i64,
+    clock: Clock,
     sync: bool,
     batch_events_max: usize,
     disk_reserve_bytes: u64,
 }
 
 /// One accepted append, encoded and waiting for the transaction.
-struct Staged {
+struct Pending {
     reply: tokio::sync::oneshot::Sender<Result<Vec<Envelope>>>,
-    envelopes: Vec<Envelope>,
-    records: Vec<Vec<u8>>,
+    append: Staged,
 }
 
 impl Writer {
@@ -300,11 +289,9 @@ impl Writer {
             }
             return;
         }
-        let now = now_micros().max(self.last_at);
-        self.last_at = now;
-        let at = Timestamp(now);
+        let at = self.clock.now();
         let mut offset = self.next_offset;
-        let mut staged: Vec<Staged> = Vec::with_capacity(batch.len());
+        let mut staged: Vec<Pending> = Vec::with_capacity(batch.len());
         let mut new_heads: HashMap<RunId, RunHead> = HashMap::new();
         let mut sessions: Vec<Vec<u8>> = Vec::new();
         for req in batch {
@@ -312,38 +299,27 @@ impl Writer {
                 Some(h) => Ok(Some(h.clone())),
                 None => self.head(req.run_id),
             };
-            let result = head.and_then(|head| stage(&req, head.as_ref(), offset, at));
+            let result = head.and_then(|head| {
+                stage(
+                    req.run_id,
+                    req.expected_seq,
+                    req.events,
+                    head.as_ref(),
+                    offset,
+                    at,
+                )
+            });
             match result {
-                Ok((records, hashes, head)) => {
-                    if head.last_seq + 1 == records.len() as u64 {
-                        sessions.push(keys::session_key(
-                            &head.session_id,
-                            head.created_at,
-                            req.run_id,
-                        ));
+                Ok(append) => {
+                    if append.starts_run() {
+                        let h = &append.head;
+                        sessions.push(keys::session_key(&h.session_id, h.created_at, h.run_id));
                     }
-                    let first_seq = head.last_seq + 1 - records.len() as u64;
-                    let envelopes = req
-                        .events
-                        .into_iter()
-                        .zip(hashes)
-                        .enumerate()
-                        .map(|(i, (event, (prev_hash, hash)))| Envelope {
-                            offset: offset + i as u64,
-                            run_id: req.run_id,
-                            seq: first_seq + i as u64,
-                            at,
-                            prev_hash,
-                            hash,
-                            event,
-                        })
-                        .collect();
-                    offset += records.len() as u64;
-                    new_heads.insert(req.run_id, head);
-                    staged.push(Staged {
+                    offset = append.next_offset();
+                    new_heads.insert(req.run_id, append.head.clone());
+                    staged.push(Pending {
                         reply: req.reply,
-                        envelopes,
-                        records,
+                        append,
                     });
                 }
                 Err(e) => {
@@ -378,23 +354,23 @@ impl Writer {
             publish(&self.head_tx, offset);
         }
         for s in staged {
-            let _ = s.reply.send(Ok(s.envelopes));
+            let _ = s.reply.send(Ok(s.append.envelopes));
         }
     }
 
     /// Answers every append of the batch with `e` (nothing of it was acknowledged).
-    fn refuse_all(&self, staged: Vec<Staged>, e: Error) {
+    fn refuse_all(&self, staged: Vec<Pending>, e: Error) {
         for s in staged {
             let _ = s.reply.send(Err(e.same_again()));
         }
     }
 
     /// Refuses the batch if writing it would leave less than the reserve free.
-    fn check_space(&self, staged: &[Staged]) -> Result<()> {
+    fn check_space(&self, staged: &[Pending]) -> Result<()> {
         // sled logs each value and rewrites its page now and then: count every byte twice.
         let bytes: u64 = staged
             .iter()
-            .flat_map(|s| &s.records)
+            .flat_map(|s| &s.append.records)
             .map(|r| 2 * r.len() as u64)
             .sum();
         let reserve = self.disk_reserve_bytes;
@@ -412,11 +388,11 @@ impl Writer {
     /// Moves the bodies of records over the sled value limit to the body file, fsyncs it, and
     /// leaves stubs in their place. A failed write changes nothing; a failed fsync stops the
     /// store.
-    fn move_large_bodies(&mut self, staged: &mut [Staged]) -> Result<()> {
+    fn move_large_bodies(&mut self, staged: &mut [Pending]) -> Result<()> {
         let large = |r: &Vec<u8>| r.len() > SLED_VALUE_BYTES_MAX;
         let bodies: Vec<&[u8]> = staged
             .iter()
-            .flat_map(|s| &s.records)
+            .flat_map(|s| &s.append.records)
             .filter(|r| large(r))
             .map(|r| &r[RECORD_HEADER_BYTES..])
             .collect();
@@ -437,7 +413,8 @@ impl Writer {
         }
         let mut positions = positions.into_iter();
         for s in staged.iter_mut() {
-            for (env, rec) in s.envelopes.iter().zip(s.records.iter_mut()) {
+            let a = &mut s.append;
+            for (env, rec) in a.envelopes.iter().zip(a.records.iter_mut()) {
                 if large(rec) {
                     let at = positions.next().expect("one position per large record");
                     *rec = external_stub(rec, env.run_id, env.seq, at)
@@ -451,7 +428,7 @@ impl Writer {
     /// One sled transaction over the five log trees, so a crash keeps all of a batch or none.
     fn write(
         &self,
-        staged: &[Staged],
+        staged: &[Pending],
         heads: &HashMap<RunId, RunHead>,
         sessions: &[Vec<u8>],
         next_offset: u64,
@@ -469,7 +446,7 @@ impl Writer {
         (&t.events, &t.streams, &t.runs, &t.sessions, &t.meta)
             .transaction(|(events, streams, runs, sess, meta)| {
                 for s in staged {
-                    for (env, rec) in s.envelopes.iter().zip(&s.records) {
+                    for (env, rec) in s.append.envelopes.iter().zip(&s.append.records) {
                         events.insert(&keys::offset_key(env.offset), rec.as_slice())?;
                         streams.insert(
                             &keys::stream_key(env.run_id, env.seq),
@@ -491,90 +468,4 @@ impl Writer {
                 TransactionError::Abort(()) => Error::Transaction("aborted".into()),
             })
     }
-}
-
-type Encoded = (Vec<Vec<u8>>, Vec<(Hash, Hash)>, RunHead);
-
-/// Validates and encodes one append against the run's head; writes nothing.
-fn stage(
-    req: &AppendRequest,
-    head: Option<&RunHead>,
-    offset: u64,
-    at: Timestamp,
-) -> Result<Encoded> {
-    let actual = head.map_or(0, RunHead::next_seq);
-    if req.expected_seq != actual {
-        return Err(Error::Conflict {
-            run_id: req.run_id,
-            expected: req.expected_seq,
-            actual,
-        });
-    }
-    if req.events.is_empty() {
-        return Err(Error::Invalid("an append needs at least one event".into()));
-    }
-    let mut head = match head {
-        Some(h) => h.clone(),
-        None => match &req.events[0] {
-            Event::RunStarted { session_id, .. } => {
-                let s = session_id.as_str();
-                if s.is_empty() || s.len() > SESSION_ID_BYTES_MAX || s.contains('\0') {
-                    return Err(Error::Invalid(format!(
-                        "session id must be 1..={SESSION_ID_BYTES_MAX} bytes without NUL, got {} bytes",
-                        s.len()
-                    )));
-                }
-                RunHead {
-                    run_id: req.run_id,
-                    last_seq: 0,
-                    last_hash: Hash::ZERO,
-                    last_offset: offset,
-                    session_id: session_id.clone(),
-                    created_at: at,
-                    updated_at: at,
-                    terminal: false,
-                }
-            }
-            other => {
-                return Err(Error::Invalid(format!(
-                    "the first event of run {} must be RunStarted, not {}",
-                    req.run_id,
-                    other.kind()
-                )));
-            }
-        },
-    };
-    let first_seq = actual;
-    let mut prev = head.last_hash;
-    let mut records = Vec::with_capacity(req.events.len());
-    let mut hashes = Vec::with_capacity(req.events.len());
-    for (i, event) in req.events.iter().enumerate() {
-        if i as u64 + first_seq > 0 && matches!(event, Event::RunStarted { .. }) {
-            return Err(Error::Invalid(
-                "RunStarted may only be a run's first event".into(),
-            ));
-        }
-        let (rec, hash) = encode_record(
-            offset + i as u64,
-            req.run_id,
-            first_seq + i as u64,
-            at,
-            &prev,
-            event,
-        )
-        .map_err(|source| Error::Encode { index: i, source })?;
-        records.push(rec);
-        hashes.push((prev, hash));
-        prev = hash;
-        if event.is_terminal() {
-            head.terminal = true;
-        } else if matches!(event, Event::RunRestored { .. }) {
-            head.terminal = false;
-        }
-    }
-    head.last_seq = first_seq + req.events.len() as u64 - 1;
-    head.last_hash = prev;
-    head.last_offset = offset + req.events.len() as u64 - 1;
-    head.updated_at = at;
-    Ok((records, hashes, head))
 }
