@@ -7,18 +7,18 @@ use axum::response::{IntoResponse, Response};
 use chronicle_engine::store::StorageHealth;
 use chronicle_engine::{RestoreTarget, StartRun};
 use chronicle_projections::RunState;
-use chronicle_schemas::{
-    Approval, ApprovalId, CheckpointId, Decision, HitlMode, PlanStep, RunId, RunStatus, SessionId,
-    Strategy,
+use chronicle_schemas::{ApprovalId, CheckpointId, Decision, RunId, RunStatus, SessionId};
+use chronicle_wire::{
+    CancelRequest, ChatRequest, CommandRequest, DecisionRequest, ResumeRequest, RunRequest,
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
-use utoipa::ToSchema;
 
 use crate::auth::Principal;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Json, OptionalJson, Path, Query};
 use crate::state::AppState;
+use crate::views::{approval_json, checkpoints_of};
 
 type JsonResult = ApiResult<axum::Json<Value>>;
 
@@ -33,16 +33,6 @@ pub(crate) fn run_id(s: &str) -> ApiResult<RunId> {
 
 fn state_of(st: &AppState, run: RunId) -> ApiResult<RunState> {
     Ok(st.engine.state(run, None)?)
-}
-
-/// An approval as seed 003 shows it (`id` is the approval id), with its run.
-pub(crate) fn approval_json(run: RunId, a: &Approval) -> Value {
-    let mut v = serde_json::to_value(a).unwrap_or(Value::Null);
-    if let Value::Object(m) = &mut v {
-        m.insert("id".into(), json!(a.approval_id));
-        m.insert("run_id".into(), json!(run));
-    }
-    v
 }
 
 /// seed 004's session status of a run's state.
@@ -66,16 +56,6 @@ fn latest_run(st: &AppState, thread: &str) -> ApiResult<RunId> {
 }
 
 // ------------------------------------------------------------------ seed 004: /chat
-
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ChatRequest {
-    pub message: String,
-    pub thread_id: Option<String>,
-    pub user_id: Option<String>,
-    #[schema(value_type = Option<String>, example = "every_todo")]
-    pub hitl: Option<HitlMode>,
-}
 
 /// The answer to a turn: 200 with the final response, 409 with the pending approval when the run
 /// waits for a human, 202 when it is still working after `chat_wait_ms`.
@@ -179,14 +159,6 @@ pub async fn session(
     }))
 }
 
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ResumeRequest {
-    pub approve: Option<bool>,
-    /// A `/command`, or feedback passed to the agent as an edit.
-    pub response: Option<String>,
-}
-
 #[utoipa::path(post, path = "/api/sessions/{thread_id}/resume", tag = "seed", params(("thread_id" = String, Path)), request_body = ResumeRequest,
     responses((status = 200), (status = 409), (status = 404), (status = 422)))]
 pub async fn resume(
@@ -254,22 +226,6 @@ pub async fn session_checkpoints(
 }
 
 // ------------------------------------------------------------------ seed 003: /api/v1/agent
-
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct RunRequest {
-    pub query: String,
-    pub session_id: Option<String>,
-    pub user_id: Option<String>,
-    #[schema(value_type = Option<String>, example = "every_todo")]
-    pub hitl: Option<HitlMode>,
-    #[schema(value_type = Option<String>, example = "dag")]
-    pub strategy: Option<Strategy>,
-    pub approval_timeout_ms: Option<u64>,
-    /// A fixed plan to execute instead of planning.
-    #[schema(value_type = Option<Vec<Object>>)]
-    pub plan: Option<Vec<PlanStep>>,
-}
 
 #[utoipa::path(post, path = "/api/v1/agent/run", tag = "runs", request_body = RunRequest,
     responses((status = 202, description = "{run_id, session_id}"), (status = 400), (status = 401), (status = 413), (status = 422),
@@ -352,16 +308,6 @@ pub async fn approval(
     ok(approval_json(run, a))
 }
 
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct DecisionRequest {
-    #[schema(value_type = String, example = "approve")]
-    pub decision: Decision,
-    #[schema(value_type = Option<Object>)]
-    pub edited_args: Option<Value>,
-    pub comment: Option<String>,
-}
-
 #[utoipa::path(post, path = "/api/v1/agent/{run_id}/approvals/{approval_id}/decision", tag = "approvals",
     params(("run_id" = String, Path), ("approval_id" = String, Path)), request_body = DecisionRequest,
     responses((status = 200, description = "{status: accepted, approval_id, run_id}"), (status = 404), (status = 409, description = "already decided"),
@@ -374,16 +320,10 @@ pub async fn decide(
     Json(req): Json<DecisionRequest>,
 ) -> JsonResult {
     let run = run_id(&run)?;
+    let (decision, edited_args, comment) = req.into_parts();
     let a = st
         .engine
-        .decide(
-            run,
-            ApprovalId(id),
-            req.decision,
-            req.edited_args,
-            &who,
-            req.comment,
-        )
+        .decide(run, ApprovalId(id), decision, edited_args, &who, comment)
         .await?;
     st.metrics.decisions.inc();
     ok(
@@ -392,12 +332,6 @@ pub async fn decide(
 }
 
 // ------------------------------------------------------------------ engine routes
-
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct CommandRequest {
-    pub command: String,
-}
 
 #[utoipa::path(post, path = "/api/v1/agent/{run_id}/commands", tag = "runs", params(("run_id" = String, Path)), request_body = CommandRequest,
     responses((status = 200, description = "seed 000's JSON result"), (status = 400, description = "bad command: {error, help}"), (status = 404)))]
@@ -501,22 +435,6 @@ pub async fn log(
     ok(serde_json::to_value(events).map_err(ApiError::internal)?)
 }
 
-fn checkpoints_of(st: &AppState, run: RunId) -> JsonResult {
-    let s = state_of(st, run)?;
-    let list: Vec<Value> = s
-        .checkpoints
-        .with_abandoned()
-        .into_iter()
-        .map(|(c, abandoned)| {
-            json!({
-                "checkpoint_id": c.checkpoint_id, "timestamp": c.at, "node": c.node, "todos_completed": c.todos_completed,
-                "seq": c.seq, "parent": c.parent, "branch": c.branch, "abandoned": abandoned,
-            })
-        })
-        .collect();
-    ok(json!({"run_id": run, "checkpoints": list, "head": s.checkpoints.head}))
-}
-
 #[utoipa::path(get, path = "/api/v1/agent/{run_id}/checkpoints", tag = "runs", params(("run_id" = String, Path)), responses((status = 200), (status = 404)))]
 pub async fn checkpoints(
     State(st): State<AppState>,
@@ -538,12 +456,6 @@ pub async fn restore(
         .engine
         .restore(run, RestoreTarget::Checkpoint(CheckpointId(cp)), &who)
         .await?)
-}
-
-#[derive(Debug, Default, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct CancelRequest {
-    pub reason: Option<String>,
 }
 
 #[utoipa::path(post, path = "/api/v1/agent/{run_id}/cancel", tag = "runs", params(("run_id" = String, Path)), request_body = Option<CancelRequest>,

@@ -32,9 +32,10 @@ use tokio_util::sync::CancellationToken;
 use crate::auth::Principal;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::Query;
-use crate::rest::{approval_json, run_id};
+use crate::rest::run_id;
 use crate::sse::{Enricher, StreamGuard};
 use crate::state::AppState;
+use crate::views::approval_json;
 
 /// Runs one socket streams at once; subscribing to one more drops the oldest.
 pub const WS_SUBSCRIPTIONS_MAX: usize = 16;
