@@ -8,6 +8,7 @@ mod inspect;
 mod replay;
 mod run;
 mod serve;
+mod view;
 
 use std::io::{self, Write};
 use std::process::ExitCode;
@@ -36,9 +37,9 @@ enum Command {
     BenchReplayMemory(bench::MemoryArgs),
     /// Print a run's events as readable lines or JSON (optionally following a server).
     Log(inspect::LogArgs),
-    /// List the runs of a data directory with their status.
+    /// List the runs of a data directory (or a server) with their status.
     Runs(inspect::RunsArgs),
-    /// Show a run's checkpoint tree.
+    /// Show a run's checkpoint tree (from a data directory or a server).
     Checkpoints(inspect::CheckpointsArgs),
     /// Restore a run to a checkpoint or seq (appends RunRestored).
     Restore(inspect::RestoreArgs),
