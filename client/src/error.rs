@@ -13,7 +13,7 @@ pub enum Error {
     #[error("cannot reach the server at {url}: {cause}")]
     Connection { url: String, cause: String },
     /// The server answered with an error: its status and its error body.
-    #[error("{} (HTTP {status} {})", body.error.message, body.error.code)]
+    #[error("{} (HTTP {status})", body.error.message)]
     Http { status: u16, body: ErrorBody },
     /// The answer is not the JSON the route sends.
     #[error("the answer to {what} does not decode: {source}")]

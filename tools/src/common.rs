@@ -59,8 +59,7 @@ impl RemoteArgs {
 }
 
 /// What to do while a server holds the data directory, for commands that can ask it instead.
-pub const LOCKED_USE_SERVER: &str =
-    "stop it, work on a copy of the directory, or use --server URL";
+pub const LOCKED_USE_SERVER: &str = "stop it, work on a copy of the directory, or use --server URL";
 /// The same for commands that need the directory itself.
 pub const LOCKED_NEEDS_DIRECTORY: &str = "stop it, or work on a copy of the directory";
 

@@ -331,7 +331,11 @@ pub fn checkpoints(args: &CheckpointsArgs, out: &mut dyn Write) -> anyhow::Resul
             let store = view::open_for_reading(&args.data.data, LOCKED_USE_SERVER)?;
             let head = view::require_run(&store, run)?;
             let s = store.state_at(run, head.last_seq)?;
-            CheckpointList::new(run, s.checkpoints.head.clone(), s.checkpoints.with_abandoned())
+            CheckpointList::new(
+                run,
+                s.checkpoints.head.clone(),
+                s.checkpoints.with_abandoned(),
+            )
         }
     };
     if args.json {
@@ -508,7 +512,8 @@ fn restore_embedded(args: &RestoreArgs, run: RunId) -> anyhow::Result<Restored> 
         // `serve` picks the run up from the restored point.
         engine.shutdown().await;
         let reply = result?;
-        serde_json::from_value::<Restored>(reply).context("the engine's restore reply does not decode")
+        serde_json::from_value::<Restored>(reply)
+            .context("the engine's restore reply does not decode")
     })
 }
 

@@ -122,7 +122,12 @@ pub fn run(args: &ReplayArgs, out: &mut dyn Write) -> anyhow::Result<()> {
         let input = Input::open()?;
         return Stepper::new(reader, args.json)?.session(args.to.unwrap_or(0), input, out);
     }
-    print_state(&reader, args.to.unwrap_or(reader.last_seq()), args.json, out)
+    print_state(
+        &reader,
+        args.to.unwrap_or(reader.last_seq()),
+        args.json,
+        out,
+    )
 }
 
 /// Where a replay reads its run: a data directory, or a server (whose log is read once; states

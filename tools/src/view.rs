@@ -881,7 +881,10 @@ mod tests {
             },
         );
         let line = anstream::adapter::strip_str(&event_line(&env, None)).to_string();
-        assert!(line.ends_with("message.final        강남구 시세는 13억"), "{line}");
+        assert!(
+            line.ends_with("message.final        강남구 시세는 13억"),
+            "{line}"
+        );
         assert_eq!(one_line("abcdef", 4), "abc…");
     }
 }

@@ -18,19 +18,19 @@ const SCENARIO_1: &str = "집주인이 전세금 3억을 10억으로 올려달�
 const WAIT: Duration = Duration::from_secs(30);
 
 /// The fixture run and the seqs the tests point at.
-struct Fixture {
+pub(crate) struct Fixture {
     _dir: tempfile::TempDir,
-    data: PathBuf,
-    run: RunId,
+    pub(crate) data: PathBuf,
+    pub(crate) run: RunId,
     /// The checkpoint saved when the run waited for the second approval (todo_002).
     second_approval: String,
-    second_approval_seq: u64,
+    pub(crate) second_approval_seq: u64,
     /// The `RunRestored` event back to `second_approval`.
-    restore_seq: u64,
-    last_seq: u64,
+    pub(crate) restore_seq: u64,
+    pub(crate) last_seq: u64,
 }
 
-fn fixture() -> Fixture {
+pub(crate) fn fixture() -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -125,7 +125,7 @@ fn fixture() -> Fixture {
     }
 }
 
-fn chronicle(data: &Path, args: &[&str]) -> Command {
+pub(crate) fn chronicle(data: &Path, args: &[&str]) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_chronicle"));
     cmd.args(args)
         .arg("--data")
@@ -133,18 +133,19 @@ fn chronicle(data: &Path, args: &[&str]) -> Command {
         .env("NO_COLOR", "1")
         .env_remove("CHRONICLE_DATA")
         .env_remove("CHRONICLE_API_TOKEN")
+        .env_remove("CHRONICLE_SERVER")
         .env_remove("CLICOLOR_FORCE")
         .stdin(Stdio::null());
     cmd
 }
 
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
+pub(crate) struct Run {
+    pub(crate) code: i32,
+    pub(crate) stdout: String,
+    pub(crate) stderr: String,
 }
 
-fn output(o: Output) -> Run {
+pub(crate) fn output(o: Output) -> Run {
     Run {
         code: o.status.code().unwrap_or(-1),
         stdout: String::from_utf8(o.stdout).unwrap(),
@@ -157,7 +158,7 @@ fn run(data: &Path, args: &[&str]) -> Run {
 }
 
 /// Runs a command that must succeed and returns its stdout.
-fn ok(data: &Path, args: &[&str]) -> String {
+pub(crate) fn ok(data: &Path, args: &[&str]) -> String {
     let r = run(data, args);
     assert_eq!(r.code, 0, "{args:?} failed: {}", r.stderr);
     r.stdout
@@ -663,6 +664,7 @@ fn run_args(data: &Path, args: &[&str]) -> Run {
         .env("NO_COLOR", "1")
         .env("CHRONICLE_DATA", data)
         .env_remove("CHRONICLE_API_TOKEN")
+        .env_remove("CHRONICLE_SERVER")
         .stdin(Stdio::null());
     output(cmd.output().unwrap())
 }

@@ -29,6 +29,7 @@ fn chronicle() -> Command {
         .env_remove("CLICOLOR_FORCE")
         .env_remove("CHRONICLE_DATA")
         .env_remove("CHRONICLE_API_TOKEN")
+        .env_remove("CHRONICLE_SERVER")
         .env_remove("CHRONICLE_LLM_BASE_URL")
         .env_remove("CHRONICLE_LLM_API_KEY")
         .env_remove("OPENAI_API_KEY");
@@ -203,12 +204,13 @@ fn run_without_hitl_completes_and_prints_its_events() {
     );
     assert_exit(&o, 0);
     let out = stdout(&o);
+    // `seq  time  name  summary`, the line `log` prints too.
     let names: Vec<&str> = out
         .lines()
         .filter_map(|l| {
             let mut w = l.split_whitespace();
             w.next()?.parse::<u64>().ok()?;
-            w.next()
+            w.nth(1)
         })
         .collect();
     assert_eq!(names.first(), Some(&"run.started"), "{out}");
