@@ -1,7 +1,9 @@
 //! Every slash command's good path and at least one bad path, through the engine, with the
-//! whole transcript as one insta snapshot; every command is recorded as `CommandReceived`.
+//! whole transcript as one insta snapshot; every command is recorded as `CommandReceived`, and
+//! every reply is one shape of the typed `CommandOutcome`, which re-encodes to the same JSON.
 
 use chronicle_schemas::{Event, HitlMode, Strategy};
+use chronicle_wire::CommandOutcome;
 use serde_json::{Map, Value, json};
 
 use crate::agents::{Scripted, registry, step};
@@ -68,6 +70,15 @@ async fn every_command_good_and_bad() {
     let mut sent = Vec::new();
     let mut say = async |cmd: &str, transcript: &mut Vec<Value>| {
         let out = engine.command(run, cmd, "alice").await.unwrap();
+        // The reply decodes as one typed outcome and encodes back to exactly the same JSON.
+        let typed =
+            CommandOutcome::from_json(out.clone()).unwrap_or_else(|e| panic!("{cmd}: {e}: {out}"));
+        assert_eq!(serde_json::to_value(&typed).unwrap(), out, "{cmd}");
+        assert_eq!(
+            typed.refusal().is_some(),
+            out.get("error").is_some(),
+            "{cmd}"
+        );
         sent.push((cmd.to_owned(), out.get("error").is_none()));
         transcript.push(json!({"command": cmd, "result": stable(out.clone())}));
         out

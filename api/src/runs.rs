@@ -95,7 +95,7 @@ pub fn page(
     Ok(RunList { runs, next })
 }
 
-#[utoipa::path(get, path = "/api/v1/runs", tag = "runs",
+#[utoipa::path(get, path = "/api/v1/runs", tag = "runs", operation_id = "list_runs",
     params(
         ("session_id" = Option<String>, Query, description = "only the runs of this session"),
         ("status" = Option<String>, Query, description = "only runs in this state: running | waiting_for_approval | completed | failed | cancelled"),

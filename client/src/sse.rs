@@ -118,6 +118,11 @@ impl EventStream {
         self.last_id
     }
 
+    /// Nothing more will come (the end of a run, a 204, an error).
+    pub fn is_finished(&self) -> bool {
+        self.finished
+    }
+
     fn path(&self) -> String {
         match self.target {
             Target::Run(run) => format!("/api/v1/agent/{run}/events"),

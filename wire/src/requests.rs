@@ -145,7 +145,9 @@ impl DecisionRequest {
     }
 }
 
-/// The decision request as it travels: flat, as the API has always taken it.
+/// A human's decision on an approval: `approve`, `reject`, or `edit` with `edited_args`.
+// The request's form on the wire (flat, as the API has always taken it); `DecisionRequest` is
+// made from it, refusing args out of place.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
