@@ -49,7 +49,7 @@ enum Command {
     Replay(replay::ReplayArgs),
     /// Start a run, print its events live, ask for approvals on the terminal; exit with its outcome.
     Run(run::RunArgs),
-    /// An interactive REPL of queries and slash commands (seed 000's conversations).
+    /// An interactive REPL of queries and slash commands: converse with runs, answer approvals.
     Chat(run::ChatArgs),
     /// Export every approval decision (JSON Lines or CSV), or verify an export against the log.
     Audit(audit::AuditArgs),

@@ -124,7 +124,7 @@ pub fn check_seq(run: RunId, last_seq: u64, seq: u64) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Which seqs of a run are on its effective history (DESIGN §4). A `RunRestored { to_seq }` at
+/// Which seqs of a run are on its effective history. A `RunRestored { to_seq }` at
 /// seq `s` makes the history "the effective history at `to_seq`, then `s`", so every seq has one
 /// predecessor (`s - 1`, or `to_seq` for a restore) and the effective history is the chain of
 /// predecessors from the newest seq. Everything off that chain lies on an abandoned branch.

@@ -282,7 +282,13 @@ async fn client_loop(api: Client, seed: usize, acked: Arc<Mutex<Acked>>, stop: A
         };
         let size = LARGE_MIN + (k * 104_729) % (LARGE_MAX - LARGE_MIN);
         let decision = DecisionRequest::approve().with_comment("c".repeat(size));
-        if accepted(api.decide(run, &approval, &decision).await, "decide", &acked).is_some() {
+        if accepted(
+            api.decide(run, &approval, &decision).await,
+            "decide",
+            &acked,
+        )
+        .is_some()
+        {
             acked
                 .lock()
                 .unwrap()
@@ -302,7 +308,11 @@ async fn check_acked(api: &Client, acked: &Acked, (from_run, from_decision): (us
     }
     for ((run, approval), size) in acked.decisions.iter().skip(from_decision) {
         let a = api.approval(*run, approval).await.unwrap().approval;
-        assert_eq!(a.status, ApprovalStatus::Approved, "acknowledged decision lost: {a:?}");
+        assert_eq!(
+            a.status,
+            ApprovalStatus::Approved,
+            "acknowledged decision lost: {a:?}"
+        );
         assert_eq!(a.comment.as_deref().map(str::len), Some(*size));
     }
 }
@@ -490,10 +500,17 @@ fn a_full_disk_is_507_reads_keep_working_and_appends_resume_when_space_frees() {
     // which the client reads as the health it is).
     let before = rt.block_on(api.health()).unwrap().durable_next_offset;
     let e = post_run().unwrap_err();
-    assert_eq!((e.status(), e.code()), (Some(507), Some("insufficient_storage")), "{e}");
+    assert_eq!(
+        (e.status(), e.code()),
+        (Some(507), Some("insufficient_storage")),
+        "{e}"
+    );
     let health = rt.block_on(api.health()).unwrap();
     assert_eq!(health.storage, StorageState::Full, "{health:?}");
-    assert_eq!(health.durable_next_offset, before, "a refused append wrote nothing");
+    assert_eq!(
+        health.durable_next_offset, before,
+        "a refused append wrote nothing"
+    );
     rt.block_on(api.status(first)).unwrap();
     rt.block_on(api.inbox(&InboxQuery::default())).unwrap();
     rt.block_on(api.log(first, 0)).unwrap();
