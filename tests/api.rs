@@ -536,22 +536,13 @@ async fn runs_are_listed_a_page_at_a_time() {
     assert_eq!(all[2].status, RunStatus::WaitingForApproval);
     assert_eq!(all[0].query, "강남구 아파트 시세 조회");
     // One run per page: the pages chain through `next`.
-    let page = c
-        .runs_page(&chronicle_wire::RunsQuery {
-            limit: Some(1),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    let one_per_page = chronicle_wire::RunsQuery {
+        limit: Some(1),
+        ..Default::default()
+    };
+    let page = c.runs_page(&one_per_page).await.unwrap();
     assert_eq!((page.runs.len(), page.next), (1, Some(started[0])));
-    let paged = c
-        .runs(&chronicle_wire::RunsQuery {
-            limit: Some(1),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
-    assert_eq!(paged, all);
+    assert_eq!(c.runs(&one_per_page).await.unwrap(), all);
     let in_b = c
         .runs(&chronicle_wire::RunsQuery {
             session_id: Some("s-b".into()),

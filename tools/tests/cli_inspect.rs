@@ -287,20 +287,10 @@ fn replay_diff_prints_what_changed() {
 }
 
 fn step(data: &Path, run: &str, script: &str) -> Run {
-    use std::io::Write;
-    let mut child = chronicle(data, &["replay", run, "--step"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(script.as_bytes())
-        .unwrap();
-    output(child.wait_with_output().unwrap())
+    output(crate::cli_run::output(
+        chronicle(data, &["replay", run, "--step"]),
+        script,
+    ))
 }
 
 /// The seq of each event line (`  12  10:00:00.000  ...` / `~ 12 ...`) of a step session.

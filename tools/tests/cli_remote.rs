@@ -1,106 +1,35 @@
 //! The read commands against the real `chronicle serve`: `runs`, `log`, `replay` and
 //! `checkpoints` print exactly what they print on the data directory itself, human and `--json`,
 //! once the server holds the directory (and its lock). The token comes from
-//! `CHRONICLE_API_TOKEN`, the server from `--server` or `CHRONICLE_SERVER`.
+//! `CHRONICLE_API_TOKEN`, the server from `--server` or `CHRONICLE_SERVER`. (`serve` starts with a
+//! token: `chronicle serve` is ready once it listens.)
 
-use std::io::Write;
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
 
-use crate::cli_inspect::{Fixture, Run, fixture, ok, output};
+use crate::cli_inspect::{Fixture, Run, chronicle, fixture, ok, output};
+use crate::cli_run::output as with_input;
+use crate::durability::Serve;
 
 const TOKEN: &str = "tok-remote-1234";
-const START_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// `chronicle serve` on a loopback port over `data`, with one token; stopped (SIGTERM, so it
-/// flushes and lets go of the directory) when dropped.
-struct Serve {
-    child: Child,
-    url: String,
-}
-
-impl Serve {
-    fn start(data: &Path) -> Serve {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let child = Command::new(env!("CARGO_BIN_EXE_chronicle"))
-            .args(["serve", "--addr", &format!("127.0.0.1:{port}"), "--data"])
-            .arg(data)
-            .env("CHRONICLE_API_TOKEN", TOKEN)
-            .env("RUST_LOG", "warn")
-            .env_remove("CHRONICLE_DATA")
-            .env_remove("CHRONICLE_LLM_BASE_URL")
-            .env_remove("CHRONICLE_LLM_API_KEY")
-            .env_remove("OPENAI_API_KEY")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("chronicle serve starts");
-        let serve = Serve {
-            child,
-            url: format!("http://127.0.0.1:{port}"),
-        };
-        // Ready once it answers: the `runs` command itself, through the client.
-        let deadline = Instant::now() + START_TIMEOUT;
-        while serve.read(&["runs"], Via::Flag).code != 0 {
-            assert!(Instant::now() < deadline, "chronicle serve did not come up");
-            std::thread::sleep(Duration::from_millis(50));
+/// The command against the server, named by `via`; no data directory is involved.
+fn read(serve: &Serve, args: &[&str], via: Via, stdin: &str) -> Run {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_chronicle"));
+    cmd.args(args)
+        .env("NO_COLOR", "1")
+        .env("CHRONICLE_API_TOKEN", TOKEN)
+        .env("CHRONICLE_DATA", "/nonexistent")
+        .env_remove("CLICOLOR_FORCE");
+    match via {
+        Via::Flag => {
+            cmd.args(["--server", serve.api.base()])
+                .env_remove("CHRONICLE_SERVER");
         }
-        serve
-    }
-
-    /// The command against the server, named by `via`; no data directory is involved.
-    fn read(&self, args: &[&str], via: Via) -> Run {
-        self.read_with_input(args, via, "")
-    }
-
-    fn read_with_input(&self, args: &[&str], via: Via, stdin: &str) -> Run {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_chronicle"));
-        cmd.args(args)
-            .env("NO_COLOR", "1")
-            .env("CHRONICLE_API_TOKEN", TOKEN)
-            .env("CHRONICLE_DATA", "/nonexistent")
-            .env_remove("CLICOLOR_FORCE")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        match via {
-            Via::Flag => {
-                cmd.args(["--server", &self.url])
-                    .env_remove("CHRONICLE_SERVER");
-            }
-            Via::Env => {
-                cmd.env("CHRONICLE_SERVER", &self.url);
-            }
+        Via::Env => {
+            cmd.env("CHRONICLE_SERVER", serve.api.base());
         }
-        let mut child = cmd.spawn().unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(stdin.as_bytes())
-            .unwrap();
-        output(child.wait_with_output().unwrap())
     }
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
-        let deadline = Instant::now() + START_TIMEOUT;
-        while self.child.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+    output(with_input(cmd, stdin))
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -179,30 +108,20 @@ fn read_commands_print_the_same_against_a_server() {
     let embedded_steps: Vec<Run> = [false, true]
         .map(|json| {
             let args = step(json);
-            let mut cmd = crate::cli_inspect::chronicle(
-                &f.data,
-                &args.iter().map(String::as_str).collect::<Vec<_>>(),
-            );
-            cmd.stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped());
-            let mut child = cmd.spawn().unwrap();
-            child
-                .stdin
-                .take()
-                .unwrap()
-                .write_all(step_script.as_bytes())
-                .unwrap();
-            output(child.wait_with_output().unwrap())
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            output(with_input(chronicle(&f.data, &args), &step_script))
         })
         .into();
 
-    let serve = Serve::start(&f.data);
+    let scratch = tempfile::tempdir().unwrap();
+    let serve = Serve::start_with(
+        &f.data,
+        None,
+        &scratch.path().join("serve.log"),
+        Some(TOKEN),
+    );
     // The server holds the directory now: the embedded commands say to use --server, which works.
-    let locked = crate::cli_inspect::chronicle(&f.data, &["runs"])
-        .output()
-        .unwrap();
-    let locked = output(locked);
+    let locked = output(chronicle(&f.data, &["runs"]).output().unwrap());
     assert_eq!(locked.code, 2);
     assert!(
         locked.stderr.contains("or use --server URL"),
@@ -214,7 +133,7 @@ fn read_commands_print_the_same_against_a_server() {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         // Every other command names the server through the environment.
         let via = if i % 2 == 0 { Via::Flag } else { Via::Env };
-        let got = serve.read(&args, via);
+        let got = read(&serve, &args, via, "");
         assert_eq!(got.code, 0, "{args:?} via {via:?}: {}", got.stderr);
         assert!(!want.is_empty(), "{args:?} printed nothing");
         assert_eq!(&got.stdout, want, "{args:?} via {via:?}");
@@ -222,7 +141,7 @@ fn read_commands_print_the_same_against_a_server() {
     for (json, want) in [false, true].into_iter().zip(&embedded_steps) {
         let args = step(json);
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let got = serve.read_with_input(&args, Via::Flag, &step_script);
+        let got = read(&serve, &args, Via::Flag, &step_script);
         assert_eq!(got.code, 0, "{args:?}: {}", got.stderr);
         assert_eq!(got.stdout, want.stdout, "{args:?}");
         assert_eq!(got.stderr, want.stderr, "{args:?}");
@@ -235,7 +154,7 @@ fn read_commands_print_the_same_against_a_server() {
         vec!["checkpoints", unknown],
         vec!["runs", "--session", "nobody", "--status", "failed"],
     ] {
-        let r = serve.read(&args, Via::Flag);
+        let r = read(&serve, &args, Via::Flag, "");
         if args[0] == "runs" {
             assert_eq!(
                 (r.code, r.stdout.as_str()),
@@ -253,15 +172,16 @@ fn read_commands_print_the_same_against_a_server() {
             r.stderr
         );
     }
-    let r = serve.read(&["replay", &f.run.to_string(), "--to", "99999"], Via::Flag);
+    let r = read(
+        &serve,
+        &["replay", &f.run.to_string(), "--to", "99999"],
+        Via::Flag,
+        "",
+    );
     assert_eq!(r.code, 2);
     assert!(r.stderr.contains("seq 99999 is beyond"), "{}", r.stderr);
     // `verify` needs the directory itself, and says so instead of pointing at --server.
-    let r = output(
-        crate::cli_inspect::chronicle(&f.data, &["verify"])
-            .output()
-            .unwrap(),
-    );
+    let r = output(chronicle(&f.data, &["verify"]).output().unwrap());
     assert_eq!(r.code, 2);
     assert!(
         r.stderr.contains("in use by a running server") && !r.stderr.contains("--server"),

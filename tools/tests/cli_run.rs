@@ -5,7 +5,7 @@
 use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use chronicle_api::{ApiConfig, AppState, Tokens};
 use chronicle_engine::store::{Options, Store};
@@ -36,34 +36,39 @@ fn chronicle() -> Command {
     c
 }
 
-/// Runs `cmd` with `stdin` piped in (then closed), within [`CHILD_TIMEOUT`].
-fn output(mut cmd: Command, stdin: &str) -> Output {
+/// Runs `cmd` with `stdin` piped in (then closed), within [`CHILD_TIMEOUT`]. Its output is read
+/// while it runs: a child whose output fills the pipe would otherwise never exit.
+pub(crate) fn output(mut cmd: Command, stdin: &str) -> Output {
     let mut child = cmd
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("the binary starts");
+    let pid = child.id();
     let mut pipe = child.stdin.take().unwrap();
     let input = stdin.to_owned();
-    let writer = std::thread::spawn(move || {
+    std::thread::spawn(move || {
         let _ = pipe.write_all(input.as_bytes());
     });
-    let deadline = Instant::now() + CHILD_TIMEOUT;
-    while child.try_wait().unwrap().is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let out = child.wait_with_output().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(CHILD_TIMEOUT) {
+        Ok(out) => out.unwrap(),
+        Err(_) => {
+            let _ = Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
+            let out = rx.recv().unwrap().unwrap();
             panic!(
                 "timed out; stdout:\n{}\nstderr:\n{}",
                 String::from_utf8_lossy(&out.stdout),
                 String::from_utf8_lossy(&out.stderr)
             );
         }
-        std::thread::sleep(Duration::from_millis(20));
     }
-    writer.join().unwrap();
-    child.wait_with_output().unwrap()
 }
 
 fn run_cli(args: &[&str], stdin: &str) -> Output {

@@ -26,11 +26,11 @@ const EXIT_TIMEOUT: Duration = Duration::from_secs(30);
 const LARGE_MIN: usize = 40_000;
 const LARGE_MAX: usize = 60_000;
 
-/// A `chronicle serve` child on a loopback port over `data`.
-struct Serve {
+/// A `chronicle serve` child on a loopback port over `data` (killed when dropped).
+pub(crate) struct Serve {
     child: Child,
-    /// The client of the server.
-    api: Client,
+    /// The client of the server (with the server's token, if it has one).
+    pub(crate) api: Client,
     log: PathBuf,
 }
 
@@ -44,6 +44,16 @@ fn free_port() -> u16 {
 
 impl Serve {
     fn start(data: &Path, agents: Option<&Path>, log: &Path) -> Serve {
+        Serve::start_with(data, agents, log, None)
+    }
+
+    /// With `token`, the server requires it (`CHRONICLE_API_TOKEN`, principal `admin`).
+    pub(crate) fn start_with(
+        data: &Path,
+        agents: Option<&Path>,
+        log: &Path,
+        token: Option<&str>,
+    ) -> Serve {
         let port = free_port();
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_chronicle"));
         cmd.args(["serve", "--addr", &format!("127.0.0.1:{port}"), "--data"])
@@ -61,12 +71,16 @@ impl Serve {
         if let Some(a) = agents {
             cmd.arg("--agents").arg(a);
         }
+        if let Some(t) = token {
+            cmd.env("CHRONICLE_API_TOKEN", t);
+        }
         let child = cmd.spawn().expect("chronicle serve starts");
         let mut s = Serve {
             child,
             api: Client::new(&format!("http://127.0.0.1:{port}"))
                 .unwrap()
-                .with_request_timeout(Duration::from_secs(20)),
+                .with_request_timeout(Duration::from_secs(20))
+                .with_token(token.map(str::to_owned)),
             log: log.to_owned(),
         };
         let deadline = Instant::now() + START_TIMEOUT;
