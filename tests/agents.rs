@@ -4,14 +4,13 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
-use chronicle_engine::agents::{Agent, AgentContext, AgentError, AgentOutput, Registry};
+use chronicle_engine::agents::{Agent, AgentContext, AgentError, AgentInfo, AgentOutput, Registry};
 use chronicle_schemas::PlanStep;
 use serde_json::{Value, json};
 
 /// Answers each call with the next scripted outcome (then succeeds), recording every input.
 pub struct Scripted {
-    pub name: String,
-    pub category: String,
+    pub info: AgentInfo,
     script: Mutex<VecDeque<Result<Value, AgentError>>>,
     pub calls: Mutex<Vec<(u32, Value)>>,
     /// Calls wait here first when set (concurrency tests).
@@ -29,8 +28,7 @@ impl Scripted {
         barrier: Option<Arc<tokio::sync::Barrier>>,
     ) -> Arc<Self> {
         Arc::new(Self {
-            name: name.into(),
-            category: category.into(),
+            info: AgentInfo::new(name, "test", "scripted test agent").with_category(category),
             script: Mutex::new(script.into()),
             calls: Mutex::new(vec![]),
             barrier,
@@ -43,17 +41,8 @@ impl Scripted {
 
 #[async_trait::async_trait]
 impl Agent for Scripted {
-    fn name(&self) -> &str {
-        &self.name
-    }
-    fn team(&self) -> &str {
-        "test"
-    }
-    fn category(&self) -> &str {
-        &self.category
-    }
-    fn purpose(&self) -> &str {
-        "scripted test agent"
+    fn info(&self) -> &AgentInfo {
+        &self.info
     }
     async fn run(&self, ctx: &AgentContext, input: Value) -> Result<AgentOutput, AgentError> {
         self.calls
@@ -68,7 +57,7 @@ impl Agent for Scripted {
             Some(Ok(v)) => Ok(AgentOutput { result: v }),
             Some(Err(e)) => Err(e),
             None => Ok(AgentOutput {
-                result: json!({"agent": self.name, "attempt": ctx.attempt, "input": input}),
+                result: json!({"agent": self.info.name, "attempt": ctx.attempt, "input": input}),
             }),
         }
     }

@@ -620,7 +620,6 @@ async fn openapi_document() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_whose_record_is_damaged_is_answered_with_corrupt_log_naming_the_offset() {
-    use chronicle_engine::Settings;
     use chronicle_engine::store::{Options, Store};
     use chronicle_schemas::Event;
     let dir = tempfile::tempdir().unwrap();
@@ -655,7 +654,7 @@ async fn a_run_whose_record_is_damaged_is_answered_with_corrupt_log_naming_the_o
         dir,
         store,
         Tokens::none(),
-        Settings::default(),
+        chronicle_realestate::settings(),
         ApiConfig::default(),
     )
     .await;

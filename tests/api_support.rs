@@ -30,7 +30,7 @@ pub async fn server(tokens: Tokens, registry: Option<Registry>) -> Server {
 }
 
 pub async fn server_with(tokens: Tokens, registry: Option<Registry>, config: ApiConfig) -> Server {
-    let mut settings = Settings::default();
+    let mut settings = chronicle_realestate::settings();
     if let Some(r) = registry {
         settings.registry = r;
     }

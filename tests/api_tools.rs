@@ -20,10 +20,15 @@ const GUARD: Duration = Duration::from_secs(20);
 async fn gated_edit_file_approved_with_edited_args_over_sse() {
     let settings = Settings {
         registry: tool_agents::registry(None, false),
-        ..Settings::default()
+        ..chronicle_realestate::settings()
     };
     let srv = server_settings(Tokens::default(), settings, ApiConfig::default()).await;
-    let ws = srv.engine.store().dir().join("workspaces/notes-session");
+    let ws = srv
+        .engine
+        .store()
+        .dir()
+        .unwrap()
+        .join("workspaces/notes-session");
     std::fs::create_dir_all(&ws).unwrap();
     std::fs::write(ws.join("notes.md"), "# Notes\nstatus: draft\n").unwrap();
 

@@ -22,7 +22,7 @@ pub async fn engine_in(dir: &std::path::Path, registry: Registry) -> Engine {
     let store = Store::open(dir, Options::default()).unwrap();
     let settings = Settings {
         registry,
-        ..Settings::default()
+        ..chronicle_realestate::settings()
     };
     Engine::open(store, settings).await.unwrap()
 }

@@ -35,7 +35,7 @@ fn main() -> anyhow::Result<()> {
                 let store = Store::open(dir, Options::default())?;
                 let settings = Settings {
                     registry: slow_agent::slow_registry(),
-                    ..Settings::default()
+                    ..chronicle_realestate::settings()
                 };
                 let engine = Engine::open(store, settings).await?;
                 for _ in 0..n.parse::<usize>()? {
@@ -58,9 +58,11 @@ fn main() -> anyhow::Result<()> {
                 Ok(())
             }
             ["scenario3", dir] => {
-                let engine =
-                    Engine::open(Store::open(dir, Options::default())?, Settings::default())
-                        .await?;
+                let engine = Engine::open(
+                    Store::open(dir, Options::default())?,
+                    chronicle_realestate::settings(),
+                )
+                .await?;
                 let query = "집주인이 전세금 3억을 10억으로 올려달래. 법적으로 해결방법 알려줘";
                 let req = StartRun {
                     query: query.into(),
@@ -90,7 +92,7 @@ fn main() -> anyhow::Result<()> {
                     tools: tool_agents::counting_tools(
                         std::path::Path::new(dir).join("executions.log"),
                     ),
-                    ..Settings::default()
+                    ..chronicle_realestate::settings()
                 };
                 let engine = Engine::open(Store::open(dir, Options::default())?, settings).await?;
                 let calls = serde_json::json!([
@@ -106,7 +108,7 @@ fn main() -> anyhow::Result<()> {
             ["task", dir] => {
                 let settings = Settings {
                     registry: tool_agents::registry(None, true),
-                    ..Settings::default()
+                    ..chronicle_realestate::settings()
                 };
                 let engine = Engine::open(Store::open(dir, Options::default())?, settings).await?;
                 let calls = serde_json::json!([{"tool": "task", "args": {

@@ -50,7 +50,7 @@ async fn sigkill_mid_flight_then_every_run_completes() {
         store,
         Settings {
             registry: slow_agent::slow_registry(),
-            ..Settings::default()
+            ..chronicle_realestate::settings()
         },
     )
     .await

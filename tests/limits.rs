@@ -13,7 +13,7 @@ async fn failure(limits: Limits, steps: usize, delay_ms: u64) -> String {
     let dir = tempfile::tempdir().unwrap();
     let mut reg = Registry::empty();
     reg.register(Arc::new(Slow {
-        name: "slow".into(),
+        info: chronicle_engine::agents::AgentInfo::new("slow", "test", "waits, then answers"),
         delay_ms,
     }));
     let engine = engine_in(dir.path(), reg).await;

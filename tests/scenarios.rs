@@ -17,7 +17,7 @@ const SCENARIO_1: &str = "집주인이 전세금 3억을 10억으로 올려달�
 async fn builtin_engine(dir: &std::path::Path) -> Engine {
     Engine::open(
         Store::open(dir, Options::default()).unwrap(),
-        Settings::default(),
+        chronicle_realestate::settings(),
     )
     .await
     .unwrap()
@@ -419,7 +419,7 @@ async fn an_openai_compatible_model_is_used_and_its_key_is_never_recorded() {
     };
     let settings = Settings {
         llm: Some(std::sync::Arc::new(OpenAiCompat::new(cfg).unwrap())),
-        ..Settings::default()
+        ..chronicle_realestate::settings()
     };
     let engine = Engine::open(
         Store::open(dir.path(), Options::default()).unwrap(),

@@ -4,7 +4,9 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use chronicle_engine::agents::{Agent, AgentContext, AgentError, AgentOutput, Registry};
+use std::sync::LazyLock;
+
+use chronicle_engine::agents::{Agent, AgentContext, AgentError, AgentInfo, AgentOutput, Registry};
 use chronicle_engine::tools::{Tool, ToolContext, ToolRegistry, WriteFile};
 use chronicle_schemas::PlanStep;
 use serde_json::{Value, json};
@@ -18,17 +20,11 @@ pub struct ToolRunner {
 
 #[async_trait::async_trait]
 impl Agent for ToolRunner {
-    fn name(&self) -> &str {
-        "tool_runner"
-    }
-    fn team(&self) -> &str {
-        "test"
-    }
-    fn category(&self) -> &str {
-        "general"
-    }
-    fn purpose(&self) -> &str {
-        "calls the tools it is told to"
+    fn info(&self) -> &AgentInfo {
+        static INFO: LazyLock<AgentInfo> = LazyLock::new(|| {
+            AgentInfo::new("tool_runner", "test", "calls the tools it is told to")
+        });
+        &INFO
     }
     async fn run(&self, ctx: &AgentContext, input: Value) -> Result<AgentOutput, AgentError> {
         let calls = input["calls"].as_array().cloned().unwrap_or_default();
@@ -59,17 +55,10 @@ pub struct SubWorker {
 
 #[async_trait::async_trait]
 impl Agent for SubWorker {
-    fn name(&self) -> &str {
-        "sub_worker"
-    }
-    fn team(&self) -> &str {
-        "test"
-    }
-    fn category(&self) -> &str {
-        "general"
-    }
-    fn purpose(&self) -> &str {
-        "answers a delegated sub-task"
+    fn info(&self) -> &AgentInfo {
+        static INFO: LazyLock<AgentInfo> =
+            LazyLock::new(|| AgentInfo::new("sub_worker", "test", "answers a delegated sub-task"));
+        &INFO
     }
     async fn run(&self, ctx: &AgentContext, input: Value) -> Result<AgentOutput, AgentError> {
         if self.hang {

@@ -28,7 +28,7 @@ async fn engine(dir: &Path, settings: Settings) -> Engine {
 fn settings() -> Settings {
     Settings {
         registry: tool_agents::registry(None, false),
-        ..Settings::default()
+        ..chronicle_realestate::settings()
     }
 }
 
@@ -376,7 +376,7 @@ async fn sigkill_between_calls_then_only_the_unrecorded_call_runs() {
     let settings = Settings {
         registry: tool_agents::registry(None, false),
         tools: tool_agents::counting_tools(log.clone()),
-        ..Settings::default()
+        ..chronicle_realestate::settings()
     };
     let engine = engine(dir.path(), settings).await;
     let s = finished(&engine, run).await;
@@ -492,7 +492,7 @@ async fn sigkill_while_the_child_runs_then_both_complete() {
 #[tokio::test]
 async fn document_team_saves_its_draft_through_the_tool_host() {
     let dir = tempfile::tempdir().unwrap();
-    let engine = engine(dir.path(), Settings::default()).await;
+    let engine = engine(dir.path(), chronicle_realestate::settings()).await;
     let query =
         "Draft a lease contract: landlord Kim Minsu, tenant John Smith, deposit 500 million won";
     let run = engine
@@ -606,7 +606,7 @@ async fn cancelling_the_parent_cancels_its_running_child() {
     let dir = tempfile::tempdir().unwrap();
     let settings = Settings {
         registry: tool_agents::registry(None, true),
-        ..Settings::default()
+        ..chronicle_realestate::settings()
     };
     let engine = engine(dir.path(), settings).await;
     let run = start(&engine, HitlMode::None, "cancel", task_call()).await;

@@ -104,6 +104,12 @@ impl From<StoreError> for ApiError {
             ));
         }
         match e {
+            // A caller's mistake reaching the store: the request was wrong, nothing was written.
+            StoreError::EmptyAppend { .. }
+            | StoreError::FirstEventNotRunStarted { .. }
+            | StoreError::RunStartedNotFirst { .. }
+            | StoreError::BadSessionId { .. } => ApiError::unprocessable(e.to_string()),
+            StoreError::Conflict { .. } => ApiError::conflict(e.to_string()),
             StoreError::StorageFull { .. } => ApiError::new(
                 StatusCode::INSUFFICIENT_STORAGE,
                 "insufficient_storage",
@@ -133,7 +139,11 @@ impl From<StoreError> for ApiError {
                     format!("{e}; run `chronicle verify` on the data directory"),
                 )
             }
-            other => ApiError::internal(other),
+            // An event that does not encode (other than by its size, answered above), or a store
+            // that cannot be opened: never a request's fault.
+            StoreError::Encode { .. }
+            | StoreError::SchemaVersion { .. }
+            | StoreError::Locked(_) => ApiError::internal(e),
         }
     }
 }

@@ -1,5 +1,6 @@
-//! The slash-command grammar of DESIGN §5, parsed in one place for the API, the WebSocket and
-//! the CLI. Executing a command is the run actor's job (`actor.rs`).
+//! The slash-command grammar, parsed in one place for the API, the WebSocket and the CLI.
+//! Executing a command is the run actor's job; its help text is the deployment's
+//! (`texts::Text::Help`).
 
 /// One parsed command.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -32,18 +33,6 @@ pub enum Command {
     },
     Help,
 }
-
-pub const HELP: &str = "\
-사용 가능한 명령어:
-  /todos                                  TODO 목록과 요약, 현재 TODO
-  /todo approve [<approval_id>|<todo_id>|all]  대기 중인 승인 (여러 개면 id 필요)
-  /todo reject [<id>] [reason]            거부 (TODO는 건너뜀, 재시도 없음)
-  /todo skip <todo_id> [reason]           TODO 건너뛰기
-  /todo add <agent> [after <id>[,<id>]]   TODO 추가
-  /todo update <todo_id> <status>         상태 수동 변경 (pending, in_progress, completed, failed, skipped, blocked, waiting_approval)
-  /checkpoint list                        checkpoint 목록
-  /checkpoint restore <checkpoint_id>     checkpoint로 복원 후 계속 실행
-  /help                                   이 도움말";
 
 /// Parses one command line; the error says what is wrong.
 pub fn parse(text: &str) -> Result<Command, String> {

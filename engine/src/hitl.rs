@@ -1,6 +1,6 @@
-//! Human-in-the-loop policies: which TODOs need an approval, and seed 000's approval message.
+//! Human-in-the-loop policies: which TODOs and which tool calls need a human first.
 
-use chronicle_schemas::{HitlMode, RunConfig, SupervisorTodo};
+use chronicle_schemas::{HitlMode, RunConfig};
 
 /// Seed 004's sensitive categories, used when a `categories` run names none.
 pub const DEFAULT_HITL_CATEGORIES: [&str; 3] = ["contract", "payment", "sensitive"];
@@ -41,35 +41,6 @@ pub fn tool_needs_approval(config: &RunConfig, tool: &str, declared_gated: bool)
     }
 }
 
-/// Seed 000's `approval_node` message, verbatim.
-pub fn approval_message(t: &SupervisorTodo) -> String {
-    let deps = if t.dependencies.is_empty() {
-        "없음".to_owned()
-    } else {
-        t.dependencies
-            .iter()
-            .map(|d| d.as_str())
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    format!(
-        "📋 다음 작업을 실행하시겠습니까?\n\n\
-         - TODO ID: {id}\n\
-         - 작업명: {name}\n\
-         - Agent: {agent}\n\
-         - 우선순위: {prio}\n\
-         - 의존성: {deps}\n\n\
-         명령어:\n  \
-         /todo approve    - 승인\n  \
-         /todo skip {id}  - 건너뛰기\n  \
-         /todos           - TODO 목록 조회",
-        id = t.id,
-        name = t.name,
-        agent = t.agent_name,
-        prio = t.priority.as_str(),
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -101,20 +72,5 @@ mod tests {
         );
         c.hitl = HitlMode::EveryTodo;
         assert!(todo_needs_approval(&c, "general") && !tool_needs_approval(&c, "write_file", true));
-    }
-
-    #[test]
-    fn message_matches_seed_000() {
-        let t = SupervisorTodo {
-            id: "todo_002".into(),
-            name: "analysis_team 실행".into(),
-            agent_name: "analysis_team".into(),
-            priority: chronicle_schemas::TodoPriority::Low,
-            dependencies: vec!["todo_001".into()],
-            ..Default::default()
-        };
-        let m = approval_message(&t);
-        assert!(m.starts_with("📋 다음 작업을 실행하시겠습니까?\n\n- TODO ID: todo_002\n- 작업명: analysis_team 실행\n- Agent: analysis_team\n- 우선순위: low\n- 의존성: todo_001\n\n명령어:\n"), "{m}");
-        assert!(m.contains("  /todo skip todo_002  - 건너뛰기\n"), "{m}");
     }
 }

@@ -1,9 +1,11 @@
-//! Chronicle's engine: the sled event store ([`store`]), the run actors and the supervisor state
-//! machine, agents ([`agents`]), intent/plan/evaluation with an optional LLM ([`llm`]), HITL
-//! policies, the command interpreter, crash recovery and the subscription bus.
+//! Chronicle's engine: the run actors and the supervisor state machine over the traits a domain
+//! supplies — [`agents::Agent`], [`tools::Tool`], [`Planner`] and [`llm::LlmProvider`] — with HITL
+//! policies, the command interpreter, the tool host, crash recovery and the subscription bus.
+//! The event store is [`store`].
 //!
-//! Architecture Invariant: nothing here knows about HTTP servers (clients for LLMs and `http`
-//! agents are fine).
+//! Architecture Invariants: nothing here knows about HTTP servers (clients for models are
+//! fine), and nothing here knows a domain: no agent names, no language of its own beyond
+//! [`texts::English`], no dataset. The engine ships with an empty agent registry.
 
 mod actor;
 pub mod agents;
@@ -12,13 +14,19 @@ pub mod commands;
 mod error;
 pub mod hitl;
 pub mod llm;
+mod planner;
 mod runtime;
-pub mod store;
+pub mod texts;
 pub mod todo;
 pub mod tools;
 
 pub use actor::RestoreTarget;
 pub use bus::Bus;
 pub use error::{Error, Result};
+pub use planner::{AgentResult, EvaluationOutcome, Intent, NoPlanner, Plan, PlanContext, Planner};
 pub use runtime::{Engine, Settings, StartRun, Started, child_run_id};
 pub use store::Store;
+
+/// The event store is its own crate; the alias keeps `chronicle_engine::store::…` and
+/// `crate::store::…` paths working.
+pub use chronicle_store as store;

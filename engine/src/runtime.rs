@@ -21,8 +21,10 @@ use tokio_util::task::TaskTracker;
 use crate::actor::{Msg, RestoreTarget, RunActor};
 use crate::agents::Registry;
 use crate::bus::Bus;
-use crate::llm::{LlmConfig, LlmProvider, OpenAiCompat, Planner};
+use crate::llm::{LlmConfig, LlmProvider, OpenAiCompat};
+use crate::planner::{NoPlanner, Planner};
 use crate::store::{self, Store};
+use crate::texts::{English, Text, Texts};
 use crate::tools::{ToolContext, ToolRegistry};
 use crate::{Error, Result};
 
@@ -31,7 +33,13 @@ use crate::{Error, Result};
 pub struct Settings {
     /// The config a run gets when its request leaves a field out (the server default).
     pub defaults: RunConfig,
+    /// The agents runs may use; empty unless a domain registers some.
     pub registry: Registry,
+    /// The domain's intent, plan, evaluation and response.
+    pub planner: Arc<dyn Planner>,
+    /// The words the engine says to people (notes, TODO names, approval messages, replies).
+    pub texts: Arc<dyn Texts>,
+    /// The model planners may ask; `None` for rules only.
     pub llm: Option<Arc<dyn LlmProvider>>,
     /// Messages queued for one run actor before senders wait.
     pub actor_mailbox_messages: usize,
@@ -66,7 +74,9 @@ impl Default for Settings {
                 max_retries: 2,
                 ..RunConfig::default()
             },
-            registry: Registry::builtin(),
+            registry: Registry::empty(),
+            planner: Arc::new(NoPlanner),
+            texts: Arc::new(English),
             llm: None,
             actor_mailbox_messages: 64,
             bus_buffer_events: 1024,
@@ -114,7 +124,9 @@ pub struct Started {
 pub(crate) struct Shared {
     pub store: Store,
     pub registry: Registry,
-    pub planner: Planner,
+    pub planner: Arc<dyn Planner>,
+    pub texts: Arc<dyn Texts>,
+    pub llm: Option<Arc<dyn LlmProvider>>,
     pub shutdown: CancellationToken,
     pub tasks: TaskTracker,
     pub inline_payload_bytes_max: usize,
@@ -147,7 +159,9 @@ impl Engine {
         let shutdown = CancellationToken::new();
         let bus = Bus::start(store.clone(), settings.bus_buffer_events, shutdown.clone());
         let shared = Arc::new(Shared {
-            planner: Planner::new(settings.llm.clone()),
+            planner: settings.planner.clone(),
+            texts: settings.texts.clone(),
+            llm: settings.llm.clone(),
             registry: settings.registry.clone(),
             inline_payload_bytes_max: settings.inline_payload_bytes_max,
             tools: settings.tools.clone(),
@@ -287,12 +301,11 @@ impl Engine {
                     "plan step #{i} has no `agent_name` (the agent that runs it)"
                 )));
             }
-            if registry.get(&step.agent_name).is_none() {
-                let known: Vec<&str> = registry.names().collect();
+            if let Err(e) = registry.find(&step.agent_name) {
                 return Err(Error::Invalid(format!(
                     "plan step #{i}: unknown agent {:?} (`agent_name`); known: {}",
-                    step.agent_name,
-                    known.join(", ")
+                    e.name,
+                    e.known.join(", ")
                 )));
             }
             if let Some(dep) = step
@@ -358,7 +371,7 @@ impl Engine {
                 phase: Phase::Initialization,
             },
             Event::Reasoning {
-                message: format!("요청 접수: {query}"),
+                message: self.shared.texts.say(Text::RequestReceived { query }),
             },
             Event::CheckpointSaved {
                 checkpoint_id: "cp_001".into(),
@@ -368,7 +381,7 @@ impl Engine {
         ])
         .await
         .map_err(|e| match e {
-            store::Error::Invalid(m) => Error::Invalid(m),
+            e @ store::Error::BadSessionId { .. } => Error::Invalid(e.to_string()),
             other => Error::Store(other),
         })?;
         drop(live);
@@ -403,11 +416,10 @@ impl Engine {
             config.plan = match &req.agent {
                 None => None,
                 Some(name) => {
-                    let agent = self.shared.registry.get(name).ok_or_else(|| {
-                        let known: Vec<&str> = self.shared.registry.names().collect();
+                    let agent = self.shared.registry.find(name).map_err(|e| {
                         format!(
                             "unknown subagent_type {name:?}; known: {}",
-                            known.join(", ")
+                            e.known.join(", ")
                         )
                     })?;
                     Some(vec![chronicle_schemas::PlanStep {

@@ -8,17 +8,22 @@ use chronicle_schemas::{
 };
 use serde_json::json;
 
+use crate::agents::Registry;
+use crate::texts::{Text, Texts};
 use crate::{Error, Result};
 
-/// Seed 000's `ExecutionPlanConverter.convert`, exactly: ids `todo_001…`, dependencies mapped
-/// from agent names to the ids of *earlier* steps (unknown or later ones are dropped), priority
-/// 0 → high, 1 → medium, else low, `max_retries` from the step's `retry_count`, and metadata
-/// `timeout`, `optional`, `input_mapping`, `original_priority`. `first_index` continues the
-/// numbering after TODOs that already exist.
+/// The plan → TODO converter of the original system, exactly: ids `todo_001…`, dependencies
+/// mapped from agent names to the ids of *earlier* steps (unknown or later ones are dropped),
+/// priority 0 → high, 1 → medium, else low, `max_retries` from the step's `retry_count`, and
+/// metadata `timeout`, `optional`, `input_mapping`, `original_priority`. `first_index` continues
+/// the numbering after TODOs that already exist. Each TODO records the team and category its
+/// agent declares (`agents`), and is named in the deployment's language (`texts`).
 pub fn convert_plan(
     steps: &[PlanStep],
     first_index: usize,
     created_at: Timestamp,
+    agents: &Registry,
+    texts: &dyn Texts,
 ) -> Vec<SupervisorTodo> {
     let mut agent_to_id: HashMap<&str, TodoId> = HashMap::new();
     let mut todos = Vec::with_capacity(steps.len());
@@ -30,11 +35,15 @@ pub fn convert_plan(
             .filter_map(|dep| agent_to_id.get(dep.as_str()).cloned())
             .collect();
         agent_to_id.insert(&step.agent_name, id.clone());
+        let agent = step.agent_name.as_str();
+        let (team, category) = declared(agents, agent, &step.team);
         todos.push(SupervisorTodo {
             id,
-            name: format!("{} 실행", step.agent_name),
-            description: format!("{}을(를) 실행하여 데이터 수집/분석 수행", step.agent_name),
+            name: texts.say(Text::TodoName { agent }),
+            description: texts.say(Text::TodoDescription { agent }),
             agent_name: step.agent_name.clone(),
+            team,
+            category,
             agent_purpose: step
                 .input_mapping
                 .get("purpose")
@@ -56,6 +65,15 @@ pub fn convert_plan(
         });
     }
     todos
+}
+
+/// The team and HITL category an agent declares; for an agent the registry does not hold, the
+/// step's team and `general`.
+pub fn declared(agents: &Registry, agent: &str, fallback_team: &str) -> (String, String) {
+    match agents.get(agent) {
+        Some(a) => (a.team().to_owned(), a.category().to_owned()),
+        None => (fallback_team.to_owned(), "general".to_owned()),
+    }
 }
 
 /// Refuses a transition the table does not allow, naming both states.
@@ -132,6 +150,11 @@ pub fn summary(p: &PlanningState) -> serde_json::Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::texts::English;
+
+    fn convert(steps: &[PlanStep], first: usize, at: Timestamp) -> Vec<SupervisorTodo> {
+        convert_plan(steps, first, at, &Registry::empty(), &English)
+    }
 
     fn step(agent: &str, priority: u32, deps: &[&str], optional: bool) -> PlanStep {
         PlanStep {
@@ -153,7 +176,7 @@ mod tests {
             step("analysis_team", 1, &["search_team", "document_team"], true),
             step("document_team", 2, &["analysis_team"], false),
         ];
-        let todos = convert_plan(&steps, 0, Timestamp(5));
+        let todos = convert(&steps, 0, Timestamp(5));
         let ids: Vec<&str> = todos.iter().map(|t| t.id.as_str()).collect();
         assert_eq!(ids, ["todo_001", "todo_002", "todo_003"]);
         // document_team is a later step: the seed's map does not know it yet, so it is dropped.
@@ -164,11 +187,8 @@ mod tests {
             [TodoPriority::High, TodoPriority::Medium, TodoPriority::Low]
         );
         let t = &todos[1];
-        assert_eq!(t.name, "analysis_team 실행");
-        assert_eq!(
-            t.description,
-            "analysis_team을(를) 실행하여 데이터 수집/분석 수행"
-        );
+        assert_eq!(t.name, "run analysis_team");
+        assert_eq!(t.description, "run analysis_team for the request");
         assert_eq!(t.agent_purpose, "analysis_team purpose");
         assert_eq!(
             (t.max_retries, t.status, t.created_at),
@@ -182,14 +202,14 @@ mod tests {
             json!({"purpose": "analysis_team purpose"})
         );
         assert_eq!(
-            convert_plan(&steps[..1], 4, Timestamp(0))[0].id.as_str(),
+            convert(&steps[..1], 4, Timestamp(0))[0].id.as_str(),
             "todo_005"
         );
     }
 
     #[test]
     fn readiness_and_blocking() {
-        let mut todos = convert_plan(
+        let mut todos = convert(
             &[
                 step("a", 0, &[], false),
                 step("b", 1, &["a"], false),

@@ -59,6 +59,8 @@ fn todo(i: usize, s: &PlanStep, deps: Vec<TodoId>) -> SupervisorTodo {
         name: format!("{} 실행", s.agent_name),
         description: format!("{}을(를) 실행하여 데이터 수집/분석 수행", s.agent_name),
         agent_name: s.agent_name.clone(),
+        team: s.team.clone(),
+        category: "general".into(),
         agent_purpose: s.input_mapping["purpose"]
             .as_str()
             .unwrap_or_default()

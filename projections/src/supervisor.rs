@@ -1,10 +1,11 @@
-//! The supervisor fold: seed 001's `MainSupervisorState` with `PlanningState` inside, over the
-//! effective history (a restore replaces it, see `run.rs`).
+//! The supervisor fold: the original system's `MainSupervisorState` with `PlanningState` inside,
+//! over the effective history (a restore replaces it, see `run.rs`). Team states are keyed by the
+//! team each TODO's agent declared, never by agent names.
 
 use chronicle_schemas::{
     AnalysisTeamState, ApprovalStatus, Decision, DocumentTeamState, Envelope, Evaluation, Event,
     ExecutionStepState, Payload, PlanningState, RunStatus, SearchTeamState, Subject,
-    SupervisorState, TodoId, TodoStatus, ToolCallState, ToolCallStatus,
+    SupervisorState, TeamState, TodoId, TodoStatus, ToolCallState, ToolCallStatus,
 };
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
@@ -88,11 +89,7 @@ pub(crate) fn apply(s: &mut SupervisorState, env: &Envelope, approvals: &Approva
         Event::TodoAdded { todo, .. } => {
             push_unique(&mut s.active_teams, &todo.agent_name);
             let p = planning(s);
-            let team = todo
-                .agent_name
-                .strip_suffix("_team")
-                .unwrap_or(&todo.agent_name)
-                .to_owned();
+            let team = team_of(todo);
             p.execution_steps.push(ExecutionStepState {
                 step_id: format!("step_{}", p.execution_steps.len()),
                 step_type: team.clone(),
@@ -192,7 +189,7 @@ pub(crate) fn apply(s: &mut SupervisorState, env: &Envelope, approvals: &Approva
                     step.started_at = Some(env.at);
                 }
             }
-            team_started(s, agent, input, env);
+            team_started(s, todo_id, agent, input, env);
         }
         Event::AgentCompleted {
             todo_id,
@@ -209,7 +206,7 @@ pub(crate) fn apply(s: &mut SupervisorState, env: &Envelope, approvals: &Approva
                 step.result = Some(value.clone());
                 step.error = None;
             }
-            team_finished(s, agent, Some(&value), None, *duration_ms, env);
+            team_finished(s, todo_id, Some(&value), None, *duration_ms, env);
         }
         Event::AgentFailed {
             todo_id,
@@ -225,7 +222,7 @@ pub(crate) fn apply(s: &mut SupervisorState, env: &Envelope, approvals: &Approva
             if let Some(step) = step_mut(s, todo_id) {
                 step.error = Some(error.clone());
             }
-            team_finished(s, agent, None, Some(error), 0, env);
+            team_finished(s, todo_id, None, Some(error), 0, env);
         }
         Event::ToolCallRequested {
             tool_call_id,
@@ -506,10 +503,43 @@ fn from_result<T: DeserializeOwned + Default>(v: Option<&Value>) -> T {
         .unwrap_or_default()
 }
 
-fn team_started(s: &mut SupervisorState, agent: &str, input: &Value, env: &Envelope) {
+/// The team a TODO's agent declared. TODOs of logs written before agents declared teams have
+/// none recorded: their team is the agent's name without a `_team` suffix.
+fn team_of(todo: &chronicle_schemas::SupervisorTodo) -> String {
+    if !todo.team.is_empty() {
+        return todo.team.clone();
+    }
+    let name = &todo.agent_name;
+    name.strip_suffix("_team").unwrap_or(name).to_owned()
+}
+
+/// The declared team of the TODO an agent event belongs to.
+fn todo_team(s: &SupervisorState, todo_id: &TodoId) -> Option<String> {
+    s.planning_state.as_ref()?.todo(todo_id).map(team_of)
+}
+
+fn team_started(
+    s: &mut SupervisorState,
+    todo_id: &TodoId,
+    agent: &str,
+    input: &Value,
+    env: &Envelope,
+) {
+    let Some(team) = todo_team(s, todo_id) else {
+        return;
+    };
+    let t = s.teams.entry(team.clone()).or_insert_with(|| TeamState {
+        team_name: team.clone(),
+        start_time: Some(env.at),
+        ..TeamState::default()
+    });
+    t.status = "in_progress".into();
+    t.end_time = None;
+    t.error = None;
+    push_unique(&mut t.agents, agent);
     let shared = json!({"user_query": s.query, "session_id": s.session_id, "user_id": s.user_id});
-    match agent {
-        "search_team" => {
+    match team.as_str() {
+        "search" => {
             s.search_team_state = Some(SearchTeamState {
                 team_name: "search".into(),
                 status: "in_progress".into(),
@@ -522,7 +552,7 @@ fn team_started(s: &mut SupervisorState, agent: &str, input: &Value, env: &Envel
                 ..SearchTeamState::default()
             });
         }
-        "analysis_team" => {
+        "analysis" => {
             s.analysis_team_state = Some(AnalysisTeamState {
                 team_name: "analysis".into(),
                 status: "in_progress".into(),
@@ -532,7 +562,7 @@ fn team_started(s: &mut SupervisorState, agent: &str, input: &Value, env: &Envel
                 ..AnalysisTeamState::default()
             });
         }
-        "document_team" => {
+        "document" => {
             s.document_team_state = Some(DocumentTeamState {
                 team_name: "document".into(),
                 status: "in_progress".into(),
@@ -547,20 +577,28 @@ fn team_started(s: &mut SupervisorState, agent: &str, input: &Value, env: &Envel
 
 fn team_finished(
     s: &mut SupervisorState,
-    agent: &str,
+    todo_id: &TodoId,
     result: Option<&Value>,
     error: Option<&String>,
     duration_ms: u64,
     env: &Envelope,
 ) {
+    let Some(team) = todo_team(s, todo_id) else {
+        return;
+    };
     let status = if error.is_some() {
         "failed"
     } else {
         "completed"
     };
+    if let Some(t) = s.teams.get_mut(&team) {
+        t.status = status.into();
+        t.end_time = Some(env.at);
+        t.error = error.cloned();
+    }
     let secs = duration_ms as f64 / 1000.0;
-    match agent {
-        "search_team" => {
+    match team.as_str() {
+        "search" => {
             let prev = s.search_team_state.take().unwrap_or_default();
             let mut t: SearchTeamState = from_result(result);
             t.team_name = "search".into();
@@ -574,7 +612,7 @@ fn team_finished(
             }
             s.search_team_state = Some(t);
         }
-        "analysis_team" => {
+        "analysis" => {
             let prev = s.analysis_team_state.take().unwrap_or_default();
             let mut t: AnalysisTeamState = from_result(result);
             t.team_name = "analysis".into();
@@ -587,7 +625,7 @@ fn team_finished(
             t.error = error.cloned();
             s.analysis_team_state = Some(t);
         }
-        "document_team" => {
+        "document" => {
             let prev = s.document_team_state.take().unwrap_or_default();
             let mut t: DocumentTeamState = from_result(result);
             t.team_name = "document".into();

@@ -422,3 +422,60 @@ fn corrupt_snapshot_is_ignored() {
     assert!(snapshot::decode(&bytes).is_none());
     assert!(snapshot::decode(&bytes[..20]).is_none());
 }
+
+/// Team states follow the team an agent declared, whatever the agent is called; a TODO of an
+/// older log, without a recorded team, counts in the team its agent's name suggests.
+#[test]
+fn team_states_are_keyed_by_the_declared_team() {
+    let todo = |id: &str, agent: &str, team: &str| Event::TodoAdded {
+        todo: SupervisorTodo {
+            id: id.into(),
+            agent_name: agent.into(),
+            team: team.into(),
+            ..SupervisorTodo::default()
+        },
+        added_by: Actor::Engine,
+    };
+    let started = |id: &str, agent: &str| Event::AgentStarted {
+        todo_id: id.into(),
+        agent: agent.into(),
+        attempt: 1,
+        input: json!({"filters": {"city": "Seoul"}}),
+    };
+    let events = vec![
+        scenario_1_events().remove(0),
+        todo("todo_001", "forecast", "weather"),
+        todo("todo_002", "finder", "search"),
+        todo("todo_003", "search_team", ""),
+        started("todo_001", "forecast"),
+        Event::AgentCompleted {
+            todo_id: "todo_001".into(),
+            agent: "forecast".into(),
+            attempt: 1,
+            result: Payload::Inline(json!({"answer": "sunny"})),
+            duration_ms: 5,
+        },
+        started("todo_002", "finder"),
+        Event::AgentFailed {
+            todo_id: "todo_002".into(),
+            agent: "finder".into(),
+            attempt: 1,
+            error: "down".into(),
+            retryable: true,
+        },
+        started("todo_003", "search_team"),
+    ];
+    let s = check_live_equals_replay(events, 1000).supervisor;
+    let weather = &s.teams["weather"];
+    assert_eq!(
+        (weather.status.as_str(), weather.agents.as_slice()),
+        ("completed", ["forecast".to_owned()].as_slice())
+    );
+    let search = &s.teams["search"];
+    assert_eq!(search.agents, ["finder", "search_team"]);
+    assert_eq!(search.status, "in_progress", "the older TODO's agent runs");
+    let seed = s.search_team_state.as_ref().unwrap();
+    assert_eq!(seed.filters, json!({"city": "Seoul"}));
+    assert_eq!(s.team_results["forecast"], json!({"answer": "sunny"}));
+    assert!(s.analysis_team_state.is_none() && s.document_team_state.is_none());
+}

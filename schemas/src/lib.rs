@@ -8,6 +8,7 @@ mod approval;
 mod audit;
 mod checkpoint;
 mod config;
+pub mod contract;
 mod envelope;
 mod event;
 mod hash;
@@ -32,7 +33,7 @@ pub use hash::{Hash, chain_hash};
 pub use ids::{ApprovalId, CheckpointId, RunId, SessionId, TodoId, ToolCallId};
 pub use state::{
     AnalysisTeamState, DocumentTeamState, Evaluation, ExecutionStepState, PlanningState, RunStatus,
-    SearchTeamState, SupervisorState, SupervisorTodo, TodoPriority, TodoStatus, ToolCallState,
-    ToolCallStatus,
+    SearchTeamState, SupervisorState, SupervisorTodo, TeamState, TodoPriority, TodoStatus,
+    ToolCallState, ToolCallStatus,
 };
 pub use time::Timestamp;

@@ -130,6 +130,10 @@ pub struct SupervisorTodo {
     pub description: String,
     pub agent_name: String,
     pub agent_purpose: String,
+    /// The team and the HITL category the agent declared when the TODO was added (empty in
+    /// logs written before agents declared them).
+    pub team: String,
+    pub category: String,
     pub expected_output: String,
     pub status: TodoStatus,
     pub priority: TodoPriority,
@@ -222,6 +226,21 @@ impl PlanningState {
     pub fn todo_mut(&mut self, id: &TodoId) -> Option<&mut SupervisorTodo> {
         self.todos.iter_mut().find(|t| &t.id == id)
     }
+}
+
+/// One team's progress in the run, for every team an agent declares (the search, analysis and
+/// document teams also fill their detailed states).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct TeamState {
+    pub team_name: String,
+    /// `in_progress | completed | failed`, of the team's latest agent run.
+    pub status: String,
+    /// The team's agents that ran, in the order they first started.
+    pub agents: Vec<String>,
+    pub start_time: Option<Timestamp>,
+    pub end_time: Option<Timestamp>,
+    pub error: Option<String>,
 }
 
 /// Seed 001's `SearchTeamState` (the parts a result carries; all optional on input).
@@ -386,6 +405,8 @@ pub struct SupervisorState {
     pub search_team_state: Option<SearchTeamState>,
     pub document_team_state: Option<DocumentTeamState>,
     pub analysis_team_state: Option<AnalysisTeamState>,
+    /// Every team that worked in the run, keyed by the team its agents declare.
+    pub teams: BTreeMap<String, TeamState>,
     // Execution tracking.
     pub current_phase: Phase,
     pub active_teams: Vec<String>,

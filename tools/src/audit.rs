@@ -263,9 +263,12 @@ fn export_local(
     let to_offset = store.durable_next_offset();
     let (events, total): (Box<dyn Iterator<Item = _>>, u64) = match run {
         Some(run) => {
-            let head = store
-                .run_head(run)?
-                .with_context(|| format!("run {run} not found in {}", store.dir().display()))?;
+            let head = store.run_head(run)?.with_context(|| {
+                format!(
+                    "run {run} not found in {}",
+                    store.dir().unwrap_or(Path::new(".")).display()
+                )
+            })?;
             (
                 Box::new(store.read_run(run, 0, head.last_seq)),
                 head.last_seq + 1,

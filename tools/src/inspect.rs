@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use chronicle_client::{Client, EventsFrom};
-use chronicle_engine::{Engine, RestoreTarget, Settings};
+use chronicle_engine::{Engine, RestoreTarget};
 use chronicle_schemas::{CheckpointId, Envelope, Event, RunId, RunStatus};
 use chronicle_wire::{CheckpointList, Restored, RunSummary, RunsQuery};
 use serde_json::{Value, json};
@@ -506,7 +506,8 @@ fn restore_embedded(args: &RestoreArgs, run: RunId) -> anyhow::Result<Restored> 
     };
     let rt = runtime()?;
     rt.block_on(async move {
-        let engine = Engine::open(store, Settings::default()).await?;
+        let engine =
+            Engine::open(store, crate::domain::DomainArgs::from_env()?.settings()?).await?;
         let result = engine.restore(run, target, &args.by).await;
         // The engine continues a restored run only while it lives; stop it now, so the next
         // `serve` picks the run up from the restored point.

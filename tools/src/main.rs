@@ -4,6 +4,7 @@
 mod audit;
 mod bench;
 mod common;
+mod domain;
 mod inspect;
 mod replay;
 mod run;

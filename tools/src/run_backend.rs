@@ -10,7 +10,7 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use chronicle_client::{Client, EventsFrom, StreamEvent};
 use chronicle_engine::store::{Options, Store};
-use chronicle_engine::{Engine, Settings, StartRun};
+use chronicle_engine::{Engine, StartRun};
 use chronicle_projections::RunState;
 use chronicle_schemas::{
     Approval, ApprovalId, HitlMode, RunId, RunStatus, SessionId, Strategy, TodoStatus,
@@ -56,7 +56,7 @@ impl Backend {
             return Ok(Backend::Remote(client));
         }
         let store = open_or_create(&data.data)?;
-        let engine = Engine::open(store, Settings::from_env()?)
+        let engine = Engine::open(store, crate::domain::DomainArgs::from_env()?.settings()?)
             .await
             .with_context(|| format!("starting the engine on {}", data.data.display()))?;
         Ok(Backend::Local(engine))
@@ -66,7 +66,10 @@ impl Backend {
     /// `--server URL`).
     pub fn where_flag(&self) -> String {
         match self {
-            Backend::Local(e) => format!("--data {}", e.store().dir().display()),
+            Backend::Local(e) => format!(
+                "--data {}",
+                e.store().dir().unwrap_or(Path::new(".")).display()
+            ),
             Backend::Remote(c) => format!("--server {}", c.base()),
         }
     }
@@ -76,7 +79,7 @@ impl Backend {
         match self {
             Backend::Local(e) => format!(
                 "the next time an engine opens {} (chronicle serve, run or chat)",
-                e.store().dir().display()
+                e.store().dir().unwrap_or(Path::new(".")).display()
             ),
             Backend::Remote(c) => format!("on the server {}", c.base()),
         }

@@ -185,7 +185,7 @@ impl Chat<'_> {
                 writeln!(
                     self.out,
                     "{}\n  /quit                                   끝내기",
-                    commands::HELP
+                    chronicle_realestate::HELP_KO
                 )?;
             } else {
                 eprintln!("no run yet: type a query first (or start with --run RUN)");

@@ -5,8 +5,8 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use chronicle_api::{ApiConfig, AppState, Tokens};
+use chronicle_engine::Engine;
 use chronicle_engine::store::{Durability, Options, Store};
-use chronicle_engine::{Engine, Settings};
 use chronicle_schemas::HitlMode;
 
 #[derive(Debug, clap::Args)]
@@ -32,9 +32,8 @@ pub struct ServeArgs {
     /// Allow binding a non-loopback address without tokens.
     #[arg(long)]
     insecure: bool,
-    /// TOML file of `http` agents to add to the built-in ones.
-    #[arg(long)]
-    agents: Option<PathBuf>,
+    #[command(flatten)]
+    domain: crate::domain::DomainArgs,
     /// Drop an undecodable final record of the log instead of refusing to start. It cannot
     /// repair a bad record before the last one (`chronicle verify` names its offset) or damage
     /// inside sled's own files (then sled cannot open the store: restore the data directory
@@ -82,15 +81,8 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     };
     let store = Store::open(&args.data, opts)
         .with_context(|| format!("opening the store in {}", args.data.display()))?;
-    let mut settings = Settings::from_env()?;
+    let mut settings = args.domain.settings()?;
     settings.defaults.hitl = args.hitl_default;
-    if let Some(path) = &args.agents {
-        let n = settings
-            .registry
-            .load_http_agents_file(path)
-            .with_context(|| format!("loading agents from {}", path.display()))?;
-        tracing::info!(agents = n, "loaded http agents");
-    }
     if settings.llm.is_none() {
         tracing::info!(
             "no LLM configured: intent, plan, evaluation and answers come from the rules"

@@ -9,7 +9,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use chronicle_engine::store::{Options, Store};
-use chronicle_engine::{Engine, Settings, StartRun};
+use chronicle_engine::{Engine, StartRun};
 use chronicle_projections::RunState;
 use chronicle_schemas::{HitlMode, RunId, RunStatus};
 use serde_json::Value;
@@ -39,7 +39,9 @@ pub(crate) fn fixture() -> Fixture {
         .unwrap();
     let (run, second_approval, second_approval_seq, restore_seq, last_seq) = rt.block_on(async {
         let store = Store::open(dir.path(), Options::default()).unwrap();
-        let engine = Engine::open(store, Settings::default()).await.unwrap();
+        let engine = Engine::open(store, chronicle_realestate::settings())
+            .await
+            .unwrap();
         let req = StartRun {
             query: SCENARIO_1.into(),
             hitl: Some(HitlMode::EveryTodo),
@@ -711,7 +713,9 @@ impl Server {
             .unwrap();
         let (engine, url, stop, done) = rt.block_on(async {
             let store = Store::open(data, Options::default()).unwrap();
-            let engine = Engine::open(store, Settings::default()).await.unwrap();
+            let engine = Engine::open(store, chronicle_realestate::settings())
+                .await
+                .unwrap();
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
             let url = format!("http://{}", listener.local_addr().unwrap());
             let state = chronicle_api::AppState::new(

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use chronicle_api::{ApiConfig, AppState, Tokens};
 use chronicle_engine::store::{Options, Store};
-use chronicle_engine::{Engine, Settings, StartRun};
+use chronicle_engine::{Engine, StartRun};
 use chronicle_projections::RunState;
 use chronicle_schemas::{HitlMode, RunId, RunStatus, TodoStatus};
 use serde_json::Value;
@@ -333,7 +333,7 @@ fn audit_fixture(dir: &Path) {
     rt().block_on(async {
         let engine = Engine::open(
             Store::open(dir, Options::default()).unwrap(),
-            Settings::default(),
+            chronicle_realestate::settings(),
         )
         .await
         .unwrap();
@@ -643,7 +643,9 @@ impl Server {
         let rt = rt();
         let (base, engine, stop, task) = rt.block_on(async {
             let store = Store::open(dir, Options::default()).unwrap();
-            let engine = Engine::open(store, Settings::default()).await.unwrap();
+            let engine = Engine::open(store, chronicle_realestate::settings())
+                .await
+                .unwrap();
             let state = AppState::new(engine.clone(), Tokens::none(), ApiConfig::default());
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
             let base = format!("http://{}", listener.local_addr().unwrap());

@@ -21,11 +21,38 @@ use tokio::task::AbortHandle;
 
 use crate::agents::{AgentContext, AgentError, AgentOutput};
 use crate::commands::{self, Command};
-use crate::llm::{Intent, LlmCall};
+use crate::llm::{Llm, LlmCall};
+use crate::planner::{AgentResult, Intent, PlanContext};
 use crate::runtime::Shared;
 use crate::store::{self, LiveRun, StorageHealth};
+use crate::texts::Text;
 use crate::tools::{ToolCallMsg, ToolHost};
 use crate::{Error, Result, hitl, todo};
+
+/// What a planner's node appends besides its result: the model calls it made, then its notes.
+fn planner_events(cx: PlanContext<'_>) -> Vec<Event> {
+    let (calls, notes) = cx.finish();
+    calls
+        .into_iter()
+        .map(llm_event)
+        .chain(
+            notes
+                .into_iter()
+                .map(|message| Event::Reasoning { message }),
+        )
+        .collect()
+}
+
+/// The HITL category of a TODO's agent: as recorded with the TODO, or (TODOs of older logs) as
+/// the agent declares it now.
+fn category_of<'a>(registry: &'a crate::agents::Registry, t: &'a SupervisorTodo) -> &'a str {
+    if !t.category.is_empty() {
+        return &t.category;
+    }
+    registry
+        .get(&t.agent_name)
+        .map_or("general", |a| a.category())
+}
 
 mod tools;
 
@@ -403,11 +430,7 @@ impl RunActor {
         let mut to_request = Vec::new();
         for id in &r.ready {
             let Some(t) = p.todo(id) else { continue };
-            let category = self
-                .shared
-                .registry
-                .get(&t.agent_name)
-                .map_or("general", |a| a.category());
+            let category = category_of(&self.shared.registry, t);
             if hitl::todo_needs_approval(cfg, category) && !approved(t, cfg.on_expiry) {
                 to_request.push(id.clone());
             } else {
@@ -542,22 +565,18 @@ impl RunActor {
                     .map(drop)
             }
             Step::AnalyzeIntent => {
-                let (intent, call) = self.shared.planner.intent(&s.query).await;
+                let cx = self.plan_context(&s.query);
+                let intent = self.shared.planner.intent(&cx).await;
                 let mut ev: Vec<Event> = phase_events(self.state(), Phase::Planning)
                     .into_iter()
                     .collect();
-                ev.extend(call.map(llm_event));
+                ev.extend(planner_events(cx));
                 ev.push(Event::Reasoning {
-                    message: format!(
-                        "의도 분석 완료: {} (신뢰도 {:.2}, {})",
-                        intent.intent_type,
-                        intent.confidence,
-                        if intent.source == chronicle_schemas::Source::Llm {
-                            "LLM"
-                        } else {
-                            "규칙 기반"
-                        }
-                    ),
+                    message: self.shared.texts.say(Text::IntentAnalyzed {
+                        intent_type: &intent.intent_type,
+                        confidence: intent.confidence,
+                        by_model: intent.source == chronicle_schemas::Source::Llm,
+                    }),
                 });
                 ev.push(Event::IntentAnalyzed {
                     intent_type: intent.intent_type,
@@ -572,11 +591,12 @@ impl RunActor {
             Step::BuildPlan => {
                 let intent = intent_of(self.state());
                 let names: Vec<&str> = self.shared.registry.names().collect();
-                let (plan, call) = match &s.config.plan {
-                    Some(steps) => (provided_plan(steps, s.config.strategy), None),
-                    None => self.shared.planner.plan(&s.query, &intent, &names).await,
+                let cx = self.plan_context(&s.query);
+                let plan = match &s.config.plan {
+                    Some(steps) => provided_plan(steps, s.config.strategy),
+                    None => self.shared.planner.plan(&cx, &intent).await,
                 };
-                let mut ev: Vec<Event> = call.map(llm_event).into_iter().collect();
+                let mut ev: Vec<Event> = planner_events(cx);
                 let max_todos = s.config.limits.max_todos as usize;
                 if plan.steps.len() > max_todos {
                     ev.push(Event::RunFailed {
@@ -588,7 +608,13 @@ impl RunActor {
                     return self.append(ev).await.map(drop);
                 }
                 let strategy = s.config.strategy.unwrap_or(plan.strategy);
-                let todos = todo::convert_plan(&plan.steps, 0, now());
+                let todos = todo::convert_plan(
+                    &plan.steps,
+                    0,
+                    now(),
+                    &self.shared.registry,
+                    self.shared.texts.as_ref(),
+                );
                 let agents: Vec<&str> =
                     plan.steps.iter().map(|st| st.agent_name.as_str()).collect();
                 ev.push(Event::PlanCreated {
@@ -597,9 +623,7 @@ impl RunActor {
                     parallel_groups: plan.parallel_groups.clone(),
                     estimated_total_time: plan.estimated_total_time,
                     available_agents: names.iter().map(|n| (*n).to_owned()).collect(),
-                    available_teams: ["search", "analysis", "document"]
-                        .map(String::from)
-                        .to_vec(),
+                    available_teams: self.shared.registry.teams(),
                     source: plan.source,
                 });
                 ev.extend(todos.into_iter().map(|todo| Event::TodoAdded {
@@ -607,12 +631,10 @@ impl RunActor {
                     added_by: By::Engine,
                 }));
                 ev.push(Event::Reasoning {
-                    message: format!(
-                        "실행 계획 수립: {} ({} 전략, TODO {}개)",
-                        agents.join(" → "),
-                        strategy.as_str(),
-                        agents.len()
-                    ),
+                    message: self.shared.texts.say(Text::PlanBuilt {
+                        agents: &agents,
+                        strategy: strategy.as_str(),
+                    }),
                 });
                 ev.push(checkpoint(self.state(), "build_plan", 0));
                 self.append(ev).await.map(drop)
@@ -692,7 +714,11 @@ impl RunActor {
                         input: input.clone(),
                     });
                     ev.push(Event::Reasoning {
-                        message: format!("{} 실행 시작: {} (시도 {attempt})", t.id, t.agent_name),
+                        message: self.shared.texts.say(Text::TodoStarted {
+                            todo: &t.id,
+                            agent: &t.agent_name,
+                            attempt,
+                        }),
                     });
                     starts.push((t, attempt, input));
                 }
@@ -718,10 +744,11 @@ impl RunActor {
                         input: input.clone(),
                     });
                     ev.push(Event::Reasoning {
-                        message: format!(
-                            "{}의 에이전트가 완료되지 않았습니다: {} 재실행 (시도 {attempt})",
-                            t.id, t.agent_name
-                        ),
+                        message: self.shared.texts.say(Text::TodoRerun {
+                            todo: &t.id,
+                            agent: &t.agent_name,
+                            attempt,
+                        }),
                     });
                     starts.push((t, attempt, input));
                 }
@@ -733,10 +760,13 @@ impl RunActor {
             }
             Step::Evaluate => {
                 let results = self.results_for_evaluation();
-                let (ev_out, call) = self.shared.planner.evaluate(&s.query, &results).await;
-                let mut ev: Vec<Event> = call.map(llm_event).into_iter().collect();
+                let cx = self.plan_context(&s.query);
+                let ev_out = self.shared.planner.evaluate(&cx, &results).await;
+                let mut ev: Vec<Event> = planner_events(cx);
                 ev.push(Event::Reasoning {
-                    message: format!("결과 평가: {}", ev_out.feedback),
+                    message: self.shared.texts.say(Text::Evaluated {
+                        feedback: &ev_out.feedback,
+                    }),
                 });
                 ev.push(Event::EvaluationRecorded {
                     quality_score: ev_out.quality_score,
@@ -754,8 +784,8 @@ impl RunActor {
                 let mut ev = Vec::new();
                 for (i, agent) in agents.iter().enumerate() {
                     let mut t = self.new_todo(n + i, agent, vec![]);
-                    t.name = format!("{agent} 재시도");
-                    t.description = format!("평가 결과에 따라 {agent}을(를) 다시 실행");
+                    t.name = self.shared.texts.say(Text::RetryTodoName { agent });
+                    t.description = self.shared.texts.say(Text::RetryTodoDescription { agent });
                     t.metadata.insert("round".into(), json!(round));
                     t.metadata.insert("retry_of".into(), json!(agent));
                     ev.push(Event::TodoAdded {
@@ -764,7 +794,10 @@ impl RunActor {
                     });
                 }
                 ev.push(Event::Reasoning {
-                    message: format!("평가에 따라 재시도 (라운드 {round}): {}", agents.join(", ")),
+                    message: self.shared.texts.say(Text::RetryRound {
+                        round,
+                        agents: &agents,
+                    }),
                 });
                 self.append(ev).await.map(drop)
             }
@@ -795,7 +828,9 @@ impl RunActor {
                     .into_iter()
                     .collect();
                 ev.push(Event::Reasoning {
-                    message: format!("결과 집계: {}개 에이전트 결과", aggregated.len()),
+                    message: self.shared.texts.say(Text::Aggregated {
+                        agents: aggregated.len(),
+                    }),
                 });
                 ev.push(Event::ResultsAggregated {
                     aggregated: Value::Object(aggregated),
@@ -805,24 +840,19 @@ impl RunActor {
             }
             Step::Respond => {
                 let intent = intent_of(self.state());
-                let results: Vec<(String, Value)> = self
-                    .state()
-                    .supervisor
-                    .team_results
-                    .iter()
-                    .map(|(k, v)| (k.clone(), v.clone()))
+                let results: Vec<AgentResult> = self
+                    .results_for_evaluation()
+                    .into_iter()
+                    .filter(|r| r.result.is_some())
                     .collect();
-                let (response, call) = self
-                    .shared
-                    .planner
-                    .format(&s.query, &intent, &results)
-                    .await;
+                let cx = self.plan_context(&s.query);
+                let response = self.shared.planner.respond(&cx, &intent, &results).await;
                 let mut ev: Vec<Event> = phase_events(self.state(), Phase::ResponseGeneration)
                     .into_iter()
                     .collect();
-                ev.extend(call.map(llm_event));
+                ev.extend(planner_events(cx));
                 ev.push(Event::Reasoning {
-                    message: "최종 응답 생성".into(),
+                    message: self.shared.texts.say(Text::Responding),
                 });
                 ev.push(Event::ResponseGenerated {
                     final_response: response,
@@ -851,12 +881,25 @@ impl RunActor {
             .cloned()
     }
 
+    /// What a planner sees of the run, with the model when one is configured.
+    fn plan_context<'a>(&'a self, query: &'a str) -> PlanContext<'a> {
+        PlanContext::new(
+            self.live.run_id(),
+            query,
+            &self.shared.registry,
+            Llm::new(self.shared.llm.clone()),
+        )
+    }
+
     fn new_todo(&self, index: usize, agent: &str, deps: Vec<TodoId>) -> SupervisorTodo {
+        let (team, category) = todo::declared(&self.shared.registry, agent, "");
         SupervisorTodo {
             id: TodoId(format!("todo_{:03}", index + 1)),
-            name: format!("{agent} 추가 실행"),
-            description: format!("사용자가 추가한 {agent} 실행 작업"),
+            name: self.shared.texts.say(Text::AddedTodoName { agent }),
+            description: self.shared.texts.say(Text::AddedTodoDescription { agent }),
             agent_name: agent.to_owned(),
+            team,
+            category,
             agent_purpose: self
                 .shared
                 .registry
@@ -872,12 +915,7 @@ impl RunActor {
 
     fn approval_request(&self, t: &SupervisorTodo, supersedes: Option<ApprovalId>) -> Event {
         let cfg = &self.state().supervisor.config;
-        let category = self
-            .shared
-            .registry
-            .get(&t.agent_name)
-            .map_or("general", |a| a.category())
-            .to_owned();
+        let category = category_of(&self.shared.registry, t).to_owned();
         Event::ApprovalRequested {
             approval_id: ApprovalId(uuid::Uuid::new_v4().to_string()),
             subject: Subject::Todo {
@@ -894,7 +932,7 @@ impl RunActor {
                 "dependencies": t.dependencies,
             }),
             policy: cfg.hitl.as_str().to_owned(),
-            message: hitl::approval_message(t),
+            message: self.shared.texts.say(Text::TodoApproval { todo: t }),
             expires_at: cfg
                 .approval_timeout_ms
                 .map(|ms| Timestamp(now().as_micros() + ms as i64 * 1000)),
@@ -907,6 +945,7 @@ impl RunActor {
         let ctx = AgentContext {
             run_id: self.live.run_id(),
             session_id: s.session_id.clone(),
+            user_id: s.user_id.clone(),
             todo_id: t.id.clone(),
             attempt,
             query: s.query.clone(),
@@ -994,7 +1033,11 @@ impl RunActor {
                     by: By::Engine,
                 });
                 ev.push(Event::Reasoning {
-                    message: format!("{} 완료: {} ({} ms)", t.id, t.agent_name, done.duration_ms),
+                    message: self.shared.texts.say(Text::TodoCompleted {
+                        todo: &t.id,
+                        agent: &t.agent_name,
+                        duration_ms: done.duration_ms,
+                    }),
                 });
                 ev.push(checkpoint(self.state(), "execute_todo", 1));
             }
@@ -1063,32 +1106,35 @@ impl RunActor {
         }
     }
 
-    /// Seed 002's evaluation input: each agent's latest TODO that ran, with its result or its
-    /// failure (a successful retry supersedes an earlier failure). TODOs a human rejected or
-    /// skipped, and blocked ones, did not fail: they are left out.
-    fn results_for_evaluation(&self) -> Vec<(String, Option<Value>, Option<String>)> {
+    /// Each agent's latest TODO that ran, in plan order, with its result or its failure (a
+    /// successful retry supersedes an earlier failure). TODOs a human rejected or skipped, and
+    /// blocked ones, did not fail: they are left out.
+    fn results_for_evaluation(&self) -> Vec<AgentResult> {
         let s = &self.state().supervisor;
         let Some(p) = s.planning_state.as_ref() else {
             return vec![];
         };
-        let mut latest: Vec<(String, Option<Value>, Option<String>)> = Vec::new();
+        let mut latest: Vec<AgentResult> = Vec::new();
         for t in &p.todos {
-            let entry = match t.status {
-                TodoStatus::Completed => (
-                    t.agent_name.clone(),
-                    s.team_results.get(&t.agent_name).cloned(),
-                    None,
-                ),
+            let (result, error) = match t.status {
+                TodoStatus::Completed => (s.team_results.get(&t.agent_name).cloned(), None),
                 TodoStatus::Skipped
                     if t.error
                         .as_deref()
                         .is_some_and(|e| e.starts_with("Skipped: Failed")) =>
                 {
-                    (t.agent_name.clone(), None, t.error.clone())
+                    (None, t.error.clone())
                 }
                 _ => continue,
             };
-            match latest.iter_mut().find(|(a, ..)| *a == entry.0) {
+            let entry = AgentResult {
+                agent: t.agent_name.clone(),
+                team: t.team.clone(),
+                todo_id: t.id.clone(),
+                result,
+                error,
+            };
+            match latest.iter_mut().find(|r| r.agent == entry.agent) {
                 Some(slot) => *slot = entry,
                 None => latest.push(entry),
             }
@@ -1327,7 +1373,7 @@ impl RunActor {
             "to_seq": to_seq,
             "current_todo_id": p.current_todo_id,
             "summary": todo::summary(&p),
-            "message": format!("checkpoint {checkpoint_id} 시점으로 복원되었습니다."),
+            "message": self.shared.texts.say(Text::Restored { checkpoint: checkpoint_id.as_str() }),
         }))
     }
 
@@ -1342,7 +1388,7 @@ impl RunActor {
             Ok(cmd) => cmd,
             Err(error) => {
                 self.append(vec![received(false)]).await?;
-                return Ok(json!({"error": error, "help": commands::HELP}));
+                return Ok(json!({"error": error, "help": self.shared.texts.say(Text::Help)}));
             }
         };
         match self.execute(cmd, by, received(true)).await {
@@ -1350,7 +1396,7 @@ impl RunActor {
             Err(Error::Store(e)) => Err(Error::Store(e)),
             Err(e) => {
                 self.append(vec![received(false)]).await?;
-                Ok(json!({"error": e.to_string(), "help": commands::HELP}))
+                Ok(json!({"error": e.to_string(), "help": self.shared.texts.say(Text::Help)}))
             }
         }
     }
@@ -1372,7 +1418,7 @@ impl RunActor {
         match cmd {
             Command::Help => {
                 self.append(vec![received]).await?;
-                Ok(json!({"help": commands::HELP}))
+                Ok(json!({"help": self.shared.texts.say(Text::Help)}))
             }
             Command::Todos => {
                 let checkpoint_id = state.checkpoints.head.clone();
@@ -1438,8 +1484,8 @@ impl RunActor {
                         "todo_id": todo_id,
                         "approval_id": id,
                         "message": match &a.subject {
-                            Some(Subject::ToolCall { todo_id, .. }) => format!("TODO {todo_id}의 {} 도구 호출이 승인되었습니다.", a.tool_name),
-                            _ => format!("TODO {} 실행이 승인되었습니다.", todo_id.map(|t| t.0).unwrap_or_default()),
+                            Some(Subject::ToolCall { todo_id, .. }) => self.shared.texts.say(Text::ToolCallApproved { todo: todo_id, tool: &a.tool_name }),
+                            _ => self.shared.texts.say(Text::TodoApproved { todo: todo_id.as_ref().map_or("", |t| t.as_str()) }),
                         },
                     }));
                 }
@@ -1489,8 +1535,8 @@ impl RunActor {
                     "todo_id": todo_id,
                     "approval_id": id,
                     "message": match &a.subject {
-                        Some(Subject::ToolCall { .. }) => format!("TODO {todo_id}의 {} 도구 호출이 거부되었습니다. ({})", a.tool_name, reason.unwrap_or_else(|| "User rejected".into())),
-                        _ => format!("TODO {todo_id}가 거부되었습니다. ({})", reason.unwrap_or_else(|| "User rejected".into())),
+                        Some(Subject::ToolCall { .. }) => self.shared.texts.say(Text::ToolCallRejected { todo: &todo_id, tool: &a.tool_name, reason: reason.as_deref().unwrap_or("User rejected") }),
+                        _ => self.shared.texts.say(Text::TodoRejected { todo: &todo_id, reason: reason.as_deref().unwrap_or("User rejected") }),
                     },
                 }))
             }
@@ -1537,16 +1583,12 @@ impl RunActor {
                 Ok(json!({
                     "status": "skipped",
                     "todo_id": id,
-                    "message": format!("TODO {id}가 건너뛰어졌습니다. ({reason})"),
+                    "message": self.shared.texts.say(Text::TodoSkipped { todo: &id, reason: &reason }),
                 }))
             }
             Command::Add { agent, after } => {
-                if self.shared.registry.get(&agent).is_none() {
-                    let known: Vec<&str> = self.shared.registry.names().collect();
-                    return Err(Error::Invalid(format!(
-                        "unknown agent {agent:?}; known: {}",
-                        known.join(", ")
-                    )));
+                if let Err(e) = self.shared.registry.find(&agent) {
+                    return Err(Error::Invalid(e.to_string()));
                 }
                 if state.run_status.is_terminal()
                     || matches!(
@@ -1587,7 +1629,7 @@ impl RunActor {
                 ])
                 .await?;
                 Ok(
-                    json!({"status": "added", "todo": view, "message": format!("새 TODO {id}가 추가되었습니다.")}),
+                    json!({"status": "added", "todo": view, "message": self.shared.texts.say(Text::TodoAdded { todo: &id })}),
                 )
             }
             Command::Update { todo, status } => {
@@ -1617,7 +1659,7 @@ impl RunActor {
                     "status": "updated",
                     "todo_id": id,
                     "new_status": to,
-                    "message": format!("TODO {id} 상태가 {to}로 변경되었습니다."),
+                    "message": self.shared.texts.say(Text::TodoUpdated { todo: &id, status: to }),
                 }))
             }
         }
@@ -1733,8 +1775,8 @@ fn approval_id_of(e: &Event) -> Option<ApprovalId> {
 fn provided_plan(
     steps: &[chronicle_schemas::PlanStep],
     strategy: Option<chronicle_schemas::Strategy>,
-) -> crate::llm::Plan {
-    crate::llm::Plan {
+) -> crate::planner::Plan {
+    crate::planner::Plan {
         strategy: strategy.unwrap_or_default(),
         steps: steps.to_vec(),
         parallel_groups: vec![],

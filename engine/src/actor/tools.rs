@@ -376,7 +376,11 @@ impl RunActor {
             index: rec.index,
             tool_call_id: rec.tool_call_id.clone(),
             idempotency_key: format!("{run_id}/{}/{}/{}", rec.todo_id, rec.attempt, rec.index),
-            workspace: Workspace::for_session(self.shared.store.dir(), workspace_session),
+            workspace: Workspace::for_session(
+                // replaced by Settings::workspace_root
+                self.shared.store.dir().unwrap_or(std::path::Path::new(".")),
+                workspace_session,
+            ),
             config: s.config.clone(),
             engine: Some(Engine::from_shared(self.shared.clone())),
         }
@@ -421,17 +425,11 @@ impl RunActor {
             args: rec.args.clone(),
             preview,
             policy: cfg.hitl.as_str().to_owned(),
-            message: format!(
-                "🔧 다음 도구 호출을 실행하시겠습니까?\n\n\
-                 - 도구: {tool}\n\
-                 - TODO ID: {todo}\n\
-                 - 대상: {target}\n\n\
-                 명령어:\n  \
-                 /todo approve    - 승인\n  \
-                 /todo reject     - 거부",
-                tool = rec.tool,
-                todo = rec.todo_id,
-            ),
+            message: self.shared.texts.say(crate::texts::Text::ToolApproval {
+                tool: &rec.tool,
+                todo: &rec.todo_id,
+                target: &target,
+            }),
             expires_at: cfg
                 .approval_timeout_ms
                 .map(|ms| chronicle_schemas::Timestamp(now().as_micros() + ms as i64 * 1000)),

@@ -1,31 +1,64 @@
-//! Agents: the `Agent` trait, the registry, the built-in real-estate agents working on a bundled
-//! dataset, and `http` agents configured in TOML.
+//! Agents: the `Agent` trait, what an agent declares about itself (`AgentInfo`), and the
+//! registry a run picks its agents from. The engine ships no agent: a domain registers its own
+//! (built-in ones, `http` ones from a config file, LLM ones).
+//!
+//! Architecture Invariant: the engine never recognises an agent by its name. What it needs to
+//! know — the team an agent belongs to, its HITL category, what it is for — the agent declares.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::sync::Arc;
 
 use chronicle_schemas::{RunId, SessionId, TodoId};
-use serde_json::{Value, json};
+use serde_json::Value;
 
-mod analysis;
-mod data;
-mod document;
-mod filters;
-mod http;
-mod market;
-mod parse;
-mod search;
+/// What an agent declares about itself: plans, HITL policies, team states and routing read this,
+/// never the agent's name.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AgentInfo {
+    /// The agent's key in plans, TODOs and `/todo add <agent>`.
+    pub name: String,
+    /// One line saying what the agent is for; planners show it to a model.
+    pub purpose: String,
+    /// The team the agent works in (e.g. `search`); the run's team states are keyed by it.
+    pub team: String,
+    /// The HITL category: `contract`, `payment` and `sensitive` may need a human first under the
+    /// `categories` policy; anything else (`general`) does not.
+    pub category: String,
+    /// Words and example requests that should route a query to this agent, in any language.
+    pub hints: RoutingHints,
+}
 
-pub use analysis::AnalysisTeam;
-pub use document::DocumentTeam;
-pub(crate) use filters::json_type;
-pub use http::{
-    CATEGORIES, ConfigError, HTTP_AGENT_RESPONSE_BYTES_MAX, HTTP_AGENT_TIMEOUT_MS_DEFAULT,
-    HTTP_AGENT_TIMEOUT_MS_MAX, HttpAgent,
-};
-pub use market::{InvestmentAdvisor, MarketAnalysis, RegionComparison};
-pub use search::{PropertySearch, SearchTeam};
+impl AgentInfo {
+    /// An agent in `team` and category `general`, with no routing hints.
+    pub fn new(name: &str, team: &str, purpose: &str) -> Self {
+        Self {
+            name: name.to_owned(),
+            purpose: purpose.to_owned(),
+            team: team.to_owned(),
+            category: "general".to_owned(),
+            hints: RoutingHints::default(),
+        }
+    }
+
+    pub fn with_category(mut self, category: &str) -> Self {
+        category.clone_into(&mut self.category);
+        self
+    }
+
+    pub fn with_hints(mut self, hints: RoutingHints) -> Self {
+        self.hints = hints;
+        self
+    }
+}
+
+/// What a rules planner matches a query against to pick an agent.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RoutingHints {
+    /// Words or phrases; a query containing one (case-insensitively) matches.
+    pub keywords: Vec<String>,
+    /// Whole example requests; a query sharing words with one matches more weakly.
+    pub examples: Vec<String>,
+}
 
 /// What an agent knows about the run it works for. Built by the run actor from the projected
 /// state; an agent never reads the store.
@@ -33,20 +66,23 @@ pub use search::{PropertySearch, SearchTeam};
 pub struct AgentContext {
     pub run_id: RunId,
     pub session_id: SessionId,
+    pub user_id: Option<String>,
     pub todo_id: TodoId,
     pub attempt: u32,
     /// The user's query.
     pub query: String,
-    /// The analysed intent: `{intent_type, confidence, keywords, entities}` (entities may carry
-    /// `region`, `property_type`, `deal_type`, `size_range`, `amounts` ...).
+    /// The analysed intent: `{intent_type, confidence, keywords, entities}`; what `entities`
+    /// holds is the planner's business.
     pub intent: Value,
-    /// Results of the TODOs completed so far, by agent name (e.g. `search_team` → its result).
+    /// Results of the TODOs completed so far, by agent name.
     pub team_results: BTreeMap<String, Value>,
     /// The agent's only way to call tools (each call is recorded; gated ones wait for a human).
     pub tools: crate::tools::ToolHandle,
 }
 
-/// An agent's successful result; recorded in `AgentCompleted`.
+/// An agent's successful result; recorded in `AgentCompleted`. It should follow the agent reply
+/// contract (`chronicle_schemas::contract::AgentReply`): `answer`, `summary`, `insights`, `data`,
+/// `sources`, so that any response composer can use it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct AgentOutput {
     pub result: Value,
@@ -80,17 +116,38 @@ impl AgentError {
 /// or a human's edited args).
 #[async_trait::async_trait]
 pub trait Agent: Send + Sync + 'static {
-    fn name(&self) -> &str;
-    /// `search`, `analysis`, `document`, ... (seed 001's team names).
-    fn team(&self) -> &str;
-    /// HITL category (seed 004): `contract`, `payment`, `sensitive`, or `general`.
-    fn category(&self) -> &str;
-    /// One line for plans and `/help`.
-    fn purpose(&self) -> &str;
+    fn info(&self) -> &AgentInfo;
+
     async fn run(&self, ctx: &AgentContext, input: Value) -> Result<AgentOutput, AgentError>;
+
+    fn name(&self) -> &str {
+        &self.info().name
+    }
+    fn team(&self) -> &str {
+        &self.info().team
+    }
+    fn category(&self) -> &str {
+        &self.info().category
+    }
+    fn purpose(&self) -> &str {
+        &self.info().purpose
+    }
 }
 
-/// The agents a run may use, by name.
+/// A name the registry refused, with the names it knows.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown agent {name:?}; known: {}", known.join(", "))]
+pub struct UnknownAgent {
+    pub name: String,
+    pub known: Vec<String>,
+}
+
+/// An agent the registry already holds.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("agent `{0}` is already registered")]
+pub struct AlreadyRegistered(pub String);
+
+/// The agents a run may use, by name. Empty until a domain registers its agents.
 #[derive(Clone, Default)]
 pub struct Registry {
     agents: BTreeMap<String, Arc<dyn Agent>>,
@@ -112,152 +169,109 @@ impl Registry {
         self.agents.insert(agent.name().to_owned(), agent);
     }
 
+    /// Adds agents, refusing all of them when one's name is taken: silently replacing an agent
+    /// would change what a plan means.
+    pub fn add_new(
+        &mut self,
+        agents: impl IntoIterator<Item = Arc<dyn Agent>>,
+    ) -> Result<usize, AlreadyRegistered> {
+        let agents: Vec<Arc<dyn Agent>> = agents.into_iter().collect();
+        if let Some(a) = agents.iter().find(|a| self.agents.contains_key(a.name())) {
+            return Err(AlreadyRegistered(a.name().to_owned()));
+        }
+        let n = agents.len();
+        for a in agents {
+            self.register(a);
+        }
+        Ok(n)
+    }
+
     pub fn get(&self, name: &str) -> Option<&Arc<dyn Agent>> {
         self.agents.get(name)
+    }
+
+    /// The agent called `name`, or an error naming the known ones.
+    pub fn find(&self, name: &str) -> Result<&Arc<dyn Agent>, UnknownAgent> {
+        self.get(name).ok_or_else(|| UnknownAgent {
+            name: name.to_owned(),
+            known: self.names().map(str::to_owned).collect(),
+        })
     }
 
     pub fn names(&self) -> impl Iterator<Item = &str> {
         self.agents.keys().map(String::as_str)
     }
 
-    /// The built-in agents: seed 001's teams (`search_team`, `analysis_team`, `document_team`)
-    /// and seed 002's agents (`property_search`, `market_analysis`, `region_comparison`,
-    /// `investment_advisor`), all answering deterministically from the bundled dataset.
-    pub fn builtin() -> Self {
-        let mut r = Self::empty();
-        let agents: [Arc<dyn Agent>; 7] = [
-            Arc::new(SearchTeam),
-            Arc::new(AnalysisTeam),
-            Arc::new(DocumentTeam),
-            Arc::new(PropertySearch),
-            Arc::new(MarketAnalysis),
-            Arc::new(RegionComparison),
-            Arc::new(InvestmentAdvisor),
-        ];
-        for a in agents {
-            r.register(a);
-        }
-        r
+    /// What every agent declares, in name order.
+    pub fn infos(&self) -> impl Iterator<Item = &AgentInfo> {
+        self.agents.values().map(|a| a.info())
     }
 
-    /// Adds the `http` agents of a TOML config (`[[agent]]` tables with `name`, `url`, and
-    /// optional `timeout_ms`, `category`, `team`, `purpose`). All or nothing: on any error no
-    /// agent is added. A name already registered is an error, because silently replacing a
-    /// built-in would change what a plan means. Returns how many agents were added.
-    pub fn load_http_agents(&mut self, toml_text: &str) -> Result<usize, ConfigError> {
-        let agents = http::parse_config(toml_text)?;
-        if let Some(a) = agents.iter().find(|a| self.agents.contains_key(a.name())) {
-            return Err(ConfigError::AlreadyRegistered {
-                name: a.name().to_owned(),
-            });
+    /// The teams the agents declare, each once, in name order of their first agent.
+    pub fn teams(&self) -> Vec<String> {
+        let mut teams: Vec<String> = Vec::new();
+        for info in self.infos() {
+            if !teams.contains(&info.team) {
+                teams.push(info.team.clone());
+            }
         }
-        let n = agents.len();
-        for a in agents {
-            self.register(Arc::new(a));
-        }
-        Ok(n)
+        teams
     }
 
-    /// [`Registry::load_http_agents`] from a file.
-    pub fn load_http_agents_file(&mut self, path: impl AsRef<Path>) -> Result<usize, ConfigError> {
-        let text = http::read_config(path.as_ref())?;
-        self.load_http_agents(&text)
+    pub fn is_empty(&self) -> bool {
+        self.agents.is_empty()
     }
 }
 
-/// seed 002's agent result: `{status: "success", agent, data, insights, params}`.
-pub(crate) fn seed_result(agent: &str, data: Value, insights: Vec<String>, params: Value) -> Value {
-    json!({
-        "status": "success",
-        "agent": agent,
-        "data": data,
-        "insights": insights,
-        "params": params,
-    })
+/// A JSON value's kind, for error messages (`an array`, `a string`).
+pub fn json_type(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    struct Named(AgentInfo);
+
+    #[async_trait::async_trait]
+    impl Agent for Named {
+        fn info(&self) -> &AgentInfo {
+            &self.0
+        }
+        async fn run(&self, _: &AgentContext, _: Value) -> Result<AgentOutput, AgentError> {
+            Ok(AgentOutput {
+                result: Value::Null,
+            })
+        }
+    }
+
+    fn agent(name: &str, team: &str) -> Arc<dyn Agent> {
+        Arc::new(Named(AgentInfo::new(name, team, "p")))
+    }
+
     #[test]
-    fn builtin_registry_lists_the_seed_agents() {
-        let r = Registry::builtin();
-        let names: Vec<&str> = r.names().collect();
+    fn the_engine_ships_no_agent_and_a_taken_name_is_refused_whole() {
+        let mut r = Registry::empty();
+        assert!(r.is_empty());
         assert_eq!(
-            names,
-            vec![
-                "analysis_team",
-                "document_team",
-                "investment_advisor",
-                "market_analysis",
-                "property_search",
-                "region_comparison",
-                "search_team",
-            ]
+            r.add_new([agent("a", "x"), agent("b", "y"), agent("c", "x")]),
+            Ok(3)
         );
-        let meta = |n: &str| {
-            let a = r.get(n).unwrap();
-            (a.team().to_owned(), a.category().to_owned())
-        };
-        assert_eq!(meta("search_team"), ("search".into(), "general".into()));
-        assert_eq!(meta("analysis_team"), ("analysis".into(), "general".into()));
+        assert_eq!(r.teams(), ["x", "y"]);
         assert_eq!(
-            meta("document_team"),
-            ("document".into(), "contract".into())
+            r.add_new([agent("d", "z"), agent("b", "z")]),
+            Err(AlreadyRegistered("b".into()))
         );
-        assert_eq!(meta("property_search"), ("search".into(), "general".into()));
-        assert_eq!(
-            meta("investment_advisor"),
-            ("analysis".into(), "general".into())
-        );
-        assert!(r.names().all(|n| !r.get(n).unwrap().purpose().is_empty()));
-    }
-
-    /// Same input, same output: replays and recoveries re-run agents and must get what the log
-    /// recorded.
-    #[tokio::test]
-    async fn builtin_agents_are_deterministic() {
-        let r = Registry::builtin();
-        let queries = [
-            "집주인이 전세금 3억을 10억으로 올려달래. 법적으로 해결방법 알려줘",
-            "강남역 근처 30평대 아파트 매매 시세 알려줘",
-            "Compare Gangnam and Mapo apartments for sale",
-            "Draft a lease contract: landlord Kim Minsu, tenant John Smith, deposit 500 million won",
-            "송파 빌라 투자해도 될까?",
-        ];
-        for q in queries {
-            let mut ctx = AgentContext {
-                query: q.into(),
-                ..AgentContext::default()
-            };
-            for name in r.names() {
-                let agent = r.get(name).unwrap();
-                let a = agent.run(&ctx, Value::Null).await.unwrap();
-                let b = agent.run(&ctx, Value::Null).await.unwrap();
-                assert_eq!(a, b, "{name} on {q}");
-                // Later agents see earlier results, as in a run.
-                ctx.team_results.insert(name.to_owned(), a.result);
-            }
-        }
-    }
-
-    #[tokio::test]
-    async fn builtin_agents_refuse_non_object_input() {
-        let r = Registry::builtin();
-        let ctx = AgentContext::default();
-        for name in r.names() {
-            let err = r
-                .get(name)
-                .unwrap()
-                .run(&ctx, json!([1, 2]))
-                .await
-                .unwrap_err();
-            assert_eq!(
-                err,
-                AgentError::fatal("agent input must be a JSON object, got an array"),
-                "{name}"
-            );
-        }
+        assert!(r.get("d").is_none(), "nothing of a refused batch is added");
+        let err = r.find("nope").err().unwrap();
+        assert_eq!(err.to_string(), "unknown agent \"nope\"; known: a, b, c");
     }
 }

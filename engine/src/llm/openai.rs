@@ -226,7 +226,7 @@ mod tests {
     use std::time::Instant;
 
     use super::*;
-    use crate::llm::test_server::{Reply, TestServer};
+    use chronicle_testkit::model::{Reply, TestServer};
 
     const KEY: &str = "sk-test-7f3a9c1e5b2d4680";
 

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use chronicle_engine::store::{self, Options, Store};
-use chronicle_engine::{Engine, RestoreTarget, Settings, StartRun};
+use chronicle_engine::{Engine, RestoreTarget, StartRun};
 use chronicle_schemas::{
     Decision, Envelope, Event, HitlMode, Limits, PlanStep, RunConfig, RunId, Strategy,
 };
@@ -303,7 +303,7 @@ fn open_engine(rt: &Runtime, dir: &Path) -> Result<Engine> {
     let store = Store::open(dir, Options::default())
         .with_context(|| format!("opening a store in {}", dir.display()))?;
     // The defaults: built-in agents, no LLM (rules only), `sync` durability.
-    Ok(rt.block_on(Engine::open(store, Settings::default()))?)
+    Ok(rt.block_on(Engine::open(store, chronicle_realestate::settings()))?)
 }
 
 /// Stops the engine; the store closes (joining its writer) when `engine` drops, outside the

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use chronicle_engine::agents::{Agent, AgentContext, AgentError, AgentOutput, Registry};
+use chronicle_engine::agents::{Agent, AgentContext, AgentError, AgentInfo, AgentOutput, Registry};
 use chronicle_engine::store::{Options, Store};
 use chronicle_engine::{Engine, Settings, StartRun};
 use chronicle_schemas::{HitlMode, PlanStep, RunConfig, RunStatus};
@@ -23,6 +23,7 @@ use super::{Plan, ms, percentile, progress};
 /// Makes `calls` tool calls, timing each; with `hold` set it then waits forever (the bench stops
 /// the engine under it, as a crash would).
 struct Caller {
+    info: AgentInfo,
     calls: usize,
     hold: AtomicBool,
     held: Notify,
@@ -32,17 +33,8 @@ struct Caller {
 
 #[async_trait::async_trait]
 impl Agent for Caller {
-    fn name(&self) -> &str {
-        "bench_tool_caller"
-    }
-    fn team(&self) -> &str {
-        "bench"
-    }
-    fn category(&self) -> &str {
-        "general"
-    }
-    fn purpose(&self) -> &str {
-        "makes tool calls back to back"
+    fn info(&self) -> &AgentInfo {
+        &self.info
     }
     async fn run(&self, ctx: &AgentContext, _input: Value) -> Result<AgentOutput, AgentError> {
         let started = Instant::now();
@@ -112,6 +104,11 @@ pub(super) fn section(rt: &Runtime, root: &Path, plan: &Plan) -> Result<Vec<Row>
     ));
     let dir = root.join("tools");
     let caller = Arc::new(Caller {
+        info: AgentInfo::new(
+            "bench_tool_caller",
+            "bench",
+            "makes tool calls back to back",
+        ),
         calls,
         hold: AtomicBool::new(true),
         held: Notify::new(),

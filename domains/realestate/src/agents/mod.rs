@@ -1,0 +1,226 @@
+//! The real-estate agents: the search, analysis and document teams and four specialist agents,
+//! all answering deterministically from a small bundled dataset (`data/*.json`: listings, 13
+//! months of price history, law article summaries, loan products — invented data, and the
+//! answers say so). Each declares what it is, including routing hints in Korean and English.
+
+use std::sync::{Arc, LazyLock};
+
+pub(crate) use chronicle_engine::agents::{
+    Agent, AgentContext, AgentError, AgentInfo, AgentOutput, Registry, RoutingHints,
+};
+use serde_json::{Value, json};
+
+pub(crate) use crate::parse;
+
+mod analysis;
+pub(crate) mod data;
+mod document;
+pub(crate) mod filters;
+mod market;
+mod search;
+
+pub use analysis::AnalysisTeam;
+pub use document::DocumentTeam;
+pub use market::{InvestmentAdvisor, MarketAnalysis, RegionComparison};
+pub use search::{PropertySearch, SearchTeam};
+
+fn hints(keywords: &[&str], examples: &[&str]) -> RoutingHints {
+    let own = |list: &[&str]| list.iter().map(|s| (*s).to_owned()).collect();
+    RoutingHints {
+        keywords: own(keywords),
+        examples: own(examples),
+    }
+}
+
+/// What each agent declares, in one table.
+static DECLARED: LazyLock<[AgentInfo; 7]> = LazyLock::new(|| {
+    [
+        AgentInfo::new(
+            "search_team",
+            "search",
+            "법률 조문·시세·매물·대출 상품 검색 (laws, market prices, listings, loans)",
+        )
+        .with_hints(hints(
+            &["시세", "매물", "법", "대출", "listings", "prices", "law", "loan"],
+            &["강남역 근처 30평대 아파트 매매 시세 알려줘"],
+        )),
+        AgentInfo::new(
+            "analysis_team",
+            "analysis",
+            "분석: 보증금·월세 인상률과 법정 상한(5%) 판단, 시장 분석 (increase vs legal cap, market analysis)",
+        )
+        .with_hints(hints(
+            &["분석", "인상", "상한", "analyze", "analysis", "trend"],
+            &["전세금 3억을 10억으로 올려달래"],
+        )),
+        AgentInfo::new(
+            "document_team",
+            "document",
+            "문서 작성: 주택임대차계약서·매매계약서 초안과 검토 (draft and review lease or sales contracts)",
+        )
+        .with_category("contract")
+        .with_hints(hints(
+            &["계약서", "작성", "초안", "contract", "draft", "report"],
+            &["임대차 계약서 작성해줘"],
+        )),
+        AgentInfo::new(
+            "property_search",
+            "search",
+            "매물 검색: 지역·유형·거래·평형 조건 (listing search by region, type, deal, size)",
+        )
+        .with_hints(hints(&["매물", "listing", "listings"], &[])),
+        AgentInfo::new(
+            "market_analysis",
+            "analysis",
+            "시장 분석: 평균·최저·최고가, 3개월·12개월 변동률, 추세 (market statistics and trend)",
+        )
+        .with_hints(hints(&["시세", "동향", "market", "price trend"], &[])),
+        AgentInfo::new(
+            "region_comparison",
+            "analysis",
+            "지역 비교: 두 개 이상 지역의 가격·상승률·전세가율 비교 (compare districts)",
+        )
+        .with_hints(hints(&["비교", "compare", "versus", "vs"], &[])),
+        AgentInfo::new(
+            "investment_advisor",
+            "analysis",
+            "투자 자문: 추세·전세가율·가격으로 지역별 투자 의견 (investment ratings)",
+        )
+        .with_hints(hints(&["투자", "invest", "investment"], &[])),
+    ]
+});
+
+/// The declaration of one of this domain's agents.
+pub(crate) fn declared(name: &str) -> &'static AgentInfo {
+    DECLARED
+        .iter()
+        .find(|a| a.name == name)
+        .unwrap_or(&DECLARED[0])
+}
+
+/// The names of this domain's agents.
+pub fn names() -> impl Iterator<Item = &'static str> {
+    DECLARED.iter().map(|a| a.name.as_str())
+}
+
+/// The real-estate agents, registered: the teams (`search_team`, `analysis_team`,
+/// `document_team`) and the specialists (`property_search`, `market_analysis`,
+/// `region_comparison`, `investment_advisor`).
+pub fn registry() -> Registry {
+    let mut r = Registry::empty();
+    let agents: [Arc<dyn Agent>; 7] = [
+        Arc::new(SearchTeam),
+        Arc::new(AnalysisTeam),
+        Arc::new(DocumentTeam),
+        Arc::new(PropertySearch),
+        Arc::new(MarketAnalysis),
+        Arc::new(RegionComparison),
+        Arc::new(InvestmentAdvisor),
+    ];
+    for a in agents {
+        r.register(a);
+    }
+    r
+}
+
+/// An agent result in the shape the original system's agents used: `{status: "success", agent,
+/// data, insights, params}` (the agent reply contract's `data` and `insights`).
+pub(crate) fn seed_result(agent: &str, data: Value, insights: Vec<String>, params: Value) -> Value {
+    json!({
+        "status": "success",
+        "agent": agent,
+        "data": data,
+        "insights": insights,
+        "params": params,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_registry_lists_the_agents_with_their_declarations() {
+        let r = registry();
+        let names: Vec<&str> = r.names().collect();
+        assert_eq!(
+            names,
+            vec![
+                "analysis_team",
+                "document_team",
+                "investment_advisor",
+                "market_analysis",
+                "property_search",
+                "region_comparison",
+                "search_team",
+            ]
+        );
+        let meta = |n: &str| {
+            let a = r.get(n).unwrap();
+            (a.team().to_owned(), a.category().to_owned())
+        };
+        assert_eq!(meta("search_team"), ("search".into(), "general".into()));
+        assert_eq!(meta("analysis_team"), ("analysis".into(), "general".into()));
+        assert_eq!(
+            meta("document_team"),
+            ("document".into(), "contract".into())
+        );
+        assert_eq!(meta("property_search"), ("search".into(), "general".into()));
+        assert_eq!(
+            meta("investment_advisor"),
+            ("analysis".into(), "general".into())
+        );
+        for info in r.infos() {
+            assert!(!info.purpose.is_empty(), "{}", info.name);
+            assert!(!info.hints.keywords.is_empty(), "{}", info.name);
+            assert_eq!(declared(&info.name), info);
+        }
+    }
+
+    /// Same input, same output: replays and recoveries re-run agents and must get what the log
+    /// recorded.
+    #[tokio::test]
+    async fn the_agents_are_deterministic() {
+        let r = registry();
+        let queries = [
+            "집주인이 전세금 3억을 10억으로 올려달래. 법적으로 해결방법 알려줘",
+            "강남역 근처 30평대 아파트 매매 시세 알려줘",
+            "Compare Gangnam and Mapo apartments for sale",
+            "Draft a lease contract: landlord Kim Minsu, tenant John Smith, deposit 500 million won",
+            "송파 빌라 투자해도 될까?",
+        ];
+        for q in queries {
+            let mut ctx = AgentContext {
+                query: q.into(),
+                ..AgentContext::default()
+            };
+            for name in r.names() {
+                let agent = r.get(name).unwrap();
+                let a = agent.run(&ctx, Value::Null).await.unwrap();
+                let b = agent.run(&ctx, Value::Null).await.unwrap();
+                assert_eq!(a, b, "{name} on {q}");
+                // Later agents see earlier results, as in a run.
+                ctx.team_results.insert(name.to_owned(), a.result);
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn the_agents_refuse_non_object_input() {
+        let r = registry();
+        let ctx = AgentContext::default();
+        for name in r.names() {
+            let err = r
+                .get(name)
+                .unwrap()
+                .run(&ctx, json!([1, 2]))
+                .await
+                .unwrap_err();
+            assert_eq!(
+                err,
+                AgentError::fatal("agent input must be a JSON object, got an array"),
+                "{name}"
+            );
+        }
+    }
+}

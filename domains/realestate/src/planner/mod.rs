@@ -1,0 +1,928 @@
+//! The real-estate planner: intent, plan, evaluation and response through the model when one is
+//! configured (with the domain's prompts, every answer checked against what the domain can do),
+//! and through the domain's rules otherwise or whenever the model's answer is unusable.
+
+use chronicle_engine::llm::json_object;
+use chronicle_engine::{AgentResult, EvaluationOutcome, Intent, Plan, PlanContext, Planner};
+use chronicle_schemas::{Source, Strategy};
+use serde_json::{Map, Value};
+
+pub(crate) mod prompts;
+pub(crate) mod rules;
+
+use rules::{INTENT_TYPES, KNOWN_AGENTS, LISTINGS_MAX, StepSpec};
+
+/// Steps a model may plan; more is a runaway answer, not a plan.
+const PLAN_STEPS_MAX: usize = 32;
+/// The confidence of a valid model intent that names none: about as sure as two agreeing
+/// keywords in the rules.
+const LLM_DEFAULT_CONFIDENCE: f64 = 0.85;
+
+/// The entity keys a model may set; anything else in its answer is ignored.
+const ENTITY_KEYS: [&str; 7] = [
+    "region",
+    "regions",
+    "property_type",
+    "deal_type",
+    "price_range",
+    "size_range",
+    "amounts",
+];
+const PROPERTY_TYPES: [&str; 4] = ["아파트", "오피스텔", "빌라", "단독주택"];
+const DEAL_TYPES: [&str; 3] = ["매매", "전세", "월세"];
+
+/// The real-estate domain's planning.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RealEstatePlanner;
+
+/// The rules' view of the run's results: `(agent, result, failure)`.
+fn triples(results: &[AgentResult]) -> Vec<(String, Option<Value>, Option<String>)> {
+    results
+        .iter()
+        .map(|r| (r.agent.clone(), r.result.clone(), r.error.clone()))
+        .collect()
+}
+
+#[async_trait::async_trait]
+impl Planner for RealEstatePlanner {
+    async fn intent(&self, cx: &PlanContext<'_>) -> Intent {
+        let fallback = rules::analyze_intent(cx.query);
+        let user = prompts::intent(cx.query);
+        let answer = cx
+            .llm
+            .ask("intent_analysis", prompts::INTENT_SYSTEM, &user, |text| {
+                intent_from_answer(json_object(text)?, &fallback)
+            })
+            .await;
+        answer.unwrap_or(fallback)
+    }
+
+    async fn plan(&self, cx: &PlanContext<'_>, intent: &Intent) -> Plan {
+        let available: Vec<&str> = cx.agents.names().collect();
+        let allowed: &[&str] = if available.is_empty() {
+            &KNOWN_AGENTS
+        } else {
+            &available
+        };
+        let user = prompts::plan(cx.query, intent, allowed);
+        let answer = cx
+            .llm
+            .ask("plan_building", prompts::PLAN_SYSTEM, &user, |text| {
+                plan_from_answer(json_object(text)?, intent, allowed)
+            })
+            .await;
+        answer.unwrap_or_else(|| rules::build_plan(intent, &available))
+    }
+
+    async fn evaluate(&self, cx: &PlanContext<'_>, results: &[AgentResult]) -> EvaluationOutcome {
+        let results = triples(results);
+        let fallback = rules::evaluate(&results);
+        let user = prompts::evaluation(&prompts::results_json(&results));
+        let answer = cx
+            .llm
+            .ask("evaluation", prompts::EVALUATION_SYSTEM, &user, |text| {
+                evaluation_from_answer(json_object(text)?, &results, &fallback)
+            })
+            .await;
+        answer.unwrap_or(fallback)
+    }
+
+    async fn respond(
+        &self,
+        cx: &PlanContext<'_>,
+        intent: &Intent,
+        results: &[AgentResult],
+    ) -> Value {
+        // The answer reads the results in agent-name order, as the run's `team_results` holds them.
+        let mut results: Vec<(String, Value)> = results
+            .iter()
+            .filter_map(|r| Some((r.agent.clone(), r.result.clone()?)))
+            .collect();
+        results.sort_by(|a, b| a.0.cmp(&b.0));
+        let fallback = rules::format_response(cx.query, intent, &results);
+        let user = prompts::format(cx.query, &results, rules::is_english(cx.query));
+        let answer = cx
+            .llm
+            .ask(
+                "response_formatting",
+                prompts::FORMAT_SYSTEM,
+                &user,
+                |text| format_from_answer(json_object(text)?, &fallback),
+            )
+            .await;
+        answer.unwrap_or(fallback)
+    }
+}
+
+/// `{min?, max?}` with numbers.
+fn range(key: &str, value: &Value) -> Result<Value, String> {
+    let bad = || format!("{key} {value} is not {{min, max}} numbers");
+    let map = value.as_object().ok_or_else(bad)?;
+    let mut out = Map::new();
+    for bound in ["min", "max"] {
+        match map.get(bound) {
+            None | Some(Value::Null) => {}
+            Some(n @ Value::Number(_)) => {
+                out.insert(bound.to_owned(), n.clone());
+            }
+            Some(_) => return Err(bad()),
+        }
+    }
+    Ok(Value::Object(out))
+}
+
+/// Checks one entity a model returned and writes it the way the rules would.
+fn entity(key: &str, value: &Value) -> Result<Value, String> {
+    fn text<'v>(key: &str, v: &'v Value) -> Result<&'v str, String> {
+        v.as_str()
+            .map(str::trim)
+            .ok_or_else(|| format!("{key} {v} is not a string"))
+    }
+    Ok(match key {
+        "region" => {
+            let region = text(key, value)?;
+            Value::String(rules::canonical_region(region).unwrap_or_else(|| region.to_owned()))
+        }
+        "regions" => {
+            let items = value
+                .as_array()
+                .ok_or_else(|| format!("regions {value} is not a list"))?;
+            let mut regions = Vec::with_capacity(items.len());
+            for item in items {
+                let region = text(key, item)?;
+                regions.push(Value::String(
+                    rules::canonical_region(region).unwrap_or_else(|| region.to_owned()),
+                ));
+            }
+            Value::Array(regions)
+        }
+        "property_type" | "deal_type" => {
+            let allowed: &[&str] = if key == "property_type" {
+                &PROPERTY_TYPES
+            } else {
+                &DEAL_TYPES
+            };
+            let given = text(key, value)?;
+            if !allowed.contains(&given) {
+                return Err(format!("{key} {given:?} is not one of {allowed:?}"));
+            }
+            Value::String(given.to_owned())
+        }
+        "price_range" | "size_range" => range(key, value)?,
+        "amounts" => {
+            let items = value
+                .as_array()
+                .ok_or_else(|| format!("amounts {value} is not a list"))?;
+            let mut amounts = Vec::with_capacity(items.len());
+            for item in items {
+                let won = item
+                    .as_f64()
+                    .filter(|n| *n >= 0.0)
+                    .ok_or_else(|| format!("amount {item} is not a sum"))?;
+                amounts.push(Value::from(won.round() as u64));
+            }
+            Value::Array(amounts)
+        }
+        _ => value.clone(),
+    })
+}
+
+/// A model's intent, seed 002's flat shape or with an `entities` object. Entities the model left
+/// out are filled from the rules (the prompt does not ask for amounts, which the analysis needs).
+fn intent_from_answer(answer: Map<String, Value>, rules_intent: &Intent) -> Result<Intent, String> {
+    let intent_type = answer
+        .get("intent_type")
+        .and_then(Value::as_str)
+        .ok_or("the answer has no intent_type string")?
+        .trim()
+        .to_lowercase();
+    if !INTENT_TYPES.contains(&intent_type.as_str()) {
+        return Err(format!(
+            "intent_type {intent_type:?} is not one of {INTENT_TYPES:?}"
+        ));
+    }
+    let given = answer
+        .get("entities")
+        .and_then(Value::as_object)
+        .unwrap_or(&answer);
+    let mut entities = Map::new();
+    for key in ENTITY_KEYS {
+        match given.get(key) {
+            None | Some(Value::Null) => {}
+            Some(value) => {
+                entities.insert(key.to_owned(), entity(key, value)?);
+            }
+        }
+    }
+    if let Some(found) = rules_intent.entities.as_object() {
+        for (k, v) in found {
+            entities.entry(k.clone()).or_insert_with(|| v.clone());
+        }
+    }
+    let confidence = match answer.get("confidence") {
+        None | Some(Value::Null) => LLM_DEFAULT_CONFIDENCE,
+        Some(c) => c
+            .as_f64()
+            .filter(|c| (0.0..=1.0).contains(c))
+            .ok_or_else(|| format!("confidence {c} is not in 0..=1"))?,
+    };
+    let keywords: Vec<String> = answer
+        .get("keywords")
+        .and_then(Value::as_array)
+        .map(|k| {
+            k.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect()
+        })
+        .filter(|k: &Vec<String>| !k.is_empty())
+        .unwrap_or_else(|| rules_intent.keywords.clone());
+    Ok(Intent {
+        intent_type,
+        confidence,
+        keywords,
+        entities: Value::Object(entities),
+        source: Source::Llm,
+    })
+}
+
+/// A model's plan (seed 002's `{strategy, agents: [{name, order, params, dependencies?}]}`),
+/// refused when it names an agent outside `allowed`, repeats one, or depends on a later step.
+fn plan_from_answer(
+    answer: Map<String, Value>,
+    intent: &Intent,
+    allowed: &[&str],
+) -> Result<Plan, String> {
+    let strategy = match answer.get("strategy") {
+        None | Some(Value::Null) => Strategy::Sequential,
+        Some(s) => match s.as_str().map(str::trim) {
+            Some("sequential") => Strategy::Sequential,
+            Some("parallel") => Strategy::Parallel,
+            Some("dag") => Strategy::Dag,
+            _ => return Err(format!("strategy {s} is not sequential, parallel or dag")),
+        },
+    };
+    let items = answer
+        .get("agents")
+        .or_else(|| answer.get("steps"))
+        .and_then(Value::as_array)
+        .ok_or("the answer has no agents list")?;
+    if items.is_empty() {
+        return Err("the plan has no agents".into());
+    }
+    if items.len() > PLAN_STEPS_MAX {
+        return Err(format!(
+            "the plan has {} agents, over {PLAN_STEPS_MAX}",
+            items.len()
+        ));
+    }
+    let mut specs: Vec<(f64, StepSpec)> = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let name = item
+            .as_str()
+            .or_else(|| {
+                ["name", "agent_name", "agent"]
+                    .iter()
+                    .find_map(|k| item.get(*k).and_then(Value::as_str))
+            })
+            .ok_or_else(|| format!("agent {item} has no name"))?
+            .trim();
+        if !allowed.contains(&name) {
+            return Err(format!(
+                "agent {name:?} is not available (available: {allowed:?})"
+            ));
+        }
+        if specs.iter().any(|(_, s)| s.agent == name) {
+            return Err(format!("agent {name:?} appears twice"));
+        }
+        let order = item
+            .get("order")
+            .and_then(Value::as_f64)
+            .unwrap_or(i as f64);
+        let params = item
+            .get("params")
+            .or_else(|| item.get("input_mapping"))
+            .and_then(Value::as_object)
+            .cloned();
+        let dependencies = match item.get("dependencies") {
+            None | Some(Value::Null) => None,
+            Some(deps) => Some(
+                deps.as_array()
+                    .ok_or_else(|| format!("dependencies of {name:?} are not a list"))?
+                    .iter()
+                    .map(|d| {
+                        d.as_str()
+                            .map(str::to_owned)
+                            .ok_or_else(|| format!("dependency {d} of {name:?} is not a name"))
+                    })
+                    .collect::<Result<Vec<_>, _>>()?,
+            ),
+        };
+        specs.push((
+            order,
+            StepSpec {
+                agent: name.to_owned(),
+                dependencies,
+                params,
+            },
+        ));
+    }
+    specs.sort_by(|a, b| a.0.total_cmp(&b.0));
+    for (i, (_, spec)) in specs.iter().enumerate() {
+        for dep in spec.dependencies.iter().flatten() {
+            if !specs[..i].iter().any(|(_, s)| &s.agent == dep) {
+                return Err(format!(
+                    "{:?} depends on {dep:?}, which is not an earlier step",
+                    spec.agent
+                ));
+            }
+        }
+    }
+    let specs = specs.into_iter().map(|(_, s)| s).collect();
+    Ok(rules::assemble_plan(intent, strategy, specs, Source::Llm))
+}
+
+/// A model's evaluation. An agent that failed is retried whatever the model says: a model must
+/// not be able to hide a failure.
+fn evaluation_from_answer(
+    answer: Map<String, Value>,
+    results: &[(String, Option<Value>, Option<String>)],
+    rules_outcome: &EvaluationOutcome,
+) -> Result<EvaluationOutcome, String> {
+    let unit = |key: &str| -> Result<Option<f64>, String> {
+        match answer.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Bool(b)) => Ok(Some(if *b { 1.0 } else { 0.0 })),
+            Some(v) => v
+                .as_f64()
+                .filter(|n| (0.0..=1.0).contains(n))
+                .map(Some)
+                .ok_or_else(|| format!("{key} {v} is not in 0..=1")),
+        }
+    };
+    let quality_score = unit("quality_score")?.ok_or("the answer has no quality_score")?;
+    let completeness = unit("completeness")?.unwrap_or(rules_outcome.completeness);
+    let needs_retry = answer.get("needs_retry").and_then(Value::as_bool);
+    let mut retry_agents: Vec<String> = Vec::new();
+    if needs_retry != Some(false) {
+        for agent in answer
+            .get("retry_agents")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let agent = agent
+                .as_str()
+                .ok_or_else(|| format!("retry agent {agent} is not a name"))?;
+            if !results.iter().any(|(name, _, _)| name == agent) {
+                return Err(format!("retry agent {agent:?} did not run"));
+            }
+            if !retry_agents.iter().any(|a| a == agent) {
+                retry_agents.push(agent.to_owned());
+            }
+        }
+    }
+    for failed in &rules_outcome.retry_agents {
+        if !retry_agents.contains(failed) {
+            retry_agents.push(failed.clone());
+        }
+    }
+    let feedback = answer
+        .get("feedback")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    Ok(EvaluationOutcome {
+        quality_score,
+        completeness,
+        needs_retry: !retry_agents.is_empty(),
+        retry_agents,
+        feedback,
+        source: Source::Llm,
+    })
+}
+
+/// A model's response over the rules' one: its answer, listings and insights, the rules'
+/// counts (they are facts, not prose) and any drafted document.
+fn format_from_answer(answer: Map<String, Value>, fallback: &Value) -> Result<Value, String> {
+    let text = answer
+        .get("answer")
+        .and_then(Value::as_str)
+        .map(str::trim)
+        .filter(|a| !a.is_empty())
+        .ok_or("the answer has no answer text")?;
+    let mut out = fallback.clone();
+    out["answer"] = Value::String(text.to_owned());
+    if let Some(listings) = answer
+        .get("listings")
+        .and_then(Value::as_array)
+        .filter(|l| !l.is_empty())
+    {
+        out["listings"] = Value::Array(listings.iter().take(LISTINGS_MAX).cloned().collect());
+    }
+    if let Some(insights) = answer.get("insights").and_then(Value::as_array) {
+        let insights: Vec<Value> = insights.iter().filter(|i| i.is_string()).cloned().collect();
+        if !insights.is_empty() {
+            out["insights"] = Value::Array(insights);
+        }
+    }
+    if let (Some(given), Some(metadata)) = (
+        answer.get("metadata").and_then(Value::as_object),
+        out["metadata"].as_object_mut(),
+    ) {
+        for (k, v) in given {
+            metadata.entry(k.clone()).or_insert_with(|| v.clone());
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use chronicle_engine::agents::Registry;
+    use chronicle_engine::llm::{Llm, LlmCall, LlmConfig, OpenAiCompat};
+    use chronicle_schemas::{Hash, RunId, TodoId};
+    use chronicle_testkit::model::{Reply, TestServer};
+    use serde_json::json;
+
+    use super::*;
+
+    const KEY: &str = "sk-planner-3c9e1f7a2b5d";
+    const DEPOSIT: &str = "집주인이 전세금 3억을 10억으로 올려달래. 법적으로 해결방법 알려줘";
+    const SEED_002: &str = "강남역 근처 30평대 아파트 매매 시세 알려줘";
+
+    fn llm(server: &TestServer, timeout_ms: u64) -> Llm {
+        let config = LlmConfig {
+            base_url: server.base_url.clone(),
+            model: "gpt-4o-mini".into(),
+            api_key: Some(KEY.into()),
+            timeout_ms,
+        };
+        Llm::new(Some(Arc::new(OpenAiCompat::new(config).expect("client"))))
+    }
+
+    fn cx<'a>(query: &'a str, agents: &'a Registry, llm: Llm) -> PlanContext<'a> {
+        PlanContext::new(RunId::from_u128(1), query, agents, llm)
+    }
+
+    /// The one model call a planning step made, if any.
+    fn one_call(cx: PlanContext<'_>) -> Option<LlmCall> {
+        let (mut calls, _) = cx.finish();
+        assert!(calls.len() <= 1, "{calls:?}");
+        calls.pop()
+    }
+
+    /// Which prompt a request carries, from its system message.
+    fn purpose(body: &Value) -> &'static str {
+        match body["messages"][0]["content"].as_str() {
+            Some(prompts::INTENT_SYSTEM) => "intent",
+            Some(prompts::PLAN_SYSTEM) => "plan",
+            Some(prompts::EVALUATION_SYSTEM) => "evaluation",
+            Some(prompts::FORMAT_SYSTEM) => "format",
+            _ => "unknown",
+        }
+    }
+
+    fn result(agent: &str, result: Option<Value>, error: Option<&str>) -> AgentResult {
+        AgentResult {
+            agent: agent.into(),
+            team: String::new(),
+            todo_id: TodoId::default(),
+            result,
+            error: error.map(str::to_owned),
+        }
+    }
+
+    fn results() -> Vec<AgentResult> {
+        vec![
+            result(
+                "property_search",
+                Some(json!({"status": "success", "data": [{"price": 1_200_000_000u64}]})),
+                None,
+            ),
+            result(
+                "market_analysis",
+                Some(json!({"status": "success", "data": {"metrics": {"avg_price": 1.3e9}}})),
+                None,
+            ),
+        ]
+    }
+
+    fn successes() -> Vec<(String, Value)> {
+        let mut v: Vec<(String, Value)> = results()
+            .into_iter()
+            .filter_map(|r| Some((r.agent, r.result?)))
+            .collect();
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+        v
+    }
+
+    fn assert_no_key(calls: &[&Option<LlmCall>]) {
+        for call in calls {
+            let text = format!("{call:?}");
+            assert!(!text.contains(KEY), "{text}");
+        }
+    }
+
+    fn prompt_hash(system: &str, user: &str) -> Hash {
+        Hash::of_content(format!("{system}\n{user}").as_bytes())
+    }
+
+    async fn intent_of(query: &str, agents: &Registry, llm: Llm) -> (Intent, Option<LlmCall>) {
+        let cx = cx(query, agents, llm);
+        let out = RealEstatePlanner.intent(&cx).await;
+        (out, one_call(cx))
+    }
+
+    async fn plan_of(
+        query: &str,
+        agents: &Registry,
+        intent: &Intent,
+        llm: Llm,
+    ) -> (Plan, Option<LlmCall>) {
+        let cx = cx(query, agents, llm);
+        let out = RealEstatePlanner.plan(&cx, intent).await;
+        (out, one_call(cx))
+    }
+
+    async fn evaluate_of(
+        query: &str,
+        runs: Vec<AgentResult>,
+        llm: Llm,
+    ) -> (EvaluationOutcome, Option<LlmCall>) {
+        let none = Registry::empty();
+        let cx = cx(query, &none, llm);
+        let out = RealEstatePlanner.evaluate(&cx, &runs).await;
+        (out, one_call(cx))
+    }
+
+    async fn respond_of(query: &str, intent: &Intent, llm: Llm) -> (Value, Option<LlmCall>) {
+        let none = Registry::empty();
+        let cx = cx(query, &none, llm);
+        let out = RealEstatePlanner.respond(&cx, intent, &results()).await;
+        (out, one_call(cx))
+    }
+
+    fn agents(names: &[&str]) -> Registry {
+        let all = crate::agents::registry();
+        let mut r = Registry::empty();
+        for n in names {
+            r.register(all.get(n).unwrap().clone());
+        }
+        r
+    }
+
+    #[tokio::test]
+    async fn without_a_model_the_rules_answer_and_nothing_is_recorded() {
+        let none = Registry::empty();
+        let (intent, call) = intent_of(DEPOSIT, &none, Llm::new(None)).await;
+        assert_eq!(
+            (intent.intent_type.as_str(), intent.source, call),
+            ("comprehensive", Source::Rules, None)
+        );
+        let (plan, call) = plan_of(DEPOSIT, &none, &intent, Llm::new(None)).await;
+        assert_eq!((plan, call), (rules::build_plan(&intent, &[]), None));
+        let (outcome, call) = evaluate_of(DEPOSIT, results(), Llm::new(None)).await;
+        assert_eq!(
+            (outcome, call),
+            (rules::evaluate(&triples(&results())), None)
+        );
+        let (response, call) = respond_of(DEPOSIT, &intent, Llm::new(None)).await;
+        assert_eq!(
+            (response, call),
+            (rules::format_response(DEPOSIT, &intent, &successes()), None)
+        );
+    }
+
+    #[tokio::test]
+    async fn good_answers_are_used_and_recorded() {
+        let server = TestServer::start(Some(KEY), |body| {
+            Reply::Content(match purpose(body) {
+                "intent" => "```json\n{\"intent_type\": \"analysis\", \"region\": \"강남\", \"property_type\": \"아파트\", \"deal_type\": \"매매\", \"price_range\": null, \"size_range\": {\"min\": 30, \"max\": 40}}\n```".into(),
+                "plan" => json!({
+                    "strategy": "sequential",
+                    "agents": [
+                        {"name": "market_analysis", "order": 2, "params": {"region": "서울특별시 강남구", "property_type": "아파트"}},
+                        {"name": "property_search", "order": 1, "params": {"region": "서울특별시 강남구", "size_range": {"min": 30, "max": 40}}},
+                    ],
+                })
+                .to_string(),
+                "evaluation" => json!({
+                    "quality_score": 0.9, "completeness": true, "accuracy": true, "consistency": true,
+                    "needs_retry": false, "retry_agents": [], "feedback": "모든 데이터가 수집되었습니다.",
+                })
+                .to_string(),
+                "format" => json!({
+                    "answer": "강남구의 30평대 아파트 매매 시세는 평균 13억 원 수준입니다.",
+                    "insights": ["학군 수요가 꾸준합니다"],
+                    "metadata": {"analysis_date": "2025-09-27", "total_results": 99},
+                })
+                .to_string(),
+                _ => "?".into(),
+            })
+        })
+        .await;
+        let none = Registry::empty();
+        let (intent, intent_call) = intent_of(SEED_002, &none, llm(&server, 5_000)).await;
+        assert_eq!(intent.source, Source::Llm);
+        assert_eq!(intent.intent_type, "analysis");
+        assert_eq!(intent.confidence, LLM_DEFAULT_CONFIDENCE);
+        assert_eq!(intent.keywords, ["시세"]);
+        assert_eq!(
+            intent.entities,
+            json!({"region": "서울특별시 강남구", "property_type": "아파트", "deal_type": "매매", "size_range": {"min": 30, "max": 40}})
+        );
+        let call = intent_call.clone().expect("an intent call");
+        assert_eq!(
+            (call.purpose.as_str(), call.model.as_str(), call.error),
+            ("intent_analysis", "gpt-4o-mini", None)
+        );
+        assert!(
+            call.response
+                .starts_with("```json\n{\"intent_type\": \"analysis\"")
+        );
+        let seen = server.requests();
+        let sent = |i: usize, role: usize| {
+            seen[i].body["messages"][role]["content"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        };
+        assert_eq!(call.prompt_hash, prompt_hash(&sent(0, 0), &sent(0, 1)));
+        assert!(sent(0, 1).contains(SEED_002));
+
+        let available = agents(&["property_search", "market_analysis", "search_team"]);
+        let (plan, plan_call) = plan_of(SEED_002, &available, &intent, llm(&server, 5_000)).await;
+        assert_eq!(plan.source, Source::Llm);
+        let names: Vec<&str> = plan.steps.iter().map(|s| s.agent_name.as_str()).collect();
+        assert_eq!(names, ["property_search", "market_analysis"]);
+        assert_eq!(plan.steps[1].dependencies, ["property_search"]);
+        assert_eq!(
+            plan.steps[0].input_mapping["size_range"],
+            json!({"min": 30, "max": 40})
+        );
+        assert_eq!(plan.steps[0].input_mapping["deal_type"], json!("매매"));
+        assert_eq!(plan_call.as_ref().map(|c| c.error.clone()), Some(None));
+
+        let (outcome, evaluation_call) =
+            evaluate_of(SEED_002, results(), llm(&server, 5_000)).await;
+        assert_eq!(
+            outcome,
+            EvaluationOutcome {
+                quality_score: 0.9,
+                completeness: 1.0,
+                needs_retry: false,
+                retry_agents: vec![],
+                feedback: "모든 데이터가 수집되었습니다.".into(),
+                source: Source::Llm,
+            }
+        );
+
+        let (response, format_call) = respond_of(SEED_002, &intent, llm(&server, 5_000)).await;
+        assert_eq!(
+            response["answer"],
+            json!("강남구의 30평대 아파트 매매 시세는 평균 13억 원 수준입니다.")
+        );
+        assert_eq!(response["insights"], json!(["학군 수요가 꾸준합니다"]));
+        assert_eq!(response["metadata"]["analysis_date"], json!("2025-09-27"));
+        // Counts come from the results, not from the model.
+        assert_eq!(response["metadata"]["total_results"], json!(1));
+        assert_eq!(
+            response["metadata"]["agents_used"],
+            json!(["market_analysis", "property_search"])
+        );
+        assert_eq!(response["listings"], json!([{"price": 1_200_000_000u64}]));
+        assert_eq!(
+            format_call.as_ref().map(|c| c.purpose.as_str()),
+            Some("response_formatting")
+        );
+
+        let seen = server.requests();
+        assert_eq!(seen.len(), 4);
+        assert!(
+            seen.iter()
+                .all(|s| s.authorization.as_deref() == Some(format!("Bearer {KEY}").as_str()))
+        );
+        assert_no_key(&[&intent_call, &plan_call, &evaluation_call, &format_call]);
+    }
+
+    #[tokio::test]
+    async fn unusable_answers_fall_back_to_the_rules_and_are_recorded() {
+        let server = TestServer::start(Some(KEY), |body| {
+            Reply::Content(match purpose(body) {
+                "intent" => json!({"intent_type": "weather", "region": "강남"}).to_string(),
+                "plan" => json!({"strategy": "sequential", "agents": [{"name": "rm_rf_agent", "order": 1}]}).to_string(),
+                "evaluation" => json!({"quality_score": 1.0, "needs_retry": true, "retry_agents": ["ghost"]}).to_string(),
+                _ => "Sorry, I cannot answer in JSON today.".into(),
+            })
+        })
+        .await;
+        let none = Registry::empty();
+        let (intent, call) = intent_of(DEPOSIT, &none, llm(&server, 5_000)).await;
+        assert_eq!(intent, rules::analyze_intent(DEPOSIT));
+        let call = call.expect("an intent call");
+        assert_eq!(
+            call.response,
+            json!({"intent_type": "weather", "region": "강남"}).to_string()
+        );
+        let error = call.error.unwrap_or_default();
+        assert!(
+            error.starts_with("llm response is not usable: intent_type \"weather\" is not one of"),
+            "{error}"
+        );
+
+        let (plan, call) = plan_of(DEPOSIT, &none, &intent, llm(&server, 5_000)).await;
+        assert_eq!(plan, rules::build_plan(&intent, &[]));
+        let error = call.and_then(|c| c.error).unwrap_or_default();
+        assert!(
+            error.contains("agent \"rm_rf_agent\" is not available"),
+            "{error}"
+        );
+
+        let (outcome, call) = evaluate_of(DEPOSIT, results(), llm(&server, 5_000)).await;
+        assert_eq!(outcome, rules::evaluate(&triples(&results())));
+        let error = call.and_then(|c| c.error).unwrap_or_default();
+        assert!(
+            error.contains("retry agent \"ghost\" did not run"),
+            "{error}"
+        );
+
+        let (response, call) = respond_of(DEPOSIT, &intent, llm(&server, 5_000)).await;
+        assert_eq!(
+            response,
+            rules::format_response(DEPOSIT, &intent, &successes())
+        );
+        let call = call.expect("a format call");
+        assert_eq!(call.response, "Sorry, I cannot answer in JSON today.");
+        let error = call.error.unwrap_or_default();
+        assert!(
+            error.starts_with("llm response is not usable: the answer is not JSON"),
+            "{error}"
+        );
+    }
+
+    #[tokio::test]
+    async fn http_500_and_a_slow_model_fall_back_to_the_rules() {
+        let server = TestServer::start(Some(KEY), |_| Reply::Status(500)).await;
+        let none = Registry::empty();
+        let (intent, call) = intent_of(SEED_002, &none, llm(&server, 5_000)).await;
+        assert_eq!(intent, rules::analyze_intent(SEED_002));
+        let intent_call = call.expect("an intent call");
+        assert_eq!(
+            (intent_call.response.as_str(), intent_call.error.as_deref()),
+            ("", Some("llm returned status 500"))
+        );
+        let (plan, plan_call) = plan_of(SEED_002, &none, &intent, llm(&server, 5_000)).await;
+        assert_eq!(plan, rules::build_plan(&intent, &[]));
+        assert_eq!(
+            plan_call.as_ref().and_then(|c| c.error.as_deref()),
+            Some("llm returned status 500")
+        );
+        assert_no_key(&[&Some(intent_call), &plan_call]);
+
+        let slow = TestServer::start(Some(KEY), |_| {
+            Reply::Delay(
+                Duration::from_secs(5),
+                Box::new(Reply::Content(json!({"intent_type": "search"}).to_string())),
+            )
+        })
+        .await;
+        let (intent, call) = intent_of(DEPOSIT, &none, llm(&slow, 200)).await;
+        assert_eq!(
+            (intent.intent_type.as_str(), intent.source),
+            ("comprehensive", Source::Rules)
+        );
+        assert_eq!(
+            call.and_then(|c| c.error).as_deref(),
+            Some("llm call timed out after 200 ms")
+        );
+    }
+
+    #[tokio::test]
+    async fn a_model_cannot_hide_a_failed_agent() {
+        let server = TestServer::start(Some(KEY), |_| {
+            Reply::Content(
+                json!({"quality_score": 0.95, "completeness": 0.9, "needs_retry": false})
+                    .to_string(),
+            )
+        })
+        .await;
+        let mut runs = results();
+        runs[1] = result("market_analysis", None, Some("timed out after 30000 ms"));
+        let (outcome, call) = evaluate_of(DEPOSIT, runs, llm(&server, 5_000)).await;
+        assert_eq!(outcome.source, Source::Llm);
+        assert_eq!((outcome.quality_score, outcome.completeness), (0.95, 0.9));
+        assert!(outcome.needs_retry);
+        assert_eq!(outcome.retry_agents, ["market_analysis"]);
+        assert_eq!(call.and_then(|c| c.error), None);
+    }
+
+    #[test]
+    fn model_plans_are_checked() {
+        let intent = rules::analyze_intent(SEED_002);
+        let plan = |answer: Value| {
+            plan_from_answer(
+                answer.as_object().cloned().unwrap_or_default(),
+                &intent,
+                &KNOWN_AGENTS,
+            )
+        };
+        let ok = plan(
+            json!({"strategy": "dag", "agents": ["property_search", {"agent_name": "market_analysis"}]}),
+        );
+        assert_eq!(
+            ok.as_ref().map(|p| (p.strategy, p.steps.len(), p.source)),
+            Ok((Strategy::Dag, 2, Source::Llm))
+        );
+        assert_eq!(
+            plan(json!({"strategy": "eventually", "agents": ["property_search"]}))
+                .err()
+                .as_deref(),
+            Some("strategy \"eventually\" is not sequential, parallel or dag")
+        );
+        assert_eq!(
+            plan(json!({"agents": []})).err().as_deref(),
+            Some("the plan has no agents")
+        );
+        assert_eq!(
+            plan(json!({"agents": ["property_search", "property_search"]}))
+                .err()
+                .as_deref(),
+            Some("agent \"property_search\" appears twice")
+        );
+        assert_eq!(
+            plan(json!({"agents": [{"name": "market_analysis", "dependencies": ["property_search"]}, "property_search"]}))
+                .err()
+                .as_deref(),
+            Some("\"market_analysis\" depends on \"property_search\", which is not an earlier step")
+        );
+        let many: Vec<String> = (0..=PLAN_STEPS_MAX).map(|i| format!("a{i}")).collect();
+        let names: Vec<&str> = many.iter().map(String::as_str).collect();
+        let err = plan_from_answer(
+            json!({"agents": many})
+                .as_object()
+                .cloned()
+                .unwrap_or_default(),
+            &intent,
+            &names,
+        );
+        assert_eq!(
+            err.err(),
+            Some(format!(
+                "the plan has {} agents, over {PLAN_STEPS_MAX}",
+                PLAN_STEPS_MAX + 1
+            ))
+        );
+    }
+
+    #[test]
+    fn model_entities_are_checked_and_normalised() {
+        let rules_intent = rules::analyze_intent(DEPOSIT);
+        let intent = |answer: Value| {
+            intent_from_answer(
+                answer.as_object().cloned().unwrap_or_default(),
+                &rules_intent,
+            )
+        };
+        let ok = intent(
+            json!({"intent_type": "Comprehensive", "entities": {"deal_type": "전세", "regions": ["Mapo"]}, "confidence": 0.7}),
+        );
+        let ok = ok.expect("a valid intent");
+        assert_eq!(
+            (ok.intent_type.as_str(), ok.confidence),
+            ("comprehensive", 0.7)
+        );
+        // The rules' amounts fill what the model left out.
+        assert_eq!(
+            ok.entities,
+            json!({"deal_type": "전세", "regions": ["서울특별시 마포구"], "amounts": [300_000_000u64, 1_000_000_000u64]})
+        );
+        assert_eq!(
+            intent(json!({"intent_type": "search", "property_type": "castle"}))
+                .err()
+                .as_deref(),
+            Some(
+                "property_type \"castle\" is not one of [\"아파트\", \"오피스텔\", \"빌라\", \"단독주택\"]"
+            )
+        );
+        assert_eq!(
+            intent(json!({"intent_type": "search", "size_range": {"min": "thirty"}}))
+                .err()
+                .as_deref(),
+            Some("size_range {\"min\":\"thirty\"} is not {min, max} numbers")
+        );
+        assert_eq!(
+            intent(json!({"intent_type": "search", "confidence": 7}))
+                .err()
+                .as_deref(),
+            Some("confidence 7 is not in 0..=1")
+        );
+        assert_eq!(
+            intent(json!({"region": "강남"})).err().as_deref(),
+            Some("the answer has no intent_type string")
+        );
+    }
+}

@@ -1,0 +1,176 @@
+//! The `Planner`: the domain's four decisions in a run — what the query asks for (intent), which
+//! agents do what (plan), whether the results are good enough (evaluation) and what to answer
+//! (response). The engine calls it at the matching nodes and records what it decided, the model
+//! calls it made and the notes it left (`Reasoning` events), so a replay never asks it again.
+
+use std::sync::{Mutex, PoisonError};
+
+use chronicle_schemas::{PlanStep, RunId, Source, Strategy, TodoId};
+use serde_json::Value;
+
+use crate::agents::Registry;
+use crate::llm::{Llm, LlmCall};
+
+/// The analysed intent (`IntentAnalyzed`; `analyzed_intent` in the planning state).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Intent {
+    /// The domain's name for what is asked (`search`, `weather`, `general` ...).
+    pub intent_type: String,
+    pub confidence: f64,
+    pub keywords: Vec<String>,
+    /// Whatever the domain extracts (places, amounts, dates ...).
+    pub entities: Value,
+    pub source: Source,
+}
+
+/// An execution plan, before it becomes TODOs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Plan {
+    pub strategy: Strategy,
+    pub steps: Vec<PlanStep>,
+    pub parallel_groups: Vec<Vec<String>>,
+    /// Seconds.
+    pub estimated_total_time: f64,
+    pub source: Source,
+}
+
+/// A judgement of the results: good enough, or retry some agents.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EvaluationOutcome {
+    pub quality_score: f64,
+    pub completeness: f64,
+    pub needs_retry: bool,
+    pub retry_agents: Vec<String>,
+    pub feedback: String,
+    pub source: Source,
+}
+
+/// One agent's latest outcome in the run, as evaluation and response see it: a result, or why
+/// there is none.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AgentResult {
+    pub agent: String,
+    /// The team the agent declared.
+    pub team: String,
+    pub todo_id: TodoId,
+    pub result: Option<Value>,
+    pub error: Option<String>,
+}
+
+/// What a planner sees of the run, and its way to the model and to the run's narration.
+#[derive(Debug)]
+pub struct PlanContext<'a> {
+    pub run_id: RunId,
+    pub query: &'a str,
+    /// The agents the run may use (names, purposes, teams, routing hints).
+    pub agents: &'a Registry,
+    /// The model, when one is configured; every call is recorded with the node.
+    pub llm: Llm,
+    notes: Mutex<Vec<String>>,
+}
+
+impl<'a> PlanContext<'a> {
+    pub fn new(run_id: RunId, query: &'a str, agents: &'a Registry, llm: Llm) -> Self {
+        Self {
+            run_id,
+            query,
+            agents,
+            llm,
+            notes: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Says why the planner decided something; recorded as a `Reasoning` event with the node.
+    pub fn note(&self, message: impl Into<String>) {
+        self.notes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(message.into());
+    }
+
+    /// The model calls and notes made so far, oldest first.
+    pub fn finish(self) -> (Vec<LlmCall>, Vec<String>) {
+        let calls = self.llm.take_calls();
+        let notes = self
+            .notes
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner);
+        (calls, notes)
+    }
+}
+
+/// A domain's planning: intent, plan, evaluation and response. Implementations answer without a
+/// model when none is configured (`cx.llm.model()` is `None`) or a model answer is unusable.
+#[async_trait::async_trait]
+pub trait Planner: Send + Sync + 'static {
+    async fn intent(&self, cx: &PlanContext<'_>) -> Intent;
+
+    /// A plan over `cx.agents`. Steps naming an agent the registry does not hold fail the run
+    /// when it starts them, so a planner should only name registered agents.
+    async fn plan(&self, cx: &PlanContext<'_>, intent: &Intent) -> Plan;
+
+    /// Whether the run's results answer the query, or which agents to run again.
+    async fn evaluate(&self, cx: &PlanContext<'_>, results: &[AgentResult]) -> EvaluationOutcome;
+
+    /// The final response (`ResponseGenerated`) from the completed agents' results.
+    async fn respond(
+        &self,
+        cx: &PlanContext<'_>,
+        intent: &Intent,
+        results: &[AgentResult],
+    ) -> Value;
+}
+
+/// The planner of an engine no domain was plugged into: it plans nothing (runs need a plan of
+/// their own, `RunConfig::plan`), accepts every result and answers with the results as they are.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoPlanner;
+
+#[async_trait::async_trait]
+impl Planner for NoPlanner {
+    async fn intent(&self, _: &PlanContext<'_>) -> Intent {
+        Intent {
+            intent_type: "unplanned".into(),
+            confidence: 0.0,
+            keywords: vec![],
+            entities: Value::Object(Default::default()),
+            source: Source::Rules,
+        }
+    }
+
+    async fn plan(&self, cx: &PlanContext<'_>, _: &Intent) -> Plan {
+        cx.note("no planner is configured: the run has nothing to do without a plan of its own");
+        Plan {
+            strategy: Strategy::Sequential,
+            steps: vec![],
+            parallel_groups: vec![],
+            estimated_total_time: 0.0,
+            source: Source::Rules,
+        }
+    }
+
+    async fn evaluate(&self, _: &PlanContext<'_>, results: &[AgentResult]) -> EvaluationOutcome {
+        let ok = results.iter().filter(|r| r.result.is_some()).count();
+        let completeness = if results.is_empty() {
+            1.0
+        } else {
+            ok as f64 / results.len() as f64
+        };
+        EvaluationOutcome {
+            quality_score: completeness,
+            completeness,
+            needs_retry: false,
+            retry_agents: vec![],
+            feedback: format!("{ok} of {} agent(s) returned a result", results.len()),
+            source: Source::Rules,
+        }
+    }
+
+    async fn respond(&self, _: &PlanContext<'_>, _: &Intent, results: &[AgentResult]) -> Value {
+        let by_agent: serde_json::Map<String, Value> = results
+            .iter()
+            .filter_map(|r| Some((r.agent.clone(), r.result.clone()?)))
+            .collect();
+        serde_json::json!({ "results": by_agent })
+    }
+}

@@ -1,0 +1,921 @@
+//! The conformance suite: one async fn per rule of [`EventLog`](crate::EventLog), each taking a
+//! [`Factory`] of stores, and [`conformance_tests!`](crate::conformance_tests) to run every case
+//! against one implementation. Every implementation runs all of it; a new one (PostgreSQL) is
+//! done when it passes.
+//!
+//! Compiled for this crate's tests, and for other crates with the `conformance` feature.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+
+use chronicle_projections::{fixtures, replay_from_zero};
+use chronicle_schemas::{
+    Actor, EVENT_BYTES_MAX, Envelope, Event, Hash, RunId, SessionId, Timestamp, encode_record,
+};
+use proptest::prelude::*;
+use tokio_stream::StreamExt;
+
+use crate::{Error, Options, SESSION_ID_BYTES_MAX, Store};
+
+/// Makes the stores a case runs against.
+pub trait Factory {
+    /// A new, empty store with these settings.
+    fn create(&self, opts: Options) -> Store;
+
+    /// The store closed and opened again: what a restart keeps. A store that keeps nothing
+    /// beyond its handles (memory) comes back as it is.
+    fn reopen(&self, store: Store) -> Store;
+}
+
+/// Stores in memory.
+#[derive(Debug, Default)]
+pub struct Memory;
+
+impl Factory for Memory {
+    fn create(&self, opts: Options) -> Store {
+        Store::memory_with(opts)
+    }
+
+    fn reopen(&self, store: Store) -> Store {
+        store
+    }
+}
+
+/// sled stores, each in a real temporary directory (sled's `temporary(true)` would skip
+/// syncing); the directories go when the factory does.
+#[derive(Debug, Default)]
+pub struct Sled {
+    dirs: Mutex<Vec<tempfile::TempDir>>,
+}
+
+impl Factory for Sled {
+    fn create(&self, opts: Options) -> Store {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let store = Store::open(dir.path(), opts).expect("the sled store opens");
+        self.dirs.lock().expect("not poisoned").push(dir);
+        store
+    }
+
+    fn reopen(&self, store: Store) -> Store {
+        let dir = store
+            .dir()
+            .expect("a sled store has a directory")
+            .to_path_buf();
+        let opts = store.options().clone();
+        // The last handle closes sled (its writer is joined), so the directory can be opened again.
+        drop(store);
+        Store::open(dir, opts).expect("the sled store opens again")
+    }
+}
+
+/// One `#[tokio::test]` (one `#[test]` for the property) per conformance case, for the stores
+/// `$factory` makes.
+#[macro_export]
+#[doc(hidden)]
+macro_rules! conformance_tests {
+    ($factory:expr) => {
+        $crate::conformance_tests!(@async $factory;
+            a_new_store_is_empty_and_healthy,
+            offsets_and_seqs_are_dense_from_zero,
+            sixteen_writers_on_sixteen_runs,
+            same_expected_seq_exactly_one_wins,
+            bad_appends_write_nothing,
+            reads_keep_their_bounds,
+            follow_never_skips_or_repeats,
+            heads_sessions_and_terminal_flags,
+            store_backed_replay_with_snapshots_equals_from_zero,
+            live_run_applies_and_snapshots_as_it_appends,
+            snapshots_are_a_deletable_cache,
+            blobs_are_content_addressed_and_checked,
+            an_event_at_the_limit_is_stored_and_one_byte_over_is_refused,
+            verify_is_clean_and_reports_the_heads,
+        );
+        #[test]
+        fn the_store_behaves_like_a_map() {
+            $crate::conformance::the_store_behaves_like_a_map(&$factory);
+        }
+    };
+    (@async $factory:expr; $($case:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $case() {
+                $crate::conformance::$case(&$factory).await;
+            }
+        )*
+    };
+}
+
+// ------------------------------------------------------------------------------------ helpers
+
+pub fn run(i: u128) -> RunId {
+    RunId::from_u128(0x5EED_0000 + i)
+}
+
+pub fn run_started(session: &str) -> Event {
+    Event::RunStarted {
+        session_id: SessionId::from(session),
+        user_id: None,
+        request_id: "req".into(),
+        query: "강남구 아파트 시세 조회".into(),
+        config: Default::default(),
+        parent: None,
+    }
+}
+
+pub fn note(i: u64) -> Event {
+    Event::Reasoning {
+        message: format!("step {i}"),
+    }
+}
+
+fn reasoning(bytes: usize, fill: char) -> Event {
+    Event::Reasoning {
+        message: fill.to_string().repeat(bytes),
+    }
+}
+
+fn completed() -> Event {
+    Event::RunCompleted {
+        total_execution_time_ms: 1,
+    }
+}
+
+/// Every offset from 0 is present exactly once, every run's seqs are dense from 0, everything is
+/// durable, and `verify` agrees. Returns the number of events.
+pub fn assert_dense(store: &Store) -> u64 {
+    let all: Vec<_> = store.read_range(0, u64::MAX).map(Result::unwrap).collect();
+    let mut seqs: BTreeMap<RunId, u64> = BTreeMap::new();
+    for (i, env) in all.iter().enumerate() {
+        assert_eq!(env.offset, i as u64);
+        let next = seqs.entry(env.run_id).or_insert(0);
+        assert_eq!(env.seq, *next, "run {} seq gap", env.run_id);
+        *next += 1;
+    }
+    assert_eq!(store.durable_next_offset(), all.len() as u64);
+    assert!(store.get(all.len() as u64).unwrap().is_none());
+    let report = store.verify().unwrap();
+    assert!(report.ok(), "{:?}", report.problem);
+    assert_eq!(report.next_offset, all.len() as u64);
+    assert_eq!(report.events, all.len() as u64);
+    all.len() as u64
+}
+
+/// Appends `n` events to run `r` one by one (a `RunStarted`, then notes).
+async fn fill_run(store: &Store, r: u128, n: u64) {
+    let run = run(r);
+    for seq in 0..n {
+        let ev = if seq == 0 {
+            run_started("f")
+        } else {
+            note(seq)
+        };
+        store.append(run, seq, vec![ev]).await.unwrap();
+    }
+}
+
+// -------------------------------------------------------------------------------------- cases
+
+pub async fn a_new_store_is_empty_and_healthy(f: &dyn Factory) {
+    let store = f.create(Options::default());
+    assert_eq!(store.durable_next_offset(), 0);
+    assert_eq!(*store.watch_head().borrow(), 0);
+    assert!(store.get(0).unwrap().is_none());
+    assert_eq!(store.read_range(0, u64::MAX).count(), 0);
+    assert_eq!(store.runs().count(), 0);
+    assert!(store.run_head(run(0)).unwrap().is_none());
+    assert_eq!(store.durable_seq(run(0)).unwrap(), None);
+    let report = store.verify().unwrap();
+    assert!(report.ok() && report.heads.is_empty() && report.next_offset == 0);
+    assert_eq!(store.health(), crate::StorageHealth::Ok);
+    assert_eq!(store.failure(), None);
+    assert_eq!(*store.watch_failure().borrow(), None);
+    store.flush().unwrap();
+}
+
+/// Interleaved appends of 1 to 3 events over three runs take consecutive offsets across the log
+/// and consecutive seqs per run, and each append's events share one `at`.
+pub async fn offsets_and_seqs_are_dense_from_zero(f: &dyn Factory) {
+    let store = f.create(Options::default());
+    let mut next_seq = [0u64; 3];
+    let mut next_offset = 0;
+    for i in 0..30u64 {
+        let k = (i % 3) as usize;
+        let n = 1 + i % 3;
+        let events: Vec<Event> = (0..n)
+            .map(|j| {
+                if next_seq[k] + j == 0 {
+                    run_started(&format!("s{k}"))
+                } else {
+                    note(i)
+                }
+            })
+            .collect();
+        let envs = store
+            .append(run(k as u128), next_seq[k], events)
+            .await
+            .unwrap();
+        let offsets: Vec<u64> = envs.iter().map(|e| e.offset).collect();
+        let seqs: Vec<u64> = envs.iter().map(|e| e.seq).collect();
+        assert_eq!(offsets, (next_offset..next_offset + n).collect::<Vec<_>>());
+        assert_eq!(seqs, (next_seq[k]..next_seq[k] + n).collect::<Vec<_>>());
+        assert!(
+            envs.iter()
+                .all(|e| e.at == envs[0].at && e.run_id == run(k as u128))
+        );
+        next_offset += n;
+        next_seq[k] += n;
+        assert_eq!(store.durable_next_offset(), next_offset);
+    }
+    assert_eq!(assert_dense(&store), next_offset);
+    for (k, &n) in next_seq.iter().enumerate() {
+        let head = store.run_head(run(k as u128)).unwrap().unwrap();
+        assert_eq!(head.next_seq(), n);
+        assert_eq!(store.durable_seq(run(k as u128)).unwrap(), Some(n - 1));
+    }
+}
+
+pub async fn sixteen_writers_on_sixteen_runs(f: &dyn Factory) {
+    let store = f.create(Options::default());
+    let mut tasks = Vec::new();
+    for r in 0..16u128 {
+        let store = store.clone();
+        tasks.push(tokio::spawn(async move {
+            let run = run(r);
+            store
+                .append(run, 0, vec![run_started(&format!("s{r}"))])
+                .await
+                .unwrap();
+            let mut seq = 1;
+            for i in 0..40u64 {
+                let batch: Vec<Event> = (0..=i % 2).map(|k| note(seq + k)).collect();
+                let n = batch.len() as u64;
+                let envs = store.append(run, seq, batch).await.unwrap();
+                assert_eq!(
+                    envs.iter().map(|e| e.seq).collect::<Vec<_>>(),
+                    (seq..seq + n).collect::<Vec<_>>()
+                );
+                seq += n;
+            }
+            seq
+        }));
+    }
+    let mut total = 0;
+    for (r, t) in tasks.into_iter().enumerate() {
+        let events = t.await.unwrap();
+        total += events;
+        let head = store.run_head(run(r as u128)).unwrap().unwrap();
+        assert_eq!(head.last_seq + 1, events);
+        assert_eq!(
+            store.read_run(run(r as u128), 0, u64::MAX).count() as u64,
+            events
+        );
+    }
+    assert_eq!(assert_dense(&store), total);
+}
+
+pub async fn same_expected_seq_exactly_one_wins(f: &dyn Factory) {
+    let store = f.create(Options::default());
+    let r = run(1);
+    store.append(r, 0, vec![run_started("s")]).await.unwrap();
+    for round in 1..=20u64 {
+        let (a, b) = tokio::join!(
+            store.append(r, round, vec![note(round)]),
+            store.append(r, round, vec![note(round + 1000)]),
+        );
+        let (wins, losses): (Vec<_>, Vec<_>) = [a, b].into_iter().partition(Result::is_ok);
+        assert_eq!((wins.len(), losses.len()), (1, 1), "round {round}");
+        match losses.into_iter().next().unwrap() {
+            Err(Error::Conflict {
+                run_id,
+                expected,
+                actual,
+            }) => {
+                assert_eq!((run_id, expected, actual), (r, round, round + 1));
+            }
+            other => panic!("expected a conflict, got {other:?}"),
+        }
+    }
+    assert_eq!(assert_dense(&store), 21);
+}
+
+pub async fn bad_appends_write_nothing(f: &dyn Factory) {
+    let store = f.create(Options::default());
+    let r = run(2);
+    store.append(r, 0, vec![run_started("s")]).await.unwrap();
+    let before = store.durable_next_offset();
+
+    let err = store.append(r, 5, vec![note(5)]).await.unwrap_err();
+    assert!(
+        matches!(err, Error::Conflict { run_id, expected: 5, actual: 1 } if run_id == r),
+        "{err}"
+    );
+    assert_eq!(
+        err.to_string(),
+        format!("conflict on run {r}: expected seq 5, but the run is at seq 1")
+    );
+
+    // One oversized event refuses the whole append, including the valid event before it.
+    let err = store
+        .append(r, 1, vec![note(1), reasoning(70_000, 'x')])
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Encode { index: 1, .. }), "{err}");
+    let (bytes, max) = err.event_too_large().expect("a size error");
+    assert!(bytes > max && max == EVENT_BYTES_MAX, "{err}");
+    assert_eq!(
+        err.to_string(),
+        format!("event #1 of the append: event Reasoning of {bytes} bytes exceeds {max}")
+    );
+
+    let err = store.append(run(3), 0, vec![note(0)]).await.unwrap_err();
+    assert!(
+        matches!(err, Error::FirstEventNotRunStarted { run_id, kind: "Reasoning" } if run_id == run(3)),
+        "{err}"
+    );
+    let err = store
+        .append(r, 1, vec![note(1), run_started("s")])
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::RunStartedNotFirst { run_id, seq: 2 } if run_id == r),
+        "{err}"
+    );
+    for (session, bytes, contains_nul) in [
+        ("a\0b".to_owned(), 3, true),
+        (String::new(), 0, false),
+        (
+            "s".repeat(SESSION_ID_BYTES_MAX + 1),
+            SESSION_ID_BYTES_MAX + 1,
+            false,
+        ),
+    ] {
+        let err = store
+            .append(run(4), 0, vec![run_started(&session)])
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, Error::BadSessionId { bytes: b, max: SESSION_ID_BYTES_MAX, contains_nul: n } if b == bytes && n == contains_nul),
+            "{err}"
+        );
+    }
+    let err = store.append(r, 1, vec![]).await.unwrap_err();
+    assert!(
+        matches!(err, Error::EmptyAppend { run_id } if run_id == r),
+        "{err}"
+    );
+    // A conflict is told before anything else about the append.
+    let err = store.append(r, 7, vec![]).await.unwrap_err();
+    assert!(matches!(err, Error::Conflict { .. }), "{err}");
+
+    assert_eq!(store.durable_next_offset(), before);
+    assert!(store.run_head(run(3)).unwrap().is_none());
+    assert!(store.run_head(run(4)).unwrap().is_none());
+    assert_eq!(store.session_runs(&"a\0b".into()).unwrap(), []);
+    assert_eq!(store.run_head(r).unwrap().unwrap().last_seq, 0);
+    assert_eq!(assert_dense(&store), 1);
+    // The run continues at the seq the conflict named, and the longest session id is fine.
+    store.append(r, 1, vec![note(1)]).await.unwrap();
+    let longest = "s".repeat(SESSION_ID_BYTES_MAX);
+    store
+        .append(run(4), 0, vec![run_started(&longest)])
+        .await
+        .unwrap();
+    assert_eq!(store.session_runs(&SessionId(longest)).unwrap(), [run(4)]);
+    assert_eq!(assert_dense(&store), 3);
+}
+
+/// `read_range(from, to)` is `from..to`, `read_run(run, from, to)` is `from..=to`; both stop at
+/// the end of what is stored and are empty when the range is.
+pub async fn reads_keep_their_bounds(f: &dyn Factory) {
+    let store = f.create(Options::default());
+    fill_run(&store, 0, 6).await;
+    fill_run(&store, 1, 4).await;
+    let offsets = |from, to| -> Vec<u64> {
+        store
+            .read_range(from, to)
+            .map(|e| e.unwrap().offset)
+            .collect()
+    };
+    assert_eq!(offsets(0, 10), (0..10).collect::<Vec<_>>());
+    assert_eq!(offsets(3, 5), [3, 4]);
+    assert_eq!(offsets(8, 1000), [8, 9]);
+    assert_eq!(offsets(5, 5), [] as [u64; 0]);
+    assert_eq!(offsets(7, 2), [] as [u64; 0]);
+    assert_eq!(offsets(10, u64::MAX), [] as [u64; 0]);
+    assert_eq!(offsets(u64::MAX, u64::MAX), [] as [u64; 0]);
+    let seqs = |r, from, to| -> Vec<u64> {
+        store
+            .read_run(run(r), from, to)
+            .map(|e| e.unwrap().seq)
+            .collect()
+    };
+    assert_eq!(seqs(0, 0, u64::MAX), (0..6).collect::<Vec<_>>());
+    assert_eq!(seqs(0, 2, 4), [2, 3, 4]);
+    assert_eq!(seqs(0, 3, 3), [3]);
+    assert_eq!(seqs(1, 2, 100), [2, 3]);
+    assert_eq!(seqs(0, 4, 3), [] as [u64; 0]);
+    assert_eq!(seqs(1, 4, u64::MAX), [] as [u64; 0]);
+    assert_eq!(seqs(9, 0, u64::MAX), [] as [u64; 0]);
+    assert!(
+        store
+            .read_run(run(1), 0, u64::MAX)
+            .all(|e| e.unwrap().run_id == run(1))
+    );
+    assert_eq!(store.get(9).unwrap().unwrap().run_id, run(1));
+    assert!(store.get(10).unwrap().is_none());
+    assert!(store.get(u64::MAX).unwrap().is_none());
+}
+
+pub async fn follow_never_skips_or_repeats(f: &dyn Factory) {
+    let store = f.create(Options::default());
+    fill_run(&store, 0, 50).await;
+    let from_start = store.follow(0);
+    let from_middle = store.follow(37);
+    let writer = {
+        let store = store.clone();
+        tokio::spawn(async move { fill_run(&store, 1, 150).await })
+    };
+    let a: Vec<u64> = from_start
+        .take(200)
+        .map(|e| e.unwrap().offset)
+        .collect()
+        .await;
+    let b: Vec<u64> = from_middle
+        .take(163)
+        .map(|e| e.unwrap().offset)
+        .collect()
+        .await;
+    writer.await.unwrap();
+    assert_eq!(a, (0..200).collect::<Vec<_>>());
+    assert_eq!(b, (37..200).collect::<Vec<_>>());
+    // A follower from the head waits for what comes next.
+    let mut tail = store.follow(200);
+    fill_run(&store, 2, 1).await;
+    assert_eq!(tail.next().await.unwrap().unwrap().offset, 200);
+}
+
+pub async fn heads_sessions_and_terminal_flags(f: &dyn Factory) {
+    let store = f.create(Options::default());
+    let (a, b, c) = (run(10), run(11), run(12));
+    let started = store
+        .append(a, 0, vec![run_started("thread-1")])
+        .await
+        .unwrap();
+    store
+        .append(b, 0, vec![run_started("thread-2")])
+        .await
+        .unwrap();
+    store
+        .append(c, 0, vec![run_started("thread-1")])
+        .await
+        .unwrap();
+    assert_eq!(store.session_runs(&"thread-1".into()).unwrap(), [a, c]);
+    assert_eq!(store.session_runs(&"thread-2".into()).unwrap(), [b]);
+    assert_eq!(store.session_runs(&"thread-".into()).unwrap(), []);
+    assert_eq!(store.session_runs(&"thread-10".into()).unwrap(), []);
+    let head = store.run_head(a).unwrap().unwrap();
+    assert_eq!(head.session_id, SessionId::from("thread-1"));
+    assert_eq!(
+        (head.last_seq, head.last_offset, head.last_hash),
+        (0, 0, started[0].hash)
+    );
+    assert_eq!(
+        (head.created_at, head.updated_at),
+        (started[0].at, started[0].at)
+    );
+    assert!(!head.terminal);
+    let done = store.append(a, 1, vec![completed()]).await.unwrap();
+    let head = store.run_head(a).unwrap().unwrap();
+    assert!(head.terminal);
+    assert_eq!((head.last_seq, head.last_offset), (1, 3));
+    assert_eq!(
+        (head.created_at, head.updated_at),
+        (started[0].at, done[0].at)
+    );
+    let restore = Event::RunRestored {
+        checkpoint_id: "cp_001".into(),
+        to_seq: 0,
+        by: Actor::user("u"),
+    };
+    store.append(a, 2, vec![restore]).await.unwrap();
+    assert!(!store.run_head(a).unwrap().unwrap().terminal);
+    // Later events of the session's runs do not change its index.
+    assert_eq!(store.session_runs(&"thread-1".into()).unwrap(), [a, c]);
+    let mut ids = vec![a, b, c];
+    ids.sort();
+    let runs: Vec<RunId> = store.runs().map(|h| h.unwrap().run_id).collect();
+    assert_eq!(runs, ids, "every run, in run-id order");
+}
+
+/// The scenario-1 fixture, a restore and a restore onto the abandoned branch, stored for real:
+/// snapshot-based state equals from-zero replay at every seq.
+pub async fn store_backed_replay_with_snapshots_equals_from_zero(f: &dyn Factory) {
+    let store = f.create(Options {
+        snapshot_interval_events: 4,
+        ..Options::default()
+    });
+    let r = run(20);
+    let mut events = fixtures::scenario_1_events();
+    let n = events.len() as u64;
+    events.push(Event::RunRestored {
+        checkpoint_id: "cp_006".into(),
+        to_seq: 29,
+        by: Actor::user("local"),
+    });
+    events.push(note(1));
+    events.push(Event::RunRestored {
+        checkpoint_id: "cp_009".into(),
+        to_seq: n - 4,
+        by: Actor::user("local"),
+    });
+    let last = events.len() as u64 - 1;
+    store.append(r, 0, events).await.unwrap();
+    assert_eq!(store.write_snapshots(r).unwrap(), (last as usize + 1) / 4);
+    assert_eq!(store.write_snapshots(r).unwrap(), 0, "none is due twice");
+    for seq in 0..=last {
+        let with = store.state_at(r, seq).unwrap();
+        let zero = replay_from_zero(&store.source(r), seq).unwrap();
+        assert_eq!(with, zero, "seq {seq}");
+    }
+    assert_eq!(
+        store
+            .state_at(r, last)
+            .unwrap()
+            .supervisor
+            .restored_from
+            .unwrap()
+            .as_str(),
+        "cp_009"
+    );
+    store.clear_snapshots().unwrap();
+    assert!(store.latest_snapshot(r, last).unwrap().is_none());
+    assert_eq!(
+        store.state_at(r, last).unwrap(),
+        replay_from_zero(&store.source(r), last).unwrap()
+    );
+}
+
+/// The live write path snapshots every K events on its own, and its state is the replay's.
+pub async fn live_run_applies_and_snapshots_as_it_appends(f: &dyn Factory) {
+    let store = f.create(Options {
+        snapshot_interval_events: 5,
+        ..Options::default()
+    });
+    let r = run(30);
+    let mut live = store.load(r).unwrap();
+    assert_eq!(live.state().next_seq(), 0);
+    let events = fixtures::scenario_1_events();
+    let total = events.len() as u64;
+    for chunk in events.chunks(3) {
+        live.append(chunk.to_vec()).await.unwrap();
+    }
+    assert_eq!(
+        live.state(),
+        &replay_from_zero(&store.source(r), total - 1).unwrap()
+    );
+    for seq in 0..total {
+        let due = (seq + 1) % 5 == 0;
+        let snap = store
+            .latest_snapshot(r, seq)
+            .unwrap()
+            .and_then(|s| s.last_seq);
+        assert_eq!(snap == Some(seq), due, "seq {seq}: snapshot at {snap:?}");
+    }
+    // A second writer that loaded the same head loses, and the first one's state is untouched.
+    let mut stale = store.load(r).unwrap();
+    live.append(vec![note(1)]).await.unwrap();
+    let err = stale.append(vec![note(2)]).await.unwrap_err();
+    assert!(
+        matches!(err, Error::Conflict { expected, actual, .. } if expected == total && actual == total + 1)
+    );
+    assert_eq!(store.load(r).unwrap().state(), live.state());
+}
+
+/// Snapshots read back whole (also one far larger than a small stored value), the newest at or
+/// before the seq asked wins, and deleting them all changes no state.
+pub async fn snapshots_are_a_deletable_cache(f: &dyn Factory) {
+    let store = f.create(Options::default());
+    let r = run(7);
+    store.append(r, 0, vec![run_started("s")]).await.unwrap();
+    store.append(r, 1, vec![note(1), note(2)]).await.unwrap();
+    let at0 = store.state_at(r, 0).unwrap();
+    let mut big = store.state_at(r, 2).unwrap();
+    big.supervisor.query = "q".repeat(20_000);
+    store.put_snapshot(&at0).unwrap();
+    store.put_snapshot(&big).unwrap();
+    // A state of no run is not cached (and is no error).
+    store
+        .put_snapshot(&chronicle_projections::RunState::default())
+        .unwrap();
+    assert_eq!(store.latest_snapshot(r, 0).unwrap().as_ref(), Some(&at0));
+    assert_eq!(store.latest_snapshot(r, 1).unwrap().as_ref(), Some(&at0));
+    assert_eq!(store.latest_snapshot(r, 2).unwrap().as_ref(), Some(&big));
+    assert_eq!(store.latest_snapshot(r, u64::MAX).unwrap(), Some(big));
+    assert!(store.latest_snapshot(run(8), u64::MAX).unwrap().is_none());
+    store.clear_snapshots().unwrap();
+    assert!(store.latest_snapshot(r, u64::MAX).unwrap().is_none());
+    assert_eq!(
+        store.state_at(r, 2).unwrap(),
+        replay_from_zero(&store.source(r), 2).unwrap()
+    );
+}
+
+pub async fn blobs_are_content_addressed_and_checked(f: &dyn Factory) {
+    let store = f.create(Options::default());
+    let payload = vec![7u8; 200_000];
+    let blob = store.put_blob(&payload).unwrap();
+    assert_eq!(blob.hash, Hash::of_content(&payload));
+    assert_eq!(blob.bytes, 200_000);
+    assert_eq!(store.read_blob(&blob).unwrap(), payload);
+    assert_eq!(store.put_blob(&payload).unwrap(), blob, "idempotent");
+    let empty = store.put_blob(b"").unwrap();
+    assert_eq!(store.read_blob(&empty).unwrap(), b"");
+    let unknown = chronicle_schemas::BlobRef {
+        hash: Hash::of_content(b"never stored"),
+        bytes: 12,
+    };
+    assert!(matches!(store.read_blob(&unknown), Err(Error::BlobMissing(h)) if h == unknown.hash));
+}
+
+pub async fn an_event_at_the_limit_is_stored_and_one_byte_over_is_refused(f: &dyn Factory) {
+    let store = f.create(Options::default());
+    store
+        .append(run(0), 0, vec![run_started("s")])
+        .await
+        .unwrap();
+    // The record's size depends on the message only (offset and seq stay one-byte integers and
+    // any current timestamp is a 9-byte one): find the message that makes it exactly the limit.
+    let now = Timestamp(1_700_000_000_000_000);
+    let size = |n: usize| {
+        encode_record(1, run(0), 1, now, &Hash::ZERO, &reasoning(n, 'x'))
+            .map(|(r, _)| r.len())
+            .unwrap_or(usize::MAX)
+    };
+    let n = (60_000..66_000)
+        .find(|&n| size(n) == EVENT_BYTES_MAX)
+        .unwrap();
+    let before = store.durable_next_offset();
+    let err = store
+        .append(run(0), 1, vec![reasoning(n + 1, 'x')])
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.event_too_large(),
+        Some((EVENT_BYTES_MAX + 1, EVENT_BYTES_MAX)),
+        "{err}"
+    );
+    assert_eq!(store.durable_next_offset(), before, "nothing was written");
+    let env = store
+        .append(run(0), 1, vec![reasoning(n, 'x')])
+        .await
+        .unwrap();
+    assert_eq!(env[0].encode().unwrap().len(), EVENT_BYTES_MAX);
+    assert_eq!(store.get(1).unwrap().unwrap(), env[0]);
+    assert_eq!(assert_dense(&store), 2);
+}
+
+/// `verify` walks a clean log without a problem and reports every run's newest (seq, hash);
+/// `verify_run` reports only its run's chain.
+pub async fn verify_is_clean_and_reports_the_heads(f: &dyn Factory) {
+    let store = f.create(Options::default());
+    for r in 0..4u128 {
+        fill_run(&store, r, 3 + r as u64).await;
+    }
+    store
+        .append(run(1), 4, vec![note(9), note(10)])
+        .await
+        .unwrap();
+    let report = store.verify().unwrap();
+    assert!(report.ok(), "{:?}", report.problem);
+    assert_eq!((report.events, report.next_offset), (20, 20));
+    let heads: BTreeMap<RunId, (u64, Hash)> = store
+        .runs()
+        .map(|h| {
+            let h = h.unwrap();
+            (h.run_id, (h.last_seq, h.last_hash))
+        })
+        .collect();
+    assert_eq!(report.heads, heads);
+    assert_eq!(report.heads[&run(1)].0, 5);
+    let one = store.verify_run(run(2)).unwrap();
+    assert!(one.ok(), "{:?}", one.problem);
+    assert_eq!(one.events, 20, "offsets are still walked");
+    assert_eq!(
+        one.heads.into_iter().collect::<Vec<_>>(),
+        [(run(2), heads[&run(2)])]
+    );
+}
+
+// ------------------------------------------------------------------------------ the property
+
+/// One step of the property: an append (possibly conflicting or empty), a restart, or a read.
+#[derive(Clone, Debug)]
+enum Op {
+    Append {
+        run: u8,
+        /// Added to the run's next seq: anything but 0 is a conflict.
+        skew: i8,
+        events: u8,
+    },
+    Reopen,
+    ReadRange {
+        from: u8,
+        to: u8,
+    },
+    ReadRun {
+        run: u8,
+        from: u8,
+        to: u8,
+    },
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        8 => (0..4u8, prop_oneof![6 => Just(0i8), 1 => Just(-1i8), 1 => Just(1i8)], 0..4u8)
+            .prop_map(|(run, skew, events)| Op::Append { run, skew, events }),
+        1 => Just(Op::Reopen),
+        1 => (0..60u8, 0..60u8).prop_map(|(from, to)| Op::ReadRange { from, to }),
+        1 => (0..4u8, 0..20u8, 0..20u8).prop_map(|(run, from, to)| Op::ReadRun { run, from, to }),
+    ]
+}
+
+/// What the store must hold: every acknowledged envelope by offset.
+#[derive(Default)]
+struct Model {
+    log: BTreeMap<u64, Envelope>,
+    /// Per run, the offsets of its seqs.
+    runs: HashMap<RunId, Vec<u64>>,
+}
+
+impl Model {
+    fn next_seq(&self, run: RunId) -> u64 {
+        self.runs.get(&run).map_or(0, |o| o.len() as u64)
+    }
+
+    fn run_events(&self, run: RunId) -> Vec<Envelope> {
+        self.runs
+            .get(&run)
+            .into_iter()
+            .flatten()
+            .map(|o| self.log[o].clone())
+            .collect()
+    }
+
+    /// The store holds exactly the model: the log, every run, every head, the sessions, the
+    /// durable head, and a clean verification with the model's heads.
+    fn check(&self, store: &Store) {
+        let all: Vec<Envelope> = store.read_range(0, u64::MAX).map(Result::unwrap).collect();
+        assert_eq!(all, self.log.values().cloned().collect::<Vec<_>>());
+        assert_eq!(store.durable_next_offset(), self.log.len() as u64);
+        let mut heads = BTreeMap::new();
+        for r in (0..4).map(run) {
+            let events = self.run_events(r);
+            let stored: Vec<_> = store.read_run(r, 0, u64::MAX).map(Result::unwrap).collect();
+            assert_eq!(stored, events, "run {r}");
+            let head = store.run_head(r).unwrap();
+            match events.last() {
+                None => assert_eq!(head, None),
+                Some(last) => {
+                    let head = head.unwrap();
+                    assert_eq!(
+                        (head.last_seq, head.last_offset, head.last_hash),
+                        (last.seq, last.offset, last.hash)
+                    );
+                    assert_eq!(head.created_at, events[0].at);
+                    heads.insert(r, (last.seq, last.hash));
+                }
+            }
+        }
+        let report = store.verify().unwrap();
+        assert!(report.ok(), "{:?}", report.problem);
+        assert_eq!(report.heads, heads);
+        let mut sessions: BTreeMap<SessionId, Vec<(Timestamp, RunId)>> = BTreeMap::new();
+        for r in heads.keys() {
+            let first = &self.run_events(*r)[0];
+            let Event::RunStarted { session_id, .. } = &first.event else {
+                panic!("seq 0 is RunStarted")
+            };
+            sessions
+                .entry(session_id.clone())
+                .or_default()
+                .push((first.at, *r));
+        }
+        for (session, mut runs) in sessions {
+            runs.sort();
+            let want: Vec<RunId> = runs.into_iter().map(|(_, r)| r).collect();
+            assert_eq!(store.session_runs(&session).unwrap(), want);
+        }
+    }
+}
+
+/// Applies one op to the store and the model, checking the store's answer against the model's.
+async fn step(f: &dyn Factory, store: Store, model: &mut Model, op: Op) -> Store {
+    match op {
+        Op::Append {
+            run: k,
+            skew,
+            events,
+        } => {
+            let r = run(k.into());
+            let actual = model.next_seq(r);
+            let expected = actual.saturating_add_signed(skew.into());
+            let events: Vec<Event> = (0..u64::from(events))
+                .map(|i| {
+                    if expected + i == 0 {
+                        run_started(&format!("session-{}", k % 2))
+                    } else {
+                        note(i)
+                    }
+                })
+                .collect();
+            let n = events.len() as u64;
+            let result = store.append(r, expected, events).await;
+            if expected != actual {
+                assert!(
+                    matches!(result, Err(Error::Conflict { run_id, expected: e, actual: a })
+                        if run_id == r && e == expected && a == actual),
+                    "{result:?}"
+                );
+            } else if n == 0 {
+                assert!(
+                    matches!(result, Err(Error::EmptyAppend { .. })),
+                    "{result:?}"
+                );
+            } else {
+                let envs = result.unwrap();
+                let first_offset = model.log.len() as u64;
+                let mut prev = model
+                    .runs
+                    .get(&r)
+                    .and_then(|o| o.last())
+                    .map_or(Hash::ZERO, |o| model.log[o].hash);
+                for (i, env) in (0u64..).zip(&envs) {
+                    assert_eq!(
+                        (env.offset, env.run_id, env.seq, env.prev_hash),
+                        (first_offset + i, r, actual + i, prev)
+                    );
+                    prev = env.hash;
+                    model.runs.entry(r).or_default().push(env.offset);
+                    model.log.insert(env.offset, env.clone());
+                }
+            }
+            assert_eq!(store.durable_next_offset(), model.log.len() as u64);
+            store
+        }
+        Op::Reopen => {
+            let store = f.reopen(store);
+            model.check(&store);
+            store
+        }
+        Op::ReadRange { from, to } => {
+            let (from, to) = (u64::from(from), u64::from(to));
+            let stored: Vec<_> = store.read_range(from, to).map(Result::unwrap).collect();
+            let want: Vec<_> = model
+                .log
+                .range(from..to.max(from))
+                .map(|(_, e)| e.clone())
+                .collect();
+            assert_eq!(stored, want, "read_range({from}, {to})");
+            store
+        }
+        Op::ReadRun { run: k, from, to } => {
+            let r = run(k.into());
+            let (from, to) = (u64::from(from), u64::from(to));
+            let stored: Vec<_> = store.read_run(r, from, to).map(Result::unwrap).collect();
+            let want: Vec<_> = model
+                .run_events(r)
+                .into_iter()
+                .filter(|e| from <= e.seq && e.seq <= to)
+                .collect();
+            assert_eq!(stored, want, "read_run({r}, {from}, {to})");
+            store
+        }
+    }
+}
+
+/// Model-based: across random appends (conflicting and empty ones included), reads and
+/// restarts, the store behaves like a `BTreeMap<offset, Envelope>` with a seq list per run.
+pub fn the_store_behaves_like_a_map(f: &dyn Factory) {
+    let config = proptest::test_runner::Config {
+        cases: 24,
+        failure_persistence: None,
+        ..Default::default()
+    };
+    let mut runner = proptest::test_runner::TestRunner::new(config);
+    let result = runner.run(&proptest::collection::vec(op(), 1..40), |ops| {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        let mut store = f.create(Options::default());
+        let mut model = Model::default();
+        for op in ops {
+            store = rt.block_on(step(f, store, &mut model, op));
+        }
+        model.check(&store);
+        Ok(())
+    });
+    if let Err(e) = result {
+        panic!("{e}");
+    }
+}

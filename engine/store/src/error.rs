@@ -1,0 +1,115 @@
+//! The store's errors: one variant per failure a caller may handle, each naming the offending
+//! values.
+
+use chronicle_schemas::{Hash, RunId};
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("conflict on run {run_id}: expected seq {expected}, but the run is at seq {actual}")]
+    Conflict {
+        run_id: RunId,
+        expected: u64,
+        actual: u64,
+    },
+    #[error("event #{index} of the append: {source}")]
+    Encode {
+        index: usize,
+        source: chronicle_schemas::Error,
+    },
+    #[error("an append to run {run_id} needs at least one event")]
+    EmptyAppend { run_id: RunId },
+    #[error("the first event of run {run_id} must be RunStarted, not {kind}")]
+    FirstEventNotRunStarted { run_id: RunId, kind: &'static str },
+    #[error(
+        "RunStarted may only be a run's first event, but it would be seq {seq} of run {run_id}"
+    )]
+    RunStartedNotFirst { run_id: RunId, seq: u64 },
+    /// Session ids go into index keys: bounded, and without the NUL that ends them there.
+    #[error(
+        "session id must be 1..={max} bytes without NUL, got {bytes} bytes{}",
+        if *contains_nul { " with a NUL" } else { "" }
+    )]
+    BadSessionId {
+        bytes: usize,
+        max: usize,
+        contains_nul: bool,
+    },
+    #[error("corrupt log at offset {offset}: {reason}")]
+    Corrupt { offset: u64, reason: String },
+    #[error(
+        "the disk is full: {available} bytes free, {needed} needed (the store keeps {reserve} in reserve)"
+    )]
+    StorageFull {
+        needed: u64,
+        available: u64,
+        reserve: u64,
+    },
+    #[error("the store stopped accepting writes: {0}; restart to recover")]
+    Stopped(String),
+    #[error("store schema version {found} is not {supported}")]
+    SchemaVersion { found: u64, supported: u64 },
+    #[error("sled cannot open the store: {0}")]
+    Unopenable(String),
+    /// Another process (a running server) holds the store.
+    #[error("the store is locked by another process: {0}")]
+    Locked(String),
+    #[error("blob {0} not found")]
+    BlobMissing(Hash),
+    #[error("blob {hash} is corrupt: content hashes to {actual}")]
+    BlobCorrupt { hash: Hash, actual: Hash },
+    #[error("the store is closed")]
+    Closed,
+    #[error("sled: {0}")]
+    Sled(#[from] sled::Error),
+    #[error("sled transaction: {0}")]
+    Transaction(String),
+    #[error("i/o: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("stored value does not decode: {0}")]
+    Decode(String),
+}
+
+impl Error {
+    /// The size limit an event of the append exceeded, if that is what this is.
+    pub fn event_too_large(&self) -> Option<(usize, usize)> {
+        match self {
+            Error::Encode {
+                source: chronicle_schemas::Error::TooLarge { bytes, max, .. },
+                ..
+            } => Some((*bytes, *max)),
+            _ => None,
+        }
+    }
+
+    /// An error of the same kind and message, for the other callers of a refused batch.
+    pub(crate) fn same_again(&self) -> Error {
+        match self {
+            Error::StorageFull {
+                needed,
+                available,
+                reserve,
+            } => Error::StorageFull {
+                needed: *needed,
+                available: *available,
+                reserve: *reserve,
+            },
+            Error::Stopped(why) => Error::Stopped(why.clone()),
+            Error::Io(e) => Error::Io(std::io::Error::new(e.kind(), e.to_string())),
+            other => Error::Transaction(other.to_string()),
+        }
+    }
+
+    /// This error, with an I/O error from a full disk told apart as [`Error::StorageFull`].
+    pub(crate) fn or_storage_full(self, needed: u64, reserve: u64) -> Error {
+        match self {
+            Error::Io(e) if e.kind() == std::io::ErrorKind::StorageFull => Error::StorageFull {
+                needed,
+                available: 0,
+                reserve,
+            },
+            other => other,
+        }
+    }
+}

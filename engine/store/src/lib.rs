@@ -1,0 +1,33 @@
+//! Chronicle's event store: one append-only log of events shared by all runs, behind the
+//! [`EventLog`] trait (its rules are in its doc comment), with two implementations — [`SledLog`]
+//! on disk and [`MemoryLog`] in memory — and one conformance suite that every implementation
+//! passes. [`Store`] is the cheap-to-clone handle everyone holds; what is written once over the
+//! trait lives there (following the log, replay from the store, [`LiveRun`]).
+//!
+//! Architecture Invariant: the store knows nothing of what runs mean. It checks only what keeps
+//! the log a log (offsets, seqs, the chain, a `RunStarted` first, size limits); every other rule
+//! is the engine's.
+
+mod append;
+mod error;
+mod live;
+mod log;
+mod memory_log;
+mod options;
+mod sled_log;
+mod store;
+mod verify;
+
+#[cfg(any(test, feature = "conformance"))]
+#[doc(hidden)]
+pub mod conformance;
+
+pub use append::SESSION_ID_BYTES_MAX;
+pub use error::{Error, Result};
+pub use live::LiveRun;
+pub use log::{EventLog, Events, RunHead, StorageHealth};
+pub use memory_log::MemoryLog;
+pub use options::{Durability, Options};
+pub use sled_log::{SCHEMA_VERSION, SLED_VALUE_BYTES_MAX, SledLog};
+pub use store::{RunSource, Store};
+pub use verify::{Problem, VerifyReport};

@@ -1,0 +1,178 @@
+//! The event log every store implementation provides: the [`EventLog`] trait with its rules, and
+//! the vocabulary it speaks (run heads, storage health).
+
+use std::path::Path;
+
+use async_trait::async_trait;
+use chronicle_projections::RunState;
+use chronicle_schemas::{BlobRef, Envelope, Event, Hash, RunId, SessionId, Timestamp};
+use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
+
+use crate::{Options, Result, VerifyReport};
+
+/// Events in order, each read or the reason it could not be.
+pub type Events<'a> = Box<dyn Iterator<Item = Result<Envelope>> + Send + 'a>;
+
+/// One append-only log of events shared by all runs. Every implementation keeps these rules, and
+/// the conformance suite checks each of them against every implementation:
+///
+/// - **Offsets** are global and dense from 0: the log is offsets `0..next` with no hole, and an
+///   offset is given only to an event that is stored (a refused append uses none).
+/// - **Seqs** are per run and dense from 0. Seq 0 is the run's `RunStarted`, and no later event
+///   is a `RunStarted`.
+/// - **Appends are optimistic**: `append(run, expected_seq, events)` stores the events only if
+///   `expected_seq` is the run's next seq (0 for a new run); otherwise it is
+///   [`Error::Conflict`](crate::Error::Conflict) `{ expected, actual }` and nothing is written. Of
+///   appends racing with the same `expected_seq`, exactly one wins.
+/// - **Appends are atomic**: the events of one append get consecutive offsets and seqs and one
+///   `at`, and are all stored or none is. An empty append, an event whose record exceeds
+///   `EVENT_BYTES_MAX` ([`Error::Encode`](crate::Error::Encode) naming it), a misplaced
+///   `RunStarted` or a bad session id writes nothing.
+/// - **Records** are encoded and chained by `chronicle_schemas::encode_record`: an event's
+///   `prev_hash` is the hash of its run's previous event (`Hash::ZERO` at seq 0), so `verify`
+///   means the same for every implementation.
+/// - **Acknowledged means durable**: once `append` returns `Ok`, the events survive what the
+///   implementation promises to survive. sled: a crash or a power loss (in
+///   [`Durability::Async`](crate::Durability::Async) mode the last `async_flush_ms` may be lost);
+///   memory: nothing outlives the last handle.
+/// - **Followers see only durable events**: `durable_next_offset` and `watch_head` are one past
+///   the newest durable offset, `durable_seq` is a run's newest durable seq, and
+///   `Store::follow` yields every offset below that head exactly once, in order. Direct reads
+///   (`get`, `read_range`, `read_run`, `run_head`) may also see a batch that is being made durable
+///   right now; a reader that must show only durable state bounds its reads by those heads.
+/// - **Sessions** index runs: `session_runs(s)` is every run whose `RunStarted` named `s`,
+///   oldest first (creation time, then run id).
+/// - **Snapshots** are a cache of `RunState` by run and seq: any of them may be missing, and
+///   `clear_snapshots` may delete them all at any time; a damaged one reads as missing, and
+///   failing to write one never fails anything else.
+/// - **Blobs** are content-addressed: `put_blob` returns the blake3 of the bytes (and their
+///   length), is idempotent, and is durable when it returns; `read_blob` returns exactly those
+///   bytes, or [`Error::BlobMissing`](crate::Error::BlobMissing) /
+///   [`Error::BlobCorrupt`](crate::Error::BlobCorrupt).
+/// - **Failure is fail-stop**: once `failure` is `Some`, no append is acknowledged again; only a
+///   new store (a restart) recovers.
+///
+/// Everything else (what an event means, which events a run may hold after its first) is the
+/// engine's business: the store knows nothing of what runs mean.
+#[async_trait]
+pub trait EventLog: Send + Sync + std::fmt::Debug + 'static {
+    /// The settings it was opened with.
+    fn options(&self) -> &Options;
+
+    /// The data directory, for implementations that have one.
+    fn dir(&self) -> Option<&Path>;
+
+    /// Appends `events` to `run_id` if the run's next seq is `expected_seq` (0 for a new run).
+    /// Returns the stored envelopes once they are durable.
+    async fn append(
+        &self,
+        run_id: RunId,
+        expected_seq: u64,
+        events: Vec<Event>,
+    ) -> Result<Vec<Envelope>>;
+
+    /// [`EventLog::append`] for callers outside an async runtime.
+    fn append_blocking(
+        &self,
+        run_id: RunId,
+        expected_seq: u64,
+        events: Vec<Event>,
+    ) -> Result<Vec<Envelope>>;
+
+    /// A run's newest event, or `None` for a run with no events.
+    fn run_head(&self, run_id: RunId) -> Result<Option<RunHead>>;
+
+    /// Every run head, in run-id order.
+    fn runs(&self) -> Box<dyn Iterator<Item = Result<RunHead>> + Send + '_>;
+
+    /// The runs of a session, oldest first.
+    fn session_runs(&self, session: &SessionId) -> Result<Vec<RunId>>;
+
+    /// The event at a global offset; `None` past the end of the log.
+    fn get(&self, offset: u64) -> Result<Option<Envelope>>;
+
+    /// Events with offsets in `from..to`, in order (empty when `to <= from`).
+    fn read_range(&self, from: u64, to: u64) -> Events<'_>;
+
+    /// A run's events with seq in `from_seq..=to_seq`, in order (empty when `to_seq < from_seq`).
+    fn read_run(&self, run_id: RunId, from_seq: u64, to_seq: u64) -> Events<'_>;
+
+    /// One past the newest durable offset: what followers may see.
+    fn durable_next_offset(&self) -> u64;
+
+    /// Watches [`EventLog::durable_next_offset`].
+    fn watch_head(&self) -> watch::Receiver<u64>;
+
+    /// The seq of the run's newest durable event, or `None` if none is durable yet.
+    fn durable_seq(&self, run_id: RunId) -> Result<Option<u64>>;
+
+    /// Caches `state` as the snapshot of `state.run_id` at `state.last_seq` (a state of no run
+    /// is not cached).
+    fn put_snapshot(&self, state: &RunState) -> Result<()>;
+
+    /// The newest intact snapshot of `run_id` at or before `seq`.
+    fn latest_snapshot(&self, run_id: RunId, seq: u64) -> Result<Option<RunState>>;
+
+    /// Deletes every snapshot.
+    fn clear_snapshots(&self) -> Result<()>;
+
+    /// Stores a payload under its content hash, durably before this returns, so an event
+    /// appended afterwards can reference it.
+    fn put_blob(&self, bytes: &[u8]) -> Result<BlobRef>;
+
+    fn read_blob(&self, blob: &BlobRef) -> Result<Vec<u8>>;
+
+    /// Whether appends can be taken: failed, short of space, or fine.
+    fn health(&self) -> StorageHealth;
+
+    /// Why the store stopped accepting writes (fail-stop), if it did.
+    fn failure(&self) -> Option<String>;
+
+    /// Changes to `Some(reason)` once, when the store stops accepting writes.
+    fn watch_failure(&self) -> watch::Receiver<Option<String>>;
+
+    /// Makes everything acknowledged so far durable now (at shutdown).
+    fn flush(&self) -> Result<()>;
+
+    /// Checks every record: dense offsets, decodable records, intact hashes, unbroken per-run
+    /// chains, and heads that match the log. Names the first bad offset, and reports the heads
+    /// it saw (a chain cannot show that its newest events were cut off; a remembered head can).
+    fn verify(&self) -> Result<VerifyReport>;
+
+    /// [`EventLog::verify`] restricted to one run's chain (offsets are still checked for density).
+    fn verify_run(&self, run_id: RunId) -> Result<VerifyReport>;
+}
+
+/// What `/healthz` reports about the store.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StorageHealth {
+    Ok,
+    /// Appends are refused until at least the reserve is free again.
+    Full {
+        available: u64,
+        reserve: u64,
+    },
+    /// Fail-stop after a failed durability barrier; only a restart recovers.
+    Failed(String),
+}
+
+/// The newest event of a run.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunHead {
+    pub run_id: RunId,
+    pub last_seq: u64,
+    pub last_hash: Hash,
+    pub last_offset: u64,
+    pub session_id: SessionId,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+    /// The last event was `RunCompleted`, `RunFailed` or `RunCancelled` (a later restore clears it).
+    pub terminal: bool,
+}
+
+impl RunHead {
+    pub fn next_seq(&self) -> u64 {
+        self.last_seq + 1
+    }
+}

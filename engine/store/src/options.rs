@@ -1,0 +1,69 @@
+//! Store settings. Every limit carries its unit; each field says which implementation reads it.
+
+/// When a caller is acknowledged relative to the durability barrier (sled).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Durability {
+    /// Acknowledge after the batch passed the barrier (the default).
+    #[default]
+    Sync,
+    /// Acknowledge before the barrier; a background thread runs it every `async_flush_ms`.
+    /// A crash may lose the last `async_flush_ms` of acknowledged appends.
+    Async,
+}
+
+impl std::str::FromStr for Durability {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "sync" => Ok(Durability::Sync),
+            "async" => Ok(Durability::Async),
+            _ => Err(format!("durability must be `sync` or `async`, got {s:?}")),
+        }
+    }
+}
+
+/// Store settings. `follow_buffer_events` and `snapshot_interval_events` apply to every store
+/// (the [`Store`](crate::Store) handle reads them); the others are the sled store's.
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub durability: Durability,
+    pub async_flush_ms: u64,
+    /// sled's page cache.
+    pub cache_capacity_bytes: u64,
+    /// Most events one group-commit batch takes before it passes the barrier.
+    pub append_batch_events_max: usize,
+    /// Appends waiting for the writer before `append` applies back-pressure.
+    pub write_queue_requests: usize,
+    /// How many of the newest records `open` checks (decode and chain).
+    pub open_verify_tail_events: u64,
+    /// Drop an undecodable final record on open instead of refusing to open.
+    pub repair_truncate_tail: bool,
+    /// Buffer of each `follow` subscriber.
+    pub follow_buffer_events: usize,
+    pub snapshot_interval_events: u64,
+    /// How long `open` waits for another holder of the database lock (a store of this process
+    /// that is still closing) before it gives up.
+    pub open_lock_wait_ms: u64,
+    /// Free disk space the store keeps: an append that would leave less is refused with
+    /// [`Error::StorageFull`](crate::Error::StorageFull) before anything is written (sled cannot
+    /// recover from a write that fails for lack of space without a restart).
+    pub disk_reserve_bytes: u64,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            durability: Durability::Sync,
+            async_flush_ms: 10,
+            cache_capacity_bytes: 256 * 1024 * 1024,
+            append_batch_events_max: 4096,
+            write_queue_requests: 4096,
+            open_verify_tail_events: 1024,
+            repair_truncate_tail: false,
+            follow_buffer_events: 256,
+            snapshot_interval_events: chronicle_projections::SNAPSHOT_INTERVAL_EVENTS,
+            open_lock_wait_ms: 3000,
+            disk_reserve_bytes: 64 * 1024 * 1024,
+        }
+    }
+}

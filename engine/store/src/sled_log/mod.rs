@@ -1,0 +1,586 @@
+//! The event log on sled.
+//!
+//! Trees: `events` (offset → record), `streams` (run ‖ seq → offset), `runs` (run → head),
+//! `sessions` (session ‖ created_at ‖ run → ()), `snapshots` (run ‖ seq → projection cache) and
+//! `meta` (schema version, next offset). One writer thread owns every append: it validates
+//! `expected_seq`, assigns dense offsets and seqs, writes a whole batch of appends as one sled
+//! transaction, passes one durability barrier for the batch (group commit), and only then
+//! acknowledges the callers and publishes the new head to followers.
+//!
+//! Records over [`SLED_VALUE_BYTES_MAX`] keep a stub in sled and their body in `<data>/bodies`
+//! (see `bodies`), so sled never writes a page to a file of its own.
+//!
+//! Failures: a write refused for lack of disk space is [`Error::StorageFull`] and changes
+//! nothing; the next append tries again. A failed fsync (or any failure after a batch reached
+//! sled) is fail-stop: the store refuses every later write with [`Error::Stopped`] and reports
+//! it through `watch_failure`, and recovery happens on the next open.
+
+mod blobs;
+mod bodies;
+mod keys;
+mod verify;
+mod writer;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+use async_trait::async_trait;
+use chronicle_projections::{RunState, snapshot};
+use chronicle_schemas::{
+    BlobRef, Envelope, Event, Hash, RECORD_FORMAT_EXTERNAL, RunId, SessionId, decode_record,
+    decode_record_body, parse_external_stub,
+};
+use tokio::sync::{mpsc, oneshot, watch};
+
+use crate::log::Events;
+use crate::{Durability, Error, EventLog, Options, Result, RunHead, StorageHealth, VerifyReport};
+
+pub use bodies::SLED_VALUE_BYTES_MAX;
+
+/// The on-disk schema version kept in `meta`.
+pub const SCHEMA_VERSION: u64 = 1;
+
+pub(crate) struct Trees {
+    pub db: sled::Db,
+    pub events: sled::Tree,
+    pub streams: sled::Tree,
+    pub runs: sled::Tree,
+    pub sessions: sled::Tree,
+    pub snapshots: sled::Tree,
+    pub meta: sled::Tree,
+    pub bodies: bodies::BodyFile,
+}
+
+pub(crate) struct AppendRequest {
+    pub run_id: RunId,
+    pub expected_seq: u64,
+    pub events: Vec<Event>,
+    pub reply: oneshot::Sender<Result<Vec<Envelope>>>,
+}
+
+/// The event log in a data directory: sled in `dir/sled`, large record bodies in `dir/bodies`,
+/// blobs in `dir/blobs`.
+pub struct SledLog {
+    dir: PathBuf,
+    trees: Arc<Trees>,
+    opts: Options,
+    tx: Mutex<Option<mpsc::Sender<AppendRequest>>>,
+    head_rx: watch::Receiver<u64>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+    barrier: Arc<writer::Barrier>,
+    failure: watch::Receiver<Option<String>>,
+}
+
+impl Drop for SledLog {
+    fn drop(&mut self) {
+        // Closing the queue ends the writer (after a last barrier); joining makes sure sled is
+        // closed before a reopen in the same process.
+        self.tx.lock().map(|mut t| t.take()).ok();
+        self.barrier.stop();
+        if let Ok(mut threads) = self.threads.lock() {
+            for t in threads.drain(..) {
+                let _ = t.join();
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for SledLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SledLog")
+            .field("dir", &self.dir)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SledLog {
+    /// Opens (or creates) the store in `dir`: sled lives in `dir/sled`, blobs in `dir/blobs`.
+    /// Checks the newest records and refuses a broken tail unless `repair_truncate_tail`.
+    pub fn open(dir: impl AsRef<Path>, opts: Options) -> Result<SledLog> {
+        let dir = dir.as_ref().to_path_buf();
+        std::fs::create_dir_all(dir.join("blobs"))?;
+        let config = sled::Config::new()
+            .path(dir.join("sled"))
+            .cache_capacity(opts.cache_capacity_bytes)
+            .mode(sled::Mode::HighThroughput)
+            // No sled background flusher: every acknowledgement passes our own barrier (and async
+            // mode runs its own flusher), and sled's thread would hold the database (and its file
+            // lock) for up to its interval after the store is dropped.
+            .flush_every_ms(None);
+        let db = open_waiting_for_lock(&config, opts.open_lock_wait_ms)?;
+        let (body_file, bodies_end) = bodies::BodyFile::open(&dir)?;
+        let open_tree = |name: &str| {
+            catching_panics(|| db.open_tree(name))?.map_err(|e| unopenable_or(e, name))
+        };
+        let trees = Arc::new(Trees {
+            events: open_tree("events")?,
+            streams: open_tree("streams")?,
+            runs: open_tree("runs")?,
+            sessions: open_tree("sessions")?,
+            snapshots: open_tree("snapshots")?,
+            meta: open_tree("meta")?,
+            bodies: body_file,
+            db,
+        });
+        match trees
+            .meta
+            .get("schema_version")?
+            .and_then(|v| keys::parse_u64(&v))
+        {
+            // sled holds no store, but the body file holds records: sled's files were emptied
+            // or replaced, and opening would start an empty log over them.
+            None if bodies_end > 0 => {
+                return Err(Error::Unopenable(format!(
+                    "sled holds no log but the body file has {bodies_end} bytes of records: sled's files were lost or emptied"
+                )));
+            }
+            None => {
+                // A new store: make it durable before anything references it (sled creates
+                // its files without syncing their directory entries).
+                trees
+                    .meta
+                    .insert("schema_version", &SCHEMA_VERSION.to_be_bytes())?;
+                trees.db.flush()?;
+                sync_tree_entries(&dir)?;
+            }
+            Some(SCHEMA_VERSION) => {}
+            Some(v) => {
+                return Err(Error::SchemaVersion {
+                    found: v,
+                    supported: SCHEMA_VERSION,
+                });
+            }
+        }
+        catching_panics(|| {
+            verify::check_tail(
+                &trees,
+                opts.open_verify_tail_events,
+                opts.repair_truncate_tail,
+            )
+        })??;
+        let next_offset = verify::next_offset(&trees)?;
+        let (failure_tx, failure) = watch::channel(None);
+        let barrier = Arc::new(writer::Barrier::new(
+            &trees,
+            &dir.join("sled"),
+            Arc::new(failure_tx),
+        )?);
+        let (head_tx, head_rx) = watch::channel(next_offset);
+        let head_tx = Arc::new(head_tx);
+        let (tx, rx) = mpsc::channel(opts.write_queue_requests.max(1));
+        let mut threads = vec![writer::spawn(
+            writer::Start {
+                trees: trees.clone(),
+                barrier: barrier.clone(),
+                head_tx: head_tx.clone(),
+                dir: dir.clone(),
+                next_offset,
+                bodies_end,
+            },
+            rx,
+            &opts,
+        )?];
+        if opts.durability == Durability::Async {
+            threads.push(writer::spawn_flusher(
+                barrier.clone(),
+                head_tx,
+                opts.async_flush_ms,
+            )?);
+        }
+        Ok(SledLog {
+            dir,
+            trees,
+            opts,
+            tx: Mutex::new(Some(tx)),
+            head_rx,
+            threads: Mutex::new(threads),
+            barrier,
+            failure,
+        })
+    }
+
+    fn sender(&self) -> Result<mpsc::Sender<AppendRequest>> {
+        self.tx
+            .lock()
+            .ok()
+            .and_then(|t| t.clone())
+            .ok_or(Error::Closed)
+    }
+
+    fn verify_only(&self, only: Option<RunId>) -> Result<VerifyReport> {
+        catching_panics(|| verify::verify(&self.trees, only))?
+    }
+}
+
+#[async_trait]
+impl EventLog for SledLog {
+    fn options(&self) -> &Options {
+        &self.opts
+    }
+
+    fn dir(&self) -> Option<&Path> {
+        Some(&self.dir)
+    }
+
+    /// Queues the append for the writer, which stores it with its batch and answers after the
+    /// batch's barrier (`sync`) or right after its transaction (`async`).
+    async fn append(
+        &self,
+        run_id: RunId,
+        expected_seq: u64,
+        events: Vec<Event>,
+    ) -> Result<Vec<Envelope>> {
+        let (reply, rx) = oneshot::channel();
+        let req = AppendRequest {
+            run_id,
+            expected_seq,
+            events,
+            reply,
+        };
+        self.sender()?.send(req).await.map_err(|_| Error::Closed)?;
+        rx.await.map_err(|_| Error::Closed)?
+    }
+
+    fn append_blocking(
+        &self,
+        run_id: RunId,
+        expected_seq: u64,
+        events: Vec<Event>,
+    ) -> Result<Vec<Envelope>> {
+        let (reply, rx) = oneshot::channel();
+        let req = AppendRequest {
+            run_id,
+            expected_seq,
+            events,
+            reply,
+        };
+        self.sender()?
+            .blocking_send(req)
+            .map_err(|_| Error::Closed)?;
+        rx.blocking_recv().map_err(|_| Error::Closed)?
+    }
+
+    fn run_head(&self, run_id: RunId) -> Result<Option<RunHead>> {
+        self.trees
+            .runs
+            .get(run_id.as_bytes())?
+            .map(|v| decode_head(&v))
+            .transpose()
+    }
+
+    fn runs(&self) -> Box<dyn Iterator<Item = Result<RunHead>> + Send + '_> {
+        Box::new(self.trees.runs.iter().map(|kv| decode_head(&kv?.1)))
+    }
+
+    fn session_runs(&self, session: &SessionId) -> Result<Vec<RunId>> {
+        let prefix = keys::session_prefix(session);
+        let mut out = Vec::new();
+        for kv in self.trees.sessions.scan_prefix(prefix) {
+            let (k, _) = kv?;
+            out.extend(keys::run_from_session_key(&k));
+        }
+        Ok(out)
+    }
+
+    fn get(&self, offset: u64) -> Result<Option<Envelope>> {
+        let t = &self.trees;
+        t.events
+            .get(keys::offset_key(offset))
+            .map_err(|e| unreadable(offset, &e))?
+            .map(|v| decode_stored(t, offset, &v))
+            .transpose()
+    }
+
+    fn read_range(&self, from: u64, to: u64) -> Events<'_> {
+        let range = keys::offset_key(from)..keys::offset_key(to.max(from));
+        let t = &self.trees;
+        let mut next = from;
+        Box::new(t.events.range(range).map(move |kv| {
+            let (k, v) = kv.map_err(|e| unreadable(next, &e))?;
+            let offset = keys::parse_u64(&k).unwrap_or(u64::MAX);
+            next = offset.saturating_add(1);
+            decode_stored(t, offset, &v)
+        }))
+    }
+
+    fn read_run(&self, run_id: RunId, from_seq: u64, to_seq: u64) -> Events<'_> {
+        if to_seq < from_seq {
+            return Box::new(std::iter::empty());
+        }
+        let range = keys::stream_key(run_id, from_seq)..=keys::stream_key(run_id, to_seq);
+        let t = &self.trees;
+        Box::new(t.streams.range(range).map(move |kv| {
+            let (_, off) = kv?;
+            let offset = keys::parse_u64(&off)
+                .ok_or_else(|| Error::Decode("streams value is not a u64".into()))?;
+            let rec = t
+                .events
+                .get(off)
+                .map_err(|e| unreadable(offset, &e))?
+                .ok_or_else(|| Error::Corrupt {
+                    offset,
+                    reason: format!("indexed by run {run_id} but missing"),
+                })?;
+            decode_stored(t, offset, &rec)
+        }))
+    }
+
+    fn durable_next_offset(&self) -> u64 {
+        *self.head_rx.borrow()
+    }
+
+    fn watch_head(&self) -> watch::Receiver<u64> {
+        self.head_rx.clone()
+    }
+
+    /// A batch being made durable right now is excluded.
+    fn durable_seq(&self, run_id: RunId) -> Result<Option<u64>> {
+        let durable = self.durable_next_offset();
+        let range = keys::stream_key(run_id, 0)..=keys::stream_key(run_id, u64::MAX);
+        for kv in self.trees.streams.range(range).rev() {
+            let (k, off) = kv?;
+            if keys::parse_u64(&off).is_some_and(|o| o < durable) {
+                return Ok(keys::parse_u64(&k[16..]));
+            }
+        }
+        Ok(None)
+    }
+
+    /// A snapshot too large for a sled value goes to a blob file and sled keeps its hash.
+    fn put_snapshot(&self, state: &RunState) -> Result<()> {
+        let (Some(run), Some(seq)) = (state.run_id, state.last_seq) else {
+            return Ok(());
+        };
+        // A cache: skipped rather than written into a store that is short of space or stopped.
+        if self.health() != StorageHealth::Ok {
+            return Ok(());
+        }
+        let mut value = snapshot::encode(state);
+        if value.len() > SLED_VALUE_BYTES_MAX {
+            let blob = self.put_blob(&value)?;
+            value = Vec::with_capacity(41);
+            value.push(SNAPSHOT_IN_BLOB);
+            value.extend_from_slice(&blob.hash.0);
+            value.extend_from_slice(&blob.bytes.to_be_bytes());
+        }
+        self.trees
+            .snapshots
+            .insert(keys::stream_key(run, seq), value)?;
+        Ok(())
+    }
+
+    fn latest_snapshot(&self, run_id: RunId, seq: u64) -> Result<Option<RunState>> {
+        let range = keys::stream_key(run_id, 0)..=keys::stream_key(run_id, seq);
+        for kv in self.trees.snapshots.range(range).rev() {
+            let value = kv?.1;
+            let state = match value.first() {
+                // A blob that is gone or damaged is a missing cache entry, not an error.
+                Some(&SNAPSHOT_IN_BLOB) if value.len() == 41 => {
+                    let blob = BlobRef {
+                        hash: Hash(value[1..33].try_into().expect("32 bytes")),
+                        bytes: keys::parse_u64(&value[33..]).unwrap_or(0),
+                    };
+                    self.read_blob(&blob)
+                        .ok()
+                        .and_then(|b| snapshot::decode(&b))
+                }
+                _ => snapshot::decode(&value),
+            };
+            if state.is_some() {
+                return Ok(state);
+            }
+        }
+        Ok(None)
+    }
+
+    fn clear_snapshots(&self) -> Result<()> {
+        self.trees.snapshots.clear()?;
+        Ok(())
+    }
+
+    /// Stores the payload as `<dir>/blobs/<blake3>`, fsynced (with its directory entry) before
+    /// this returns.
+    fn put_blob(&self, bytes: &[u8]) -> Result<BlobRef> {
+        if let Some(why) = self.failure() {
+            return Err(Error::Stopped(why));
+        }
+        let reserve = self.opts.disk_reserve_bytes;
+        let needed = bytes.len() as u64 + reserve;
+        let available = bodies::available_bytes(&self.dir)?;
+        if available < needed {
+            return Err(Error::StorageFull {
+                needed: bytes.len() as u64,
+                available,
+                reserve,
+            });
+        }
+        blobs::put(&self.dir.join("blobs"), bytes).map_err(|e| match e {
+            blobs::PutError::Write(e) => Error::Io(e).or_storage_full(bytes.len() as u64, reserve),
+            // A failed fsync is fail-stop, as for the log itself.
+            blobs::PutError::Durability(e) => self
+                .barrier
+                .fail(&format!("making a blob durable failed: {e}")),
+        })
+    }
+
+    fn read_blob(&self, blob: &BlobRef) -> Result<Vec<u8>> {
+        blobs::read(&self.dir.join("blobs"), &blob.hash)
+    }
+
+    fn health(&self) -> StorageHealth {
+        if let Some(why) = self.failure() {
+            return StorageHealth::Failed(why);
+        }
+        let reserve = self.opts.disk_reserve_bytes;
+        match bodies::available_bytes(&self.dir) {
+            Ok(available) if available < reserve => StorageHealth::Full { available, reserve },
+            _ => StorageHealth::Ok,
+        }
+    }
+
+    fn failure(&self) -> Option<String> {
+        self.failure.borrow().clone()
+    }
+
+    fn watch_failure(&self) -> watch::Receiver<Option<String>> {
+        self.failure.clone()
+    }
+
+    /// Runs a durability barrier now (in `sync` mode every acknowledgement already passed one).
+    fn flush(&self) -> Result<()> {
+        self.barrier.run()
+    }
+
+    /// Also checks the `streams` index and `meta.next_offset` against the records.
+    fn verify(&self) -> Result<VerifyReport> {
+        self.verify_only(None)
+    }
+
+    fn verify_run(&self, run_id: RunId) -> Result<VerifyReport> {
+        self.verify_only(Some(run_id))
+    }
+}
+
+/// sled's I/O threads may keep a just-dropped database (and its file lock) for a moment; a lock
+/// held longer than `wait_ms` is another live process, and that is an error.
+fn open_waiting_for_lock(config: &sled::Config, wait_ms: u64) -> Result<sled::Db> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_millis(wait_ms);
+    loop {
+        match catching_panics(|| config.open())? {
+            // sled reports a held lock only in its message: this is the one place that reads it.
+            Err(sled::Error::Io(e)) if e.to_string().contains("could not acquire lock") => {
+                if std::time::Instant::now() >= deadline {
+                    return Err(Error::Locked(e.to_string()));
+                }
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            other => return other.map_err(|e| unopenable_or(e, "opening")),
+        }
+    }
+}
+
+/// Tag of a `snapshots` value that holds a blob's hash and size instead of the snapshot.
+const SNAPSHOT_IN_BLOB: u8 = 0xFF;
+
+/// A sled read that failed, named by the event offset it was reading.
+fn unreadable(offset: u64, e: &sled::Error) -> Error {
+    Error::Corrupt {
+        offset,
+        reason: format!("sled cannot read the record: {e}"),
+    }
+}
+
+/// Decodes the record stored at `offset`, reading its body from the body file when it is stored
+/// out of line. Any damage is [`Error::Corrupt`] naming the offset (and the run and seq when the
+/// stub still tells them).
+pub(crate) fn decode_stored(t: &Trees, offset: u64, bytes: &[u8]) -> Result<Envelope> {
+    let corrupt = |reason: String| Error::Corrupt { offset, reason };
+    let env = if bytes.first() == Some(&RECORD_FORMAT_EXTERNAL) {
+        let (header, ext) = parse_external_stub(bytes).map_err(|e| corrupt(e.to_string()))?;
+        let at = |e: &dyn std::fmt::Display| {
+            corrupt(format!(
+                "run {} seq {}: body at {}+{} of the body file: {e}",
+                ext.run_id, ext.seq, ext.position, ext.len
+            ))
+        };
+        let body = t.bodies.read(ext.position, ext.len).map_err(|e| at(&e))?;
+        decode_record_body(&header, &body).map_err(|e| at(&e))?
+    } else {
+        decode_record(bytes).map_err(|e| corrupt(e.to_string()))?
+    };
+    if env.offset != offset {
+        return Err(Error::Corrupt {
+            offset,
+            reason: format!("record claims offset {}", env.offset),
+        });
+    }
+    Ok(env)
+}
+
+thread_local! {
+    /// Set while [`catching_panics`] runs: the panic becomes an error, so it is not printed.
+    static QUIET_PANICS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f`, turning a panic inside sled (it panics on some damaged files) into an error.
+pub(crate) fn catching_panics<T>(f: impl FnOnce() -> T) -> Result<T> {
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    HOOK.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !QUIET_PANICS.with(std::cell::Cell::get) {
+                previous(info);
+            }
+        }));
+    });
+    let was = QUIET_PANICS.with(|q| q.replace(true));
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    QUIET_PANICS.with(|q| q.set(was));
+    result.map_err(|p| {
+        let why = p
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| p.downcast_ref::<&str>().copied())
+            .unwrap_or("unknown panic");
+        Error::Unopenable(format!("panicked while reading the store: {why}"))
+    })
+}
+
+fn unopenable_or(e: sled::Error, what: &str) -> Error {
+    match e {
+        sled::Error::Corruption { .. } | sled::Error::ReportableBug(_) => {
+            Error::Unopenable(format!("{what}: {e}"))
+        }
+        other => Error::Sled(other),
+    }
+}
+
+/// fsyncs the directories (and sled's files) a new store created, so a power loss right after
+/// the first acknowledgement cannot lose a directory entry.
+fn sync_tree_entries(dir: &Path) -> Result<()> {
+    for file in ["sled/conf", "sled/db"] {
+        if let Ok(f) = std::fs::File::open(dir.join(file)) {
+            f.sync_all()?;
+        }
+    }
+    for d in ["sled/blobs", "sled", "blobs", ""] {
+        let path = dir.join(d);
+        if path.is_dir() {
+            std::fs::File::open(path)?.sync_all()?;
+        }
+    }
+    if let Some(parent) = dir.parent().filter(|p| p.is_dir()) {
+        std::fs::File::open(parent)?.sync_all()?;
+    }
+    Ok(())
+}
+
+pub(crate) fn decode_head(bytes: &[u8]) -> Result<RunHead> {
+    rmp_serde::from_slice(bytes).map_err(|e| Error::Decode(format!("run head: {e}")))
+}
+
+#[cfg(test)]
+mod conformance {
+    crate::conformance_tests!(crate::conformance::Sled::default());
+}

@@ -1,0 +1,302 @@
+//! `Store`, the handle everyone holds: a cheap clone of one [`EventLog`], plus what is written once
+//! over the trait for every implementation (following the log, projections from the store).
+
+use std::path::Path;
+use std::sync::Arc;
+
+use chronicle_projections::{EventSource, RunState, snapshot};
+use chronicle_schemas::{BlobRef, Envelope, Event, RunId, SessionId};
+use tokio::sync::{mpsc, watch};
+use tokio_stream::wrappers::ReceiverStream;
+
+use crate::{
+    Error, EventLog, MemoryLog, Options, Result, RunHead, SledLog, StorageHealth, VerifyReport,
+};
+
+/// Most events a follower reads at once, so a far-behind follower holds no long read open.
+const FOLLOW_CHUNK_EVENTS: u64 = 256;
+
+/// A handle to the event store; cheap to clone.
+#[derive(Clone)]
+pub struct Store {
+    log: Arc<dyn EventLog>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Store").field(&self.log).finish()
+    }
+}
+
+impl Store {
+    /// Opens (or creates) the sled store in `dir`: sled lives in `dir/sled`, blobs in
+    /// `dir/blobs`. Checks the newest records and refuses a broken tail unless
+    /// `repair_truncate_tail`.
+    pub fn open(dir: impl AsRef<Path>, opts: Options) -> Result<Store> {
+        Ok(Store::from_log(SledLog::open(dir, opts)?))
+    }
+
+    /// A new, empty store in memory (for tests and trials; nothing outlives the last handle).
+    pub fn memory() -> Store {
+        Store::memory_with(Options::default())
+    }
+
+    /// [`Store::memory`] with settings (`snapshot_interval_events`, `follow_buffer_events`).
+    pub fn memory_with(opts: Options) -> Store {
+        Store::from_log(MemoryLog::new(opts))
+    }
+
+    /// A handle to any implementation of the log.
+    pub fn from_log(log: impl EventLog) -> Store {
+        Store { log: Arc::new(log) }
+    }
+
+    /// The data directory, for stores that have one (a memory store has none).
+    pub fn dir(&self) -> Option<&Path> {
+        self.log.dir()
+    }
+
+    pub fn options(&self) -> &Options {
+        self.log.options()
+    }
+
+    /// Appends `events` to `run_id` if the run's next seq is `expected_seq` (0 for a new run).
+    /// All or nothing: a conflict, an oversized event or an invalid first event writes nothing.
+    /// Returns the stored envelopes once they are durable.
+    pub async fn append(
+        &self,
+        run_id: RunId,
+        expected_seq: u64,
+        events: Vec<Event>,
+    ) -> Result<Vec<Envelope>> {
+        self.log.append(run_id, expected_seq, events).await
+    }
+
+    /// `append` for callers outside an async runtime.
+    pub fn append_blocking(
+        &self,
+        run_id: RunId,
+        expected_seq: u64,
+        events: Vec<Event>,
+    ) -> Result<Vec<Envelope>> {
+        self.log.append_blocking(run_id, expected_seq, events)
+    }
+
+    /// Makes everything acknowledged durable now (at shutdown; in sled's `sync` mode every
+    /// acknowledgement already passed a barrier).
+    pub fn flush(&self) -> Result<()> {
+        self.log.flush()
+    }
+
+    /// Why the store stopped accepting writes (fail-stop), if it did.
+    pub fn failure(&self) -> Option<String> {
+        self.log.failure()
+    }
+
+    /// Changes to `Some(reason)` once, when the store stops accepting writes.
+    pub fn watch_failure(&self) -> watch::Receiver<Option<String>> {
+        self.log.watch_failure()
+    }
+
+    /// Whether appends can be taken: failed, short of disk space, or fine.
+    pub fn health(&self) -> StorageHealth {
+        self.log.health()
+    }
+
+    /// One past the newest durable offset: what subscribers may see.
+    pub fn durable_next_offset(&self) -> u64 {
+        self.log.durable_next_offset()
+    }
+
+    /// Watches the durable head (see [`Store::durable_next_offset`]).
+    pub fn watch_head(&self) -> watch::Receiver<u64> {
+        self.log.watch_head()
+    }
+
+    pub fn run_head(&self, run_id: RunId) -> Result<Option<RunHead>> {
+        self.log.run_head(run_id)
+    }
+
+    /// Every run head, in run-id order.
+    pub fn runs(&self) -> impl Iterator<Item = Result<RunHead>> + Send + '_ {
+        self.log.runs()
+    }
+
+    /// The runs of a session, oldest first.
+    pub fn session_runs(&self, session: &SessionId) -> Result<Vec<RunId>> {
+        self.log.session_runs(session)
+    }
+
+    /// The event at a global offset.
+    pub fn get(&self, offset: u64) -> Result<Option<Envelope>> {
+        self.log.get(offset)
+    }
+
+    /// The seq of `run`'s newest durable event (what subscribers have seen), or `None` if none
+    /// is durable yet.
+    pub fn durable_seq(&self, run_id: RunId) -> Result<Option<u64>> {
+        self.log.durable_seq(run_id)
+    }
+
+    /// Events with offsets in `from..to`, in order.
+    pub fn read_range(
+        &self,
+        from: u64,
+        to: u64,
+    ) -> impl Iterator<Item = Result<Envelope>> + Send + '_ {
+        self.log.read_range(from, to)
+    }
+
+    /// A run's events with seq in `from_seq..=to_seq`, in order.
+    pub fn read_run(
+        &self,
+        run_id: RunId,
+        from_seq: u64,
+        to_seq: u64,
+    ) -> impl Iterator<Item = Result<Envelope>> + Send + '_ {
+        self.log.read_run(run_id, from_seq, to_seq)
+    }
+
+    /// Follows the log from `from` (a global offset): first what is durable, then every new
+    /// durable event as it arrives. Offsets are dense and read in order, so the stream never
+    /// skips or repeats one. Ends when the receiver is dropped or the store closes.
+    pub fn follow(&self, from: u64) -> ReceiverStream<Result<Envelope>> {
+        let (tx, rx) = mpsc::channel(self.options().follow_buffer_events.max(1));
+        // A follower must not keep the store open: it holds a weak handle and upgrades it only
+        // while it reads, so dropping the last `Store` closes the log even with followers around.
+        let weak = Arc::downgrade(&self.log);
+        let mut head = self.log.watch_head();
+        tokio::spawn(async move {
+            let mut pos = from;
+            loop {
+                let durable = *head.borrow_and_update();
+                while pos < durable {
+                    let end = durable.min(pos + FOLLOW_CHUNK_EVENTS);
+                    let Some(log) = weak.upgrade() else { return };
+                    let chunk: Vec<_> = log.read_range(pos, end).collect();
+                    drop(log);
+                    if chunk.len() as u64 != end - pos {
+                        let gap = Error::Corrupt {
+                            offset: pos,
+                            reason: "gap in the log".into(),
+                        };
+                        let _ = tx.send(Err(gap)).await;
+                        return;
+                    }
+                    for ev in chunk {
+                        if tx.send(ev).await.is_err() {
+                            return;
+                        }
+                    }
+                    pos = end;
+                }
+                tokio::select! {
+                    changed = head.changed() => if changed.is_err() { return },
+                    _ = tx.closed() => return,
+                }
+            }
+        });
+        ReceiverStream::new(rx)
+    }
+
+    /// Checks every record: dense offsets, decodable bodies, intact hashes, unbroken per-run
+    /// chains, and heads that match the log. Names the first bad offset.
+    pub fn verify(&self) -> Result<VerifyReport> {
+        self.log.verify()
+    }
+
+    /// [`Store::verify`] restricted to one run's chain (offsets are still checked for density).
+    pub fn verify_run(&self, run_id: RunId) -> Result<VerifyReport> {
+        self.log.verify_run(run_id)
+    }
+
+    /// Stores a large payload under its content hash, durably before this returns, so an event
+    /// appended afterwards can reference it.
+    pub fn put_blob(&self, bytes: &[u8]) -> Result<BlobRef> {
+        self.log.put_blob(bytes)
+    }
+
+    pub fn read_blob(&self, blob: &BlobRef) -> Result<Vec<u8>> {
+        self.log.read_blob(blob)
+    }
+
+    /// Caches a projection of `state.run_id` at `state.last_seq`.
+    pub fn put_snapshot(&self, state: &RunState) -> Result<()> {
+        self.log.put_snapshot(state)
+    }
+
+    /// The newest intact snapshot of `run_id` at or before `seq`.
+    pub fn latest_snapshot(&self, run_id: RunId, seq: u64) -> Result<Option<RunState>> {
+        self.log.latest_snapshot(run_id, seq)
+    }
+
+    /// Deletes every snapshot (they are a cache; replays re-derive everything).
+    pub fn clear_snapshots(&self) -> Result<()> {
+        self.log.clear_snapshots()
+    }
+
+    /// A run as a projection source (its events and snapshots).
+    pub fn source(&self, run_id: RunId) -> RunSource<'_> {
+        RunSource {
+            store: self,
+            run_id,
+        }
+    }
+
+    /// The projected state of a run right after `seq` (snapshots speed it up).
+    pub fn state_at(&self, run_id: RunId, seq: u64) -> Result<RunState> {
+        chronicle_projections::replay(&self.source(run_id), seq)
+    }
+
+    /// Replays a run once from its newest snapshot and caches a snapshot at every due seq that
+    /// lacks one. Returns how many it wrote.
+    pub fn write_snapshots(&self, run_id: RunId) -> Result<usize> {
+        let Some(head) = self.run_head(run_id)? else {
+            return Ok(0);
+        };
+        let interval = self.options().snapshot_interval_events;
+        let src = self.source(run_id);
+        let mut state = self
+            .latest_snapshot(run_id, head.last_seq)?
+            .unwrap_or_default();
+        let from = state.next_seq();
+        let mut written = 0;
+        if from <= head.last_seq {
+            src.for_each_event(from, head.last_seq, &mut |env| {
+                state.apply(&env, &src)?;
+                if snapshot::is_due(env.seq, interval) {
+                    self.put_snapshot(&state)?;
+                    written += 1;
+                }
+                Ok(())
+            })?;
+        }
+        Ok(written)
+    }
+}
+
+/// A store-backed [`EventSource`] for one run.
+#[derive(Debug)]
+pub struct RunSource<'a> {
+    store: &'a Store,
+    run_id: RunId,
+}
+
+impl EventSource for RunSource<'_> {
+    type Error = Error;
+    fn for_each_event(
+        &self,
+        from_seq: u64,
+        to_seq: u64,
+        f: &mut dyn FnMut(Envelope) -> Result<()>,
+    ) -> Result<()> {
+        for env in self.store.read_run(self.run_id, from_seq, to_seq) {
+            f(env?)?;
+        }
+        Ok(())
+    }
+
+    fn latest_snapshot(&self, seq: u64) -> Result<Option<RunState>> {
+        self.store.latest_snapshot(self.run_id, seq)
+    }
+}

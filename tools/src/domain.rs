@@ -1,0 +1,58 @@
+//! Which domain an engine of the `chronicle` binary runs, and which extra agents: the same for
+//! `serve` (flags) and for the embedded `run`, `chat` and `restore` (the same environment
+//! variables), so a run continues with the agents it was planned with.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use chronicle_engine::Settings;
+use clap::Parser;
+
+/// The domains this binary can plug into the engine.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Domain {
+    /// Korean real-estate questions answered by built-in agents over a bundled dataset.
+    #[default]
+    Realestate,
+}
+
+#[derive(Clone, Debug, Default, clap::Args)]
+pub struct DomainArgs {
+    /// The domain: its agents, its planner and its language.
+    #[arg(long, env = "CHRONICLE_DOMAIN", value_enum, default_value_t)]
+    pub domain: Domain,
+    /// TOML file of `http` agents (`[[agent]]` tables) to add to the domain's own.
+    #[arg(long, env = "CHRONICLE_AGENTS", value_name = "FILE")]
+    pub agents: Option<PathBuf>,
+}
+
+/// Only the environment variables of [`DomainArgs`].
+#[derive(Debug, Parser)]
+struct FromEnv {
+    #[command(flatten)]
+    domain: DomainArgs,
+}
+
+impl DomainArgs {
+    /// `CHRONICLE_DOMAIN` and `CHRONICLE_AGENTS`, for commands without the flags.
+    pub fn from_env() -> anyhow::Result<DomainArgs> {
+        Ok(FromEnv::try_parse_from(["chronicle"])
+            .context("reading CHRONICLE_DOMAIN / CHRONICLE_AGENTS")?
+            .domain)
+    }
+
+    /// The engine settings: a model from the environment when one is configured, the domain,
+    /// and the `http` agents of `--agents`.
+    pub fn settings(&self) -> anyhow::Result<Settings> {
+        let settings = Settings::from_env()?;
+        let mut settings = match self.domain {
+            Domain::Realestate => chronicle_realestate::install(settings),
+        };
+        if let Some(path) = &self.agents {
+            let n = chronicle_generic::load_agents_file(&mut settings.registry, path)
+                .with_context(|| format!("loading agents from {}", path.display()))?;
+            tracing::info!(agents = n, "loaded http agents");
+        }
+        Ok(settings)
+    }
+}
