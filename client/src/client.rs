@@ -43,9 +43,10 @@ pub enum ChatReply {
     /// 202: the run is still working after the server's wait.
     Working(ChatTurn),
     /// 409 `waiting_for_human`: the run waits for an approval; `message` is the question.
+    /// (Boxed: the approvals are large beside the other answers.)
     Waiting {
         message: String,
-        waiting: ChatWaiting,
+        waiting: Box<ChatWaiting>,
     },
     /// A slash command's outcome on the session's latest run.
     Command(ChatCommand),
@@ -374,10 +375,13 @@ impl Client {
         if status == StatusCode::CONFLICT {
             return match self.http_error(res).await {
                 Error::Http { body, .. } if body.error.code == "waiting_for_human" => {
-                    let waiting = body.extra_as().map_err(|source| Error::Decode {
-                        what: what.to_owned(),
-                        source,
-                    })?;
+                    let waiting =
+                        body.extra_as()
+                            .map(Box::new)
+                            .map_err(|source| Error::Decode {
+                                what: what.to_owned(),
+                                source,
+                            })?;
                     Ok(ChatReply::Waiting {
                         message: body.error.message,
                         waiting,

@@ -22,8 +22,8 @@ pub enum CommandOutcome {
     Rejected(Rejected),
     /// `/todo skip`.
     Skipped(Skipped),
-    /// `/todo add`.
-    Added(Added),
+    /// `/todo add` (boxed: a whole TODO is large beside the other replies).
+    Added(Box<Added>),
     /// `/todo update`.
     Updated(Updated),
     /// `/checkpoint list`.
@@ -126,7 +126,7 @@ impl CommandOutcome {
             Some("resumed") => CommandOutcome::Approved(from_value(v)?),
             Some("rejected") => CommandOutcome::Rejected(from_value(v)?),
             Some("skipped") => CommandOutcome::Skipped(from_value(v)?),
-            Some("added") => CommandOutcome::Added(from_value(v)?),
+            Some("added") => CommandOutcome::Added(Box::new(from_value(v)?)),
             Some("updated") => CommandOutcome::Updated(from_value(v)?),
             Some("restored") => CommandOutcome::Restored(from_value(v)?),
             Some(other) => {
@@ -273,11 +273,11 @@ mod tests {
             ..SupervisorTodo::default()
         };
         round_trip(
-            CommandOutcome::Added(Added {
+            CommandOutcome::Added(Box::new(Added {
                 status: tag::Added::Added,
                 todo: todo.clone(),
                 message: "새 TODO todo_003가 추가되었습니다.".into(),
-            }),
+            })),
             json!({"status": "added", "todo": serde_json::to_value(&todo).unwrap(),
                    "message": "새 TODO todo_003가 추가되었습니다."}),
         );
