@@ -177,7 +177,16 @@ impl Backend {
                 let v = engine.command(run, text, LOCAL_PRINCIPAL).await?;
                 CommandOutcome::from_json(v).context("the engine's command reply does not decode")
             }
-            Backend::Remote(client) => Ok(client.command(run, text).await?),
+            Backend::Remote(client) => match client.command(run, text).await {
+                // A conflict (the run moved meanwhile) is a refusal to show, not a failure.
+                Err(chronicle_client::Error::Http { status: 409, body }) => {
+                    Ok(CommandOutcome::Refused {
+                        help: body.help().unwrap_or_default().to_owned(),
+                        error: body.error.message,
+                    })
+                }
+                other => Ok(other?),
+            },
         }
     }
 
