@@ -1,5 +1,6 @@
 //! The `chronicle` binary, black-box: one integration-test binary for the CLI.
 mod cli_inspect;
+mod cli_remote;
 mod cli_run;
 mod durability;
 mod lazyfs;
