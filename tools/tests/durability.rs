@@ -5,6 +5,7 @@
 //! These tests mount file systems and need root and `/dev/fuse` (CI has both). When a mount
 //! fails the test fails, loudly: it never skips.
 
+use std::ffi::OsStr;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -24,9 +25,9 @@ const LARGE_MIN: usize = 40_000;
 const LARGE_MAX: usize = 60_000;
 
 /// A `chronicle serve` child on a loopback port over `data`.
-struct Serve {
+pub(crate) struct Serve {
     child: Child,
-    base: String,
+    pub(crate) base: String,
     log: PathBuf,
 }
 
@@ -40,6 +41,16 @@ fn free_port() -> u16 {
 
 impl Serve {
     fn start(data: &Path, agents: Option<&Path>, log: &Path) -> Serve {
+        let mut args: Vec<&OsStr> = Vec::new();
+        if let Some(a) = agents {
+            args.extend([OsStr::new("--agents"), a.as_os_str()]);
+        }
+        Serve::start_with(data, &args, log)
+    }
+
+    /// The server with more arguments (`--agents FILE`, `--domain generic`), no model and no
+    /// tokens; its stderr goes to `log`.
+    pub(crate) fn start_with(data: &Path, args: &[&OsStr], log: &Path) -> Serve {
         let port = free_port();
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_chronicle"));
         cmd.args(["serve", "--addr", &format!("127.0.0.1:{port}"), "--data"])
@@ -53,10 +64,10 @@ impl Serve {
             .env_remove("OPENAI_API_KEY")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(std::fs::File::create(log).unwrap());
-        if let Some(a) = agents {
-            cmd.arg("--agents").arg(a);
-        }
+            .stderr(std::fs::File::create(log).unwrap())
+            .env_remove("CHRONICLE_DOMAIN")
+            .env_remove("CHRONICLE_AGENTS")
+            .args(args);
         let child = cmd.spawn().expect("chronicle serve starts");
         let mut s = Serve {
             child,
@@ -83,7 +94,7 @@ impl Serve {
         }
     }
 
-    fn log_text(&self) -> String {
+    pub(crate) fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
