@@ -46,3 +46,26 @@ pub fn install(mut settings: Settings) -> Settings {
 pub fn settings() -> Settings {
     install(Settings::default())
 }
+
+// The example names this crate as its users do.
+#[cfg(test)]
+extern crate self as chronicle_generic;
+
+/// The README's "Add a domain" example, compiled and run as a test.
+#[cfg(test)]
+#[path = "../examples/domain.rs"]
+mod domain_example;
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_domain_example_runs_and_the_readme_shows_it_whole() {
+        super::domain_example::main().expect("the example runs");
+        let readme = include_str!("../../../README.md");
+        let example = include_str!("../examples/domain.rs");
+        assert!(
+            readme.contains(example),
+            "README.md must show examples/domain.rs as it is"
+        );
+    }
+}
