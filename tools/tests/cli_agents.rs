@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::cli_run::rt;
-use crate::durability::Serve;
+use crate::durability::{Serve, client, get_json};
 
 /// How long one run may take end to end (a debug build on a shared machine).
 const RUN_TIMEOUT: Duration = Duration::from_secs(60);
@@ -120,10 +120,7 @@ impl Drop for WeatherAgent {
 
 /// Starts a run without HITL and polls its state until it ends; the state and the run's log.
 async fn run_to_end(base: &str, query: &str) -> (Value, Vec<Value>) {
-    let client = reqwest::Client::builder()
-        .timeout(Duration::from_secs(20))
-        .build()
-        .unwrap();
+    let client = client();
     let res = client
         .post(format!("{base}/api/v1/agent/run"))
         .json(&json!({"query": query, "hitl": "none"}))
@@ -135,14 +132,7 @@ async fn run_to_end(base: &str, query: &str) -> (Value, Vec<Value>) {
     let run = started["run_id"].as_str().unwrap().to_owned();
     let deadline = Instant::now() + RUN_TIMEOUT;
     let state = loop {
-        let state: Value = client
-            .get(format!("{base}/api/v1/agent/{run}/state"))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let state = get_json(&client, format!("{base}/api/v1/agent/{run}/state")).await;
         let status = state["supervisor"]["run_status"].as_str().unwrap_or("");
         if ["completed", "failed", "cancelled"].contains(&status) {
             break state;
@@ -150,15 +140,18 @@ async fn run_to_end(base: &str, query: &str) -> (Value, Vec<Value>) {
         assert!(Instant::now() < deadline, "run {run} did not end: {state}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
-    let log: Vec<Value> = client
-        .get(format!("{base}/api/v1/agent/{run}/log"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let log = get_json(&client, format!("{base}/api/v1/agent/{run}/log")).await;
+    let log = log.as_array().cloned().unwrap_or_default();
     (state, log)
+}
+
+/// The `agent_name` of each item of a list (plan steps, TODOs).
+fn agent_names(list: &Value) -> Vec<&str> {
+    let items = list.as_array().map(Vec::as_slice).unwrap_or_default();
+    items
+        .iter()
+        .filter_map(|i| i["agent_name"].as_str())
+        .collect()
 }
 
 /// The payloads of the log's events of one kind.
@@ -193,19 +186,8 @@ fn an_http_agent_is_routed_to_by_its_keywords_without_a_model_in_any_domain() {
             );
             let plans = events(&log, "PlanCreated");
             assert_eq!(plans.len(), 1, "{what}");
-            let planned: Vec<&str> = plans[0]["steps"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .filter_map(|step| step["agent_name"].as_str())
-                .collect();
-            assert_eq!(planned, ["weather"], "{what}");
-            let todos: Vec<&str> = s["planning_state"]["todos"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .filter_map(|t| t["agent_name"].as_str())
-                .collect();
+            assert_eq!(agent_names(&plans[0]["steps"]), ["weather"], "{what}");
+            let todos = agent_names(&s["planning_state"]["todos"]);
             assert_eq!(todos, ["weather"], "{what}");
             let notes: Vec<&str> = events(&log, "Reasoning")
                 .iter()

@@ -152,11 +152,16 @@ impl OnLazyFs {
     }
 }
 
-fn client() -> reqwest::Client {
+pub(crate) fn client() -> reqwest::Client {
     reqwest::Client::builder()
         .timeout(Duration::from_secs(20))
         .build()
         .unwrap()
+}
+
+/// The JSON body of a GET.
+pub(crate) async fn get_json(c: &reqwest::Client, url: String) -> Value {
+    c.get(url).send().await.unwrap().json().await.unwrap()
 }
 
 fn verify(data: &Path) -> std::process::Output {
@@ -332,14 +337,11 @@ async fn check_acked(base: &str, acked: &Acked, (from_run, from_decision): (usiz
         assert_eq!(res.status(), 200, "acknowledged run {run} is lost");
     }
     for ((run, approval), size) in acked.decisions.iter().skip(from_decision) {
-        let a: Value = c
-            .get(format!("{base}/api/v1/agent/{run}/approvals/{approval}"))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let a = get_json(
+            &c,
+            format!("{base}/api/v1/agent/{run}/approvals/{approval}"),
+        )
+        .await;
         assert_eq!(a["status"], "approved", "acknowledged decision lost: {a}");
         assert_eq!(a["comment"].as_str().map(str::len), Some(*size));
     }

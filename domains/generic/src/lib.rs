@@ -27,7 +27,7 @@ pub use http::{
     CATEGORIES, ConfigError, HTTP_AGENT_RESPONSE_BYTES_MAX, HTTP_AGENT_TIMEOUT_MS_DEFAULT,
     HTTP_AGENT_TIMEOUT_MS_MAX, HttpAgent, load_agents, load_agents_file, request,
 };
-pub use planner::GenericPlanner;
+pub use planner::{GenericPlanner, answer_text, checked_evaluation};
 pub use route::{EXAMPLE_SCORE_MAX, Hit, HitKind, KEYWORD_SCORE, Match, ROUTE_AGENTS_MAX, route};
 pub use rules::{
     CONFIDENCE_EXAMPLE, CONFIDENCE_KEYWORD, INTENT_GENERAL, append, evaluate, intent_for,

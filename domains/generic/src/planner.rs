@@ -97,7 +97,7 @@ impl Planner for GenericPlanner {
             return rules;
         }
         let user = prompts::evaluation(cx.query, results);
-        let parse = |answer| evaluation_from_answer(answer, results, &rules);
+        let parse = |answer| checked_evaluation(answer, results, &rules);
         let judged = ask(cx, "evaluation", prompts::EVALUATION_SYSTEM, &user, parse).await;
         judged.unwrap_or(rules)
     }
@@ -231,9 +231,11 @@ fn plan_from_answer(
         .collect())
 }
 
-/// A model's evaluation. An agent that failed is retried whatever the model says: a model must
+/// A model's evaluation (`{quality_score, completeness?, needs_retry?, retry_agents?,
+/// feedback?}`), checked against the run: scores in 0..=1, retries only of agents that ran. An
+/// agent the rules' outcome retries (it failed) is retried whatever the model says: a model must
 /// not be able to hide a failure.
-fn evaluation_from_answer(
+pub fn checked_evaluation(
     answer: Map<String, Value>,
     results: &[AgentResult],
     rules: &EvaluationOutcome,
@@ -278,14 +280,19 @@ fn evaluation_from_answer(
     })
 }
 
-/// The composed response with the model's wording of the answer.
-fn response_from_answer(answer: Map<String, Value>, composed: &Value) -> Result<Value, String> {
-    let text = answer
+/// The text of a model's `{"answer": "..."}`, trimmed; refused when missing or empty.
+pub fn answer_text(answer: &Map<String, Value>) -> Result<&str, String> {
+    answer
         .get("answer")
         .and_then(Value::as_str)
         .map(str::trim)
         .filter(|a| !a.is_empty())
-        .ok_or("the answer has no answer text")?;
+        .ok_or_else(|| "the answer has no answer text".to_owned())
+}
+
+/// The composed response with the model's wording of the answer.
+fn response_from_answer(answer: Map<String, Value>, composed: &Value) -> Result<Value, String> {
+    let text = answer_text(&answer)?;
     let mut out = composed.clone();
     out["answer"] = Value::String(cut_bytes(text, ANSWER_BYTES_MAX));
     out["metadata"]["composed_by"] = json!("model");

@@ -85,60 +85,6 @@ fn routing(cx: &PlanContext<'_>) -> Routing {
     }
 }
 
-/// The domain's plan: the model's, checked, or the rules'.
-async fn own_plan(cx: &PlanContext<'_>, intent: &Intent) -> Plan {
-    let available: Vec<&str> = cx.agents.names().collect();
-    let allowed: &[&str] = if available.is_empty() {
-        &KNOWN_AGENTS
-    } else {
-        &available
-    };
-    let user = prompts::plan(cx.query, intent, allowed);
-    let answer = cx
-        .llm
-        .ask("plan_building", prompts::PLAN_SYSTEM, &user, |text| {
-            plan_from_answer(json_object(text)?, intent, allowed)
-        })
-        .await;
-    answer.unwrap_or_else(|| rules::build_plan(intent, &available))
-}
-
-/// The domain's evaluation: the model's, checked, or the rules'.
-async fn own_evaluation(cx: &PlanContext<'_>, results: &[AgentResult]) -> EvaluationOutcome {
-    let results = triples(results);
-    let fallback = rules::evaluate(&results);
-    let user = prompts::evaluation(&prompts::results_json(&results));
-    let answer = cx
-        .llm
-        .ask("evaluation", prompts::EVALUATION_SYSTEM, &user, |text| {
-            evaluation_from_answer(json_object(text)?, &results, &fallback)
-        })
-        .await;
-    answer.unwrap_or(fallback)
-}
-
-/// The domain's own response over its agents' results, by the model or the rules.
-async fn own_response(cx: &PlanContext<'_>, intent: &Intent, results: &[AgentResult]) -> Value {
-    // The answer reads the results in agent-name order, as the run's `team_results` holds them.
-    let mut results: Vec<(String, Value)> = results
-        .iter()
-        .filter_map(|r| Some((r.agent.clone(), r.result.clone()?)))
-        .collect();
-    results.sort_by(|a, b| a.0.cmp(&b.0));
-    let fallback = rules::format_response(cx.query, intent, &results);
-    let user = prompts::format(cx.query, &results, rules::is_english(cx.query));
-    let answer = cx
-        .llm
-        .ask(
-            "response_formatting",
-            prompts::FORMAT_SYSTEM,
-            &user,
-            |text| format_from_answer(json_object(text)?, &fallback),
-        )
-        .await;
-    answer.unwrap_or(fallback)
-}
-
 /// The domain's response with the other agents' composed reply added: their answer after the
 /// domain's (a blank line between), their insights after its own, their sources, and their
 /// names in `metadata.agents_used`. A composed reply without an answer adds nothing.
@@ -194,7 +140,20 @@ impl Planner for RealEstatePlanner {
             }
             Routing::Own { also } => also,
         };
-        let mut plan = own_plan(cx, intent).await;
+        let available: Vec<&str> = cx.agents.names().collect();
+        let allowed: &[&str] = if available.is_empty() {
+            &KNOWN_AGENTS
+        } else {
+            &available
+        };
+        let user = prompts::plan(cx.query, intent, allowed);
+        let answer = cx
+            .llm
+            .ask("plan_building", prompts::PLAN_SYSTEM, &user, |text| {
+                plan_from_answer(json_object(text)?, intent, allowed)
+            })
+            .await;
+        let mut plan = answer.unwrap_or_else(|| rules::build_plan(intent, &available));
         if !also.is_empty() {
             chronicle_generic::note_routes(cx, &also);
             chronicle_generic::append(&mut plan, cx.agents, &also);
@@ -206,7 +165,17 @@ impl Planner for RealEstatePlanner {
         if !results.is_empty() && results.iter().all(|r| !is_own(&r.agent)) {
             return chronicle_generic::evaluate(results);
         }
-        own_evaluation(cx, results).await
+        let ran = results;
+        let results = triples(results);
+        let fallback = rules::evaluate(&results);
+        let user = prompts::evaluation(&prompts::results_json(&results));
+        let answer = cx
+            .llm
+            .ask("evaluation", prompts::EVALUATION_SYSTEM, &user, |text| {
+                chronicle_generic::checked_evaluation(json_object(text)?, ran, &fallback)
+            })
+            .await;
+        answer.unwrap_or(fallback)
     }
 
     async fn respond(
@@ -215,19 +184,35 @@ impl Planner for RealEstatePlanner {
         intent: &Intent,
         results: &[AgentResult],
     ) -> Value {
+        let all = results;
         let (own, foreign): (Vec<AgentResult>, Vec<AgentResult>) =
-            results.iter().cloned().partition(|r| is_own(&r.agent));
+            all.iter().cloned().partition(|r| is_own(&r.agent));
         // A run the generic rules planned, or one where only other agents answered, is answered
         // by the generic composer alone: their answer is the run's answer.
         if intent.intent_type == INTENT_GENERAL || (own.is_empty() && !foreign.is_empty()) {
-            return chronicle_generic::compose(cx.agents, intent, results);
+            return chronicle_generic::compose(cx.agents, intent, all);
         }
-        let mut response = own_response(cx, intent, &own).await;
+        // The answer reads the results in agent-name order, as the run's `team_results` holds them.
+        let mut results: Vec<(String, Value)> = own
+            .iter()
+            .filter_map(|r| Some((r.agent.clone(), r.result.clone()?)))
+            .collect();
+        results.sort_by(|a, b| a.0.cmp(&b.0));
+        let fallback = rules::format_response(cx.query, intent, &results);
+        let user = prompts::format(cx.query, &results, rules::is_english(cx.query));
+        let answer = cx
+            .llm
+            .ask(
+                "response_formatting",
+                prompts::FORMAT_SYSTEM,
+                &user,
+                |text| format_from_answer(json_object(text)?, &fallback),
+            )
+            .await;
+        let mut response = answer.unwrap_or(fallback);
         if !foreign.is_empty() {
-            add_foreign(
-                &mut response,
-                &chronicle_generic::compose(cx.agents, intent, &foreign),
-            );
+            let composed = chronicle_generic::compose(cx.agents, intent, &foreign);
+            add_foreign(&mut response, &composed);
         }
         response
     }
@@ -461,75 +446,10 @@ fn plan_from_answer(
     Ok(rules::assemble_plan(intent, strategy, specs, Source::Llm))
 }
 
-/// A model's evaluation. An agent that failed is retried whatever the model says: a model must
-/// not be able to hide a failure.
-fn evaluation_from_answer(
-    answer: Map<String, Value>,
-    results: &[(String, Option<Value>, Option<String>)],
-    rules_outcome: &EvaluationOutcome,
-) -> Result<EvaluationOutcome, String> {
-    let unit = |key: &str| -> Result<Option<f64>, String> {
-        match answer.get(key) {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::Bool(b)) => Ok(Some(if *b { 1.0 } else { 0.0 })),
-            Some(v) => v
-                .as_f64()
-                .filter(|n| (0.0..=1.0).contains(n))
-                .map(Some)
-                .ok_or_else(|| format!("{key} {v} is not in 0..=1")),
-        }
-    };
-    let quality_score = unit("quality_score")?.ok_or("the answer has no quality_score")?;
-    let completeness = unit("completeness")?.unwrap_or(rules_outcome.completeness);
-    let needs_retry = answer.get("needs_retry").and_then(Value::as_bool);
-    let mut retry_agents: Vec<String> = Vec::new();
-    if needs_retry != Some(false) {
-        for agent in answer
-            .get("retry_agents")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            let agent = agent
-                .as_str()
-                .ok_or_else(|| format!("retry agent {agent} is not a name"))?;
-            if !results.iter().any(|(name, _, _)| name == agent) {
-                return Err(format!("retry agent {agent:?} did not run"));
-            }
-            if !retry_agents.iter().any(|a| a == agent) {
-                retry_agents.push(agent.to_owned());
-            }
-        }
-    }
-    for failed in &rules_outcome.retry_agents {
-        if !retry_agents.contains(failed) {
-            retry_agents.push(failed.clone());
-        }
-    }
-    let feedback = answer
-        .get("feedback")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned();
-    Ok(EvaluationOutcome {
-        quality_score,
-        completeness,
-        needs_retry: !retry_agents.is_empty(),
-        retry_agents,
-        feedback,
-        source: Source::Llm,
-    })
-}
-
 /// A model's response over the rules' one: its answer, listings and insights, the rules'
 /// counts (they are facts, not prose) and any drafted document.
 fn format_from_answer(answer: Map<String, Value>, fallback: &Value) -> Result<Value, String> {
-    let text = answer
-        .get("answer")
-        .and_then(Value::as_str)
-        .map(str::trim)
-        .filter(|a| !a.is_empty())
-        .ok_or("the answer has no answer text")?;
+    let text = chronicle_generic::answer_text(&answer)?;
     let mut out = fallback.clone();
     out["answer"] = Value::String(text.to_owned());
     if let Some(listings) = answer
