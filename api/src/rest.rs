@@ -109,7 +109,7 @@ async fn turn_answer(st: &AppState, thread: &str, outcome: TurnOutcome) -> ApiRe
             let body = ChatCommand {
                 thread_id: thread.to_owned(),
                 run_id: run,
-                result: outcome,
+                result: *outcome,
             };
             Ok(axum::Json(body).into_response())
         }

@@ -45,13 +45,16 @@ pub struct Turn {
 #[derive(Clone, Debug, PartialEq)]
 pub enum TurnOutcome {
     /// A slash command ran on the run.
-    Command { run: RunId, outcome: CommandOutcome },
+    Command {
+        run: RunId,
+        outcome: Box<CommandOutcome>,
+    },
     /// A new run started in the session.
     Started { run: RunId },
     /// The run waits for a human; the message started nothing.
     Waiting { run: RunId },
     /// The pending approval was decided.
-    Decided { run: RunId, approval: Approval },
+    Decided { run: RunId, approval: Box<Approval> },
 }
 
 impl TurnOutcome {
@@ -83,7 +86,7 @@ impl Engine {
         };
         if let Some(text) = text {
             let run = run.ok_or_else(|| Error::SessionNotFound(t.session.to_string()))?;
-            let outcome = self.command(run, text, &t.by).await?;
+            let outcome = Box::new(self.command(run, text, &t.by).await?);
             return Ok(TurnOutcome::Command { run, outcome });
         }
         match t.input {
@@ -166,6 +169,9 @@ impl Engine {
         let approval = self
             .decide(run, one.approval_id, decision, edited, by, None)
             .await?;
-        Ok(TurnOutcome::Decided { run, approval })
+        Ok(TurnOutcome::Decided {
+            run,
+            approval: Box::new(approval),
+        })
     }
 }

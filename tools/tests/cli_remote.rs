@@ -114,12 +114,7 @@ fn read_commands_print_the_same_against_a_server() {
         .into();
 
     let scratch = tempfile::tempdir().unwrap();
-    let serve = Serve::start_with(
-        &f.data,
-        None,
-        &scratch.path().join("serve.log"),
-        Some(TOKEN),
-    );
+    let serve = Serve::start_with(&f.data, &[], &scratch.path().join("serve.log"), Some(TOKEN));
     // The server holds the directory now: the embedded commands say to use --server, which works.
     let locked = output(chronicle(&f.data, &["runs"]).output().unwrap());
     assert_eq!(locked.code, 2);

@@ -5,6 +5,7 @@
 //! These tests mount file systems and need root and `/dev/fuse` (CI has both). When a mount
 //! fails the test fails, loudly: it never skips.
 
+use std::ffi::OsStr;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -44,13 +45,19 @@ fn free_port() -> u16 {
 
 impl Serve {
     fn start(data: &Path, agents: Option<&Path>, log: &Path) -> Serve {
-        Serve::start_with(data, agents, log, None)
+        let mut args: Vec<&OsStr> = Vec::new();
+        if let Some(a) = agents {
+            args.extend([OsStr::new("--agents"), a.as_os_str()]);
+        }
+        Serve::start_with(data, &args, log, None)
     }
 
-    /// With `token`, the server requires it (`CHRONICLE_API_TOKEN`, principal `admin`).
+    /// The server with more arguments (`--agents FILE`, `--domain generic`) and no model; its
+    /// stderr goes to `log`. With `token`, the server requires it (`CHRONICLE_API_TOKEN`,
+    /// principal `admin`).
     pub(crate) fn start_with(
         data: &Path,
-        agents: Option<&Path>,
+        args: &[&OsStr],
         log: &Path,
         token: Option<&str>,
     ) -> Serve {
@@ -67,10 +74,10 @@ impl Serve {
             .env_remove("OPENAI_API_KEY")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(std::fs::File::create(log).unwrap());
-        if let Some(a) = agents {
-            cmd.arg("--agents").arg(a);
-        }
+            .stderr(std::fs::File::create(log).unwrap())
+            .env_remove("CHRONICLE_DOMAIN")
+            .env_remove("CHRONICLE_AGENTS")
+            .args(args);
         if let Some(t) = token {
             cmd.env("CHRONICLE_API_TOKEN", t);
         }
@@ -103,7 +110,7 @@ impl Serve {
         }
     }
 
-    fn log_text(&self) -> String {
+    pub(crate) fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
