@@ -120,7 +120,7 @@ fn kinds(engine: &Engine, run: RunId) -> Vec<&'static str> {
 #[tokio::test]
 async fn a_retryable_failure_is_retried_and_the_run_completes() {
     let a = Scripted::new("a", vec![Err(AgentError::retryable("flaky"))]);
-    let engine = engine(&[a.clone()]).await;
+    let engine = engine(std::slice::from_ref(&a)).await;
     let run = start(&engine, HitlMode::None, vec![step("a", &[], false)]).await;
     let s = ended(&engine, run).await;
     assert_eq!(s.supervisor.run_status, RunStatus::Completed);
@@ -144,7 +144,7 @@ async fn a_retryable_failure_is_retried_and_the_run_completes() {
 async fn a_failed_required_todo_fails_the_run_and_an_optional_one_blocks_its_dependent() {
     let fatal = || Err(AgentError::fatal("bad input"));
     let a = Scripted::new("a", vec![fatal()]);
-    let engine = engine(&[a.clone()]).await;
+    let engine = engine(std::slice::from_ref(&a)).await;
     let run = start(&engine, HitlMode::None, vec![step("a", &[], false)]).await;
     let s = ended(&engine, run).await;
     assert_eq!(s.supervisor.run_status, RunStatus::Failed);
@@ -234,7 +234,7 @@ async fn approvals_are_asked_decided_and_a_rejection_skips() {
 #[tokio::test]
 async fn a_restore_to_an_approval_asks_again_under_a_new_id() {
     let a = Scripted::new("a", vec![]);
-    let engine = engine(&[a.clone()]).await;
+    let engine = engine(std::slice::from_ref(&a)).await;
     let run = start(&engine, HitlMode::EveryTodo, vec![step("a", &[], false)]).await;
     let s = engine.wait_settled(run, WAIT).await.unwrap();
     let first = s.approvals.pending().next().unwrap().clone();
@@ -296,7 +296,7 @@ async fn a_restore_to_an_approval_asks_again_under_a_new_id() {
 #[tokio::test]
 async fn commands_answer_typed_and_refusals_are_recorded() {
     let a = Scripted::new("a", vec![]);
-    let engine = engine(&[a.clone()]).await;
+    let engine = engine(std::slice::from_ref(&a)).await;
     let run = start(&engine, HitlMode::EveryTodo, vec![step("a", &[], false)]).await;
     engine.wait_settled(run, WAIT).await.unwrap();
     let todos = engine.command(run, "/todos", "alice").await.unwrap();
