@@ -1,4 +1,4 @@
-//! A run's life outside its actor: starting it (checked, then recorded with the initialize node),
+//! A run's life outside its actor: starting it (checked, then `RunStarted` recorded),
 //! reading its state, following its events, waiting for it, and the sub-agent runs a `task`
 //! call starts and waits for.
 
@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use chronicle_projections::RunState;
 use chronicle_schemas::{
-    Envelope, Event, HitlMode, ParentLink, Phase, PlanStep, RunConfig, RunId, RunStatus, SessionId,
+    Envelope, Event, HitlMode, ParentLink, PlanStep, RunConfig, RunId, RunStatus, SessionId,
     Strategy, ToolCallId,
 };
 use serde_json::{Value, json};
@@ -19,7 +19,6 @@ use chronicle_wire::SubRun;
 use crate::error::PlanError;
 use crate::shared::Shared;
 use crate::store;
-use crate::texts::Text;
 use crate::tools::{ChildRequest, ToolContext};
 use crate::{Error, Result};
 
@@ -92,8 +91,9 @@ fn config_of(shared: &Shared, req: &StartRun) -> RunConfig {
     config
 }
 
-/// Starts a run: validates the request, records `RunStarted` and the initialize node, and hands
-/// the run to its actor. Nothing is written for a refused request.
+/// Starts a run: validates the request, records `RunStarted` (acknowledged once durable) and
+/// hands the run to its actor, whose first node is `initialize`. Nothing is written for a refused
+/// request.
 pub(crate) async fn start(shared: &Arc<Shared>, run_id: RunId, req: StartRun) -> Result<Started> {
     // Refuse before writing anything: a run nobody would drive must not be half-started.
     if shared.shutdown.is_cancelled() {
@@ -120,27 +120,14 @@ pub(crate) async fn start(shared: &Arc<Shared>, run_id: RunId, req: StartRun) ->
         .unwrap_or_else(|| SessionId(uuid::Uuid::new_v4().to_string()));
     let request_id = format!("req_{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
     let mut live = shared.store.load(run_id)?;
-    live.append(vec![
-        Event::RunStarted {
-            session_id: session_id.clone(),
-            user_id: req.user_id,
-            request_id,
-            query: query.to_owned(),
-            config,
-            parent: req.parent,
-        },
-        Event::PhaseChanged {
-            phase: Phase::Initialization,
-        },
-        Event::Reasoning {
-            message: shared.settings.texts.say(Text::RequestReceived { query }),
-        },
-        Event::CheckpointSaved {
-            checkpoint_id: "cp_001".into(),
-            node: "initialize".into(),
-            todos_completed: 0,
-        },
-    ])
+    live.append(vec![Event::RunStarted {
+        session_id: session_id.clone(),
+        user_id: req.user_id,
+        request_id,
+        query: query.to_owned(),
+        config,
+        parent: req.parent,
+    }])
     .await?;
     drop(live);
     shared.deliver(run_id, None).await?;

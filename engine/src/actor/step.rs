@@ -21,6 +21,7 @@ pub(crate) type Running = HashMap<TodoId, u32>;
 pub(crate) enum Step {
     Wait,
     Fail(String),
+    Initialize,
     AnalyzeIntent,
     BuildPlan,
     Block(Vec<(TodoId, String)>),
@@ -43,6 +44,9 @@ pub(crate) fn next_step(state: &RunState, running: &Running, now: Timestamp) -> 
     let s = &state.supervisor;
     if s.run_status.is_terminal() {
         return Step::Wait;
+    }
+    if state.checkpoints.checkpoints.is_empty() {
+        return Step::Initialize;
     }
     if let Some(limit) = over_a_limit(state, now) {
         return Step::Fail(limit);
@@ -336,7 +340,9 @@ mod tests {
     #[test]
     fn the_supervisor_flow_node_by_node() {
         let started = upto(0, |e| matches!(e, Event::RunStarted { .. }));
-        assert_eq!(step_after(&started, &[]), Step::AnalyzeIntent);
+        assert_eq!(step_after(&started, &[]), Step::Initialize);
+        let initialized = upto(0, |e| matches!(e, Event::CheckpointSaved { .. }));
+        assert_eq!(step_after(&initialized, &[]), Step::AnalyzeIntent);
         let analysed = upto(0, |e| matches!(e, Event::IntentAnalyzed { .. }));
         assert_eq!(step_after(&analysed, &[]), Step::BuildPlan);
         // Under `every_todo`, sequentially: the first TODO is asked for, alone.

@@ -7,7 +7,7 @@
 //!
 //! Each node appends its events together with a `Reasoning` note and a `CheckpointSaved`
 //! (`cp_001`, `cp_002`, … numbered over the whole log), and a `PhaseChanged` when it enters a new
-//! phase. (The initialize node is recorded with `RunStarted`, see `runs::start`.)
+//! phase.
 
 use chronicle_projections::RunState;
 use chronicle_schemas::{CheckpointId, Event, Payload, Phase, Source, Timestamp};
@@ -23,6 +23,7 @@ mod aggregate;
 mod approval;
 mod evaluate;
 mod execute;
+mod initialize;
 mod intent;
 mod plan;
 mod respond;
@@ -35,6 +36,7 @@ impl RunActor {
         match step {
             Step::Wait => Ok(()),
             Step::Fail(reason) => self.fail(reason).await,
+            Step::Initialize => self.initialize().await,
             Step::AnalyzeIntent => self.analyze_intent().await,
             Step::BuildPlan => self.build_plan().await,
             Step::Block(list) => self.block(list).await,
