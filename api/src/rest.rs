@@ -327,7 +327,7 @@ pub async fn decide(
 // ------------------------------------------------------------------ engine routes
 
 #[utoipa::path(post, path = "/api/v1/agent/{run_id}/commands", tag = "runs", params(("run_id" = String, Path)), request_body = CommandRequest,
-    responses((status = 200, description = "seed 000's JSON result"), (status = 400, description = "bad command: {error, help}"), (status = 404)))]
+    responses((status = 200, description = "the command's outcome (its shape depends on the command)"), (status = 400, description = "bad command: {error, help}"), (status = 404)))]
 pub async fn command(
     State(st): State<AppState>,
     Principal(who): Principal,
