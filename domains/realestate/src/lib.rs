@@ -4,9 +4,10 @@
 //! its Korean texts. `chronicle serve` plugs it in by default.
 
 pub mod agents;
-mod parse;
 mod planner;
+mod query;
 mod texts;
+
 
 use std::sync::Arc;
 

@@ -7,9 +7,9 @@ use serde_json::{Map, Value, json};
 use super::data::{DATASET, DealType, PropertyType, change_pct, round1};
 use super::filters::{Filters, input_object};
 use super::market::{MarketView, analyze_market};
-use super::parse::{self, ChangeRequest, Lang, Subject, detect_lang, format_won, parse_places};
 use super::search::law_json;
 use super::{Agent, AgentContext, AgentError, AgentInfo, AgentOutput, declared};
+use crate::query::{self, ChangeRequest, Lang, Subject, format_won, parse_places};
 
 /// The cap on a raise, in percent of the agreed amount: 주택임대차보호법 제7조 제2항 ("20분의
 /// 1"), 시행령 제8조.
@@ -42,7 +42,7 @@ impl Agent for AnalysisTeam {
                 f.places = parse_places(region);
             }
         }
-        let lang = detect_lang(&ctx.query);
+        let lang = Lang::of(&ctx.query);
         let result = match change_request(ctx, &input)? {
             Some(change) => change_analysis(ctx, &f, &change, lang),
             None => market_report(ctx, &f, lang),
@@ -84,7 +84,7 @@ fn change_request(
         Some(_) => Some(Subject::Deposit),
         None => None,
     };
-    let query_change = parse::detect_change_request(&ctx.query);
+    let query_change = query::detect_change_request(&ctx.query);
     match (input.get("old_amount"), input.get("new_amount")) {
         (None, None) => {}
         (Some(old), Some(new)) => {
@@ -127,13 +127,13 @@ fn change_request(
         .flatten()
         .filter_map(|v| match v {
             Value::Number(n) => n.as_u64(),
-            Value::String(s) => parse::parse_amount(s),
+            Value::String(s) => query::parse_amount(s),
             Value::Object(o) => {
                 ["won", "value", "amount"]
                     .iter()
                     .find_map(|k| match o.get(*k)? {
                         Value::Number(n) => n.as_u64(),
-                        Value::String(s) => parse::parse_amount(s),
+                        Value::String(s) => query::parse_amount(s),
                         _ => None,
                     })
             }
@@ -141,7 +141,7 @@ fn change_request(
         })
         .collect();
     if let [old, new, ..] = amounts[..] {
-        let subject = if parse::parse_deal_type(&ctx.query) == Some(DealType::Monthly) {
+        let subject = if query::parse_deal_type(&ctx.query) == Some(DealType::Monthly) {
             Subject::MonthlyRent
         } else {
             Subject::Deposit
@@ -159,7 +159,7 @@ fn change_request(
 fn amount_param(key: &str, v: &Value) -> Result<u64, AgentError> {
     let parsed = match v {
         Value::Number(n) => n.as_u64(),
-        Value::String(s) => parse::parse_amount(s),
+        Value::String(s) => query::parse_amount(s),
         _ => None,
     };
     parsed.filter(|&won| won > 0).ok_or_else(|| {

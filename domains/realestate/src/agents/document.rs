@@ -11,8 +11,8 @@ use super::data::{
     DATASET, DealType, Listing, PropertyType, SQUARE_METRES_PER_PYEONG, pct, round1,
 };
 use super::filters::{Filters, input_object};
-use super::parse::{self, Date, Lang, Subject, detect_lang, format_won};
 use super::{Agent, AgentContext, AgentError, AgentInfo, AgentOutput, declared};
+use crate::query::{self, Date, Lang, Subject, format_won};
 
 /// The usual 계약금 (down payment): 10% of the deposit or price.
 const DOWN_PAYMENT_PCT: u64 = 10;
@@ -192,7 +192,7 @@ impl Agent for DocumentTeam {
     async fn run(&self, ctx: &AgentContext, input: Value) -> Result<AgentOutput, AgentError> {
         let input = input_object(&input)?;
         let f = Filters::resolve(ctx, &input)?;
-        let lang = detect_lang(&ctx.query);
+        let lang = Lang::of(&ctx.query);
         let doc = doc_type(ctx, &input, &f)?;
         let draft = Draft::build(ctx, &input, &f, doc)?;
         let mut result = draft.to_json(ctx, lang);
@@ -226,7 +226,7 @@ fn doc_type(
         }
     }
     let lower = ctx.query.to_lowercase();
-    let sale = f.deal_type == Some(DealType::Sale) || parse::contains_any(&lower, SALE_TERMS);
+    let sale = f.deal_type == Some(DealType::Sale) || query::contains_any(&lower, SALE_TERMS);
     Ok(if sale { DocType::Sale } else { DocType::Lease })
 }
 
@@ -266,7 +266,7 @@ impl Draft {
             DocType::Sale => (("seller_name", SELLER), ("buyer_name", BUYER)),
         };
         for (key, roles) in [first, second] {
-            if let Some(name) = parse::party_name(q, roles) {
+            if let Some(name) = query::party_name(q, roles) {
                 values.insert(key, name);
             }
         }
@@ -308,8 +308,8 @@ impl Draft {
         }
 
         // Money. Each amount belongs to the word before it (`보증금 5000만원에 월세 100만원`).
-        let change = parse::detect_change_request(q);
-        let amounts = parse::amount_subjects(q);
+        let change = query::detect_change_request(q);
+        let amounts = query::amount_subjects(q);
         let (mut deposit, mut rent, mut price) = (None, None, None);
         match doc {
             DocType::Lease => {
@@ -369,7 +369,7 @@ impl Draft {
         }
 
         // Dates and term.
-        let dates = parse::parse_dates(q);
+        let dates = query::parse_dates(q);
         let start = match input.get("contract_start") {
             None | Some(Value::Null) => dates.first().copied(),
             Some(v) => Some(v.as_str().and_then(Date::parse_iso).ok_or_else(|| {
@@ -379,7 +379,7 @@ impl Draft {
             })?),
         };
         let term_months = match doc {
-            DocType::Lease => Some(parse::parse_term_months(q).unwrap_or(LEASE_TERM_MONTHS_MIN)),
+            DocType::Lease => Some(query::parse_term_months(q).unwrap_or(LEASE_TERM_MONTHS_MIN)),
             DocType::Sale => None,
         };
         if let Some(start) = start {
@@ -735,7 +735,7 @@ fn money_text(won: u64) -> String {
     format!(
         "{} (금 {}원)",
         format_won(won, Lang::Ko),
-        parse::group_thousands(won)
+        query::group_thousands(won)
     )
 }
 
@@ -745,7 +745,7 @@ fn money_param(input: &Map<String, Value>, key: &str) -> Result<Option<u64>, Age
         Some(v) => {
             let won = match v {
                 Value::Number(n) => n.as_u64(),
-                Value::String(s) => parse::parse_amount(s),
+                Value::String(s) => query::parse_amount(s),
                 _ => None,
             };
             won.map(Some).ok_or_else(|| {

@@ -9,8 +9,8 @@ use super::data::{
     round_manwon, round1, trend,
 };
 use super::filters::{Filters, input_object};
-use super::parse::{Lang, detect_lang, format_won};
 use super::{Agent, AgentContext, AgentError, AgentInfo, AgentOutput, declared, seed_result};
+use crate::query::{Lang, format_won};
 
 /// Above this 전세가율 a buyer's equity is thin and a tenant's deposit is at risk (깡통전세),
 /// the threshold housing agencies warn at.
@@ -273,7 +273,7 @@ impl Agent for MarketAnalysis {
     async fn run(&self, ctx: &AgentContext, input: Value) -> Result<AgentOutput, AgentError> {
         let input = input_object(&input)?;
         let f = Filters::resolve(ctx, &input)?;
-        let (data, insights) = analyze_market(&f, detect_lang(&ctx.query));
+        let (data, insights) = analyze_market(&f, Lang::of(&ctx.query));
         Ok(AgentOutput {
             result: seed_result(self.name(), data, insights, f.to_json()),
         })
@@ -305,7 +305,7 @@ impl Agent for RegionComparison {
     async fn run(&self, ctx: &AgentContext, input: Value) -> Result<AgentOutput, AgentError> {
         let input = input_object(&input)?;
         let f = Filters::resolve(ctx, &input)?;
-        let lang = detect_lang(&ctx.query);
+        let lang = Lang::of(&ctx.query);
         let property_type = f.property_type.unwrap_or(PropertyType::Apartment);
         let deal = f.deal_type.unwrap_or(DealType::Sale);
         let (regions, all) = comparison_regions(&f);
@@ -316,7 +316,7 @@ impl Agent for RegionComparison {
                 continue;
             };
             let scoped = Filters {
-                places: vec![super::parse::PlaceRef {
+                places: vec![crate::query::PlaceRef {
                     region,
                     dong: None,
                     station: None,
@@ -477,7 +477,7 @@ impl Agent for InvestmentAdvisor {
     async fn run(&self, ctx: &AgentContext, input: Value) -> Result<AgentOutput, AgentError> {
         let input = input_object(&input)?;
         let f = Filters::resolve(ctx, &input)?;
-        let lang = detect_lang(&ctx.query);
+        let lang = Lang::of(&ctx.query);
         let property_type = f.property_type.unwrap_or(PropertyType::Apartment);
         let regions: Vec<&'static str> = if f.places.is_empty() {
             DATASET.regions.iter().map(|r| r.region.as_str()).collect()

@@ -10,8 +10,6 @@ pub(crate) use chronicle_engine::agents::{
 };
 use serde_json::{Value, json};
 
-pub(crate) use crate::parse;
-
 mod analysis;
 pub(crate) mod data;
 mod document;

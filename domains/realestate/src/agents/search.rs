@@ -5,8 +5,8 @@ use serde_json::{Map, Value, json};
 
 use super::data::{DATASET, DealType, LawArticle, PropertyType, round_manwon, trend};
 use super::filters::{Filters, input_object};
-use super::parse::{self, Lang, contains_term, detect_lang, find_term, format_won};
 use super::{Agent, AgentContext, AgentError, AgentInfo, AgentOutput, declared, seed_result};
+use crate::query::{self, Lang, contains_term, find_term, format_won};
 
 /// Law articles a search returns at most.
 pub(crate) const LEGAL_RESULTS_MAX: usize = 5;
@@ -73,7 +73,7 @@ fn search_team(
 ) -> Result<Value, AgentError> {
     let query = ctx.query.as_str();
     let lower = query.to_lowercase();
-    let change = parse::detect_change_request(query);
+    let change = query::detect_change_request(query);
     let legal = legal_search(&lower, change.is_some());
 
     let has_filter = !f.places.is_empty()
@@ -86,8 +86,8 @@ fn search_team(
         None => {
             let wants_legal = !legal.is_empty() || change.is_some();
             let wants_market =
-                (has_filter && change.is_none()) || parse::contains_any(&lower, REAL_ESTATE_TERMS);
-            let wants_loan = parse::contains_any(&lower, LOAN_TERMS);
+                (has_filter && change.is_none()) || query::contains_any(&lower, REAL_ESTATE_TERMS);
+            let wants_loan = query::contains_any(&lower, LOAN_TERMS);
             let mut s: Vec<&str> = SCOPES
                 .into_iter()
                 .zip([wants_legal, wants_market, wants_loan])
@@ -158,7 +158,7 @@ fn search_team(
         .filter(|t| contains_term(&lower, t))
         .map(|t| (*t).to_owned())
         .collect();
-    let mut general_kw: Vec<String> = parse::parse_amounts(query)
+    let mut general_kw: Vec<String> = query::parse_amounts(query)
         .iter()
         .map(|a| query[a.start..a.end].to_owned())
         .collect();
@@ -310,7 +310,7 @@ fn market_rows(f: &Filters) -> Vec<Value> {
     };
     let types: Vec<PropertyType> = f
         .property_type
-        .map_or(PropertyType::ALL.to_vec(), |t| vec![t]);
+        .map_or(PropertyType::IN_DATASET.to_vec(), |t| vec![t]);
     let deal = f.deal_type.unwrap_or(DealType::Sale);
     let mut rows = Vec::new();
     for region in regions {
@@ -395,7 +395,7 @@ impl Agent for PropertySearch {
                 }
             },
         };
-        let lang = detect_lang(&ctx.query);
+        let lang = Lang::of(&ctx.query);
         let found = f.listings();
         let insights = property_insights(&f, &found, lang);
         let data: Vec<Value> = found.iter().take(limit).map(|l| l.to_json()).collect();
