@@ -8,6 +8,8 @@ mod planner;
 mod query;
 mod texts;
 
+#[cfg(test)]
+mod e2e;
 
 use std::sync::Arc;
 

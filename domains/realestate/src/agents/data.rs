@@ -223,6 +223,20 @@ impl Dataset {
     }
 }
 
+/// The bundled dataset as a source of an answer, saying that it is illustrative.
+pub(crate) fn dataset_source(lang: Lang) -> String {
+    let as_of = &DATASET.meta.as_of;
+    match lang {
+        Lang::Ko => format!("Chronicle 예시 데이터셋 ({as_of} 기준, 실제 거래 아님)"),
+        Lang::En => format!("Chronicle demo dataset (as of {as_of}, illustrative, not real deals)"),
+    }
+}
+
+/// A law article as a source: `주택임대차보호법 제7조 (차임 등의 증감청구권)`.
+pub(crate) fn law_source(law: &LawArticle) -> String {
+    format!("{} {} ({})", law.law_name, law.article, law.title)
+}
+
 /// `part / whole * 100`, rounded to 0.1; 0 when `whole` is 0.
 pub(crate) fn pct(part: u64, whole: u64) -> f64 {
     if whole == 0 {

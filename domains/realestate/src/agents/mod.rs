@@ -13,8 +13,11 @@ use serde_json::{Value, json};
 mod analysis;
 pub(crate) mod data;
 mod document;
+mod draft;
 pub(crate) mod filters;
+mod increase;
 mod market;
+mod report;
 mod search;
 
 pub use analysis::AnalysisTeam;
@@ -121,16 +124,32 @@ pub fn registry() -> Registry {
     r
 }
 
-/// An agent result in the shape the original system's agents used: `{status: "success", agent,
-/// data, insights, params}` (the agent reply contract's `data` and `insights`).
-pub(crate) fn seed_result(agent: &str, data: Value, insights: Vec<String>, params: Value) -> Value {
-    json!({
-        "status": "success",
-        "agent": agent,
-        "data": data,
-        "insights": insights,
-        "params": params,
-    })
+/// A specialist agent's reply: the shape the original system's agents used (`{status:
+/// "success", agent, data, insights, params}`) with the agent reply contract's `summary` and
+/// `sources`.
+#[derive(Debug)]
+pub(crate) struct Reply {
+    /// One sentence on what the agent found, in the user's language.
+    pub summary: String,
+    pub data: Value,
+    pub insights: Vec<String>,
+    pub sources: Vec<String>,
+    /// The conditions the agent worked with.
+    pub params: Value,
+}
+
+impl Reply {
+    pub(crate) fn into_result(self, agent: &str) -> Value {
+        json!({
+            "status": "success",
+            "agent": agent,
+            "summary": self.summary,
+            "data": self.data,
+            "insights": self.insights,
+            "sources": self.sources,
+            "params": self.params,
+        })
+    }
 }
 
 #[cfg(test)]

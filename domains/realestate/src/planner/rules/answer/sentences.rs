@@ -270,10 +270,20 @@ pub(super) fn recommendations_sentence(recs: &[String], english: bool) -> Option
     if recs.is_empty() {
         return None;
     }
-    let recs: Vec<&str> = recs
+    let recs: Vec<String> = recs
         .iter()
         .take(ANSWER_RECOMMENDATIONS_MAX)
-        .map(|r| r.trim_end_matches('.'))
+        .enumerate()
+        .map(|(i, r)| {
+            let r = r.trim_end_matches('.');
+            // English items after the first continue the sentence.
+            match r.chars().next() {
+                Some(c) if english && i > 0 && c.is_ascii_uppercase() => {
+                    c.to_ascii_lowercase().to_string() + &r[1..]
+                }
+                _ => r.to_owned(),
+            }
+        })
         .collect();
     let recs = recs.join("; ");
     Some(if english {
