@@ -97,6 +97,17 @@ async fn the_answer_counts_the_listings_it_returns() {
     assert_eq!(out.response["listings"].as_array().map(Vec::len), Some(9));
 }
 
+/// A district the dataset does not cover is named as such, not answered with nothing.
+#[tokio::test]
+async fn an_uncovered_district_is_said_to_be_uncovered() {
+    let out = run("관악구 아파트 전세 시세 조회").await;
+    assert_eq!(out.agents, ["search_team"]);
+    assert_eq!(
+        out.answer(),
+        "서울특별시 관악구: 데이터셋에 없는 지역이라 찾은 결과가 없습니다."
+    );
+}
+
 /// A comparison names both districts with their figures and says which is higher by how much.
 #[tokio::test]
 async fn a_comparison_answers_with_both_districts_and_the_gap() {

@@ -154,6 +154,8 @@ impl Reply {
 
 #[cfg(test)]
 mod tests {
+    use chronicle_schemas::contract::AgentReply;
+
     use super::*;
 
     #[test]
@@ -218,6 +220,35 @@ mod tests {
                 assert_eq!(a, b, "{name} on {q}");
                 // Later agents see earlier results, as in a run.
                 ctx.team_results.insert(name.to_owned(), a.result);
+            }
+        }
+    }
+
+    /// Every agent speaks the agent reply contract: its result reads as an `AgentReply` (the
+    /// contract's fields with the contract's types) with a summary and its sources.
+    #[tokio::test]
+    async fn every_agent_replies_by_the_contract() {
+        let r = registry();
+        let queries = [
+            "집주인이 전세금 3억을 10억으로 올려달래. 법적으로 해결방법 알려줘",
+            "강남역 근처 30평대 아파트 매매 시세 알려줘",
+            "Compare Gangnam and Mapo apartments for sale",
+            "Research the latest listings in Gangnam, analyze the trends and write a short report",
+            "관악구 아파트 전세",
+        ];
+        for q in queries {
+            let mut ctx = AgentContext {
+                query: q.into(),
+                ..AgentContext::default()
+            };
+            for name in r.names() {
+                let result = r.get(name).unwrap().run(&ctx, Value::Null).await.unwrap().result;
+                let reply: AgentReply = serde_json::from_value(result.clone())
+                    .unwrap_or_else(|e| panic!("{name} on {q}: {e}: {result}"));
+                let summary = reply.summary.unwrap_or_default();
+                assert!(!summary.trim().is_empty(), "{name} on {q}: no summary");
+                assert!(!reply.sources.is_empty(), "{name} on {q}: no sources");
+                ctx.team_results.insert(name.to_owned(), result);
             }
         }
     }

@@ -128,7 +128,7 @@ fn search_team(
     Ok(json!({
         "team_name": "search",
         "status": "completed",
-        "summary": search_summary(&found, lang),
+        "summary": search_summary(&found, f, lang),
         "keywords": search_keywords(ctx, &lower, &found.legal, f),
         "search_scope": scope,
         "filters": f.to_json(),
@@ -145,7 +145,7 @@ fn search_team(
         "loan_results": found.loans,
         "total_results": found.legal.len() + found.real_estate.len() + found.listings.len() + found.loans.len(),
         "sources_used": sources_used,
-        "sources": search_sources(&found, lang),
+        "sources": search_sources(&found, in_scope("real_estate"), lang),
         "dataset": {"as_of": DATASET.meta.as_of, "note": DATASET.meta.note},
     }))
 }
@@ -233,7 +233,7 @@ fn search_keywords(
 }
 
 /// `법령 5건, 매물 9건을 찾았습니다.` / `Found 5 law articles and 9 listings.`
-fn search_summary(found: &Found, lang: Lang) -> String {
+fn search_summary(found: &Found, f: &Filters, lang: Lang) -> String {
     let shown = found.listings.len();
     let listings = if found.listings_total > shown {
         match lang {
@@ -259,7 +259,14 @@ fn search_summary(found: &Found, lang: Lang) -> String {
     })
     .chain((shown > 0).then_some(listings))
     .collect();
+    let unknown = f.unknown_regions.join(", ");
     match (parts.is_empty(), lang) {
+        (true, Lang::Ko) if f.region_unknown() => {
+            format!("{unknown}: 데이터셋에 없는 지역이라 찾은 결과가 없습니다.")
+        }
+        (true, Lang::En) if f.region_unknown() => {
+            format!("Nothing found: {unknown} is not covered by the dataset.")
+        }
         (true, Lang::Ko) => "조건에 맞는 검색 결과가 없습니다.".to_owned(),
         (true, Lang::En) => "Nothing matched the search.".to_owned(),
         (false, Lang::Ko) => format!("{}을 찾았습니다.", parts.join(", ")),
@@ -267,14 +274,15 @@ fn search_summary(found: &Found, lang: Lang) -> String {
     }
 }
 
-/// The laws found, the dataset for market data and listings, the lenders for loans.
-fn search_sources(found: &Found, lang: Lang) -> Vec<String> {
+/// The laws found, the dataset when market data and listings were searched, the lenders for
+/// loans.
+fn search_sources(found: &Found, searched_market: bool, lang: Lang) -> Vec<String> {
     let mut out: Vec<String> = found
         .legal
         .iter()
         .map(|(law, _, _)| law_source(law))
         .collect();
-    if !found.real_estate.is_empty() || !found.listings.is_empty() {
+    if searched_market {
         out.push(dataset_source(lang));
     }
     for loan in &found.loans {

@@ -46,6 +46,8 @@ pub(super) struct Findings {
     /// A region comparison's `data`.
     pub comparison: Option<Value>,
     pub document: Option<Value>,
+    /// The agents' own one-sentence summaries (the agent reply contract's `summary`).
+    pub summaries: Vec<String>,
 }
 
 pub(super) fn push_unique(list: &mut Vec<String>, item: String) {
@@ -159,8 +161,11 @@ impl Findings {
         self.gather_data(agent, obj.get("data"), depth);
     }
 
-    /// Laws, insights, recommendations and a report's summary.
+    /// Laws, insights, recommendations, a report's summary and the agent's own.
     fn gather_texts(&mut self, obj: &Map<String, Value>) {
+        if let Some(summary) = obj.get("summary").and_then(Value::as_str) {
+            push_unique(&mut self.summaries, summary.to_owned());
+        }
         for law in obj
             .get("legal_results")
             .and_then(Value::as_array)

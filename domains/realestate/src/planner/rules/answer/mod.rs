@@ -146,6 +146,10 @@ pub fn format_response(query: &str, intent: &Intent, results: &[(String, Value)]
     let mut answer = sentences(query, intent, &f, &groups);
     let total_results = f.listings.len() + f.opaque.len() + f.laws.len();
     if answer.is_empty() {
+        // Nothing to count or compare: what the agents say they found.
+        answer.extend(f.summaries.iter().cloned());
+    }
+    if answer.is_empty() {
         answer.push(if english {
             format!("Search complete: found {total_results} results.")
         } else {
