@@ -76,21 +76,44 @@ impl IntoResponse for ApiError {
 
 impl From<EngineError> for ApiError {
     fn from(e: EngineError) -> Self {
+        use EngineError as E;
         match e {
-            EngineError::RunNotFound(_)
-            | EngineError::ApprovalNotFound(_)
-            | EngineError::TodoNotFound(_)
-            | EngineError::CheckpointNotFound(_) => ApiError::not_found(e.to_string()),
-            EngineError::AlreadyDecided { .. }
-            | EngineError::IllegalTransition { .. }
-            | EngineError::NothingPending(_) => ApiError::conflict(e.to_string()),
-            EngineError::Invalid(m) => ApiError::unprocessable(m),
-            EngineError::Store(e) => e.into(),
-            EngineError::ShuttingDown => ApiError::new(
+            E::RunNotFound(_)
+            | E::ApprovalNotFound(_)
+            | E::TodoNotFound(_)
+            | E::CheckpointNotFound(_)
+            | E::SessionNotFound(_) => ApiError::not_found(e.to_string()),
+            E::Command { reason, help } => {
+                ApiError::bad_request(reason).with(json!({"help": help}))
+            }
+            E::EmptyQuery
+            | E::QueryTooLong { .. }
+            | E::Plan(_)
+            | E::UnknownAgent(_)
+            | E::EditWithoutArgs
+            | E::ArgsWithoutEdit(_)
+            | E::SeqBeyondEnd { .. }
+            | E::BadStatus(_) => ApiError::unprocessable(e.to_string()),
+            E::AlreadyDecided { .. }
+            | E::IllegalTransition { .. }
+            | E::NothingPending
+            | E::NoPendingFor(_)
+            | E::SeveralPending(_)
+            | E::RunFinished { .. }
+            | E::PastExecution
+            | E::NoPlanYet
+            | E::TodoLimit(_)
+            | E::Concurrent => ApiError::conflict(e.to_string()),
+            E::Store(e) => e.into(),
+            E::ShuttingDown => ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "shutting_down",
                 e.to_string(),
             ),
+            E::Timeout { .. } => {
+                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "timeout", e.to_string())
+            }
+            E::Unsettled(_) | E::Decode(_) | E::Llm(_) => ApiError::internal(e),
         }
     }
 }

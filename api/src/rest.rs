@@ -83,9 +83,7 @@ async fn turn_response(st: &AppState, thread: &str, run: RunId) -> ApiResult<Res
     let s = st.engine.wait_settled(run, st.chat_wait()).await;
     let s = match s {
         Ok(s) => s,
-        Err(chronicle_engine::Error::Invalid(m)) if m.starts_with("timed out") => {
-            state_of(st, run)?
-        }
+        Err(chronicle_engine::Error::Timeout { .. }) => state_of(st, run)?,
         Err(e) => return Err(e.into()),
     };
     let body = json!({
@@ -408,11 +406,7 @@ pub async fn command(
     Json(req): Json<CommandRequest>,
 ) -> JsonResult {
     let run = run_id(&run)?;
-    let out = st.engine.command(run, &req.command, &who).await?;
-    if let Some(err) = out.get("error").and_then(Value::as_str) {
-        return Err(ApiError::bad_request(err).with(json!({"help": out["help"]})));
-    }
-    ok(out)
+    ok(st.engine.command(run, &req.command, &who).await?)
 }
 
 #[utoipa::path(get, path = "/api/v1/agent/{run_id}/todos", tag = "runs", params(("run_id" = String, Path)), responses((status = 200), (status = 404)))]

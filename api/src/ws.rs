@@ -366,9 +366,6 @@ impl Session {
     async fn command(&self, text: &str) -> ApiResult<Value> {
         let run = self.current_run()?;
         let out = self.engine().command(run, text, &self.who).await?;
-        if let Some(err) = out.get("error").and_then(Value::as_str) {
-            return Err(ApiError::bad_request(err).with(json!({"help": out["help"]})));
-        }
         Ok(json!({"type": "command_result", "run_id": run, "command": text, "result": out}))
     }
 

@@ -1,8 +1,99 @@
-//! The engine's errors; each names the offending values.
+//! The engine's errors: one variant per failure a caller may handle, each naming the offending
+//! values. Callers match on variants, never on the text.
 
-use chronicle_schemas::{ApprovalId, ApprovalStatus, CheckpointId, RunId, TodoId, TodoStatus};
+use std::time::Duration;
+
+use chronicle_schemas::{
+    ApprovalId, ApprovalStatus, CheckpointId, Decision, RunId, RunStatus, TodoId, TodoStatus,
+};
+
+use crate::agents::UnknownAgent;
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    // Not found.
+    #[error("run {0} not found")]
+    RunNotFound(RunId),
+    #[error("approval {0} not found")]
+    ApprovalNotFound(ApprovalId),
+    #[error("todo {0} not found")]
+    TodoNotFound(TodoId),
+    #[error("checkpoint {0} not found")]
+    CheckpointNotFound(CheckpointId),
+    #[error("session {0} not found")]
+    SessionNotFound(String),
+
+    // Refused requests: the caller can fix them.
+    #[error("query must not be empty")]
+    EmptyQuery,
+    #[error("query of {bytes} bytes exceeds {max}")]
+    QueryTooLong { bytes: usize, max: usize },
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    #[error(transparent)]
+    UnknownAgent(#[from] UnknownAgent),
+    #[error("decision edit needs edited_args (a JSON object)")]
+    EditWithoutArgs,
+    #[error("edited_args only go with decision edit, not {}", .0.as_str())]
+    ArgsWithoutEdit(Decision),
+    #[error("seq {seq} is beyond the run's last seq {last}")]
+    SeqBeyondEnd { seq: u64, last: u64 },
+    #[error(
+        "invalid status {0:?}; one of pending, in_progress, completed, failed, skipped, blocked, waiting_approval"
+    )]
+    BadStatus(String),
+    /// A slash command that does not parse or cannot be carried out; it is recorded as a
+    /// refused `CommandReceived` all the same. `help` is the deployment's command help.
+    #[error("{reason}")]
+    Command { reason: String, help: String },
+
+    // Conflicts with the run's state.
+    #[error("approval {approval_id} is already {}", status.as_str())]
+    AlreadyDecided {
+        approval_id: ApprovalId,
+        status: ApprovalStatus,
+    },
+    #[error("illegal transition {todo}: {from} -> {to}")]
+    IllegalTransition {
+        todo: TodoId,
+        from: TodoStatus,
+        to: TodoStatus,
+    },
+    #[error("no approval is pending")]
+    NothingPending,
+    #[error("no pending approval for {0}")]
+    NoPendingFor(String),
+    #[error("{} approvals are pending ({}); name one, or use all", .0.len(), .0.join(", "))]
+    SeveralPending(Vec<String>),
+    #[error("run {run} is already {}", status.as_str())]
+    RunFinished { run: RunId, status: RunStatus },
+    #[error("the run is past execution; restore a checkpoint to change its plan")]
+    PastExecution,
+    #[error("the run has no plan yet")]
+    NoPlanYet,
+    #[error("the run already has {0} TODOs, the max_todos limit")]
+    TodoLimit(usize),
+    #[error("the run changed concurrently; try again")]
+    Concurrent,
+
+    // Waiting.
+    #[error("timed out after {after:?} waiting for run {run}")]
+    Timeout { run: RunId, after: Duration },
+
+    // The engine or its store cannot serve.
+    #[error(transparent)]
+    Store(#[from] crate::store::Error),
+    #[error("the engine is shutting down")]
+    ShuttingDown,
+    #[error("the run did not settle after {0} steps")]
+    Unsettled(usize),
+    #[error("a recorded value does not decode: {0}")]
+    Decode(String),
+    #[error("the model client cannot start: {0}")]
+    Llm(#[from] crate::llm::LlmError),
+}
 
 impl Error {
     /// The store refused a write for lack of disk space (nothing was written; try again later).
@@ -11,33 +102,24 @@ impl Error {
     }
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error("run {0} not found")]
-    RunNotFound(RunId),
-    #[error("approval {0} not found")]
-    ApprovalNotFound(ApprovalId),
-    #[error("approval {approval_id} is already {}", status.as_str())]
-    AlreadyDecided {
-        approval_id: ApprovalId,
-        status: ApprovalStatus,
+/// What is wrong with a plan that came with a run's request; the run is refused and nothing is
+/// written.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PlanError {
+    #[error("plan step #{index} has no `agent_name` (the agent that runs it)")]
+    NoAgent { index: usize },
+    #[error("plan step #{index}: unknown agent {name:?} (`agent_name`); known: {}", known.join(", "))]
+    UnknownAgent {
+        index: usize,
+        name: String,
+        known: Vec<String>,
     },
-    #[error("todo {0} not found")]
-    TodoNotFound(TodoId),
-    #[error("checkpoint {0} not found")]
-    CheckpointNotFound(CheckpointId),
-    #[error("illegal transition {todo}: {from} -> {to}")]
-    IllegalTransition {
-        todo: TodoId,
-        from: TodoStatus,
-        to: TodoStatus,
+    #[error(
+        "plan step #{index} ({agent}) depends on {dependency:?}, which no step of the plan runs"
+    )]
+    DependencyOutside {
+        index: usize,
+        agent: String,
+        dependency: String,
     },
-    #[error("invalid request: {0}")]
-    Invalid(String),
-    #[error("nothing to decide: {0}")]
-    NothingPending(String),
-    #[error(transparent)]
-    Store(#[from] crate::store::Error),
-    #[error("the engine is shutting down")]
-    ShuttingDown,
 }

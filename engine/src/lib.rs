@@ -6,25 +6,35 @@
 //! Architecture Invariants: nothing here knows about HTTP servers (clients for models are
 //! fine), and nothing here knows a domain: no agent names, no language of its own beyond
 //! [`texts::English`], no dataset. The engine ships with an empty agent registry.
+//!
+//! Inside, dependencies point one way: `mailbox` (message types) ← `shared` (the store, the
+//! settings, the actors' mailboxes) ← `runs` (a run's life outside its actor) ← `actor` ←
+//! `engine` (the public handle).
 
 mod actor;
 pub mod agents;
 mod bus;
-pub mod commands;
+mod engine;
 mod error;
 pub mod hitl;
 pub mod llm;
+mod mailbox;
 mod planner;
-mod runtime;
+mod runs;
+mod settings;
+mod shared;
 pub mod texts;
 pub mod todo;
 pub mod tools;
 
-pub use actor::RestoreTarget;
+pub use actor::commands;
 pub use bus::Bus;
-pub use error::{Error, Result};
+pub use engine::Engine;
+pub use error::{Error, PlanError, Result};
+pub use mailbox::RestoreTarget;
 pub use planner::{AgentResult, EvaluationOutcome, Intent, NoPlanner, Plan, PlanContext, Planner};
-pub use runtime::{Engine, Settings, StartRun, Started, child_run_id};
+pub use runs::{StartRun, Started, child_run_id, is_settled};
+pub use settings::Settings;
 pub use store::Store;
 
 /// The event store is its own crate; the alias keeps `chronicle_engine::store::…` and

@@ -210,7 +210,13 @@ impl Backend {
     /// Runs a slash command; the JSON result has seed 000's shape, or `{error, help}`.
     pub async fn command(&self, run: RunId, text: &str) -> anyhow::Result<Value> {
         match self {
-            Backend::Local(engine) => Ok(engine.command(run, text, LOCAL_PRINCIPAL).await?),
+            // A refused command is an answer, not a failure: show it as the server does.
+            Backend::Local(engine) => match engine.command(run, text, LOCAL_PRINCIPAL).await {
+                Err(chronicle_engine::Error::Command { reason, help }) => {
+                    Ok(json!({"error": reason, "help": help}))
+                }
+                other => Ok(other?),
+            },
             Backend::Remote(r) => {
                 let path = format!("/api/v1/agent/{run}/commands");
                 match r.post_json(&path, &json!({"command": text})).await {

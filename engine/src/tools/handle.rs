@@ -9,34 +9,8 @@ use chronicle_schemas::TodoId;
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
-/// Why a call gave no output. The recorded form (`ToolCallCompleted.error`) is the `Display`
-/// text, so an answer replayed from the log is the same error the first execution gave.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum ToolError {
-    /// The tool ran and failed.
-    #[error("failed: {0}")]
-    Failed(String),
-    /// A human rejected the call (or its approval expired under `on_expiry: reject`). The host
-    /// refuses the same call (same tool, same args) for the rest of the attempt.
-    #[error("rejected: {0}")]
-    Rejected(String),
-    /// The host did not run the call: an unknown tool, a repeat of a rejected call, no run.
-    #[error("refused: {0}")]
-    Refused(String),
-}
-
-impl ToolError {
-    /// Back from the recorded text.
-    pub(crate) fn from_recorded(text: &str) -> Self {
-        if let Some(m) = text.strip_prefix("rejected: ") {
-            ToolError::Rejected(m.to_owned())
-        } else if let Some(m) = text.strip_prefix("refused: ") {
-            ToolError::Refused(m.to_owned())
-        } else {
-            ToolError::Failed(text.strip_prefix("failed: ").unwrap_or(text).to_owned())
-        }
-    }
-}
+use super::ToolError;
+use crate::mailbox::Input;
 
 /// One call on its way to the run actor.
 #[derive(Debug)]
@@ -51,10 +25,10 @@ pub(crate) struct ToolCallMsg {
     pub reply: oneshot::Sender<Result<Value, ToolError>>,
 }
 
-/// The actor's end, from which handles are made.
+/// The actor's end, from which handles are made: calls arrive in the actor's mailbox.
 #[derive(Clone, Debug)]
 pub(crate) struct ToolHost {
-    pub tx: mpsc::Sender<ToolCallMsg>,
+    pub tx: mpsc::Sender<Input>,
 }
 
 impl ToolHost {
@@ -82,7 +56,7 @@ pub struct ToolHandle {
 
 #[derive(Debug)]
 struct Inner {
-    tx: mpsc::Sender<ToolCallMsg>,
+    tx: mpsc::Sender<Input>,
     todo_id: TodoId,
     attempt: u32,
     epoch: u64,
@@ -120,7 +94,11 @@ impl ToolHandle {
             reply,
         };
         let stopped = || ToolError::Refused("the run stopped before the call completed".into());
-        inner.tx.send(msg).await.map_err(|_| stopped())?;
+        inner
+            .tx
+            .send(Input::ToolCall(msg))
+            .await
+            .map_err(|_| stopped())?;
         rx.await.map_err(|_| stopped())?
     }
 
@@ -164,17 +142,6 @@ impl Drop for CallTimer<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn recorded_errors_come_back_as_they_were() {
-        for e in [
-            ToolError::Failed("no such file: /workspace/a".into()),
-            ToolError::Rejected("rejected by alice: not now".into()),
-            ToolError::Refused("unknown tool shell".into()),
-        ] {
-            assert_eq!(ToolError::from_recorded(&e.to_string()), e);
-        }
-    }
 
     #[tokio::test]
     async fn a_handle_outside_a_run_refuses() {

@@ -10,14 +10,16 @@ use chronicle_schemas::{RunConfig, RunId, SessionId, TodoId, ToolCallId};
 use serde_json::{Value, json};
 use std::time::Duration;
 
+mod error;
 mod fs;
 mod handle;
 mod task;
 mod workspace;
 
+pub use error::ToolError;
 pub use fs::{EditFile, Glob, Grep, Ls, ReadFile, WriteFile};
+pub use handle::ToolHandle;
 pub(crate) use handle::{ToolCallMsg, ToolHost};
-pub use handle::{ToolError, ToolHandle};
 pub(crate) use task::ChildRequest;
 pub use task::Task;
 pub use workspace::{PATH_CHARS_MAX, Workspace, WorkspaceError};
@@ -39,8 +41,9 @@ pub struct ToolContext {
     pub workspace: Workspace,
     /// The calling run's config (a `task` child inherits it).
     pub config: RunConfig,
-    /// The engine, for tools that start runs (`task`). `None` in unit tests of file tools.
-    pub(crate) engine: Option<crate::Engine>,
+    /// The engine's shared parts, for tools that start runs (`task`). `None` in unit tests of
+    /// file tools.
+    pub(crate) shared: Option<std::sync::Arc<crate::shared::Shared>>,
 }
 
 impl ToolContext {
@@ -56,7 +59,7 @@ impl ToolContext {
             idempotency_key: String::new(),
             workspace,
             config: RunConfig::default(),
-            engine: None,
+            shared: None,
         }
     }
 }

@@ -39,12 +39,12 @@ impl Tool for Task {
     }
 
     async fn call(&self, ctx: &ToolContext, args: Value) -> Result<Value, String> {
-        let engine = ctx
-            .engine
+        let shared = ctx
+            .shared
             .as_ref()
             .ok_or("task needs a running engine to start its sub-agent run")?;
         let request = ChildRequest::parse(&args)?;
-        engine.run_child(ctx, request).await
+        crate::runs::run_child(shared, ctx, request).await
     }
 }
 

@@ -86,15 +86,12 @@ fn is_escape(err: &io::Error) -> bool {
 }
 
 impl Workspace {
-    /// `<data_dir>/workspaces/<name>`. Session ids come from clients, so a name that could
-    /// steer the path (or any name that is not plainly safe) is replaced by a hash. Ids that
-    /// look like such a hash are hashed too, so two ids never share a workspace.
-    pub fn for_session(data_dir: &Path, session: &SessionId) -> Self {
-        Self::at(
-            data_dir
-                .join("workspaces")
-                .join(safe_name(session.as_str())),
-        )
+    /// `<root>/<name>`, where `root` holds every session's workspace (by default
+    /// `<data>/workspaces`). Session ids come from clients, so a name that could steer the path
+    /// (or any name that is not plainly safe) is replaced by a hash. Ids that look like such a
+    /// hash are hashed too, so two ids never share a workspace.
+    pub fn for_session(root: &Path, session: &SessionId) -> Self {
+        Self::at(root.join(safe_name(session.as_str())))
     }
 
     pub fn at(root: impl Into<PathBuf>) -> Self {
@@ -349,7 +346,7 @@ mod tests {
     #[test]
     fn for_session_never_lets_the_id_steer_the_path() {
         let data = Path::new("/data");
-        let at = |id: &str| Workspace::for_session(data, &SessionId::from(id));
+        let at = |id: &str| Workspace::for_session(&data.join("workspaces"), &SessionId::from(id));
         assert_eq!(
             at("thread-1").root(),
             Path::new("/data/workspaces/thread-1")

@@ -1,0 +1,65 @@
+//! `/todo approve [<approval_id>|<todo_id>|all]`: approve what waits (name one when several do).
+
+use chronicle_schemas::{Decision, Event, Subject};
+use serde_json::{Value, json};
+
+use super::{Command, RunActor};
+use crate::Result;
+use crate::texts::Text;
+
+pub(super) fn parse(args: &[&str]) -> std::result::Result<Command, String> {
+    match args {
+        [] => Ok(Command::Approve { target: None }),
+        [id] => Ok(Command::Approve {
+            target: Some((*id).to_owned()),
+        }),
+        _ => Err("usage: /todo approve [<approval_id>|<todo_id>|all]".into()),
+    }
+}
+
+impl RunActor {
+    pub(super) async fn approve(
+        &mut self,
+        target: Option<String>,
+        by: &str,
+        received: Event,
+    ) -> Result<Value> {
+        let ids = self.resolve_pending(target.as_deref())?;
+        let mut out = Vec::new();
+        let mut prefix = vec![received];
+        for id in ids {
+            let a = self
+                .decide(
+                    &id,
+                    Decision::Approve,
+                    None,
+                    by,
+                    None,
+                    std::mem::take(&mut prefix),
+                )
+                .await?;
+            let todo_id = a.subject.as_ref().map(|s| s.todo_id().clone());
+            let texts = &self.shared.settings.texts;
+            let message = match &a.subject {
+                Some(Subject::ToolCall { todo_id, .. }) => texts.say(Text::ToolCallApproved {
+                    todo: todo_id,
+                    tool: &a.tool_name,
+                }),
+                _ => texts.say(Text::TodoApproved {
+                    todo: todo_id.as_ref().map_or("", |t| t.as_str()),
+                }),
+            };
+            out.push(json!({
+                "status": "resumed",
+                "todo_id": todo_id,
+                "approval_id": id,
+                "message": message,
+            }));
+        }
+        Ok(if out.len() == 1 {
+            out.remove(0)
+        } else {
+            json!({"status": "resumed", "approved": out})
+        })
+    }
+}

@@ -1,0 +1,22 @@
+//! `/help`: the deployment's command help.
+
+use chronicle_schemas::Event;
+use serde_json::{Value, json};
+
+use super::{Command, RunActor};
+use crate::Result;
+use crate::texts::Text;
+
+pub(super) fn parse(args: &[&str]) -> std::result::Result<Command, String> {
+    match args {
+        [] => Ok(Command::Help),
+        _ => Err("usage: /help".into()),
+    }
+}
+
+impl RunActor {
+    pub(super) async fn help(&mut self, received: Event) -> Result<Value> {
+        self.append(vec![received]).await?;
+        Ok(json!({"help": self.shared.settings.texts.say(Text::Help)}))
+    }
+}

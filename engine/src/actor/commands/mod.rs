@@ -1,0 +1,256 @@
+//! The slash commands, one file each with its `parse` (the grammar, in one place for the API,
+//! the WebSocket and the CLI) and its `apply` (run by the actor, so commands serialize with the
+//! run). Every command, carried out or refused, is recorded as `CommandReceived`.
+
+use chronicle_schemas::{Actor, Approval, ApprovalId, Event};
+use serde_json::Value;
+
+use super::RunActor;
+use crate::texts::Text;
+use crate::{Error, Result};
+
+mod add;
+mod approve;
+mod checkpoint_list;
+mod checkpoint_restore;
+mod help;
+mod reject;
+mod skip;
+mod todos;
+mod update;
+
+/// One parsed command.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Command {
+    Todos,
+    /// `/todo approve [<approval_id>|<todo_id>|all]`
+    Approve {
+        target: Option<String>,
+    },
+    /// `/todo reject [<id>] [reason]` — whether the first word is an id is decided against the
+    /// run's state, so it is kept in `words`.
+    Reject {
+        words: Vec<String>,
+    },
+    Skip {
+        todo: String,
+        reason: Option<String>,
+    },
+    Add {
+        agent: String,
+        after: Vec<String>,
+    },
+    Update {
+        todo: String,
+        status: String,
+    },
+    CheckpointList,
+    CheckpointRestore {
+        checkpoint: String,
+    },
+    Help,
+}
+
+/// Parses one command line; the error says what is wrong.
+pub fn parse(text: &str) -> std::result::Result<Command, String> {
+    let words: Vec<&str> = text.split_whitespace().collect();
+    match words.as_slice() {
+        [] => Err("empty command".into()),
+        ["/todos", args @ ..] => todos::parse(args),
+        ["/help", args @ ..] => help::parse(args),
+        ["/todo", "approve", args @ ..] => approve::parse(args),
+        ["/todo", "reject", args @ ..] => reject::parse(args),
+        ["/todo", "skip", args @ ..] => skip::parse(args),
+        ["/todo", "add", args @ ..] => add::parse(args),
+        ["/todo", "update", args @ ..] => update::parse(args),
+        ["/checkpoint", "list", args @ ..] => checkpoint_list::parse(args),
+        ["/checkpoint", "restore", args @ ..] => checkpoint_restore::parse(args),
+        [first, ..] if !first.starts_with('/') => {
+            Err(format!("not a command: {first:?} (commands start with /)"))
+        }
+        _ => Err("Unknown command".into()),
+    }
+}
+
+/// Words joined back into one text, `None` when there are none.
+fn rest(words: &[&str]) -> Option<String> {
+    (!words.is_empty()).then(|| words.join(" "))
+}
+
+impl RunActor {
+    /// Runs one slash command; a refused one is recorded too and answered with
+    /// [`Error::Command`] (the reason and the deployment's help).
+    pub(super) async fn command(&mut self, text: &str, by: &str) -> Result<Value> {
+        let received = |accepted: bool| Event::CommandReceived {
+            command: text.to_owned(),
+            by: Actor::user(by),
+            accepted,
+        };
+        let outcome = match parse(text) {
+            Ok(cmd) => self.apply(cmd, by, received(true)).await,
+            Err(reason) => Err(Error::Command {
+                reason,
+                help: String::new(),
+            }),
+        };
+        match outcome {
+            Err(Error::Store(e)) => Err(Error::Store(e)),
+            Err(e) => {
+                self.append(vec![received(false)]).await?;
+                Err(Error::Command {
+                    reason: match e {
+                        Error::Command { reason, .. } => reason,
+                        other => other.to_string(),
+                    },
+                    help: self.shared.settings.texts.say(Text::Help),
+                })
+            }
+            ok => ok,
+        }
+    }
+
+    /// Carries out a parsed command; `received` is its `CommandReceived`, appended with what the
+    /// command does.
+    async fn apply(&mut self, cmd: Command, by: &str, received: Event) -> Result<Value> {
+        match cmd {
+            Command::Help => self.help(received).await,
+            Command::Todos => self.todos(received).await,
+            Command::CheckpointList => self.checkpoint_list(received).await,
+            Command::CheckpointRestore { checkpoint } => {
+                self.checkpoint_restore(checkpoint, by, received).await
+            }
+            Command::Approve { target } => self.approve(target, by, received).await,
+            Command::Reject { words } => self.reject(words, by, received).await,
+            Command::Skip { todo, reason } => self.skip(todo, reason, by, received).await,
+            Command::Add { agent, after } => self.add(agent, after, by, received).await,
+            Command::Update { todo, status } => self.update(todo, status, by, received).await,
+        }
+    }
+
+    /// Resolves `[<approval_id>|<todo_id>|all]` against the pending approvals.
+    fn resolve_pending(&self, target: Option<&str>) -> Result<Vec<ApprovalId>> {
+        let pending: Vec<&Approval> = self.state().approvals.pending().collect();
+        if pending.is_empty() {
+            return Err(Error::NothingPending);
+        }
+        let names = |a: &Approval, id: &str| {
+            a.approval_id.as_str() == id
+                || a.subject
+                    .as_ref()
+                    .is_some_and(|s| s.todo_id().as_str() == id)
+        };
+        match target {
+            None if pending.len() == 1 => Ok(vec![pending[0].approval_id.clone()]),
+            None => Err(Error::SeveralPending(
+                pending
+                    .iter()
+                    .map(|a| {
+                        a.subject
+                            .as_ref()
+                            .map_or(a.approval_id.to_string(), |s| s.todo_id().to_string())
+                    })
+                    .collect(),
+            )),
+            Some("all") => Ok(pending.iter().map(|a| a.approval_id.clone()).collect()),
+            Some(id) => pending
+                .iter()
+                .find(|a| names(a, id))
+                .map(|a| vec![a.approval_id.clone()])
+                .ok_or_else(|| Error::NoPendingFor(id.to_owned())),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grammar() {
+        use Command::*;
+        let ok = [
+            ("/todos", Todos),
+            ("  /help ", Help),
+            ("/todo approve", Approve { target: None }),
+            (
+                "/todo approve all",
+                Approve {
+                    target: Some("all".into()),
+                },
+            ),
+            (
+                "/todo reject todo_002 too risky",
+                Reject {
+                    words: vec!["todo_002".into(), "too".into(), "risky".into()],
+                },
+            ),
+            (
+                "/todo skip todo_001",
+                Skip {
+                    todo: "todo_001".into(),
+                    reason: None,
+                },
+            ),
+            (
+                "/todo skip todo_001 not needed now",
+                Skip {
+                    todo: "todo_001".into(),
+                    reason: Some("not needed now".into()),
+                },
+            ),
+            (
+                "/todo add analysis_team",
+                Add {
+                    agent: "analysis_team".into(),
+                    after: vec![],
+                },
+            ),
+            (
+                "/todo add analysis_team after todo_001,todo_002",
+                Add {
+                    agent: "analysis_team".into(),
+                    after: vec!["todo_001".into(), "todo_002".into()],
+                },
+            ),
+            (
+                "/todo update todo_001 completed",
+                Update {
+                    todo: "todo_001".into(),
+                    status: "completed".into(),
+                },
+            ),
+            ("/checkpoint list", CheckpointList),
+            (
+                "/checkpoint restore cp_004",
+                CheckpointRestore {
+                    checkpoint: "cp_004".into(),
+                },
+            ),
+        ];
+        for (text, want) in ok {
+            assert_eq!(parse(text), Ok(want), "{text}");
+        }
+        for bad in [
+            "",
+            "/todo",
+            "/todos now",
+            "/todo approve a b",
+            "/todo skip",
+            "/todo add",
+            "/todo add x before y",
+            "/todo update todo_001",
+            "/checkpoint",
+            "/checkpoint list all",
+            "/checkpoint restore",
+            "/frobnicate",
+            "hello",
+        ] {
+            assert!(parse(bad).is_err(), "{bad:?} must not parse");
+        }
+        assert_eq!(parse("/frobnicate"), Err("Unknown command".into()));
+        assert_eq!(
+            parse("/todo skip"),
+            Err("usage: /todo skip <todo_id> [reason]".into())
+        );
+    }
+}

@@ -1,0 +1,55 @@
+//! `/todo update <todo_id> <status>`: set a status by hand (recorded as by the person).
+
+use chronicle_schemas::{Actor, Event, TodoId, TodoStatus};
+use serde_json::{Value, json};
+
+use super::{Command, RunActor};
+use crate::texts::Text;
+use crate::{Error, Result, todo};
+
+pub(super) fn parse(args: &[&str]) -> std::result::Result<Command, String> {
+    match args {
+        [id, status] => Ok(Command::Update {
+            todo: (*id).to_owned(),
+            status: (*status).to_owned(),
+        }),
+        _ => Err("usage: /todo update <todo_id> <status>".into()),
+    }
+}
+
+impl RunActor {
+    pub(super) async fn update(
+        &mut self,
+        todo: String,
+        status: String,
+        by: &str,
+        received: Event,
+    ) -> Result<Value> {
+        let id = TodoId(todo);
+        let to = TodoStatus::parse(&status).ok_or(Error::BadStatus(status))?;
+        let t = self
+            .todo(&id)
+            .ok_or_else(|| Error::TodoNotFound(id.clone()))?;
+        todo::check_transition(&t, to)?;
+        let reason = format!("manual update by {by}");
+        let mut ev = vec![received];
+        if to != TodoStatus::InProgress {
+            ev.extend(self.stop_agent(&id, by, &reason));
+        }
+        ev.push(Event::TodoStatusChanged {
+            todo_id: id.clone(),
+            from: t.status,
+            to,
+            reason: Some(reason),
+            attempt: t.attempts,
+            by: Actor::user(by),
+        });
+        self.append(ev).await?;
+        Ok(json!({
+            "status": "updated",
+            "todo_id": id,
+            "new_status": to,
+            "message": self.shared.settings.texts.say(Text::TodoUpdated { todo: &id, status: to }),
+        }))
+    }
+}

@@ -1,0 +1,100 @@
+//! `evaluate`: the planner judges the results; a retry round adds new TODOs for the agents it
+//! names (completed TODOs are final).
+
+use chronicle_schemas::{Actor, Event, TodoStatus};
+use serde_json::json;
+
+use super::{RunActor, checkpoint, planner_events};
+use crate::Result;
+use crate::planner::AgentResult;
+use crate::texts::Text;
+
+impl RunActor {
+    pub(super) async fn evaluate(&mut self) -> Result<()> {
+        let query = self.state().supervisor.query.clone();
+        let results = self.agent_results();
+        let cx = self.plan_context(&query);
+        let outcome = self.shared.settings.planner.evaluate(&cx, &results).await;
+        let mut ev: Vec<Event> = planner_events(cx);
+        ev.push(Event::Reasoning {
+            message: self.shared.settings.texts.say(Text::Evaluated {
+                feedback: &outcome.feedback,
+            }),
+        });
+        ev.push(Event::EvaluationRecorded {
+            quality_score: outcome.quality_score,
+            completeness: outcome.completeness,
+            needs_retry: outcome.needs_retry,
+            retry_agents: outcome.retry_agents,
+            feedback: outcome.feedback,
+            source: outcome.source,
+        });
+        ev.push(checkpoint(self.state(), "evaluate", 0));
+        self.append(ev).await.map(drop)
+    }
+
+    pub(super) async fn add_retries(&mut self, agents: Vec<String>, round: u32) -> Result<()> {
+        let texts = self.shared.settings.texts.clone();
+        let todos = self
+            .state()
+            .supervisor
+            .planning_state
+            .as_ref()
+            .map_or(0, |p| p.todos.len());
+        let mut ev = Vec::new();
+        for (i, agent) in agents.iter().enumerate() {
+            let mut t = self.new_todo(todos + i, agent, vec![]);
+            t.name = texts.say(Text::RetryTodoName { agent });
+            t.description = texts.say(Text::RetryTodoDescription { agent });
+            t.metadata.insert("round".into(), json!(round));
+            t.metadata.insert("retry_of".into(), json!(agent));
+            ev.push(Event::TodoAdded {
+                todo: t,
+                added_by: Actor::Engine,
+            });
+        }
+        ev.push(Event::Reasoning {
+            message: texts.say(Text::RetryRound {
+                round,
+                agents: &agents,
+            }),
+        });
+        self.append(ev).await.map(drop)
+    }
+
+    /// Each agent's latest TODO that ran, in plan order, with its result or its failure (a
+    /// successful retry supersedes an earlier failure). TODOs a human rejected or skipped, and
+    /// blocked ones, did not fail: they are left out.
+    pub(super) fn agent_results(&self) -> Vec<AgentResult> {
+        let s = &self.state().supervisor;
+        let Some(p) = s.planning_state.as_ref() else {
+            return vec![];
+        };
+        let mut latest: Vec<AgentResult> = Vec::new();
+        for t in &p.todos {
+            let (result, error) = match t.status {
+                TodoStatus::Completed => (s.team_results.get(&t.agent_name).cloned(), None),
+                TodoStatus::Skipped
+                    if t.error
+                        .as_deref()
+                        .is_some_and(|e| e.starts_with("Skipped: Failed")) =>
+                {
+                    (None, t.error.clone())
+                }
+                _ => continue,
+            };
+            let entry = AgentResult {
+                agent: t.agent_name.clone(),
+                team: t.team.clone(),
+                todo_id: t.id.clone(),
+                result,
+                error,
+            };
+            match latest.iter_mut().find(|r| r.agent == entry.agent) {
+                Some(slot) => *slot = entry,
+                None => latest.push(entry),
+            }
+        }
+        latest
+    }
+}

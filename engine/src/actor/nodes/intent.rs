@@ -1,0 +1,35 @@
+//! `analyze_intent`: the planner's reading of the query.
+
+use chronicle_schemas::{Event, Phase, Source};
+
+use super::{RunActor, checkpoint, phase_change, planner_events};
+use crate::Result;
+use crate::texts::Text;
+
+impl RunActor {
+    pub(super) async fn analyze_intent(&mut self) -> Result<()> {
+        let query = self.state().supervisor.query.clone();
+        let cx = self.plan_context(&query);
+        let intent = self.shared.settings.planner.intent(&cx).await;
+        let mut ev: Vec<Event> = phase_change(self.state(), Phase::Planning)
+            .into_iter()
+            .collect();
+        ev.extend(planner_events(cx));
+        ev.push(Event::Reasoning {
+            message: self.shared.settings.texts.say(Text::IntentAnalyzed {
+                intent_type: &intent.intent_type,
+                confidence: intent.confidence,
+                by_model: intent.source == Source::Llm,
+            }),
+        });
+        ev.push(Event::IntentAnalyzed {
+            intent_type: intent.intent_type,
+            confidence: intent.confidence,
+            keywords: intent.keywords,
+            entities: intent.entities,
+            source: intent.source,
+        });
+        ev.push(checkpoint(self.state(), "analyze_intent", 0));
+        self.append(ev).await.map(drop)
+    }
+}

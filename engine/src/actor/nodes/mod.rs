@@ -1,0 +1,136 @@
+//! The supervisor's nodes, one file each: what a [`Step`] does, as one append.
+//!
+//! ```text
+//! initialize → analyze_intent → build_plan → [approval] → execute (per TODO) → … → evaluate
+//!   → (retry round: new TODOs for the named agents) → aggregate → generate_response
+//! ```
+//!
+//! Each node appends its events together with a `Reasoning` note and a `CheckpointSaved`
+//! (`cp_001`, `cp_002`, … numbered over the whole log), and a `PhaseChanged` when it enters a new
+//! phase. (The initialize node is recorded with `RunStarted`, see `runs::start`.)
+
+use chronicle_projections::RunState;
+use chronicle_schemas::{CheckpointId, Event, Payload, Phase, Source, Timestamp};
+use serde_json::Value;
+
+use super::RunActor;
+use super::step::Step;
+use crate::Result;
+use crate::llm::{Llm, LlmCall};
+use crate::planner::{Intent, PlanContext};
+
+mod aggregate;
+mod approval;
+mod evaluate;
+mod execute;
+mod intent;
+mod plan;
+mod respond;
+
+pub(super) use approval::{approval_id_of, expiry};
+pub(super) use execute::input_of;
+
+impl RunActor {
+    pub(super) async fn perform(&mut self, step: Step) -> Result<()> {
+        match step {
+            Step::Wait => Ok(()),
+            Step::Fail(reason) => self.fail(reason).await,
+            Step::AnalyzeIntent => self.analyze_intent().await,
+            Step::BuildPlan => self.build_plan().await,
+            Step::Block(list) => self.block(list).await,
+            Step::SkipRejected(list) => self.skip_rejected(list).await,
+            Step::RequestApprovals(ids) => self.request_approvals(ids).await,
+            Step::ReAsk(list) => self.reask(list).await,
+            Step::Start(ids) => self.start_todos(ids).await,
+            Step::Rerun(ids) => self.rerun_todos(ids).await,
+            Step::Evaluate => self.evaluate().await,
+            Step::AddRetries(agents, round) => self.add_retries(agents, round).await,
+            Step::Aggregate => self.aggregate().await,
+            Step::Respond => self.respond().await,
+        }
+    }
+
+    async fn fail(&mut self, reason: String) -> Result<()> {
+        self.cancel_sub_runs("engine", None);
+        self.abort_agents();
+        self.append(vec![Event::RunFailed { error: reason }])
+            .await
+            .map(drop)
+    }
+
+    /// What a planner sees of the run, with the model when one is configured.
+    fn plan_context<'a>(&'a self, query: &'a str) -> PlanContext<'a> {
+        PlanContext::new(
+            self.live.run_id(),
+            query,
+            &self.shared.settings.registry,
+            Llm::new(self.shared.settings.llm.clone()),
+        )
+    }
+}
+
+/// The checkpoint closing a node; `just_completed` counts a TODO completed by the same append.
+fn checkpoint(state: &RunState, node: &str, just_completed: usize) -> Event {
+    let n = state.checkpoints.checkpoints.len() + 1;
+    let done = just_completed
+        + state
+            .supervisor
+            .planning_state
+            .as_ref()
+            .map_or(0, |p| p.completed_todo_ids.len());
+    Event::CheckpointSaved {
+        checkpoint_id: CheckpointId(format!("cp_{n:03}")),
+        node: node.to_owned(),
+        todos_completed: done as u32,
+    }
+}
+
+/// `PhaseChanged` when the node enters a new phase (not repeated within one).
+fn phase_change(state: &RunState, phase: Phase) -> Option<Event> {
+    (state.supervisor.current_phase != phase).then_some(Event::PhaseChanged { phase })
+}
+
+fn llm_event(call: LlmCall) -> Event {
+    Event::LlmCalled {
+        purpose: call.purpose,
+        model: call.model,
+        prompt_hash: call.prompt_hash,
+        response: Payload::Inline(Value::String(call.response)),
+        duration_ms: call.duration_ms,
+        error: call.error,
+    }
+}
+
+/// What a planner's node appends besides its result: the model calls it made, then its notes.
+fn planner_events(cx: PlanContext<'_>) -> Vec<Event> {
+    let (calls, notes) = cx.finish();
+    calls
+        .into_iter()
+        .map(llm_event)
+        .chain(
+            notes
+                .into_iter()
+                .map(|message| Event::Reasoning { message }),
+        )
+        .collect()
+}
+
+/// The analysed intent back from the state (it was recorded by `IntentAnalyzed`).
+fn intent_of(state: &RunState) -> Intent {
+    let p = state.supervisor.planning_state.as_ref();
+    let i = p.map(|p| p.analyzed_intent.clone()).unwrap_or(Value::Null);
+    Intent {
+        intent_type: i["intent_type"].as_str().unwrap_or("search").to_owned(),
+        confidence: i["confidence"].as_f64().unwrap_or(0.0),
+        keywords: serde_json::from_value(i["keywords"].clone()).unwrap_or_default(),
+        entities: i["entities"].clone(),
+        source: p.and_then(|p| p.intent_source).unwrap_or(Source::Rules),
+    }
+}
+
+/// Milliseconds since the run started.
+fn elapsed_ms(start: Option<Timestamp>, now: Timestamp) -> u64 {
+    start.map_or(0, |t| {
+        (now.as_micros() - t.as_micros()).max(0) as u64 / 1000
+    })
+}

@@ -1,0 +1,50 @@
+//! `generate_response`: the planner's answer from the completed agents' results, then the run
+//! completes.
+
+use chronicle_schemas::{Event, Phase};
+
+use super::{RunActor, checkpoint, elapsed_ms, intent_of, phase_change, planner_events};
+use crate::Result;
+use crate::actor::now;
+use crate::planner::AgentResult;
+use crate::texts::Text;
+
+impl RunActor {
+    pub(super) async fn respond(&mut self) -> Result<()> {
+        let (query, start) = {
+            let s = &self.state().supervisor;
+            (s.query.clone(), s.start_time)
+        };
+        let intent = intent_of(self.state());
+        let results: Vec<AgentResult> = self
+            .agent_results()
+            .into_iter()
+            .filter(|r| r.result.is_some())
+            .collect();
+        let cx = self.plan_context(&query);
+        let response = self
+            .shared
+            .settings
+            .planner
+            .respond(&cx, &intent, &results)
+            .await;
+        let mut ev: Vec<Event> = phase_change(self.state(), Phase::ResponseGeneration)
+            .into_iter()
+            .collect();
+        ev.extend(planner_events(cx));
+        ev.push(Event::Reasoning {
+            message: self.shared.settings.texts.say(Text::Responding),
+        });
+        ev.push(Event::ResponseGenerated {
+            final_response: response,
+        });
+        ev.push(checkpoint(self.state(), "generate_response", 0));
+        ev.push(Event::PhaseChanged {
+            phase: Phase::Finished,
+        });
+        ev.push(Event::RunCompleted {
+            total_execution_time_ms: elapsed_ms(start, now()),
+        });
+        self.append(ev).await.map(drop)
+    }
+}

@@ -1,0 +1,70 @@
+//! Restoring a checkpoint (or any seq): the run continues from the state it had there; what came
+//! after stays in the log as an abandoned branch.
+
+use chronicle_schemas::{Actor, CheckpointId, Event};
+use serde_json::{Value, json};
+
+use super::RunActor;
+use crate::mailbox::RestoreTarget;
+use crate::texts::Text;
+use crate::{Error, Result, todo};
+
+impl RunActor {
+    pub(super) async fn restore(
+        &mut self,
+        target: RestoreTarget,
+        by: &str,
+        prefix: Vec<Event>,
+    ) -> Result<Value> {
+        let state = self.state();
+        let (checkpoint_id, to_seq) = match target {
+            RestoreTarget::Checkpoint(id) => {
+                let cp = state
+                    .checkpoints
+                    .get(&id)
+                    .ok_or_else(|| Error::CheckpointNotFound(id.clone()))?;
+                (id, cp.seq)
+            }
+            RestoreTarget::Seq(seq) => {
+                if seq >= state.next_seq() {
+                    return Err(Error::SeqBeyondEnd {
+                        seq,
+                        last: state.next_seq().saturating_sub(1),
+                    });
+                }
+                (CheckpointId(format!("seq_{seq}")), seq)
+            }
+        };
+        self.abort_agents();
+        let children_before = self.sub_run_calls();
+        let mut ev = prefix;
+        ev.push(Event::RunRestored {
+            checkpoint_id: checkpoint_id.clone(),
+            to_seq,
+            by: Actor::user(by),
+        });
+        self.append(ev).await?;
+        // Sub-agent runs of calls the restore abandoned stop; those of calls still on the
+        // effective history keep running (their calls find them again).
+        let kept = self.sub_run_calls();
+        let abandoned: Vec<_> = children_before
+            .into_iter()
+            .filter(|c| !kept.contains(c))
+            .collect();
+        self.cancel_children(by, abandoned);
+        let p = self
+            .state()
+            .supervisor
+            .planning_state
+            .clone()
+            .unwrap_or_default();
+        Ok(json!({
+            "status": "restored",
+            "checkpoint_id": checkpoint_id,
+            "to_seq": to_seq,
+            "current_todo_id": p.current_todo_id,
+            "summary": todo::summary(&p),
+            "message": self.shared.settings.texts.say(Text::Restored { checkpoint: checkpoint_id.as_str() }),
+        }))
+    }
+}

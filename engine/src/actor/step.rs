@@ -1,0 +1,289 @@
+//! What the run does next, decided from its state alone: [`next_step`] is a pure function of the
+//! projected state, the agents running now and the time, so a recovered run decides exactly what
+//! the run would have decided before the crash.
+
+use std::collections::HashMap;
+
+use chronicle_projections::RunState;
+use chronicle_schemas::{
+    ApprovalId, ApprovalStatus, ExpiryAction, Phase, PlanningState, SupervisorState,
+    SupervisorTodo, Timestamp, TodoId, TodoStatus,
+};
+use serde_json::Value;
+
+use crate::{hitl, todo};
+
+/// The agents running now: TODO → attempt.
+pub(crate) type Running = HashMap<TodoId, u32>;
+
+/// The next thing the run should do.
+#[derive(Debug, PartialEq)]
+pub(crate) enum Step {
+    Wait,
+    Fail(String),
+    AnalyzeIntent,
+    BuildPlan,
+    Block(Vec<(TodoId, String)>),
+    RequestApprovals(Vec<TodoId>),
+    /// TODO approvals a restore cancelled (or decided on an abandoned branch): ask again,
+    /// superseding the old id.
+    ReAsk(Vec<(TodoId, Option<ApprovalId>)>),
+    Start(Vec<TodoId>),
+    /// Agents that were running when the process stopped: run again in the same attempt.
+    Rerun(Vec<TodoId>),
+    SkipRejected(Vec<(TodoId, String)>),
+    Evaluate,
+    AddRetries(Vec<String>, u32),
+    Aggregate,
+    Respond,
+}
+
+/// The run's next step.
+pub(crate) fn next_step(state: &RunState, running: &Running, now: Timestamp) -> Step {
+    let s = &state.supervisor;
+    if s.run_status.is_terminal() {
+        return Step::Wait;
+    }
+    if let Some(limit) = over_a_limit(state, now) {
+        return Step::Fail(limit);
+    }
+    let Some(p) = s
+        .planning_state
+        .as_ref()
+        .filter(|p| !p.analyzed_intent.is_null())
+    else {
+        return Step::AnalyzeIntent;
+    };
+    if s.execution_plan.is_none() {
+        return Step::BuildPlan;
+    }
+    if matches!(
+        s.current_phase,
+        Phase::Aggregation | Phase::ResponseGeneration | Phase::Finished
+    ) {
+        return Step::Respond;
+    }
+    executing(state, p, running)
+}
+
+/// `max_steps` (node executions, counted as checkpoints) and the run timeout.
+fn over_a_limit(state: &RunState, now: Timestamp) -> Option<String> {
+    let s = &state.supervisor;
+    let limits = &s.config.limits;
+    let steps = state.checkpoints.checkpoints.len() as u32;
+    if steps >= limits.max_steps {
+        return Some(format!(
+            "max_steps limit of {} node executions reached",
+            limits.max_steps
+        ));
+    }
+    let start = s.start_time?;
+    let elapsed_ms = (now.as_micros() - start.as_micros()).max(0) as u64 / 1000;
+    (elapsed_ms > limits.run_timeout_ms)
+        .then(|| format!("run timeout of {} ms exceeded", limits.run_timeout_ms))
+}
+
+/// The TODOs waiting for an approval, sorted by what their approval says now.
+#[derive(Default)]
+struct Awaiting {
+    /// Still waiting for a human.
+    waiting: usize,
+    startable: Vec<TodoId>,
+    rejected: Vec<(TodoId, String)>,
+    reask: Vec<(TodoId, Option<ApprovalId>)>,
+}
+
+fn executing(state: &RunState, p: &PlanningState, running: &Running) -> Step {
+    let s = &state.supervisor;
+    let orphans: Vec<TodoId> = p
+        .todos
+        .iter()
+        .filter(|t| t.status == TodoStatus::InProgress && !running.contains_key(&t.id))
+        .map(|t| t.id.clone())
+        .collect();
+    if !orphans.is_empty() {
+        return Step::Rerun(orphans);
+    }
+    let r = todo::readiness(p);
+    if !r.blocked.is_empty() {
+        return Step::Block(r.blocked);
+    }
+    let mut a = awaiting(state, p);
+    if !a.rejected.is_empty() {
+        return Step::SkipRejected(a.rejected);
+    }
+    if !a.reask.is_empty() {
+        return Step::ReAsk(a.reask);
+    }
+    let mut to_request = Vec::new();
+    for id in &r.ready {
+        let Some(t) = p.todo(id) else { continue };
+        if hitl::todo_needs_approval(&s.config, category(t)) && !approved(t, s.config.on_expiry) {
+            to_request.push(id.clone());
+        } else {
+            a.startable.push(id.clone());
+        }
+    }
+    // Keep plan order across the two sources.
+    let order = |id: &TodoId| {
+        p.todos
+            .iter()
+            .position(|t| &t.id == id)
+            .unwrap_or(usize::MAX)
+    };
+    a.startable.sort_by_key(order);
+    if p.execution_strategy == "sequential" {
+        return sequential(state, running, a, to_request, order);
+    }
+    if !to_request.is_empty() {
+        return Step::RequestApprovals(to_request);
+    }
+    let in_flight = running.len();
+    let capacity = (s.config.limits.max_concurrency.max(1) as usize).saturating_sub(in_flight);
+    if !a.startable.is_empty() && capacity > 0 {
+        a.startable.truncate(capacity);
+        return Step::Start(a.startable);
+    }
+    if in_flight > 0 || a.waiting > 0 || !a.startable.is_empty() {
+        return Step::Wait;
+    }
+    after_execution(s, p)
+}
+
+/// One at a time, in plan order: the first TODO that can move is the only one that may.
+fn sequential(
+    state: &RunState,
+    running: &Running,
+    mut a: Awaiting,
+    mut to_request: Vec<TodoId>,
+    order: impl Fn(&TodoId) -> usize,
+) -> Step {
+    if !running.is_empty() || a.waiting > 0 {
+        return Step::Wait;
+    }
+    let first_start = a.startable.first().map(&order);
+    let first_request = to_request.first().map(&order);
+    match (first_start, first_request) {
+        (Some(a_at), Some(b_at)) if b_at < a_at => {
+            Step::RequestApprovals(vec![to_request.swap_remove(0)])
+        }
+        (Some(_), _) => Step::Start(vec![a.startable.swap_remove(0)]),
+        (None, Some(_)) => Step::RequestApprovals(vec![to_request.swap_remove(0)]),
+        (None, None) => match state.supervisor.planning_state.as_ref() {
+            Some(p) => after_execution(&state.supervisor, p),
+            None => Step::AnalyzeIntent,
+        },
+    }
+}
+
+/// The TODO's approval as the effective history sees it, checked against the whole log:
+/// pending on both means a human is still to answer; pending here but not in the log means a
+/// restore cancelled it, or it was decided on an abandoned branch.
+fn awaiting(state: &RunState, p: &PlanningState) -> Awaiting {
+    let mut a = Awaiting::default();
+    let on_expiry = state.supervisor.config.on_expiry;
+    for t in p
+        .todos
+        .iter()
+        .filter(|t| t.status == TodoStatus::WaitingApproval)
+    {
+        let logged = t
+            .approval_id
+            .as_ref()
+            .and_then(|id| state.approvals.get(id));
+        match t.approval_status {
+            Some(ApprovalStatus::Pending)
+                if logged.map(|l| l.status) == Some(ApprovalStatus::Pending) =>
+            {
+                a.waiting += 1
+            }
+            _ if approved(t, on_expiry) => a.startable.push(t.id.clone()),
+            Some(ApprovalStatus::Rejected | ApprovalStatus::Expired) => {
+                let reason = logged.and_then(|l| {
+                    l.cancel_reason
+                        .clone()
+                        .or_else(|| l.decided_by.as_ref().map(|b| format!("rejected by {b}")))
+                });
+                a.rejected
+                    .push((t.id.clone(), reason.unwrap_or_else(|| "rejected".into())));
+            }
+            _ => a.reask.push((t.id.clone(), t.approval_id.clone())),
+        }
+    }
+    a
+}
+
+/// Every TODO settled (or none can move): evaluate, retry, or aggregate.
+fn after_execution(s: &SupervisorState, p: &PlanningState) -> Step {
+    let unsettled: Vec<&SupervisorTodo> = p
+        .todos
+        .iter()
+        .filter(|t| {
+            matches!(
+                t.status,
+                TodoStatus::Pending | TodoStatus::InProgress | TodoStatus::WaitingApproval
+            )
+        })
+        .collect();
+    if !unsettled.is_empty() {
+        // Pending TODOs whose dependencies can never finish (a cycle): block them.
+        let stuck: Vec<(TodoId, String)> = unsettled
+            .iter()
+            .filter(|t| t.status == TodoStatus::Pending)
+            .map(|t| {
+                (
+                    t.id.clone(),
+                    "dependencies can never complete (cycle)".to_owned(),
+                )
+            })
+            .collect();
+        return if stuck.is_empty() {
+            Step::Wait
+        } else {
+            Step::Block(stuck)
+        };
+    }
+    let round = 1 + p
+        .todos
+        .iter()
+        .filter_map(|t| t.metadata.get("round").and_then(Value::as_u64))
+        .max()
+        .unwrap_or(0) as u32;
+    if s.evaluation_rounds < round {
+        return Step::Evaluate;
+    }
+    if let Some(ev) = &s.evaluation {
+        // Only agents of this plan whose failure was retryable (`failed_teams` holds the
+        // non-retryable ones).
+        let agents: Vec<String> = ev
+            .retry_agents
+            .iter()
+            .filter(|a| p.todos.iter().any(|t| &t.agent_name == *a) && !s.failed_teams.contains(a))
+            .cloned()
+            .collect();
+        if ev.needs_retry && !agents.is_empty() && round <= s.config.max_retries {
+            return Step::AddRetries(agents, round);
+        }
+    }
+    Step::Aggregate
+}
+
+/// A TODO has a standing go-ahead from a human on the effective history (so a retry does not
+/// ask again).
+pub(crate) fn approved(t: &SupervisorTodo, on_expiry: ExpiryAction) -> bool {
+    match t.approval_status {
+        Some(ApprovalStatus::Approved | ApprovalStatus::Edited) => true,
+        Some(ApprovalStatus::Expired) => on_expiry == ExpiryAction::Approve,
+        _ => false,
+    }
+}
+
+/// The HITL category recorded with a TODO; TODOs of logs written before agents declared
+/// categories count as `general`.
+pub(crate) fn category(t: &SupervisorTodo) -> &str {
+    if t.category.is_empty() {
+        "general"
+    } else {
+        &t.category
+    }
+}

@@ -1,0 +1,164 @@
+//! `Engine`: the handle every surface uses. It starts runs, routes decisions, commands, restores
+//! and cancels to each run's actor (starting one on demand), serves state and subscriptions, and
+//! on open recovers every run that is not terminal.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chronicle_projections::RunState;
+use chronicle_schemas::{Approval, ApprovalId, Decision, Envelope, RunId};
+use serde_json::Value;
+use tokio_stream::wrappers::ReceiverStream;
+
+use crate::mailbox::{Input, RestoreTarget};
+use crate::runs::{self, StartRun, Started};
+use crate::settings::Settings;
+use crate::shared::Shared;
+use crate::store::{self, Store};
+use crate::{Result, actor};
+
+/// The workflow engine; cheap to clone.
+#[derive(Clone)]
+pub struct Engine {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("store", &self.shared.store)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Engine {
+    /// Starts the engine on an open store and recovers every run that is not terminal: each gets
+    /// its actor back, which continues from its stored state (re-running an agent that was
+    /// running, expiring approvals that expired meanwhile).
+    pub async fn open(store: Store, settings: Settings) -> Result<Engine> {
+        let shared = Shared::new(store, settings, actor::spawn);
+        let heads: Vec<_> = shared.store.runs().collect::<Result<_, _>>()?;
+        let mut recovered = 0;
+        for head in heads.into_iter().filter(|h| !h.terminal) {
+            shared.deliver(head.run_id, None).await?;
+            recovered += 1;
+        }
+        if recovered > 0 {
+            tracing::info!(runs = recovered, "recovered runs");
+        }
+        Ok(Engine { shared })
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.shared.store
+    }
+
+    pub fn settings(&self) -> &Settings {
+        &self.shared.settings
+    }
+
+    /// Stops every actor and subscription and waits for them (agents are aborted; their runs
+    /// resume on the next open). Then flushes the store.
+    pub async fn shutdown(&self) {
+        self.shared.shutdown.cancel();
+        self.shared.tasks.close();
+        self.shared.tasks.wait().await;
+        if let Err(e) = self.shared.store.flush() {
+            tracing::error!(error = %e, "flush at shutdown failed");
+        }
+    }
+
+    /// Starts a run: validates the request (nothing is written for a refused one), records
+    /// `RunStarted` and the initialize node, and hands the run to its actor.
+    pub async fn start_run(&self, req: StartRun) -> Result<Started> {
+        runs::start(&self.shared, RunId(uuid::Uuid::now_v7()), req).await
+    }
+
+    /// The sub-agent runs started by `state`'s `task` calls, with their status.
+    pub fn sub_runs(&self, state: &RunState) -> Vec<Value> {
+        runs::sub_runs(&self.shared, state)
+    }
+
+    /// Decides a pending approval. `by` is the authenticated principal.
+    pub async fn decide(
+        &self,
+        run: RunId,
+        approval_id: ApprovalId,
+        decision: Decision,
+        edited_args: Option<Value>,
+        by: &str,
+        comment: Option<String>,
+    ) -> Result<Approval> {
+        self.shared
+            .ask(run, |reply| Input::Decide {
+                approval_id: approval_id.clone(),
+                decision,
+                edited_args: edited_args.clone(),
+                by: by.to_owned(),
+                comment: comment.clone(),
+                reply,
+            })
+            .await
+    }
+
+    /// Runs a slash command; every command, carried out or refused, is recorded.
+    pub async fn command(&self, run: RunId, text: &str, by: &str) -> Result<Value> {
+        self.shared
+            .ask(run, |reply| Input::Command {
+                text: text.to_owned(),
+                by: by.to_owned(),
+                reply,
+            })
+            .await
+    }
+
+    pub async fn restore(&self, run: RunId, target: RestoreTarget, by: &str) -> Result<Value> {
+        self.shared
+            .ask(run, |reply| Input::Restore {
+                target: target.clone(),
+                by: by.to_owned(),
+                reply,
+            })
+            .await
+    }
+
+    pub async fn cancel(&self, run: RunId, by: &str, reason: Option<String>) -> Result<()> {
+        self.shared
+            .ask(run, |reply| Input::Cancel {
+                by: by.to_owned(),
+                reason: reason.clone(),
+                reply,
+            })
+            .await
+    }
+
+    /// The run's projected state now (or right after `seq`), as of its newest *durable* event.
+    pub fn state(&self, run: RunId, seq: Option<u64>) -> Result<RunState> {
+        runs::state(&self.shared, run, seq)
+    }
+
+    /// Every event of `run` from `from_seq`: history, then live; no gap, no duplicate.
+    pub fn subscribe(
+        &self,
+        run: RunId,
+        from_seq: u64,
+    ) -> Result<ReceiverStream<Result<Arc<Envelope>, store::Error>>> {
+        runs::subscribe(&self.shared, run, from_seq)
+    }
+
+    /// Waits until `done(state)` holds, re-checking after each event of the run; a
+    /// [`crate::Error::Timeout`] after `timeout`.
+    pub async fn wait_until(
+        &self,
+        run: RunId,
+        timeout: Duration,
+        done: impl Fn(&RunState) -> bool,
+    ) -> Result<RunState> {
+        runs::wait_until(&self.shared, run, timeout, done).await
+    }
+
+    /// Waits until the run needs nothing but a human or has ended ([`runs::is_settled`]).
+    pub async fn wait_settled(&self, run: RunId, timeout: Duration) -> Result<RunState> {
+        self.wait_until(run, timeout, runs::is_settled).await
+    }
+}

@@ -1,0 +1,96 @@
+//! What a run actor receives, on its one channel: requests from callers (decide, command,
+//! restore, cancel), agents' tool calls, and the outcomes of the agents and tool executions it
+//! started. One channel, so the actor serializes everything that happens to its run.
+
+use chronicle_schemas::{Approval, ApprovalId, CheckpointId, Decision, TodoId, ToolCallId};
+use serde_json::Value;
+use tokio::sync::oneshot;
+
+use crate::Result;
+use crate::agents::{AgentError, AgentOutput};
+use crate::tools::{ToolCallMsg, ToolError};
+
+/// Where a restore goes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RestoreTarget {
+    Checkpoint(CheckpointId),
+    Seq(u64),
+}
+
+/// One input of a run actor.
+#[derive(Debug)]
+pub(crate) enum Input {
+    Decide {
+        approval_id: ApprovalId,
+        decision: Decision,
+        edited_args: Option<Value>,
+        by: String,
+        comment: Option<String>,
+        reply: oneshot::Sender<Result<Approval>>,
+    },
+    Command {
+        text: String,
+        by: String,
+        reply: oneshot::Sender<Result<Value>>,
+    },
+    Restore {
+        target: RestoreTarget,
+        by: String,
+        reply: oneshot::Sender<Result<Value>>,
+    },
+    Cancel {
+        by: String,
+        reason: Option<String>,
+        reply: oneshot::Sender<Result<()>>,
+    },
+    /// An agent calls a tool through the run (the tool host).
+    ToolCall(ToolCallMsg),
+    /// A tool execution the actor started has ended.
+    ToolDone(ToolDone),
+    /// An agent the actor started has ended.
+    AgentDone(AgentDone),
+}
+
+impl Input {
+    /// Outcomes of work the run started; they wait while the disk is full (recording them would
+    /// fail), unlike requests, which are answered.
+    pub(crate) fn is_outcome(&self) -> bool {
+        matches!(
+            self,
+            Input::ToolCall(_) | Input::ToolDone(_) | Input::AgentDone(_)
+        )
+    }
+}
+
+/// An agent's outcome, tagged with the attempt and the actor epoch it was started in.
+#[derive(Clone, Debug)]
+pub(crate) struct AgentDone {
+    pub todo_id: TodoId,
+    pub attempt: u32,
+    pub epoch: u64,
+    pub outcome: Result<AgentOutput, AgentError>,
+    pub duration_ms: u64,
+}
+
+/// An agent waiting for a call's answer.
+#[derive(Debug)]
+pub(crate) struct Waiter {
+    pub reply: oneshot::Sender<std::result::Result<Value, ToolError>>,
+}
+
+impl Waiter {
+    pub(crate) fn answer(self, answer: std::result::Result<Value, ToolError>) {
+        // The agent may be gone (aborted); then nobody needs the answer.
+        let _ = self.reply.send(answer);
+    }
+}
+
+/// A tool execution's outcome, back from its task.
+#[derive(Debug)]
+pub(crate) struct ToolDone {
+    pub tool_call_id: ToolCallId,
+    pub epoch: u64,
+    pub outcome: std::result::Result<Value, String>,
+    pub duration_ms: u64,
+    pub waiter: Waiter,
+}

@@ -1,0 +1,353 @@
+//! A run's life outside its actor: starting it (checked, then recorded with the initialize node),
+//! reading its state, following its events, waiting for it, and the sub-agent runs a `task`
+//! call starts and waits for.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chronicle_projections::RunState;
+use chronicle_schemas::{
+    Envelope, Event, HitlMode, ParentLink, Phase, PlanStep, RunConfig, RunId, RunStatus, SessionId,
+    Strategy, ToolCallId,
+};
+use serde_json::{Value, json};
+use tokio_stream::StreamExt;
+use tokio_stream::wrappers::ReceiverStream;
+
+use crate::error::PlanError;
+use crate::shared::Shared;
+use crate::store;
+use crate::texts::Text;
+use crate::tools::{ChildRequest, ToolContext};
+use crate::{Error, Result};
+
+/// What a caller asks for when starting a run; `None` fields take the server defaults.
+#[derive(Clone, Debug, Default)]
+pub struct StartRun {
+    pub query: String,
+    pub session_id: Option<SessionId>,
+    pub user_id: Option<String>,
+    pub hitl: Option<HitlMode>,
+    pub strategy: Option<Strategy>,
+    pub approval_timeout_ms: Option<u64>,
+    pub config: Option<RunConfig>,
+    pub parent: Option<ParentLink>,
+}
+
+/// A started run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Started {
+    pub run_id: RunId,
+    pub session_id: SessionId,
+}
+
+/// A fixed plan is checked when it is submitted, before anything is written: every step names
+/// a registered agent, and depends only on agents the plan runs. (A plan longer than the run's
+/// TODO limit is the run's failure, recorded with its reason.)
+fn check_plan(shared: &Shared, plan: &[PlanStep]) -> Result<(), PlanError> {
+    let registry = &shared.settings.registry;
+    for (index, step) in plan.iter().enumerate() {
+        if step.agent_name.is_empty() {
+            return Err(PlanError::NoAgent { index });
+        }
+        if let Err(e) = registry.find(&step.agent_name) {
+            return Err(PlanError::UnknownAgent {
+                index,
+                name: e.name,
+                known: e.known,
+            });
+        }
+        if let Some(dep) = step
+            .dependencies
+            .iter()
+            .find(|d| !plan.iter().any(|s| &s.agent_name == *d))
+        {
+            return Err(PlanError::DependencyOutside {
+                index,
+                agent: step.agent_name.clone(),
+                dependency: dep.clone(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The run's config: the request's, or the server defaults with the request's overrides.
+fn config_of(shared: &Shared, req: &StartRun) -> RunConfig {
+    let mut config = req
+        .config
+        .clone()
+        .unwrap_or_else(|| shared.settings.defaults.clone());
+    if let Some(h) = req.hitl {
+        config.hitl = h;
+    }
+    if req.strategy.is_some() {
+        config.strategy = req.strategy;
+    }
+    if req.approval_timeout_ms.is_some() {
+        config.approval_timeout_ms = req.approval_timeout_ms;
+    }
+    config
+}
+
+/// Starts a run: validates the request, records `RunStarted` and the initialize node, and hands
+/// the run to its actor. Nothing is written for a refused request.
+pub(crate) async fn start(shared: &Arc<Shared>, run_id: RunId, req: StartRun) -> Result<Started> {
+    // Refuse before writing anything: a run nobody would drive must not be half-started.
+    if shared.shutdown.is_cancelled() {
+        return Err(Error::ShuttingDown);
+    }
+    let query = req.query.trim();
+    if query.is_empty() {
+        return Err(Error::EmptyQuery);
+    }
+    let max = shared.settings.query_bytes_max;
+    if query.len() > max {
+        return Err(Error::QueryTooLong {
+            bytes: query.len(),
+            max,
+        });
+    }
+    let config = config_of(shared, &req);
+    if let Some(plan) = &config.plan {
+        check_plan(shared, plan)?;
+    }
+    let session_id = req
+        .session_id
+        .clone()
+        .unwrap_or_else(|| SessionId(uuid::Uuid::new_v4().to_string()));
+    let request_id = format!("req_{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
+    let mut live = shared.store.load(run_id)?;
+    live.append(vec![
+        Event::RunStarted {
+            session_id: session_id.clone(),
+            user_id: req.user_id,
+            request_id,
+            query: query.to_owned(),
+            config,
+            parent: req.parent,
+        },
+        Event::PhaseChanged {
+            phase: Phase::Initialization,
+        },
+        Event::Reasoning {
+            message: shared.settings.texts.say(Text::RequestReceived { query }),
+        },
+        Event::CheckpointSaved {
+            checkpoint_id: "cp_001".into(),
+            node: "initialize".into(),
+            todos_completed: 0,
+        },
+    ])
+    .await?;
+    drop(live);
+    shared.deliver(run_id, None).await?;
+    Ok(Started { run_id, session_id })
+}
+
+/// The run's projected state now (or right after `seq`), as of its newest *durable* event, so a
+/// reader never sees what a subscriber has not been sent (and a crash could still lose).
+pub(crate) fn state(shared: &Shared, run: RunId, seq: Option<u64>) -> Result<RunState> {
+    let head = shared.store.run_head(run)?.ok_or(Error::RunNotFound(run))?;
+    let durable = shared
+        .store
+        .durable_seq(run)?
+        .unwrap_or(0)
+        .min(head.last_seq);
+    let at = seq.map_or(durable, |s| s.min(durable));
+    Ok(shared.store.state_at(run, at)?)
+}
+
+/// Every event of `run` from `from_seq`: history, then live; no gap, no duplicate.
+pub(crate) fn subscribe(
+    shared: &Shared,
+    run: RunId,
+    from_seq: u64,
+) -> Result<ReceiverStream<Result<Arc<Envelope>, store::Error>>> {
+    if shared.store.run_head(run)?.is_none() {
+        return Err(Error::RunNotFound(run));
+    }
+    Ok(shared.bus.subscribe(run, from_seq))
+}
+
+/// Waits until `done(state)` holds, re-checking after each event of the run (or `timeout`).
+pub(crate) async fn wait_until(
+    shared: &Shared,
+    run: RunId,
+    timeout: Duration,
+    done: impl Fn(&RunState) -> bool,
+) -> Result<RunState> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut events = subscribe(shared, run, 0)?;
+    loop {
+        let state = state(shared, run, None)?;
+        if done(&state) {
+            return Ok(state);
+        }
+        // Skip ahead to what is already stored, then wait for the next event.
+        let next = state.next_seq();
+        loop {
+            match tokio::time::timeout_at(deadline, events.next()).await {
+                Err(_) => {
+                    return Err(Error::Timeout {
+                        run,
+                        after: timeout,
+                    });
+                }
+                Ok(None) => return Err(Error::ShuttingDown),
+                Ok(Some(Err(e))) => return Err(e.into()),
+                Ok(Some(Ok(env))) if env.seq + 1 >= next => break,
+                Ok(Some(Ok(_))) => {}
+            }
+        }
+    }
+}
+
+/// The run needs nothing but a human, or has ended: terminal, or waiting for an approval with
+/// no agent still working (an agent waiting for a human on a tool call counts as settled).
+pub fn is_settled(s: &RunState) -> bool {
+    let sup = &s.supervisor;
+    let waits_on_tool = |t: &chronicle_schemas::SupervisorTodo| {
+        s.approvals.pending().any(|a| {
+            matches!(&a.subject, Some(chronicle_schemas::Subject::ToolCall { todo_id, .. }) if *todo_id == t.id)
+        })
+    };
+    sup.run_status.is_terminal()
+        || (!sup.pending_approval_ids.is_empty()
+            && sup.planning_state.as_ref().is_none_or(|p| {
+                p.todos.iter().all(|t| {
+                    t.status != chronicle_schemas::TodoStatus::InProgress || waits_on_tool(t)
+                })
+            }))
+}
+
+/// The run a `task` call starts: derived from the parent run and the call, so the call finds its
+/// child again when it is executed a second time (after a crash).
+pub fn child_run_id(parent: RunId, tool_call_id: &ToolCallId) -> RunId {
+    let mut h = blake3::Hasher::new_derive_key("chronicle task child run v1");
+    h.update(parent.0.as_bytes());
+    h.update(tool_call_id.as_str().as_bytes());
+    let bytes: [u8; 16] = h.finalize().as_bytes()[..16].try_into().unwrap_or_default();
+    RunId(uuid::Uuid::new_v8(bytes))
+}
+
+/// The child run of a `task` call: started once, then awaited. Returns the child's final
+/// response, or why it did not finish.
+pub(crate) async fn run_child(
+    shared: &Arc<Shared>,
+    ctx: &ToolContext,
+    req: ChildRequest,
+) -> std::result::Result<Value, String> {
+    let child = child_run_id(ctx.run_id, &ctx.tool_call_id);
+    let fail = |e: Error| format!("sub-agent run {child}: {e}");
+    if shared
+        .store
+        .run_head(child)
+        .map_err(|e| fail(e.into()))?
+        .is_none()
+    {
+        let start_child = child_request(shared, ctx, &req)?;
+        match start(shared, child, start_child).await {
+            Ok(_) | Err(Error::Store(store::Error::Conflict { .. })) => {}
+            Err(e) => return Err(fail(e)),
+        }
+    }
+    let limit = ctx.config.limits.run_timeout_ms.saturating_add(60_000);
+    let state = wait_until(shared, child, Duration::from_millis(limit), |s| {
+        s.supervisor.run_status.is_terminal()
+    })
+    .await
+    .map_err(fail)?;
+    let s = &state.supervisor;
+    match s.run_status {
+        RunStatus::Completed => Ok(json!({
+            "run_id": child,
+            "status": "completed",
+            "final_response": s.final_response,
+        })),
+        status => Err(format!(
+            "sub-agent run {child} {}: {}",
+            status.as_str(),
+            s.error_log
+                .last()
+                .map_or("no reason recorded", String::as_str)
+        )),
+    }
+}
+
+/// The child's request: the parent's config and workspace, and a one-step plan when the call
+/// names the agent to run.
+fn child_request(
+    shared: &Shared,
+    ctx: &ToolContext,
+    req: &ChildRequest,
+) -> std::result::Result<StartRun, String> {
+    let mut config = ctx.config.clone();
+    config.workspace_session = Some(
+        config
+            .workspace_session
+            .clone()
+            .unwrap_or_else(|| ctx.session_id.clone()),
+    );
+    config.plan = match &req.agent {
+        None => None,
+        Some(name) => {
+            let agent = shared.settings.registry.find(name).map_err(|e| {
+                format!(
+                    "unknown subagent_type {name:?}; known: {}",
+                    e.known.join(", ")
+                )
+            })?;
+            Some(vec![PlanStep {
+                agent_name: name.clone(),
+                team: agent.team().to_owned(),
+                task: req.description.clone(),
+                description: req.description.clone(),
+                input_mapping: req.input.clone(),
+                timeout: config.limits.agent_timeout_ms.div_ceil(1000),
+                retry_count: config.max_retries,
+                ..Default::default()
+            }])
+        }
+    };
+    Ok(StartRun {
+        query: req.description.clone(),
+        config: Some(config),
+        parent: Some(ParentLink {
+            run_id: ctx.run_id,
+            tool_call_id: ctx.tool_call_id.clone(),
+        }),
+        ..StartRun::default()
+    })
+}
+
+/// The sub-agent runs started by `state`'s `task` calls, with their status (`not_started` while
+/// the call waits for its approval), for `/todos`.
+pub(crate) fn sub_runs(shared: &Shared, state: &RunState) -> Vec<Value> {
+    let Some(run_id) = state.run_id else {
+        return vec![];
+    };
+    state
+        .supervisor
+        .tool_calls
+        .iter()
+        .filter(|c| c.tool == "task")
+        .map(|c| {
+            let child = child_run_id(run_id, &c.tool_call_id);
+            let (status, phase) = match self::state(shared, child, None) {
+                Ok(s) => (
+                    json!(s.supervisor.run_status.as_str()),
+                    json!(s.supervisor.current_phase),
+                ),
+                Err(_) => (json!("not_started"), Value::Null),
+            };
+            json!({
+                "todo_id": c.todo_id,
+                "tool_call_id": c.tool_call_id,
+                "run_id": child,
+                "status": status,
+                "phase": phase,
+            })
+        })
+        .collect()
+}
