@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use chronicle_engine::agents::AgentContext;
-use chronicle_engine::store::{Options, Store};
+use chronicle_engine::store::Store;
 use chronicle_engine::{Engine, StartRun};
 use chronicle_schemas::RunStatus;
 use serde_json::{Value, json};
@@ -181,9 +181,11 @@ async fn a_research_request_plans_search_analysis_and_a_report() {
 /// The same three questions through a real engine, to completion.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_engine_gives_the_same_answers() {
+    // The report is saved to the session's workspace: a temporary one.
     let dir = tempfile::tempdir().expect("a temp dir");
-    let store = Store::open(dir.path(), Options::default()).expect("a store");
-    let engine = Engine::open(store, crate::settings())
+    let mut settings = crate::settings();
+    settings.workspace_root = Some(dir.path().to_owned());
+    let engine = Engine::open(Store::memory(), settings)
         .await
         .expect("an engine");
     for query in [GANGNAM_STATION, COMPARISON, RESEARCH] {
