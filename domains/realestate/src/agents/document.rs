@@ -9,7 +9,7 @@ use super::draft::Draft;
 use super::filters::{Filters, input_object};
 use super::report::market_report;
 use super::{Agent, AgentContext, AgentError, AgentInfo, AgentOutput, declared};
-use crate::query::{self, Date, Lang, contains_any, format_won};
+use crate::query::{self, Date, Lang, REPORT_TERMS, contains_any, format_won};
 
 /// The two contracts the team drafts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -27,6 +27,124 @@ impl DocType {
     }
 }
 
+pub(super) struct Template {
+    pub id: &'static str,
+    pub name: &'static str,
+    pub name_en: &'static str,
+    pub content: &'static str,
+    /// `(placeholder, label, required)`, in the order the form asks for them.
+    pub fields: &'static [(&'static str, &'static str, bool)],
+}
+
+pub(super) const LEASE: Template = Template {
+    id: "lease_contract_v1",
+    name: "주택임대차계약서",
+    name_en: "Residential Lease Agreement",
+    content: "\
+임대인 {{landlord_name}}과(와) 임차인 {{tenant_name}}은(는) 아래 주택에 관하여 다음과 같이 임대차계약을 체결한다.
+
+## 1. 부동산의 표시
+
+- 소재지: {{property_address}}
+- 주택 유형: {{property_type}}
+- 면적: {{area}}
+
+## 2. 계약 내용
+
+**제1조 (보증금과 차임)** 보증금은 {{deposit}}, 차임(월세)은 {{monthly_rent}}로 한다. 계약금 {{down_payment}}은(는) 계약 시 지급하고, 잔금 {{balance}}은(는) {{contract_start}}에 지급한다.
+
+**제2조 (임대차기간)** 임대인은 {{contract_start}}까지 주택을 임차인에게 인도하며, 임대차기간은 인도일부터 {{contract_end}}까지 {{lease_term}}으로 한다.
+
+**제3조 (용도변경 및 전대)** 임차인은 임대인의 동의 없이 주택의 구조·용도를 변경하거나 전대·임차권 양도를 할 수 없다.
+
+**제4조 (계약의 해제)** 임차인이 잔금을 지급하기 전까지 임대인은 계약금의 배액을 상환하고, 임차인은 계약금을 포기하고 이 계약을 해제할 수 있다 (민법 제565조).
+
+**제5조 (차임 등의 증감)** 보증금과 차임의 증액은 주택임대차보호법 제7조에 따라 약정한 금액의 20분의 1(5%)을 초과할 수 없으며, 계약 또는 증액 후 1년 이내에는 청구할 수 없다.
+
+**제6조 (계약갱신요구)** 임차인은 주택임대차보호법 제6조의3에 따라 임대차기간이 끝나기 6개월 전부터 2개월 전까지 1회에 한하여 계약갱신을 요구할 수 있다.
+
+**제7조 (대항력과 우선변제)** 임차인은 주택의 인도와 전입신고로 대항력을, 확정일자로 우선변제권을 취득한다 (주택임대차보호법 제3조, 제3조의2).
+
+**제8조 (보증금의 반환)** 임대차가 끝나면 임대인은 보증금을 임차인에게 반환하고, 임차인은 주택을 원상으로 회복하여 반환한다.
+
+**제9조 (임대차 신고)** 보증금 6천만원 또는 월 차임 30만원을 초과하는 계약은 계약일부터 30일 이내에 신고한다 (부동산 거래신고 등에 관한 법률 제6조의2).
+
+## 3. 특약사항
+
+{{special_terms}}
+
+계약일: {{contract_date}}
+
+- 임대인: {{landlord_name}} (서명 또는 인)
+- 임차인: {{tenant_name}} (서명 또는 인)
+",
+    fields: &[
+        ("landlord_name", "임대인 성명", true),
+        ("tenant_name", "임차인 성명", true),
+        ("property_address", "소재지", true),
+        ("property_type", "주택 유형", false),
+        ("area", "면적", false),
+        ("deposit", "보증금", true),
+        ("monthly_rent", "차임(월세)", false),
+        ("down_payment", "계약금", false),
+        ("balance", "잔금", false),
+        ("contract_start", "임대차 시작일(인도일)", true),
+        ("contract_end", "임대차 종료일", false),
+        ("lease_term", "임대차기간", false),
+        ("special_terms", "특약사항", false),
+        ("contract_date", "계약일", false),
+    ],
+};
+
+pub(super) const SALE: Template = Template {
+    id: "sales_contract_v1",
+    name: "부동산 매매계약서",
+    name_en: "Real Estate Sales Contract",
+    content: "\
+매도인 {{seller_name}}과(와) 매수인 {{buyer_name}}은(는) 아래 부동산에 관하여 다음과 같이 매매계약을 체결한다.
+
+## 1. 부동산의 표시
+
+- 소재지: {{property_address}}
+- 주택 유형: {{property_type}}
+- 면적: {{area}}
+
+## 2. 계약 내용
+
+**제1조 (매매대금)** 매매대금은 {{sale_price}}으로 한다. 계약금 {{down_payment}}은(는) 계약 시 지급하고, 잔금 {{balance}}은(는) {{balance_date}}에 지급한다.
+
+**제2조 (소유권 이전)** 매도인은 잔금 수령과 동시에 소유권이전등기에 필요한 모든 서류를 매수인에게 교부하고 부동산을 인도한다.
+
+**제3조 (제한물권 등의 소멸)** 매도인은 잔금 지급일까지 저당권 등 소유권 행사를 제한하는 권리와 조세·공과금 등의 미납금을 말소·정산한다.
+
+**제4조 (계약의 해제)** 매수인이 중도금(중도금이 없으면 잔금)을 지급하기 전까지 매도인은 계약금의 배액을 상환하고, 매수인은 계약금을 포기하고 이 계약을 해제할 수 있다 (민법 제565조).
+
+**제5조 (거래 신고)** 거래당사자는 계약일부터 30일 이내에 실제 거래가격을 관할 시·군·구청에 신고한다 (부동산 거래신고 등에 관한 법률 제3조).
+
+## 3. 특약사항
+
+{{special_terms}}
+
+계약일: {{contract_date}}
+
+- 매도인: {{seller_name}} (서명 또는 인)
+- 매수인: {{buyer_name}} (서명 또는 인)
+",
+    fields: &[
+        ("seller_name", "매도인 성명", true),
+        ("buyer_name", "매수인 성명", true),
+        ("property_address", "소재지", true),
+        ("property_type", "주택 유형", false),
+        ("area", "면적", false),
+        ("sale_price", "매매대금", true),
+        ("down_payment", "계약금", false),
+        ("balance", "잔금", false),
+        ("balance_date", "잔금일", true),
+        ("special_terms", "특약사항", false),
+        ("contract_date", "계약일", false),
+    ],
+};
+
 const SALE_TERMS: &[&str] = &[
     "매매계약",
     "매매 계약",
@@ -41,15 +159,6 @@ const SALE_TERMS: &[&str] = &[
     "sell",
 ];
 
-/// Words that ask for a report rather than a contract.
-const REPORT_TERMS: &[&str] = &[
-    "보고서",
-    "리포트",
-    "레포트",
-    "report",
-    "write-up",
-    "write up",
-];
 /// Words that ask for a contract.
 const CONTRACT_TERMS: &[&str] = &["계약서", "contract", "agreement"];
 

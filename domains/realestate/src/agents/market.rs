@@ -395,21 +395,14 @@ fn compared(
 /// `서초구가 평균 19억원으로 가장 높고 강남구(14억 5,000만원)보다 31.0% 높습니다`.
 fn gap_insight(hi: &MarketView, lo: &MarketView, lang: Lang) -> String {
     let gap = change_pct(lo.trend.latest, hi.trend.latest);
-    let won = |x: u64| format_won(x, lang);
+    let (hi_name, hi_avg) = (hi.label(lang), format_won(hi.trend.latest, lang));
+    let (lo_name, lo_avg) = (lo.label(lang), format_won(lo.trend.latest, lang));
     match lang {
         Lang::Ko => format!(
-            "{}가 평균 {}으로 가장 높고 {}({})보다 {gap:.1}% 높습니다",
-            hi.label(lang),
-            won(hi.trend.latest),
-            lo.label(lang),
-            won(lo.trend.latest)
+            "{hi_name}가 평균 {hi_avg}으로 가장 높고 {lo_name}({lo_avg})보다 {gap:.1}% 높습니다"
         ),
         Lang::En => format!(
-            "{} is the most expensive at {}, {gap:.1}% above {} ({})",
-            hi.label(lang),
-            won(hi.trend.latest),
-            lo.label(lang),
-            won(lo.trend.latest)
+            "{hi_name} is the most expensive at {hi_avg}, {gap:.1}% above {lo_name} ({lo_avg})"
         ),
     }
 }

@@ -242,7 +242,13 @@ mod tests {
                 ..AgentContext::default()
             };
             for name in r.names() {
-                let result = r.get(name).unwrap().run(&ctx, Value::Null).await.unwrap().result;
+                let result = r
+                    .get(name)
+                    .unwrap()
+                    .run(&ctx, Value::Null)
+                    .await
+                    .unwrap()
+                    .result;
                 let reply: AgentReply = serde_json::from_value(result.clone())
                     .unwrap_or_else(|e| panic!("{name} on {q}: {e}: {result}"));
                 let summary = reply.summary.unwrap_or_default();

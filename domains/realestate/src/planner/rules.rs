@@ -10,7 +10,7 @@ use chronicle_engine::Intent;
 use chronicle_schemas::Source;
 use serde_json::Value;
 
-use crate::query::{Lang, Query, find_term};
+use crate::query::{Lang, Query, REPORT_TERMS, find_term};
 
 mod answer;
 mod evaluation;
@@ -50,15 +50,6 @@ pub const LISTINGS_MAX: usize = 10;
 // ---------------------------------------------------------------------------------------------
 // Intent
 
-/// A written report of findings; checked before contracts, since `보고서 작성` is not a contract.
-const REPORT_TERMS: &[&str] = &[
-    "보고서",
-    "리포트",
-    "레포트",
-    "report",
-    "write-up",
-    "write up",
-];
 const DOCUMENT_TERMS: &[&str] = &[
     "계약서",
     "작성",
@@ -133,17 +124,7 @@ pub fn is_english(query: &str) -> bool {
 /// recommendation, search, analysis wins; `search` when none matches. One matched term is a
 /// hint, two agreeing terms are a strong signal.
 fn classify(lower: &str) -> (&'static str, f64, Vec<(usize, &'static str)>) {
-    let [
-        report,
-        document,
-        money,
-        raise,
-        legal,
-        comparison,
-        recommendation,
-        search,
-        analysis,
-    ] = [
+    let found = [
         REPORT_TERMS,
         DOCUMENT_TERMS,
         MONEY_TERMS,
@@ -155,6 +136,17 @@ fn classify(lower: &str) -> (&'static str, f64, Vec<(usize, &'static str)>) {
         ANALYSIS_TERMS,
     ]
     .map(|terms| hits(terms, lower));
+    let [
+        report,
+        document,
+        money,
+        raise,
+        legal,
+        comparison,
+        recommendation,
+        search,
+        analysis,
+    ] = &found;
     let by_count = |n: usize| if n >= 2 { 0.9 } else { 0.8 };
     let raised = !money.is_empty() && !raise.is_empty();
     let (intent_type, confidence) = if !report.is_empty() {
@@ -182,20 +174,7 @@ fn classify(lower: &str) -> (&'static str, f64, Vec<(usize, &'static str)>) {
     } else {
         ("search", 0.5)
     };
-    let all = [
-        report,
-        document,
-        money,
-        raise,
-        legal,
-        comparison,
-        recommendation,
-        search,
-        analysis,
-    ]
-    .into_iter()
-    .flatten()
-    .collect();
+    let all = found.iter().flatten().copied().collect();
     (intent_type, confidence, all)
 }
 
@@ -283,23 +262,23 @@ mod tests {
 
     #[test]
     fn the_deposit_question_is_comprehensive_with_its_amounts() {
-        let intent =
-            analyze_intent("집주인이 전세금 3억을 10억으로 올려달래. 법적으로 해결방법 알려줘");
+        let query = "집주인이 전세금 3억을 10억으로 올려달래. 법적으로 해결방법 알려줘";
+        let intent = analyze_intent(query);
         assert_eq!(intent.confidence, 0.95);
         assert_eq!(intent.keywords, ["전세금", "올려", "법적"]);
+        // The entities are the query parser's, as it writes them.
         assert_eq!(
             intent.entities,
-            json!({
-                "language": "ko",
-                "deal_type": "전세",
-                "amounts": [300_000_000u64, 1_000_000_000u64],
-                "change": {"subject": "deposit", "old": 300_000_000u64, "new": 1_000_000_000u64},
-            })
+            Value::Object(Query::parse(query).entities())
+        );
+        assert_eq!(
+            intent.entities["amounts"],
+            json!([300_000_000u64, 1_000_000_000u64])
         );
     }
 
     #[test]
-    fn the_seed_002_query_has_its_entities() {
+    fn the_gangnam_station_query_has_its_entities() {
         let intent = analyze_intent("강남역 근처 30평대 아파트 매매 시세 알려줘");
         assert_eq!(intent.keywords, ["시세"]);
         assert_eq!(intent.confidence, 0.8);

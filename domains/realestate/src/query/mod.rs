@@ -56,6 +56,16 @@ pub(crate) use places::{
 pub(crate) use ranges::{PriceRange, SizeRange, parse_price_range, parse_size_range};
 pub(crate) use terms::{Lang, contains_any, contains_term, find_term};
 
+/// Words that ask for a written report of findings, not a contract (`보고서 작성`).
+pub(crate) const REPORT_TERMS: &[&str] = &[
+    "보고서",
+    "리포트",
+    "레포트",
+    "report",
+    "write-up",
+    "write up",
+];
+
 /// Everything the domain reads from a query.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Query {

@@ -176,27 +176,24 @@ fn describe(
     }
 }
 
+/// The entities the search team needs: the listing conditions, then the amounts.
+const SEARCH_KEYS: [&str; 7] = [
+    "region",
+    "regions",
+    "property_type",
+    "deal_type",
+    "size_range",
+    "price_range",
+    "amounts",
+];
+
 /// The intent's entities an agent needs, plus what only that agent uses.
 fn default_params(agent: &str, intent: &Intent) -> Map<String, Value> {
     let keys: &[&str] = match agent {
-        "search_team" => &[
-            "region",
-            "regions",
-            "property_type",
-            "deal_type",
-            "size_range",
-            "price_range",
-            "amounts",
-        ],
+        "search_team" => &SEARCH_KEYS,
         "analysis_team" | "document_team" => &["region", "property_type", "deal_type", "amounts"],
-        "property_search" => &[
-            "region",
-            "regions",
-            "property_type",
-            "deal_type",
-            "size_range",
-            "price_range",
-        ],
+        // The listing search takes the search team's conditions but not the amounts.
+        "property_search" => &SEARCH_KEYS[..SEARCH_KEYS.len() - 1],
         "market_analysis" => &["region", "property_type"],
         "region_comparison" => &["property_type"],
         "investment_advisor" => &["region", "property_type", "price_range"],

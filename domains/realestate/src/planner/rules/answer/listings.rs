@@ -137,7 +137,7 @@ pub(super) fn sentence(subject: &Subject, groups: &[DealGroup], english: bool) -
             english_prices(one)
         ),
         (many, false) => {
-            let parts: Vec<String> = many.iter().map(korean_group).collect();
+            let parts: Vec<String> = many.iter().map(|g| group_text(g, false)).collect();
             format!(
                 "{}매물 {n}건을 찾았습니다. 거래 유형별로 {}입니다.",
                 subject.korean(),
@@ -145,7 +145,7 @@ pub(super) fn sentence(subject: &Subject, groups: &[DealGroup], english: bool) -
             )
         }
         (many, true) => {
-            let parts: Vec<String> = many.iter().map(english_group).collect();
+            let parts: Vec<String> = many.iter().map(|g| group_text(g, true)).collect();
             format!(
                 "Found {n} {}s{}: {}.",
                 subject.english_kind(),
@@ -199,38 +199,36 @@ fn english_prices(g: &DealGroup) -> String {
     }
 }
 
-/// `매매 7건(9억 8,000만 원~21억 5,000만 원)`, `월세 1건(보증금 1,000만 원, 월 120만 원)`.
-fn korean_group(g: &DealGroup) -> String {
-    let label = g.deal.map_or("거래 유형 미상", DealType::ko);
-    let range = g.price_range().map(|r| span(r, false));
-    let rents = DealGroup::min_max(&g.rents).map(|r| span(r, false));
-    let detail = match (g.deal, range, rents) {
-        (_, None, _) => String::new(),
-        (Some(DealType::Monthly), Some(d), Some(r)) => format!("(보증금 {d}, 월 {r})"),
-        (Some(DealType::Jeonse | DealType::Monthly), Some(d), _) => format!("(보증금 {d})"),
-        (_, Some(p), _) => format!("({p})"),
-    };
-    format!("{label} {}건{detail}", g.count)
-}
-
+/// `매매 7건(9억 8,000만 원~21억 5,000만 원)`, `월세 1건(보증금 1,000만 원, 월 120만 원)`;
 /// `7 for sale (980 million won to 2.15 billion won)`, `1 on monthly rent (deposit …, … a
 /// month)`.
-fn english_group(g: &DealGroup) -> String {
-    let label = match g.deal {
-        Some(DealType::Sale) => "for sale",
-        Some(DealType::Jeonse) => "on jeonse",
-        Some(DealType::Monthly) => "on monthly rent",
-        None => "of unknown deal type",
-    };
-    let range = g.price_range().map(|r| span(r, true));
-    let rents = DealGroup::min_max(&g.rents).map(|r| span(r, true));
+fn group_text(g: &DealGroup, english: bool) -> String {
+    let range = g.price_range().map(|r| span(r, english));
+    let rents = DealGroup::min_max(&g.rents).map(|r| span(r, english));
+    let deposit = if english { "deposit" } else { "보증금" };
     let detail = match (g.deal, range, rents) {
-        (_, None, _) => String::new(),
-        (Some(DealType::Monthly), Some(d), Some(r)) => format!(" (deposit {d}, {r} a month)"),
-        (Some(DealType::Jeonse | DealType::Monthly), Some(d), _) => format!(" (deposit {d})"),
-        (_, Some(p), _) => format!(" ({p})"),
+        (_, None, _) => None,
+        (Some(DealType::Monthly), Some(d), Some(r)) if english => {
+            Some(format!("deposit {d}, {r} a month"))
+        }
+        (Some(DealType::Monthly), Some(d), Some(r)) => Some(format!("보증금 {d}, 월 {r}")),
+        (Some(DealType::Jeonse | DealType::Monthly), Some(d), _) => Some(format!("{deposit} {d}")),
+        (_, Some(p), _) => Some(p),
     };
-    format!("{} {label}{detail}", g.count)
+    if english {
+        let label = match g.deal {
+            Some(DealType::Sale) => "for sale",
+            Some(DealType::Jeonse) => "on jeonse",
+            Some(DealType::Monthly) => "on monthly rent",
+            None => "of unknown deal type",
+        };
+        let detail = detail.map_or_else(String::new, |d| format!(" ({d})"));
+        format!("{} {label}{detail}", g.count)
+    } else {
+        let label = g.deal.map_or("거래 유형 미상", DealType::ko);
+        let detail = detail.map_or_else(String::new, |d| format!("({d})"));
+        format!("{label} {}건{detail}", g.count)
+    }
 }
 
 /// The price facts for `metadata`: `price_range` and `avg_price` when the listings are of one

@@ -247,36 +247,34 @@ pub(super) fn document_sentence(doc: &Value, english: bool) -> String {
     }
 }
 
-/// `관련 법령: …` with the first laws found.
-pub(super) fn laws_sentence(laws: &[String], english: bool) -> Option<String> {
-    if laws.is_empty() {
+/// `label: a<sep>b.`, or nothing without items.
+fn labelled(label: (&str, &str), items: &[String], sep: &str, english: bool) -> Option<String> {
+    if items.is_empty() {
         return None;
     }
-    let laws: Vec<&str> = laws
-        .iter()
-        .take(LAW_REFERENCES_MAX)
-        .map(String::as_str)
-        .collect();
-    let laws = laws.join(", ");
-    Some(if english {
-        format!("Relevant law: {laws}.")
-    } else {
-        format!("관련 법령: {laws}.")
-    })
+    let (ko, en) = label;
+    Some(format!(
+        "{}: {}.",
+        if english { en } else { ko },
+        items.join(sep)
+    ))
 }
 
-/// `권장 조치: …` with the first recommendations.
+/// `관련 법령: …` with the first laws found.
+pub(super) fn laws_sentence(laws: &[String], english: bool) -> Option<String> {
+    let laws: Vec<String> = laws.iter().take(LAW_REFERENCES_MAX).cloned().collect();
+    labelled(("관련 법령", "Relevant law"), &laws, ", ", english)
+}
+
+/// `권장 조치: …` with the first recommendations; in English the items after the first go on
+/// the same sentence.
 pub(super) fn recommendations_sentence(recs: &[String], english: bool) -> Option<String> {
-    if recs.is_empty() {
-        return None;
-    }
     let recs: Vec<String> = recs
         .iter()
         .take(ANSWER_RECOMMENDATIONS_MAX)
         .enumerate()
         .map(|(i, r)| {
             let r = r.trim_end_matches('.');
-            // English items after the first continue the sentence.
             match r.chars().next() {
                 Some(c) if english && i > 0 && c.is_ascii_uppercase() => {
                     c.to_ascii_lowercase().to_string() + &r[1..]
@@ -285,10 +283,5 @@ pub(super) fn recommendations_sentence(recs: &[String], english: bool) -> Option
             }
         })
         .collect();
-    let recs = recs.join("; ");
-    Some(if english {
-        format!("Recommended: {recs}.")
-    } else {
-        format!("권장 조치: {recs}.")
-    })
+    labelled(("권장 조치", "Recommended"), &recs, "; ", english)
 }
