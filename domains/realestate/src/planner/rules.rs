@@ -400,38 +400,24 @@ mod tests {
 
     #[test]
     fn price_and_size_ranges() {
-        assert_eq!(
-            entities("10억 이하 아파트")["price_range"],
-            json!({"max": 1_000_000_000u64})
-        );
-        assert_eq!(
-            entities("5억 이상 아파트")["price_range"],
-            json!({"min": 500_000_000u64})
-        );
-        assert_eq!(
-            entities("5억~7억 아파트")["price_range"],
-            json!({"min": 500_000_000u64, "max": 700_000_000u64})
-        );
-        assert_eq!(
-            entities("5억에서 7억 사이")["price_range"],
-            json!({"min": 500_000_000u64, "max": 700_000_000u64})
-        );
-        assert_eq!(
-            entities("under 1 billion won")["price_range"],
-            json!({"max": 1_000_000_000u64})
-        );
-        assert_eq!(
-            entities("between 500 million and 700 million won")["price_range"],
-            json!({"min": 500_000_000u64, "max": 700_000_000u64})
-        );
-        assert_eq!(
-            entities("5억부터 7억까지")["price_range"],
-            json!({"min": 500_000_000u64, "max": 700_000_000u64})
-        );
-        assert_eq!(
-            entities("5억 아래")["price_range"],
-            json!({"max": 500_000_000u64})
-        );
+        let table = [
+            ("10억 이하 아파트", json!({"max": 1_000_000_000u64})),
+            ("5억 이상 아파트", json!({"min": 500_000_000u64})),
+            ("5억 아래", json!({"max": 500_000_000u64})),
+            ("under 1 billion won", json!({"max": 1_000_000_000u64})),
+        ];
+        for (query, want) in table {
+            assert_eq!(entities(query)["price_range"], want, "{query}");
+        }
+        let five_to_seven = json!({"min": 500_000_000u64, "max": 700_000_000u64});
+        for query in [
+            "5억~7억 아파트",
+            "5억에서 7억 사이",
+            "5억부터 7억까지",
+            "between 500 million and 700 million won",
+        ] {
+            assert_eq!(entities(query)["price_range"], five_to_seven, "{query}");
+        }
         // A raise from one sum to another is not a price range; without a word of change,
         // `from A to B` is one.
         assert_eq!(entities("3억을 10억으로 올려").get("price_range"), None);

@@ -168,15 +168,17 @@ mod tests {
     }
 
     #[test]
-    fn entities_of_the_seed_query() {
+    fn entities_of_an_english_query() {
         assert_eq!(
-            entities("강남역 근처 30평대 아파트 매매 시세 알려줘"),
+            entities("30s pyeong apartments for sale near Gangnam station, under 2 billion won"),
             json!({
-                "language": "ko",
+                "language": "en",
                 "region": "서울특별시 강남구",
                 "property_type": "아파트",
                 "deal_type": "매매",
                 "size_range": {"min": 30, "max": 40},
+                "price_range": {"max": 2_000_000_000u64},
+                "amounts": [2_000_000_000u64],
             })
         );
     }

@@ -4,6 +4,8 @@
 
 use std::sync::LazyLock;
 
+use serde::Deserialize;
+
 use super::terms::find_all_terms;
 use crate::agents::data::DATASET;
 
@@ -12,210 +14,22 @@ use crate::agents::data::DATASET;
 pub(crate) const SEOUL: &str = "서울특별시";
 
 /// A Seoul district with its English name and the names people use for it.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
 struct District {
     /// `서울특별시 강남구`: the canonical name every agent reports.
-    region: &'static str,
-    en: &'static str,
-    aliases: &'static [&'static str],
+    region: String,
+    en: String,
+    aliases: Vec<String>,
 }
 
-/// Seoul's 25 districts, each with its short name and well-known neighbourhoods or stations.
-/// Ambiguous words (미아, 신정, 가산, 성수기 ...) are left out or spelled with 동; the dataset adds
-/// the dongs and stations of the districts it covers.
-const DISTRICTS: &[District] = &[
-    District {
-        region: "서울특별시 강남구",
-        en: "Gangnam-gu",
-        aliases: &[
-            "강남구",
-            "강남",
-            "역삼",
-            "삼성동",
-            "대치동",
-            "압구정",
-            "청담",
-            "개포",
-            "도곡",
-            "gangnam",
-            "yeoksam",
-            "apgujeong",
-            "daechi",
-            "cheongdam",
-        ],
-    },
-    District {
-        region: "서울특별시 강동구",
-        en: "Gangdong-gu",
-        aliases: &["강동구", "강동", "천호", "고덕", "gangdong", "cheonho"],
-    },
-    District {
-        region: "서울특별시 강북구",
-        en: "Gangbuk-gu",
-        aliases: &["강북구", "강북", "gangbuk"],
-    },
-    District {
-        region: "서울특별시 강서구",
-        en: "Gangseo-gu",
-        aliases: &["강서구", "강서", "마곡", "화곡", "gangseo", "magok"],
-    },
-    District {
-        region: "서울특별시 관악구",
-        en: "Gwanak-gu",
-        aliases: &["관악구", "관악", "신림", "봉천", "gwanak", "sillim"],
-    },
-    District {
-        region: "서울특별시 광진구",
-        en: "Gwangjin-gu",
-        aliases: &["광진구", "광진", "건대", "gwangjin"],
-    },
-    District {
-        region: "서울특별시 구로구",
-        en: "Guro-gu",
-        aliases: &["구로구", "구로", "신도림", "guro", "sindorim"],
-    },
-    District {
-        region: "서울특별시 금천구",
-        en: "Geumcheon-gu",
-        aliases: &["금천구", "금천", "독산", "geumcheon"],
-    },
-    District {
-        region: "서울특별시 노원구",
-        en: "Nowon-gu",
-        aliases: &["노원구", "노원", "상계동", "nowon"],
-    },
-    District {
-        region: "서울특별시 도봉구",
-        en: "Dobong-gu",
-        aliases: &["도봉구", "도봉", "창동", "dobong"],
-    },
-    District {
-        region: "서울특별시 동대문구",
-        en: "Dongdaemun-gu",
-        aliases: &["동대문구", "동대문", "청량리", "dongdaemun"],
-    },
-    District {
-        region: "서울특별시 동작구",
-        en: "Dongjak-gu",
-        aliases: &["동작구", "동작", "노량진", "사당", "흑석", "dongjak"],
-    },
-    District {
-        region: "서울특별시 마포구",
-        en: "Mapo-gu",
-        aliases: &[
-            "마포구",
-            "마포",
-            "홍대",
-            "상암",
-            "합정",
-            "망원동",
-            "공덕",
-            "mapo",
-            "hongdae",
-        ],
-    },
-    District {
-        region: "서울특별시 서대문구",
-        en: "Seodaemun-gu",
-        aliases: &["서대문구", "서대문", "신촌", "연희", "seodaemun", "sinchon"],
-    },
-    District {
-        region: "서울특별시 서초구",
-        en: "Seocho-gu",
-        aliases: &[
-            "서초구",
-            "서초",
-            "반포",
-            "방배",
-            "잠원",
-            "양재",
-            "seocho",
-            "banpo",
-        ],
-    },
-    District {
-        region: "서울특별시 성동구",
-        en: "Seongdong-gu",
-        aliases: &[
-            "성동구",
-            "성동",
-            "성수동",
-            "왕십리",
-            "옥수",
-            "seongdong",
-            "seongsu",
-        ],
-    },
-    District {
-        region: "서울특별시 성북구",
-        en: "Seongbuk-gu",
-        aliases: &["성북구", "성북", "길음", "정릉", "seongbuk"],
-    },
-    District {
-        region: "서울특별시 송파구",
-        en: "Songpa-gu",
-        aliases: &[
-            "송파구",
-            "송파",
-            "잠실",
-            "가락동",
-            "위례",
-            "songpa",
-            "jamsil",
-        ],
-    },
-    District {
-        region: "서울특별시 양천구",
-        en: "Yangcheon-gu",
-        aliases: &["양천구", "양천", "목동", "yangcheon", "mokdong"],
-    },
-    District {
-        region: "서울특별시 영등포구",
-        en: "Yeongdeungpo-gu",
-        aliases: &[
-            "영등포구",
-            "영등포",
-            "여의도",
-            "당산",
-            "문래",
-            "yeongdeungpo",
-            "yeouido",
-        ],
-    },
-    District {
-        region: "서울특별시 용산구",
-        en: "Yongsan-gu",
-        aliases: &[
-            "용산구",
-            "용산",
-            "이태원",
-            "한남",
-            "이촌",
-            "yongsan",
-            "itaewon",
-            "hannam",
-        ],
-    },
-    District {
-        region: "서울특별시 은평구",
-        en: "Eunpyeong-gu",
-        aliases: &["은평구", "은평", "불광", "응암", "eunpyeong"],
-    },
-    District {
-        region: "서울특별시 종로구",
-        en: "Jongno-gu",
-        aliases: &["종로구", "종로", "광화문", "평창동", "jongno"],
-    },
-    District {
-        region: "서울특별시 중구",
-        en: "Jung-gu",
-        aliases: &["중구", "명동", "을지로", "jung-gu", "jung gu", "myeongdong"],
-    },
-    District {
-        region: "서울특별시 중랑구",
-        en: "Jungnang-gu",
-        aliases: &["중랑구", "중랑", "상봉", "jungnang"],
-    },
-];
+/// Seoul's 25 districts (`districts.json`), each with its short name and well-known
+/// neighbourhoods or stations. Ambiguous words (미아, 신정, 가산, 성수기 ...) are left out or
+/// spelled with 동; the dataset adds the dongs and stations of the districts it covers. The file
+/// is compiled in and a test parses it, so a failure here is a build defect.
+static DISTRICTS: LazyLock<Vec<District>> = LazyLock::new(|| {
+    serde_json::from_str(include_str!("districts.json")).expect("the district table is valid JSON")
+});
 
 /// A place named in a query, resolved to its canonical district.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -262,14 +76,12 @@ static PLACE_ALIASES: LazyLock<Vec<(String, PlaceRef)>> = LazyLock::new(|| {
             out.push((a.to_lowercase(), at(None, None)));
         }
     }
-    for d in DISTRICTS {
-        let spellings = [d.region, d.en]
-            .into_iter()
-            .chain(d.aliases.iter().copied());
+    for d in DISTRICTS.iter() {
+        let spellings = [&d.region, &d.en].into_iter().chain(&d.aliases);
         for a in spellings {
             let a = a.to_lowercase();
             if !out.iter().any(|(known, _)| *known == a) {
-                out.push((a, PlaceRef::district(d.region)));
+                out.push((a, PlaceRef::district(&d.region)));
             }
         }
     }
@@ -407,9 +219,11 @@ mod tests {
         assert_eq!(district_name("서울특별시 강남구"), "강남구");
     }
 
-    /// Every district of the dataset is one of Seoul's, under the same canonical name.
+    /// The district table holds Seoul's 25 districts, and every district of the dataset is one
+    /// of them, under the same canonical name.
     #[test]
     fn the_dataset_covers_seoul_districts() {
+        assert_eq!(DISTRICTS.len(), 25);
         for r in &DATASET.regions {
             assert_eq!(canonical_region(&r.region), Some(r.region.as_str()));
             assert_eq!(district_name(&r.region), r.district);
