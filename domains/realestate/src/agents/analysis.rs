@@ -152,7 +152,7 @@ mod tests {
 
     #[tokio::test]
     async fn scenario_1_is_233_3_percent_over_the_cap() {
-        // As in seed 000: search_team runs first, and analysis_team gets its result.
+        // As in a run: search_team runs first, and analysis_team gets its result.
         let mut c = ctx(SCENARIO_1);
         let search = SearchTeam.run(&c, Value::Null).await.unwrap().result;
         c.team_results = BTreeMap::from([("search_team".to_owned(), search)]);

@@ -12,7 +12,8 @@ use crate::query::{
 use chronicle_engine::agents::json_type;
 
 /// A price in a parameter below this is taken to be in 만원, because LLM intents write
-/// `{"min": 100000}` for 10억 (seed 002) and no home costs less than 100만원.
+/// `{"min": 100000}` for 10억 (the original prompt's example) and no home costs less than
+/// 100만원.
 const PRICE_PARAM_MANWON_BELOW: u64 = 1_000_000;
 
 /// An agent's input as an object: `null` is an empty input, anything else but an object is a
@@ -38,7 +39,7 @@ enum Origin {
 }
 
 /// The first non-null value of `key`: in the input, in `intent.entities`, then at the intent's
-/// top level (seed 002 puts `region` there).
+/// top level (the original flat intent puts `region` there).
 fn lookup<'a>(
     input: &'a Map<String, Value>,
     ctx: &'a AgentContext,

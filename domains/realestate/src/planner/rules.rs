@@ -224,7 +224,7 @@ mod tests {
     }
 
     #[test]
-    fn intent_table_for_the_seed_queries() {
+    fn intent_table() {
         let table = [
             (
                 "집주인이 전세금 3억을 10억으로 올려달래. 법적으로 해결방법 알려줘",

@@ -348,7 +348,7 @@ mod tests {
     }
 
     #[test]
-    fn comprehensive_plans_search_then_analysis_like_seed_000() {
+    fn comprehensive_plans_search_then_analysis() {
         let plan = build_plan(
             &intent("집주인이 전세금 3억을 10억으로 올려달래. 법적으로 해결방법 알려줘"),
             &[],

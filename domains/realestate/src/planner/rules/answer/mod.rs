@@ -257,7 +257,7 @@ mod tests {
     }
 
     #[test]
-    fn format_snapshot_for_the_seed_002_query() {
+    fn format_snapshot_for_the_gangnam_station_query() {
         let query = "강남역 근처 30평대 아파트 매매 시세 알려줘";
         let results = vec![
             (
@@ -284,7 +284,7 @@ mod tests {
         ];
         let out = format_response(query, &analyze_intent(query), &results);
         assert_eq!(out["listings"].as_array().map(Vec::len), Some(2));
-        insta::assert_json_snapshot!("format_seed_002_query", out);
+        insta::assert_json_snapshot!("format_gangnam_station_query", out);
     }
 
     #[test]
@@ -351,7 +351,7 @@ mod tests {
     }
 
     #[test]
-    fn format_keeps_seed_002_fallback_for_opaque_results() {
+    fn format_shows_opaque_results_as_they_are() {
         let query = "강남구 아파트 시세 조회";
         let results = vec![
             (
