@@ -213,10 +213,10 @@ impl Findings {
             "content": text,
             "review_needed": obj.get("review_needed").and_then(Value::as_bool).unwrap_or(false),
         });
-        if let Some(path) = obj.get("saved_document").and_then(|s| s.get("file_path")) {
-            if path.is_string() {
-                doc["file_path"] = path.clone();
-            }
+        if let Some(path) = obj.get("saved_document").and_then(|s| s.get("file_path"))
+            && path.is_string()
+        {
+            doc["file_path"] = path.clone();
         }
         self.document = Some(doc);
     }
