@@ -1,90 +1,96 @@
 //! The REST API, black-box: seed 004's flow, every error code of DESIGN §6 with the store
-//! unchanged after each bad request, bearer principals, and the OpenAPI document.
+//! unchanged after each bad request, bearer principals, and the OpenAPI document. Requests go
+//! through the one client; the ones it cannot send (malformed bodies, bad ids and query values,
+//! unknown fields) go raw.
+
+use std::time::Duration;
 
 use chronicle_api::{ApiConfig, Tokens};
+use chronicle_client::{ChatReply, Error};
+use chronicle_schemas::{ApprovalId, CheckpointId, HitlMode, RunId, RunStatus};
+use chronicle_wire::{
+    CancelRequest, ChatRequest, CommandOutcome, DecisionRequest, ErrorBody, LogQuery,
+    ResumeRequest, RunRequest, SessionStatus,
+};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use crate::api_support::{Server, server, server_with};
 
 const SCENARIO_1: &str = "집주인이 전세금 3억을 10억으로 올려달래. 법적으로 해결방법 알려줘";
+const WAIT: Duration = Duration::from_secs(20);
 
-async fn body(resp: reqwest::Response) -> (StatusCode, Value) {
-    let status = resp.status();
-    (status, resp.json().await.unwrap_or(Value::Null))
+fn gated(query: &str) -> RunRequest {
+    RunRequest {
+        hitl: Some(HitlMode::EveryTodo),
+        ..RunRequest::new(query)
+    }
+}
+
+fn turn(message: &str, thread: &str) -> ChatRequest {
+    ChatRequest {
+        message: message.into(),
+        thread_id: Some(thread.into()),
+        ..ChatRequest::default()
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn seed_004_rest_flow() {
     let srv = server(Tokens::none(), None).await;
     let c = &srv.client;
-    let (status, b) = body(
-        c.post(srv.url("/chat"))
-            .json(&json!({"message": SCENARIO_1, "thread_id": "t1", "hitl": "every_todo"}))
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
-    assert_eq!(status, StatusCode::CONFLICT, "{b}");
-    assert_eq!(b["error"]["code"], "waiting_for_human");
-    assert!(
-        b["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("- TODO ID: todo_001")
-    );
-    assert_eq!(b["approval"]["subject"]["todo"]["todo_id"], "todo_001");
-    assert_eq!(b["thread_id"], "t1");
-
-    let (status, s) = body(c.get(srv.url("/api/sessions/t1")).send().await.unwrap()).await;
+    let first = c
+        .chat(&ChatRequest {
+            hitl: Some(HitlMode::EveryTodo),
+            ..turn(SCENARIO_1, "t1")
+        })
+        .await
+        .unwrap();
+    let ChatReply::Waiting { message, waiting } = first else {
+        panic!("the run waits for todo_001: {first:?}");
+    };
+    assert!(message.contains("- TODO ID: todo_001"), "{message}");
+    let asked = waiting.approval.unwrap();
     assert_eq!(
-        (status, s["status"].as_str()),
-        (StatusCode::OK, Some("waiting_human"))
+        asked.approval.subject.unwrap().todo_id().as_str(),
+        "todo_001"
+    );
+    assert_eq!(waiting.turn.thread_id, "t1");
+
+    let s = c.session("t1").await.unwrap();
+    assert_eq!(s.status, SessionStatus::WaitingHuman);
+
+    let approve = ResumeRequest {
+        approve: Some(true),
+        response: None,
+    };
+    let second = c.resume("t1", &approve).await.unwrap();
+    let ChatReply::Waiting { waiting, .. } = second else {
+        panic!("the run waits for todo_002: {second:?}");
+    };
+    let asked = waiting.approval.unwrap();
+    assert_eq!(
+        asked.approval.subject.unwrap().todo_id().as_str(),
+        "todo_002"
     );
 
-    let (status, b) = body(
-        c.post(srv.url("/api/sessions/t1/resume"))
-            .json(&json!({"approve": true}))
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
-    assert_eq!(status, StatusCode::CONFLICT, "{b}");
-    assert_eq!(b["approval"]["subject"]["todo"]["todo_id"], "todo_002");
-
-    let (status, b) = body(
-        c.post(srv.url("/api/sessions/t1/resume"))
-            .json(&json!({"approve": true}))
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
-    assert_eq!(status, StatusCode::OK, "{b}");
-    assert_eq!(b["status"], "completed");
+    let done = c.resume("t1", &approve).await.unwrap();
+    let ChatReply::Done(done) = done else {
+        panic!("the run ends: {done:?}");
+    };
+    assert_eq!(done.status, SessionStatus::Completed);
+    let answer = done.response.unwrap();
     assert!(
-        b["response"]["answer"].as_str().unwrap().contains("233.3%"),
-        "{b}"
+        answer["answer"].as_str().unwrap().contains("233.3%"),
+        "{answer}"
     );
 
-    let (_, s) = body(c.get(srv.url("/api/sessions/t1")).send().await.unwrap()).await;
-    assert_eq!(s["status"], "completed");
-    let (status, cps) = body(
-        c.get(srv.url("/api/sessions/t1/checkpoints"))
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
-    assert_eq!(status, StatusCode::OK);
-    let nodes: Vec<&str> = cps["checkpoints"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["node"].as_str().unwrap())
-        .collect();
+    assert_eq!(
+        c.session("t1").await.unwrap().status,
+        SessionStatus::Completed
+    );
+    let cps = c.session_checkpoints("t1").await.unwrap();
+    let nodes: Vec<&str> = cps.checkpoints.iter().map(|c| c.node.as_str()).collect();
     assert_eq!(
         nodes.iter().filter(|n| **n == "approval").count(),
         2,
@@ -93,59 +99,93 @@ async fn seed_004_rest_flow() {
     assert_eq!(nodes.last(), Some(&"generate_response"));
 
     // A slash command through /chat goes to the session's latest run.
-    let (status, b) = body(
-        c.post(srv.url("/chat"))
-            .json(&json!({"message": "/todos", "thread_id": "t1"}))
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
-    assert_eq!(status, StatusCode::OK);
-    assert_eq!(b["result"]["summary"]["completed"], 2);
+    let reply = c.chat(&turn("/todos", "t1")).await.unwrap();
+    let ChatReply::Command(cmd) = reply else {
+        panic!("a command's outcome: {reply:?}");
+    };
+    let CommandOutcome::Todos(todos) = cmd.result else {
+        panic!("/todos answers the TODO list: {:?}", cmd.result);
+    };
+    assert_eq!(todos.summary.completed, 2);
     srv.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hitl_none_chat_answers_at_once() {
     let srv = server(Tokens::none(), None).await;
-    let (status, b) = body(
-        srv.client
-            .post(srv.url("/chat"))
-            .json(&json!({"message": "강남역 근처 30평대 아파트 매매 시세 알려줘"}))
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
-    assert_eq!(status, StatusCode::OK, "{b}");
-    assert!(!b["response"]["listings"].as_array().unwrap().is_empty());
+    let reply = srv
+        .client
+        .chat(&ChatRequest {
+            message: "강남역 근처 30평대 아파트 매매 시세 알려줘".into(),
+            ..ChatRequest::default()
+        })
+        .await
+        .unwrap();
+    let ChatReply::Done(done) = reply else {
+        panic!("answered at once: {reply:?}");
+    };
+    assert!(
+        !done.response.unwrap()["listings"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
     srv.stop().await;
 }
 
-/// Sends a request that must fail with `status`/`code` and write nothing.
-async fn refused(
+/// The error body of a refusal that must have `status`/`code` and have written nothing.
+#[track_caller]
+fn refusal(
     srv: &Server,
-    req: reqwest::RequestBuilder,
-    status: StatusCode,
+    before: u64,
+    result: Result<Error, String>,
+    status: u16,
     code: &str,
-) -> Value {
-    let before = srv.offsets();
-    let (got, b) = body(req.send().await.unwrap()).await;
-    assert_eq!(got, status, "{b}");
-    assert_eq!(b["error"]["code"], code, "{b}");
-    assert!(
-        b["error"]["message"]
-            .as_str()
-            .is_some_and(|m| !m.is_empty()),
-        "{b}"
-    );
+) -> ErrorBody {
+    let e = result.unwrap_or_else(|ok| panic!("accepted: {ok}"));
+    let Error::Http { status: got, body } = e else {
+        panic!("not an error answer: {e}");
+    };
+    assert_eq!((got, body.error.code.as_str()), (status, code), "{body:?}");
+    assert!(!body.error.message.is_empty(), "{body:?}");
     assert_eq!(
         srv.offsets(),
         before,
-        "a refused request wrote to the store: {b}"
+        "a refused request wrote to the store: {body:?}"
     );
-    b
+    body
+}
+
+/// A typed call that must be refused.
+macro_rules! refused {
+    ($srv:expr, $call:expr, $status:expr, $code:expr) => {{
+        let before = $srv.offsets();
+        let result = match $call.await {
+            Ok(ok) => Err(format!("{ok:?}")),
+            Err(e) => Ok(e),
+        };
+        refusal(&$srv, before, result, $status, $code)
+    }};
+}
+
+/// A raw request (one the typed client cannot send) that must be refused.
+async fn refused_raw(
+    srv: &Server,
+    req: reqwest::RequestBuilder,
+    status: u16,
+    code: &str,
+) -> ErrorBody {
+    let before = srv.offsets();
+    let res = req.send().await.unwrap();
+    let got = res.status().as_u16();
+    let body: ErrorBody = res.json().await.unwrap();
+    refusal(
+        srv,
+        before,
+        Ok(Error::Http { status: got, body }),
+        status,
+        code,
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -156,258 +196,206 @@ async fn every_error_code_and_nothing_written() {
     };
     let srv = server_with(Tokens::none(), None, config).await;
     let c = &srv.client;
+    let raw = &srv.http;
     // A run waiting for approval of todo_001, to aim the bad requests at.
-    let (_, started) = body(
-        c.post(srv.url("/api/v1/agent/run"))
-            .json(&json!({"query": SCENARIO_1, "hitl": "every_todo"}))
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
-    let run = started["run_id"].as_str().unwrap().to_owned();
-    let state = srv
-        .engine
-        .wait_settled(run.parse().unwrap(), std::time::Duration::from_secs(20))
-        .await
-        .unwrap();
+    let run = c.start_run(&gated(SCENARIO_1)).await.unwrap().run_id;
+    let state = srv.engine.wait_settled(run, WAIT).await.unwrap();
     let approval = state
         .approvals
         .pending()
         .next()
         .unwrap()
         .approval_id
-        .to_string();
+        .clone();
     let u = |p: &str| srv.url(&format!("/api/v1/agent/{run}{p}"));
 
-    // 400: malformed JSON, a malformed id, a bad query parameter, a bad command.
-    refused(
+    // 400: malformed JSON, a malformed id, a bad query parameter, a bad content type.
+    refused_raw(
         &srv,
-        c.post(srv.url("/api/v1/agent/run"))
+        raw.post(srv.url("/api/v1/agent/run"))
             .header("content-type", "application/json")
             .body("{\"query\": "),
-        StatusCode::BAD_REQUEST,
+        400,
         "bad_request",
     )
     .await;
-    refused(
+    refused_raw(
         &srv,
-        c.get(srv.url("/api/v1/agent/not-a-uuid/status")),
-        StatusCode::BAD_REQUEST,
+        raw.get(srv.url("/api/v1/agent/not-a-uuid/status")),
+        400,
         "bad_request",
     )
     .await;
-    refused(
+    refused_raw(&srv, raw.get(u("/state?at=abc")), 400, "bad_request").await;
+    let b = refused_raw(
         &srv,
-        c.get(u("/state?at=abc")),
-        StatusCode::BAD_REQUEST,
-        "bad_request",
-    )
-    .await;
-    let b = refused(
-        &srv,
-        c.post(srv.url("/api/v1/agent/run")).body("query=x"),
-        StatusCode::BAD_REQUEST,
+        raw.post(srv.url("/api/v1/agent/run")).body("query=x"),
+        400,
         "bad_request",
     )
     .await;
     assert!(
-        b["error"]["message"]
-            .as_str()
-            .unwrap()
-            .to_lowercase()
-            .contains("content-type"),
-        "{b}"
+        b.error.message.to_lowercase().contains("content-type"),
+        "{b:?}"
     );
     // A bad command is refused but, like every command, recorded (CommandReceived): one event.
     let before = srv.offsets();
-    let (status, b) = body(
-        c.post(u("/commands"))
-            .json(&json!({"command": "/frobnicate"}))
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
-    assert_eq!(
-        (status, b["error"]["code"].as_str()),
-        (StatusCode::BAD_REQUEST, Some("bad_request"))
-    );
-    assert!(b["help"].as_str().unwrap().contains("/todos"));
-    let kinds: Vec<String> = srv
-        .engine
-        .store()
-        .read_range(before, srv.offsets())
-        .map(|e| {
-            let e = e.unwrap();
-            format!("{}:{}", e.seq, e.event.kind())
-        })
-        .collect();
-    assert_eq!(srv.offsets(), before + 1, "{kinds:?}");
+    let res = raw
+        .post(u("/commands"))
+        .json(&json!({"command": "/frobnicate"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::BAD_REQUEST);
+    let b: ErrorBody = res.json().await.unwrap();
+    assert_eq!(b.error.code, "bad_request");
+    assert!(b.help().unwrap().contains("/todos"));
+    assert_eq!(srv.offsets(), before + 1);
+    // The client reads the same answer as the command's refusal.
+    let out = c.command(run, "/frobnicate").await.unwrap();
+    assert_eq!(out.refusal(), Some("Unknown command"));
 
     // 404: unknown run, approval, checkpoint, session, route.
-    let ghost = uuid::Uuid::now_v7();
-    refused(
-        &srv,
-        c.get(srv.url(&format!("/api/v1/agent/{ghost}/status"))),
-        StatusCode::NOT_FOUND,
-        "not_found",
-    )
-    .await;
-    refused(
-        &srv,
-        c.post(u("/approvals/nope/decision"))
-            .json(&json!({"decision": "approve"})),
-        StatusCode::NOT_FOUND,
-        "not_found",
-    )
-    .await;
-    refused(
-        &srv,
-        c.post(u("/checkpoints/cp_999/restore")),
-        StatusCode::NOT_FOUND,
-        "not_found",
-    )
-    .await;
-    refused(
-        &srv,
-        c.get(srv.url("/api/sessions/ghost")),
-        StatusCode::NOT_FOUND,
-        "not_found",
-    )
-    .await;
-    refused(
-        &srv,
-        c.get(srv.url("/api/v2/nothing")),
-        StatusCode::NOT_FOUND,
-        "not_found",
-    )
-    .await;
+    let ghost = RunId(uuid::Uuid::now_v7());
+    refused!(srv, c.status(ghost), 404, "not_found");
+    refused!(
+        srv,
+        c.decide(run, &ApprovalId::from("nope"), &DecisionRequest::approve()),
+        404,
+        "not_found"
+    );
+    refused!(
+        srv,
+        c.restore(run, &CheckpointId::from("cp_999")),
+        404,
+        "not_found"
+    );
+    refused!(srv, c.session("ghost"), 404, "not_found");
+    refused_raw(&srv, raw.get(srv.url("/api/v2/nothing")), 404, "not_found").await;
 
     // 422: empty query, wrong types, unknown fields, edit without args, seq out of range, bad limit.
-    refused(
+    refused!(
+        srv,
+        c.start_run(&RunRequest::new("   ")),
+        422,
+        "unprocessable_entity"
+    );
+    refused_raw(
         &srv,
-        c.post(srv.url("/api/v1/agent/run"))
-            .json(&json!({"query": "   "})),
-        StatusCode::UNPROCESSABLE_ENTITY,
-        "unprocessable_entity",
-    )
-    .await;
-    refused(
-        &srv,
-        c.post(srv.url("/api/v1/agent/run"))
+        raw.post(srv.url("/api/v1/agent/run"))
             .json(&json!({"query": 5})),
-        StatusCode::UNPROCESSABLE_ENTITY,
+        422,
         "unprocessable_entity",
     )
     .await;
-    refused(
+    refused_raw(
         &srv,
-        c.post(srv.url("/api/v1/agent/run"))
+        raw.post(srv.url("/api/v1/agent/run"))
             .json(&json!({"query": "x", "hitl": "sometimes"})),
-        StatusCode::UNPROCESSABLE_ENTITY,
+        422,
         "unprocessable_entity",
     )
     .await;
-    refused(
+    refused_raw(
         &srv,
-        c.post(u(&format!("/approvals/{approval}/decision")))
+        raw.post(u(&format!("/approvals/{approval}/decision")))
             .json(&json!({"decision": "approve", "decided_by": "mallory"})),
-        StatusCode::UNPROCESSABLE_ENTITY,
+        422,
         "unprocessable_entity",
     )
     .await;
-    refused(
+    let b = refused_raw(
         &srv,
-        c.post(u(&format!("/approvals/{approval}/decision")))
+        raw.post(u(&format!("/approvals/{approval}/decision")))
             .json(&json!({"decision": "edit"})),
-        StatusCode::UNPROCESSABLE_ENTITY,
+        422,
         "unprocessable_entity",
     )
     .await;
-    refused(
+    assert!(b.error.message.contains("needs edited_args"), "{b:?}");
+    let b = refused_raw(
         &srv,
-        c.get(u("/state?at=100000")),
-        StatusCode::UNPROCESSABLE_ENTITY,
+        raw.post(u(&format!("/approvals/{approval}/decision")))
+            .json(&json!({"decision": "approve", "edited_args": {"q": 1}})),
+        422,
         "unprocessable_entity",
     )
     .await;
-    refused(
-        &srv,
-        c.get(u("/log?limit=0")),
-        StatusCode::UNPROCESSABLE_ENTITY,
-        "unprocessable_entity",
-    )
-    .await;
+    assert!(
+        b.error.message.contains("edited_args goes only with"),
+        "{b:?}"
+    );
+    refused!(
+        srv,
+        c.state::<Value>(run, Some(100_000)),
+        422,
+        "unprocessable_entity"
+    );
+    refused!(
+        srv,
+        c.log_page(
+            run,
+            &LogQuery {
+                from: None,
+                limit: Some(0)
+            }
+        ),
+        422,
+        "unprocessable_entity"
+    );
 
     // 413: a body over the limit.
-    let big = json!({"query": "x".repeat(10_000)});
-    refused(
-        &srv,
-        c.post(srv.url("/api/v1/agent/run")).json(&big),
-        StatusCode::PAYLOAD_TOO_LARGE,
-        "payload_too_large",
-    )
-    .await;
+    refused!(
+        srv,
+        c.start_run(&RunRequest::new("x".repeat(10_000))),
+        413,
+        "payload_too_large"
+    );
 
     // 409: a second decision; an illegal transition; cancelling a finished run.
-    let (status, _) = body(
-        c.post(u(&format!("/approvals/{approval}/decision")))
-            .json(&json!({"decision": "reject"}))
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
-    assert_eq!(status, StatusCode::OK);
+    c.decide(run, &approval, &DecisionRequest::reject())
+        .await
+        .unwrap();
     // Let the run settle (todo_002 is blocked by the rejection; the run then completes).
     let done = srv
         .engine
-        .wait_until(
-            run.parse().unwrap(),
-            std::time::Duration::from_secs(20),
-            |s| s.supervisor.run_status.is_terminal(),
-        )
+        .wait_until(run, WAIT, |s| s.supervisor.run_status.is_terminal())
         .await
         .unwrap();
     assert!(done.supervisor.run_status.is_terminal());
-    refused(
-        &srv,
-        c.post(u(&format!("/approvals/{approval}/decision")))
-            .json(&json!({"decision": "approve"})),
-        StatusCode::CONFLICT,
-        "conflict",
-    )
-    .await;
-    refused(&srv, c.post(u("/cancel")), StatusCode::CONFLICT, "conflict").await;
+    refused!(
+        srv,
+        c.decide(run, &approval, &DecisionRequest::approve()),
+        409,
+        "conflict"
+    );
+    refused!(
+        srv,
+        c.cancel(run, &CancelRequest::default()),
+        409,
+        "conflict"
+    );
     // An illegal transition by command: refused, recorded as a command, nothing else written.
     let before = srv.offsets();
-    let (status, b) = body(
-        c.post(u("/commands"))
-            .json(&json!({"command": "/todo update todo_001 in_progress"}))
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
-    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let out = c
+        .command(run, "/todo update todo_001 in_progress")
+        .await
+        .unwrap();
     assert_eq!(
-        b["error"]["message"],
-        "illegal transition todo_001: skipped -> in_progress"
+        out.refusal(),
+        Some("illegal transition todo_001: skipped -> in_progress")
     );
     assert_eq!(srv.offsets(), before + 1);
 
     // 503: the engine is shut down underneath the server (not the caller's fault: try later).
     srv.engine.shutdown().await;
-    let b = refused(
-        &srv,
-        c.post(srv.url("/api/v1/agent/run"))
-            .json(&json!({"query": "x"})),
-        StatusCode::SERVICE_UNAVAILABLE,
-        "shutting_down",
-    )
-    .await;
-    assert_eq!(b["error"]["message"], "the engine is shutting down", "{b}");
+    let b = refused!(
+        srv,
+        c.start_run(&RunRequest::new("x")),
+        503,
+        "shutting_down"
+    );
+    assert_eq!(b.error.message, "the engine is shutting down", "{b:?}");
     srv.stop().await;
 }
 
@@ -415,74 +403,39 @@ async fn every_error_code_and_nothing_written() {
 async fn tokens_name_the_principal_and_are_required() {
     let tokens = Tokens::parse("alice tok-alice-1234\nbob tok-bob-12345").unwrap();
     let srv = server(tokens, None).await;
-    let c = &srv.client;
-    // 401 without a token or with a wrong one; /healthz stays open.
-    refused(
-        &srv,
-        c.post(srv.url("/api/v1/agent/run"))
-            .json(&json!({"query": "x"})),
-        StatusCode::UNAUTHORIZED,
-        "unauthorized",
-    )
-    .await;
-    refused(
-        &srv,
-        c.get(srv.url("/api/sessions/x"))
-            .bearer_auth("tok-wrong-0000"),
-        StatusCode::UNAUTHORIZED,
-        "unauthorized",
-    )
-    .await;
-    assert_eq!(
-        c.get(srv.url("/healthz")).send().await.unwrap().status(),
-        StatusCode::OK
+    let (alice, bob) = (
+        srv.client_as("tok-alice-1234"),
+        srv.client_as("tok-bob-12345"),
     );
+    // 401 without a token or with a wrong one; /healthz stays open.
+    refused!(
+        srv,
+        srv.client.start_run(&RunRequest::new("x")),
+        401,
+        "unauthorized"
+    );
+    refused!(
+        srv,
+        srv.client_as("tok-wrong-0000").session("x"),
+        401,
+        "unauthorized"
+    );
+    srv.client.health().await.unwrap();
 
-    let (status, b) = body(
-        c.post(srv.url("/api/v1/agent/run"))
-            .bearer_auth("tok-alice-1234")
-            .json(&json!({"query": SCENARIO_1, "hitl": "every_todo"}))
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
-    assert_eq!(status, StatusCode::ACCEPTED);
-    let run = b["run_id"].as_str().unwrap().to_owned();
-    srv.engine
-        .wait_settled(run.parse().unwrap(), std::time::Duration::from_secs(20))
+    let run = alice.start_run(&gated(SCENARIO_1)).await.unwrap().run_id;
+    srv.engine.wait_settled(run, WAIT).await.unwrap();
+    let out = bob.command(run, "/todo approve").await.unwrap();
+    assert!(matches!(out, CommandOutcome::Approved(_)), "{out:?}");
+    let approvals = alice.approvals(run).await.unwrap();
+    assert_eq!(approvals[0].approval.decided_by.as_deref(), Some("bob"));
+    let log: Vec<Value> = alice
+        .log(run, 0)
         .await
-        .unwrap();
-    let (status, out) = body(
-        c.post(srv.url(&format!("/api/v1/agent/{run}/commands")))
-            .bearer_auth("tok-bob-12345")
-            .json(&json!({"command": "/todo approve"}))
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
-    assert_eq!(status, StatusCode::OK, "{out}");
-    let (_, approvals) = body(
-        c.get(srv.url(&format!("/api/v1/agent/{run}/approvals")))
-            .bearer_auth("tok-alice-1234")
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
-    assert_eq!(approvals[0]["decided_by"], "bob");
-    let (_, log) = body(
-        c.get(srv.url(&format!("/api/v1/agent/{run}/log")))
-            .bearer_auth("tok-alice-1234")
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
-    let by: Vec<&Value> = log
-        .as_array()
         .unwrap()
+        .iter()
+        .map(|e| serde_json::to_value(e).unwrap())
+        .collect();
+    let by: Vec<&Value> = log
         .iter()
         .filter_map(|e| e["event"].get("CommandReceived"))
         .map(|c| &c["by"])
@@ -514,62 +467,130 @@ fn a_public_bind_needs_tokens_or_insecure() {
 async fn run_routes_time_travel_and_cancel() {
     let srv = server(Tokens::none(), None).await;
     let c = &srv.client;
-    let (_, b) = body(
-        c.post(srv.url("/api/v1/agent/run"))
-            .json(&json!({"query": SCENARIO_1, "hitl": "every_todo"}))
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
-    let run = b["run_id"].as_str().unwrap().to_owned();
-    srv.engine
-        .wait_settled(run.parse().unwrap(), std::time::Duration::from_secs(20))
-        .await
-        .unwrap();
-    let u = |p: &str| srv.url(&format!("/api/v1/agent/{run}{p}"));
-    let (_, st) = body(c.get(u("/status")).send().await.unwrap()).await;
-    assert_eq!(st["state"], "waiting_for_approval");
-    assert!(st["pending_approval_id"].is_string());
-    let (_, todos) = body(c.get(u("/todos")).send().await.unwrap()).await;
-    assert_eq!(todos["summary"]["total"], 2);
-    let (_, at0) = body(c.get(u("/state?at=0")).send().await.unwrap()).await;
+    let run = c.start_run(&gated(SCENARIO_1)).await.unwrap().run_id;
+    srv.engine.wait_settled(run, WAIT).await.unwrap();
+    let st = c.status(run).await.unwrap();
+    assert_eq!(st.state, RunStatus::WaitingForApproval);
+    assert!(st.pending_approval_id.is_some());
+    let todos = c.todos(run).await.unwrap();
+    assert_eq!(todos.summary.total, 2);
+    let at0: Value = c.state(run, Some(0)).await.unwrap();
     assert_eq!(at0["last_seq"], 0);
     assert_eq!(at0["supervisor"]["planning_state"], Value::Null);
-    let (_, log) = body(c.get(u("/log?from=2&limit=3")).send().await.unwrap()).await;
-    let seqs: Vec<u64> = log
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["seq"].as_u64().unwrap())
-        .collect();
-    assert_eq!(seqs, [2, 3, 4]);
-    let (status, out) = body(
-        c.post(u("/cancel"))
-            .json(&json!({"reason": "changed my mind"}))
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
-    assert_eq!(
-        (status, out["status"].as_str()),
-        (StatusCode::OK, Some("cancelled"))
-    );
-    let (_, st) = body(c.get(u("/status")).send().await.unwrap()).await;
-    assert_eq!(st["state"], "cancelled");
-    let metrics = c
-        .get(srv.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
+    let page = c
+        .log_page(
+            run,
+            &LogQuery {
+                from: Some(2),
+                limit: Some(3),
+            },
+        )
         .await
         .unwrap();
+    let seqs: Vec<u64> = page.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, [2, 3, 4]);
+    let cancelled = c
+        .cancel(
+            run,
+            &CancelRequest {
+                reason: Some("changed my mind".into()),
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(cancelled.run_id, run);
+    assert_eq!(c.status(run).await.unwrap().state, RunStatus::Cancelled);
+    let metrics = c.metrics().await.unwrap();
     assert!(
         metrics.contains("chronicle_runs_started_total 1"),
         "{metrics}"
     );
+    srv.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_are_listed_a_page_at_a_time() {
+    let srv = server(Tokens::none(), None).await;
+    let c = &srv.client;
+    let mut started = Vec::new();
+    for (i, q) in [
+        "강남구 아파트 시세 조회",
+        "서초구 아파트 시세 조회",
+        SCENARIO_1,
+    ]
+    .iter()
+    .enumerate()
+    {
+        let req = RunRequest {
+            hitl: (i == 2).then_some(HitlMode::EveryTodo),
+            session_id: Some(if i == 0 { "s-a" } else { "s-b" }.into()),
+            ..RunRequest::new(*q)
+        };
+        let run = c.start_run(&req).await.unwrap().run_id;
+        srv.engine.wait_settled(run, WAIT).await.unwrap();
+        started.push(run);
+    }
+    let all = c.runs(&Default::default()).await.unwrap();
+    let ids: Vec<RunId> = all.iter().map(|r| r.run_id).collect();
+    assert_eq!(ids, started, "oldest first");
+    assert_eq!(all[2].status, RunStatus::WaitingForApproval);
+    assert_eq!(all[0].query, "강남구 아파트 시세 조회");
+    // One run per page: the pages chain through `next`.
+    let one_per_page = chronicle_wire::RunsQuery {
+        limit: Some(1),
+        ..Default::default()
+    };
+    let page = c.runs_page(&one_per_page).await.unwrap();
+    assert_eq!((page.runs.len(), page.next), (1, Some(started[0])));
+    assert_eq!(c.runs(&one_per_page).await.unwrap(), all);
+    let in_b = c
+        .runs(&chronicle_wire::RunsQuery {
+            session_id: Some("s-b".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        in_b.iter().map(|r| r.run_id).collect::<Vec<_>>(),
+        started[1..]
+    );
+    let waiting = c
+        .runs(&chronicle_wire::RunsQuery {
+            status: Some(RunStatus::WaitingForApproval),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        waiting.iter().map(|r| r.run_id).collect::<Vec<_>>(),
+        [started[2]]
+    );
+    // Bad pages are 400.
+    refused!(
+        srv,
+        c.runs_page(&chronicle_wire::RunsQuery {
+            limit: Some(0),
+            ..Default::default()
+        }),
+        400,
+        "bad_request"
+    );
+    refused!(
+        srv,
+        c.runs_page(&chronicle_wire::RunsQuery {
+            after: Some(RunId::from_u128(9)),
+            ..Default::default()
+        }),
+        400,
+        "bad_request"
+    );
+    refused_raw(
+        &srv,
+        srv.http.get(srv.url("/api/v1/runs?status=sleeping")),
+        400,
+        "bad_request",
+    )
+    .await;
     srv.stop().await;
 }
 
@@ -578,21 +599,14 @@ async fn run_routes_time_travel_and_cancel() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn openapi_document() {
     let srv = server(Tokens::none(), None).await;
-    let (status, doc) = body(
-        srv.client
-            .get(srv.url("/openapi.json"))
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
-    assert_eq!(status, StatusCode::OK);
+    let doc = srv.client.openapi().await.unwrap();
     let paths = doc["paths"].as_object().unwrap();
     for route in [
         "/chat",
         "/api/v1/agent/run",
         "/api/v1/agent/{run_id}/events",
         "/api/v1/audit/approvals",
+        "/api/v1/runs",
         "/ws",
     ] {
         assert!(
@@ -644,17 +658,20 @@ async fn a_run_whose_record_is_damaged_is_answered_with_corrupt_log_naming_the_o
         ApiConfig::default(),
     )
     .await;
-    for path in ["log", "status", "state"] {
-        let res = srv
-            .client
-            .get(srv.url(&format!("/api/v1/agent/{run}/{path}")))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(res.status(), 500, "{path}");
-        let b: Value = res.json().await.unwrap();
-        assert_eq!(b["error"]["code"], "corrupt_log", "{path}: {b}");
-        let msg = b["error"]["message"].as_str().unwrap();
+    let c = &srv.client;
+    let answers = [
+        ("log", c.log(run, 0).await.map(drop)),
+        ("status", c.status(run).await.map(drop)),
+        ("state", c.state::<Value>(run, None).await.map(drop)),
+    ];
+    for (path, answer) in answers {
+        let e = answer.unwrap_err();
+        assert_eq!(
+            (e.status(), e.code()),
+            (Some(500), Some("corrupt_log")),
+            "{path}: {e}"
+        );
+        let msg = e.to_string();
         assert!(msg.contains("offset 1"), "{path}: {msg}");
         assert!(msg.contains("chronicle verify"), "{path}: {msg}");
     }
@@ -664,7 +681,6 @@ async fn a_run_whose_record_is_damaged_is_answered_with_corrupt_log_naming_the_o
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fixed_plan_naming_an_unknown_agent_is_422_at_submission_and_writes_nothing() {
     let srv = server(Tokens::none(), None).await;
-    let c = &srv.client;
     let step = |agent: &str, deps: &[&str]| {
         json!({"agent_name": agent, "team": "x", "task": "t", "description": "d", "priority": 0,
                "dependencies": deps, "input_mapping": {}, "timeout": 30, "retry_count": 0,
@@ -672,31 +688,35 @@ async fn a_fixed_plan_naming_an_unknown_agent_is_422_at_submission_and_writes_no
     };
     let cases = [
         (json!([step("weather", &[])]), "unknown agent \"weather\""),
-        (json!([{"agent": "weather"}]), "has no `agent_name`"),
+        // Unknown keys are refused, not ignored.
+        (json!([{"agent": "weather"}]), "unknown field `agent`"),
+        (json!([{"agent_name": ""}]), "has no `agent_name`"),
         (
             json!([step("search_team", &["analysis_team"])]),
             "depends on \"analysis_team\"",
         ),
     ];
+    let offset = || async { srv.client.health().await.unwrap().durable_next_offset };
+    let before = offset().await;
     for (plan, says) in cases {
-        let b = refused(
+        // Plans that may not even decode as plan steps: sent raw.
+        let b = refused_raw(
             &srv,
-            c.post(srv.url("/api/v1/agent/run"))
+            srv.http
+                .post(srv.url("/api/v1/agent/run"))
                 .json(&json!({"query": "서울 날씨", "plan": plan})),
-            StatusCode::UNPROCESSABLE_ENTITY,
+            422,
             "unprocessable_entity",
         )
         .await;
-        let msg = b["error"]["message"].as_str().unwrap();
-        assert!(msg.contains(says), "{msg}");
+        assert!(b.error.message.contains(says), "{b:?}");
     }
+    assert_eq!(offset().await, before, "a refused plan appends nothing");
     // A valid fixed plan is still accepted.
-    let res = c
-        .post(srv.url("/api/v1/agent/run"))
-        .json(&json!({"query": "강남구 아파트 시세", "plan": [step("search_team", &[])]}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), StatusCode::ACCEPTED);
+    let req = RunRequest {
+        plan: Some(serde_json::from_value(json!([step("search_team", &[])])).unwrap()),
+        ..RunRequest::new("강남구 아파트 시세")
+    };
+    srv.client.start_run(&req).await.unwrap();
     srv.stop().await;
 }

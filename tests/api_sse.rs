@@ -1,22 +1,22 @@
-//! The SSE streams, black-box over a real listener: seed 003's approval flow on a run's stream,
-//! resume by `Last-Event-ID` and `?from=` without gap or duplicate, 204 for a finished run with
-//! nothing newer, the error codes, the all-runs stream with global offsets, keep-alives, the
-//! open-streams gauge, and streams ending at shutdown.
+//! The SSE streams, black-box over a real listener, read by the one client: seed 003's approval
+//! flow on a run's stream, resume by `Last-Event-ID` and `?from=` without gap or duplicate, 204
+//! for a finished run with nothing newer, the error codes, the all-runs stream with global
+//! offsets, keep-alives, the open-streams gauge, and streams ending at shutdown.
 
-use std::pin::Pin;
 use std::time::Duration;
 
 use chronicle_api::{ApiConfig, Tokens};
-use futures_util::{Stream, StreamExt};
+use chronicle_client::{EventStream, EventsFrom, StreamEvent};
+use chronicle_schemas::{ApprovalId, HitlMode, RunId};
+use chronicle_wire::{DecisionRequest, ErrorBody, RunRequest};
+use futures_util::StreamExt;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::api_support::{Server, SseEvent, server, server_with, sse_events};
+use crate::api_support::{Server, server, server_with};
 
 /// A guard against a hang, never a measurement.
 const GUARD: Duration = Duration::from_secs(20);
-
-type Events = Pin<Box<dyn Stream<Item = SseEvent> + Send>>;
 
 fn one_step_plan() -> Value {
     json!([{
@@ -33,62 +33,39 @@ fn one_step_plan() -> Value {
     }])
 }
 
-async fn start(srv: &Server, body: Value) -> String {
-    let resp = srv
-        .client
-        .post(srv.url("/api/v1/agent/run"))
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), StatusCode::ACCEPTED);
-    let b: Value = resp.json().await.unwrap();
-    b["run_id"].as_str().unwrap().to_owned()
+async fn start(srv: &Server, req: RunRequest) -> RunId {
+    srv.client.start_run(&req).await.unwrap().run_id
 }
 
 /// A run under `every_todo` with one plan step: it stops at one approval.
-async fn gated_run(srv: &Server) -> String {
-    start(
-        srv,
-        json!({"query": "강남구 아파트 시세 알려줘", "hitl": "every_todo", "plan": one_step_plan()}),
-    )
-    .await
+async fn gated_run(srv: &Server) -> RunId {
+    let req = RunRequest {
+        hitl: Some(HitlMode::EveryTodo),
+        plan: Some(serde_json::from_value(one_step_plan()).unwrap()),
+        ..RunRequest::new("강남구 아파트 시세 알려줘")
+    };
+    start(srv, req).await
 }
 
-async fn open(srv: &Server, path: &str, last_event_id: Option<&str>) -> reqwest::Response {
-    let mut req = srv.client.get(srv.url(path));
-    if let Some(id) = last_event_id {
-        req = req.header("Last-Event-ID", id);
-    }
-    req.send().await.unwrap()
+async fn stream(srv: &Server, run: RunId, from: EventsFrom) -> EventStream {
+    srv.client.run_events(run, from).await.unwrap()
 }
 
-async fn stream(srv: &Server, path: &str, last_event_id: Option<&str>) -> Events {
-    let resp = open(srv, path, last_event_id).await;
-    assert_eq!(resp.status(), StatusCode::OK, "{path}");
-    assert!(
-        resp.headers()["content-type"]
-            .to_str()
-            .unwrap()
-            .starts_with("text/event-stream")
-    );
-    Box::pin(sse_events(resp))
-}
-
-async fn next(events: &mut Events) -> Option<SseEvent> {
+async fn next(events: &mut EventStream) -> Option<StreamEvent> {
     tokio::time::timeout(GUARD, events.next())
         .await
         .expect("an SSE message or the end of the stream")
+        .map(|e| e.expect("a well-formed event"))
 }
 
 /// Reads until a message named `name` (inclusive); returns everything read.
-async fn until(events: &mut Events, name: &str) -> Vec<SseEvent> {
+async fn until(events: &mut EventStream, name: &str) -> Vec<StreamEvent> {
     let mut seen = Vec::new();
     loop {
         let e = next(events)
             .await
             .unwrap_or_else(|| panic!("stream ended before {name}: {seen:?}"));
-        let done = e.event.as_deref() == Some(name);
+        let done = e.name == name;
         seen.push(e);
         if done {
             return seen;
@@ -97,7 +74,7 @@ async fn until(events: &mut Events, name: &str) -> Vec<SseEvent> {
 }
 
 /// Reads to the end of the stream.
-async fn rest(events: &mut Events) -> Vec<SseEvent> {
+async fn rest(events: &mut EventStream) -> Vec<StreamEvent> {
     let mut seen = Vec::new();
     while let Some(e) = next(events).await {
         seen.push(e);
@@ -106,94 +83,64 @@ async fn rest(events: &mut Events) -> Vec<SseEvent> {
 }
 
 /// The run's stored events as `(seq, kind)`.
-async fn log(srv: &Server, run: &str) -> Vec<(u64, String)> {
-    let resp = srv
-        .client
-        .get(srv.url(&format!("/api/v1/agent/{run}/log?limit=1000")))
-        .send()
+async fn log(srv: &Server, run: RunId) -> Vec<(u64, String)> {
+    srv.client
+        .log(run, 0)
         .await
-        .unwrap();
-    assert_eq!(resp.status(), StatusCode::OK);
-    let events: Vec<Value> = resp.json().await.unwrap();
-    events
+        .unwrap()
         .iter()
-        .map(|e| {
-            let kind = e["event"].as_object().unwrap().keys().next().unwrap();
-            (e["seq"].as_u64().unwrap(), kind.clone())
-        })
+        .map(|e| (e.seq, e.event.kind().to_owned()))
         .collect()
 }
 
 /// What the stream said about each message, checked against its own `id:`.
-fn seen(events: &[SseEvent]) -> Vec<(u64, String)> {
+fn seen(events: &[StreamEvent]) -> Vec<(u64, String)> {
     events
         .iter()
         .map(|e| {
-            let id: u64 = e.id.as_deref().unwrap().parse().unwrap();
-            assert_eq!(e.data["seq"], json!(id), "{e:?}");
-            assert!(e.event.as_deref().unwrap().contains('.'), "{e:?}");
-            (id, e.data["kind"].as_str().unwrap().to_owned())
+            assert_eq!(e.data.seq, e.id, "{e:?}");
+            assert!(e.name.contains('.'), "{e:?}");
+            (e.id, e.data.kind.clone())
         })
         .collect()
 }
 
-async fn decide(srv: &Server, run: &str, approval: &str, body: Value) {
-    let resp = srv
-        .client
-        .post(srv.url(&format!(
-            "/api/v1/agent/{run}/approvals/{approval}/decision"
-        )))
-        .json(&body)
-        .send()
+async fn decide(srv: &Server, run: RunId, approval: &str, req: DecisionRequest) {
+    srv.client
+        .decide(run, &ApprovalId::from(approval), &req)
         .await
         .unwrap();
-    assert_eq!(resp.status(), StatusCode::OK);
-}
-
-async fn error_code(resp: reqwest::Response) -> (StatusCode, String) {
-    let status = resp.status();
-    let b: Value = resp.json().await.unwrap();
-    (status, b["error"]["code"].as_str().unwrap().to_owned())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn seed_003_approval_flow_over_sse() {
     let srv = server(Tokens::none(), None).await;
     let run = gated_run(&srv).await;
-    let mut events = stream(&srv, &format!("/api/v1/agent/{run}/events"), None).await;
+    let mut events = stream(&srv, run, EventsFrom::default()).await;
 
     let before = until(&mut events, "approval.requested").await;
-    let asked = before.last().unwrap();
+    let asked = &before.last().unwrap().data;
     assert_eq!(
-        (asked.data["type"].as_str(), asked.data["subtype"].as_str()),
-        (Some("tool"), Some("start"))
+        (asked.kind_type.as_str(), asked.subtype.as_str()),
+        ("tool", "start")
     );
-    assert_eq!(asked.data["run_id"], json!(run));
-    let content = &asked.data["content"];
+    assert_eq!(asked.run_id, run);
+    let content = &asked.content;
     assert_eq!(content["approval_required"], json!(true));
     assert_eq!(content["tool"], "search_team");
     assert_eq!(content["subject"]["todo"]["todo_id"], "todo_001");
     let approval = content["approval_id"].as_str().unwrap().to_owned();
 
     let edited = json!({"region": "서초구", "property_type": "아파트"});
-    decide(
-        &srv,
-        &run,
-        &approval,
-        json!({"decision": "edit", "edited_args": edited}),
-    )
-    .await;
+    decide(&srv, run, &approval, DecisionRequest::edit(edited.clone())).await;
 
     let after = until(&mut events, "approval.decided").await;
-    let decided = after.last().unwrap();
+    let decided = &after.last().unwrap().data;
     assert_eq!(
-        (
-            decided.data["type"].as_str(),
-            decided.data["subtype"].as_str()
-        ),
-        (Some("tool"), Some("end"))
+        (decided.kind_type.as_str(), decided.subtype.as_str()),
+        ("tool", "end")
     );
-    let content = &decided.data["content"];
+    let content = &decided.content;
     assert_eq!(content["approval_id"], json!(approval));
     assert_eq!(content["decision"], "edit");
     assert_eq!(content["tool"], "search_team");
@@ -201,22 +148,22 @@ async fn seed_003_approval_flow_over_sse() {
     assert_eq!(content["decided_by"], "local");
 
     let to_final = until(&mut events, "message.final").await;
-    let fin = to_final.last().unwrap();
+    let fin = &to_final.last().unwrap().data;
     assert_eq!(
-        (fin.data["type"].as_str(), fin.data["subtype"].as_str()),
-        (Some("message"), Some("final"))
+        (fin.kind_type.as_str(), fin.subtype.as_str()),
+        ("message", "final")
     );
-    assert!(fin.data["content"]["final_response"].is_object(), "{fin:?}");
+    assert!(fin.content["final_response"].is_object(), "{fin:?}");
     let tail = rest(&mut events).await;
     assert_eq!(
-        tail.last().unwrap().event.as_deref(),
-        Some("run.end"),
+        tail.last().unwrap().name,
+        "run.end",
         "the stream closes by itself after run.end: {tail:?}"
     );
 
     // One message per stored event, in order, each once.
-    let all: Vec<SseEvent> = [before, after, to_final, tail].concat();
-    assert_eq!(seen(&all), log(&srv, &run).await);
+    let all: Vec<StreamEvent> = [before, after, to_final, tail].concat();
+    assert_eq!(seen(&all), log(&srv, run).await);
     srv.stop().await;
 }
 
@@ -224,79 +171,90 @@ async fn seed_003_approval_flow_over_sse() {
 async fn resume_by_last_event_id_and_from_without_gap_or_duplicate() {
     let srv = server(Tokens::none(), None).await;
     let run = gated_run(&srv).await;
-    let path = format!("/api/v1/agent/{run}/events");
 
     // Read a few events, then drop the connection.
-    let mut first = stream(&srv, &path, None).await;
+    let mut first = stream(&srv, run, EventsFrom::default()).await;
     let mut part = Vec::new();
     for _ in 0..3 {
         part.push(next(&mut first).await.unwrap());
     }
     drop(first);
-    let last_id = part.last().unwrap().id.clone().unwrap();
+    let last_id = part.last().unwrap().id;
 
     // Reconnect after the third: history from the fourth, then live through the decision.
-    let mut second = stream(&srv, &path, Some(&last_id)).await;
+    let after_third = EventsFrom {
+        last_event_id: Some(last_id),
+        ..EventsFrom::default()
+    };
+    let mut second = stream(&srv, run, after_third).await;
     let mut more = until(&mut second, "approval.requested").await;
-    let approval = more.last().unwrap().data["content"]["approval_id"]
+    let approval = more.last().unwrap().data.content["approval_id"]
         .as_str()
         .unwrap()
         .to_owned();
-    decide(&srv, &run, &approval, json!({"decision": "approve"})).await;
+    decide(&srv, run, &approval, DecisionRequest::approve()).await;
     more.extend(rest(&mut second).await);
-    let decided = more
-        .iter()
-        .find(|e| e.event.as_deref() == Some("approval.decided"))
-        .unwrap();
+    let decided = more.iter().find(|e| e.name == "approval.decided").unwrap();
     assert_eq!(
-        decided.data["content"]["effective_args"],
+        decided.data.content["effective_args"],
         json!({"region": "강남구", "property_type": "아파트"}),
         "approve keeps the requested args"
     );
-    let stored = log(&srv, &run).await;
+    let stored = log(&srv, run).await;
     assert_eq!(seen(&[part, more].concat()), stored);
     assert_eq!(stored.last().unwrap().1, "RunCompleted");
 
     // `?from=` starts at that seq, inclusive, and a finished run's stream ends by itself.
-    let mut from = stream(&srv, &format!("{path}?from=5"), None).await;
+    let mut from = stream(&srv, run, EventsFrom::seq(5)).await;
     assert_eq!(seen(&rest(&mut from).await), stored[5..]);
 
     // The header wins over `?from=`: a browser's EventSource reconnects to the URL it opened.
-    let mut late = stream(&srv, &format!("{path}?from=1000"), Some("0")).await;
+    let header_wins = EventsFrom {
+        from: Some(1000),
+        last_event_id: Some(0),
+        follow: false,
+    };
+    let mut late = stream(&srv, run, header_wins).await;
     let tail = rest(&mut late).await;
     assert_eq!(seen(&tail), stored[1..]);
 
     // A stream that starts right at the decision has them too.
     let i = tail
         .iter()
-        .position(|e| e.event.as_deref() == Some("approval.decided"))
+        .position(|e| e.name == "approval.decided")
         .unwrap();
-    let mut after_decision = stream(&srv, &format!("{path}?from={}", i + 1), None).await;
+    let mut after_decision = stream(&srv, run, EventsFrom::seq(i as u64 + 1)).await;
     let first_after = next(&mut after_decision).await.unwrap();
-    assert_eq!(first_after.event.as_deref(), Some("approval.decided"));
+    assert_eq!(first_after.name, "approval.decided");
     assert_eq!(
-        first_after.data["content"]["effective_args"],
+        first_after.data.content["effective_args"],
         json!({"region": "강남구", "property_type": "아파트"})
     );
     drop(after_decision);
 
-    // Reconnecting to the finished run with nothing newer: 204, by header or by `?from=`.
+    // Reconnecting to the finished run with nothing newer: 204 (an empty stream), by header or
+    // by `?from=`, unless the client follows on.
     let last_seq = stored.last().unwrap().0;
-    let resp = open(&srv, &path, Some(&last_seq.to_string())).await;
-    assert_eq!(resp.status(), StatusCode::NO_CONTENT);
-    let resp = open(&srv, &format!("{path}?from={}", last_seq + 1), None).await;
-    assert_eq!(resp.status(), StatusCode::NO_CONTENT);
-    let resp = open(&srv, &format!("{path}?from=0"), Some(&last_seq.to_string())).await;
-    assert_eq!(resp.status(), StatusCode::NO_CONTENT);
-    // ... unless the client follows on.
-    let resp = open(
-        &srv,
-        &format!("{path}?follow=true"),
-        Some(&last_seq.to_string()),
-    )
-    .await;
-    assert_eq!(resp.status(), StatusCode::OK);
-    drop(resp);
+    for (from, last_event_id) in [
+        (None, Some(last_seq)),
+        (Some(last_seq + 1), None),
+        (Some(0), Some(last_seq)),
+    ] {
+        let from = EventsFrom {
+            from,
+            last_event_id,
+            follow: false,
+        };
+        let mut s = stream(&srv, run, from).await;
+        assert!(s.is_finished(), "{from:?}");
+        assert!(next(&mut s).await.is_none());
+    }
+    let following = EventsFrom {
+        last_event_id: Some(last_seq),
+        follow: true,
+        ..EventsFrom::default()
+    };
+    assert!(!stream(&srv, run, following).await.is_finished());
     srv.stop().await;
 }
 
@@ -304,15 +262,15 @@ async fn resume_by_last_event_id_and_from_without_gap_or_duplicate() {
 async fn a_rejected_approval_has_no_effective_args() {
     let srv = server(Tokens::none(), None).await;
     let run = gated_run(&srv).await;
-    let mut events = stream(&srv, &format!("/api/v1/agent/{run}/events"), None).await;
+    let mut events = stream(&srv, run, EventsFrom::default()).await;
     let asked = until(&mut events, "approval.requested").await;
-    let approval = asked.last().unwrap().data["content"]["approval_id"]
+    let approval = asked.last().unwrap().data.content["approval_id"]
         .as_str()
         .unwrap()
         .to_owned();
-    decide(&srv, &run, &approval, json!({"decision": "reject"})).await;
+    decide(&srv, run, &approval, DecisionRequest::reject()).await;
     let decided = until(&mut events, "approval.decided").await;
-    let content = &decided.last().unwrap().data["content"];
+    let content = &decided.last().unwrap().data.content;
     assert_eq!(content["decision"], "reject");
     assert_eq!(content["tool"], "search_team");
     assert_eq!(content["effective_args"], Value::Null);
@@ -322,48 +280,34 @@ async fn a_rejected_approval_has_no_effective_args() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_requests_get_json_errors_before_any_stream() {
     let srv = server(Tokens::none(), None).await;
-    let unknown = uuid::Uuid::now_v7();
+    let unknown = RunId(uuid::Uuid::now_v7());
+    let e = srv
+        .client
+        .run_events(unknown, EventsFrom::default())
+        .await
+        .unwrap_err();
+    assert_eq!((e.status(), e.code()), (Some(404), Some("not_found")));
+    // What the typed client cannot send: bad ids, query values and headers.
     let cases = [
-        (
-            format!("/api/v1/agent/{unknown}/events"),
-            None,
-            StatusCode::NOT_FOUND,
-            "not_found",
-        ),
-        (
-            "/api/v1/agent/not-a-run/events".to_owned(),
-            None,
-            StatusCode::BAD_REQUEST,
-            "bad_request",
-        ),
-        (
-            format!("/api/v1/agent/{unknown}/events?from=x"),
-            None,
-            StatusCode::BAD_REQUEST,
-            "bad_request",
-        ),
-        (
-            format!("/api/v1/agent/{unknown}/events"),
-            Some("x"),
-            StatusCode::BAD_REQUEST,
-            "bad_request",
-        ),
-        (
-            "/api/v1/events?from=-1".to_owned(),
-            None,
-            StatusCode::BAD_REQUEST,
-            "bad_request",
-        ),
-        (
-            "/api/v1/events".to_owned(),
-            Some("x"),
-            StatusCode::BAD_REQUEST,
-            "bad_request",
-        ),
+        ("/api/v1/agent/not-a-run/events".to_owned(), None),
+        (format!("/api/v1/agent/{unknown}/events?from=x"), None),
+        (format!("/api/v1/agent/{unknown}/events"), Some("x")),
+        ("/api/v1/events?from=-1".to_owned(), None),
+        ("/api/v1/events".to_owned(), Some("x")),
     ];
-    for (path, header, status, code) in cases {
-        let got = error_code(open(&srv, &path, header).await).await;
-        assert_eq!(got, (status, code.to_owned()), "{path} {header:?}");
+    for (path, header) in cases {
+        let mut req = srv.http.get(srv.url(&path));
+        if let Some(id) = header {
+            req = req.header("Last-Event-ID", id);
+        }
+        let res = req.send().await.unwrap();
+        let status = res.status();
+        let body: ErrorBody = res.json().await.unwrap();
+        assert_eq!(
+            (status, body.error.code.as_str()),
+            (StatusCode::BAD_REQUEST, "bad_request"),
+            "{path} {header:?}"
+        );
     }
     assert_eq!(srv.offsets(), 0, "nothing was written");
     srv.stop().await;
@@ -372,49 +316,49 @@ async fn bad_requests_get_json_errors_before_any_stream() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn all_events_stream_has_every_run_with_dense_global_offsets() {
     let srv = server(Tokens::none(), None).await;
-    let a = start(&srv, json!({"query": "강남구 아파트 시세 조회"})).await;
-    let b = start(&srv, json!({"query": "서초구 아파트 시세 조회"})).await;
+    let a = start(&srv, RunRequest::new("강남구 아파트 시세 조회")).await;
+    let b = start(&srv, RunRequest::new("서초구 아파트 시세 조회")).await;
 
-    let mut events = stream(&srv, "/api/v1/events?from=0", None).await;
-    let mut got: Vec<SseEvent> = Vec::new();
+    let mut events = srv.client.all_events(EventsFrom::seq(0)).await.unwrap();
+    let mut got: Vec<StreamEvent> = Vec::new();
     let mut ended = Vec::new();
     while ended.len() < 2 {
         let e = next(&mut events)
             .await
             .expect("the stream never ends by itself");
-        if e.event.as_deref() == Some("run.end") {
-            ended.push(e.data["run_id"].as_str().unwrap().to_owned());
+        if e.name == "run.end" {
+            ended.push(e.data.run_id);
         }
         got.push(e);
     }
     drop(events);
     ended.sort();
-    let mut runs = vec![a.clone(), b.clone()];
+    let mut runs = vec![a, b];
     runs.sort();
     assert_eq!(ended, runs);
     for (i, e) in got.iter().enumerate() {
-        assert_eq!(e.id.as_deref(), Some(i.to_string().as_str()), "{e:?}");
-        assert_eq!(e.data["offset"], json!(i), "{e:?}");
+        assert_eq!(e.id, i as u64, "{e:?}");
+        assert_eq!(e.data.offset, i as u64, "{e:?}");
     }
     // Each run's part of the global stream is exactly its own log.
-    for run in [&a, &b] {
+    for run in [a, b] {
         let own: Vec<(u64, String)> = got
             .iter()
-            .filter(|e| e.data["run_id"] == json!(run))
-            .map(|e| {
-                (
-                    e.data["seq"].as_u64().unwrap(),
-                    e.data["kind"].as_str().unwrap().to_owned(),
-                )
-            })
+            .filter(|e| e.data.run_id == run)
+            .map(|e| (e.data.seq, e.data.kind.clone()))
             .collect();
         assert_eq!(own, log(&srv, run).await);
     }
 
     // `Last-Event-ID` resumes after that offset.
-    let mut resumed = stream(&srv, "/api/v1/events?from=0", Some("4")).await;
+    let after_four = EventsFrom {
+        from: Some(0),
+        last_event_id: Some(4),
+        follow: false,
+    };
+    let mut resumed = srv.client.all_events(after_four).await.unwrap();
     let e = next(&mut resumed).await.unwrap();
-    assert_eq!(e.id.as_deref(), Some("5"));
+    assert_eq!(e.id, 5);
     assert_eq!(e.data, got[5].data);
     srv.stop().await;
 }
@@ -426,19 +370,17 @@ async fn keep_alives_open_stream_gauge_and_shutdown() {
         ..ApiConfig::default()
     };
     let srv = server_with(Tokens::none(), None, config).await;
-    let run = start(&srv, json!({"query": "강남구 아파트 시세 조회"})).await;
-    let path = format!("/api/v1/agent/{run}/events");
+    let run = start(&srv, RunRequest::new("강남구 아파트 시세 조회")).await;
 
     // A finished run's stream ends by itself; by then it no longer counts as open.
-    let mut done = stream(&srv, &path, None).await;
-    assert_eq!(
-        rest(&mut done).await.last().unwrap().event.as_deref(),
-        Some("run.end")
-    );
+    let mut done = stream(&srv, run, EventsFrom::default()).await;
+    assert_eq!(rest(&mut done).await.last().unwrap().name, "run.end");
     assert!(metrics(&srv).await.contains("chronicle_open_streams 0\n"));
 
-    // A following stream stays open after run.end and sends keep-alive comments.
-    let resp = open(&srv, &format!("{path}?follow=true"), None).await;
+    // A following stream stays open after run.end and sends keep-alive comments (read raw: the
+    // client skips comments, as it should).
+    let path = format!("/api/v1/agent/{run}/events?follow=true");
+    let resp = srv.http.get(srv.url(&path)).send().await.unwrap();
     assert_eq!(resp.status(), StatusCode::OK);
     let mut raw = resp.bytes_stream();
     let mut text = String::new();
@@ -450,7 +392,7 @@ async fn keep_alives_open_stream_gauge_and_shutdown() {
             .unwrap();
         text.push_str(&String::from_utf8_lossy(&chunk));
     }
-    let all = stream(&srv, "/api/v1/events", None).await;
+    let mut all = srv.client.all_events(EventsFrom::default()).await.unwrap();
     let m = metrics(&srv).await;
     assert!(m.contains("chronicle_open_streams 2\n"), "{m}");
 
@@ -461,17 +403,13 @@ async fn keep_alives_open_stream_gauge_and_shutdown() {
         .await
         .expect("an end")
     {}
-    let mut all = all;
-    assert!(next(&mut all).await.is_none());
+    // The client's stream ends too: its reconnection finds no server.
+    let end = tokio::time::timeout(GUARD, all.next())
+        .await
+        .expect("an end");
+    assert!(matches!(end, None | Some(Err(_))), "{end:?}");
 }
 
 async fn metrics(srv: &Server) -> String {
-    srv.client
-        .get(srv.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap()
+    srv.client.metrics().await.unwrap()
 }

@@ -1,5 +1,7 @@
 //! A real Chronicle server for black-box API tests: the production router served on an ephemeral
-//! loopback port over a temp data dir, with a real HTTP client and a minimal SSE reader.
+//! loopback port over a temp data dir, with the one client every surface uses (`chronicle-client`)
+//! and a raw HTTP client for the requests a typed client cannot send (malformed bodies, odd
+//! headers).
 
 use std::time::Duration;
 
@@ -7,13 +9,15 @@ use chronicle_api::{ApiConfig, AppState, Tokens};
 use chronicle_engine::agents::Registry;
 use chronicle_engine::store::{Options, Store};
 use chronicle_engine::{Engine, Settings};
-use futures_util::StreamExt;
-use serde_json::Value;
 
 pub struct Server {
     pub base: String,
     pub engine: Engine,
-    pub client: reqwest::Client,
+    /// The typed client (no token).
+    pub client: chronicle_client::Client,
+    /// Raw HTTP, only for what the typed client cannot send: malformed or unknown-field bodies,
+    /// bad path or query values, odd headers.
+    pub http: reqwest::Client,
     /// Kept so the data dir lives as long as the server.
     pub _dir: tempfile::TempDir,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
@@ -60,14 +64,18 @@ pub async fn server_on(
         .await
         .unwrap();
     });
-    let client = reqwest::Client::builder()
+    let http = reqwest::Client::builder()
         .timeout(Duration::from_secs(30))
         .build()
         .unwrap();
+    let client = chronicle_client::Client::new(&base)
+        .unwrap()
+        .with_request_timeout(Duration::from_secs(30));
     Server {
         base,
         engine,
         client,
+        http,
         _dir: dir,
         stop: Some(stop),
         task: Some(task),
@@ -77,6 +85,11 @@ pub async fn server_on(
 impl Server {
     pub fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
+    }
+
+    /// The typed client with a bearer token.
+    pub fn client_as(&self, token: &str) -> chronicle_client::Client {
+        self.client.clone().with_token(Some(token.to_owned()))
     }
 
     /// Graceful shutdown: streams end, the engine stops, the store is flushed.
@@ -96,59 +109,4 @@ impl Server {
     pub fn offsets(&self) -> u64 {
         self.engine.store().durable_next_offset()
     }
-}
-
-/// One SSE message.
-#[derive(Clone, Debug, PartialEq)]
-pub struct SseEvent {
-    pub id: Option<String>,
-    pub event: Option<String>,
-    pub data: Value,
-}
-
-/// Reads SSE messages from a streaming response, yielding each complete message (comments,
-/// i.e. keep-alives, are skipped).
-pub fn sse_events(resp: reqwest::Response) -> impl futures_util::Stream<Item = SseEvent> {
-    let bytes = resp.bytes_stream();
-    // Split on raw bytes and decode whole messages, so a character cut between two network chunks
-    // is put back together.
-    futures_util::stream::unfold(
-        (bytes, Vec::<u8>::new()),
-        |(mut bytes, mut buf)| async move {
-            loop {
-                if let Some(end) = buf.windows(2).position(|w| w == b"\n\n") {
-                    let raw: Vec<u8> = buf.drain(..end + 2).collect();
-                    let block = String::from_utf8_lossy(&raw);
-                    let (mut id, mut event, mut data) = (None, None, String::new());
-                    for line in block.lines() {
-                        if let Some(v) = line.strip_prefix("id:") {
-                            id = Some(v.trim().to_owned());
-                        } else if let Some(v) = line.strip_prefix("event:") {
-                            event = Some(v.trim().to_owned());
-                        } else if let Some(v) = line.strip_prefix("data:") {
-                            if !data.is_empty() {
-                                data.push('\n');
-                            }
-                            data.push_str(v.strip_prefix(' ').unwrap_or(v));
-                        }
-                    }
-                    if id.is_none() && event.is_none() && data.is_empty() {
-                        continue; // a comment (keep-alive)
-                    }
-                    let data = serde_json::from_str(&data).unwrap_or(Value::String(data));
-                    return Some((SseEvent { id, event, data }, (bytes, buf)));
-                }
-                match bytes.next().await {
-                    Some(Ok(chunk)) => {
-                        buf.extend_from_slice(&chunk);
-                        // Normalise CRLF framing to LF.
-                        if buf.contains(&b'\r') {
-                            buf.retain(|b| *b != b'\r');
-                        }
-                    }
-                    _ => return None,
-                }
-            }
-        },
-    )
 }

@@ -5,12 +5,13 @@
 use std::time::Duration;
 
 use chronicle_api::{ApiConfig, Tokens};
+use chronicle_client::EventsFrom;
 use chronicle_engine::Settings;
-use futures_util::StreamExt;
-use reqwest::StatusCode;
-use serde_json::{Value, json};
+use chronicle_schemas::{ApprovalId, HitlMode};
+use chronicle_wire::{DecisionRequest, RunRequest};
+use serde_json::json;
 
-use crate::api_support::{server_settings, sse_events};
+use crate::api_support::server_settings;
 use crate::tool_agents::{self, runner_plan};
 
 const GUARD: Duration = Duration::from_secs(20);
@@ -34,54 +35,46 @@ async fn gated_edit_file_approved_with_edited_args_over_sse() {
     let edit = json!({"tool": "edit_file", "args": {
         "file_path": "/workspace/notes.md", "old_string": "draft", "new_string": "final"
     }});
-    let resp = srv
+    let req = RunRequest {
+        session_id: Some("notes-session".into()),
+        hitl: Some(HitlMode::Tools),
+        plan: Some(
+            runner_plan(json!([edit]))
+                .into_iter()
+                .map(Into::into)
+                .collect(),
+        ),
+        ..RunRequest::new("finish the notes")
+    };
+    let run = srv.client.start_run(&req).await.unwrap().run_id;
+    let mut events = srv
         .client
-        .post(srv.url("/api/v1/agent/run"))
-        .json(&json!({
-            "query": "finish the notes", "session_id": "notes-session", "hitl": "tools",
-            "plan": runner_plan(json!([edit])),
-        }))
-        .send()
+        .run_events(run, EventsFrom::default())
         .await
         .unwrap();
-    assert_eq!(resp.status(), StatusCode::ACCEPTED);
-    let run = resp.json::<Value>().await.unwrap()["run_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let resp = srv
-        .client
-        .get(srv.url(&format!("/api/v1/agent/{run}/events")))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), StatusCode::OK);
-    let mut events = Box::pin(sse_events(resp));
 
     let mut seen = Vec::new();
     loop {
         let e = tokio::time::timeout(GUARD, events.next())
             .await
             .expect("stream stalled")
-            .expect("stream ended early");
-        let name = e.event.clone().unwrap_or_default();
-        let c = &e.data["content"];
+            .expect("stream ended early")
+            .unwrap();
+        let name = e.name.clone();
+        let c = &e.data.content;
         seen.push(match name.as_str() {
             "tool.requested" => json!({"event": name, "tool": c["tool"], "args": c["args"], "index": c["index"]}),
             "approval.requested" => {
                 assert_eq!(c["approval_required"], true);
                 let approval_id = c["approval_id"].as_str().unwrap().to_owned();
                 assert_eq!(std::fs::read_to_string(ws.join("notes.md")).unwrap(), "# Notes\nstatus: draft\n");
-                let resp = srv
-                    .client
-                    .post(srv.url(&format!("/api/v1/agent/{run}/approvals/{approval_id}/decision")))
-                    .json(&json!({"decision": "edit", "edited_args": {
-                        "file_path": "/workspace/notes.md", "old_string": "draft", "new_string": "final (edited)"
-                    }}))
-                    .send()
+                let edited = DecisionRequest::edit(json!({
+                    "file_path": "/workspace/notes.md", "old_string": "draft", "new_string": "final (edited)"
+                }));
+                srv.client
+                    .decide(run, &ApprovalId(approval_id), &edited)
                     .await
                     .unwrap();
-                assert_eq!(resp.status(), StatusCode::OK, "{}", resp.text().await.unwrap());
                 json!({"event": name, "tool": c["tool"], "policy": c["policy"], "preview": {
                     "file_path": c["preview"]["file_path"],
                     "line_count": c["preview"]["line_count"],

@@ -199,17 +199,11 @@ async fn seed_000_scenario_1_over_one_socket() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn subscribe_from_a_seq_feedback_as_edit_and_close_at_shutdown() {
     let srv = server(Tokens::none(), None).await;
-    let resp = srv
-        .client
-        .post(srv.url("/api/v1/agent/run"))
-        .json(&json!({"query": "강남구 아파트 시세 조회", "hitl": "every_todo"}))
-        .send()
-        .await
-        .unwrap();
-    let run = resp.json::<Value>().await.unwrap()["run_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let req = chronicle_wire::RunRequest {
+        hitl: Some(chronicle_schemas::HitlMode::EveryTodo),
+        ..chronicle_wire::RunRequest::new("강남구 아파트 시세 조회")
+    };
+    let run = srv.client.start_run(&req).await.unwrap().run_id.to_string();
 
     let mut ws = connect(&srv, "").await;
     let hello = frame(&mut ws).await.unwrap();

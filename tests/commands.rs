@@ -1,7 +1,9 @@
 //! Every slash command's good path and at least one bad path, through the engine, with the
-//! whole transcript as one insta snapshot; every command is recorded as `CommandReceived`.
+//! whole transcript as one insta snapshot; every command is recorded as `CommandReceived`, and
+//! every reply is one shape of the typed `CommandOutcome`, which re-encodes to the same JSON.
 
 use chronicle_schemas::{Event, HitlMode, Strategy};
+use chronicle_wire::CommandOutcome;
 use serde_json::{Map, Value, json};
 
 use crate::agents::{Scripted, registry, step};
@@ -67,14 +69,26 @@ async fn every_command_good_and_bad() {
     let mut transcript = Vec::new();
     let mut sent = Vec::new();
     let mut say = async |cmd: &str, transcript: &mut Vec<Value>| {
-        // A refused command is an error carrying the reason and the help.
-        let out = match engine.command(run, cmd, "alice").await {
+        // A refused command is an error carrying the reason and the help; the client shows it
+        // as the refused outcome.
+        let typed = match engine.command(run, cmd, "alice").await {
             Ok(out) => out,
-            Err(chronicle_engine::Error::Command { reason, help }) => {
-                json!({"error": reason, "help": help})
-            }
+            Err(chronicle_engine::Error::Command { reason, help }) => CommandOutcome::Refused {
+                error: reason,
+                help,
+            },
             Err(e) => panic!("{cmd}: {e}"),
         };
+        let out = serde_json::to_value(&typed).unwrap();
+        // The reply decodes back to the same typed outcome.
+        let back =
+            CommandOutcome::from_json(out.clone()).unwrap_or_else(|e| panic!("{cmd}: {e}: {out}"));
+        assert_eq!(back, typed, "{cmd}");
+        assert_eq!(
+            typed.refusal().is_some(),
+            out.get("error").is_some(),
+            "{cmd}"
+        );
         sent.push((cmd.to_owned(), out.get("error").is_none()));
         transcript.push(json!({"command": cmd, "result": stable(out.clone())}));
         out

@@ -530,7 +530,7 @@ async fn restore_to_an_approval_checkpoint_asks_again_under_a_new_id() {
         )
         .await
         .unwrap();
-    assert_eq!(restored["status"], "restored");
+    assert_eq!(restored.checkpoint_id, cp.checkpoint_id);
     let again = approval_of(&engine, run, "todo_002").await;
     assert_ne!(again.approval_id, second.approval_id);
     let state = engine.state(run, None).unwrap();

@@ -105,7 +105,8 @@ async fn seed_000_scenario_1_normal_run_with_approvals() {
     let p = state.supervisor.planning_state.as_ref().unwrap();
     assert_eq!(p.analyzed_intent["intent_type"], "comprehensive");
 
-    let todos = engine.command(run, "/todos", "local").await.unwrap();
+    let todos =
+        serde_json::to_value(engine.command(run, "/todos", "local").await.unwrap()).unwrap();
     assert_eq!(
         (
             todos["summary"]["total"].clone(),
@@ -127,7 +128,8 @@ async fn seed_000_scenario_1_normal_run_with_approvals() {
     );
     assert_eq!(todos["current_todo_id"], "todo_001");
 
-    let approved = engine.command(run, "/todo approve", "local").await.unwrap();
+    let approved =
+        serde_json::to_value(engine.command(run, "/todo approve", "local").await.unwrap()).unwrap();
     assert_eq!(
         (approved["status"].as_str(), approved["todo_id"].as_str()),
         (Some("resumed"), Some("todo_001"))
@@ -139,7 +141,8 @@ async fn seed_000_scenario_1_normal_run_with_approvals() {
         "{msg}"
     );
     assert!(msg.contains("- 의존성: todo_001\n"), "{msg}");
-    let todos = engine.command(run, "/todos", "local").await.unwrap();
+    let todos =
+        serde_json::to_value(engine.command(run, "/todos", "local").await.unwrap()).unwrap();
     assert_eq!(
         (
             todos["summary"]["total"].clone(),
@@ -181,16 +184,20 @@ async fn seed_000_scenario_2_user_adds_a_todo() {
     let engine = builtin_engine(dir.path()).await;
     let run = start(&engine, "강남구 아파트 시세 조회", HitlMode::EveryTodo).await;
     asked_for(&engine, run, "todo_001").await;
-    let todos = engine.command(run, "/todos", "local").await.unwrap();
+    let todos =
+        serde_json::to_value(engine.command(run, "/todos", "local").await.unwrap()).unwrap();
     assert_eq!(
         todo_view(&todos["todos"]),
         [("todo_001".into(), "search_team 실행".into(), vec![])]
     );
 
-    let added = engine
-        .command(run, "/todo add analysis_team", "local")
-        .await
-        .unwrap();
+    let added = serde_json::to_value(
+        engine
+            .command(run, "/todo add analysis_team", "local")
+            .await
+            .unwrap(),
+    )
+    .unwrap();
     assert_eq!(added["status"], "added");
     let t = &added["todo"];
     assert_eq!(
@@ -251,10 +258,13 @@ async fn seed_000_scenario_3_restore_after_a_crash() {
     let engine = builtin_engine(dir.path()).await;
     // The recovered run goes on to the next approval gate by itself.
     asked_for(&engine, run, "todo_002").await;
-    let list = engine
-        .command(run, "/checkpoint list", "local")
-        .await
-        .unwrap();
+    let list = serde_json::to_value(
+        engine
+            .command(run, "/checkpoint list", "local")
+            .await
+            .unwrap(),
+    )
+    .unwrap();
     let cps = list["checkpoints"].as_array().unwrap();
     let nodes: Vec<(&str, u64)> = cps
         .iter()
@@ -283,19 +293,23 @@ async fn seed_000_scenario_3_restore_after_a_crash() {
             .to_owned();
     assert_eq!(last_approval, "cp_006");
 
-    let restored = engine
-        .command(
-            run,
-            &format!("/checkpoint restore {last_approval}"),
-            "local",
-        )
-        .await
-        .unwrap();
+    let restored = serde_json::to_value(
+        engine
+            .command(
+                run,
+                &format!("/checkpoint restore {last_approval}"),
+                "local",
+            )
+            .await
+            .unwrap(),
+    )
+    .unwrap();
     assert_eq!(restored["status"], "restored");
     assert_eq!(restored["current_todo_id"], "todo_002");
     let msg = asked_for(&engine, run, "todo_002").await;
     assert!(msg.contains("- 작업명: analysis_team 실행"), "{msg}");
-    let todos = engine.command(run, "/todos", "local").await.unwrap();
+    let todos =
+        serde_json::to_value(engine.command(run, "/todos", "local").await.unwrap()).unwrap();
     assert_eq!(todos["todos"][0]["status"], "completed");
     assert_eq!(todos["todos"][1]["status"], "waiting_approval");
 

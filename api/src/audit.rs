@@ -1,7 +1,7 @@
 //! The approvals inbox (`GET /api/v1/approvals`: what waits on a human across every run, and
 //! since when) and the audit export (`GET /api/v1/audit/approvals`: one row per decision, as
-//! JSON Lines or CSV, streamed from the log). The rows come from `projections::Audit`; this file
-//! only reads the log, filters and encodes.
+//! JSON Lines or CSV, streamed from the log). The rows come from `projections::Audit` and are
+//! encoded by `chronicle_wire::audit`; this file only reads the log, filters and streams.
 
 use std::collections::HashMap;
 use std::io;
@@ -13,26 +13,20 @@ use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE};
 use axum::http::{HeaderMap, HeaderName, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use chronicle_engine::{Engine, store};
-use chronicle_projections::{Audit, AuditRow};
-use chronicle_schemas::{ApprovalStatus, Envelope, Hash, RunId, Timestamp};
-use serde::Deserialize;
-use serde_json::{Map, Value, json};
+use chronicle_projections::Audit;
+use chronicle_schemas::{ApprovalStatus, AuditRow, Envelope, Hash, RunId, Timestamp};
+use chronicle_wire::audit::{
+    Encoder, Format, HEAD_OFFSET_HEADER, RUN_HEAD_HASH_HEADER, RUN_HEAD_SEQ_HEADER,
+};
+use chronicle_wire::{ApprovalView, ExportQuery, Inbox, InboxItem, InboxQuery};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::auth::Principal;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::Query;
-use crate::rest::{approval_json, run_id};
+use crate::rest::run_id;
 use crate::state::AppState;
-
-/// The durable next offset when the export started: every row comes from below it.
-pub const HEAD_OFFSET_HEADER: &str = "x-chronicle-head-offset";
-/// With `run_id`: the run's last seq when the export started.
-pub const RUN_HEAD_SEQ_HEADER: &str = "x-chronicle-run-head-seq";
-/// With `run_id`: the hash of that last event (a later export or verify against it detects a
-/// truncated chain, which the chain itself cannot show).
-pub const RUN_HEAD_HASH_HEADER: &str = "x-chronicle-run-head-hash";
 
 /// The export sends the body in chunks of about this size.
 const EXPORT_CHUNK_BYTES: usize = 64 * 1024;
@@ -44,115 +38,7 @@ const DURABLE_WAIT_MS: u64 = 5_000;
 /// The most items one inbox answer lists (the oldest ones; `truncated` says if there were more).
 pub const INBOX_ITEMS_MAX: usize = 1_000;
 
-/// The CSV export's columns, in order: the fields of [`AuditRow`]. `requested_args` and
-/// `effective_args` are compact JSON (`null` when absent); other absent values are empty cells
-/// (so an absent and an empty comment look alike in CSV; JSON Lines keeps them apart).
-pub const CSV_COLUMNS: [&str; 19] = [
-    "run_id",
-    "session_id",
-    "approval_id",
-    "subject_kind",
-    "subject",
-    "todo_id",
-    "tool_or_agent",
-    "requested_args",
-    "decision",
-    "effective_args",
-    "decided_by",
-    "comment",
-    "on_expiry",
-    "requested_at",
-    "decided_at",
-    "seq",
-    "offset",
-    "hash",
-    "prev_hash",
-];
-
-const CSV_JSON_COLUMNS: [&str; 2] = ["requested_args", "effective_args"];
-const CSV_NUMBER_COLUMNS: [&str; 2] = ["seq", "offset"];
-
-/// One row as CSV cells, in [`CSV_COLUMNS`] order.
-pub fn csv_record(row: &AuditRow) -> Vec<String> {
-    // A row always serializes to an object; an empty map would only yield empty cells.
-    let fields = match serde_json::to_value(row) {
-        Ok(Value::Object(fields)) => fields,
-        _ => Map::new(),
-    };
-    CSV_COLUMNS
-        .iter()
-        .map(|col| {
-            let v = fields.get(*col).unwrap_or(&Value::Null);
-            match v {
-                _ if CSV_JSON_COLUMNS.contains(col) => v.to_string(),
-                Value::Null => String::new(),
-                Value::String(s) => s.clone(),
-                other => other.to_string(),
-            }
-        })
-        .collect()
-}
-
-/// `rows` encoded as the export sends them in CSV (header row first).
-pub fn encode_csv<'a>(rows: impl IntoIterator<Item = &'a AuditRow>) -> String {
-    encode(Format::Csv, rows)
-}
-
-/// `rows` encoded as the export sends them in JSON Lines.
-pub fn encode_jsonl<'a>(rows: impl IntoIterator<Item = &'a AuditRow>) -> String {
-    encode(Format::Jsonl, rows)
-}
-
-fn encode<'a>(format: Format, rows: impl IntoIterator<Item = &'a AuditRow>) -> String {
-    // Writing to a `Vec` cannot fail, and both encoders write UTF-8.
-    let mut enc = Encoder::new(format).expect("encoding to memory");
-    for row in rows {
-        enc.push(row).expect("encoding to memory");
-    }
-    String::from_utf8(enc.take().to_vec()).expect("UTF-8")
-}
-
-/// Reads a CSV export back into rows (for `audit verify` and tests). Columns are found by their
-/// header, so their order does not matter.
-pub fn rows_from_csv(reader: impl io::Read) -> Result<Vec<AuditRow>, String> {
-    let mut csv = csv::Reader::from_reader(reader);
-    let headers = csv.headers().map_err(|e| e.to_string())?.clone();
-    let mut rows = Vec::new();
-    for (i, record) in csv.records().enumerate() {
-        let record = record.map_err(|e| e.to_string())?;
-        let mut obj = Map::new();
-        for (col, cell) in headers.iter().zip(record.iter()) {
-            let v = if CSV_JSON_COLUMNS.contains(&col) {
-                serde_json::from_str(cell)
-                    .map_err(|e| format!("row {}: column {col}: {e}", i + 1))?
-            } else if cell.is_empty() {
-                Value::Null
-            } else if CSV_NUMBER_COLUMNS.contains(&col) {
-                json!(
-                    cell.parse::<u64>()
-                        .map_err(|e| format!("row {}: column {col}: {e}", i + 1))?
-                )
-            } else {
-                Value::String(cell.to_owned())
-            };
-            obj.insert(col.to_owned(), v);
-        }
-        rows.push(
-            serde_json::from_value(Value::Object(obj))
-                .map_err(|e| format!("row {}: {e}", i + 1))?,
-        );
-    }
-    Ok(rows)
-}
-
 // ------------------------------------------------------------------ the inbox
-
-#[derive(Debug, Deserialize)]
-pub struct InboxQuery {
-    pub status: Option<String>,
-    pub older_than: Option<String>,
-    pub limit: Option<usize>,
-}
 
 #[utoipa::path(get, path = "/api/v1/approvals", tag = "approvals",
     params(
@@ -189,14 +75,14 @@ pub async fn inbox(
     items.sort_by_key(|(key, _)| *key);
     let truncated = items.len() > limit;
     items.truncate(limit);
-    let approvals: Vec<Value> = items.into_iter().map(|(_, v)| v).collect();
-    Ok(axum::Json(json!({
-        "status": status.as_str(),
-        "now": now,
-        "count": approvals.len(),
-        "truncated": truncated,
-        "approvals": approvals,
-    }))
+    let approvals: Vec<InboxItem> = items.into_iter().map(|(_, v)| v).collect();
+    Ok(axum::Json(Inbox {
+        status,
+        now,
+        count: approvals.len(),
+        truncated,
+        approvals,
+    })
     .into_response())
 }
 
@@ -208,7 +94,7 @@ fn inbox_items(
     status: ApprovalStatus,
     before: Option<Timestamp>,
     now: Timestamp,
-) -> ApiResult<Vec<(InboxKey, Value)>> {
+) -> ApiResult<Vec<(InboxKey, InboxItem)>> {
     let mut out = Vec::new();
     for head in engine.store().runs() {
         let head = head?;
@@ -224,13 +110,14 @@ fn inbox_items(
             .iter()
             .filter(|a| a.status == status && before.is_none_or(|before| a.created_at < before))
         {
-            let mut v = approval_json(head.run_id, a);
-            v["session_id"] = json!(head.session_id);
-            v["user_id"] = json!(state.supervisor.user_id);
-            if status == ApprovalStatus::Pending {
-                v["waiting_ms"] = json!((now.as_micros() - a.created_at.as_micros()).max(0) / 1000);
-            }
-            out.push(((a.created_at, head.run_id, a.requested_seq), v));
+            let item = InboxItem {
+                approval: ApprovalView::new(head.run_id, a.clone()),
+                session_id: head.session_id.clone(),
+                user_id: state.supervisor.user_id.clone(),
+                waiting_ms: (status == ApprovalStatus::Pending)
+                    .then(|| (now.as_micros() - a.created_at.as_micros()).max(0) / 1000),
+            };
+            out.push(((a.created_at, head.run_id, a.requested_seq), item));
         }
     }
     Ok(out)
@@ -286,39 +173,6 @@ fn now() -> Timestamp {
 
 // ------------------------------------------------------------------ the export
 
-#[derive(Debug, Deserialize)]
-pub struct ExportQuery {
-    pub format: Option<String>,
-    pub since: Option<String>,
-    pub until: Option<String>,
-    pub run_id: Option<String>,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Format {
-    Jsonl,
-    Csv,
-}
-
-impl Format {
-    fn parse(s: Option<&str>) -> ApiResult<Self> {
-        match s {
-            None | Some("jsonl") => Ok(Format::Jsonl),
-            Some("csv") => Ok(Format::Csv),
-            Some(other) => Err(ApiError::bad_request(format!(
-                "format must be jsonl or csv, got {other:?}"
-            ))),
-        }
-    }
-
-    fn content_type(self) -> &'static str {
-        match self {
-            Format::Jsonl => "application/x-ndjson",
-            Format::Csv => "text/csv; charset=utf-8",
-        }
-    }
-}
-
 /// Which rows an export keeps: `since <= decided_at < until`.
 #[derive(Clone, Copy, Debug, Default)]
 struct Window {
@@ -338,6 +192,16 @@ impl Window {
 enum Scope {
     All { to_offset: u64 },
     Run { run_id: RunId, last_seq: u64 },
+}
+
+/// `jsonl` (the default) or `csv`.
+fn format_param(s: Option<&str>) -> ApiResult<Format> {
+    match s {
+        None => Ok(Format::Jsonl),
+        Some(s) => Format::parse(s).ok_or_else(|| {
+            ApiError::bad_request(format!("format must be jsonl or csv, got {s:?}"))
+        }),
+    }
 }
 
 fn time_param(name: &str, s: &str) -> ApiResult<Timestamp> {
@@ -366,7 +230,7 @@ pub async fn export(
     _p: Principal,
     Query(q): Query<ExportQuery>,
 ) -> ApiResult<Response> {
-    let format = Format::parse(q.format.as_deref())?;
+    let format = format_param(q.format.as_deref())?;
     let window = Window {
         since: q
             .since
@@ -467,54 +331,6 @@ fn until_shutdown(
     })
 }
 
-/// Encodes rows into chunks.
-struct Encoder {
-    format: Format,
-    buf: Vec<u8>,
-}
-
-impl Encoder {
-    fn new(format: Format) -> io::Result<Self> {
-        let mut enc = Self {
-            format,
-            buf: Vec::new(),
-        };
-        if format == Format::Csv {
-            enc.csv_line(CSV_COLUMNS)?;
-        }
-        Ok(enc)
-    }
-
-    fn csv_line<I: IntoIterator<Item = T>, T: AsRef<[u8]>>(&mut self, cells: I) -> io::Result<()> {
-        // A writer per line (a few hundred bytes of buffer) because `csv::Writer` cannot hand
-        // out what it wrote without being consumed.
-        let mut w = csv::WriterBuilder::new()
-            .buffer_capacity(1024)
-            .from_writer(&mut self.buf);
-        w.write_record(cells)?;
-        w.flush()
-    }
-
-    fn push(&mut self, row: &AuditRow) -> io::Result<()> {
-        match self.format {
-            Format::Jsonl => {
-                serde_json::to_writer(&mut self.buf, row)?;
-                self.buf.push(b'\n');
-            }
-            Format::Csv => self.csv_line(csv_record(row))?,
-        }
-        Ok(())
-    }
-
-    fn len(&self) -> usize {
-        self.buf.len()
-    }
-
-    fn take(&mut self) -> Bytes {
-        Bytes::from(std::mem::take(&mut self.buf))
-    }
-}
-
 /// Reads the log, folds it into rows, and sends the kept ones in chunks. Stops when the client
 /// goes away (the send fails). A read error or a break in the log ends the body with an error.
 fn produce(
@@ -528,10 +344,7 @@ fn produce(
         tracing::error!(error = %e, "audit export aborted");
         let _ = tx.blocking_send(Err(io::Error::other(e)));
     };
-    let mut enc = match Encoder::new(format) {
-        Ok(enc) => enc,
-        Err(e) => return fail(e.to_string()),
-    };
+    let mut enc = Encoder::new(format);
     let events: Box<dyn Iterator<Item = store::Result<Envelope>>> = match scope {
         Scope::All { to_offset } => Box::new(store.read_range(0, to_offset)),
         Scope::Run { run_id, last_seq } => Box::new(store.read_run(run_id, 0, last_seq)),
@@ -552,17 +365,16 @@ fn produce(
         if !window.keeps(&row) {
             continue;
         }
-        if let Err(e) = enc.push(&row) {
-            return fail(e.to_string());
-        }
-        if enc.len() >= EXPORT_CHUNK_BYTES && tx.blocking_send(Ok(enc.take())).is_err() {
+        enc.push(&row);
+        if enc.len() >= EXPORT_CHUNK_BYTES && tx.blocking_send(Ok(Bytes::from(enc.take()))).is_err()
+        {
             return;
         }
     }
     if let Err(e) = links.check_end(scope) {
         return fail(e);
     }
-    if enc.len() > 0 && tx.blocking_send(Ok(enc.take())).is_err() {
+    if !enc.is_empty() && tx.blocking_send(Ok(Bytes::from(enc.take()))).is_err() {
         return;
     }
     // The end marker: only now is the export complete.
@@ -677,8 +489,8 @@ mod tests {
             ApprovalStatus::Cancelled
         );
         assert!(parse_status("done").is_err());
-        assert_eq!(Format::parse(None).unwrap(), Format::Jsonl);
-        assert_eq!(Format::parse(Some("csv")).unwrap(), Format::Csv);
-        assert!(Format::parse(Some("xml")).is_err());
+        assert_eq!(format_param(None).unwrap(), Format::Jsonl);
+        assert_eq!(format_param(Some("csv")).unwrap(), Format::Csv);
+        assert!(format_param(Some("xml")).is_err());
     }
 }

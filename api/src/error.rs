@@ -7,6 +7,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use chronicle_engine::Error as EngineError;
 use chronicle_engine::store::Error as StoreError;
+use chronicle_wire::ErrorBody;
 use serde_json::{Value, json};
 
 /// An error response.
@@ -66,9 +67,9 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let mut body = json!({"error": {"code": self.code, "message": self.message}});
-        if let (Some(Value::Object(extra)), Value::Object(b)) = (self.extra, &mut body) {
-            b.extend(extra);
+        let mut body = ErrorBody::new(self.code, self.message);
+        if let Some(extra) = self.extra {
+            body = body.with_extra(extra);
         }
         (self.status, Json(body)).into_response()
     }

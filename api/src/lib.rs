@@ -8,8 +8,8 @@ pub mod audit;
 pub mod auth;
 pub mod error;
 mod extract;
-pub mod names;
 pub mod rest;
+pub mod runs;
 mod server;
 pub mod sse;
 mod state;
@@ -34,10 +34,13 @@ pub use state::{ApiConfig, AppState, Metrics};
         rest::chat, rest::session, rest::resume, rest::session_checkpoints,
         rest::start_run, rest::status, rest::approvals, rest::approval, rest::decide,
         rest::command, rest::todos, rest::state, rest::log, rest::checkpoints, rest::restore, rest::cancel,
-        sse::run_events, sse::all_events, audit::inbox, audit::export, ws::handler,
+        runs::list, sse::run_events, sse::all_events, audit::inbox, audit::export, ws::handler,
         rest::healthz, rest::metrics, openapi,
     ),
-    components(schemas(rest::ChatRequest, rest::ResumeRequest, rest::RunRequest, rest::DecisionRequest, rest::CommandRequest, rest::CancelRequest)),
+    components(schemas(
+        chronicle_wire::ChatRequest, chronicle_wire::ResumeRequest, chronicle_wire::RunRequest,
+        chronicle_wire::DecisionRequest, chronicle_wire::CommandRequest, chronicle_wire::CancelRequest,
+    )),
     modifiers(&BearerAuth),
 )]
 pub struct ApiDoc;
@@ -92,6 +95,7 @@ pub fn router(state: AppState) -> Router {
             get(rest::session_checkpoints),
         )
         .route("/api/v1/agent/run", post(rest::start_run))
+        .route("/api/v1/runs", get(runs::list))
         .route("/api/v1/agent/{run_id}/events", get(sse::run_events))
         .route("/api/v1/agent/{run_id}/status", get(rest::status))
         .route("/api/v1/agent/{run_id}/approvals", get(rest::approvals))

@@ -5,24 +5,27 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use chronicle_engine::store::StorageHealth;
-use chronicle_engine::{RestoreTarget, StartRun};
+use chronicle_engine::{RestoreTarget, StartRun, Turn, TurnInput, TurnOutcome};
 use chronicle_projections::RunState;
-use chronicle_schemas::{
-    Approval, ApprovalId, CheckpointId, Decision, HitlMode, PlanStep, RunId, RunStatus, SessionId,
-    Strategy,
+use chronicle_schemas::{ApprovalId, CheckpointId, RunId, RunStatus, SessionId};
+use chronicle_wire::{
+    ApprovalView, CancelRequest, ChatCommand, ChatRequest, ChatTurn, ChatWaiting, CheckpointList,
+    CommandOutcome, CommandRequest, DecisionAccepted, DecisionRequest, Health, HealthStatus,
+    ResumeRequest, RunCancelled, RunRequest, SessionView, Started, Status, StorageState, TodoIds,
+    TodoList, tag,
 };
 use serde::Deserialize;
-use serde_json::{Value, json};
-use utoipa::ToSchema;
+use serde::Serialize;
+use serde_json::Value;
 
 use crate::auth::Principal;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Json, OptionalJson, Path, Query};
 use crate::state::AppState;
 
-type JsonResult = ApiResult<axum::Json<Value>>;
+type JsonResult<T> = ApiResult<axum::Json<T>>;
 
-fn ok(v: Value) -> JsonResult {
+fn ok<T: Serialize>(v: T) -> JsonResult<T> {
     Ok(axum::Json(v))
 }
 
@@ -35,89 +38,94 @@ fn state_of(st: &AppState, run: RunId) -> ApiResult<RunState> {
     Ok(st.engine.state(run, None)?)
 }
 
-/// An approval as seed 003 shows it (`id` is the approval id), with its run.
-pub(crate) fn approval_json(run: RunId, a: &Approval) -> Value {
-    let mut v = serde_json::to_value(a).unwrap_or(Value::Null);
-    if let Value::Object(m) = &mut v {
-        m.insert("id".into(), json!(a.approval_id));
-        m.insert("run_id".into(), json!(run));
-    }
-    v
-}
-
-/// seed 004's session status of a run's state.
-fn session_status(s: &RunState) -> &'static str {
-    match s.supervisor.run_status {
-        RunStatus::WaitingForApproval => "waiting_human",
-        RunStatus::Running => "in_progress",
-        RunStatus::Completed => "completed",
-        RunStatus::Failed => "failed",
-        RunStatus::Cancelled => "cancelled",
-    }
-}
-
 fn latest_run(st: &AppState, thread: &str) -> ApiResult<RunId> {
     st.engine
-        .store()
-        .session_runs(&SessionId::from(thread))?
-        .last()
-        .copied()
+        .latest_run(&SessionId::from(thread))?
         .ok_or_else(|| ApiError::not_found(format!("session {thread} not found")))
 }
 
-// ------------------------------------------------------------------ seed 004: /chat
-
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ChatRequest {
-    pub message: String,
-    pub thread_id: Option<String>,
-    pub user_id: Option<String>,
-    #[schema(value_type = Option<String>, example = "every_todo")]
-    pub hitl: Option<HitlMode>,
+/// The checkpoint tree of `run` as it stands, abandoned checkpoints included.
+fn checkpoints_of(st: &AppState, run: RunId) -> JsonResult<CheckpointList> {
+    let s = state_of(st, run)?;
+    ok(CheckpointList::new(
+        run,
+        s.checkpoints.head.clone(),
+        s.checkpoints.with_abandoned(),
+    ))
 }
+
+// ------------------------------------------------------------------ chat: /chat and resume
 
 /// The answer to a turn: 200 with the final response, 409 with the pending approval when the run
 /// waits for a human, 202 when it is still working after `chat_wait_ms`.
 async fn turn_response(st: &AppState, thread: &str, run: RunId) -> ApiResult<Response> {
-    let s = st.engine.wait_settled(run, st.chat_wait()).await;
-    let s = match s {
+    let s = match st.engine.wait_settled(run, st.chat_wait()).await {
         Ok(s) => s,
         Err(chronicle_engine::Error::Timeout { .. }) => state_of(st, run)?,
         Err(e) => return Err(e.into()),
     };
-    let body = json!({
-        "thread_id": thread,
-        "run_id": run,
-        "status": session_status(&s),
-        "response": s.supervisor.final_response,
-        "failure": s.supervisor.error_log.last().filter(|_| s.supervisor.run_status == RunStatus::Failed),
-    });
-    if s.supervisor.run_status == RunStatus::WaitingForApproval {
-        let pending: Vec<Value> = s
+    let sup = &s.supervisor;
+    let turn = ChatTurn {
+        thread_id: thread.to_owned(),
+        run_id: run,
+        status: sup.run_status.into(),
+        response: sup.final_response.clone(),
+        failure: sup
+            .error_log
+            .last()
+            .filter(|_| sup.run_status == RunStatus::Failed)
+            .cloned(),
+    };
+    if sup.run_status == RunStatus::WaitingForApproval {
+        let approvals: Vec<ApprovalView> = s
             .approvals
             .pending()
-            .map(|a| approval_json(run, a))
+            .map(|a| ApprovalView::new(run, a.clone()))
             .collect();
-        let msg = s
-            .supervisor
+        let msg = sup
             .approval_message
             .clone()
             .unwrap_or_else(|| "waiting for a human".into());
-        let mut extra = body;
-        extra["approval"] = pending.first().cloned().unwrap_or(Value::Null);
-        extra["approvals"] = Value::Array(pending);
+        let waiting = ChatWaiting {
+            turn,
+            approval: approvals.first().cloned(),
+            approvals,
+        };
+        let extra = serde_json::to_value(waiting).map_err(ApiError::internal)?;
         return Err(ApiError::new(StatusCode::CONFLICT, "waiting_for_human", msg).with(extra));
     }
-    let status = if s.supervisor.run_status.is_terminal() {
+    let status = if sup.run_status.is_terminal() {
         StatusCode::OK
     } else {
         StatusCode::ACCEPTED
     };
-    Ok((status, axum::Json(body)).into_response())
+    Ok((status, axum::Json(turn)).into_response())
 }
 
-#[utoipa::path(post, path = "/chat", tag = "seed", request_body = ChatRequest,
+/// The HTTP answer to a turn the engine carried out.
+async fn turn_answer(st: &AppState, thread: &str, outcome: TurnOutcome) -> ApiResult<Response> {
+    match outcome {
+        TurnOutcome::Command { run, outcome } => {
+            let body = ChatCommand {
+                thread_id: thread.to_owned(),
+                run_id: run,
+                result: *outcome,
+            };
+            Ok(axum::Json(body).into_response())
+        }
+        TurnOutcome::Started { run } => {
+            st.metrics.runs_started.inc();
+            turn_response(st, thread, run).await
+        }
+        TurnOutcome::Waiting { run } => turn_response(st, thread, run).await,
+        TurnOutcome::Decided { run, .. } => {
+            st.metrics.decisions.inc();
+            turn_response(st, thread, run).await
+        }
+    }
+}
+
+#[utoipa::path(post, path = "/chat", tag = "chat", request_body = ChatRequest,
     responses((status = 200, description = "final response"), (status = 409, description = "waiting for a human, with the pending approval"),
               (status = 400), (status = 401), (status = 413), (status = 422)))]
 pub async fn chat(
@@ -129,63 +137,44 @@ pub async fn chat(
         .thread_id
         .clone()
         .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
-    if let Some(thread_id) = &req.thread_id
-        && let Ok(run) = latest_run(&st, thread_id)
-    {
-        let s = state_of(&st, run)?;
-        if req.message.trim_start().starts_with('/') {
-            let out = st.engine.command(run, req.message.trim(), &who).await?;
-            return Ok(
-                axum::Json(json!({"thread_id": thread, "run_id": run, "result": out}))
-                    .into_response(),
-            );
-        }
-        if s.supervisor.run_status == RunStatus::WaitingForApproval {
-            return turn_response(&st, &thread, run).await;
-        }
-    }
-    let started = st
+    let outcome = st
         .engine
-        .start_run(StartRun {
-            query: req.message,
-            session_id: Some(SessionId(thread.clone())),
+        .turn(Turn {
+            session: SessionId(thread.clone()),
+            run: None,
+            input: TurnInput::Message(req.message),
+            by: who,
             user_id: req.user_id,
             hitl: req.hitl,
-            ..StartRun::default()
         })
         .await?;
-    st.metrics.runs_started.inc();
-    turn_response(&st, &thread, started.run_id).await
+    turn_answer(&st, &thread, outcome).await
 }
 
-#[utoipa::path(get, path = "/api/sessions/{thread_id}", tag = "seed", params(("thread_id" = String, Path)),
+#[utoipa::path(get, path = "/api/sessions/{thread_id}", tag = "chat", params(("thread_id" = String, Path)),
     responses((status = 200, description = "the latest run's state"), (status = 404)))]
 pub async fn session(
     State(st): State<AppState>,
     _p: Principal,
     Path(thread): Path<String>,
-) -> JsonResult {
+) -> JsonResult<SessionView> {
     let run = latest_run(&st, &thread)?;
     let s = state_of(&st, run)?;
-    ok(json!({
-        "thread_id": thread,
-        "run_id": run,
-        "status": session_status(&s),
-        "pending_approval": s.approvals.pending().next().map(|a| approval_json(run, a)),
-        "final_response": s.supervisor.final_response,
-        "state": s.supervisor,
-    }))
+    ok(SessionView {
+        thread_id: thread,
+        run_id: run,
+        status: s.supervisor.run_status.into(),
+        pending_approval: s
+            .approvals
+            .pending()
+            .next()
+            .map(|a| ApprovalView::new(run, a.clone())),
+        final_response: s.supervisor.final_response.clone(),
+        state: s.supervisor,
+    })
 }
 
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ResumeRequest {
-    pub approve: Option<bool>,
-    /// A `/command`, or feedback passed to the agent as an edit.
-    pub response: Option<String>,
-}
-
-#[utoipa::path(post, path = "/api/sessions/{thread_id}/resume", tag = "seed", params(("thread_id" = String, Path)), request_body = ResumeRequest,
+#[utoipa::path(post, path = "/api/sessions/{thread_id}/resume", tag = "chat", params(("thread_id" = String, Path)), request_body = ResumeRequest,
     responses((status = 200), (status = 409), (status = 404), (status = 422)))]
 pub async fn resume(
     State(st): State<AppState>,
@@ -193,81 +182,40 @@ pub async fn resume(
     Path(thread): Path<String>,
     Json(req): Json<ResumeRequest>,
 ) -> ApiResult<Response> {
-    let run = latest_run(&st, &thread)?;
-    let s = state_of(&st, run)?;
-    if let Some(text) = req
-        .response
-        .as_deref()
-        .map(str::trim)
-        .filter(|t| t.starts_with('/'))
-    {
-        let out = st.engine.command(run, text, &who).await?;
-        return Ok(
-            axum::Json(json!({"thread_id": thread, "run_id": run, "result": out})).into_response(),
-        );
-    }
-    let mut pending_all = s.approvals.pending();
-    let pending = pending_all.next().cloned().ok_or_else(|| {
-        ApiError::conflict(format!("session {thread} is not waiting for a human"))
-    })?;
-    if pending_all.next().is_some() {
-        // Never guess which of several approvals a bare "yes" answers (the WebSocket agrees).
-        return Err(ApiError::conflict(format!(
-            "several approvals are pending in run {run}; decide each with \
-             POST /api/v1/agent/{run}/approvals/{{approval_id}}/decision"
-        )));
-    }
-    let (decision, edited) = match (req.approve, req.response) {
-        (Some(true), None) => (Decision::Approve, None),
-        (Some(false), None) => (Decision::Reject, None),
-        (None, Some(text)) if !text.trim().is_empty() => {
-            let mut args = match pending.request_args.clone() {
-                Value::Object(m) => m,
-                _ => Default::default(),
-            };
-            args.insert("feedback".into(), Value::String(text));
-            (Decision::Edit, Some(Value::Object(args)))
-        }
+    let input = match (req.approve, req.response) {
+        (Some(yes), None) => TurnInput::Approve(yes),
+        (None, Some(text)) if !text.trim().is_empty() => TurnInput::Response(text),
         _ => {
             return Err(ApiError::unprocessable(
                 "send either {\"approve\": bool} or {\"response\": \"...\"}",
             ));
         }
     };
-    st.engine
-        .decide(run, pending.approval_id, decision, edited, &who, None)
+    let outcome = st
+        .engine
+        .turn(Turn {
+            session: SessionId(thread.clone()),
+            run: Some(latest_run(&st, &thread)?),
+            input,
+            by: who,
+            user_id: None,
+            hitl: None,
+        })
         .await?;
-    st.metrics.decisions.inc();
-    turn_response(&st, &thread, run).await
+    turn_answer(&st, &thread, outcome).await
 }
 
-#[utoipa::path(get, path = "/api/sessions/{thread_id}/checkpoints", tag = "seed", params(("thread_id" = String, Path)), responses((status = 200), (status = 404)))]
+#[utoipa::path(get, path = "/api/sessions/{thread_id}/checkpoints", tag = "chat", params(("thread_id" = String, Path)), responses((status = 200), (status = 404)))]
 pub async fn session_checkpoints(
     State(st): State<AppState>,
     _p: Principal,
     Path(thread): Path<String>,
-) -> JsonResult {
+) -> JsonResult<CheckpointList> {
     let run = latest_run(&st, &thread)?;
     checkpoints_of(&st, run)
 }
 
 // ------------------------------------------------------------------ seed 003: /api/v1/agent
-
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct RunRequest {
-    pub query: String,
-    pub session_id: Option<String>,
-    pub user_id: Option<String>,
-    #[schema(value_type = Option<String>, example = "every_todo")]
-    pub hitl: Option<HitlMode>,
-    #[schema(value_type = Option<String>, example = "dag")]
-    pub strategy: Option<Strategy>,
-    pub approval_timeout_ms: Option<u64>,
-    /// A fixed plan to execute instead of planning.
-    #[schema(value_type = Option<Vec<Object>>)]
-    pub plan: Option<Vec<PlanStep>>,
-}
 
 #[utoipa::path(post, path = "/api/v1/agent/run", tag = "runs", request_body = RunRequest,
     responses((status = 202, description = "{run_id, session_id}"), (status = 400), (status = 401), (status = 413), (status = 422),
@@ -278,7 +226,9 @@ pub async fn start_run(
     Json(req): Json<RunRequest>,
 ) -> ApiResult<Response> {
     let mut config = st.engine.settings().defaults.clone();
-    config.plan = req.plan;
+    config.plan = req
+        .plan
+        .map(|steps| steps.into_iter().map(Into::into).collect());
     let started = st
         .engine
         .start_run(StartRun {
@@ -293,11 +243,11 @@ pub async fn start_run(
         })
         .await?;
     st.metrics.runs_started.inc();
-    Ok((
-        StatusCode::ACCEPTED,
-        axum::Json(json!({"run_id": started.run_id, "session_id": started.session_id})),
-    )
-        .into_response())
+    let body = Started {
+        run_id: started.run_id,
+        session_id: started.session_id,
+    };
+    Ok((StatusCode::ACCEPTED, axum::Json(body)).into_response())
 }
 
 #[utoipa::path(get, path = "/api/v1/agent/{run_id}/status", tag = "runs", params(("run_id" = String, Path)), responses((status = 200), (status = 400), (status = 404)))]
@@ -305,16 +255,16 @@ pub async fn status(
     State(st): State<AppState>,
     _p: Principal,
     Path(run): Path<String>,
-) -> JsonResult {
+) -> JsonResult<Status> {
     let run = run_id(&run)?;
     let s = state_of(&st, run)?;
-    ok(json!({
-        "run_id": run,
-        "state": s.supervisor.run_status.as_str(),
-        "pending_approval_id": s.approvals.pending().next().map(|a| a.approval_id.clone()),
-        "phase": s.supervisor.current_phase.as_str(),
-        "last_seq": s.last_seq,
-    }))
+    ok(Status {
+        run_id: run,
+        state: s.supervisor.run_status,
+        pending_approval_id: s.approvals.pending().next().map(|a| a.approval_id.clone()),
+        phase: s.supervisor.current_phase,
+        last_seq: s.last_seq,
+    })
 }
 
 #[utoipa::path(get, path = "/api/v1/agent/{run_id}/approvals", tag = "approvals", params(("run_id" = String, Path)), responses((status = 200), (status = 404)))]
@@ -322,16 +272,14 @@ pub async fn approvals(
     State(st): State<AppState>,
     _p: Principal,
     Path(run): Path<String>,
-) -> JsonResult {
+) -> JsonResult<Vec<ApprovalView>> {
     let run = run_id(&run)?;
     let s = state_of(&st, run)?;
-    ok(Value::Array(
-        s.approvals
-            .list
-            .iter()
-            .map(|a| approval_json(run, a))
-            .collect(),
-    ))
+    ok(s.approvals
+        .list
+        .into_iter()
+        .map(|a| ApprovalView::new(run, a))
+        .collect())
 }
 
 #[utoipa::path(get, path = "/api/v1/agent/{run_id}/approvals/{approval_id}", tag = "approvals",
@@ -340,24 +288,14 @@ pub async fn approval(
     State(st): State<AppState>,
     _p: Principal,
     Path((run, id)): Path<(String, String)>,
-) -> JsonResult {
+) -> JsonResult<ApprovalView> {
     let run = run_id(&run)?;
     let s = state_of(&st, run)?;
     let a = s
         .approvals
         .get(&ApprovalId(id.clone()))
         .ok_or_else(|| ApiError::not_found(format!("approval {id} not found")))?;
-    ok(approval_json(run, a))
-}
-
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct DecisionRequest {
-    #[schema(value_type = String, example = "approve")]
-    pub decision: Decision,
-    #[schema(value_type = Option<Object>)]
-    pub edited_args: Option<Value>,
-    pub comment: Option<String>,
+    ok(ApprovalView::new(run, a.clone()))
 }
 
 #[utoipa::path(post, path = "/api/v1/agent/{run_id}/approvals/{approval_id}/decision", tag = "approvals",
@@ -370,32 +308,23 @@ pub async fn decide(
     Principal(who): Principal,
     Path((run, id)): Path<(String, String)>,
     Json(req): Json<DecisionRequest>,
-) -> JsonResult {
+) -> JsonResult<DecisionAccepted> {
     let run = run_id(&run)?;
+    let (decision, edited_args, comment) = req.into_parts();
     let a = st
         .engine
-        .decide(
-            run,
-            ApprovalId(id),
-            req.decision,
-            req.edited_args,
-            &who,
-            req.comment,
-        )
+        .decide(run, ApprovalId(id), decision, edited_args, &who, comment)
         .await?;
     st.metrics.decisions.inc();
-    ok(
-        json!({"status": "accepted", "approval_id": a.approval_id, "run_id": run, "approval": approval_json(run, &a)}),
-    )
+    ok(DecisionAccepted {
+        status: tag::Accepted::default(),
+        approval_id: a.approval_id.clone(),
+        run_id: run,
+        approval: ApprovalView::new(run, a),
+    })
 }
 
 // ------------------------------------------------------------------ engine routes
-
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct CommandRequest {
-    pub command: String,
-}
 
 #[utoipa::path(post, path = "/api/v1/agent/{run_id}/commands", tag = "runs", params(("run_id" = String, Path)), request_body = CommandRequest,
     responses((status = 200, description = "seed 000's JSON result"), (status = 400, description = "bad command: {error, help}"), (status = 404)))]
@@ -404,7 +333,7 @@ pub async fn command(
     Principal(who): Principal,
     Path(run): Path<String>,
     Json(req): Json<CommandRequest>,
-) -> JsonResult {
+) -> JsonResult<CommandOutcome> {
     let run = run_id(&run)?;
     ok(st.engine.command(run, &req.command, &who).await?)
 }
@@ -414,19 +343,23 @@ pub async fn todos(
     State(st): State<AppState>,
     _p: Principal,
     Path(run): Path<String>,
-) -> JsonResult {
+) -> JsonResult<TodoList> {
     let run = run_id(&run)?;
     let s = state_of(&st, run)?;
     let sub_runs = st.engine.sub_runs(&s);
     let p = s.supervisor.planning_state.unwrap_or_default();
-    ok(json!({
-        "todos": p.todos,
-        "sub_runs": sub_runs,
-        "summary": chronicle_engine::todo::summary(&p),
-        "current_todo_id": p.current_todo_id,
-        "execution_strategy": p.execution_strategy,
-        "planning_state": {"completed_todo_ids": p.completed_todo_ids, "failed_todo_ids": p.failed_todo_ids, "skipped_todo_ids": p.skipped_todo_ids},
-    }))
+    ok(TodoList {
+        summary: chronicle_engine::todo::summary(&p),
+        todos: p.todos,
+        sub_runs,
+        current_todo_id: p.current_todo_id,
+        execution_strategy: p.execution_strategy,
+        planning_state: TodoIds {
+            completed_todo_ids: p.completed_todo_ids,
+            failed_todo_ids: p.failed_todo_ids,
+            skipped_todo_ids: p.skipped_todo_ids,
+        },
+    })
 }
 
 #[derive(Debug, Deserialize)]
@@ -441,7 +374,7 @@ pub async fn state(
     _p: Principal,
     Path(run): Path<String>,
     Query(q): Query<AtQuery>,
-) -> JsonResult {
+) -> JsonResult<Value> {
     let run = run_id(&run)?;
     let head = st
         .engine
@@ -473,7 +406,7 @@ pub async fn log(
     _p: Principal,
     Path(run): Path<String>,
     Query(q): Query<LogQuery>,
-) -> JsonResult {
+) -> JsonResult<Value> {
     let run = run_id(&run)?;
     st.engine
         .store()
@@ -495,28 +428,12 @@ pub async fn log(
     ok(serde_json::to_value(events).map_err(ApiError::internal)?)
 }
 
-fn checkpoints_of(st: &AppState, run: RunId) -> JsonResult {
-    let s = state_of(st, run)?;
-    let list: Vec<Value> = s
-        .checkpoints
-        .with_abandoned()
-        .into_iter()
-        .map(|(c, abandoned)| {
-            json!({
-                "checkpoint_id": c.checkpoint_id, "timestamp": c.at, "node": c.node, "todos_completed": c.todos_completed,
-                "seq": c.seq, "parent": c.parent, "branch": c.branch, "abandoned": abandoned,
-            })
-        })
-        .collect();
-    ok(json!({"run_id": run, "checkpoints": list, "head": s.checkpoints.head}))
-}
-
 #[utoipa::path(get, path = "/api/v1/agent/{run_id}/checkpoints", tag = "runs", params(("run_id" = String, Path)), responses((status = 200), (status = 404)))]
 pub async fn checkpoints(
     State(st): State<AppState>,
     _p: Principal,
     Path(run): Path<String>,
-) -> JsonResult {
+) -> JsonResult<CheckpointList> {
     checkpoints_of(&st, run_id(&run)?)
 }
 
@@ -526,18 +443,12 @@ pub async fn restore(
     State(st): State<AppState>,
     Principal(who): Principal,
     Path((run, cp)): Path<(String, String)>,
-) -> JsonResult {
+) -> JsonResult<chronicle_wire::Restored> {
     let run = run_id(&run)?;
     ok(st
         .engine
         .restore(run, RestoreTarget::Checkpoint(CheckpointId(cp)), &who)
         .await?)
-}
-
-#[derive(Debug, Default, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct CancelRequest {
-    pub reason: Option<String>,
 }
 
 #[utoipa::path(post, path = "/api/v1/agent/{run_id}/cancel", tag = "runs", params(("run_id" = String, Path)), request_body = Option<CancelRequest>,
@@ -547,18 +458,14 @@ pub async fn cancel(
     Principal(who): Principal,
     Path(run): Path<String>,
     OptionalJson(req): OptionalJson<CancelRequest>,
-) -> JsonResult {
+) -> JsonResult<RunCancelled> {
     let run = run_id(&run)?;
     let req = req.unwrap_or_default();
-    let s = state_of(&st, run)?;
-    if s.supervisor.run_status.is_terminal() {
-        return Err(ApiError::conflict(format!(
-            "run {run} is already {}",
-            s.supervisor.run_status.as_str()
-        )));
-    }
     st.engine.cancel(run, &who, req.reason).await?;
-    ok(json!({"status": "cancelled", "run_id": run}))
+    ok(RunCancelled {
+        status: tag::Cancelled::default(),
+        run_id: run,
+    })
 }
 
 /// 200 `{"status":"ok","storage":"ok"}` while appends can be taken; 503 with `"storage":"full"`
@@ -569,22 +476,32 @@ pub async fn cancel(
     (status = 503, description = "`storage` is `full` (appends refused with 507 until space is freed) or `failed` (fail-stop after a failed fsync)")))]
 pub async fn healthz(State(st): State<AppState>) -> Response {
     let store = st.engine.store();
-    let durable = store.durable_next_offset();
-    let (status, body) = match store.health() {
-        StorageHealth::Ok => (
-            StatusCode::OK,
-            json!({"status": "ok", "storage": "ok", "durable_next_offset": durable}),
-        ),
-        StorageHealth::Full { available, reserve } => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            json!({"status": "degraded", "storage": "full", "available_bytes": available,
-                   "reserve_bytes": reserve, "durable_next_offset": durable}),
-        ),
-        StorageHealth::Failed(reason) => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            json!({"status": "failed", "storage": "failed", "reason": reason,
-                   "durable_next_offset": durable}),
-        ),
+    let mut body = Health {
+        status: HealthStatus::Ok,
+        storage: StorageState::Ok,
+        durable_next_offset: store.durable_next_offset(),
+        available_bytes: None,
+        reserve_bytes: None,
+        reason: None,
+    };
+    match store.health() {
+        StorageHealth::Ok => {}
+        StorageHealth::Full { available, reserve } => {
+            body.status = HealthStatus::Degraded;
+            body.storage = StorageState::Full;
+            body.available_bytes = Some(available);
+            body.reserve_bytes = Some(reserve);
+        }
+        StorageHealth::Failed(reason) => {
+            body.status = HealthStatus::Failed;
+            body.storage = StorageState::Failed;
+            body.reason = Some(reason);
+        }
+    }
+    let status = if body.storage == StorageState::Ok {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
     };
     (status, axum::Json(body)).into_response()
 }

@@ -1,5 +1,5 @@
 //! SSE streams (DESIGN §6): one run's events (`id:` = run seq) and every run's events (`id:` =
-//! global offset), each message named and shaped by [`crate::names`], history first and then live,
+//! global offset), each message named and shaped by [`chronicle_wire::names`], history first and then live,
 //! with no gap and no duplicate. Also the seed 003 additions to approval events that SSE and the
 //! WebSocket both send ([`event_data`]), and the guard that counts open streams.
 
@@ -13,8 +13,8 @@ use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use chronicle_engine::Engine;
 use chronicle_schemas::{ApprovalId, Envelope, Event, RunId};
+use chronicle_wire::{EventData, EventsQuery, names};
 use futures_util::Stream;
-use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio_stream::StreamExt;
 use tokio_util::sync::CancellationToken;
@@ -22,7 +22,6 @@ use tokio_util::sync::CancellationToken;
 use crate::auth::Principal;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Path, Query};
-use crate::names;
 use crate::rest::run_id;
 use crate::state::{AppState, Metrics};
 
@@ -67,7 +66,7 @@ impl Enricher {
         }
     }
 
-    pub(crate) fn data(&mut self, env: &Envelope) -> Value {
+    pub(crate) fn data(&mut self, env: &Envelope) -> EventData {
         let mut data = names::event_data(env);
         match &env.event {
             Event::ApprovalRequested {
@@ -76,8 +75,8 @@ impl Enricher {
                 args,
                 ..
             } => {
-                data["content"]["tool"] = json!(tool_name);
-                data["content"]["approval_required"] = json!(true);
+                data.content["tool"] = json!(tool_name);
+                data.content["approval_required"] = json!(true);
                 if self.requests.len() >= ENRICHER_REQUESTS_MAX {
                     self.requests.clear();
                 }
@@ -107,8 +106,8 @@ impl Enricher {
                         a.map_or((None, None), |(t, r)| (Some(t), Some(r)))
                     }
                 };
-                data["content"]["tool"] = json!(tool);
-                data["content"]["effective_args"] =
+                data.content["tool"] = json!(tool);
+                data.content["effective_args"] =
                     json!(decision.effective_args(edited_args.as_ref(), requested.as_ref()));
             }
             _ => {}
@@ -118,11 +117,13 @@ impl Enricher {
 }
 
 /// One SSE message of an event.
-fn message(id: u64, env: &Envelope, data: &Value) -> SseEvent {
+fn message(id: u64, env: &Envelope, data: &EventData) -> SseEvent {
+    // The data is plain JSON values: it always encodes.
+    let json = serde_json::to_string(data).unwrap_or_default();
     SseEvent::default()
         .id(id.to_string())
         .event(names::wire_names(&env.event).0)
-        .data(data.to_string())
+        .data(json)
 }
 
 /// The client's resume point from `Last-Event-ID` (the last id it received), if it sent one.
@@ -148,12 +149,6 @@ fn sse_response(
     res.headers_mut()
         .insert("x-accel-buffering", header::HeaderValue::from_static("no"));
     res
-}
-
-#[derive(Debug, Deserialize)]
-pub struct RunEventsQuery {
-    pub from: Option<u64>,
-    pub follow: Option<bool>,
 }
 
 /// State of one run's stream between messages.
@@ -182,7 +177,7 @@ pub async fn run_events(
     State(st): State<AppState>,
     _p: Principal,
     Path(run): Path<String>,
-    Query(q): Query<RunEventsQuery>,
+    Query(q): Query<EventsQuery>,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     let run = run_id(&run)?;
@@ -234,11 +229,6 @@ pub async fn run_events(
     Ok(sse_response(&st, stream))
 }
 
-#[derive(Debug, Deserialize)]
-pub struct AllEventsQuery {
-    pub from: Option<u64>,
-}
-
 /// State of the all-runs stream between messages.
 struct AllStream<S> {
     events: S,
@@ -259,7 +249,7 @@ struct AllStream<S> {
 pub async fn all_events(
     State(st): State<AppState>,
     _p: Principal,
-    Query(q): Query<AllEventsQuery>,
+    Query(q): Query<EventsQuery>,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     let resume = last_event_id(&headers)?.map(|id| id.saturating_add(1));

@@ -18,10 +18,11 @@ use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade, close_code};
 use axum::http::StatusCode;
 use axum::response::Response;
-use chronicle_engine::{Engine, StartRun};
+use chronicle_engine::{Engine, Turn, TurnInput, TurnOutcome};
 use chronicle_schemas::{
     ApprovalId, ApprovalStatus, Decision, Envelope, Event, HitlMode, RunId, SessionId,
 };
+use chronicle_wire::ApprovalView;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
@@ -32,7 +33,7 @@ use tokio_util::sync::CancellationToken;
 use crate::auth::Principal;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::Query;
-use crate::rest::{approval_json, run_id};
+use crate::rest::run_id;
 use crate::sse::{Enricher, StreamGuard};
 use crate::state::AppState;
 
@@ -260,22 +261,15 @@ impl Session {
                 if let Some(t) = thread_id.filter(|t| !t.trim().is_empty()) {
                     self.session_id = t;
                 }
-                if content.trim_start().starts_with('/') {
-                    return self.command(content.trim()).await.map(Some);
-                }
-                let started = self
-                    .engine()
-                    .start_run(StartRun {
-                        query: content,
-                        session_id: Some(SessionId(self.session_id.clone())),
-                        user_id,
-                        hitl,
-                        ..StartRun::default()
-                    })
-                    .await?;
-                self.st.metrics.runs_started.inc();
-                self.follow(started.run_id, 0)?;
-                Ok(None)
+                let turn = Turn {
+                    session: SessionId(self.session_id.clone()),
+                    run: None,
+                    input: TurnInput::Message(content),
+                    by: self.who.clone(),
+                    user_id,
+                    hitl,
+                };
+                self.turn(turn).await
             }
             ClientMsg::Command { command } => self.command(command.trim()).await.map(Some),
             ClientMsg::Subscribe {
@@ -294,17 +288,35 @@ impl Session {
                 edited_args,
                 comment,
             } => {
-                if let Some(text) = response
-                    .as_deref()
-                    .map(str::trim)
-                    .filter(|t| t.starts_with('/'))
-                {
-                    return self.command(text).await.map(Some);
-                }
                 let run = self.current_run()?;
-                let (decision, edited, target) = match (approve, response, decision, edited_args) {
-                    (Some(true), None, None, None) => (Decision::Approve, None, None),
-                    (Some(false), None, None, None) => (Decision::Reject, None, None),
+                let answer = match (&approve, &response, &approval_id, &decision, &edited_args) {
+                    (Some(yes), None, None, None, None) => Some(TurnInput::Approve(*yes)),
+                    (None, Some(text), None, None, None) if !text.trim().is_empty() => {
+                        Some(TurnInput::Response(text.clone()))
+                    }
+                    _ => None,
+                };
+                if let Some(input) = answer {
+                    // The chat's own answer to the one pending approval (or a `/command`).
+                    let turn = Turn {
+                        session: SessionId(self.session_id.clone()),
+                        run: Some(run),
+                        input,
+                        by: self.who.clone(),
+                        user_id: None,
+                        hitl: None,
+                    };
+                    return self.turn(turn).await;
+                }
+                let (id, decision, edited) = match (approve, response, decision, edited_args) {
+                    (Some(yes), None, None, None) => {
+                        let d = if yes {
+                            Decision::Approve
+                        } else {
+                            Decision::Reject
+                        };
+                        (self.pending(run, approval_id.as_deref())?.0, d, None)
+                    }
                     (None, Some(text), None, None) if !text.trim().is_empty() => {
                         // Feedback goes to the agent as an edit of the requested args.
                         let (id, args) = self.pending(run, approval_id.as_deref())?;
@@ -313,22 +325,51 @@ impl Session {
                             _ => Default::default(),
                         };
                         args.insert("feedback".into(), Value::String(text));
-                        (Decision::Edit, Some(Value::Object(args)), Some(id))
+                        (id, Decision::Edit, Some(Value::Object(args)))
                     }
-                    (None, None, Some(d), edited) => (d, edited, None),
+                    (None, None, Some(d), edited) => {
+                        (self.pending(run, approval_id.as_deref())?.0, d, edited)
+                    }
                     _ => {
                         return Err(ApiError::unprocessable(
                             "human_response: send one of {\"approve\": bool}, {\"response\": \"...\"} or {\"decision\": \"approve|reject|edit\", \"edited_args\"?: {...}}, each with an optional approval_id",
                         ));
                     }
                 };
-                let id = match target.or(approval_id.map(ApprovalId)) {
-                    Some(id) => id,
-                    None => self.pending(run, None)?.0,
-                };
                 self.engine()
                     .decide(run, id, decision, edited, &self.who, comment)
                     .await?;
+                self.st.metrics.decisions.inc();
+                Ok(None)
+            }
+        }
+    }
+
+    /// Carries out a chat turn (the engine's policy) and answers it on the socket: a command's
+    /// result; a new run, streamed; the request a waiting run still waits for.
+    async fn turn(&mut self, turn: Turn) -> ApiResult<Option<Value>> {
+        match self.engine().turn(turn).await? {
+            TurnOutcome::Command { run, outcome } => Ok(Some(json!({
+                "type": "command_result", "run_id": run, "result": outcome,
+            }))),
+            TurnOutcome::Started { run } => {
+                self.st.metrics.runs_started.inc();
+                self.follow(run, 0)?;
+                Ok(None)
+            }
+            TurnOutcome::Waiting { run } => {
+                // No second run: the session's run still waits for its human.
+                self.current = Some(run);
+                let state = self.engine().state(run, None)?;
+                let a = state.approvals.pending().next().cloned();
+                Ok(Some(json!({
+                    "type": "hitl_request",
+                    "run_id": run,
+                    "message": a.as_ref().map(|a| a.message.clone()),
+                    "approval": a.map(|a| ApprovalView::new(run, a)),
+                })))
+            }
+            TurnOutcome::Decided { .. } => {
                 self.st.metrics.decisions.inc();
                 Ok(None)
             }
@@ -482,7 +523,7 @@ impl Forwarder {
         Some(json!({
             "type": "hitl_request",
             "run_id": self.run,
-            "approval": approval_json(self.run, a),
+            "approval": ApprovalView::new(self.run, a.clone()),
             "message": a.message,
         }))
     }

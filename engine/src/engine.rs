@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use chronicle_projections::RunState;
 use chronicle_schemas::{Approval, ApprovalId, Decision, Envelope, RunId};
+use chronicle_wire::{CommandOutcome, Restored, SubRun};
 use serde_json::Value;
 use tokio_stream::wrappers::ReceiverStream;
 
@@ -75,7 +76,7 @@ impl Engine {
     }
 
     /// The sub-agent runs started by `state`'s `task` calls, with their status.
-    pub fn sub_runs(&self, state: &RunState) -> Vec<Value> {
+    pub fn sub_runs(&self, state: &RunState) -> Vec<SubRun> {
         runs::sub_runs(&self.shared, state)
     }
 
@@ -101,8 +102,9 @@ impl Engine {
             .await
     }
 
-    /// Runs a slash command; every command, carried out or refused, is recorded.
-    pub async fn command(&self, run: RunId, text: &str, by: &str) -> Result<Value> {
+    /// Runs a slash command; every command, carried out or refused, is recorded. A refused one
+    /// is [`crate::Error::Command`], with the reason and the deployment's help.
+    pub async fn command(&self, run: RunId, text: &str, by: &str) -> Result<CommandOutcome> {
         self.shared
             .ask(run, |reply| Input::Command {
                 text: text.to_owned(),
@@ -112,7 +114,7 @@ impl Engine {
             .await
     }
 
-    pub async fn restore(&self, run: RunId, target: RestoreTarget, by: &str) -> Result<Value> {
+    pub async fn restore(&self, run: RunId, target: RestoreTarget, by: &str) -> Result<Restored> {
         self.shared
             .ask(run, |reply| Input::Restore {
                 target: target.clone(),

@@ -26,6 +26,7 @@ mod shared;
 pub mod texts;
 pub mod todo;
 pub mod tools;
+mod turn;
 
 pub use actor::commands;
 pub use bus::Bus;
@@ -36,6 +37,7 @@ pub use planner::{AgentResult, EvaluationOutcome, Intent, NoPlanner, Plan, PlanC
 pub use runs::{StartRun, Started, child_run_id, is_settled};
 pub use settings::Settings;
 pub use store::Store;
+pub use turn::{Turn, TurnInput, TurnOutcome};
 
 /// The event store is its own crate; the alias keeps `chronicle_engine::store::…` and
 /// `crate::store::…` paths working.

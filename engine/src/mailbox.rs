@@ -3,6 +3,7 @@
 //! started. One channel, so the actor serializes everything that happens to its run.
 
 use chronicle_schemas::{Approval, ApprovalId, CheckpointId, Decision, TodoId, ToolCallId};
+use chronicle_wire::{CommandOutcome, Restored};
 use serde_json::Value;
 use tokio::sync::oneshot;
 
@@ -31,12 +32,12 @@ pub(crate) enum Input {
     Command {
         text: String,
         by: String,
-        reply: oneshot::Sender<Result<Value>>,
+        reply: oneshot::Sender<Result<CommandOutcome>>,
     },
     Restore {
         target: RestoreTarget,
         by: String,
-        reply: oneshot::Sender<Result<Value>>,
+        reply: oneshot::Sender<Result<Restored>>,
     },
     Cancel {
         by: String,

@@ -14,6 +14,8 @@ use serde_json::{Value, json};
 use tokio_stream::StreamExt;
 use tokio_stream::wrappers::ReceiverStream;
 
+use chronicle_wire::SubRun;
+
 use crate::error::PlanError;
 use crate::shared::Shared;
 use crate::store;
@@ -323,7 +325,7 @@ fn child_request(
 
 /// The sub-agent runs started by `state`'s `task` calls, with their status (`not_started` while
 /// the call waits for its approval), for `/todos`.
-pub(crate) fn sub_runs(shared: &Shared, state: &RunState) -> Vec<Value> {
+pub(crate) fn sub_runs(shared: &Shared, state: &RunState) -> Vec<SubRun> {
     let Some(run_id) = state.run_id else {
         return vec![];
     };
@@ -336,18 +338,18 @@ pub(crate) fn sub_runs(shared: &Shared, state: &RunState) -> Vec<Value> {
             let child = child_run_id(run_id, &c.tool_call_id);
             let (status, phase) = match self::state(shared, child, None) {
                 Ok(s) => (
-                    json!(s.supervisor.run_status.as_str()),
-                    json!(s.supervisor.current_phase),
+                    s.supervisor.run_status.as_str().to_owned(),
+                    Some(s.supervisor.current_phase),
                 ),
-                Err(_) => (json!("not_started"), Value::Null),
+                Err(_) => ("not_started".to_owned(), None),
             };
-            json!({
-                "todo_id": c.todo_id,
-                "tool_call_id": c.tool_call_id,
-                "run_id": child,
-                "status": status,
-                "phase": phase,
-            })
+            SubRun {
+                todo_id: c.todo_id.clone(),
+                tool_call_id: c.tool_call_id.clone(),
+                run_id: child,
+                status,
+                phase,
+            }
         })
         .collect()
 }

@@ -8,6 +8,8 @@ use chronicle_schemas::{
 };
 use serde_json::json;
 
+use chronicle_wire::TodoSummary;
+
 use crate::agents::Registry;
 use crate::texts::{Text, Texts};
 use crate::{Error, Result};
@@ -131,20 +133,20 @@ pub fn readiness(p: &PlanningState) -> Readiness {
     out
 }
 
-/// Seed 000's `get_summary` counts, plus the two statuses the seed does not count. As in the
-/// seed, a TODO waiting for its approval has not started, so it counts as `pending` too.
-pub fn summary(p: &PlanningState) -> serde_json::Value {
+/// The TODO list's counts, as the original system summarised it, plus the two statuses it did
+/// not count. A TODO waiting for its approval has not started, so it counts as `pending` too.
+pub fn summary(p: &PlanningState) -> TodoSummary {
     let count = |s: TodoStatus| p.todos.iter().filter(|t| t.status == s).count();
-    json!({
-        "total": p.todos.len(),
-        "pending": count(TodoStatus::Pending) + count(TodoStatus::WaitingApproval),
-        "in_progress": count(TodoStatus::InProgress),
-        "completed": count(TodoStatus::Completed),
-        "failed": count(TodoStatus::Failed),
-        "skipped": count(TodoStatus::Skipped),
-        "blocked": count(TodoStatus::Blocked),
-        "waiting_approval": count(TodoStatus::WaitingApproval),
-    })
+    TodoSummary {
+        total: p.todos.len(),
+        pending: count(TodoStatus::Pending) + count(TodoStatus::WaitingApproval),
+        in_progress: count(TodoStatus::InProgress),
+        completed: count(TodoStatus::Completed),
+        failed: count(TodoStatus::Failed),
+        skipped: count(TodoStatus::Skipped),
+        blocked: count(TodoStatus::Blocked),
+        waiting_approval: count(TodoStatus::WaitingApproval),
+    }
 }
 
 #[cfg(test)]

@@ -17,7 +17,7 @@ mod supervisor;
 mod tests;
 
 pub use approvals::Approvals;
-pub use audit::{Audit, AuditDecision, AuditRow, EXPIRY_DECIDED_BY, SubjectKind, audit_rows};
+pub use audit::{Audit, EXPIRY_DECIDED_BY, audit_rows};
 pub use checkpoints::CheckpointList;
 pub use run::{EventSource, NoSnapshots, RunState, VecSource, replay, replay_from_zero};
 pub use snapshot::SNAPSHOT_INTERVAL_EVENTS;

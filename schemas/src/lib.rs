@@ -5,6 +5,7 @@
 //! time and ids arrive inside events (see `clippy.toml`).
 
 mod approval;
+mod audit;
 mod checkpoint;
 mod config;
 pub mod contract;
@@ -19,6 +20,7 @@ mod time;
 pub mod samples;
 
 pub use approval::{Approval, ApprovalStatus, Decision, Subject};
+pub use audit::{AuditDecision, AuditRow, SubjectKind};
 pub use checkpoint::Checkpoint;
 pub use config::{ExpiryAction, HitlMode, Limits, RunConfig, Strategy};
 pub use envelope::{

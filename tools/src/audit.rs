@@ -10,16 +10,16 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
-use chronicle_api::audit::{
-    CSV_COLUMNS, HEAD_OFFSET_HEADER, RUN_HEAD_HASH_HEADER, RUN_HEAD_SEQ_HEADER, csv_record,
-};
+use chronicle_client::Client;
 use chronicle_engine::store::Store;
-use chronicle_projections::{Audit, AuditRow};
-use chronicle_schemas::{Envelope, Hash, RunId, Timestamp};
-use futures_util::StreamExt;
+use chronicle_projections::Audit;
+use chronicle_schemas::{AuditRow, Envelope, Hash, RunId, Timestamp};
+use chronicle_wire::ExportQuery;
+use chronicle_wire::audit::{Encoder, Format};
 
-use crate::common::{DataArgs, Outcome, RemoteArgs, open_store, parse_run_id};
-use crate::run::remote::{self, Remote};
+use crate::common::{
+    DataArgs, LOCKED_USE_SERVER, Outcome, RemoteArgs, open_store, parse_run_id, runtime,
+};
 
 /// Logs with at least this many events get a progress bar (on a terminal).
 pub(crate) const PROGRESS_MIN_EVENTS: u64 = 10_000;
@@ -97,27 +97,8 @@ pub fn run(args: &AuditArgs, out: &mut dyn Write) -> anyhow::Result<Outcome> {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Format {
-    Jsonl,
-    Csv,
-}
-
-impl Format {
-    fn parse(s: &str) -> anyhow::Result<Self> {
-        match s {
-            "jsonl" => Ok(Format::Jsonl),
-            "csv" => Ok(Format::Csv),
-            _ => bail!("--format must be jsonl or csv, got {s:?}"),
-        }
-    }
-
-    fn as_str(self) -> &'static str {
-        match self {
-            Format::Jsonl => "jsonl",
-            Format::Csv => "csv",
-        }
-    }
+fn parse_format(s: &str) -> anyhow::Result<Format> {
+    Format::parse(s).with_context(|| format!("--format must be jsonl or csv, got {s:?}"))
 }
 
 fn parse_time(flag: &str, s: &str) -> anyhow::Result<Timestamp> {
@@ -141,7 +122,7 @@ impl Window {
 }
 
 fn export(args: &ExportArgs, out: &mut dyn Write) -> anyhow::Result<()> {
-    let format = Format::parse(&args.format)?;
+    let format = parse_format(&args.format)?;
     let run = args.run.as_deref().map(parse_run_id).transpose()?;
     let window = Window {
         since: args
@@ -155,13 +136,13 @@ fn export(args: &ExportArgs, out: &mut dyn Write) -> anyhow::Result<()> {
             .map(|s| parse_time("--until", s))
             .transpose()?,
     };
-    let remote = Remote::from_args(&args.remote)?;
+    let remote = args.remote.client()?;
     // Refuse a destination we cannot write before reading anything.
     let mut dest = Destination::open(args.out.as_deref())?;
     let head = match &remote {
-        Some(r) => export_remote(r, args, format, run, dest.writer(out))?,
+        Some(client) => export_remote(client, args, format, run, dest.writer(out))?,
         None => {
-            let store = open_store(&args.data.data)?;
+            let store = open_store(&args.data.data, LOCKED_USE_SERVER)?;
             export_local(&store, format, run, window, dest.writer(out))?
         }
     };
@@ -242,43 +223,28 @@ impl Head {
     }
 }
 
-/// Writes rows in the server export's encoding (header first for CSV).
+/// Writes rows in the server export's encoding (header first for CSV) as they come.
 pub(crate) struct RowWriter<'a> {
-    format: Format,
+    enc: Encoder,
     out: &'a mut dyn Write,
 }
 
 impl<'a> RowWriter<'a> {
-    pub(crate) fn new(format: Format, out: &'a mut dyn Write) -> anyhow::Result<Self> {
-        let mut w = Self { format, out };
-        if format == Format::Csv {
-            w.csv_line(CSV_COLUMNS.iter().map(|c| c.to_string()).collect())?;
+    pub(crate) fn new(format: Format, out: &'a mut dyn Write) -> Self {
+        Self {
+            enc: Encoder::new(format),
+            out,
         }
-        Ok(w)
-    }
-
-    fn csv_line(&mut self, cells: Vec<String>) -> anyhow::Result<()> {
-        let mut w = csv::WriterBuilder::new().from_writer(Vec::with_capacity(512));
-        w.write_record(&cells)?;
-        let bytes = w
-            .into_inner()
-            .map_err(|e| anyhow::anyhow!("{}", e.error()))?;
-        self.out.write_all(&bytes)?;
-        Ok(())
     }
 
     pub(crate) fn push(&mut self, row: &AuditRow) -> anyhow::Result<()> {
-        match self.format {
-            Format::Jsonl => {
-                serde_json::to_writer(&mut *self.out, row)?;
-                self.out.write_all(b"\n")?;
-            }
-            Format::Csv => self.csv_line(csv_record(row))?,
-        }
+        self.enc.push(row);
+        self.out.write_all(&self.enc.take())?;
         Ok(())
     }
 
     fn flush(&mut self) -> anyhow::Result<()> {
+        self.out.write_all(&self.enc.take())?;
         self.out.flush()?;
         Ok(())
     }
@@ -313,7 +279,7 @@ fn export_local(
     let progress = progress_bar(total, "exporting");
     let mut links = Links::default();
     let mut audit = Audit::new();
-    let mut writer = RowWriter::new(format, out)?;
+    let mut writer = RowWriter::new(format, out);
     let mut head = Head {
         offset: Some(to_offset),
         ..Head::default()
@@ -391,55 +357,32 @@ impl Links {
 
 /// The export of a server (`GET /api/v1/audit/approvals`), streamed to `out` as it arrives.
 fn export_remote(
-    remote: &Remote,
+    client: &Client,
     args: &ExportArgs,
     format: Format,
     run: Option<RunId>,
     out: &mut dyn Write,
 ) -> anyhow::Result<Head> {
-    let mut query = vec![("format", format.as_str().to_owned())];
-    if let Some(run) = run {
-        query.push(("run_id", run.to_string()));
-    }
-    // Sent as given (already checked to be RFC 3339): the server applies the same window.
-    if let Some(s) = &args.since {
-        query.push(("since", s.clone()));
-    }
-    if let Some(u) = &args.until {
-        query.push(("until", u.clone()));
-    }
-    let rt = crate::run::runtime()?;
-    rt.block_on(async {
-        let res = remote.get_stream("/api/v1/audit/approvals", &query).await?;
-        remote::expect_content_type(
-            &res,
-            match format {
-                Format::Jsonl => "application/x-ndjson",
-                Format::Csv => "text/csv",
-            },
-        )?;
-        let header = |name: &str| {
-            res.headers()
-                .get(name)
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_owned)
-        };
+    // Times are sent as given (already checked to be RFC 3339): the server applies the same
+    // window.
+    let query = ExportQuery {
+        format: Some(format.as_str().to_owned()),
+        since: args.since.clone(),
+        until: args.until.clone(),
+        run_id: run.map(|r| r.to_string()),
+    };
+    runtime()?.block_on(async {
+        let mut export = client.audit_export(&query).await?;
         let mut head = Head {
-            offset: header(HEAD_OFFSET_HEADER).and_then(|v| v.parse().ok()),
+            offset: export.head_offset,
             ..Head::default()
         };
-        if let (Some(run), Some(seq), Some(hash)) = (
-            run,
-            header(RUN_HEAD_SEQ_HEADER),
-            header(RUN_HEAD_HASH_HEADER),
-        ) {
-            head.remote_run = Some((run, seq, hash));
+        if let (Some(run), Some((seq, hash))) = (run, export.run_head.clone()) {
+            head.remote_run = Some((run, seq.to_string(), hash));
         }
-        let mut body = res.bytes_stream();
         let mut lines = 0u64;
-        while let Some(chunk) = body.next().await {
-            // A body that breaks off is an incomplete export, never a short one.
-            let chunk = chunk.map_err(|e| anyhow::anyhow!("the export broke off: {e}"))?;
+        // A body that breaks off is an incomplete export (an error), never a short one.
+        while let Some(chunk) = export.chunk().await? {
             lines += chunk.iter().filter(|b| **b == b'\n').count() as u64;
             out.write_all(&chunk)?;
         }
@@ -485,23 +428,22 @@ mod tests {
         let envs = envelopes(RunId::from_u128(0xA0D17), scenario_1_events());
         let rows = audit_rows(&envs);
         assert!(!rows.is_empty());
-        for (format, want) in [
-            (Format::Csv, chronicle_api::audit::encode_csv(&rows)),
-            (Format::Jsonl, chronicle_api::audit::encode_jsonl(&rows)),
-        ] {
+        for format in [Format::Csv, Format::Jsonl] {
             let mut buf = Vec::new();
-            let mut w = RowWriter::new(format, &mut buf).unwrap();
+            let mut w = RowWriter::new(format, &mut buf);
             for r in &rows {
                 w.push(r).unwrap();
             }
+            w.flush().unwrap();
+            let want = chronicle_wire::audit::encode(format, &rows);
             assert_eq!(String::from_utf8(buf).unwrap(), want, "{format:?}");
         }
     }
 
     #[test]
     fn arguments_are_checked() {
-        assert_eq!(Format::parse("csv").unwrap(), Format::Csv);
-        assert!(Format::parse("xml").is_err());
+        assert_eq!(parse_format("csv").unwrap(), Format::Csv);
+        assert!(parse_format("xml").is_err());
         assert!(parse_time("--since", "2025-10-05T10:00:00Z").is_ok());
         let e = parse_time("--since", "yesterday").unwrap_err().to_string();
         assert!(e.starts_with("--since must be an RFC 3339 instant"), "{e}");

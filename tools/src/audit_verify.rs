@@ -10,14 +10,14 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
-use chronicle_api::audit::{CSV_COLUMNS, rows_from_csv};
 use chronicle_engine::store::Store;
-use chronicle_projections::{Audit, AuditRow};
-use chronicle_schemas::RunId;
+use chronicle_projections::Audit;
+use chronicle_schemas::{AuditRow, RunId};
+use chronicle_wire::audit::{CSV_COLUMNS, Format, read_csv, read_jsonl};
 use serde_json::{Value, json};
 
-use super::{Format, Links, progress_bar};
-use crate::common::{DataArgs, Outcome, json_line, open_store};
+use super::{Links, progress_bar};
+use crate::common::{DataArgs, LOCKED_NEEDS_DIRECTORY, Outcome, json_line, open_store};
 
 const VERIFY_HELP: &str = "\
 Examples:
@@ -58,10 +58,11 @@ pub fn run(args: &VerifyArgs, out: &mut dyn Write) -> anyhow::Result<Outcome> {
         .with_context(|| format!("cannot read {}", args.file.display()))?;
     let format = detect(&args.file, &text)?;
     let rows = match format {
-        Format::Jsonl => jsonl_rows(&text),
-        Format::Csv => csv_rows(&text)?,
+        Format::Jsonl => read_jsonl(&text),
+        Format::Csv => read_csv(&text)?,
     };
-    let store = open_store(&args.data.data)?;
+    // The check reads the log itself: a server's answers would be what is being verified.
+    let store = open_store(&args.data.data, LOCKED_NEEDS_DIRECTORY)?;
     let progress = progress_bar(rows.len() as u64, "verifying");
     let mut log = LogRows::default();
     let mut checked = 0u64;
@@ -141,74 +142,6 @@ fn detect(path: &Path, text: &str) -> anyhow::Result<Format> {
             path.display()
         )
     }
-}
-
-type Rows = Vec<(u64, Result<AuditRow, String>)>;
-
-/// Each non-empty line, with its 1-based line number.
-fn jsonl_rows(text: &str) -> Rows {
-    text.lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-        .map(|(i, l)| {
-            (
-                i as u64 + 1,
-                serde_json::from_str::<AuditRow>(l).map_err(|e| e.to_string()),
-            )
-        })
-        .collect()
-}
-
-/// Each record with the line it starts on, decoded one by one through the export's own reader
-/// (`rows_from_csv`), so a bad cell names its row instead of failing the whole file.
-fn csv_rows(text: &str) -> anyhow::Result<Rows> {
-    let mut reader = csv::ReaderBuilder::new()
-        .flexible(true)
-        .from_reader(text.as_bytes());
-    let headers = reader.headers().context("reading the CSV header")?.clone();
-    if let Some(missing) = CSV_COLUMNS
-        .iter()
-        .find(|c| !headers.iter().any(|h| h == **c))
-    {
-        bail!("the CSV has no {missing} column; is it an audit export?");
-    }
-    let mut rows = Vec::new();
-    for record in reader.records() {
-        let record = match record {
-            Ok(r) => r,
-            Err(e) => {
-                let line = e.position().map_or(0, |p| p.line());
-                rows.push((line, Err(e.to_string())));
-                break;
-            }
-        };
-        let line = record.position().map_or(0, |p| p.line());
-        let row = if record.len() != headers.len() {
-            Err(format!(
-                "{} cells, the header has {}",
-                record.len(),
-                headers.len()
-            ))
-        } else {
-            one_csv_row(&headers, &record)
-        };
-        rows.push((line, row));
-    }
-    Ok(rows)
-}
-
-fn one_csv_row(
-    headers: &csv::StringRecord,
-    record: &csv::StringRecord,
-) -> Result<AuditRow, String> {
-    let mut w = csv::Writer::from_writer(Vec::new());
-    w.write_record(headers).map_err(|e| e.to_string())?;
-    w.write_record(record).map_err(|e| e.to_string())?;
-    let bytes = w.into_inner().map_err(|e| e.to_string())?;
-    // The reader counts rows from 1; this one is alone, its line is reported by the caller.
-    let mut rows = rows_from_csv(bytes.as_slice())
-        .map_err(|e| e.strip_prefix("row 1: ").unwrap_or(&e).to_owned())?;
-    rows.pop().ok_or_else(|| "empty row".to_owned())
 }
 
 /// The log's rows per run, recomputed on first use: offset → row. Also each run's head.
@@ -356,29 +289,5 @@ mod tests {
         );
         assert_eq!(detect(&p("export"), "").unwrap(), Format::Jsonl);
         assert!(detect(&p("export"), "hello world\n").is_err());
-    }
-
-    #[test]
-    fn rows_keep_their_line_numbers() {
-        let rows = jsonl_rows("\n{\"nope\": 1}\n");
-        assert_eq!(rows.len(), 1);
-        assert_eq!(rows[0].0, 2);
-        assert!(rows[0].1.is_err());
-        let header = CSV_COLUMNS.join(",");
-        let bad = format!("{header}\n{}\n", vec!["x"; CSV_COLUMNS.len()].join(","));
-        let rows = csv_rows(&bad).unwrap();
-        assert_eq!(rows.len(), 1);
-        assert_eq!(rows[0].0, 2);
-        assert!(
-            rows[0].1.as_ref().unwrap_err().starts_with("column "),
-            "{:?}",
-            rows[0].1
-        );
-        assert!(
-            csv_rows("a,b\n1,2\n")
-                .unwrap_err()
-                .to_string()
-                .contains("run_id")
-        );
     }
 }

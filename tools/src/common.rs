@@ -1,5 +1,6 @@
 //! What every `chronicle` command shares: the data directory, the exit-code convention, JSON
-//! Lines output, run ids, and the remote server options.
+//! Lines output, run ids, the remote server options (`--server`, `CHRONICLE_SERVER`) and the
+//! async runtime of the commands that need one.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -33,33 +34,50 @@ pub struct DataArgs {
 /// `--server URL` for the commands that also work against a running server.
 #[derive(Clone, Debug, clap::Args)]
 pub struct RemoteArgs {
-    /// Talk to a running server instead of opening the data directory.
-    #[arg(long, value_name = "URL")]
+    /// Talk to the server at URL instead of opening the data directory (which a running server
+    /// holds locked).
+    #[arg(long, env = "CHRONICLE_SERVER", value_name = "URL")]
     pub server: Option<String>,
     /// Bearer token for `--server`.
     #[arg(long, env = "CHRONICLE_API_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
 }
 
-/// Opens an existing store for inspection. A missing directory is an error (nothing is created),
-/// and a store held by a running server says how to reach it instead.
-pub fn open_store(data: &Path) -> anyhow::Result<Store> {
-    open_existing(data, Options::default())
+impl RemoteArgs {
+    /// The client of `--server`, or `None` when the command works on a data directory.
+    pub fn client(&self) -> anyhow::Result<Option<chronicle_client::Client>> {
+        let Some(server) = &self.server else {
+            return Ok(None);
+        };
+        let client = chronicle_client::Client::new(server).map_err(|_| {
+            anyhow::anyhow!(
+                "--server must be an http(s) URL like http://127.0.0.1:8080, got {server:?}"
+            )
+        })?;
+        Ok(Some(client.with_token(self.token.clone())))
+    }
+}
+
+/// What to do while a server holds the data directory, for commands that can ask it instead.
+pub const LOCKED_USE_SERVER: &str = "stop it, work on a copy of the directory, or use --server URL";
+/// The same for commands that need the directory itself.
+pub const LOCKED_NEEDS_DIRECTORY: &str = "stop it, or work on a copy of the directory";
+
+/// Opens an existing store to write to it. A missing directory is an error (nothing is created),
+/// and a store held by a running server ends with `when_locked` (what to do instead).
+pub fn open_store(data: &Path, when_locked: &str) -> anyhow::Result<Store> {
+    open_existing(data, Options::default(), when_locked)
 }
 
 /// Opens a data directory that must already hold a store, with `opts`.
-pub fn open_existing(data: &Path, opts: Options) -> anyhow::Result<Store> {
+pub fn open_existing(data: &Path, opts: Options, when_locked: &str) -> anyhow::Result<Store> {
     if !data.join("sled").exists() {
         bail!(
             "no Chronicle data in {} (use --data DIR or CHRONICLE_DATA)",
             data.display()
         );
     }
-    open_with(
-        data,
-        opts,
-        "stop it, work on a copy of the directory, or use --server URL",
-    )
+    open_with(data, opts, when_locked)
 }
 
 /// Opens (or creates) the store in `data`, waiting briefly for its lock; a store held by a
@@ -88,4 +106,36 @@ pub fn json_line(out: &mut dyn Write, ty: &str, data: serde_json::Value) -> anyh
     serde_json::to_writer(&mut *out, &serde_json::json!({"type": ty, "data": data}))?;
     out.write_all(b"\n")?;
     Ok(())
+}
+
+/// The runtime of the commands that talk to a server or run an engine: the engine's actors and
+/// agents run on its workers while the main thread prints and reads the terminal.
+pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn server_urls_are_checked() {
+        let args = |s: &str| RemoteArgs {
+            server: Some(s.into()),
+            token: None,
+        };
+        assert!(args("http://127.0.0.1:8080/").client().unwrap().is_some());
+        for bad in ["127.0.0.1:8080", "ftp://x", "http//x", ""] {
+            let e = args(bad).client().unwrap_err().to_string();
+            assert!(e.starts_with("--server must be"), "{bad:?}: {e}");
+        }
+        let none = RemoteArgs {
+            server: None,
+            token: None,
+        };
+        assert!(none.client().unwrap().is_none());
+    }
 }

@@ -14,6 +14,9 @@ pub enum Domain {
     /// Korean real-estate questions answered by built-in agents over a bundled dataset.
     #[default]
     Realestate,
+    /// Any agents, from `--agents`: a query goes to the agents whose keywords or examples match
+    /// it (or whom a configured model picks), and their replies are the answer.
+    Generic,
 }
 
 #[derive(Clone, Debug, Default, clap::Args)]
@@ -47,11 +50,15 @@ impl DomainArgs {
         let settings = Settings::from_env()?;
         let mut settings = match self.domain {
             Domain::Realestate => chronicle_realestate::install(settings),
+            Domain::Generic => chronicle_generic::install(settings),
         };
         if let Some(path) = &self.agents {
             let n = chronicle_generic::load_agents_file(&mut settings.registry, path)
                 .with_context(|| format!("loading agents from {}", path.display()))?;
             tracing::info!(agents = n, "loaded http agents");
+        }
+        if settings.registry.is_empty() {
+            tracing::warn!("no agents are registered: every run will answer that no agent could");
         }
         Ok(settings)
     }

@@ -2,23 +2,21 @@
 //! directory, or from a server with `--server`), moving a run back to a checkpoint, and checking
 //! every chain of the log.
 
-#[path = "inspect_remote.rs"]
-pub(crate) mod remote;
-#[path = "inspect_view.rs"]
-pub(crate) mod view;
-
 use std::io::Write;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use chronicle_engine::store::{RunHead, Store};
+use chronicle_client::{Client, EventsFrom};
 use chronicle_engine::{Engine, RestoreTarget};
 use chronicle_schemas::{CheckpointId, Envelope, Event, RunId, RunStatus};
+use chronicle_wire::{CheckpointList, Restored, RunSummary, RunsQuery};
 use serde_json::{Value, json};
 
-use crate::common::{DataArgs, Outcome, RemoteArgs, json_line, open_store, parse_run_id};
-use remote::Remote;
-use view::{Branches, DIM, paint, styled};
+use crate::common::{
+    DataArgs, LOCKED_NEEDS_DIRECTORY, LOCKED_USE_SERVER, Outcome, RemoteArgs, json_line,
+    open_store, parse_run_id, runtime,
+};
+use crate::view::{self, Branches, DIM, paint, styled};
 
 /// Stores with more events than this show a progress indicator while `verify` runs.
 const VERIFY_PROGRESS_EVENTS_MIN: u64 = 50_000;
@@ -26,14 +24,6 @@ const VERIFY_PROGRESS_EVENTS_MIN: u64 = 50_000;
 const RUNS_PROGRESS_RUNS_MIN: usize = 200;
 /// Longest query `runs` prints.
 const RUNS_QUERY_CHARS_MAX: usize = 48;
-
-fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .context("starting the async runtime")
-}
 
 // ------------------------------------------------------------------------------------------ log
 
@@ -50,8 +40,9 @@ Examples:
   chronicle log 0190d5a2-8c1e-7f3a-9b2d-4c5e6f708192 --follow --server http://127.0.0.1:8080
 
 --json prints one `{\"type\":\"event\",\"data\":<envelope + \"abandoned\">}` line per event.
---follow needs --server: a data directory is locked by the process that writes it, so only a
-running server has new events to show.
+--server URL (or CHRONICLE_SERVER) reads the log from a running server, which holds its data
+directory locked; the output is the same. --follow needs --server: only a running server has new
+events to show.
 
 Exit codes: 0 printed, 2 error (unknown run, bad argument, unreadable store, unreachable server).")]
 pub struct LogArgs {
@@ -110,15 +101,15 @@ pub fn log(args: &LogArgs, out: &mut dyn Write) -> anyhow::Result<()> {
         json: args.json,
         all_branches: args.all_branches,
     };
-    if let Some(remote) = Remote::from_args(&args.remote)? {
-        return runtime()?.block_on(log_remote(&remote, run, args.follow, &printer, out));
+    if let Some(client) = args.remote.client()? {
+        return runtime()?.block_on(log_remote(&client, run, args.follow, &printer, out));
     }
     if args.follow {
         bail!(
             "--follow needs --server URL: a data directory is locked by the process writing to it, so only a running server has new events"
         );
     }
-    let store = view::open_for_reading(&args.data.data)?;
+    let store = view::open_for_reading(&args.data.data, LOCKED_USE_SERVER)?;
     let head = view::require_run(&store, run)?;
     // Two passes: the restores decide which seqs are abandoned, then the events are printed.
     let branches = Branches::of_run(&store, &head)?;
@@ -130,32 +121,14 @@ pub fn log(args: &LogArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Reads `/log` pages from `from` until an empty page.
-async fn log_pages(remote: &Remote, run: RunId, from: u64) -> anyhow::Result<Vec<Envelope>> {
-    let mut events: Vec<Envelope> = Vec::new();
-    let mut next = from;
-    loop {
-        let page = remote
-            .get(&format!("/api/v1/agent/{run}/log?from={next}"))
-            .await?;
-        let page: Vec<Envelope> =
-            serde_json::from_value(page).context("the server's log page does not decode")?;
-        let Some(last) = page.last() else {
-            return Ok(events);
-        };
-        next = last.seq + 1;
-        events.extend(page);
-    }
-}
-
 async fn log_remote(
-    remote: &Remote,
+    client: &Client,
     run: RunId,
     follow: bool,
     printer: &LogPrinter,
     out: &mut dyn Write,
 ) -> anyhow::Result<()> {
-    let events = log_pages(remote, run, 0).await?;
+    let events = client.log(run, 0).await?;
     let branches = Branches::of_events(&events);
     for env in &events {
         printer.print(out, env, branches.is_abandoned(env.seq))?;
@@ -167,17 +140,17 @@ async fn log_remote(
     // The SSE stream is only a wake-up: each message is followed by a read of the log, so the
     // printed events are the stored envelopes, with their hashes, exactly as without --follow.
     let mut next = events.last().map_or(0, |e| e.seq + 1);
-    let mut sse = remote
-        .sse(&format!(
-            "/api/v1/agent/{run}/events?from={next}&follow=true"
-        ))
-        .await?;
-    while let Some(msg) = sse.next().await? {
-        let seq = msg.id.as_deref().and_then(|i| i.parse::<u64>().ok());
-        if seq.is_some_and(|s| s < next) {
+    let from = EventsFrom {
+        from: Some(next),
+        last_event_id: None,
+        follow: true,
+    };
+    let mut stream = client.run_events(run, from).await?;
+    while let Some(ev) = stream.next().await {
+        if ev?.id < next {
             continue;
         }
-        for env in log_pages(remote, run, next).await? {
+        for env in client.log(run, next).await? {
             // New events extend the effective history; a restore among them says what it left.
             printer.print(out, &env, false)?;
             next = env.seq + 1;
@@ -221,10 +194,14 @@ Examples:
   chronicle runs
   chronicle runs --status waiting_for_approval
   chronicle runs --session 6f1c2d3e-4b5a-6978-8a9b-0c1d2e3f4a5b --json
+  chronicle runs --server http://127.0.0.1:8080
 
 --json prints one `{\"type\":\"run\",\"data\":{...}}` line per run.
+--server URL (or CHRONICLE_SERVER) lists the runs of a running server, which holds its data
+directory locked; the output is the same.
 
-Exit codes: 0 listed (also when nothing matches), 2 error (bad argument, unreadable store).")]
+Exit codes: 0 listed (also when nothing matches), 2 error (bad argument, unreadable store,
+unreachable server).")]
 pub struct RunsArgs {
     /// Only the runs of this session.
     #[arg(long, value_name = "SESSION")]
@@ -237,62 +214,24 @@ pub struct RunsArgs {
     json: bool,
     #[command(flatten)]
     data: DataArgs,
+    #[command(flatten)]
+    remote: RemoteArgs,
 }
 
 pub fn runs(args: &RunsArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     let out = &mut styled(out);
-    let store = view::open_for_reading(&args.data.data)?;
-    let mut heads: Vec<RunHead> = match &args.session {
-        Some(s) => {
-            let ids = store.session_runs(&chronicle_schemas::SessionId(s.clone()))?;
-            ids.into_iter()
-                .filter_map(|r| store.run_head(r).transpose())
-                .collect::<Result<_, _>>()?
-        }
-        None => store.runs().collect::<Result<_, _>>()?,
+    let query = RunsQuery {
+        session_id: args.session.clone(),
+        status: args.status.map(StatusFilter::status),
+        ..RunsQuery::default()
     };
-    heads.sort_by_key(|h| (h.created_at, h.run_id));
-    let bar = (heads.len() > RUNS_PROGRESS_RUNS_MIN).then(|| {
-        indicatif::ProgressBar::with_draw_target(
-            Some(heads.len() as u64),
-            indicatif::ProgressDrawTarget::stderr(),
-        )
-        .with_message("projecting runs")
-    });
-    let mut rows = Vec::new();
-    for head in &heads {
-        let state = store
-            .state_at(head.run_id, head.last_seq)
-            .with_context(|| format!("projecting run {}", head.run_id))?;
-        if let Some(b) = &bar {
-            b.inc(1);
-        }
-        let status = state.supervisor.run_status;
-        if args.status.is_some_and(|f| f.status() != status) {
-            continue;
-        }
-        rows.push((head, state));
-    }
-    if let Some(b) = bar {
-        b.finish_and_clear();
-    }
+    let rows = match args.remote.client()? {
+        Some(client) => runtime()?.block_on(client.runs(&query))?,
+        None => runs_embedded(args, query)?,
+    };
     if args.json {
-        for (head, state) in &rows {
-            let sup = &state.supervisor;
-            json_line(
-                out,
-                "run",
-                json!({
-                    "run_id": head.run_id,
-                    "session_id": head.session_id,
-                    "status": sup.run_status,
-                    "created_at": head.created_at,
-                    "updated_at": head.updated_at,
-                    "last_seq": head.last_seq,
-                    "query": sup.query,
-                    "parent": sup.parent,
-                }),
-            )?;
+        for row in &rows {
+            json_line(out, "run", serde_json::to_value(row)?)?;
         }
         return Ok(());
     }
@@ -302,15 +241,14 @@ pub fn runs(args: &RunsArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     }
     let table: Vec<Vec<String>> = rows
         .iter()
-        .map(|(head, state)| {
-            let s = state.supervisor.run_status;
+        .map(|r| {
             vec![
-                head.run_id.to_string(),
-                head.session_id.to_string(),
-                paint(view::run_status_style(s), s.as_str()),
-                view::date_time(head.created_at),
-                head.last_seq.to_string(),
-                view::one_line(&state.supervisor.query, RUNS_QUERY_CHARS_MAX),
+                r.run_id.to_string(),
+                r.session_id.to_string(),
+                paint(view::run_status_style(r.status), r.status.as_str()),
+                view::date_time(r.created_at),
+                r.last_seq.to_string(),
+                view::one_line(&r.query, RUNS_QUERY_CHARS_MAX),
             ]
         })
         .collect();
@@ -320,6 +258,37 @@ pub fn runs(args: &RunsArgs, out: &mut dyn Write) -> anyhow::Result<()> {
         &table,
     )?;
     Ok(())
+}
+
+/// The runs of the data directory, listed the way the server lists them (page after page).
+fn runs_embedded(args: &RunsArgs, mut query: RunsQuery) -> anyhow::Result<Vec<RunSummary>> {
+    let store = view::open_for_reading(&args.data.data, LOCKED_USE_SERVER)?;
+    let total = store.runs().count();
+    let bar = (total > RUNS_PROGRESS_RUNS_MIN).then(|| {
+        indicatif::ProgressBar::with_draw_target(
+            Some(total as u64),
+            indicatif::ProgressDrawTarget::stderr(),
+        )
+        .with_message("projecting runs")
+    });
+    let mut rows = Vec::new();
+    loop {
+        let mut tick = || {
+            if let Some(b) = &bar {
+                b.inc(1);
+            }
+        };
+        let page = chronicle_api::runs::page(&store, &query, &mut tick)?;
+        rows.extend(page.runs);
+        match page.next {
+            Some(next) => query.after = Some(next),
+            None => break,
+        }
+    }
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    Ok(rows)
 }
 
 // ---------------------------------------------------------------------------------- checkpoints
@@ -337,6 +306,8 @@ Examples:
   chronicle checkpoints 0190d5a2-8c1e-7f3a-9b2d-4c5e6f708192 --server http://127.0.0.1:8080
 
 --json prints one `{\"type\":\"checkpoint\",\"data\":{...}}` line per checkpoint.
+--server URL (or CHRONICLE_SERVER) reads the tree from a running server, which holds its data
+directory locked; the output is the same.
 
 Exit codes: 0 listed, 2 error (unknown run, bad argument, unreadable store, unreachable server).")]
 pub struct CheckpointsArgs {
@@ -351,77 +322,48 @@ pub struct CheckpointsArgs {
     remote: RemoteArgs,
 }
 
-/// The checkpoint list as the API's `GET .../checkpoints` shapes it.
-pub(crate) fn checkpoints_json(run: RunId, store: &Store, head: &RunHead) -> anyhow::Result<Value> {
-    let s = store.state_at(run, head.last_seq)?;
-    let list: Vec<Value> = s
-        .checkpoints
-        .with_abandoned()
-        .into_iter()
-        .map(|(c, abandoned)| {
-            json!({
-                "checkpoint_id": c.checkpoint_id, "timestamp": c.at, "node": c.node,
-                "todos_completed": c.todos_completed, "seq": c.seq, "parent": c.parent,
-                "branch": c.branch, "abandoned": abandoned,
-            })
-        })
-        .collect();
-    Ok(json!({"run_id": run, "checkpoints": list, "head": s.checkpoints.head}))
-}
-
 pub fn checkpoints(args: &CheckpointsArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     let run = parse_run_id(&args.run)?;
     let out = &mut styled(out);
-    let listing = match Remote::from_args(&args.remote)? {
-        Some(remote) => {
-            runtime()?.block_on(remote.get(&format!("/api/v1/agent/{run}/checkpoints")))?
-        }
+    let listing = match args.remote.client()? {
+        Some(client) => runtime()?.block_on(client.checkpoints(run))?,
         None => {
-            let store = view::open_for_reading(&args.data.data)?;
+            let store = view::open_for_reading(&args.data.data, LOCKED_USE_SERVER)?;
             let head = view::require_run(&store, run)?;
-            checkpoints_json(run, &store, &head)?
+            let s = store.state_at(run, head.last_seq)?;
+            CheckpointList::new(
+                run,
+                s.checkpoints.head.clone(),
+                s.checkpoints.with_abandoned(),
+            )
         }
     };
-    let list = listing["checkpoints"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
     if args.json {
-        for c in list {
-            json_line(out, "checkpoint", c)?;
+        for c in &listing.checkpoints {
+            json_line(out, "checkpoint", serde_json::to_value(c)?)?;
         }
         return Ok(());
     }
-    if list.is_empty() {
+    if listing.checkpoints.is_empty() {
         writeln!(out, "no checkpoints")?;
         return Ok(());
     }
-    let head = listing["head"].as_str();
-    let s = |v: &Value| match v {
-        Value::String(s) => s.clone(),
-        Value::Null => "-".into(),
-        other => other.to_string(),
-    };
-    let rows: Vec<Vec<String>> = list
+    let or_dash = |v: Option<String>| v.unwrap_or_else(|| "-".into());
+    let rows: Vec<Vec<String>> = listing
+        .checkpoints
         .iter()
         .map(|c| {
-            let id = s(&c["checkpoint_id"]);
-            let is_head = head == Some(id.as_str());
-            let abandoned = c["abandoned"].as_bool().unwrap_or(false);
-            let at = c["timestamp"]
-                .as_str()
-                .and_then(chronicle_schemas::Timestamp::parse_rfc3339)
-                .map_or_else(|| "-".into(), view::clock);
+            let is_head = listing.head.as_ref() == Some(&c.checkpoint_id);
             let mark = if is_head { "*" } else { "" };
             let row = vec![
-                format!("{id}{mark}"),
-                s(&c["seq"]),
-                s(&c["node"]),
-                s(&c["todos_completed"]),
-                s(&c["parent"]),
-                s(&c["branch"]),
-                at,
-                if abandoned {
+                format!("{}{mark}", c.checkpoint_id),
+                c.seq.to_string(),
+                c.node.clone(),
+                c.todos_completed.to_string(),
+                or_dash(c.parent.as_ref().map(|p| p.to_string())),
+                c.branch.to_string(),
+                view::clock(c.timestamp),
+                if c.abandoned {
                     "abandoned".into()
                 } else if is_head {
                     "head".into()
@@ -429,7 +371,7 @@ pub fn checkpoints(args: &CheckpointsArgs, out: &mut dyn Write) -> anyhow::Resul
                     String::new()
                 },
             ];
-            if abandoned {
+            if c.abandoned {
                 row.into_iter().map(|cell| paint(DIM, cell)).collect()
             } else {
                 row
@@ -503,56 +445,53 @@ pub struct RestoreArgs {
 pub fn restore(args: &RestoreArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     let run = parse_run_id(&args.run)?;
     let out = &mut styled(out);
-    let result = match Remote::from_args(&args.remote)? {
-        Some(remote) => {
+    let result = match args.remote.client()? {
+        Some(client) => {
             let Some(cp) = &args.checkpoint else {
                 bail!("--seq works on a data directory only: the API restores by checkpoint id");
             };
-            runtime()?.block_on(remote.post(
-                &format!("/api/v1/agent/{run}/checkpoints/{cp}/restore"),
-                json!({}),
-            ))?
+            runtime()?.block_on(client.restore(run, &CheckpointId(cp.clone())))?
         }
         None => restore_embedded(args, run)?,
     };
     if args.json {
-        return json_line(out, "restore", result);
+        return json_line(out, "restore", serde_json::to_value(&result)?);
     }
-    let s = |k: &str| match &result[k] {
-        Value::String(s) => s.clone(),
-        Value::Null => "-".into(),
-        other => other.to_string(),
-    };
     writeln!(
         out,
         "restored run {run} to {} (seq {}); current todo {}",
-        s("checkpoint_id"),
-        s("to_seq"),
-        s("current_todo_id")
+        result.checkpoint_id,
+        result.to_seq,
+        result
+            .current_todo_id
+            .as_ref()
+            .map_or_else(|| "-".to_owned(), |t| t.to_string())
     )?;
-    if let Value::Object(summary) = &result["summary"] {
-        let parts: Vec<String> = summary
-            .iter()
-            .filter(|(_, v)| v.as_u64().is_some_and(|n| n > 0))
-            .map(|(k, v)| format!("{k} {v}"))
-            .collect();
-        if parts.is_empty() {
-            writeln!(out, "todos: none")?;
-        } else {
-            writeln!(out, "todos: {}", parts.join(", "))?;
-        }
+    // The counts in the summary's order, the non-zero ones.
+    let counts = serde_json::to_value(result.summary)?;
+    let parts: Vec<String> = counts
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(_, v)| v.as_u64().is_some_and(|n| n > 0))
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect();
+    if parts.is_empty() {
+        writeln!(out, "todos: none")?;
+    } else {
+        writeln!(out, "todos: {}", parts.join(", "))?;
     }
     Ok(())
 }
 
-fn restore_embedded(args: &RestoreArgs, run: RunId) -> anyhow::Result<Value> {
+fn restore_embedded(args: &RestoreArgs, run: RunId) -> anyhow::Result<Restored> {
     // The full open-time check here: a restore writes, and must not write after a broken tail.
-    let store = open_store(&args.data.data)?;
+    let store = open_store(&args.data.data, LOCKED_USE_SERVER)?;
     let head = view::require_run(&store, run)?;
     // Check the target before starting an engine, so a bad argument changes nothing.
     let target = match (&args.checkpoint, args.seq) {
         (_, Some(seq)) => {
-            view::check_seq(&head, seq)?;
+            view::check_seq(run, head.last_seq, seq)?;
             RestoreTarget::Seq(seq)
         }
         (Some(cp), None) => {
@@ -573,7 +512,7 @@ fn restore_embedded(args: &RestoreArgs, run: RunId) -> anyhow::Result<Value> {
         // The engine continues a restored run only while it lives; stop it now, so the next
         // `serve` picks the run up from the restored point.
         engine.shutdown().await;
-        Ok::<_, anyhow::Error>(result?)
+        Ok::<Restored, anyhow::Error>(result?)
     })
 }
 
@@ -610,7 +549,8 @@ pub struct VerifyArgs {
 pub fn verify(args: &VerifyArgs, out: &mut dyn Write) -> anyhow::Result<Outcome> {
     let run = args.run.as_deref().map(parse_run_id).transpose()?;
     let out = &mut styled(out);
-    let store = view::open_for_reading(&args.data.data)?;
+    // `verify` reads the files themselves: a server cannot do it for us.
+    let store = view::open_for_reading(&args.data.data, LOCKED_NEEDS_DIRECTORY)?;
     if let Some(run) = run {
         view::require_run(&store, run)?;
     }

@@ -9,6 +9,7 @@ mod inspect;
 mod replay;
 mod run;
 mod serve;
+mod view;
 
 use std::io::{self, Write};
 use std::process::ExitCode;
@@ -37,9 +38,9 @@ enum Command {
     BenchReplayMemory(bench::MemoryArgs),
     /// Print a run's events as readable lines or JSON (optionally following a server).
     Log(inspect::LogArgs),
-    /// List the runs of a data directory with their status.
+    /// List the runs of a data directory (or a server) with their status.
     Runs(inspect::RunsArgs),
-    /// Show a run's checkpoint tree.
+    /// Show a run's checkpoint tree (from a data directory or a server).
     Checkpoints(inspect::CheckpointsArgs),
     /// Restore a run to a checkpoint or seq (appends RunRestored).
     Restore(inspect::RestoreArgs),
@@ -49,7 +50,7 @@ enum Command {
     Replay(replay::ReplayArgs),
     /// Start a run, print its events live, ask for approvals on the terminal; exit with its outcome.
     Run(run::RunArgs),
-    /// An interactive REPL of queries and slash commands (seed 000's conversations).
+    /// An interactive REPL of queries and slash commands: converse with runs, answer approvals.
     Chat(run::ChatArgs),
     /// Export every approval decision (JSON Lines or CSV), or verify an export against the log.
     Audit(audit::AuditArgs),

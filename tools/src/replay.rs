@@ -2,7 +2,8 @@
 //! changed between two seqs (`--diff`), and an interactive stepper (`--step`) that shows each
 //! event with the state change it caused. Every state is the projections' own replay (the same
 //! fold the engine runs live), read from a data directory — a copy taken from a crashed server
-//! works, since the store is opened without its tail check.
+//! works, since the store is opened without its tail check — or from a running server with
+//! `--server` (its log and its `state?at=`), which prints the same.
 
 #[path = "replay_diff.rs"]
 mod diff;
@@ -10,13 +11,14 @@ mod diff;
 use std::io::{self, BufRead, IsTerminal, Write};
 
 use anyhow::{Context, bail};
+use chronicle_client::Client;
 use chronicle_engine::store::{RunHead, Store};
-use chronicle_projections::RunState;
-use chronicle_schemas::{CheckpointId, Envelope};
+use chronicle_projections::{RunState, VecSource};
+use chronicle_schemas::{CheckpointId, Envelope, RunId};
 use serde_json::json;
 
-use crate::common::{DataArgs, json_line, parse_run_id};
-use crate::inspect::view::{self, Branches, DIM, paint, styled};
+use crate::common::{DataArgs, LOCKED_USE_SERVER, RemoteArgs, json_line, parse_run_id, runtime};
+use crate::view::{self, Branches, DIM, paint, styled};
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\
@@ -50,8 +52,11 @@ Examples:
 --json: `--to` prints {\"type\":\"state\",\"data\":<RunState>}; `--diff` {\"type\":\"diff\",...};
 `--step` one {\"type\":\"step\",\"data\":{seq, abandoned, event, diff}} line per position.
 
+--server URL (or CHRONICLE_SERVER) replays a run of a running server, which holds its data
+directory locked: its log and its states come over the API, and the output is the same.
+
 Exit codes: 0 done, 2 error (unknown run, a seq beyond the run's last, bad argument, unreadable
-store). A bad step command prints an error and the session goes on.")]
+store, unreachable server). A bad step command prints an error and the session goes on.")]
 pub struct ReplayArgs {
     /// The run id (a UUID).
     run: String,
@@ -69,80 +74,158 @@ pub struct ReplayArgs {
     json: bool,
     #[command(flatten)]
     data: DataArgs,
+    #[command(flatten)]
+    remote: RemoteArgs,
 }
 
 pub fn run(args: &ReplayArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     let run = parse_run_id(&args.run)?;
     let out = &mut styled(out);
-    let store = view::open_for_reading(&args.data.data)?;
-    let head = view::require_run(&store, run)?;
+    let rt;
+    let store;
+    let reader = match args.remote.client()? {
+        Some(client) => {
+            rt = runtime()?;
+            let events = rt.block_on(client.log(run, 0))?;
+            if events.is_empty() {
+                bail!("run {run} has no events");
+            }
+            Reader::Server {
+                rt: &rt,
+                client,
+                run,
+                log: VecSource {
+                    events,
+                    snapshots: vec![],
+                },
+            }
+        }
+        None => {
+            store = view::open_for_reading(&args.data.data, LOCKED_USE_SERVER)?;
+            let head = view::require_run(&store, run)?;
+            Reader::Store {
+                store: &store,
+                head,
+            }
+        }
+    };
     if let Some(seq) = args.to {
-        view::check_seq(&head, seq)?;
+        reader.check_seq(seq)?;
     }
     if let Some(d) = &args.diff {
         for &seq in d {
-            view::check_seq(&head, seq)?;
+            reader.check_seq(seq)?;
         }
-        return print_diff(&store, &head, d[0], d[1], args.json, out);
+        return print_diff(&reader, d[0], d[1], args.json, out);
     }
     if args.step {
         let input = Input::open()?;
-        return Stepper::new(&store, head, args.json)?.session(args.to.unwrap_or(0), input, out);
+        return Stepper::new(reader, args.json)?.session(args.to.unwrap_or(0), input, out);
     }
     print_state(
-        &store,
-        &head,
-        args.to.unwrap_or(head.last_seq),
+        &reader,
+        args.to.unwrap_or(reader.last_seq()),
         args.json,
         out,
     )
 }
 
-fn event_at(store: &Store, head: &RunHead, seq: u64) -> anyhow::Result<Envelope> {
-    store
-        .read_run(head.run_id, seq, seq)
-        .next()
-        .transpose()?
-        .with_context(|| format!("run {} has no event at seq {seq}", head.run_id))
+/// Where a replay reads its run: a data directory, or a server (whose log is read once; states
+/// come from its `state?at=`).
+enum Reader<'a> {
+    Store {
+        store: &'a Store,
+        head: RunHead,
+    },
+    Server {
+        rt: &'a tokio::runtime::Runtime,
+        client: Client,
+        run: RunId,
+        /// The whole log of the run, in seq order (not empty).
+        log: VecSource,
+    },
 }
 
-fn state_at(store: &Store, head: &RunHead, seq: u64) -> anyhow::Result<RunState> {
-    store
-        .state_at(head.run_id, seq)
-        .with_context(|| format!("replaying run {} to seq {seq}", head.run_id))
+impl Reader<'_> {
+    fn run_id(&self) -> RunId {
+        match self {
+            Reader::Store { head, .. } => head.run_id,
+            Reader::Server { run, .. } => *run,
+        }
+    }
+
+    fn last_seq(&self) -> u64 {
+        match self {
+            Reader::Store { head, .. } => head.last_seq,
+            Reader::Server { log, .. } => log.events.last().map_or(0, |e| e.seq),
+        }
+    }
+
+    fn check_seq(&self, seq: u64) -> anyhow::Result<()> {
+        view::check_seq(self.run_id(), self.last_seq(), seq)
+    }
+
+    fn event_at(&self, seq: u64) -> anyhow::Result<Envelope> {
+        let run = self.run_id();
+        let found = match self {
+            Reader::Store { store, .. } => store.read_run(run, seq, seq).next().transpose()?,
+            Reader::Server { log, .. } => log.events.get(seq as usize).cloned(),
+        };
+        found.with_context(|| format!("run {run} has no event at seq {seq}"))
+    }
+
+    fn state_at(&self, seq: u64) -> anyhow::Result<RunState> {
+        let run = self.run_id();
+        let state = match self {
+            Reader::Store { store, .. } => store.state_at(run, seq).map_err(anyhow::Error::from),
+            Reader::Server { rt, client, .. } => rt
+                .block_on(client.state(run, Some(seq)))
+                .map_err(anyhow::Error::from),
+        };
+        state.with_context(|| format!("replaying run {run} to seq {seq}"))
+    }
+
+    fn branches(&self) -> anyhow::Result<Branches> {
+        match self {
+            Reader::Store { store, head } => Branches::of_run(store, head),
+            Reader::Server { log, .. } => Ok(Branches::of_events(&log.events)),
+        }
+    }
+
+    /// Folds one more event into `state` (a restore reads back through the run's log).
+    fn apply(&self, state: &mut RunState, env: &Envelope) -> anyhow::Result<()> {
+        match self {
+            Reader::Store { store, .. } => state.apply(env, &store.source(self.run_id()))?,
+            Reader::Server { log, .. } => state.apply(env, log)?,
+        }
+        Ok(())
+    }
 }
 
-fn print_state(
-    store: &Store,
-    head: &RunHead,
-    seq: u64,
-    json: bool,
-    out: &mut dyn Write,
-) -> anyhow::Result<()> {
-    let state = state_at(store, head, seq)?;
+fn print_state(reader: &Reader, seq: u64, json: bool, out: &mut dyn Write) -> anyhow::Result<()> {
+    let state = reader.state_at(seq)?;
     if json {
         return json_line(out, "state", serde_json::to_value(&state)?);
     }
-    let at = event_at(store, head, seq)?;
-    let abandoned = Branches::of_run(store, head)?.is_abandoned(seq);
-    view::state_view(out, &state, head, &at, abandoned)?;
+    let at = reader.event_at(seq)?;
+    let abandoned = reader.branches()?.is_abandoned(seq);
+    view::state_view(out, &state, reader.last_seq(), &at, abandoned)?;
     Ok(())
 }
 
 fn print_diff(
-    store: &Store,
-    head: &RunHead,
+    reader: &Reader,
     a: u64,
     b: u64,
     json: bool,
     out: &mut dyn Write,
 ) -> anyhow::Result<()> {
-    let (sa, sb) = (state_at(store, head, a)?, state_at(store, head, b)?);
+    let (sa, sb) = (reader.state_at(a)?, reader.state_at(b)?);
     let d = diff::diff(&sa, &sb);
     if json {
         return json_line(out, "diff", serde_json::to_value(&d)?);
     }
-    let branches = Branches::of_run(store, head)?;
+    let branches = reader.branches()?;
     let mark = |seq: u64| {
         if branches.is_abandoned(seq) {
             paint(DIM, " (abandoned branch)")
@@ -157,7 +240,7 @@ fn print_diff(
             view::BOLD,
             format!(
                 "run {}: seq {a}{} → seq {b}{}",
-                head.run_id,
+                reader.run_id(),
                 mark(a),
                 mark(b)
             )
@@ -289,8 +372,7 @@ fn parse_command(line: &str) -> Result<StepCommand, String> {
 
 /// The stepper's position: the state right after `pos`, and the run's shape.
 struct Stepper<'a> {
-    store: &'a Store,
-    head: RunHead,
+    reader: Reader<'a>,
     branches: Branches,
     /// The whole checkpoint tree (as of the newest seq), so `c` reaches abandoned ones too.
     checkpoints: chronicle_projections::CheckpointList,
@@ -300,12 +382,11 @@ struct Stepper<'a> {
 }
 
 impl<'a> Stepper<'a> {
-    fn new(store: &'a Store, head: RunHead, json: bool) -> anyhow::Result<Self> {
-        let branches = Branches::of_run(store, &head)?;
-        let checkpoints = state_at(store, &head, head.last_seq)?.checkpoints;
+    fn new(reader: Reader<'a>, json: bool) -> anyhow::Result<Self> {
+        let branches = reader.branches()?;
+        let checkpoints = reader.state_at(reader.last_seq())?.checkpoints;
         Ok(Self {
-            store,
-            head,
+            reader,
             branches,
             checkpoints,
             json,
@@ -318,8 +399,8 @@ impl<'a> Stepper<'a> {
         let abandoned = self.branches.abandoned_count();
         eprintln!(
             "run {}: seq 0..={}{}; h for help, q to quit",
-            self.head.run_id,
-            self.head.last_seq,
+            self.reader.run_id(),
+            self.reader.last_seq(),
             if abandoned > 0 {
                 format!(", {abandoned} event(s) on abandoned branches (marked ~)")
             } else {
@@ -355,7 +436,7 @@ impl<'a> Stepper<'a> {
 
     /// Runs one command; `true` to leave.
     fn execute(&mut self, cmd: StepCommand, out: &mut dyn Write) -> anyhow::Result<bool> {
-        let last = self.head.last_seq;
+        let last = self.reader.last_seq();
         match cmd {
             StepCommand::Next(k) => {
                 if self.pos == last {
@@ -370,7 +451,7 @@ impl<'a> Stepper<'a> {
                 self.go(self.pos.saturating_sub(k), out)?;
             }
             StepCommand::Goto(seq) => {
-                view::check_seq(&self.head, seq)?;
+                self.reader.check_seq(seq)?;
                 self.go(seq, out)?;
             }
             StepCommand::Checkpoint(id) => {
@@ -379,7 +460,7 @@ impl<'a> Stepper<'a> {
                     .get(&CheckpointId(id.clone()))
                     .map(|c| c.seq)
                     .with_context(|| {
-                        format!("checkpoint {id} not found in run {}", self.head.run_id)
+                        format!("checkpoint {id} not found in run {}", self.reader.run_id())
                     })?;
                 self.go(seq, out)?;
             }
@@ -404,13 +485,13 @@ impl<'a> Stepper<'a> {
                 if self.json {
                     json_line(out, "state", serde_json::to_value(&self.state)?)?;
                 } else {
-                    let at = event_at(self.store, &self.head, self.pos)?;
+                    let at = self.reader.event_at(self.pos)?;
                     let abandoned = self.branches.is_abandoned(self.pos);
-                    view::state_view(out, &self.state, &self.head, &at, abandoned)?;
+                    view::state_view(out, &self.state, self.reader.last_seq(), &at, abandoned)?;
                 }
             }
             StepCommand::Event => {
-                let env = event_at(self.store, &self.head, self.pos)?;
+                let env = self.reader.event_at(self.pos)?;
                 if self.json {
                     json_line(out, "event", serde_json::to_value(&env)?)?;
                 } else {
@@ -426,17 +507,17 @@ impl<'a> Stepper<'a> {
     /// Moves to `seq` and shows its event with the change it caused (from the state right
     /// before it). Stepping forward by one folds a single event; any other move replays.
     fn go(&mut self, seq: u64, out: &mut dyn Write) -> anyhow::Result<()> {
-        let env = event_at(self.store, &self.head, seq)?;
+        let env = self.reader.event_at(seq)?;
         let before = if seq > 0 && seq == self.pos + 1 && self.state.last_seq == Some(self.pos) {
             self.state.clone()
         } else if seq == 0 {
             RunState::default()
         } else {
-            state_at(self.store, &self.head, seq - 1)?
+            self.reader.state_at(seq - 1)?
         };
         let mut after = before.clone();
-        after
-            .apply(&env, &self.store.source(self.head.run_id))
+        self.reader
+            .apply(&mut after, &env)
             .with_context(|| format!("replaying seq {seq}"))?;
         let change = diff::diff(&before, &after);
         let abandoned = self.branches.is_abandoned(seq);

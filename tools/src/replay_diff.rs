@@ -13,7 +13,7 @@ use chronicle_schemas::{
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::inspect::view::{self, CYAN, DIM, GREEN, RED, paint};
+use crate::view::{self, CYAN, DIM, GREEN, RED, paint};
 
 /// A field that changed: `from → to`.
 #[derive(Clone, Debug, PartialEq, Serialize)]

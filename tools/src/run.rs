@@ -1,27 +1,26 @@
 //! `chronicle run "<query>"`: starts a run (on an embedded engine or a server), prints its events
 //! live, asks for approvals on the terminal when it can, and exits with the run's outcome. The
-//! REPL `chronicle chat` lives in `run_chat.rs`; both share the backend and the views here.
+//! REPL `chronicle chat` lives in `run_chat.rs`; both share the backend here and the views of
+//! `view.rs`.
 
 #[path = "run_backend.rs"]
 pub mod backend;
 #[path = "run_chat.rs"]
 pub mod chat;
-#[path = "run_remote.rs"]
-pub mod remote;
-#[path = "run_view.rs"]
-pub mod view;
 
 use std::io::{IsTerminal, Write};
 
 use anyhow::Context;
+use chronicle_client::StreamEvent;
 use chronicle_projections::RunState;
-use chronicle_schemas::{Approval, Decision, HitlMode, RunId, Strategy};
+use chronicle_schemas::{Approval, HitlMode, RunId, Strategy};
+use chronicle_wire::DecisionRequest;
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 
-use crate::common::{DataArgs, Outcome, RemoteArgs, json_line};
+use crate::common::{DataArgs, Outcome, RemoteArgs, json_line, runtime};
+use crate::view::{self, styled, styled_err};
 use backend::{Backend, Events, StartReq};
-use view::Paint;
 
 pub use chat::ChatArgs;
 
@@ -60,8 +59,8 @@ pub struct RunArgs {
     /// Execution strategy instead of the plan's: sequential | parallel | dag.
     #[arg(long, value_name = "STRATEGY")]
     strategy: Option<String>,
-    /// JSON Lines on stdout: {"type":"event","data":<SSE data>} per event, then one
-    /// {"type":"result"} (or {"type":"waiting"}).
+    /// JSON Lines on stdout: {"type":"event","data":<SSE data + "event": its name>} per event,
+    /// then one {"type":"result"} (or {"type":"waiting"}).
     #[arg(long)]
     json: bool,
     #[command(flatten)]
@@ -81,14 +80,6 @@ pub fn parse_strategy(s: &str) -> anyhow::Result<Strategy> {
         .map_err(|_| anyhow::anyhow!("--strategy must be sequential, parallel or dag, got {s:?}"))
 }
 
-/// The runtime of `run` and `chat`: the engine's actors and agents run on its workers while the
-/// main thread prints and reads the terminal.
-pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    Ok(tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?)
-}
-
 pub fn run(args: &RunArgs, out: &mut dyn Write) -> anyhow::Result<Outcome> {
     let hitl = args.hitl.as_deref().map(parse_hitl).transpose()?;
     let strategy = args.strategy.as_deref().map(parse_strategy).transpose()?;
@@ -104,8 +95,7 @@ pub fn run(args: &RunArgs, out: &mut dyn Write) -> anyhow::Result<Outcome> {
         rt: &rt,
         backend: &backend,
         json: args.json,
-        paint: Paint::stdout(),
-        out,
+        out: &mut styled(out),
     }
     .run(req);
     rt.block_on(backend.close());
@@ -117,7 +107,6 @@ struct Runner<'a> {
     rt: &'a tokio::runtime::Runtime,
     backend: &'a Backend,
     json: bool,
-    paint: Paint,
     out: &'a mut dyn Write,
 }
 
@@ -192,17 +181,17 @@ impl Runner<'_> {
         })
     }
 
-    fn print_event(&mut self, ev: &backend::WireEvent, next_seq: &mut u64) -> anyhow::Result<()> {
-        if ev.seq < *next_seq {
+    fn print_event(&mut self, ev: &StreamEvent, next_seq: &mut u64) -> anyhow::Result<()> {
+        if ev.data.seq < *next_seq {
             return Ok(());
         }
-        *next_seq = ev.seq + 1;
+        *next_seq = ev.data.seq + 1;
         if self.json {
-            let mut data = ev.data.clone();
+            let mut data = serde_json::to_value(&ev.data)?;
             data["event"] = json!(ev.name);
             json_line(self.out, "event", data)?;
         } else {
-            writeln!(self.out, "{}", view::event_line(ev, self.paint))?;
+            writeln!(self.out, "{}", view::data_line(&ev.data))?;
         }
         self.out.flush()?;
         Ok(())
@@ -217,9 +206,9 @@ impl Runner<'_> {
                 json!({
                     "run_id": run,
                     "status": s.supervisor.run_status.as_str(),
-                    "answer": backend::answer(s),
+                    "answer": view::answer(s),
                     "final_response": s.supervisor.final_response,
-                    "error": (!completed).then(|| backend::failure(s)),
+                    "error": (!completed).then(|| view::failure(s)),
                 }),
             )?;
         } else if completed {
@@ -227,7 +216,7 @@ impl Runner<'_> {
             writeln!(
                 self.out,
                 "{}",
-                backend::answer(s).unwrap_or_else(|| "(no answer)".into())
+                view::answer(s).unwrap_or_else(|| "(no answer)".into())
             )?;
         }
         self.out.flush()?;
@@ -237,7 +226,7 @@ impl Runner<'_> {
             eprintln!(
                 "run {run} {}: {}",
                 s.supervisor.run_status.as_str(),
-                backend::failure(s)
+                view::failure(s)
             );
             Ok(Outcome::Negative)
         }
@@ -265,10 +254,8 @@ impl Runner<'_> {
             )?;
             self.out.flush()?;
         }
-        let paint = Paint::stderr();
         for a in pending {
-            let mut err = std::io::stderr();
-            view::write_approval(&mut err, a, paint)?;
+            view::write_approval(&mut styled_err(&mut std::io::stderr()), a)?;
             let todo = a
                 .subject
                 .as_ref()
@@ -287,8 +274,7 @@ impl Runner<'_> {
     /// `false` when the person left (Ctrl-D / Ctrl-C).
     fn ask(&mut self, run: RunId, a: &Approval, prompt: &mut Prompt) -> anyhow::Result<bool> {
         let backend = self.backend;
-        let mut err = std::io::stderr();
-        view::write_approval(&mut err, a, Paint::stderr())?;
+        view::write_approval(&mut styled_err(&mut std::io::stderr()), a)?;
         loop {
             let Some(line) = prompt
                 .read("approve? [a]pprove / [r]eject [reason] / [e]dit {json} / /command > ")?
@@ -300,14 +286,11 @@ impl Runner<'_> {
             let rest = rest.trim();
             let decision = match word {
                 "" => continue,
-                "a" | "approve" => (Decision::Approve, None, None),
-                "r" | "reject" => (
-                    Decision::Reject,
-                    None,
-                    (!rest.is_empty()).then(|| rest.to_owned()),
-                ),
+                "a" | "approve" => DecisionRequest::approve(),
+                "r" | "reject" if rest.is_empty() => DecisionRequest::reject(),
+                "r" | "reject" => DecisionRequest::reject().with_comment(rest),
                 "e" | "edit" => match serde_json::from_str::<Value>(rest) {
-                    Ok(v) => (Decision::Edit, Some(v), None),
+                    Ok(v) => DecisionRequest::edit(v),
                     Err(e) => {
                         eprintln!(
                             "edit takes the new args as JSON, e.g. e {{\"query\": \"...\"}}: {e}"
@@ -319,7 +302,7 @@ impl Runner<'_> {
                     let result = self.rt.block_on(backend.command(run, line))?;
                     // Machines get it with the events; a person where the question was asked.
                     if self.json {
-                        json_line(self.out, "command", result)?;
+                        json_line(self.out, "command", serde_json::to_value(&result)?)?;
                         self.out.flush()?;
                     } else {
                         eprintln!("{}", serde_json::to_string_pretty(&result)?);
@@ -338,10 +321,9 @@ impl Runner<'_> {
                     continue;
                 }
             };
-            let (decision, edited, comment) = decision;
             match self
                 .rt
-                .block_on(backend.decide(run, &a.approval_id, decision, edited, comment))
+                .block_on(backend.decide(run, &a.approval_id, decision))
             {
                 Ok(()) => return Ok(true),
                 // Refused (decided meanwhile, bad edit): say why and look at the run again.
@@ -358,8 +340,8 @@ impl Runner<'_> {
 /// An engine or server refusal (a 4xx, or an engine error that is not the store's or a
 /// shutdown), as opposed to an operational failure.
 fn is_refusal(e: &anyhow::Error) -> bool {
-    if let Some(h) = e.downcast_ref::<remote::HttpError>() {
-        return (400..500).contains(&h.status);
+    if let Some(c) = e.downcast_ref::<chronicle_client::Error>() {
+        return c.is_refusal();
     }
     e.downcast_ref::<chronicle_engine::Error>()
         .is_some_and(|e| {

@@ -1,6 +1,6 @@
 //! Where `run` and `chat` send their work: an [`Engine`] embedded on a data directory, or a
-//! server's REST routes (`--server`). Both answer in the same terms — the run's projected
-//! [`RunState`], seed 000's command JSON, events as the SSE stream shapes them — so the commands
+//! server through the client (`--server`). Both answer in the same terms — the run's projected
+//! [`RunState`], typed command outcomes, events as the streams shape them — so the commands
 //! above them do not care which one they talk to.
 
 use std::path::Path;
@@ -8,17 +8,18 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
+use chronicle_client::{Client, EventsFrom, StreamEvent};
 use chronicle_engine::store::{Options, Store};
 use chronicle_engine::{Engine, StartRun};
 use chronicle_projections::RunState;
 use chronicle_schemas::{
-    Approval, ApprovalId, Decision, HitlMode, RunId, RunStatus, SessionId, Strategy, TodoStatus,
+    Approval, ApprovalId, HitlMode, RunId, RunStatus, SessionId, Strategy, TodoStatus,
 };
+use chronicle_wire::names::{event_data, wire_names};
+use chronicle_wire::{CommandOutcome, DecisionRequest, RunRequest};
 use futures_util::{Stream, StreamExt};
-use serde_json::{Value, json};
 
 use crate::common::{DataArgs, RemoteArgs};
-use crate::run::remote::{self, HttpError, Remote};
 
 /// The principal an embedded CLI acts as: the same name a server without tokens gives every
 /// caller, so the audit trail reads alike whichever way a decision was made.
@@ -30,16 +31,7 @@ const SETTLE_TIMEOUT_MS: u64 = 6 * 3600 * 1000;
 /// How often a remote run's status is polled while waiting for it to settle.
 const REMOTE_POLL_MS: u64 = 150;
 
-/// One event as a stream shows it: the run seq, the dotted SSE name, and the SSE `data` object
-/// (`{run_id, seq, offset, at, kind, type, subtype, content}`).
-#[derive(Clone, Debug, PartialEq)]
-pub struct WireEvent {
-    pub seq: u64,
-    pub name: String,
-    pub data: Value,
-}
-
-pub type Events = Pin<Box<dyn Stream<Item = anyhow::Result<WireEvent>> + Send>>;
+pub type Events = Pin<Box<dyn Stream<Item = anyhow::Result<StreamEvent>> + Send>>;
 
 /// What a caller asks for when starting a run.
 #[derive(Clone, Debug, Default)]
@@ -53,15 +45,15 @@ pub struct StartReq {
 #[derive(Debug)]
 pub enum Backend {
     Local(Engine),
-    Remote(Remote),
+    Remote(Client),
 }
 
 impl Backend {
     /// The server of `--server`, else an engine on the data directory (created when missing, but
     /// never shared with a running server).
     pub async fn open(data: &DataArgs, remote: &RemoteArgs) -> anyhow::Result<Backend> {
-        if let Some(r) = Remote::from_args(remote)? {
-            return Ok(Backend::Remote(r));
+        if let Some(client) = remote.client()? {
+            return Ok(Backend::Remote(client));
         }
         let store = open_or_create(&data.data)?;
         let engine = Engine::open(store, crate::domain::DomainArgs::from_env()?.settings()?)
@@ -78,7 +70,7 @@ impl Backend {
                 "--data {}",
                 e.store().dir().unwrap_or(Path::new(".")).display()
             ),
-            Backend::Remote(r) => format!("--server {}", r.base()),
+            Backend::Remote(c) => format!("--server {}", c.base()),
         }
     }
 
@@ -89,7 +81,7 @@ impl Backend {
                 "the next time an engine opens {} (chronicle serve, run or chat)",
                 e.store().dir().unwrap_or(Path::new(".")).display()
             ),
-            Backend::Remote(r) => format!("on the server {}", r.base()),
+            Backend::Remote(c) => format!("on the server {}", c.base()),
         }
     }
 
@@ -107,24 +99,16 @@ impl Backend {
                     .await?;
                 Ok((s.run_id, s.session_id))
             }
-            Backend::Remote(r) => {
-                let mut body = json!({"query": req.query});
-                if let Some(h) = req.hitl {
-                    body["hitl"] = json!(h);
-                }
-                if let Some(s) = req.strategy {
-                    body["strategy"] = json!(s);
-                }
-                if let Some(s) = req.session {
-                    body["session_id"] = json!(s);
-                }
-                let v = r.post_json("/api/v1/agent/run", &body).await?;
-                let run = v["run_id"]
-                    .as_str()
-                    .and_then(|s| s.parse().ok())
-                    .with_context(|| format!("the server answered without a run id: {v}"))?;
-                let session = SessionId(v["session_id"].as_str().unwrap_or_default().to_owned());
-                Ok((run, session))
+            Backend::Remote(client) => {
+                let started = client
+                    .start_run(&RunRequest {
+                        hitl: req.hitl,
+                        strategy: req.strategy,
+                        session_id: req.session.map(|s| s.0),
+                        ..RunRequest::new(req.query)
+                    })
+                    .await?;
+                Ok((started.run_id, started.session_id))
             }
         }
     }
@@ -137,35 +121,18 @@ impl Backend {
                 let events = engine.subscribe(run, from_seq)?;
                 Ok(Box::pin(events.map(|env| {
                     let env = env?;
-                    let (name, _, _) = chronicle_api::names::wire_names(&env.event);
-                    Ok(WireEvent {
-                        seq: env.seq,
-                        name: name.to_owned(),
-                        data: chronicle_api::names::event_data(&env),
+                    Ok(StreamEvent {
+                        id: env.seq,
+                        name: wire_names(&env.event).0.to_owned(),
+                        data: event_data(&env),
                     })
                 })))
             }
-            Backend::Remote(r) => {
-                let res = r
-                    .get_stream(
-                        &format!("/api/v1/agent/{run}/events"),
-                        &[("from", from_seq.to_string())],
-                    )
-                    .await?;
-                Ok(Box::pin(remote::sse(res).map(|msg| {
-                    let msg = msg?;
-                    let data: Value = serde_json::from_str(&msg.data)
-                        .with_context(|| format!("an SSE message is not JSON: {}", msg.data))?;
-                    let seq = data["seq"]
-                        .as_u64()
-                        .or_else(|| msg.id.as_deref().and_then(|id| id.parse().ok()))
-                        .context("an SSE message without a seq")?;
-                    Ok(WireEvent {
-                        seq,
-                        name: msg.event.unwrap_or_default(),
-                        data,
-                    })
-                })))
+            Backend::Remote(client) => {
+                let stream = client.run_events(run, EventsFrom::seq(from_seq)).await?;
+                Ok(Box::pin(
+                    stream.into_stream().map(|e| e.map_err(anyhow::Error::from)),
+                ))
             }
         }
     }
@@ -174,10 +141,7 @@ impl Backend {
     pub async fn state(&self, run: RunId) -> anyhow::Result<RunState> {
         match self {
             Backend::Local(engine) => Ok(engine.state(run, None)?),
-            Backend::Remote(r) => {
-                let v = r.get_json(&format!("/api/v1/agent/{run}/state")).await?;
-                serde_json::from_value(v).context("the server's run state does not decode")
-            }
+            Backend::Remote(client) => Ok(client.state(run, None).await?),
         }
     }
 
@@ -187,12 +151,11 @@ impl Backend {
         let timeout = Duration::from_millis(SETTLE_TIMEOUT_MS);
         match self {
             Backend::Local(engine) => Ok(engine.wait_settled(run, timeout).await?),
-            Backend::Remote(r) => {
+            Backend::Remote(client) => {
                 let deadline = tokio::time::Instant::now() + timeout;
                 loop {
                     // The status is cheap; the whole state only when the run may have settled.
-                    let status = r.get_json(&format!("/api/v1/agent/{run}/status")).await?;
-                    if status["state"] != "running" {
+                    if client.status(run).await?.state != RunStatus::Running {
                         let s = self.state(run).await?;
                         if is_settled(&s) {
                             return Ok(s);
@@ -207,31 +170,29 @@ impl Backend {
         }
     }
 
-    /// Runs a slash command; the JSON result has seed 000's shape, or `{error, help}`.
-    pub async fn command(&self, run: RunId, text: &str) -> anyhow::Result<Value> {
+    /// Runs a slash command; a refused one is [`CommandOutcome::Refused`], as the engine gives it.
+    pub async fn command(&self, run: RunId, text: &str) -> anyhow::Result<CommandOutcome> {
         match self {
             // A refused command is an answer, not a failure: show it as the server does.
             Backend::Local(engine) => match engine.command(run, text, LOCAL_PRINCIPAL).await {
                 Err(chronicle_engine::Error::Command { reason, help }) => {
-                    Ok(json!({"error": reason, "help": help}))
+                    Ok(CommandOutcome::Refused {
+                        error: reason,
+                        help,
+                    })
                 }
                 other => Ok(other?),
             },
-            Backend::Remote(r) => {
-                let path = format!("/api/v1/agent/{run}/commands");
-                match r.post_json(&path, &json!({"command": text})).await {
-                    Ok(v) => Ok(v),
-                    // A refused command is an answer, not a failure: show it as the engine does.
-                    Err(e) => match e.downcast::<HttpError>() {
-                        Ok(h) if h.status == 400 || h.status == 409 => Ok(json!({
-                            "error": h.message,
-                            "help": h.body.get("help").cloned().unwrap_or(Value::Null),
-                        })),
-                        Ok(h) => Err(h.into()),
-                        Err(e) => Err(e),
-                    },
+            Backend::Remote(client) => match client.command(run, text).await {
+                // A conflict (the run moved meanwhile) is a refusal to show, not a failure.
+                Err(chronicle_client::Error::Http { status: 409, body }) => {
+                    Ok(CommandOutcome::Refused {
+                        help: body.help().unwrap_or_default().to_owned(),
+                        error: body.error.message,
+                    })
                 }
-            }
+                other => Ok(other?),
+            },
         }
     }
 
@@ -240,12 +201,11 @@ impl Backend {
         &self,
         run: RunId,
         approval: &ApprovalId,
-        decision: Decision,
-        edited_args: Option<Value>,
-        comment: Option<String>,
+        req: DecisionRequest,
     ) -> anyhow::Result<()> {
         match self {
             Backend::Local(engine) => {
+                let (decision, edited_args, comment) = req.into_parts();
                 engine
                     .decide(
                         run,
@@ -257,19 +217,8 @@ impl Backend {
                     )
                     .await?;
             }
-            Backend::Remote(r) => {
-                let mut body = json!({"decision": decision});
-                if let Some(a) = edited_args {
-                    body["edited_args"] = a;
-                }
-                if let Some(c) = comment {
-                    body["comment"] = json!(c);
-                }
-                r.post_json(
-                    &format!("/api/v1/agent/{run}/approvals/{approval}/decision"),
-                    &body,
-                )
-                .await?;
+            Backend::Remote(client) => {
+                client.decide(run, approval, &req).await?;
             }
         }
         Ok(())
@@ -303,29 +252,6 @@ pub fn pending(s: &RunState) -> Vec<Approval> {
 /// The run ended (completed, failed or cancelled).
 pub fn is_terminal(s: &RunState) -> bool {
     s.supervisor.run_status.is_terminal()
-}
-
-/// The final response's `answer`, if the run produced one.
-pub fn answer(s: &RunState) -> Option<String> {
-    let r = s.supervisor.final_response.as_ref()?;
-    match r.get("answer") {
-        Some(Value::String(a)) => Some(a.clone()),
-        Some(other) => Some(other.to_string()),
-        None => Some(r.to_string()),
-    }
-}
-
-/// Why a run did not complete, for the message on stderr.
-pub fn failure(s: &RunState) -> String {
-    match s.supervisor.run_status {
-        RunStatus::Cancelled => "the run was cancelled".to_owned(),
-        _ => s
-            .supervisor
-            .error_log
-            .last()
-            .cloned()
-            .unwrap_or_else(|| format!("the run is {}", s.supervisor.run_status.as_str())),
-    }
 }
 
 /// Opens the store of `run` / `chat`, creating an empty one in a new directory.

@@ -9,10 +9,10 @@ use std::io::{BufRead, IsTerminal, Write};
 use chronicle_engine::commands::{self, Command};
 use chronicle_schemas::{RunId, SessionId};
 
-use crate::common::{DataArgs, Outcome, RemoteArgs, parse_run_id};
+use crate::common::{DataArgs, Outcome, RemoteArgs, parse_run_id, runtime};
 use crate::run::backend::{self, Backend, StartReq};
-use crate::run::view::{self, Paint};
-use crate::run::{Prompt, parse_hitl, parse_strategy, runtime};
+use crate::run::{Prompt, parse_hitl, parse_strategy};
+use crate::view::{self, styled};
 
 const CHAT_HELP: &str = "\
 Examples:
@@ -65,8 +65,7 @@ pub fn run(args: &ChatArgs, out: &mut dyn Write) -> anyhow::Result<Outcome> {
         strategy,
         session: SessionId(uuid::Uuid::new_v4().to_string()),
         current: None,
-        paint: Paint::stdout(),
-        out,
+        out: &mut styled(out),
     };
     let result = chat.repl(attach);
     rt.block_on(backend.close());
@@ -117,7 +116,6 @@ struct Chat<'a> {
     strategy: Option<chronicle_schemas::Strategy>,
     session: SessionId,
     current: Option<RunId>,
-    paint: Paint,
     out: &'a mut dyn Write,
 }
 
@@ -128,7 +126,7 @@ impl Chat<'_> {
             self.current = Some(run);
             let s = self.rt.block_on(self.backend.settled(run))?;
             writeln!(self.out, "run {run}: {}", s.supervisor.query)?;
-            view::write_plan(self.out, &s, self.paint)?;
+            view::write_plan(self.out, &s)?;
             self.show_next(&s)?;
         }
         while let Some(line) = input.next(self.out)? {
@@ -177,7 +175,7 @@ impl Chat<'_> {
         self.current = Some(run);
         let s = self.rt.block_on(self.backend.settled(run))?;
         writeln!(self.out, "run {run}")?;
-        view::write_plan(self.out, &s, self.paint)?;
+        view::write_plan(self.out, &s)?;
         self.show_next(&s)
     }
 
@@ -210,7 +208,7 @@ impl Chat<'_> {
         };
         let result = self.rt.block_on(self.backend.command(run, line))?;
         writeln!(self.out, "{}", serde_json::to_string_pretty(&result)?)?;
-        let refused = result.get("error").is_some();
+        let refused = result.refusal().is_some();
         if let Some(before) = before.filter(|_| !refused) {
             let s = self.rt.block_on(self.backend.settled(run))?;
             view::write_changes(self.out, &before, &s)?;
@@ -222,11 +220,11 @@ impl Chat<'_> {
     /// The approval prompt(s) of a settled run, or its outcome.
     fn show_next(&mut self, s: &chronicle_projections::RunState) -> anyhow::Result<()> {
         if backend::is_terminal(s) {
-            view::write_outcome(self.out, s, self.paint)?;
+            view::write_outcome(self.out, s)?;
             return Ok(());
         }
         for a in backend::pending(s) {
-            view::write_approval(self.out, &a, self.paint)?;
+            view::write_approval(self.out, &a)?;
         }
         Ok(())
     }

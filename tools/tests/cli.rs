@@ -1,5 +1,7 @@
 //! The `chronicle` binary, black-box: one integration-test binary for the CLI.
+mod cli_agents;
 mod cli_inspect;
+mod cli_remote;
 mod cli_run;
 mod durability;
 mod lazyfs;

@@ -18,19 +18,19 @@ const SCENARIO_1: &str = "집주인이 전세금 3억을 10억으로 올려달�
 const WAIT: Duration = Duration::from_secs(30);
 
 /// The fixture run and the seqs the tests point at.
-struct Fixture {
+pub(crate) struct Fixture {
     _dir: tempfile::TempDir,
-    data: PathBuf,
-    run: RunId,
+    pub(crate) data: PathBuf,
+    pub(crate) run: RunId,
     /// The checkpoint saved when the run waited for the second approval (todo_002).
     second_approval: String,
-    second_approval_seq: u64,
+    pub(crate) second_approval_seq: u64,
     /// The `RunRestored` event back to `second_approval`.
-    restore_seq: u64,
-    last_seq: u64,
+    pub(crate) restore_seq: u64,
+    pub(crate) last_seq: u64,
 }
 
-fn fixture() -> Fixture {
+pub(crate) fn fixture() -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -87,7 +87,10 @@ fn fixture() -> Fixture {
             )
             .await
             .unwrap();
-        assert_eq!(restored["status"], "restored", "{restored}");
+        assert!(
+            matches!(restored, chronicle_wire::CommandOutcome::Restored(_)),
+            "{restored:?}"
+        );
         engine
             .wait_until(run, WAIT, waiting_for("todo_002"))
             .await
@@ -127,7 +130,7 @@ fn fixture() -> Fixture {
     }
 }
 
-fn chronicle(data: &Path, args: &[&str]) -> Command {
+pub(crate) fn chronicle(data: &Path, args: &[&str]) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_chronicle"));
     cmd.args(args)
         .arg("--data")
@@ -135,18 +138,19 @@ fn chronicle(data: &Path, args: &[&str]) -> Command {
         .env("NO_COLOR", "1")
         .env_remove("CHRONICLE_DATA")
         .env_remove("CHRONICLE_API_TOKEN")
+        .env_remove("CHRONICLE_SERVER")
         .env_remove("CLICOLOR_FORCE")
         .stdin(Stdio::null());
     cmd
 }
 
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
+pub(crate) struct Run {
+    pub(crate) code: i32,
+    pub(crate) stdout: String,
+    pub(crate) stderr: String,
 }
 
-fn output(o: Output) -> Run {
+pub(crate) fn output(o: Output) -> Run {
     Run {
         code: o.status.code().unwrap_or(-1),
         stdout: String::from_utf8(o.stdout).unwrap(),
@@ -159,7 +163,7 @@ fn run(data: &Path, args: &[&str]) -> Run {
 }
 
 /// Runs a command that must succeed and returns its stdout.
-fn ok(data: &Path, args: &[&str]) -> String {
+pub(crate) fn ok(data: &Path, args: &[&str]) -> String {
     let r = run(data, args);
     assert_eq!(r.code, 0, "{args:?} failed: {}", r.stderr);
     r.stdout
@@ -288,20 +292,10 @@ fn replay_diff_prints_what_changed() {
 }
 
 fn step(data: &Path, run: &str, script: &str) -> Run {
-    use std::io::Write;
-    let mut child = chronicle(data, &["replay", run, "--step"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(script.as_bytes())
-        .unwrap();
-    output(child.wait_with_output().unwrap())
+    output(crate::cli_run::output(
+        chronicle(data, &["replay", run, "--step"]),
+        script,
+    ))
 }
 
 /// The seq of each event line (`  12  10:00:00.000  ...` / `~ 12 ...`) of a step session.
@@ -665,6 +659,7 @@ fn run_args(data: &Path, args: &[&str]) -> Run {
         .env("NO_COLOR", "1")
         .env("CHRONICLE_DATA", data)
         .env_remove("CHRONICLE_API_TOKEN")
+        .env_remove("CHRONICLE_SERVER")
         .stdin(Stdio::null());
     output(cmd.output().unwrap())
 }

@@ -5,12 +5,16 @@
 //! These tests mount file systems and need root and `/dev/fuse` (CI has both). When a mount
 //! fails the test fails, loudly: it never skips.
 
+use std::ffi::OsStr;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use chronicle_client::{Client, Error};
+use chronicle_schemas::{ApprovalId, ApprovalStatus, HitlMode, RunId};
+use chronicle_wire::{DecisionRequest, InboxQuery, RunRequest, StorageState};
 use serde_json::{Value, json};
 
 use crate::cli_run::rt;
@@ -23,10 +27,11 @@ const EXIT_TIMEOUT: Duration = Duration::from_secs(30);
 const LARGE_MIN: usize = 40_000;
 const LARGE_MAX: usize = 60_000;
 
-/// A `chronicle serve` child on a loopback port over `data`.
-struct Serve {
+/// A `chronicle serve` child on a loopback port over `data` (killed when dropped).
+pub(crate) struct Serve {
     child: Child,
-    base: String,
+    /// The client of the server (with the server's token, if it has one).
+    pub(crate) api: Client,
     log: PathBuf,
 }
 
@@ -40,6 +45,22 @@ fn free_port() -> u16 {
 
 impl Serve {
     fn start(data: &Path, agents: Option<&Path>, log: &Path) -> Serve {
+        let mut args: Vec<&OsStr> = Vec::new();
+        if let Some(a) = agents {
+            args.extend([OsStr::new("--agents"), a.as_os_str()]);
+        }
+        Serve::start_with(data, &args, log, None)
+    }
+
+    /// The server with more arguments (`--agents FILE`, `--domain generic`) and no model; its
+    /// stderr goes to `log`. With `token`, the server requires it (`CHRONICLE_API_TOKEN`,
+    /// principal `admin`).
+    pub(crate) fn start_with(
+        data: &Path,
+        args: &[&OsStr],
+        log: &Path,
+        token: Option<&str>,
+    ) -> Serve {
         let port = free_port();
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_chronicle"));
         cmd.args(["serve", "--addr", &format!("127.0.0.1:{port}"), "--data"])
@@ -53,14 +74,20 @@ impl Serve {
             .env_remove("OPENAI_API_KEY")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(std::fs::File::create(log).unwrap());
-        if let Some(a) = agents {
-            cmd.arg("--agents").arg(a);
+            .stderr(std::fs::File::create(log).unwrap())
+            .env_remove("CHRONICLE_DOMAIN")
+            .env_remove("CHRONICLE_AGENTS")
+            .args(args);
+        if let Some(t) = token {
+            cmd.env("CHRONICLE_API_TOKEN", t);
         }
         let child = cmd.spawn().expect("chronicle serve starts");
         let mut s = Serve {
             child,
-            base: format!("http://127.0.0.1:{port}"),
+            api: Client::new(&format!("http://127.0.0.1:{port}"))
+                .unwrap()
+                .with_request_timeout(Duration::from_secs(20))
+                .with_token(token.map(str::to_owned)),
             log: log.to_owned(),
         };
         let deadline = Instant::now() + START_TIMEOUT;
@@ -83,7 +110,7 @@ impl Serve {
         }
     }
 
-    fn log_text(&self) -> String {
+    pub(crate) fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
@@ -141,13 +168,6 @@ impl OnLazyFs {
     }
 }
 
-fn client() -> reqwest::Client {
-    reqwest::Client::builder()
-        .timeout(Duration::from_secs(20))
-        .build()
-        .unwrap()
-}
-
 fn verify(data: &Path) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_chronicle"))
         .args(["verify", "--data"])
@@ -200,24 +220,33 @@ fn large_result_agent(rt: &tokio::runtime::Runtime, dir: &Path) -> PathBuf {
     path
 }
 
-fn bulk_run_body() -> Value {
-    json!({
-        "query": "bulk report", "hitl": "every_todo",
-        "plan": [{
-            "agent_name": "bulk", "team": "bulk", "task": "bulk report", "description": "large",
-            "priority": 0, "dependencies": [], "input_mapping": {}, "timeout": 30,
-            "retry_count": 0, "optional": false,
-        }],
-    })
+fn bulk_run() -> RunRequest {
+    let plan = json!([{
+        "agent_name": "bulk", "team": "bulk", "task": "bulk report", "description": "large",
+        "priority": 0, "dependencies": [], "input_mapping": {}, "timeout": 30,
+        "retry_count": 0, "optional": false,
+    }]);
+    RunRequest {
+        hitl: Some(HitlMode::EveryTodo),
+        plan: Some(serde_json::from_value(plan).unwrap()),
+        ..RunRequest::new("bulk report")
+    }
+}
+
+fn gated(query: &str) -> RunRequest {
+    RunRequest {
+        hitl: Some(HitlMode::EveryTodo),
+        ..RunRequest::new(query)
+    }
 }
 
 /// What the server acknowledged: run ids, and decided approvals with their comment's size; and
 /// any 500 it answered (a power loss explains refused and failed requests, never a 500).
 #[derive(Default)]
 struct Acked {
-    runs: Vec<String>,
+    runs: Vec<RunId>,
     /// In the order they were acknowledged.
-    decisions: Vec<((String, String), usize)>,
+    decisions: Vec<((RunId, ApprovalId), usize)>,
     internal_errors: Vec<String>,
 }
 
@@ -228,77 +257,59 @@ impl Acked {
     }
 }
 
-/// Whether to go on after a response: a 2xx. A 500 is recorded as a finding.
-async fn accepted(res: reqwest::Response, what: &str, acked: &Mutex<Acked>) -> Option<Value> {
-    let status = res.status();
-    if status.is_success() {
-        return res.json().await.ok();
+/// Whether to go on after an answer: a 2xx. A 500 is recorded as a finding.
+fn accepted<T>(answer: Result<T, Error>, what: &str, acked: &Mutex<Acked>) -> Option<T> {
+    match answer {
+        Ok(v) => Some(v),
+        Err(e) => {
+            if e.status() == Some(500) {
+                acked
+                    .lock()
+                    .unwrap()
+                    .internal_errors
+                    .push(format!("{what}: {e}"));
+            }
+            None
+        }
     }
-    if status == reqwest::StatusCode::INTERNAL_SERVER_ERROR {
-        let body = res.text().await.unwrap_or_default();
-        acked
-            .lock()
-            .unwrap()
-            .internal_errors
-            .push(format!("{what}: {body}"));
-    }
-    None
 }
 
 /// One client: start a run, decide its approval with a large comment, repeat until `stop`.
-async fn client_loop(base: String, seed: usize, acked: Arc<Mutex<Acked>>, stop: Arc<Mutex<bool>>) {
-    let c = client();
+async fn client_loop(api: Client, seed: usize, acked: Arc<Mutex<Acked>>, stop: Arc<Mutex<bool>>) {
     let mut k = seed;
     while !*stop.lock().unwrap() {
         k += 1;
-        let Ok(res) = c
-            .post(format!("{base}/api/v1/agent/run"))
-            .json(&bulk_run_body())
-            .send()
-            .await
+        let Some(started) = accepted(api.start_run(&bulk_run()).await, "start a run", &acked)
         else {
             return;
         };
-        let Some(body) = accepted(res, "start a run", &acked).await else {
-            return;
-        };
-        let run = body["run_id"].as_str().unwrap().to_owned();
-        acked.lock().unwrap().runs.push(run.clone());
+        let run = started.run_id;
+        acked.lock().unwrap().runs.push(run);
         // Wait for the approval, then decide it with a 40-60 KB comment.
         let approval = loop {
             if *stop.lock().unwrap() {
                 return;
             }
-            let Ok(res) = c
-                .get(format!("{base}/api/v1/agent/{run}/approvals"))
-                .send()
-                .await
-            else {
-                return;
-            };
-            let Some(list) = accepted(res, "list approvals", &acked).await else {
+            let Some(list) = accepted(api.approvals(run).await, "list approvals", &acked) else {
                 return;
             };
             if let Some(a) = list
-                .as_array()
-                .and_then(|l| l.iter().find(|a| a["status"] == "pending"))
+                .iter()
+                .find(|a| a.approval.status == ApprovalStatus::Pending)
             {
-                break a["approval_id"].as_str().unwrap().to_owned();
+                break a.id.clone();
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
         };
         let size = LARGE_MIN + (k * 104_729) % (LARGE_MAX - LARGE_MIN);
-        let Ok(res) = c
-            .post(format!(
-                "{base}/api/v1/agent/{run}/approvals/{approval}/decision"
-            ))
-            .json(&json!({"decision": "approve", "comment": "c".repeat(size)}))
-            .send()
-            .await
-        else {
-            return;
-        };
-        if accepted(res, "decide", &acked).await.is_some() {
+        let decision = DecisionRequest::approve().with_comment("c".repeat(size));
+        if accepted(
+            api.decide(run, &approval, &decision).await,
+            "decide",
+            &acked,
+        )
+        .is_some()
+        {
             acked
                 .lock()
                 .unwrap()
@@ -310,27 +321,20 @@ async fn client_loop(base: String, seed: usize, acked: Arc<Mutex<Acked>>, stop: 
 
 /// Every acknowledged run from the `from_run`-th on exists, and every acknowledged decision from
 /// the `from_decision`-th on is recorded, whole.
-async fn check_acked(base: &str, acked: &Acked, (from_run, from_decision): (usize, usize)) {
-    let c = client();
+async fn check_acked(api: &Client, acked: &Acked, (from_run, from_decision): (usize, usize)) {
     for run in &acked.runs[from_run..] {
-        let res = c
-            .get(format!("{base}/api/v1/agent/{run}/status"))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(res.status(), 200, "acknowledged run {run} is lost");
+        if let Err(e) = api.status(*run).await {
+            panic!("acknowledged run {run} is lost: {e}");
+        }
     }
     for ((run, approval), size) in acked.decisions.iter().skip(from_decision) {
-        let a: Value = c
-            .get(format!("{base}/api/v1/agent/{run}/approvals/{approval}"))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        assert_eq!(a["status"], "approved", "acknowledged decision lost: {a}");
-        assert_eq!(a["comment"].as_str().map(str::len), Some(*size));
+        let a = api.approval(*run, approval).await.unwrap().approval;
+        assert_eq!(
+            a.status,
+            ApprovalStatus::Approved,
+            "acknowledged decision lost: {a:?}"
+        );
+        assert_eq!(a.comment.as_deref().map(str::len), Some(*size));
     }
 }
 
@@ -356,7 +360,7 @@ fn power_loss_never_loses_an_acknowledged_run_or_decision() {
     for cycle in 0..cycles() {
         let mut serve = Serve::start(&data, Some(&agents), &log);
         let mark = acked.lock().unwrap().mark();
-        rt.block_on(check_acked(&serve.base, &acked.lock().unwrap(), checked));
+        rt.block_on(check_acked(&serve.api, &acked.lock().unwrap(), checked));
         checked = mark;
         // Every third cycle the power goes right before one of the next fsyncs; the others
         // lose it at an arbitrary moment.
@@ -368,7 +372,7 @@ fn power_loss_never_loses_an_acknowledged_run_or_decision() {
         let clients: Vec<_> = (0..4)
             .map(|i| {
                 rt.spawn(client_loop(
-                    serve.base.clone(),
+                    serve.api.clone(),
                     cycle * 100 + i * 10,
                     acked.clone(),
                     stop.clone(),
@@ -398,7 +402,7 @@ fn power_loss_never_loses_an_acknowledged_run_or_decision() {
     }
     let serve = Serve::start(&data, Some(&agents), &log);
     let acked = acked.lock().unwrap();
-    rt.block_on(check_acked(&serve.base, &acked, (0, 0)));
+    rt.block_on(check_acked(&serve.api, &acked, (0, 0)));
     assert!(
         acked.internal_errors.is_empty(),
         "{:?}",
@@ -428,33 +432,17 @@ fn a_failed_fsync_stops_the_server_and_a_restart_recovers_what_was_acknowledged(
     let mut on = OnLazyFs::mount();
     let (data, log) = (on.data.clone(), on.log.clone());
     let mut serve = Serve::start(&data, None, &log);
-    let c = client();
-    let body = json!({"query": "강남구 아파트 시세 조회", "hitl": "every_todo"});
-    let start = |c: &reqwest::Client, base: &str| {
-        let (c, base, body) = (c.clone(), base.to_owned(), body.clone());
-        rt.block_on(async move {
-            c.post(format!("{base}/api/v1/agent/run"))
-                .json(&body)
-                .send()
-                .await
-        })
-    };
+    let start = |api: &Client| rt.block_on(api.start_run(&gated("강남구 아파트 시세 조회")));
     let mut acked = Vec::new();
     for _ in 0..3 {
-        let res = start(&c, &serve.base).unwrap();
-        assert_eq!(res.status(), 202);
-        acked.push(rt.block_on(res.json::<Value>()).unwrap()["run_id"].clone());
+        acked.push(start(&serve.api).unwrap().run_id);
     }
     // Let the runs reach their approvals: nothing is being written when the fsync fails.
     std::thread::sleep(Duration::from_millis(500));
     on.fs.fail_next_fsync();
     // The server may also be gone before it answers: then nothing was acknowledged either.
-    if let Ok(res) = start(&c, &serve.base) {
-        assert!(
-            !res.status().is_success(),
-            "acknowledged after a failed fsync: {}",
-            res.status()
-        );
+    if let Ok(started) = start(&serve.api) {
+        panic!("acknowledged after a failed fsync: {started:?}");
     }
     assert_eq!(serve.wait_exit(), Some(3), "{}", serve.log_text());
     assert!(
@@ -468,13 +456,9 @@ fn a_failed_fsync_stops_the_server_and_a_restart_recovers_what_was_acknowledged(
     assert_verifies(&data);
     let serve = Serve::start(&data, None, &log);
     for run in &acked {
-        let url = format!(
-            "{}/api/v1/agent/{}/status",
-            serve.base,
-            run.as_str().unwrap()
-        );
-        let res = rt.block_on(async { c.get(url).send().await }).unwrap();
-        assert_eq!(res.status(), 200, "acknowledged run {run} lost");
+        if let Err(e) = rt.block_on(serve.api.status(*run)) {
+            panic!("acknowledged run {run} lost: {e}");
+        }
     }
 }
 
@@ -524,56 +508,42 @@ fn a_full_disk_is_507_reads_keep_working_and_appends_resume_when_space_frees() {
     let data = tmpfs.0.join("data");
     let log = scratch.path().join("serve.log");
     let serve = Serve::start(&data, None, &log);
-    let c = client();
-    let get = |path: &str| {
-        let url = format!("{}{path}", serve.base);
-        rt.block_on(async { c.get(url).send().await.unwrap() })
-    };
-    let post_run = || {
-        let url = format!("{}/api/v1/agent/run", serve.base);
-        let body = json!({"query": "강남구 아파트 시세 조회", "hitl": "every_todo"});
-        rt.block_on(async { c.post(url).json(&body).send().await.unwrap() })
-    };
-    let res = post_run();
-    assert_eq!(res.status(), 202);
-    let first = rt.block_on(res.json::<Value>()).unwrap()["run_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let api = &serve.api;
+    let post_run = || rt.block_on(api.start_run(&gated("강남구 아파트 시세 조회")));
+    let first = post_run().unwrap().run_id;
     std::thread::sleep(Duration::from_millis(300));
-    let offsets = |v: Value| v["durable_next_offset"].as_u64().unwrap();
-    let health = get("/healthz");
-    assert_eq!(health.status(), 200);
+    let health = rt.block_on(api.health()).unwrap();
+    assert_eq!(health.storage, StorageState::Ok);
     let filler = tmpfs.0.join("filler");
     fill(&filler);
 
-    // Full: appends are 507 and change nothing; reads and the inbox answer; health says so.
-    let before = offsets(rt.block_on(get("/healthz").json::<Value>()).unwrap());
-    let res = post_run();
-    assert_eq!(res.status(), 507);
-    let body: Value = rt.block_on(res.json()).unwrap();
-    assert_eq!(body["error"]["code"], "insufficient_storage", "{body}");
-    let health = get("/healthz");
-    assert_eq!(health.status(), 503);
-    let health: Value = rt.block_on(health.json()).unwrap();
-    assert_eq!(health["storage"], "full", "{health}");
-    assert_eq!(offsets(health), before, "a refused append wrote nothing");
-    assert_eq!(get(&format!("/api/v1/agent/{first}/status")).status(), 200);
-    assert_eq!(get("/api/v1/approvals").status(), 200);
-    assert_eq!(get(&format!("/api/v1/agent/{first}/log")).status(), 200);
+    // Full: appends are 507 and change nothing; reads and the inbox answer; health says so (503,
+    // which the client reads as the health it is).
+    let before = rt.block_on(api.health()).unwrap().durable_next_offset;
+    let e = post_run().unwrap_err();
+    assert_eq!(
+        (e.status(), e.code()),
+        (Some(507), Some("insufficient_storage")),
+        "{e}"
+    );
+    let health = rt.block_on(api.health()).unwrap();
+    assert_eq!(health.storage, StorageState::Full, "{health:?}");
+    assert_eq!(
+        health.durable_next_offset, before,
+        "a refused append wrote nothing"
+    );
+    rt.block_on(api.status(first)).unwrap();
+    rt.block_on(api.inbox(&InboxQuery::default())).unwrap();
+    rt.block_on(api.log(first, 0)).unwrap();
 
     // Space freed: appends succeed again without a restart.
     std::fs::remove_file(&filler).unwrap();
-    let health = get("/healthz");
-    assert_eq!(health.status(), 200);
-    let res = post_run();
-    assert_eq!(res.status(), 202, "{}", serve.log_text());
-    let second = rt.block_on(res.json::<Value>()).unwrap()["run_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    for run in [&first, &second] {
-        assert_eq!(get(&format!("/api/v1/agent/{run}/status")).status(), 200);
+    assert_eq!(rt.block_on(api.health()).unwrap().storage, StorageState::Ok);
+    let second = post_run()
+        .unwrap_or_else(|e| panic!("{e}: {}", serve.log_text()))
+        .run_id;
+    for run in [first, second] {
+        rt.block_on(api.status(run)).unwrap();
     }
     drop(serve);
     assert_verifies(&data);
@@ -585,31 +555,18 @@ fn a_recorded_workspace_write_survives_a_power_loss() {
     let mut on = OnLazyFs::mount();
     let (data, log) = (on.data.clone(), on.log.clone());
     let mut serve = Serve::start(&data, None, &log);
-    let c = client();
-    let body = json!({
-        "query": "Draft a lease contract: landlord Kim Minsu, tenant John Smith, deposit 500 million won",
-        "session_id": "docs", "hitl": "none",
-    });
-    let url = format!("{}/api/v1/agent/run", serve.base);
-    let res = rt.block_on(async { c.post(url).json(&body).send().await.unwrap() });
-    assert_eq!(res.status(), 202);
-    let run = rt.block_on(res.json::<Value>()).unwrap()["run_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let req = RunRequest {
+        session_id: Some("docs".into()),
+        hitl: Some(HitlMode::None),
+        ..RunRequest::new(
+            "Draft a lease contract: landlord Kim Minsu, tenant John Smith, deposit 500 million won",
+        )
+    };
+    let run = rt.block_on(serve.api.start_run(&req)).unwrap().run_id;
     // Wait for document_team's write_file call to be recorded as done.
-    let state_url = format!("{}/api/v1/agent/{run}/state", serve.base);
     let deadline = Instant::now() + START_TIMEOUT;
     let saved = loop {
-        let state: Value = rt.block_on(async {
-            c.get(&state_url)
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap()
-        });
+        let state: Value = rt.block_on(serve.api.state(run, None)).unwrap();
         let saved = &state["supervisor"]["team_results"]["document_team"]["saved_document"];
         if saved["bytes"].is_u64() {
             break saved.clone();

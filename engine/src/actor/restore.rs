@@ -2,7 +2,7 @@
 //! after stays in the log as an abandoned branch.
 
 use chronicle_schemas::{Actor, CheckpointId, Event};
-use serde_json::{Value, json};
+use chronicle_wire::{Restored, tag};
 
 use super::RunActor;
 use crate::mailbox::RestoreTarget;
@@ -15,7 +15,7 @@ impl RunActor {
         target: RestoreTarget,
         by: &str,
         prefix: Vec<Event>,
-    ) -> Result<Value> {
+    ) -> Result<Restored> {
         let state = self.state();
         let (checkpoint_id, to_seq) = match target {
             RestoreTarget::Checkpoint(id) => {
@@ -58,13 +58,16 @@ impl RunActor {
             .planning_state
             .clone()
             .unwrap_or_default();
-        Ok(json!({
-            "status": "restored",
-            "checkpoint_id": checkpoint_id,
-            "to_seq": to_seq,
-            "current_todo_id": p.current_todo_id,
-            "summary": todo::summary(&p),
-            "message": self.shared.settings.texts.say(Text::Restored { checkpoint: checkpoint_id.as_str() }),
-        }))
+        let message = self.shared.settings.texts.say(Text::Restored {
+            checkpoint: checkpoint_id.as_str(),
+        });
+        Ok(Restored {
+            status: tag::Restored::default(),
+            checkpoint_id,
+            to_seq,
+            summary: todo::summary(&p),
+            current_todo_id: p.current_todo_id,
+            message,
+        })
     }
 }

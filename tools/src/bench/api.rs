@@ -10,8 +10,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use futures_util::StreamExt;
-use serde_json::{Value, json};
+use chronicle_client::{ChatReply, Client, EventsFrom};
+use chronicle_schemas::{HitlMode, RunStatus};
+use chronicle_wire::{ChatRequest, EventData, RunRequest};
 
 use super::report::Row;
 
@@ -47,7 +48,7 @@ impl ApiPlan {
 
 struct Server {
     child: Child,
-    base: String,
+    client: Client,
 }
 
 impl Drop for Server {
@@ -98,16 +99,10 @@ async fn start_server(dir: &Path) -> Result<Server> {
         .context("starting `chronicle serve`")?;
     let server = Server {
         child,
-        base: format!("http://127.0.0.1:{port}"),
+        client: Client::new(&format!("http://127.0.0.1:{port}"))?,
     };
-    let client = reqwest::Client::new();
     for _ in 0..300 {
-        if client
-            .get(format!("{}/healthz", server.base))
-            .send()
-            .await
-            .is_ok_and(|r| r.status().is_success())
-        {
+        if server.client.health().await.is_ok() {
             return Ok(server);
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -116,34 +111,24 @@ async fn start_server(dir: &Path) -> Result<Server> {
 }
 
 /// Micros between an event's `at` and now.
-fn delay_us(data: &Value) -> Option<f64> {
-    let at = chrono::DateTime::parse_from_rfc3339(data.get("at")?.as_str()?).ok()?;
-    let now = chrono::Utc::now();
-    Some((now.timestamp_micros() - at.timestamp_micros()) as f64)
+fn delay_us(data: &EventData) -> f64 {
+    (chrono::Utc::now().timestamp_micros() - data.at.as_micros()) as f64
 }
 
 async fn fanout(server: &Server, plan: &ApiPlan, rows: &mut Vec<Row>) -> Result<u64> {
-    let client = reqwest::Client::builder()
-        .pool_max_idle_per_host(0)
-        .build()?;
-    let run: Value = client
-        .post(format!("{}/api/v1/agent/run", server.base))
-        .json(&json!({"query": SCENARIO_1, "hitl": "every_todo"}))
-        .send()
+    let client = &server.client;
+    let run = client
+        .start_run(&RunRequest {
+            hitl: Some(HitlMode::EveryTodo),
+            ..RunRequest::new(SCENARIO_1)
+        })
         .await?
-        .json()
-        .await?;
-    let run = run["run_id"].as_str().context("run_id")?.to_owned();
+        .run_id;
     // Wait until the run waits for its first approval: its history is then fixed.
     let history = loop {
-        let st: Value = client
-            .get(format!("{}/api/v1/agent/{run}/status", server.base))
-            .send()
-            .await?
-            .json()
-            .await?;
-        if st["state"] == "waiting_for_approval" {
-            break st["last_seq"].as_u64().unwrap_or(0) + 1;
+        let st = client.status(run).await?;
+        if st.state == RunStatus::WaitingForApproval {
+            break st.last_seq.unwrap_or(0) + 1;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
@@ -153,43 +138,30 @@ async fn fanout(server: &Server, plan: &ApiPlan, rows: &mut Vec<Row>) -> Result<
     )));
     let mut tasks = Vec::new();
     for _ in 0..plan.subscribers {
-        let (client, url) = (
-            client.clone(),
-            format!("{}/api/v1/agent/{run}/events?follow=true", server.base),
-        );
+        let client = client.clone();
         let (caught_up, delays, total) = (
             caught_up.clone(),
             delays.clone(),
             history + plan.fanout_events as u64,
         );
         tasks.push(tokio::spawn(async move {
-            let resp = client.get(url).send().await?;
-            let mut bytes = resp.bytes_stream();
-            let mut buf = Vec::new();
+            let from = EventsFrom {
+                follow: true,
+                ..EventsFrom::default()
+            };
+            let mut events = client.run_events(run, from).await?;
             let mut seen = 0u64;
             let mut mine = Vec::new();
             while seen < total {
-                let Some(chunk) = bytes.next().await else {
+                let Some(ev) = events.next().await else {
                     break;
                 };
-                buf.extend_from_slice(&chunk?);
-                while let Some(end) = buf.windows(2).position(|w| w == b"\n\n") {
-                    let block: Vec<u8> = buf.drain(..end + 2).collect();
-                    let text = String::from_utf8_lossy(&block);
-                    let Some(data) = text.lines().find_map(|l| l.strip_prefix("data:")) else {
-                        continue;
-                    };
-                    let Ok(v) = serde_json::from_str::<Value>(data.trim()) else {
-                        continue;
-                    };
-                    seen += 1;
-                    if seen == history {
-                        caught_up.fetch_add(1, Ordering::SeqCst);
-                    } else if seen > history
-                        && let Some(d) = delay_us(&v)
-                    {
-                        mine.push(d);
-                    }
+                let ev = ev?;
+                seen += 1;
+                if seen == history {
+                    caught_up.fetch_add(1, Ordering::SeqCst);
+                } else if seen > history {
+                    mine.push(delay_us(&ev.data));
                 }
             }
             delays
@@ -213,11 +185,7 @@ async fn fanout(server: &Server, plan: &ApiPlan, rows: &mut Vec<Row>) -> Result<
     // Live events: one `CommandReceived` per command, spaced so each is its own append.
     let peak_during = rss_kib(server.child.id(), "VmRSS:").unwrap_or(0);
     for _ in 0..plan.fanout_events {
-        client
-            .post(format!("{}/api/v1/agent/{run}/commands", server.base))
-            .json(&json!({"command": "/todos"}))
-            .send()
-            .await?;
+        client.command(run, "/todos").await?;
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     for t in tasks {
@@ -256,7 +224,7 @@ async fn fanout(server: &Server, plan: &ApiPlan, rows: &mut Vec<Row>) -> Result<
 }
 
 async fn chat_load(server: &Server, plan: &ApiPlan, rows: &mut Vec<Row>) -> Result<u64> {
-    let client = reqwest::Client::new();
+    let client = &server.client;
     let done = Arc::new(AtomicUsize::new(0));
     let failed = Arc::new(AtomicUsize::new(0));
     let stop = Instant::now() + plan.chat_window;
@@ -272,22 +240,15 @@ async fn chat_load(server: &Server, plan: &ApiPlan, rows: &mut Vec<Row>) -> Resu
     let started = Instant::now();
     let mut tasks = Vec::new();
     for _ in 0..plan.chat_clients {
-        let (client, url, done, failed) = (
-            client.clone(),
-            format!("{}/chat", server.base),
-            done.clone(),
-            failed.clone(),
-        );
+        let (client, done, failed) = (client.clone(), done.clone(), failed.clone());
+        let turn = ChatRequest {
+            message: CHAT_QUERY.into(),
+            ..ChatRequest::default()
+        };
         tasks.push(tokio::spawn(async move {
             while Instant::now() < stop {
-                match client
-                    .post(&url)
-                    .json(&json!({"message": CHAT_QUERY}))
-                    .send()
-                    .await
-                {
-                    Ok(r) if r.status().is_success() => {
-                        let _ = r.bytes().await;
+                match client.chat(&turn).await {
+                    Ok(ChatReply::Done(_) | ChatReply::Working(_)) => {
                         done.fetch_add(1, Ordering::Relaxed);
                     }
                     _ => {

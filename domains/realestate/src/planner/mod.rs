@@ -4,6 +4,7 @@
 
 use chronicle_engine::llm::json_object;
 use chronicle_engine::{AgentResult, EvaluationOutcome, Intent, Plan, PlanContext, Planner};
+use chronicle_generic::{INTENT_GENERAL, Match};
 use chronicle_schemas::{Source, Strategy};
 use serde_json::{Map, Value};
 
@@ -43,9 +44,82 @@ fn triples(results: &[AgentResult]) -> Vec<(String, Option<Value>, Option<String
         .collect()
 }
 
+/// The intent confidence from which the domain's rules treat a query as a real-estate question:
+/// any real-estate term they find gives 0.8 or more, a query with none gets 0.5.
+const REAL_ESTATE_CONFIDENCE_MIN: f64 = 0.6;
+
+/// Where a query goes, between this domain's agents and agents registered beside them (`http`
+/// agents from a config file, say).
+///
+/// The rule: a query is a **real-estate question** when the domain's intent rules find a
+/// real-estate term in it (confidence at least [`REAL_ESTATE_CONFIDENCE_MIN`]) or a keyword of
+/// one of the domain's own agents matches it. A query that is not, and that the generic router
+/// sends to other agents (their keywords, else their examples), is handed to the generic rules
+/// whole: intent, plan, evaluation and answer. A real-estate question is planned by the domain;
+/// other agents whose keywords match it too run after the domain's steps.
+#[derive(Debug)]
+enum Routing {
+    /// The domain plans; `also` are other agents a keyword names, to run after its steps.
+    Own { also: Vec<Match> },
+    /// Not a real-estate question: the generic rules plan these agents.
+    Foreign(Vec<Match>),
+}
+
+/// Whether an agent is one of this domain's.
+fn is_own(agent: &str) -> bool {
+    crate::agents::names().any(|n| n == agent)
+}
+
+fn routing(cx: &PlanContext<'_>) -> Routing {
+    let foreign =
+        chronicle_generic::route(cx.query, cx.agents.infos().filter(|i| !is_own(&i.name)));
+    let real_estate = rules::analyze_intent(cx.query).confidence >= REAL_ESTATE_CONFIDENCE_MIN
+        || chronicle_generic::route(cx.query, cx.agents.infos().filter(|i| is_own(&i.name)))
+            .iter()
+            .any(Match::by_keyword);
+    if real_estate || foreign.is_empty() {
+        let also = foreign.into_iter().filter(Match::by_keyword).collect();
+        Routing::Own { also }
+    } else {
+        Routing::Foreign(foreign)
+    }
+}
+
+/// The domain's response with the other agents' composed reply added: their answer after the
+/// domain's (a blank line between), their insights after its own, their sources, and their
+/// names in `metadata.agents_used`. A composed reply without an answer adds nothing.
+fn add_foreign(response: &mut Value, foreign: &Value) {
+    if foreign["metadata"]["answer_from"] == "none" {
+        return;
+    }
+    let text = foreign["answer"].as_str().unwrap_or_default();
+    let answer = match response["answer"].as_str() {
+        Some(own) if !own.is_empty() => format!("{own}\n\n{text}"),
+        _ => text.to_owned(),
+    };
+    response["answer"] = Value::String(answer);
+    for (field, into) in [
+        ("insights", "/insights"),
+        ("sources", "/sources"),
+        ("agents", "/metadata/agents_used"),
+    ] {
+        let Some(more) = foreign[field].as_array().filter(|m| !m.is_empty()) else {
+            continue;
+        };
+        match response.pointer_mut(into).and_then(Value::as_array_mut) {
+            Some(list) => list.extend(more.iter().cloned()),
+            None if into == "/sources" => response["sources"] = Value::Array(more.clone()),
+            None => {}
+        }
+    }
+}
+
 #[async_trait::async_trait]
 impl Planner for RealEstatePlanner {
     async fn intent(&self, cx: &PlanContext<'_>) -> Intent {
+        if let Routing::Foreign(matches) = routing(cx) {
+            return chronicle_generic::intent_for(&matches);
+        }
         let fallback = rules::analyze_intent(cx.query);
         let user = prompts::intent(cx.query);
         let answer = cx
@@ -58,6 +132,14 @@ impl Planner for RealEstatePlanner {
     }
 
     async fn plan(&self, cx: &PlanContext<'_>, intent: &Intent) -> Plan {
+        let also = match routing(cx) {
+            Routing::Foreign(matches) => {
+                cx.note("not a real-estate question: planned by the generic rules");
+                chronicle_generic::note_routes(cx, &matches);
+                return chronicle_generic::plan_for(cx.agents, &matches);
+            }
+            Routing::Own { also } => also,
+        };
         let available: Vec<&str> = cx.agents.names().collect();
         let allowed: &[&str] = if available.is_empty() {
             &KNOWN_AGENTS
@@ -71,17 +153,26 @@ impl Planner for RealEstatePlanner {
                 plan_from_answer(json_object(text)?, intent, allowed)
             })
             .await;
-        answer.unwrap_or_else(|| rules::build_plan(intent, &available))
+        let mut plan = answer.unwrap_or_else(|| rules::build_plan(intent, &available));
+        if !also.is_empty() {
+            chronicle_generic::note_routes(cx, &also);
+            chronicle_generic::append(&mut plan, cx.agents, &also);
+        }
+        plan
     }
 
     async fn evaluate(&self, cx: &PlanContext<'_>, results: &[AgentResult]) -> EvaluationOutcome {
+        if !results.is_empty() && results.iter().all(|r| !is_own(&r.agent)) {
+            return chronicle_generic::evaluate(results);
+        }
+        let ran = results;
         let results = triples(results);
         let fallback = rules::evaluate(&results);
         let user = prompts::evaluation(&prompts::results_json(&results));
         let answer = cx
             .llm
             .ask("evaluation", prompts::EVALUATION_SYSTEM, &user, |text| {
-                evaluation_from_answer(json_object(text)?, &results, &fallback)
+                chronicle_generic::checked_evaluation(json_object(text)?, ran, &fallback)
             })
             .await;
         answer.unwrap_or(fallback)
@@ -93,8 +184,16 @@ impl Planner for RealEstatePlanner {
         intent: &Intent,
         results: &[AgentResult],
     ) -> Value {
+        let all = results;
+        let (own, foreign): (Vec<AgentResult>, Vec<AgentResult>) =
+            all.iter().cloned().partition(|r| is_own(&r.agent));
+        // A run the generic rules planned, or one where only other agents answered, is answered
+        // by the generic composer alone: their answer is the run's answer.
+        if intent.intent_type == INTENT_GENERAL || (own.is_empty() && !foreign.is_empty()) {
+            return chronicle_generic::compose(cx.agents, intent, all);
+        }
         // The answer reads the results in agent-name order, as the run's `team_results` holds them.
-        let mut results: Vec<(String, Value)> = results
+        let mut results: Vec<(String, Value)> = own
             .iter()
             .filter_map(|r| Some((r.agent.clone(), r.result.clone()?)))
             .collect();
@@ -110,7 +209,12 @@ impl Planner for RealEstatePlanner {
                 |text| format_from_answer(json_object(text)?, &fallback),
             )
             .await;
-        answer.unwrap_or(fallback)
+        let mut response = answer.unwrap_or(fallback);
+        if !foreign.is_empty() {
+            let composed = chronicle_generic::compose(cx.agents, intent, &foreign);
+            add_foreign(&mut response, &composed);
+        }
+        response
     }
 }
 
@@ -342,75 +446,10 @@ fn plan_from_answer(
     Ok(rules::assemble_plan(intent, strategy, specs, Source::Llm))
 }
 
-/// A model's evaluation. An agent that failed is retried whatever the model says: a model must
-/// not be able to hide a failure.
-fn evaluation_from_answer(
-    answer: Map<String, Value>,
-    results: &[(String, Option<Value>, Option<String>)],
-    rules_outcome: &EvaluationOutcome,
-) -> Result<EvaluationOutcome, String> {
-    let unit = |key: &str| -> Result<Option<f64>, String> {
-        match answer.get(key) {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::Bool(b)) => Ok(Some(if *b { 1.0 } else { 0.0 })),
-            Some(v) => v
-                .as_f64()
-                .filter(|n| (0.0..=1.0).contains(n))
-                .map(Some)
-                .ok_or_else(|| format!("{key} {v} is not in 0..=1")),
-        }
-    };
-    let quality_score = unit("quality_score")?.ok_or("the answer has no quality_score")?;
-    let completeness = unit("completeness")?.unwrap_or(rules_outcome.completeness);
-    let needs_retry = answer.get("needs_retry").and_then(Value::as_bool);
-    let mut retry_agents: Vec<String> = Vec::new();
-    if needs_retry != Some(false) {
-        for agent in answer
-            .get("retry_agents")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            let agent = agent
-                .as_str()
-                .ok_or_else(|| format!("retry agent {agent} is not a name"))?;
-            if !results.iter().any(|(name, _, _)| name == agent) {
-                return Err(format!("retry agent {agent:?} did not run"));
-            }
-            if !retry_agents.iter().any(|a| a == agent) {
-                retry_agents.push(agent.to_owned());
-            }
-        }
-    }
-    for failed in &rules_outcome.retry_agents {
-        if !retry_agents.contains(failed) {
-            retry_agents.push(failed.clone());
-        }
-    }
-    let feedback = answer
-        .get("feedback")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned();
-    Ok(EvaluationOutcome {
-        quality_score,
-        completeness,
-        needs_retry: !retry_agents.is_empty(),
-        retry_agents,
-        feedback,
-        source: Source::Llm,
-    })
-}
-
 /// A model's response over the rules' one: its answer, listings and insights, the rules'
 /// counts (they are facts, not prose) and any drafted document.
 fn format_from_answer(answer: Map<String, Value>, fallback: &Value) -> Result<Value, String> {
-    let text = answer
-        .get("answer")
-        .and_then(Value::as_str)
-        .map(str::trim)
-        .filter(|a| !a.is_empty())
-        .ok_or("the answer has no answer text")?;
+    let text = chronicle_generic::answer_text(&answer)?;
     let mut out = fallback.clone();
     out["answer"] = Value::String(text.to_owned());
     if let Some(listings) = answer
@@ -762,6 +801,151 @@ mod tests {
             error.starts_with("llm response is not usable: the answer is not JSON"),
             "{error}"
         );
+    }
+
+    /// An `http` agent beside the domain's, as a config file declares it (never run here).
+    const WEATHER_AGENT: &str = r#"
+        [[agent]]
+        name = "weather"
+        url = "http://127.0.0.1:9/run"
+        team = "weather"
+        purpose = "Weather forecasts for a city and a day"
+        keywords = ["weather", "forecast", "날씨", "기온"]
+        examples = ["Will it be sunny in Busan this weekend?"]
+    "#;
+    const WEATHER_EN: &str = "What's the weather in Seoul tomorrow?";
+    const WEATHER_KO: &str = "내일 서울 날씨 어때?";
+
+    fn with_weather() -> Registry {
+        let mut r = crate::agents::registry();
+        chronicle_generic::load_agents(&mut r, WEATHER_AGENT).expect("the weather agent");
+        r
+    }
+
+    /// The plan for `query` and the notes it left.
+    async fn plan_and_notes(
+        query: &str,
+        agents: &Registry,
+        llm: Llm,
+    ) -> (Intent, Plan, Vec<String>) {
+        let cx = cx(query, agents, llm);
+        let intent = RealEstatePlanner.intent(&cx).await;
+        let plan = RealEstatePlanner.plan(&cx, &intent).await;
+        let (calls, notes) = cx.finish();
+        assert!(calls.is_empty(), "{calls:?}");
+        (intent, plan, notes)
+    }
+
+    fn planned(plan: &Plan) -> Vec<&str> {
+        plan.steps.iter().map(|s| s.agent_name.as_str()).collect()
+    }
+
+    #[tokio::test]
+    async fn questions_that_are_not_real_estate_go_to_the_agents_whose_hints_match() {
+        // A model is configured, and never asked: its prompts know only real estate.
+        let server = TestServer::start(Some(KEY), |_| Reply::Status(500)).await;
+        let agents = with_weather();
+        for query in [WEATHER_EN, WEATHER_KO] {
+            assert!(rules::analyze_intent(query).confidence < REAL_ESTATE_CONFIDENCE_MIN);
+            let (intent, plan, notes) = plan_and_notes(query, &agents, llm(&server, 5_000)).await;
+            assert_eq!(
+                (intent.intent_type.as_str(), intent.source),
+                (INTENT_GENERAL, Source::Rules),
+                "{query}"
+            );
+            assert_eq!(planned(&plan), ["weather"], "{query}");
+            assert_eq!(
+                notes[0],
+                "not a real-estate question: planned by the generic rules"
+            );
+            assert!(
+                notes[1].starts_with("routed to weather: keyword "),
+                "{notes:?}"
+            );
+
+            let replies = [result(
+                "weather",
+                Some(json!({"answer": "Tomorrow in Seoul: sunny, 21°C", "data": {"temp_c": 21}})),
+                None,
+            )];
+            let cx = cx(query, &agents, llm(&server, 5_000));
+            let outcome = RealEstatePlanner.evaluate(&cx, &replies).await;
+            assert_eq!(outcome, chronicle_generic::evaluate(&replies));
+            let response = RealEstatePlanner.respond(&cx, &intent, &replies).await;
+            assert_eq!(response["answer"], "Tomorrow in Seoul: sunny, 21°C");
+            assert_eq!(response["agents"], json!(["weather"]));
+            assert!(cx.finish().0.is_empty());
+        }
+        assert!(server.requests().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_real_estate_question_stays_the_domains_and_agents_it_names_join_after() {
+        let agents = with_weather();
+        let (intent, plan, notes) = plan_and_notes(SEED_002, &agents, Llm::new(None)).await;
+        assert_eq!(intent, rules::analyze_intent(SEED_002));
+        let available: Vec<&str> = agents.names().collect();
+        assert_eq!(plan, rules::build_plan(&intent, &available));
+        assert!(notes.is_empty(), "{notes:?}");
+
+        let both = "강남 아파트 시세랑 내일 날씨 알려줘";
+        let (intent, plan, notes) = plan_and_notes(both, &agents, Llm::new(None)).await;
+        let own = rules::build_plan(&intent, &available);
+        let mut want = planned(&own);
+        want.push("weather");
+        assert_eq!(planned(&plan), want);
+        let last = own.steps.last().map(|s| s.agent_name.clone());
+        assert_eq!(
+            plan.steps.last().unwrap().dependencies,
+            Vec::from_iter(last)
+        );
+        assert_eq!(notes, ["routed to weather: keyword \"날씨\" (score 1.00)"]);
+
+        // No agent of another domain matches: the domain's plan, whatever the query.
+        let (intent, plan, _) = plan_and_notes("hello", &agents, Llm::new(None)).await;
+        assert_eq!(plan, rules::build_plan(&intent, &available));
+    }
+
+    #[tokio::test]
+    async fn replies_of_other_agents_are_composed_by_the_generic_composer() {
+        let agents = with_weather();
+        let intent = rules::analyze_intent(SEED_002);
+        let weather = result(
+            "weather",
+            Some(json!({"answer": "Sunny tomorrow", "insights": ["no rain"], "sources": ["KMA"]})),
+            None,
+        );
+        let respond = |runs: Vec<AgentResult>| {
+            let agents = &agents;
+            let intent = &intent;
+            async move {
+                let cx = cx(SEED_002, agents, Llm::new(None));
+                RealEstatePlanner.respond(&cx, intent, &runs).await
+            }
+        };
+        // Beside the domain's agents: their answer after the domain's.
+        let mut runs = results();
+        runs.push(weather.clone());
+        let mixed = respond(runs).await;
+        let own = rules::format_response(SEED_002, &intent, &successes());
+        let own_answer = own["answer"].as_str().unwrap();
+        assert_eq!(mixed["answer"], format!("{own_answer}\n\nSunny tomorrow"));
+        assert_eq!(
+            mixed["metadata"]["agents_used"],
+            json!(["market_analysis", "property_search", "weather"])
+        );
+        assert_eq!(mixed["sources"], json!(["KMA"]));
+        assert_eq!(
+            mixed["insights"].as_array().unwrap().last(),
+            Some(&json!("no rain"))
+        );
+        // Only other agents answered: theirs is the run's answer.
+        let alone = respond(vec![weather.clone()]).await;
+        assert_eq!(alone["answer"], "Sunny tomorrow");
+        // Another agent's error reply adds nothing.
+        let mut runs = results();
+        runs.push(result("weather", Some(json!({"status": "error"})), None));
+        assert_eq!(respond(runs).await, own);
     }
 
     #[tokio::test]

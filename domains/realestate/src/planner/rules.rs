@@ -122,8 +122,10 @@ pub fn is_english(query: &str) -> bool {
 /// The intent type and its confidence: the first matching rule of report, document,
 /// comprehensive (a raise of a deposit or rent, or a legal question), comparison,
 /// recommendation, search, analysis wins; `search` when none matches. One matched term is a
-/// hint, two agreeing terms are a strong signal.
-fn classify(lower: &str) -> (&'static str, f64, Vec<(usize, &'static str)>) {
+/// hint, two agreeing terms are a strong signal. A report is this domain's only when it is
+/// about homes (a search or analysis word, or a place, type or deal named: `about_homes`), so a
+/// weather report stays another domain's question.
+fn classify(lower: &str, about_homes: bool) -> (&'static str, f64, Vec<(usize, &'static str)>) {
     let found = [
         REPORT_TERMS,
         DOCUMENT_TERMS,
@@ -149,7 +151,9 @@ fn classify(lower: &str) -> (&'static str, f64, Vec<(usize, &'static str)>) {
     ] = &found;
     let by_count = |n: usize| if n >= 2 { 0.9 } else { 0.8 };
     let raised = !money.is_empty() && !raise.is_empty();
-    let (intent_type, confidence) = if !report.is_empty() {
+    let real_estate_report =
+        !report.is_empty() && (about_homes || !search.is_empty() || !analysis.is_empty());
+    let (intent_type, confidence) = if real_estate_report {
         (
             "report",
             by_count(report.len() + search.len() + analysis.len()),
@@ -197,12 +201,14 @@ fn keywords(mut all: Vec<(usize, &'static str)>) -> Vec<String> {
 /// The intent of a query by keyword rules, with the entities the query parser finds.
 pub fn analyze_intent(query: &str) -> Intent {
     let lower = query.to_lowercase();
-    let (intent_type, confidence, matched) = classify(&lower);
+    let q = Query::parse(query);
+    let about_homes = !q.places.is_empty() || q.property_type.is_some() || q.deal_type.is_some();
+    let (intent_type, confidence, matched) = classify(&lower, about_homes);
     Intent {
         intent_type: intent_type.to_owned(),
         confidence,
         keywords: keywords(matched),
-        entities: Value::Object(Query::parse(query).entities()),
+        entities: Value::Object(q.entities()),
         source: Source::Rules,
     }
 }
@@ -291,6 +297,26 @@ mod tests {
                 "deal_type": "매매",
                 "size_range": {"min": 30, "max": 40},
             })
+        );
+    }
+
+    /// A report about something else than homes is not this domain's question.
+    #[test]
+    fn a_report_is_about_homes() {
+        for query in [
+            "Give me the weather report for Seoul",
+            "내일 서울 날씨 보고서",
+        ] {
+            let intent = analyze_intent(query);
+            assert_eq!(
+                (intent.intent_type.as_str(), intent.confidence),
+                ("search", 0.5),
+                "{query}"
+            );
+        }
+        assert_eq!(
+            analyze_intent("write a report on Mapo villas").intent_type,
+            "report"
         );
     }
 

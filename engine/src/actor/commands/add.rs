@@ -1,7 +1,8 @@
 //! `/todo add <agent> [after <id>[,<id>]]`: add a TODO while the run executes.
 
 use chronicle_schemas::{Actor, Event, Phase, TodoId};
-use serde_json::{Value, json};
+use chronicle_wire::{Added, tag};
+use serde_json::json;
 
 use super::{Command, RunActor};
 use crate::texts::Text;
@@ -32,7 +33,7 @@ impl RunActor {
         after: Vec<String>,
         by: &str,
         received: Event,
-    ) -> Result<Value> {
+    ) -> Result<Added> {
         self.shared.settings.registry.find(&agent)?;
         let s = &self.state().supervisor;
         if s.run_status.is_terminal()
@@ -58,7 +59,7 @@ impl RunActor {
         t.metadata.insert("added_by".into(), json!("user"));
         t.metadata.insert("manual".into(), json!(true));
         t.metadata.insert("optional".into(), json!(false));
-        let view = serde_json::to_value(&t).unwrap_or(Value::Null);
+        let todo = t.clone();
         let message = self
             .shared
             .settings
@@ -72,6 +73,10 @@ impl RunActor {
             },
         ])
         .await?;
-        Ok(json!({"status": "added", "todo": view, "message": message}))
+        Ok(Added {
+            status: tag::Added::default(),
+            todo,
+            message,
+        })
     }
 }

@@ -1,7 +1,7 @@
 //! `/todo approve [<approval_id>|<todo_id>|all]`: approve what waits (name one when several do).
 
 use chronicle_schemas::{Decision, Event, Subject};
-use serde_json::{Value, json};
+use chronicle_wire::{Approved, ApprovedAll, CommandOutcome, tag};
 
 use super::{Command, RunActor};
 use crate::Result;
@@ -23,7 +23,7 @@ impl RunActor {
         target: Option<String>,
         by: &str,
         received: Event,
-    ) -> Result<Value> {
+    ) -> Result<CommandOutcome> {
         let ids = self.resolve_pending(target.as_deref())?;
         let mut out = Vec::new();
         let mut prefix = vec![received];
@@ -49,17 +49,20 @@ impl RunActor {
                     todo: todo_id.as_ref().map_or("", |t| t.as_str()),
                 }),
             };
-            out.push(json!({
-                "status": "resumed",
-                "todo_id": todo_id,
-                "approval_id": id,
-                "message": message,
-            }));
+            out.push(Approved {
+                status: tag::Resumed::default(),
+                todo_id,
+                approval_id: id,
+                message,
+            });
         }
         Ok(if out.len() == 1 {
-            out.remove(0)
+            CommandOutcome::Approved(out.remove(0))
         } else {
-            json!({"status": "resumed", "approved": out})
+            CommandOutcome::ApprovedAll(ApprovedAll {
+                status: tag::Resumed::default(),
+                approved: out,
+            })
         })
     }
 }

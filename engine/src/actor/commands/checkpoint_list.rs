@@ -1,7 +1,7 @@
 //! `/checkpoint list`: every checkpoint of the run, abandoned branches included.
 
 use chronicle_schemas::Event;
-use serde_json::{Value, json};
+use chronicle_wire::{CheckpointEntry, CommandOutcome};
 
 use super::{Command, RunActor};
 use crate::Result;
@@ -14,26 +14,15 @@ pub(super) fn parse(args: &[&str]) -> std::result::Result<Command, String> {
 }
 
 impl RunActor {
-    pub(super) async fn checkpoint_list(&mut self, received: Event) -> Result<Value> {
-        let list: Vec<Value> = self
+    pub(super) async fn checkpoint_list(&mut self, received: Event) -> Result<CommandOutcome> {
+        let checkpoints = self
             .state()
             .checkpoints
             .with_abandoned()
             .into_iter()
-            .map(|(c, abandoned)| {
-                json!({
-                    "checkpoint_id": c.checkpoint_id,
-                    "timestamp": c.at,
-                    "node": c.node,
-                    "todos_completed": c.todos_completed,
-                    "seq": c.seq,
-                    "parent": c.parent,
-                    "branch": c.branch,
-                    "abandoned": abandoned,
-                })
-            })
+            .map(|(c, abandoned)| CheckpointEntry::new(c, abandoned))
             .collect();
         self.append(vec![received]).await?;
-        Ok(json!({"checkpoints": list}))
+        Ok(CommandOutcome::CheckpointList { checkpoints })
     }
 }

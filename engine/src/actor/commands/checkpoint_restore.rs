@@ -1,7 +1,7 @@
 //! `/checkpoint restore <checkpoint_id>`: go back to a checkpoint and continue from there.
 
 use chronicle_schemas::{CheckpointId, Event};
-use serde_json::Value;
+use chronicle_wire::Restored;
 
 use super::{Command, RunActor};
 use crate::Result;
@@ -22,7 +22,7 @@ impl RunActor {
         checkpoint: String,
         by: &str,
         received: Event,
-    ) -> Result<Value> {
+    ) -> Result<Restored> {
         let target = RestoreTarget::Checkpoint(CheckpointId(checkpoint));
         self.restore(target, by, vec![received]).await
     }

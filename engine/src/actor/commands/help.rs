@@ -1,7 +1,7 @@
 //! `/help`: the deployment's command help.
 
 use chronicle_schemas::Event;
-use serde_json::{Value, json};
+use chronicle_wire::CommandOutcome;
 
 use super::{Command, RunActor};
 use crate::Result;
@@ -15,8 +15,10 @@ pub(super) fn parse(args: &[&str]) -> std::result::Result<Command, String> {
 }
 
 impl RunActor {
-    pub(super) async fn help(&mut self, received: Event) -> Result<Value> {
+    pub(super) async fn help(&mut self, received: Event) -> Result<CommandOutcome> {
         self.append(vec![received]).await?;
-        Ok(json!({"help": self.shared.settings.texts.say(Text::Help)}))
+        Ok(CommandOutcome::Help {
+            help: self.shared.settings.texts.say(Text::Help),
+        })
     }
 }

@@ -3,7 +3,7 @@
 //! run). Every command, carried out or refused, is recorded as `CommandReceived`.
 
 use chronicle_schemas::{Actor, Approval, ApprovalId, Event};
-use serde_json::Value;
+use chronicle_wire::CommandOutcome;
 
 use super::RunActor;
 use crate::texts::Text;
@@ -80,7 +80,7 @@ fn rest(words: &[&str]) -> Option<String> {
 impl RunActor {
     /// Runs one slash command; a refused one is recorded too and answered with
     /// [`Error::Command`] (the reason and the deployment's help).
-    pub(super) async fn command(&mut self, text: &str, by: &str) -> Result<Value> {
+    pub(super) async fn command(&mut self, text: &str, by: &str) -> Result<CommandOutcome> {
         let received = |accepted: bool| Event::CommandReceived {
             command: text.to_owned(),
             by: Actor::user(by),
@@ -111,20 +111,28 @@ impl RunActor {
 
     /// Carries out a parsed command; `received` is its `CommandReceived`, appended with what the
     /// command does.
-    async fn apply(&mut self, cmd: Command, by: &str, received: Event) -> Result<Value> {
-        match cmd {
-            Command::Help => self.help(received).await,
-            Command::Todos => self.todos(received).await,
-            Command::CheckpointList => self.checkpoint_list(received).await,
+    async fn apply(&mut self, cmd: Command, by: &str, received: Event) -> Result<CommandOutcome> {
+        Ok(match cmd {
+            Command::Help => self.help(received).await?,
+            Command::Todos => CommandOutcome::Todos(self.todos(received).await?),
+            Command::CheckpointList => self.checkpoint_list(received).await?,
             Command::CheckpointRestore { checkpoint } => {
-                self.checkpoint_restore(checkpoint, by, received).await
+                CommandOutcome::Restored(self.checkpoint_restore(checkpoint, by, received).await?)
             }
-            Command::Approve { target } => self.approve(target, by, received).await,
-            Command::Reject { words } => self.reject(words, by, received).await,
-            Command::Skip { todo, reason } => self.skip(todo, reason, by, received).await,
-            Command::Add { agent, after } => self.add(agent, after, by, received).await,
-            Command::Update { todo, status } => self.update(todo, status, by, received).await,
-        }
+            Command::Approve { target } => self.approve(target, by, received).await?,
+            Command::Reject { words } => {
+                CommandOutcome::Rejected(self.reject(words, by, received).await?)
+            }
+            Command::Skip { todo, reason } => {
+                CommandOutcome::Skipped(self.skip(todo, reason, by, received).await?)
+            }
+            Command::Add { agent, after } => {
+                CommandOutcome::Added(Box::new(self.add(agent, after, by, received).await?))
+            }
+            Command::Update { todo, status } => {
+                CommandOutcome::Updated(self.update(todo, status, by, received).await?)
+            }
+        })
     }
 
     /// Resolves `[<approval_id>|<todo_id>|all]` against the pending approvals.

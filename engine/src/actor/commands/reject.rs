@@ -2,7 +2,7 @@
 //! tool call is refused to its agent.
 
 use chronicle_schemas::{Approval, Decision, Event, Subject};
-use serde_json::{Value, json};
+use chronicle_wire::{Rejected, tag};
 
 use super::{Command, RunActor};
 use crate::texts::Text;
@@ -20,7 +20,7 @@ impl RunActor {
         words: Vec<String>,
         by: &str,
         received: Event,
-    ) -> Result<Value> {
+    ) -> Result<Rejected> {
         // The first word names the approval only when it is a pending approval's or TODO's id;
         // otherwise all the words are the reason.
         let pending: Vec<&Approval> = self.state().approvals.pending().collect();
@@ -74,11 +74,11 @@ impl RunActor {
                 reason,
             }),
         };
-        Ok(json!({
-            "status": "rejected",
-            "todo_id": todo_id,
-            "approval_id": id,
-            "message": message,
-        }))
+        Ok(Rejected {
+            status: tag::Rejected::default(),
+            todo_id,
+            approval_id: id,
+            message,
+        })
     }
 }

@@ -2,7 +2,7 @@
 //! one's agent is stopped with everything its calls started).
 
 use chronicle_schemas::{Actor, ApprovalStatus, Decision, Event, TodoId, TodoStatus};
-use serde_json::{Value, json};
+use chronicle_wire::{Skipped, tag};
 
 use super::{Command, RunActor, rest};
 use crate::texts::Text;
@@ -25,7 +25,7 @@ impl RunActor {
         reason: Option<String>,
         by: &str,
         received: Event,
-    ) -> Result<Value> {
+    ) -> Result<Skipped> {
         let id = TodoId(todo);
         let t = self
             .todo(&id)
@@ -65,10 +65,14 @@ impl RunActor {
                 self.append(ev).await?;
             }
         }
-        Ok(json!({
-            "status": "skipped",
-            "todo_id": id,
-            "message": self.shared.settings.texts.say(Text::TodoSkipped { todo: &id, reason: &reason }),
-        }))
+        let message = self.shared.settings.texts.say(Text::TodoSkipped {
+            todo: &id,
+            reason: &reason,
+        });
+        Ok(Skipped {
+            status: tag::Skipped::default(),
+            todo_id: id,
+            message,
+        })
     }
 }

@@ -1,7 +1,7 @@
 //! `/todos`: the TODO list with its summary, the current TODO and the sub-agent runs.
 
 use chronicle_schemas::Event;
-use serde_json::{Value, json};
+use chronicle_wire::TodosReply;
 
 use super::{Command, RunActor};
 use crate::{Result, runs, todo};
@@ -14,17 +14,17 @@ pub(super) fn parse(args: &[&str]) -> std::result::Result<Command, String> {
 }
 
 impl RunActor {
-    pub(super) async fn todos(&mut self, received: Event) -> Result<Value> {
+    pub(super) async fn todos(&mut self, received: Event) -> Result<TodosReply> {
         let state = self.state();
         let p = state.supervisor.planning_state.clone().unwrap_or_default();
-        let out = json!({
-            "todos": p.todos,
-            "summary": todo::summary(&p),
-            "current_todo_id": p.current_todo_id,
-            "checkpoint_id": state.checkpoints.head,
-            "pending_approval_ids": state.supervisor.pending_approval_ids,
-            "sub_runs": runs::sub_runs(&self.shared, state),
-        });
+        let out = TodosReply {
+            summary: todo::summary(&p),
+            todos: p.todos,
+            current_todo_id: p.current_todo_id,
+            checkpoint_id: state.checkpoints.head.clone(),
+            pending_approval_ids: state.supervisor.pending_approval_ids.clone(),
+            sub_runs: runs::sub_runs(&self.shared, state),
+        };
         self.append(vec![received]).await?;
         Ok(out)
     }

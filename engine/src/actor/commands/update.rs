@@ -1,7 +1,7 @@
 //! `/todo update <todo_id> <status>`: set a status by hand (recorded as by the person).
 
 use chronicle_schemas::{Actor, Event, TodoId, TodoStatus};
-use serde_json::{Value, json};
+use chronicle_wire::{Updated, tag};
 
 use super::{Command, RunActor};
 use crate::texts::Text;
@@ -24,7 +24,7 @@ impl RunActor {
         status: String,
         by: &str,
         received: Event,
-    ) -> Result<Value> {
+    ) -> Result<Updated> {
         let id = TodoId(todo);
         let to = TodoStatus::parse(&status).ok_or(Error::BadStatus(status))?;
         let t = self
@@ -45,11 +45,15 @@ impl RunActor {
             by: Actor::user(by),
         });
         self.append(ev).await?;
-        Ok(json!({
-            "status": "updated",
-            "todo_id": id,
-            "new_status": to,
-            "message": self.shared.settings.texts.say(Text::TodoUpdated { todo: &id, status: to }),
-        }))
+        let message = self.shared.settings.texts.say(Text::TodoUpdated {
+            todo: &id,
+            status: to,
+        });
+        Ok(Updated {
+            status: tag::Updated::default(),
+            todo_id: id,
+            new_status: to,
+            message,
+        })
     }
 }

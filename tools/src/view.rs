@@ -1,6 +1,10 @@
-//! What the inspection commands (`log`, `runs`, `checkpoints`, `restore`, `verify`, `replay`)
-//! share: opening a data directory for reading, readable one-line events, which seqs lie on an
-//! abandoned branch, the state and TODO views, styles and small table helpers.
+//! How the `chronicle` commands show things to a person, in one place: readable one-line events
+//! (`run`, `chat`, `log`, `replay` print the same line for the same event), which seqs lie on an
+//! abandoned branch, the state, TODO and plan views, the approval prompt and a run's outcome,
+//! styles and table helpers; plus opening a data directory for reading.
+//!
+//! Views always write styled text; [`styled`] strips the escapes when the stream is not a
+//! terminal or `NO_COLOR` is set (anstream decides).
 
 use std::collections::{HashMap, HashSet};
 use std::io::{self, Write};
@@ -9,10 +13,13 @@ use std::path::Path;
 use anstream::AutoStream;
 use anstyle::{AnsiColor, Style};
 use anyhow::{Context, bail};
-use chronicle_api::names::wire_names;
 use chronicle_engine::store::{Options, RunHead, Store};
 use chronicle_projections::RunState;
-use chronicle_schemas::{Envelope, Event, Payload, RunId, RunStatus, Timestamp, TodoStatus};
+use chronicle_schemas::{
+    Approval, Envelope, Event, Payload, RunId, RunStatus, Timestamp, TodoStatus,
+};
+use chronicle_wire::EventData;
+use chronicle_wire::names::wire_names;
 use serde_json::Value;
 
 /// Longest free text (a query, a reasoning note, an answer, an error) a readable line shows
@@ -31,11 +38,12 @@ pub const CYAN: Style = AnsiColor::Cyan.on_default();
 /// Stdout's writer with colours kept or stripped the way `anstream` decides for stdout (a
 /// terminal, `NO_COLOR`, `CLICOLOR_FORCE`), so views can always write styled text.
 pub fn styled(out: &mut dyn Write) -> Styled<'_> {
-    let strip = match AutoStream::choice(&io::stdout()) {
-        anstream::ColorChoice::Never => Some(anstream::adapter::StripBytes::new()),
-        _ => None,
-    };
-    Styled { out, strip }
+    Styled::new(out, AutoStream::choice(&io::stdout()))
+}
+
+/// [`styled`] for what goes to stderr (prompts beside a stdout of data).
+pub fn styled_err(out: &mut dyn Write) -> Styled<'_> {
+    Styled::new(out, AutoStream::choice(&io::stderr()))
 }
 
 /// See [`styled`]. (`AutoStream` takes only `'static` writers.)
@@ -43,6 +51,16 @@ pub struct Styled<'a> {
     out: &'a mut dyn Write,
     /// `Some` when escapes are removed.
     strip: Option<anstream::adapter::StripBytes>,
+}
+
+impl<'a> Styled<'a> {
+    fn new(out: &'a mut dyn Write, choice: anstream::ColorChoice) -> Self {
+        let strip = match choice {
+            anstream::ColorChoice::Never => Some(anstream::adapter::StripBytes::new()),
+            _ => None,
+        };
+        Styled { out, strip }
+    }
 }
 
 impl std::fmt::Debug for Styled<'_> {
@@ -77,14 +95,16 @@ pub fn paint(style: Style, text: impl std::fmt::Display) -> String {
 
 /// Opens a data directory for inspection. Like `common::open_store`, but without the open-time
 /// tail check: a damaged log (a copy taken from a crashed server) must still be readable up to
-/// the damage, and `verify` must be able to name it instead of failing to open.
-pub fn open_for_reading(data: &Path) -> anyhow::Result<Store> {
+/// the damage, and `verify` must be able to name it instead of failing to open. `when_locked`
+/// says what to do instead while a server holds the directory.
+pub fn open_for_reading(data: &Path, when_locked: &str) -> anyhow::Result<Store> {
     crate::common::open_existing(
         data,
         Options {
             open_verify_tail_events: 0,
             ..Options::default()
         },
+        when_locked,
     )
 }
 
@@ -96,19 +116,15 @@ pub fn require_run(store: &Store, run: RunId) -> anyhow::Result<RunHead> {
         .with_context(|| format!("run {run} not found"))
 }
 
-/// Checks that `seq` exists in the run.
-pub fn check_seq(head: &RunHead, seq: u64) -> anyhow::Result<()> {
-    if seq > head.last_seq {
-        bail!(
-            "seq {seq} is beyond the last seq {} of run {}",
-            head.last_seq,
-            head.run_id
-        );
+/// Checks that `seq` exists in a run whose last seq is `last_seq`.
+pub fn check_seq(run: RunId, last_seq: u64, seq: u64) -> anyhow::Result<()> {
+    if seq > last_seq {
+        bail!("seq {seq} is beyond the last seq {last_seq} of run {run}");
     }
     Ok(())
 }
 
-/// Which seqs of a run are on its effective history (DESIGN §4). A `RunRestored { to_seq }` at
+/// Which seqs of a run are on its effective history. A `RunRestored { to_seq }` at
 /// seq `s` makes the history "the effective history at `to_seq`, then `s`", so every seq has one
 /// predecessor (`s - 1`, or `to_seq` for a restore) and the effective history is the chain of
 /// predecessors from the newest seq. Everything off that chain lies on an abandoned branch.
@@ -196,25 +212,38 @@ pub fn one_line(text: &str, max: usize) -> String {
     }
 }
 
-/// The readable line of one event: `seq  time  dotted.name  summary`. Abandoned events get a
-/// `~` before the seq and are dimmed.
+/// The readable line of a stored event (see [`line`]).
 pub fn event_line(env: &Envelope, abandoned: Option<bool>) -> String {
-    let (name, _, _) = wire_names(&env.event);
-    let summary = one_line(&summary(&env.event), usize::MAX);
+    line(env.seq, env.at, &env.event, abandoned)
+}
+
+/// The readable line of an event as a stream sends it (see [`line`]); an event this build does
+/// not know (a newer server) shows its kind.
+pub fn data_line(data: &EventData) -> String {
+    match data.event() {
+        Ok(event) => line(data.seq, data.at, &event, None),
+        Err(_) => format!("{:>4}  {}  {}", data.seq, clock(data.at), data.kind),
+    }
+}
+
+/// The one readable line of an event: `seq  time  dotted.name  summary`. With `abandoned`, a
+/// column marks events on an abandoned branch with `~`, dimmed.
+pub fn line(seq: u64, at: Timestamp, event: &Event, abandoned: Option<bool>) -> String {
+    let (name, _, _) = wire_names(event);
+    let summary = one_line(&summary(event), usize::MAX);
     let marker = match abandoned {
         None => "",
         Some(false) => "  ",
         Some(true) => "~ ",
     };
     let line = format!(
-        "{marker}{:>4}  {}  {name:<NAME_COLUMN_CHARS$}  {summary}",
-        env.seq,
-        clock(env.at)
+        "{marker}{seq:>4}  {}  {name:<NAME_COLUMN_CHARS$}  {summary}",
+        clock(at)
     );
     let line = line.trim_end().to_owned();
     match abandoned {
         Some(true) => paint(DIM, line),
-        _ => match &env.event {
+        _ => match event {
             Event::RunFailed { .. } | Event::AgentFailed { .. } => paint(RED, line),
             Event::ApprovalRequested { .. } | Event::RunInterrupted { .. } => paint(YELLOW, line),
             Event::RunCompleted { .. } | Event::ResponseGenerated { .. } => paint(GREEN, line),
@@ -565,7 +594,7 @@ pub fn todo_table(out: &mut dyn Write, state: &RunState) -> io::Result<()> {
 pub fn state_view(
     out: &mut dyn Write,
     state: &RunState,
-    head: &RunHead,
+    last_seq: u64,
     at: &Envelope,
     abandoned: bool,
 ) -> io::Result<()> {
@@ -577,10 +606,9 @@ pub fn state_view(
         paint(
             BOLD,
             format!(
-                "run {} at seq {} of {} ({} UTC)",
-                head.run_id,
+                "run {} at seq {} of {last_seq} ({} UTC)",
+                at.run_id,
                 at.seq,
-                head.last_seq,
                 at.at.to_datetime().format("%Y-%m-%d %H:%M:%S%.3f")
             )
         )
@@ -697,4 +725,166 @@ pub fn state_view(
     }
     writeln!(out)?;
     todo_table(out, state)
+}
+
+/// The plan as a TODO list: `todo_001  search_team 실행  [pending]  (after todo_000)`.
+pub fn write_plan(out: &mut dyn Write, s: &RunState) -> io::Result<()> {
+    let Some(p) = s
+        .supervisor
+        .planning_state
+        .as_ref()
+        .filter(|p| !p.todos.is_empty())
+    else {
+        return writeln!(out, "(no plan)");
+    };
+    let strategy = if p.execution_strategy.is_empty() {
+        String::new()
+    } else {
+        format!(", {}", p.execution_strategy)
+    };
+    writeln!(
+        out,
+        "{}",
+        paint(BOLD, format!("📝 TODO {}개{strategy}", p.todos.len()))
+    )?;
+    for t in &p.todos {
+        let deps = if t.dependencies.is_empty() {
+            String::new()
+        } else {
+            let d: Vec<&str> = t.dependencies.iter().map(|d| d.as_str()).collect();
+            format!("  (after {})", d.join(", "))
+        };
+        writeln!(out, "  {}  {}  [{}]{deps}", t.id, t.name, t.status.as_str())?;
+    }
+    Ok(())
+}
+
+/// What happened to the TODOs between two states of a run: `todo_001  search_team 실행
+/// [waiting_approval → completed]`, one line per TODO that is new or changed status.
+pub fn write_changes(out: &mut dyn Write, before: &RunState, after: &RunState) -> io::Result<()> {
+    let todos = |s: &RunState| {
+        s.supervisor
+            .planning_state
+            .as_ref()
+            .map(|p| p.todos.clone())
+            .unwrap_or_default()
+    };
+    let old = todos(before);
+    for t in todos(after) {
+        let was = old.iter().find(|o| o.id == t.id).map(|o| o.status);
+        if was == Some(t.status) {
+            continue;
+        }
+        let change = match was {
+            Some(w) => format!("{} → {}", w.as_str(), t.status.as_str()),
+            None => format!("new, {}", t.status.as_str()),
+        };
+        writeln!(out, "  {}  {}  [{change}]", t.id, t.name)?;
+    }
+    Ok(())
+}
+
+/// The approval message the engine wrote for a human, framed with the approval id.
+pub fn write_approval(out: &mut dyn Write, a: &Approval) -> io::Result<()> {
+    writeln!(
+        out,
+        "{}",
+        paint(YELLOW, format!("[INTERRUPT] approval {}", a.approval_id))
+    )?;
+    writeln!(out, "{}", a.message)
+}
+
+/// The final response's `answer`, if the run produced one.
+pub fn answer(s: &RunState) -> Option<String> {
+    s.supervisor.final_response.as_ref().map(response_text)
+}
+
+/// Why a run did not complete, for the message on stderr.
+pub fn failure(s: &RunState) -> String {
+    match s.supervisor.run_status {
+        RunStatus::Cancelled => "the run was cancelled".to_owned(),
+        _ => s
+            .supervisor
+            .error_log
+            .last()
+            .cloned()
+            .unwrap_or_else(|| format!("the run is {}", s.supervisor.run_status.as_str())),
+    }
+}
+
+/// The end of a run: the answer, or why there is none.
+pub fn write_outcome(out: &mut dyn Write, s: &RunState) -> io::Result<()> {
+    match s.supervisor.run_status {
+        RunStatus::Completed => {
+            writeln!(out, "{}", paint(GREEN, "✅ completed"))?;
+            writeln!(out, "{}", answer(s).unwrap_or_else(|| "(no answer)".into()))
+        }
+        status => writeln!(
+            out,
+            "{}",
+            paint(RED, format!("❌ {}: {}", status.as_str(), failure(s)))
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use chronicle_schemas::{Hash, TodoId};
+    use chronicle_wire::names::event_data;
+
+    use super::*;
+
+    fn envelope(seq: u64, event: Event) -> Envelope {
+        Envelope {
+            offset: seq,
+            run_id: RunId::from_u128(1),
+            seq,
+            at: Timestamp(1_759_658_400_123_000),
+            prev_hash: Hash::ZERO,
+            hash: Hash::ZERO,
+            event,
+        }
+    }
+
+    #[test]
+    fn a_stored_and_a_streamed_event_read_alike() {
+        let env = envelope(
+            7,
+            Event::TodoStatusChanged {
+                todo_id: TodoId::from("todo_001"),
+                from: TodoStatus::Pending,
+                to: TodoStatus::WaitingApproval,
+                reason: Some("HITL policy every_todo".into()),
+                attempt: 0,
+                by: Default::default(),
+            },
+        );
+        let plain = |s: String| anstream::adapter::strip_str(&s).to_string();
+        let line = plain(event_line(&env, None));
+        assert_eq!(
+            line,
+            "   7  10:00:00.123  todo.updated         todo_001 pending → waiting_approval (HITL policy every_todo)"
+        );
+        assert_eq!(plain(data_line(&event_data(&env))), line);
+        assert!(plain(event_line(&env, Some(true))).starts_with("~    7  "));
+        let mut unknown = event_data(&env);
+        unknown.kind = "FromTheFuture".into();
+        assert_eq!(data_line(&unknown), "   7  10:00:00.123  FromTheFuture");
+    }
+
+    #[test]
+    fn answers_are_one_line_of_text() {
+        let env = envelope(
+            30,
+            Event::ResponseGenerated {
+                final_response: serde_json::json!({"answer": "강남구 시세는\n13억"}),
+            },
+        );
+        let line = anstream::adapter::strip_str(&event_line(&env, None)).to_string();
+        assert!(
+            line.ends_with("message.final        강남구 시세는 13억"),
+            "{line}"
+        );
+        assert_eq!(one_line("abcdef", 4), "abc…");
+    }
 }

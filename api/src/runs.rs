@@ -1,0 +1,119 @@
+//! `GET /api/v1/runs`: the runs of the store, oldest first, a page at a time, each with its status
+//! and query. [`page`] is also how `chronicle runs` lists a data directory, so the two listings
+//! cannot differ.
+
+use chronicle_engine::store::{self, RunHead, Store};
+use chronicle_schemas::{RunId, SessionId};
+use chronicle_wire::{RUNS_PAGE_MAX, RunList, RunSummary, RunsQuery};
+
+use axum::extract::State;
+
+use crate::auth::Principal;
+use crate::error::{ApiError, ApiResult};
+use crate::extract::Query;
+use crate::state::AppState;
+
+/// Why a page cannot be listed.
+#[derive(Debug, thiserror::Error)]
+pub enum PageError {
+    #[error("limit must be 1..={RUNS_PAGE_MAX}, got {0}")]
+    Limit(usize),
+    #[error("after names run {0}, which is not among the listed runs")]
+    UnknownAfter(RunId),
+    #[error(transparent)]
+    Store(#[from] store::Error),
+}
+
+impl From<PageError> for ApiError {
+    fn from(e: PageError) -> Self {
+        match e {
+            PageError::Store(e) => e.into(),
+            e => ApiError::bad_request(e.to_string()),
+        }
+    }
+}
+
+/// One page of the runs `query` asks for: it looks at up to `limit` runs after `after` (by
+/// creation time, then id) and lists those that match its status; `next` says where the next
+/// page starts. Each run shows as of its newest durable event, as every read does.
+pub fn page(
+    store: &Store,
+    query: &RunsQuery,
+    on_run: &mut dyn FnMut(),
+) -> Result<RunList, PageError> {
+    let limit = query.limit.unwrap_or(RUNS_PAGE_MAX);
+    if limit == 0 || limit > RUNS_PAGE_MAX {
+        return Err(PageError::Limit(limit));
+    }
+    let mut heads: Vec<RunHead> = match &query.session_id {
+        Some(s) => store
+            .session_runs(&SessionId(s.clone()))?
+            .into_iter()
+            .filter_map(|r| store.run_head(r).transpose())
+            .collect::<Result<_, _>>()?,
+        None => store.runs().collect::<Result<_, _>>()?,
+    };
+    heads.sort_by_key(|h| (h.created_at, h.run_id));
+    let start = match query.after {
+        None => 0,
+        Some(after) => {
+            heads
+                .iter()
+                .position(|h| h.run_id == after)
+                .ok_or(PageError::UnknownAfter(after))?
+                + 1
+        }
+    };
+    let end = start.saturating_add(limit).min(heads.len());
+    let looked_at = &heads[start..end];
+    let mut runs = Vec::new();
+    for head in looked_at {
+        let durable = store
+            .durable_seq(head.run_id)?
+            .unwrap_or(0)
+            .min(head.last_seq);
+        let state = store.state_at(head.run_id, durable)?;
+        on_run();
+        let sup = state.supervisor;
+        if query.status.is_some_and(|s| s != sup.run_status) {
+            continue;
+        }
+        runs.push(RunSummary {
+            run_id: head.run_id,
+            session_id: head.session_id.clone(),
+            status: sup.run_status,
+            created_at: head.created_at,
+            updated_at: head.updated_at,
+            last_seq: durable,
+            query: sup.query,
+            parent: sup.parent,
+        });
+    }
+    let next = (end < heads.len())
+        .then(|| looked_at.last().map(|h| h.run_id))
+        .flatten();
+    Ok(RunList { runs, next })
+}
+
+#[utoipa::path(get, path = "/api/v1/runs", tag = "runs", operation_id = "list_runs",
+    params(
+        ("session_id" = Option<String>, Query, description = "only the runs of this session"),
+        ("status" = Option<String>, Query, description = "only runs in this state: running | waiting_for_approval | completed | failed | cancelled"),
+        ("after" = Option<String>, Query, description = "continue after this run (the previous page's `next`)"),
+        ("limit" = Option<usize>, Query, description = "look at most at this many runs (1..=1000, default 1000)"),
+    ),
+    responses(
+        (status = 200, description = "{runs: [{run_id, session_id, status, created_at, updated_at, last_seq, query, parent}], next}: oldest first; `next` is where the next page starts (null on the last page)"),
+        (status = 400, description = "bad status, after or limit"), (status = 401)))]
+pub async fn list(
+    State(st): State<AppState>,
+    _p: Principal,
+    Query(q): Query<RunsQuery>,
+) -> ApiResult<axum::Json<RunList>> {
+    let engine = st.engine.clone();
+    // Replaying many runs reads sled synchronously: keep it off the async workers.
+    let list = tokio::task::spawn_blocking(move || page(engine.store(), &q, &mut || {}))
+        .await
+        .map_err(ApiError::internal)??;
+    Ok(axum::Json(list))
+}

@@ -1,0 +1,177 @@
+//! A chat turn: what a message or an answer typed into a session does. One policy for every
+//! chat surface (`POST /chat`, `POST /api/sessions/{id}/resume`, the WebSocket):
+//!
+//! - text starting with `/` is a slash command on the session's run;
+//! - a message while that run waits for a human starts no second run: the turn says the run is
+//!   waiting (the caller shows what it waits for);
+//! - any other message starts a new run in the session;
+//! - an answer (`approve` yes/no, or free text) decides the one pending approval of the run:
+//!   text is passed to the agent as an edit of the requested args with `feedback: text`. With
+//!   several approvals pending the turn is refused: a bare "yes" is never guessed.
+
+use chronicle_schemas::{Approval, Decision, HitlMode, RunId, RunStatus, SessionId};
+use chronicle_wire::CommandOutcome;
+use serde_json::Value;
+
+use crate::runs::StartRun;
+use crate::{Engine, Error, Result};
+
+/// What the person typed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TurnInput {
+    /// A message (or a `/command`).
+    Message(String),
+    /// A yes or no to the pending approval.
+    Approve(bool),
+    /// Free text answering the pending approval (or a `/command`).
+    Response(String),
+}
+
+/// One turn of a session.
+#[derive(Clone, Debug)]
+pub struct Turn {
+    pub session: SessionId,
+    /// The run the turn is about; the session's latest run when `None`.
+    pub run: Option<RunId>,
+    pub input: TurnInput,
+    /// The authenticated principal.
+    pub by: String,
+    /// For a run the turn starts.
+    pub user_id: Option<String>,
+    pub hitl: Option<HitlMode>,
+}
+
+/// What the turn did.
+#[derive(Clone, Debug, PartialEq)]
+pub enum TurnOutcome {
+    /// A slash command ran on the run.
+    Command {
+        run: RunId,
+        outcome: Box<CommandOutcome>,
+    },
+    /// A new run started in the session.
+    Started { run: RunId },
+    /// The run waits for a human; the message started nothing.
+    Waiting { run: RunId },
+    /// The pending approval was decided.
+    Decided { run: RunId, approval: Box<Approval> },
+}
+
+impl TurnOutcome {
+    pub fn run(&self) -> RunId {
+        match self {
+            TurnOutcome::Command { run, .. }
+            | TurnOutcome::Started { run }
+            | TurnOutcome::Waiting { run }
+            | TurnOutcome::Decided { run, .. } => *run,
+        }
+    }
+}
+
+/// Text that is a slash command, trimmed.
+fn command_text(text: &str) -> Option<&str> {
+    Some(text.trim()).filter(|t| t.starts_with('/'))
+}
+
+impl Engine {
+    /// Carries out one turn (see the module's policy).
+    pub async fn turn(&self, t: Turn) -> Result<TurnOutcome> {
+        let run = match t.run {
+            Some(run) => Some(run),
+            None => self.latest_run(&t.session)?,
+        };
+        let text = match &t.input {
+            TurnInput::Message(text) | TurnInput::Response(text) => command_text(text),
+            TurnInput::Approve(_) => None,
+        };
+        if let Some(text) = text {
+            let run = run.ok_or_else(|| Error::SessionNotFound(t.session.to_string()))?;
+            let outcome = Box::new(self.command(run, text, &t.by).await?);
+            return Ok(TurnOutcome::Command { run, outcome });
+        }
+        match t.input {
+            TurnInput::Message(text) => self.message(run, t.session, text, t.user_id, t.hitl).await,
+            TurnInput::Approve(yes) => {
+                let decision = if yes {
+                    Decision::Approve
+                } else {
+                    Decision::Reject
+                };
+                self.answer(run, &t.session, decision, None, &t.by).await
+            }
+            TurnInput::Response(text) => {
+                self.answer(run, &t.session, Decision::Edit, Some(text), &t.by)
+                    .await
+            }
+        }
+    }
+
+    /// The newest run of a session, if it has one.
+    pub fn latest_run(&self, session: &SessionId) -> Result<Option<RunId>> {
+        Ok(self.store().session_runs(session)?.last().copied())
+    }
+
+    async fn message(
+        &self,
+        run: Option<RunId>,
+        session: SessionId,
+        text: String,
+        user_id: Option<String>,
+        hitl: Option<HitlMode>,
+    ) -> Result<TurnOutcome> {
+        if let Some(run) = run
+            && self.state(run, None)?.supervisor.run_status == RunStatus::WaitingForApproval
+        {
+            return Ok(TurnOutcome::Waiting { run });
+        }
+        let started = self
+            .start_run(StartRun {
+                query: text,
+                session_id: Some(session),
+                user_id,
+                hitl,
+                ..StartRun::default()
+            })
+            .await?;
+        Ok(TurnOutcome::Started {
+            run: started.run_id,
+        })
+    }
+
+    /// Decides the run's one pending approval; `feedback` edits its requested args.
+    async fn answer(
+        &self,
+        run: Option<RunId>,
+        session: &SessionId,
+        decision: Decision,
+        feedback: Option<String>,
+        by: &str,
+    ) -> Result<TurnOutcome> {
+        let run = run.ok_or_else(|| Error::SessionNotFound(session.to_string()))?;
+        let state = self.state(run, None)?;
+        let mut pending = state.approvals.pending();
+        let one = pending.next().cloned().ok_or(Error::NothingPending)?;
+        let more: Vec<String> = pending.map(|a| a.approval_id.to_string()).collect();
+        if !more.is_empty() {
+            let ids = std::iter::once(one.approval_id.to_string())
+                .chain(more)
+                .collect();
+            return Err(Error::SeveralPending(ids));
+        }
+        let edited = feedback.map(|text| {
+            let mut args = match one.request_args.clone() {
+                Value::Object(m) => m,
+                _ => Default::default(),
+            };
+            args.insert("feedback".into(), Value::String(text));
+            Value::Object(args)
+        });
+        let approval = self
+            .decide(run, one.approval_id, decision, edited, by, None)
+            .await?;
+        Ok(TurnOutcome::Decided {
+            run,
+            approval: Box::new(approval),
+        })
+    }
+}

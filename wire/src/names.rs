@@ -1,0 +1,178 @@
+//! The one table from events to their wire names: the SSE `event:` name and the stream's
+//! `type`/`subtype` (e.g. `tool`/`start`), plus the `data` object every stream sends
+//! ([`EventData`]).
+
+use chronicle_schemas::{Envelope, Event, RunId, Timestamp};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// `(dotted name, type, subtype)` of an event.
+pub fn wire_names(e: &Event) -> (&'static str, &'static str, &'static str) {
+    match e {
+        Event::RunStarted { .. } => ("run.started", "run", "start"),
+        Event::PhaseChanged { .. } => ("phase.changed", "reasoning", "start"),
+        Event::IntentAnalyzed { .. } => ("intent.analyzed", "reasoning", "chunk"),
+        Event::PlanCreated { .. } => ("plan.created", "reasoning", "chunk"),
+        Event::TodoAdded { .. } => ("todo.added", "reasoning", "chunk"),
+        Event::TodoStatusChanged { .. } => ("todo.updated", "reasoning", "chunk"),
+        Event::ApprovalRequested { .. } => ("approval.requested", "tool", "start"),
+        Event::ApprovalDecided { .. } => ("approval.decided", "tool", "end"),
+        Event::ApprovalExpired { .. } => ("approval.expired", "tool", "end"),
+        Event::AgentStarted { .. } => ("agent.started", "tool", "start"),
+        Event::AgentCompleted { .. } => ("agent.completed", "tool", "end"),
+        Event::AgentFailed { .. } => ("agent.failed", "tool", "error"),
+        Event::ToolCallRequested { .. } => ("tool.requested", "tool", "start"),
+        Event::ToolCallCompleted { .. } => ("tool.completed", "tool", "end"),
+        Event::LlmCalled { .. } => ("llm.called", "reasoning", "chunk"),
+        Event::EvaluationRecorded { .. } => ("evaluation.recorded", "reasoning", "chunk"),
+        Event::ResultsAggregated { .. } => ("results.aggregated", "reasoning", "chunk"),
+        Event::ResponseGenerated { .. } => ("message.final", "message", "final"),
+        Event::CheckpointSaved { .. } => ("checkpoint.saved", "reasoning", "chunk"),
+        Event::CommandReceived { .. } => ("command.received", "reasoning", "chunk"),
+        Event::RunInterrupted { .. } => ("run.interrupted", "run", "chunk"),
+        Event::RunResumed { .. } => ("run.resumed", "run", "chunk"),
+        Event::RunRestored { .. } => ("run.restored", "run", "chunk"),
+        Event::Reasoning { .. } => ("reasoning.note", "reasoning", "chunk"),
+        Event::RunCompleted { .. } => ("run.end", "run", "end"),
+        Event::RunFailed { .. } => ("run.error", "run", "error"),
+        Event::RunCancelled { .. } => ("run.end", "run", "end"),
+    }
+}
+
+/// The SSE names after which a run's stream ends (unless the client follows on): the names of
+/// the events for which [`ends_stream`] holds. A client that only sees names checks these.
+pub const END_NAMES: [&str; 2] = ["run.end", "run.error"];
+
+/// After these a run's stream ends (unless the client follows on).
+pub fn ends_stream(e: &Event) -> bool {
+    e.is_terminal()
+}
+
+/// The event's own fields as JSON (the variant's body, without the variant tag).
+pub fn content(e: &Event) -> Value {
+    match serde_json::to_value(e) {
+        Ok(Value::Object(mut m)) if m.len() == 1 => m.remove(e.kind()).unwrap_or(Value::Null),
+        Ok(other) => other,
+        Err(_) => Value::Null,
+    }
+}
+
+/// The `data` object of one SSE message / WebSocket `event`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EventData {
+    pub run_id: RunId,
+    pub seq: u64,
+    /// The event's global offset in the log.
+    pub offset: u64,
+    pub at: Timestamp,
+    /// The event's variant name (`TodoStatusChanged`).
+    pub kind: String,
+    /// `run`, `reasoning`, `tool` or `message`.
+    #[serde(rename = "type")]
+    pub kind_type: String,
+    /// `start`, `chunk`, `end`, `final` or `error`.
+    pub subtype: String,
+    /// The variant's fields; approval events may carry a few more (`tool`, `approval_required`,
+    /// `effective_args`).
+    pub content: Value,
+}
+
+impl EventData {
+    /// The event back from `kind` and `content` (extra content fields are ignored).
+    pub fn event(&self) -> Result<Event, serde_json::Error> {
+        let mut tagged = serde_json::Map::new();
+        tagged.insert(self.kind.clone(), self.content.clone());
+        serde_json::from_value(Value::Object(tagged))
+    }
+}
+
+/// The `data` object of one event: `{run_id, seq, offset, at, kind, type, subtype, content}`.
+pub fn event_data(env: &Envelope) -> EventData {
+    let (_, ty, sub) = wire_names(&env.event);
+    EventData {
+        run_id: env.run_id,
+        seq: env.seq,
+        offset: env.offset,
+        at: env.at,
+        kind: env.event.kind().to_owned(),
+        kind_type: ty.to_owned(),
+        subtype: sub.to_owned(),
+        content: content(&env.event),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use chronicle_schemas::samples::sample_events;
+    use chronicle_schemas::{Envelope, Hash};
+    use serde_json::json;
+
+    use super::*;
+
+    fn envelope(seq: u64, event: Event) -> Envelope {
+        Envelope {
+            offset: 40 + seq,
+            run_id: RunId::from_u128(7),
+            seq,
+            at: Timestamp(1_759_658_400_000_000),
+            prev_hash: Hash::ZERO,
+            hash: Hash::ZERO,
+            event,
+        }
+    }
+
+    #[test]
+    fn every_variant_has_names_and_content() {
+        for e in sample_events() {
+            let (name, ty, sub) = wire_names(&e);
+            assert!(name.contains('.'), "{name}");
+            assert!(
+                ["reasoning", "tool", "message", "run"].contains(&ty),
+                "{ty}"
+            );
+            assert!(
+                ["start", "chunk", "end", "final", "error"].contains(&sub),
+                "{sub}"
+            );
+            assert!(content(&e).is_object(), "{}", e.kind());
+            assert_eq!(ends_stream(&e), END_NAMES.contains(&name), "{name}");
+        }
+        let e = Event::Reasoning {
+            message: "m".into(),
+        };
+        assert_eq!(content(&e), json!({"message": "m"}));
+    }
+
+    #[test]
+    fn event_data_is_the_stream_shape_and_gives_the_event_back() {
+        let data = event_data(&envelope(
+            3,
+            Event::Reasoning {
+                message: "m".into(),
+            },
+        ));
+        assert_eq!(
+            serde_json::to_value(&data).unwrap(),
+            json!({
+                "run_id": RunId::from_u128(7), "seq": 3, "offset": 43,
+                "at": "2025-10-05T10:00:00.000000Z", "kind": "Reasoning",
+                "type": "reasoning", "subtype": "chunk", "content": {"message": "m"},
+            })
+        );
+        for (seq, e) in sample_events().into_iter().enumerate() {
+            let data = event_data(&envelope(seq as u64, e.clone()));
+            let back: EventData =
+                serde_json::from_str(&serde_json::to_string(&data).unwrap()).unwrap();
+            assert_eq!(back, data);
+            assert_eq!(back.event().unwrap(), e, "{}", e.kind());
+        }
+        // What a stream adds to approval events does not stop the event from decoding.
+        let asked = sample_events()
+            .into_iter()
+            .find(|e| matches!(e, Event::ApprovalRequested { .. }))
+            .unwrap();
+        let mut data = event_data(&envelope(0, asked));
+        data.content["approval_required"] = json!(true);
+        assert!(data.event().is_ok(), "{data:?}");
+    }
+}
