@@ -29,6 +29,8 @@ mod expiry;
 mod nodes;
 mod restore;
 pub(crate) mod step;
+#[cfg(test)]
+mod tests;
 mod tools;
 
 use step::{Running, Step};

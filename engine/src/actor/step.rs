@@ -287,3 +287,171 @@ pub(crate) fn category(t: &SupervisorTodo) -> &str {
         &t.category
     }
 }
+
+/// The pure decision, over states folded from recorded events: no store, no actor, no clock.
+#[cfg(test)]
+mod tests {
+    use chronicle_projections::VecSource;
+    use chronicle_projections::fixtures::{FIXTURE_T0_MICROS, envelopes, scenario_1_events};
+    use chronicle_schemas::{Event, Limits, RunId, TodoStatus};
+
+    use super::*;
+
+    const RUN: RunId = RunId::from_u128(0x57E9);
+    /// A minute into the fixture run: well inside its run timeout.
+    const NOW: Timestamp = Timestamp(FIXTURE_T0_MICROS + 60_000_000);
+
+    fn fold(events: &[Event]) -> RunState {
+        let mut src = VecSource::default();
+        let mut state = RunState::default();
+        for env in envelopes(RUN, events.to_vec()) {
+            src.events.push(env.clone());
+            state.apply(&env, &src).expect("fixture folds");
+        }
+        state
+    }
+
+    /// The scenario's events up to and including the `nth` (0-based) one that `is`.
+    fn upto(nth: usize, is: impl Fn(&Event) -> bool) -> Vec<Event> {
+        let events = scenario_1_events();
+        let at = events
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| is(e))
+            .nth(nth)
+            .map(|(i, _)| i)
+            .expect("the fixture has it");
+        events[..=at].to_vec()
+    }
+
+    fn step_after(events: &[Event], running: &[(&str, u32)]) -> Step {
+        let running: Running = running.iter().map(|(t, a)| ((*t).into(), *a)).collect();
+        next_step(&fold(events), &running, NOW)
+    }
+
+    fn ids(list: &[&str]) -> Vec<TodoId> {
+        list.iter().map(|i| (*i).into()).collect()
+    }
+
+    #[test]
+    fn the_supervisor_flow_node_by_node() {
+        let started = upto(0, |e| matches!(e, Event::RunStarted { .. }));
+        assert_eq!(step_after(&started, &[]), Step::AnalyzeIntent);
+        let analysed = upto(0, |e| matches!(e, Event::IntentAnalyzed { .. }));
+        assert_eq!(step_after(&analysed, &[]), Step::BuildPlan);
+        // Under `every_todo`, sequentially: the first TODO is asked for, alone.
+        let planned = upto(1, |e| matches!(e, Event::TodoAdded { .. }));
+        assert_eq!(
+            step_after(&planned, &[]),
+            Step::RequestApprovals(ids(&["todo_001"]))
+        );
+        let asked = upto(0, |e| matches!(e, Event::RunInterrupted { .. }));
+        assert_eq!(step_after(&asked, &[]), Step::Wait, "a human is to answer");
+        let approved = upto(0, |e| matches!(e, Event::ApprovalDecided { .. }));
+        assert_eq!(step_after(&approved, &[]), Step::Start(ids(&["todo_001"])));
+        // An agent in progress: running → wait; not running (the process stopped) → re-run.
+        let running = upto(0, |e| matches!(e, Event::AgentStarted { .. }));
+        assert_eq!(step_after(&running, &[("todo_001", 1)]), Step::Wait);
+        assert_eq!(step_after(&running, &[]), Step::Rerun(ids(&["todo_001"])));
+        // The second TODO is asked for only once the first completed.
+        let first_done = upto(0, |e| {
+            matches!(
+                e,
+                Event::TodoStatusChanged {
+                    to: TodoStatus::Completed,
+                    ..
+                }
+            )
+        });
+        assert_eq!(
+            step_after(&first_done, &[]),
+            Step::RequestApprovals(ids(&["todo_002"]))
+        );
+        let all_done = upto(1, |e| {
+            matches!(
+                e,
+                Event::TodoStatusChanged {
+                    to: TodoStatus::Completed,
+                    ..
+                }
+            )
+        });
+        assert_eq!(step_after(&all_done, &[]), Step::Evaluate);
+        let evaluated = upto(0, |e| matches!(e, Event::EvaluationRecorded { .. }));
+        assert_eq!(step_after(&evaluated, &[]), Step::Aggregate);
+        let aggregated = upto(0, |e| matches!(e, Event::ResultsAggregated { .. }));
+        assert_eq!(step_after(&aggregated, &[]), Step::Respond);
+        assert_eq!(step_after(&scenario_1_events(), &[]), Step::Wait, "ended");
+    }
+
+    #[test]
+    fn limits_fail_the_run_with_their_reason() {
+        let planned = upto(1, |e| matches!(e, Event::TodoAdded { .. }));
+        let mut state = fold(&planned);
+        state.supervisor.config.limits = Limits {
+            max_steps: 2,
+            ..Limits::default()
+        };
+        assert_eq!(
+            next_step(&state, &Running::new(), NOW),
+            Step::Fail("max_steps limit of 2 node executions reached".into())
+        );
+        state.supervisor.config.limits = Limits {
+            run_timeout_ms: 1_000,
+            ..Limits::default()
+        };
+        assert_eq!(
+            next_step(&state, &Running::new(), NOW),
+            Step::Fail("run timeout of 1000 ms exceeded".into())
+        );
+    }
+
+    #[test]
+    fn a_rejected_todo_is_skipped_and_a_skipped_dependency_blocks() {
+        let mut events = upto(0, |e| matches!(e, Event::RunInterrupted { .. }));
+        events.push(Event::ApprovalDecided {
+            approval_id: "apr_001".into(),
+            decision: chronicle_schemas::Decision::Reject,
+            edited_args: None,
+            decided_by: "alice".into(),
+            comment: None,
+        });
+        assert_eq!(
+            step_after(&events, &[]),
+            Step::SkipRejected(vec![("todo_001".into(), "rejected by alice".into())])
+        );
+        events.push(Event::TodoStatusChanged {
+            todo_id: "todo_001".into(),
+            from: TodoStatus::WaitingApproval,
+            to: TodoStatus::Skipped,
+            reason: Some("rejected by alice".into()),
+            attempt: 0,
+            by: chronicle_schemas::Actor::user("alice"),
+        });
+        assert_eq!(
+            step_after(&events, &[]),
+            Step::Block(vec![(
+                "todo_002".into(),
+                "dependency todo_001 was skipped".into()
+            )])
+        );
+    }
+
+    #[test]
+    fn without_a_policy_parallel_todos_start_together_up_to_the_concurrency_limit() {
+        let mut state = fold(&upto(1, |e| matches!(e, Event::TodoAdded { .. })));
+        state.supervisor.config.hitl = chronicle_schemas::HitlMode::None;
+        let p = state.supervisor.planning_state.as_mut().unwrap();
+        p.execution_strategy = "parallel".into();
+        p.todos[1].dependencies.clear();
+        assert_eq!(
+            next_step(&state, &Running::new(), NOW),
+            Step::Start(ids(&["todo_001", "todo_002"]))
+        );
+        state.supervisor.config.limits.max_concurrency = 1;
+        assert_eq!(
+            next_step(&state, &Running::new(), NOW),
+            Step::Start(ids(&["todo_001"]))
+        );
+    }
+}

@@ -74,8 +74,8 @@ impl Tool for Ls {
 fn ls(ws: &Workspace, rel: &Path) -> Result<Value, String> {
     let mut entries = Vec::new();
     if let Some(dir) = open_existing(ws, rel)? {
-        for entry in dir.read_dir(here(rel)).map_err(io_err(rel))? {
-            let entry = entry.map_err(io_err(rel))?;
+        for entry in dir.read_dir(here(rel)).map_err(io_err(&dir, rel))? {
+            let entry = entry.map_err(io_err(&dir, rel))?;
             // Without following symlinks: a link is listed as one, wherever it points.
             let Ok(meta) = entry.metadata() else {
                 continue; // removed meanwhile
@@ -200,9 +200,9 @@ fn write(ws: &Workspace, rel: &Path, content: &str) -> Result<Value, String> {
     let dir = ws.dir().map_err(|e| e.to_string())?;
     let created = !file_exists(&dir, rel)?;
     if let Some(parent) = rel.parent().filter(|p| !p.as_os_str().is_empty()) {
-        dir.create_dir_all(parent).map_err(io_err(parent))?;
+        dir.create_dir_all(parent).map_err(io_err(&dir, parent))?;
     }
-    write_durably(&dir, rel, content).map_err(io_err(rel))?;
+    write_durably(&dir, rel, content).map_err(io_err(&dir, rel))?;
     Ok(json!({
         "file_path": Workspace::display(rel),
         "bytes": content.len(),
@@ -217,7 +217,7 @@ fn file_exists(dir: &Dir, rel: &Path) -> Result<bool, String> {
         Ok(meta) if meta.is_dir() => Err(is_a_directory(rel)),
         Ok(_) => Ok(true),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
-        Err(e) => Err(io_err(rel)(e)),
+        Err(e) => Err(io_err(dir, rel)(e)),
     }
 }
 
@@ -241,7 +241,7 @@ impl Tool for EditFile {
         blocking(move || {
             let dir = ws.dir().map_err(|e| e.to_string())?;
             let edit = request.plan(&dir)?;
-            write_durably(&dir, &request.rel, &edit.after).map_err(io_err(&request.rel))?;
+            write_durably(&dir, &request.rel, &edit.after).map_err(io_err(&dir, &request.rel))?;
             Ok(json!({
                 "file_path": Workspace::display(&request.rel),
                 "replacements": edit.replacements,
@@ -380,7 +380,11 @@ impl Tool for Grep {
                 return Ok(json!({ "pattern": pattern, "matches": [], "truncated": false }));
             };
             // (file, its path under `path`); a file `path` stands for itself.
-            let mut files = if dir.metadata(here(&rel)).map_err(io_err(&rel))?.is_dir() {
+            let mut files = if dir
+                .metadata(here(&rel))
+                .map_err(io_err(&dir, &rel))?
+                .is_dir()
+            {
                 files_under(&dir, &rel)?
                     .into_iter()
                     .filter(|(_, kind)| kind.is_file())
@@ -454,14 +458,14 @@ fn small_text(dir: &Dir, rel: &Path) -> Option<String> {
 /// without following symlinks (a link is listed, not entered). An unreadable subdirectory is
 /// skipped.
 fn files_under(dir: &Dir, rel: &Path) -> Result<Vec<(PathBuf, FileType)>, String> {
-    let base = dir.open_dir(here(rel)).map_err(io_err(rel))?;
+    let base = dir.open_dir(here(rel)).map_err(io_err(dir, rel))?;
     let mut found = Vec::new();
     // Paths, not open `Dir`s, so a wide tree does not hold many file descriptors.
     let mut pending = vec![PathBuf::new()];
     while let Some(sub) = pending.pop() {
         let entries = match base.read_dir(here(&sub)) {
             Ok(entries) => entries,
-            Err(e) if sub.as_os_str().is_empty() => return Err(io_err(rel)(e)),
+            Err(e) if sub.as_os_str().is_empty() => return Err(io_err(dir, rel)(e)),
             Err(_) => continue, // an unreadable subdirectory
         };
         for entry in entries.flatten() {
@@ -593,7 +597,7 @@ fn open_existing(ws: &Workspace, rel: &Path) -> Result<Option<Dir>, String> {
 
 /// The text of a file, or a message saying why it is not readable text.
 fn read_text(dir: &Dir, rel: &Path) -> Result<String, String> {
-    let meta = dir.metadata(here(rel)).map_err(io_err(rel))?;
+    let meta = dir.metadata(here(rel)).map_err(io_err(dir, rel))?;
     if meta.is_dir() {
         return Err(is_a_directory(rel));
     }
@@ -601,7 +605,7 @@ fn read_text(dir: &Dir, rel: &Path) -> Result<String, String> {
         // A FIFO or device: opening it could block or never end.
         return Err(format!("{} is not a regular file", Workspace::display(rel)));
     }
-    let bytes = dir.read(rel).map_err(io_err(rel))?;
+    let bytes = dir.read(rel).map_err(io_err(dir, rel))?;
     String::from_utf8(bytes).map_err(|_| {
         format!(
             "{} is not UTF-8 text, it cannot be read as lines",
@@ -644,16 +648,18 @@ fn type_name(kind: FileType) -> &'static str {
     }
 }
 
-fn io_err(rel: &Path) -> impl Fn(io::Error) -> String + '_ {
-    move |e| WorkspaceError::from_io(rel, &e).to_string()
+fn io_err<'a>(dir: &'a Dir, rel: &'a Path) -> impl Fn(io::Error) -> String + 'a {
+    move |e| WorkspaceError::from_io(dir, rel, &e).to_string()
 }
 
 fn not_found(rel: &Path) -> String {
-    io_err(rel)(io::ErrorKind::NotFound.into())
+    let path = crate::tools::workspace::shown_path(rel);
+    WorkspaceError::NotFound { path }.to_string()
 }
 
 fn is_a_directory(rel: &Path) -> String {
-    io_err(rel)(io::ErrorKind::IsADirectory.into())
+    let path = crate::tools::workspace::shown_path(rel);
+    WorkspaceError::IsADirectory { path }.to_string()
 }
 
 fn to_usize(n: u64) -> usize {

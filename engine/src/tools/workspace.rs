@@ -61,14 +61,17 @@ pub enum WorkspaceError {
 }
 
 impl WorkspaceError {
-    /// Maps an error of an access to `rel` (a path relative to the root) to a variant naming
-    /// the virtual path.
-    pub fn from_io(rel: &Path, err: &io::Error) -> Self {
-        let path = shown(&Workspace::display(rel));
+    /// Maps an error of an access to `rel` (a path relative to `dir`, the workspace's root) to
+    /// a variant naming the virtual path.
+    pub fn from_io(dir: &Dir, rel: &Path, err: &io::Error) -> Self {
+        let path = shown_path(rel);
         match err.kind() {
-            // cap-std's refusal ("a path led outside of the filesystem"); `resolve` already
-            // refused `..` and absolute paths, so only a symlink can lead there.
-            io::ErrorKind::PermissionDenied if is_escape(err) => Self::SymlinkEscape { path },
+            // cap-std refuses to leave the directory with the same kind as a real permission
+            // problem; `resolve` already refused `..` and absolute paths, so only a symlink can
+            // lead out: look at the path's links themselves.
+            io::ErrorKind::PermissionDenied if leads_outside(dir, rel) => {
+                Self::SymlinkEscape { path }
+            }
             io::ErrorKind::NotFound => Self::NotFound { path },
             io::ErrorKind::NotADirectory => Self::NotADirectory { path },
             io::ErrorKind::IsADirectory => Self::IsADirectory { path },
@@ -80,9 +83,54 @@ impl WorkspaceError {
     }
 }
 
-/// Whether `err` is cap-std's refusal to leave the directory (it has no kind of its own).
-fn is_escape(err: &io::Error) -> bool {
-    err.to_string().contains("outside of the filesystem")
+/// The virtual path of `rel`, shortened for a message.
+pub(crate) fn shown_path(rel: &Path) -> String {
+    shown(&Workspace::display(rel))
+}
+
+/// Links one path may pass through before it counts as leading nowhere (as the kernel's limit).
+const SYMLINK_HOPS_MAX: usize = 40;
+
+/// Whether `rel` (relative to `dir`) passes through a symlink whose target is absolute or climbs
+/// above `dir`: what cap-std refuses to follow. Judged from the links' own targets, read without
+/// following them, so a dangling link that points out counts too.
+fn leads_outside(dir: &Dir, rel: &Path) -> bool {
+    let mut pending: Vec<std::ffi::OsString> = rel
+        .components()
+        .rev()
+        .map(|c| c.as_os_str().to_owned())
+        .collect();
+    let mut at = PathBuf::new();
+    let mut hops = 0;
+    while let Some(part) = pending.pop() {
+        match part.to_str() {
+            Some(".") | Some("") => continue,
+            Some("..") => {
+                if !at.pop() {
+                    return true;
+                }
+                continue;
+            }
+            _ => at.push(&part),
+        }
+        let is_link = dir
+            .symlink_metadata(&at)
+            .is_ok_and(|m| m.file_type().is_symlink());
+        if !is_link {
+            continue;
+        }
+        // cap-std will not even read a link whose target is absolute.
+        let Ok(target) = dir.read_link(&at) else {
+            return true;
+        };
+        hops += 1;
+        if target.is_absolute() || hops > SYMLINK_HOPS_MAX {
+            return true;
+        }
+        at.pop();
+        pending.extend(target.components().rev().map(|c| c.as_os_str().to_owned()));
+    }
+    false
 }
 
 impl Workspace {
@@ -194,8 +242,8 @@ impl Workspace {
         let rel = Path::new(LARGE_RESULTS_DIR).join(safe_name(name));
         let dir = self.dir()?;
         dir.create_dir_all(LARGE_RESULTS_DIR)
-            .map_err(|e| WorkspaceError::from_io(Path::new(LARGE_RESULTS_DIR), &e))?;
-        write_durably(&dir, &rel, content).map_err(|e| WorkspaceError::from_io(&rel, &e))?;
+            .map_err(|e| WorkspaceError::from_io(&dir, Path::new(LARGE_RESULTS_DIR), &e))?;
+        write_durably(&dir, &rel, content).map_err(|e| WorkspaceError::from_io(&dir, &rel, &e))?;
         Ok(Self::display(&rel))
     }
 }
@@ -392,8 +440,12 @@ mod tests {
         let dir = ws.dir().unwrap();
         std::os::unix::fs::symlink(&outside, ws.root().join("out")).unwrap();
         std::os::unix::fs::symlink(outside.join("f"), ws.root().join("f")).unwrap();
+        // A relative link that climbs out, and one that stays inside.
+        std::os::unix::fs::symlink("../outside", ws.root().join("up")).unwrap();
+        dir.create_dir("inner").unwrap();
+        std::os::unix::fs::symlink("inner", ws.root().join("same")).unwrap();
         let refused = |rel: &str, result: io::Result<()>| {
-            let err = WorkspaceError::from_io(Path::new(rel), &result.unwrap_err());
+            let err = WorkspaceError::from_io(&dir, Path::new(rel), &result.unwrap_err());
             assert_eq!(
                 err.to_string(),
                 format!("/workspace/{rel} leads outside the workspace (symlink)")
@@ -403,8 +455,12 @@ mod tests {
         refused("out/g", dir.write("out/g", "x"));
         refused("out/d", dir.create_dir_all("out/d"));
         refused("out", dir.read_dir("out").map(drop));
+        refused("up/h", dir.write("up/h", "x"));
+        dir.write("same/ok.txt", "fine").unwrap();
+        assert_eq!(dir.read_to_string("inner/ok.txt").unwrap(), "fine");
         assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0);
-        let err = WorkspaceError::from_io(Path::new("a.txt"), &dir.read("a.txt").unwrap_err());
+        let err =
+            WorkspaceError::from_io(&dir, Path::new("a.txt"), &dir.read("a.txt").unwrap_err());
         assert_eq!(
             err.to_string(),
             "no such file or directory: /workspace/a.txt"
