@@ -645,10 +645,16 @@ async fn an_agent_result_the_full_disk_refused_is_recorded_once_space_frees() {
         plan_config(plan, HitlMode::None, Strategy::Sequential),
     )
     .await;
-    engine
-        .wait_until(run, WAIT, |_| !agent.calls().is_empty())
-        .await
-        .unwrap();
+    // The agent is called right after its start is recorded; no event follows until it
+    // answers, so this waits on the agent itself, not on the run's events.
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while agent.calls().is_empty() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the agent was never called"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     // The disk fills while the agent works; then it answers.
     let filler = tmpfs.fill();
     assert!(matches!(

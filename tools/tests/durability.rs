@@ -19,6 +19,7 @@ use serde_json::{Value, json};
 
 use crate::cli_run::rt;
 use crate::lazyfs::LazyFs;
+use chronicle_testkit::tmpfs::Tmpfs;
 
 const START_TIMEOUT: Duration = Duration::from_secs(60);
 const EXIT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -462,44 +463,6 @@ fn a_failed_fsync_stops_the_server_and_a_restart_recovers_what_was_acknowledged(
     }
 }
 
-/// A tmpfs of `size` mounted on a new directory under `parent`; unmounted on drop.
-struct Tmpfs(PathBuf);
-
-impl Tmpfs {
-    fn mount(parent: &Path, size: &str) -> Tmpfs {
-        let dir = parent.join("tmpfs");
-        std::fs::create_dir(&dir).unwrap();
-        let out = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-            .arg(&dir)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "mounting a tmpfs (needs root): {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        Tmpfs(dir)
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
-    }
-}
-
-/// Fills the file system with `path` until a write fails for lack of space.
-fn fill(path: &Path) {
-    use std::io::Write;
-    let mut f = std::fs::File::create(path).unwrap();
-    let chunk = vec![0u8; 1 << 20];
-    while f.write_all(&chunk).is_ok() {}
-    let small = vec![0u8; 4096];
-    while f.write_all(&small).is_ok() {}
-    let _ = f.sync_all();
-}
-
 #[test]
 fn a_full_disk_is_507_reads_keep_working_and_appends_resume_when_space_frees() {
     let rt = rt();
@@ -514,8 +477,7 @@ fn a_full_disk_is_507_reads_keep_working_and_appends_resume_when_space_frees() {
     std::thread::sleep(Duration::from_millis(300));
     let health = rt.block_on(api.health()).unwrap();
     assert_eq!(health.storage, StorageState::Ok);
-    let filler = tmpfs.0.join("filler");
-    fill(&filler);
+    let filler = tmpfs.fill();
 
     // Full: appends are 507 and change nothing; reads and the inbox answer; health says so (503,
     // which the client reads as the health it is).

@@ -46,22 +46,12 @@ impl RunActor {
             decided_by: by.to_owned(),
             comment: comment.clone(),
         });
-        if let (Decision::Reject, Some(Subject::Todo { todo_id })) = (decision, &a.subject)
-            && self
-                .todo(todo_id)
-                .is_some_and(|t| t.status == TodoStatus::WaitingApproval)
-        {
-            ev.push(Event::TodoStatusChanged {
-                todo_id: todo_id.clone(),
-                from: TodoStatus::WaitingApproval,
-                to: TodoStatus::Skipped,
-                reason: Some(match &comment {
-                    Some(c) => format!("rejected by {by}: {c}"),
-                    None => format!("rejected by {by}"),
-                }),
-                attempt: 0,
-                by: Actor::user(by),
-            });
+        if decision == Decision::Reject {
+            let reason = match &comment {
+                Some(c) => format!("rejected by {by}: {c}"),
+                None => format!("rejected by {by}"),
+            };
+            ev.extend(self.skip_waiting(&a, reason, Actor::user(by)));
         }
         if self.state().approvals.pending().count() == 1 {
             ev.push(Event::RunResumed {
@@ -74,5 +64,23 @@ impl RunActor {
             .get(approval_id)
             .cloned()
             .ok_or_else(|| Error::ApprovalNotFound(approval_id.clone()))
+    }
+
+    /// A rejected (or expired-as-rejected) approval of a TODO that still waits for it skips the
+    /// TODO: it is never retried.
+    pub(super) fn skip_waiting(&self, a: &Approval, reason: String, by: Actor) -> Option<Event> {
+        let Some(Subject::Todo { todo_id }) = &a.subject else {
+            return None;
+        };
+        self.todo(todo_id)
+            .filter(|t| t.status == TodoStatus::WaitingApproval)
+            .map(|_| Event::TodoStatusChanged {
+                todo_id: todo_id.clone(),
+                from: TodoStatus::WaitingApproval,
+                to: TodoStatus::Skipped,
+                reason: Some(reason),
+                attempt: 0,
+                by,
+            })
     }
 }

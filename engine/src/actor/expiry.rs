@@ -1,8 +1,6 @@
 //! Deadlines: approvals that expire (the policy's `on_expiry` applies) and the run timeout.
 
-use chronicle_schemas::{
-    Actor, Approval, Decision, Event, ExpiryAction, Subject, Timestamp, TodoStatus,
-};
+use chronicle_schemas::{Actor, Approval, Decision, Event, ExpiryAction, Timestamp};
 
 use super::{RunActor, now};
 use crate::Result;
@@ -48,19 +46,9 @@ impl RunActor {
                 approval_id: a.approval_id.clone(),
                 on_expiry: decision,
             });
-            if let (ExpiryAction::Reject, Some(Subject::Todo { todo_id })) = (on_expiry, &a.subject)
-                && self
-                    .todo(todo_id)
-                    .is_some_and(|t| t.status == TodoStatus::WaitingApproval)
-            {
-                ev.push(Event::TodoStatusChanged {
-                    todo_id: todo_id.clone(),
-                    from: TodoStatus::WaitingApproval,
-                    to: TodoStatus::Skipped,
-                    reason: Some(format!("approval {} expired", a.approval_id)),
-                    attempt: 0,
-                    by: Actor::Engine,
-                });
+            if on_expiry == ExpiryAction::Reject {
+                let reason = format!("approval {} expired", a.approval_id);
+                ev.extend(self.skip_waiting(&a, reason, Actor::Engine));
             }
         }
         self.append(ev).await.map(drop)

@@ -50,66 +50,61 @@ async fn run_with_timeout(
 
 impl RunActor {
     pub(super) async fn start_todos(&mut self, ids: Vec<TodoId>) -> Result<()> {
-        let mut ev: Vec<Event> = phase_change(self.state(), Phase::Executing)
-            .into_iter()
-            .collect();
-        let mut starts = Vec::new();
-        for id in ids {
-            let Some(t) = self.todo(&id) else { continue };
-            let attempt = t.attempts + 1;
-            let input = input_of(&t);
-            ev.push(Event::TodoStatusChanged {
-                todo_id: id.clone(),
-                from: t.status,
-                to: TodoStatus::InProgress,
-                reason: None,
-                attempt,
-                by: Actor::Engine,
-            });
-            ev.push(Event::AgentStarted {
-                todo_id: id.clone(),
-                agent: t.agent_name.clone(),
-                attempt,
-                input: input.clone(),
-            });
-            ev.push(Event::Reasoning {
-                message: self.shared.settings.texts.say(Text::TodoStarted {
-                    todo: &t.id,
-                    agent: &t.agent_name,
-                    attempt,
-                }),
-            });
-            starts.push((t, attempt, input));
-        }
-        self.append(ev).await?;
-        for (t, attempt, input) in starts {
-            self.spawn_agent(&t, attempt, input);
-        }
-        Ok(())
+        let phase = phase_change(self.state(), Phase::Executing);
+        self.launch(ids, phase, false).await
     }
 
+    /// Agents that were running when the process stopped: the interrupted attempt again (not a
+    /// new one), so the calls it repeats are answered from the log.
     pub(super) async fn rerun_todos(&mut self, ids: Vec<TodoId>) -> Result<()> {
-        let mut ev = Vec::new();
+        self.launch(ids, None, true).await
+    }
+
+    /// Records the agents' starts (after `first`) in one append, then starts them.
+    async fn launch(&mut self, ids: Vec<TodoId>, first: Option<Event>, rerun: bool) -> Result<()> {
+        let texts = self.shared.settings.texts.clone();
+        let mut ev: Vec<Event> = first.into_iter().collect();
         let mut starts = Vec::new();
         for id in ids {
             let Some(t) = self.todo(&id) else { continue };
-            // The interrupted attempt again (not a new one): the calls it repeats are answered
-            // from the log.
-            let attempt = t.attempts.max(1);
-            let input = input_of(&t);
+            let (agent, input) = (t.agent_name.clone(), input_of(&t));
+            let (attempt, note) = if rerun {
+                let attempt = t.attempts.max(1);
+                (
+                    attempt,
+                    Text::TodoRerun {
+                        todo: &id,
+                        agent: &agent,
+                        attempt,
+                    },
+                )
+            } else {
+                let attempt = t.attempts + 1;
+                ev.push(Event::TodoStatusChanged {
+                    todo_id: id.clone(),
+                    from: t.status,
+                    to: TodoStatus::InProgress,
+                    reason: None,
+                    attempt,
+                    by: Actor::Engine,
+                });
+                (
+                    attempt,
+                    Text::TodoStarted {
+                        todo: &id,
+                        agent: &agent,
+                        attempt,
+                    },
+                )
+            };
+            let message = texts.say(note);
             ev.push(Event::AgentStarted {
                 todo_id: id.clone(),
-                agent: t.agent_name.clone(),
+                agent: agent.clone(),
                 attempt,
                 input: input.clone(),
             });
-            ev.push(Event::Reasoning {
-                message: self.shared.settings.texts.say(Text::TodoRerun {
-                    todo: &t.id,
-                    agent: &t.agent_name,
-                    attempt,
-                }),
-            });
+            ev.push(Event::Reasoning { message });
             starts.push((t, attempt, input));
         }
         self.append(ev).await?;
