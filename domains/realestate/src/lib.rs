@@ -4,9 +4,12 @@
 //! its Korean texts. `chronicle serve` plugs it in by default.
 
 pub mod agents;
-mod parse;
 mod planner;
+mod query;
 mod texts;
+
+#[cfg(test)]
+mod e2e;
 
 use std::sync::Arc;
 

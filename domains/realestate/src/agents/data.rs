@@ -9,7 +9,8 @@ use std::sync::LazyLock;
 
 use serde::{Deserialize, Serialize};
 
-use super::parse::{Lang, format_won};
+pub(crate) use crate::query::{DealType, PropertyType};
+use crate::query::{Lang, format_won};
 
 /// 1 평 in square metres (the legal conversion, 400/121).
 pub(crate) const SQUARE_METRES_PER_PYEONG: f64 = 3.305_785;
@@ -17,64 +18,6 @@ pub(crate) const SQUARE_METRES_PER_PYEONG: f64 = 3.305_785;
 /// A change of less than this over three months is 보합 (flat), because monthly averages of a
 /// few hundred deals move by about that much without any real trend.
 pub(crate) const TREND_FLAT_PCT_MAX: f64 = 1.0;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub(crate) enum PropertyType {
-    #[serde(rename = "아파트")]
-    Apartment,
-    #[serde(rename = "오피스텔")]
-    Officetel,
-    #[serde(rename = "빌라")]
-    Villa,
-}
-
-impl PropertyType {
-    pub(crate) const ALL: [PropertyType; 3] = [Self::Apartment, Self::Officetel, Self::Villa];
-
-    pub(crate) fn ko(self) -> &'static str {
-        match self {
-            Self::Apartment => "아파트",
-            Self::Officetel => "오피스텔",
-            Self::Villa => "빌라",
-        }
-    }
-
-    pub(crate) fn en(self) -> &'static str {
-        match self {
-            Self::Apartment => "apartment",
-            Self::Officetel => "officetel",
-            Self::Villa => "villa",
-        }
-    }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub(crate) enum DealType {
-    #[serde(rename = "매매")]
-    Sale,
-    #[serde(rename = "전세")]
-    Jeonse,
-    #[serde(rename = "월세")]
-    Monthly,
-}
-
-impl DealType {
-    pub(crate) fn ko(self) -> &'static str {
-        match self {
-            Self::Sale => "매매",
-            Self::Jeonse => "전세",
-            Self::Monthly => "월세",
-        }
-    }
-
-    pub(crate) fn en(self) -> &'static str {
-        match self {
-            Self::Sale => "sale",
-            Self::Jeonse => "jeonse",
-            Self::Monthly => "monthly rent",
-        }
-    }
-}
 
 /// One listing. `price` is the headline amount in won: the sale price for 매매, the deposit
 /// (보증금) for 전세 and 월세, so one field sorts and filters every deal type.
@@ -280,6 +223,20 @@ impl Dataset {
     }
 }
 
+/// The bundled dataset as a source of an answer, saying that it is illustrative.
+pub(crate) fn dataset_source(lang: Lang) -> String {
+    let as_of = &DATASET.meta.as_of;
+    match lang {
+        Lang::Ko => format!("Chronicle 예시 데이터셋 ({as_of} 기준, 실제 거래 아님)"),
+        Lang::En => format!("Chronicle demo dataset (as of {as_of}, illustrative, not real deals)"),
+    }
+}
+
+/// A law article as a source: `주택임대차보호법 제7조 (차임 등의 증감청구권)`.
+pub(crate) fn law_source(law: &LawArticle) -> String {
+    format!("{} {} ({})", law.law_name, law.article, law.title)
+}
+
 /// `part / whole * 100`, rounded to 0.1; 0 when `whole` is 0.
 pub(crate) fn pct(part: u64, whole: u64) -> f64 {
     if whole == 0 {
@@ -434,7 +391,7 @@ mod tests {
             }
         }
         for r in &d.regions {
-            for t in PropertyType::ALL {
+            for t in PropertyType::IN_DATASET {
                 let s = d
                     .series(&r.region, t)
                     .unwrap_or_else(|| panic!("{} {t:?}", r.region));
@@ -442,7 +399,10 @@ mod tests {
                 assert!(s.months.windows(2).all(|w| w[0].month < w[1].month));
             }
         }
-        assert_eq!(d.history.len(), d.regions.len() * PropertyType::ALL.len());
+        assert_eq!(
+            d.history.len(),
+            d.regions.len() * PropertyType::IN_DATASET.len()
+        );
         for id in [
             "hlpa-3",
             "hlpa-6-3",

@@ -3,16 +3,17 @@
 
 use serde_json::{Map, Value, json};
 
-use super::data::{DATASET, DealType, Listing, PropertyType};
-use super::parse::{
-    self, Lang, PlaceRef, PriceRange, SizeRange, parse_deal_type, parse_places, parse_price_range,
-    parse_property_type, parse_size_range,
-};
+use super::data::{DATASET, Listing};
 use super::{AgentContext, AgentError};
+use crate::query::{
+    DealType, Lang, PlaceRef, PriceRange, PropertyType, Query, SizeRange, names_seoul,
+    parse_amount, parse_places, parse_price_range, parse_property_type, parse_size_range,
+};
 use chronicle_engine::agents::json_type;
 
 /// A price in a parameter below this is taken to be in 만원, because LLM intents write
-/// `{"min": 100000}` for 10억 (seed 002) and no home costs less than 100만원.
+/// `{"min": 100000}` for 10억 (the original prompt's example) and no home costs less than
+/// 100만원.
 const PRICE_PARAM_MANWON_BELOW: u64 = 1_000_000;
 
 /// An agent's input as an object: `null` is an empty input, anything else but an object is a
@@ -38,7 +39,7 @@ enum Origin {
 }
 
 /// The first non-null value of `key`: in the input, in `intent.entities`, then at the intent's
-/// top level (seed 002 puts `region` there).
+/// top level (the original flat intent puts `region` there).
 fn lookup<'a>(
     input: &'a Map<String, Value>,
     ctx: &'a AgentContext,
@@ -85,44 +86,12 @@ impl Filters {
         ctx: &AgentContext,
         input: &Map<String, Value>,
     ) -> Result<Self, AgentError> {
-        let query = ctx.query.as_str();
+        let q = Query::parse(&ctx.query);
         let mut f = Filters::default();
-
-        match lookup(input, ctx, &["regions", "region"]) {
-            Some((v, origin)) => match region_names(v) {
-                Some(names) => {
-                    for name in names {
-                        let found = parse_places(name);
-                        if found.is_empty() {
-                            f.unknown_regions.push(name.to_owned());
-                        }
-                        for p in found {
-                            if !f.places.iter().any(|q| q.region == p.region) {
-                                f.places.push(p);
-                            }
-                        }
-                    }
-                }
-                None if origin == Origin::Input => {
-                    return Err(bad_param("region", "a string or a list of strings", v));
-                }
-                None => f.places = parse_places(query),
-            },
-            None => f.places = parse_places(query),
-        }
-        // The query may name the station or dong that a bare district parameter leaves out
-        // (`강남역 근처` with `region: 서울특별시 강남구`).
-        for q in parse_places(query) {
-            if let Some(p) = f.places.iter_mut().find(|p| p.region == q.region) {
-                p.dong = p.dong.or(q.dong);
-                p.station = p.station.or(q.station);
-            }
-        }
-
-        f.property_type = typed(input, ctx, "property_type", parse_property_type)?
-            .or_else(|| parse_property_type(query));
-        f.deal_type =
-            typed(input, ctx, "deal_type", parse_deal_type)?.or_else(|| parse_deal_type(query));
+        f.resolve_places(ctx, input, &q)?;
+        f.property_type =
+            typed(input, ctx, "property_type", parse_property_type)?.or(q.property_type);
+        f.deal_type = typed(input, ctx, "deal_type", DealType::from_param)?.or(q.deal_type);
         f.size_range = match lookup(input, ctx, &["size_range"]) {
             Some((v, origin)) => match size_param(v) {
                 Some(r) => Some(r),
@@ -133,9 +102,9 @@ impl Filters {
                         v,
                     ));
                 }
-                None => parse_size_range(query),
+                None => q.size_range,
             },
-            None => parse_size_range(query),
+            None => q.size_range,
         };
         f.price_range = match lookup(input, ctx, &["price_range"]) {
             Some((v, origin)) => match price_param(v) {
@@ -147,13 +116,64 @@ impl Filters {
                         v,
                     ));
                 }
-                None => None,
+                None => q.price_range,
             },
-            // `3억을 10억으로` is a change request, not a budget.
-            None if parse::detect_change_request(query).is_some() => None,
-            None => parse_price_range(query),
+            None => q.price_range,
         };
         Ok(f)
+    }
+
+    /// The districts asked about: the input's or the intent's `regions`/`region`, else the
+    /// query's. Districts the dataset does not cover, and names that are no Seoul district,
+    /// go to `unknown_regions`; `서울`/`서울특별시` means all of Seoul.
+    fn resolve_places(
+        &mut self,
+        ctx: &AgentContext,
+        input: &Map<String, Value>,
+        q: &Query,
+    ) -> Result<(), AgentError> {
+        let named = match lookup(input, ctx, &["regions", "region"]) {
+            Some((v, origin)) => match region_names(v) {
+                Some(names) => Some(names),
+                None if origin == Origin::Input => {
+                    return Err(bad_param("region", "a string or a list of strings", v));
+                }
+                None => None,
+            },
+            None => None,
+        };
+        match named {
+            Some(names) => {
+                for name in names {
+                    let found = parse_places(name);
+                    if found.is_empty() && !names_seoul(name) {
+                        self.unknown_regions.push(name.to_owned());
+                    }
+                    found.into_iter().for_each(|p| self.add_place(p));
+                }
+            }
+            None => q.places.iter().cloned().for_each(|p| self.add_place(p)),
+        }
+        // The query may name the station or dong that a bare district parameter leaves out
+        // (`강남역 근처` with `region: 서울특별시 강남구`).
+        for qp in &q.places {
+            if let Some(p) = self.places.iter_mut().find(|p| p.region == qp.region) {
+                p.dong = p.dong.or(qp.dong);
+                p.station = p.station.or(qp.station);
+            }
+        }
+        Ok(())
+    }
+
+    /// A district the dataset covers becomes a place to search, any other an unknown region.
+    fn add_place(&mut self, p: PlaceRef) {
+        if DATASET.region(p.region).is_none() {
+            if !self.unknown_regions.iter().any(|r| r == p.region) {
+                self.unknown_regions.push(p.region.to_owned());
+            }
+        } else if !self.places.iter().any(|q| q.region == p.region) {
+            self.places.push(p);
+        }
     }
 
     /// The primary region, `서울특별시 강남구`.
@@ -302,7 +322,9 @@ fn typed<T>(
     let parsed = v.as_str().and_then(parse);
     if parsed.is_none() && origin == Origin::Input {
         let want = match key {
-            "property_type" => "one of 아파트/오피스텔/빌라 (apartment/officetel/villa)",
+            "property_type" => {
+                "one of 아파트/오피스텔/빌라/단독주택 (apartment/officetel/villa/detached house)"
+            }
             _ => "one of 매매/전세/월세 (sale/jeonse/monthly rent)",
         };
         return Err(AgentError::fatal(format!(
@@ -333,7 +355,12 @@ fn size_param(v: &Value) -> Option<SizeRange> {
                     Some(_) => None,
                 }
             };
-            let (min, max) = (bound("min")?, bound("max")?);
+            let (min, max) = match (bound("min")?, bound("max")?) {
+                // `{min: 32, max: 32}` (as a model may write `32평`) is that one size: the
+                // range is half-open, so taken literally it would hold nothing.
+                (Some(a), Some(b)) if a == b => (Some(a), Some(a.saturating_add(1))),
+                bounds => bounds,
+            };
             (min.is_some() || max.is_some()).then_some(SizeRange { min, max })
         }
         _ => None,
@@ -352,7 +379,7 @@ fn price_param(v: &Value) -> Option<PriceRange> {
                     x
                 }))
             }
-            Value::String(s) => Some(Some(parse::parse_amount(s)?)),
+            Value::String(s) => Some(Some(parse_amount(s)?)),
             _ => None,
         }
     };

@@ -1,16 +1,16 @@
-//! seed 002's analysis agents over the bundled dataset: `market_analysis` (statistics and
+//! The analysis agents over the bundled dataset: `market_analysis` (statistics and
 //! trend), `region_comparison` (two or more districts side by side) and `investment_advisor`
 //! (ratings from trend, 전세가율 and prices).
 
 use serde_json::{Value, json};
 
 use super::data::{
-    DATASET, DealType, Direction, Listing, PropertyType, Trend, change_pct, pct, price_stats,
-    round_manwon, round1, trend,
+    DATASET, DealType, Direction, Listing, PriceStats, PropertyType, Trend, change_pct,
+    dataset_source, pct, price_stats, round_manwon, round1, trend,
 };
 use super::filters::{Filters, input_object};
-use super::parse::{Lang, detect_lang, format_won};
-use super::{Agent, AgentContext, AgentError, AgentInfo, AgentOutput, declared, seed_result};
+use super::{Agent, AgentContext, AgentError, AgentInfo, AgentOutput, Reply, declared};
+use crate::query::{Lang, PlaceRef, format_won};
 
 /// Above this 전세가율 a buyer's equity is thin and a tenant's deposit is at risk (깡통전세),
 /// the threshold housing agencies warn at.
@@ -151,15 +151,10 @@ impl MarketView {
 /// matching listings plus the district's trend. Returns the data and its insights.
 pub(crate) fn analyze_market(f: &Filters, lang: Lang) -> (Value, Vec<String>) {
     if f.region_unknown() {
+        let unknown = f.unknown_regions.join(", ");
         let msg = match lang {
-            Lang::Ko => format!(
-                "{}: 데이터셋에 없는 지역입니다",
-                f.unknown_regions.join(", ")
-            ),
-            Lang::En => format!(
-                "{}: not covered by the dataset",
-                f.unknown_regions.join(", ")
-            ),
+            Lang::Ko => format!("{unknown}: 데이터셋에 없는 지역입니다"),
+            Lang::En => format!("{unknown}: not covered by the dataset"),
         };
         return (
             json!({"region": null, "unknown_regions": f.unknown_regions, "statistics": null}),
@@ -178,70 +173,7 @@ pub(crate) fn analyze_market(f: &Filters, lang: Lang) -> (Value, Vec<String>) {
     let listings = scoped.listings();
     let stats = price_stats(&listings);
     let view = MarketView::new(f.region(), property_type, deal);
-
-    let mut insights = Vec::new();
-    if let Some(v) = &view {
-        insights.push(v.headline(lang));
-    }
-    match (&stats, lang) {
-        (Some(s), Lang::Ko) => insights.push(format!(
-            "{} 매물 {}건: 평균 {}, 최저 {} ~ 최고 {}, 평당 {}",
-            scoped.describe(lang),
-            s.count,
-            format_won(s.avg_price, lang),
-            format_won(s.min_price, lang),
-            format_won(s.max_price, lang),
-            format_won(round_manwon(s.avg_price_per_pyeong), lang)
-        )),
-        (Some(s), Lang::En) => insights.push(format!(
-            "{} listings for {}: average {}, from {} to {}, {} per pyeong",
-            s.count,
-            scoped.describe(lang),
-            format_won(s.avg_price, lang),
-            format_won(s.min_price, lang),
-            format_won(s.max_price, lang),
-            format_won(round_manwon(s.avg_price_per_pyeong), lang)
-        )),
-        (None, _) => insights.push(match lang {
-            Lang::Ko => format!(
-                "{} 조건의 매물이 데이터셋에 없습니다",
-                scoped.describe(lang)
-            ),
-            Lang::En => format!("No listings in the dataset for {}", scoped.describe(lang)),
-        }),
-    }
-    if let (Some(v), Some(s)) = (&view, &stats)
-        && deal == DealType::Sale
-        && v.trend.latest > 0
-    {
-        let gap = change_pct(v.trend.latest, s.avg_price);
-        insights.push(match lang {
-            Lang::Ko => format!("조건에 맞는 매물의 평균가는 지역 평균 대비 {gap:+.1}%입니다"),
-            Lang::En => {
-                format!("The matching listings average {gap:+.1}% against the district average")
-            }
-        });
-    }
-    if let Some(v) = &view {
-        insights.push(v.jeonse_ratio_insight(lang));
-        insights.push(match lang {
-            Lang::Ko => format!("최근 12개월 거래 {}건", v.transactions_12m),
-            Lang::En => format!("{} deals in the last 12 months", v.transactions_12m),
-        });
-    }
-    if let Some(station) = f.station() {
-        let near = listings
-            .iter()
-            .filter(|l| l.near_station == station && l.walk_minutes <= 10)
-            .count();
-        insights.push(match lang {
-            Lang::Ko => {
-                format!("{station} 도보 10분 이내 매물 {near}건: 역세권은 수요가 꾸준합니다")
-            }
-            Lang::En => format!("{near} listings within a 10-minute walk of {station}"),
-        });
-    }
-
+    let insights = market_insights(&scoped, view.as_ref(), stats.as_ref(), &listings, lang);
     let data = json!({
         "region": f.region(),
         "region_label": view.as_ref().map(|v| v.label(Lang::Ko)),
@@ -260,7 +192,74 @@ pub(crate) fn analyze_market(f: &Filters, lang: Lang) -> (Value, Vec<String>) {
     (data, insights)
 }
 
-/// seed 002's market analysis.
+/// The market's headline, the matching listings' statistics, how they compare with the
+/// district, the 전세가율, the deals of the year and the listings near a named station. The
+/// first insight is never missing.
+fn market_insights(
+    scoped: &Filters,
+    view: Option<&MarketView>,
+    stats: Option<&PriceStats>,
+    listings: &[&Listing],
+    lang: Lang,
+) -> Vec<String> {
+    let won = |x: u64| format_won(x, lang);
+    let what = scoped.describe(lang);
+    let mut insights: Vec<String> = view.map(|v| v.headline(lang)).into_iter().collect();
+    insights.push(match (stats, lang) {
+        (Some(s), Lang::Ko) => format!(
+            "{what} 매물 {}건: 평균 {}, 최저 {} ~ 최고 {}, 평당 {}",
+            s.count,
+            won(round_manwon(s.avg_price)),
+            won(s.min_price),
+            won(s.max_price),
+            won(round_manwon(s.avg_price_per_pyeong))
+        ),
+        (Some(s), Lang::En) => format!(
+            "{} listings for {what}: average {}, from {} to {}, {} per pyeong",
+            s.count,
+            won(round_manwon(s.avg_price)),
+            won(s.min_price),
+            won(s.max_price),
+            won(round_manwon(s.avg_price_per_pyeong))
+        ),
+        (None, Lang::Ko) => format!("{what} 조건의 매물이 데이터셋에 없습니다"),
+        (None, Lang::En) => format!("No listings in the dataset for {what}"),
+    });
+    if let (Some(v), Some(s)) = (view, stats)
+        && v.deal == DealType::Sale
+        && v.trend.latest > 0
+    {
+        let gap = change_pct(v.trend.latest, s.avg_price);
+        insights.push(match lang {
+            Lang::Ko => format!("조건에 맞는 매물의 평균가는 지역 평균 대비 {gap:+.1}%입니다"),
+            Lang::En => {
+                format!("The matching listings average {gap:+.1}% against the district average")
+            }
+        });
+    }
+    if let Some(v) = view {
+        insights.push(v.jeonse_ratio_insight(lang));
+        insights.push(match lang {
+            Lang::Ko => format!("최근 12개월 거래 {}건", v.transactions_12m),
+            Lang::En => format!("{} deals in the last 12 months", v.transactions_12m),
+        });
+    }
+    if let Some(station) = scoped.station() {
+        let near = listings
+            .iter()
+            .filter(|l| l.near_station == station && l.walk_minutes <= 10)
+            .count();
+        insights.push(match lang {
+            Lang::Ko => {
+                format!("{station} 도보 10분 이내 매물 {near}건: 역세권은 수요가 꾸준합니다")
+            }
+            Lang::En => format!("{near} listings within a 10-minute walk of {station}"),
+        });
+    }
+    insights
+}
+
+/// The market analysis of a district: statistics and trend.
 #[derive(Debug, Default)]
 pub struct MarketAnalysis;
 
@@ -273,9 +272,17 @@ impl Agent for MarketAnalysis {
     async fn run(&self, ctx: &AgentContext, input: Value) -> Result<AgentOutput, AgentError> {
         let input = input_object(&input)?;
         let f = Filters::resolve(ctx, &input)?;
-        let (data, insights) = analyze_market(&f, detect_lang(&ctx.query));
+        let lang = Lang::of(&ctx.query);
+        let (data, insights) = analyze_market(&f, lang);
+        let reply = Reply {
+            summary: format!("{}.", insights[0]),
+            data,
+            insights,
+            sources: vec![dataset_source(lang)],
+            params: f.to_json(),
+        };
         Ok(AgentOutput {
-            result: seed_result(self.name(), data, insights, f.to_json()),
+            result: reply.into_result(self.name()),
         })
     }
 }
@@ -292,9 +299,12 @@ fn comparison_regions(f: &Filters) -> (Vec<&'static str>, bool) {
     }
 }
 
-/// seed 002's region comparison.
+/// The comparison of two or more districts: prices, trends, 전세가율.
 #[derive(Debug, Default)]
 pub struct RegionComparison;
+
+/// One district of a comparison: its market, its listings' price per 평, how many listings.
+type Compared = (MarketView, Option<u64>, usize);
 
 #[async_trait::async_trait]
 impl Agent for RegionComparison {
@@ -305,18 +315,67 @@ impl Agent for RegionComparison {
     async fn run(&self, ctx: &AgentContext, input: Value) -> Result<AgentOutput, AgentError> {
         let input = input_object(&input)?;
         let f = Filters::resolve(ctx, &input)?;
-        let lang = detect_lang(&ctx.query);
+        let lang = Lang::of(&ctx.query);
         let property_type = f.property_type.unwrap_or(PropertyType::Apartment);
         let deal = f.deal_type.unwrap_or(DealType::Sale);
         let (regions, all) = comparison_regions(&f);
+        let rows = compared(&f, &regions, property_type, deal);
+        let by_price = ranked(&rows, |(v, _, _)| v.trend.latest as f64);
+        let by_change = ranked(&rows, |(v, _, _)| v.trend.change_3m_pct);
+        let gap = match (by_price.first(), by_price.last()) {
+            (Some(&hi), Some(&lo)) if hi != lo => Some((&rows[hi].0, &rows[lo].0)),
+            _ => None,
+        };
+        let mut insights = Vec::new();
+        if all {
+            insights.push(
+                lang.pick(
+                    "비교할 지역이 두 곳 미만이라 데이터셋의 모든 구를 비교합니다",
+                    "Fewer than two districts named, so every district in the dataset is compared",
+                )
+                .to_owned(),
+            );
+        }
+        insights.extend(gap.map(|(hi, lo)| gap_insight(hi, lo, lang)));
+        if let Some(&fast) = by_change.first() {
+            insights.push(fastest_insight(&rows[fast].0, lang));
+        }
+        insights.extend(rows.iter().map(|(v, _, _)| v.headline(lang)));
+        let summary = match gap {
+            Some((hi, lo)) => format!("{}.", gap_insight(hi, lo, lang)),
+            None => lang
+                .pick(
+                    "비교할 지역의 시세가 없습니다.",
+                    "No district had market data to compare.",
+                )
+                .to_owned(),
+        };
+        let reply = Reply {
+            summary,
+            data: comparison_json(&rows, property_type, deal, all, (&by_price, &by_change)),
+            insights,
+            sources: vec![dataset_source(lang)],
+            params: f.to_json(),
+        };
+        Ok(AgentOutput {
+            result: reply.into_result(self.name()),
+        })
+    }
+}
 
-        let mut rows: Vec<(MarketView, Option<u64>, usize)> = Vec::new();
-        for region in regions {
-            let Some(view) = MarketView::new(Some(region), property_type, deal) else {
-                continue;
-            };
+/// Each district's market and listings for one property type and deal type.
+fn compared(
+    f: &Filters,
+    regions: &[&'static str],
+    property_type: PropertyType,
+    deal: DealType,
+) -> Vec<Compared> {
+    regions
+        .iter()
+        .filter_map(|&region| {
+            let view = MarketView::new(Some(region), property_type, deal)?;
             let scoped = Filters {
-                places: vec![super::parse::PlaceRef {
+                places: vec![PlaceRef {
                     region,
                     dong: None,
                     station: None,
@@ -328,66 +387,58 @@ impl Agent for RegionComparison {
             };
             let listings = scoped.listings();
             let per_pyeong = price_stats(&listings).map(|s| s.avg_price_per_pyeong);
-            rows.push((view, per_pyeong, listings.len()));
-        }
-        let mut insights = Vec::new();
-        if all {
-            insights.push(match lang {
-                Lang::Ko => {
-                    "비교할 지역이 두 곳 미만이라 데이터셋의 모든 구를 비교합니다".to_owned()
-                }
-                Lang::En => {
-                    "Fewer than two districts named, so every district in the dataset is compared"
-                        .to_owned()
-                }
-            });
-        }
-        let by_price = ranked(&rows, |(v, _, _)| v.trend.latest as f64);
-        let by_change = ranked(&rows, |(v, _, _)| v.trend.change_3m_pct);
-        if let (Some(hi), Some(lo)) = (by_price.first(), by_price.last()) {
-            let (hi, lo) = (&rows[*hi].0, &rows[*lo].0);
-            let gap = change_pct(lo.trend.latest, hi.trend.latest);
-            insights.push(match lang {
-                Lang::Ko => format!(
-                    "{} 평균 {}가 가장 높고 {}({})보다 {gap:.1}% 높습니다",
-                    hi.label(lang),
-                    format_won(hi.trend.latest, lang),
-                    lo.label(lang),
-                    format_won(lo.trend.latest, lang)
-                ),
-                Lang::En => format!(
-                    "{} is the most expensive at {}, {gap:.1}% above {} ({})",
-                    hi.label(lang),
-                    format_won(hi.trend.latest, lang),
-                    lo.label(lang),
-                    format_won(lo.trend.latest, lang)
-                ),
-            });
-        }
-        if let Some(&fast) = by_change.first() {
-            let v = &rows[fast].0;
-            insights.push(match lang {
-                Lang::Ko => format!(
-                    "최근 3개월 상승률은 {}가 {:+.1}%로 가장 높습니다",
-                    v.label(lang),
-                    v.trend.change_3m_pct
-                ),
-                Lang::En => format!(
-                    "{} moved most over 3 months: {:+.1}%",
-                    v.label(lang),
-                    v.trend.change_3m_pct
-                ),
-            });
-        }
-        for (v, _, _) in &rows {
-            insights.push(v.headline(lang));
-        }
-        let label = |i: &usize| rows[*i].0.label(Lang::Ko);
-        let data = json!({
-            "property_type": property_type.ko(),
-            "deal_type": deal.ko(),
-            "all_regions": all,
-            "regions": rows.iter().map(|(v, per_pyeong, count)| json!({
+            Some((view, per_pyeong, listings.len()))
+        })
+        .collect()
+}
+
+/// `서초구가 평균 19억원으로 가장 높고 강남구(14억 5,000만원)보다 31.0% 높습니다`.
+fn gap_insight(hi: &MarketView, lo: &MarketView, lang: Lang) -> String {
+    let gap = change_pct(lo.trend.latest, hi.trend.latest);
+    let (hi_name, hi_avg) = (hi.label(lang), format_won(hi.trend.latest, lang));
+    let (lo_name, lo_avg) = (lo.label(lang), format_won(lo.trend.latest, lang));
+    match lang {
+        Lang::Ko => format!(
+            "{hi_name}가 평균 {hi_avg}으로 가장 높고 {lo_name}({lo_avg})보다 {gap:.1}% 높습니다"
+        ),
+        Lang::En => format!(
+            "{hi_name} is the most expensive at {hi_avg}, {gap:.1}% above {lo_name} ({lo_avg})"
+        ),
+    }
+}
+
+fn fastest_insight(v: &MarketView, lang: Lang) -> String {
+    match lang {
+        Lang::Ko => format!(
+            "최근 3개월 상승률은 {}가 {:+.1}%로 가장 높습니다",
+            v.label(lang),
+            v.trend.change_3m_pct
+        ),
+        Lang::En => format!(
+            "{} moved most over 3 months: {:+.1}%",
+            v.label(lang),
+            v.trend.change_3m_pct
+        ),
+    }
+}
+
+/// The comparison's `data`: each district's figures, the rankings and a summary.
+fn comparison_json(
+    rows: &[Compared],
+    property_type: PropertyType,
+    deal: DealType,
+    all: bool,
+    (by_price, by_change): (&[usize], &[usize]),
+) -> Value {
+    let label = |i: &usize| rows[*i].0.label(Lang::Ko);
+    let price_gap_pct = match (by_price.first(), by_price.last()) {
+        (Some(h), Some(l)) => Some(change_pct(rows[*l].0.trend.latest, rows[*h].0.trend.latest)),
+        _ => None,
+    };
+    let regions: Vec<Value> = rows
+        .iter()
+        .map(|(v, per_pyeong, count)| {
+            json!({
                 "region": v.region,
                 "district": v.label(Lang::Ko),
                 "avg_price": v.trend.latest,
@@ -398,25 +449,25 @@ impl Agent for RegionComparison {
                 "jeonse_ratio_pct": v.jeonse_ratio_pct,
                 "listing_count": count,
                 "listing_avg_price_per_pyeong": per_pyeong,
-            })).collect::<Vec<_>>(),
-            "ranking": {
-                "by_price": by_price.iter().map(label).collect::<Vec<_>>(),
-                "by_change_3m": by_change.iter().map(label).collect::<Vec<_>>(),
-            },
-            "summary": {
-                "highest_price": by_price.first().map(label),
-                "lowest_price": by_price.last().map(label),
-                "price_gap_pct": match (by_price.first(), by_price.last()) {
-                    (Some(h), Some(l)) => Some(change_pct(rows[*l].0.trend.latest, rows[*h].0.trend.latest)),
-                    _ => None,
-                },
-                "fastest_rising": by_change.first().map(label),
-            },
-        });
-        Ok(AgentOutput {
-            result: seed_result(self.name(), data, insights, f.to_json()),
+            })
         })
-    }
+        .collect();
+    json!({
+        "property_type": property_type.ko(),
+        "deal_type": deal.ko(),
+        "all_regions": all,
+        "regions": regions,
+        "ranking": {
+            "by_price": by_price.iter().map(label).collect::<Vec<_>>(),
+            "by_change_3m": by_change.iter().map(label).collect::<Vec<_>>(),
+        },
+        "summary": {
+            "highest_price": by_price.first().map(label),
+            "lowest_price": by_price.last().map(label),
+            "price_gap_pct": price_gap_pct,
+            "fastest_rising": by_change.first().map(label),
+        },
+    })
 }
 
 /// Indices of `rows` by `key`, highest first; ties keep the order of mention.
@@ -464,9 +515,13 @@ impl Rating {
     }
 }
 
-/// seed 002's investment advisor.
+/// The investment advisor: a rating per district from its trend, 전세가율 and prices, and the
+/// listings priced below their district.
 #[derive(Debug, Default)]
 pub struct InvestmentAdvisor;
+
+/// One district's score, market and rating.
+type Scored = (f64, MarketView, Rating);
 
 #[async_trait::async_trait]
 impl Agent for InvestmentAdvisor {
@@ -477,102 +532,31 @@ impl Agent for InvestmentAdvisor {
     async fn run(&self, ctx: &AgentContext, input: Value) -> Result<AgentOutput, AgentError> {
         let input = input_object(&input)?;
         let f = Filters::resolve(ctx, &input)?;
-        let lang = detect_lang(&ctx.query);
+        let lang = Lang::of(&ctx.query);
         let property_type = f.property_type.unwrap_or(PropertyType::Apartment);
-        let regions: Vec<&'static str> = if f.places.is_empty() {
-            DATASET.regions.iter().map(|r| r.region.as_str()).collect()
-        } else {
-            f.places.iter().map(|p| p.region).collect()
-        };
-        let mut scored: Vec<(f64, MarketView, Rating)> = regions
-            .into_iter()
-            .filter_map(|r| MarketView::new(Some(r), property_type, DealType::Sale))
-            .map(|v| {
-                // Momentum now counts most, the year's direction less, and a high 전세가율
-                // (thin equity, deposit risk) counts against.
-                let t = &v.trend;
-                let score = round1(
-                    t.change_3m_pct * 2.0 + t.change_12m_pct * 0.5
-                        - (v.jeonse_ratio_pct - 60.0).max(0.0) * 0.2,
-                );
-                let rating = Rating::of(&v);
-                (score, v, rating)
-            })
-            .collect();
-        scored.sort_by(|a, b| b.0.total_cmp(&a.0));
-
-        let recommendations: Vec<Value> = scored
-            .iter()
-            .map(|(score, v, rating)| {
-                let mut reasons = vec![v.headline(lang), v.jeonse_ratio_insight(lang)];
-                if v.transactions_12m < 300 {
-                    reasons.push(match lang {
-                        Lang::Ko => format!(
-                            "거래량이 적어(12개월 {}건) 환금성에 유의",
-                            v.transactions_12m
-                        ),
-                        Lang::En => format!(
-                            "Thin trading ({} deals in 12 months): harder to sell",
-                            v.transactions_12m
-                        ),
-                    });
-                }
-                json!({
-                    "region": v.region,
-                    "district": v.label(Lang::Ko),
-                    "property_type": property_type.ko(),
-                    "rating": rating.code(),
-                    "rating_label": rating.label(lang),
-                    "score": score,
-                    "trend": v.trend.direction.ko(),
-                    "change_3m_pct": v.trend.change_3m_pct,
-                    "change_12m_pct": v.trend.change_12m_pct,
-                    "jeonse_ratio_pct": v.jeonse_ratio_pct,
-                    "reasons": reasons,
-                })
-            })
-            .collect();
-
+        let scored = scored_regions(&f, property_type);
         let picks = value_picks(&f, property_type);
         let mut insights: Vec<String> = scored
             .iter()
             .take(3)
-            .map(|(score, v, rating)| match lang {
-                Lang::Ko => format!(
-                    "{}: {} (점수 {score:.1}, {})",
-                    v.label(lang),
-                    rating.label(lang),
-                    v.trend.direction.ko()
-                ),
-                Lang::En => format!(
-                    "{}: {} (score {score:.1}, {})",
-                    v.label(lang),
-                    rating.label(lang),
-                    v.trend.direction.en()
-                ),
-            })
+            .map(|s| rating_line(s, lang))
             .collect();
-        for (l, discount) in picks.iter().take(3) {
-            insights.push(match lang {
-                Lang::Ko => format!(
-                    "{} ({} {}평, {}): 같은 구 평균보다 평당가가 {discount:.1}% 낮습니다",
-                    l.name,
-                    l.dong,
-                    l.size_pyeong,
-                    format_won(l.price, lang)
-                ),
-                Lang::En => format!(
-                    "{} ({}, {} pyeong, {}): {discount:.1}% below its district's price per pyeong",
-                    l.name,
-                    l.dong,
-                    l.size_pyeong,
-                    format_won(l.price, lang)
-                ),
-            });
-        }
+        insights.extend(picks.iter().take(3).map(|p| pick_line(p, lang)));
+        let summary = match scored.first() {
+            Some(best) => match lang {
+                Lang::Ko => format!("가장 점수가 높은 곳은 {}.", rating_line(best, lang)),
+                Lang::En => format!("The best-scoring district is {}.", rating_line(best, lang)),
+            },
+            None => lang
+                .pick(
+                    "평가할 지역의 시세가 없습니다.",
+                    "No district had market data to rate.",
+                )
+                .to_owned(),
+        };
         let data = json!({
             "property_type": property_type.ko(),
-            "recommendations": recommendations,
+            "recommendations": scored.iter().map(|s| recommendation_json(s, property_type, lang)).collect::<Vec<_>>(),
             "value_picks": picks.iter().map(|(l, d)| {
                 let mut v = l.to_json();
                 v["discount_vs_district_pct"] = json!(d);
@@ -584,10 +568,101 @@ impl Agent for InvestmentAdvisor {
                 "Indicative opinion on demo data, not investment advice",
             ),
         });
+        let reply = Reply {
+            summary,
+            data,
+            insights,
+            sources: vec![dataset_source(lang)],
+            params: f.to_json(),
+        };
         Ok(AgentOutput {
-            result: seed_result(self.name(), data, insights, f.to_json()),
+            result: reply.into_result(self.name()),
         })
     }
+}
+
+/// The districts asked about (all when none), best score first. Momentum now counts most, the
+/// year's direction less, and a high 전세가율 (thin equity, deposit risk) counts against.
+fn scored_regions(f: &Filters, property_type: PropertyType) -> Vec<Scored> {
+    let regions: Vec<&'static str> = if f.places.is_empty() {
+        DATASET.regions.iter().map(|r| r.region.as_str()).collect()
+    } else {
+        f.places.iter().map(|p| p.region).collect()
+    };
+    let mut scored: Vec<Scored> = regions
+        .into_iter()
+        .filter_map(|r| MarketView::new(Some(r), property_type, DealType::Sale))
+        .map(|v| {
+            let t = &v.trend;
+            let score = round1(
+                t.change_3m_pct * 2.0 + t.change_12m_pct * 0.5
+                    - (v.jeonse_ratio_pct - 60.0).max(0.0) * 0.2,
+            );
+            let rating = Rating::of(&v);
+            (score, v, rating)
+        })
+        .collect();
+    scored.sort_by(|a, b| b.0.total_cmp(&a.0));
+    scored
+}
+
+/// `강남구: 매수 검토 (점수 12.0, 상승)`.
+fn rating_line((score, v, rating): &Scored, lang: Lang) -> String {
+    let direction = lang.pick(v.trend.direction.ko(), v.trend.direction.en());
+    let score_word = lang.pick("점수", "score");
+    format!(
+        "{}: {} ({score_word} {score:.1}, {direction})",
+        v.label(lang),
+        rating.label(lang)
+    )
+}
+
+/// `역삼 자이 (역삼동 25평, 9억 8,000만원): 같은 구 평균보다 평당가가 7.2% 낮습니다`.
+fn pick_line((l, discount): &(&'static Listing, f64), lang: Lang) -> String {
+    let price = format_won(l.price, lang);
+    match lang {
+        Lang::Ko => format!(
+            "{} ({} {}평, {price}): 같은 구 평균보다 평당가가 {discount:.1}% 낮습니다",
+            l.name, l.dong, l.size_pyeong
+        ),
+        Lang::En => format!(
+            "{} ({}, {} pyeong, {price}): {discount:.1}% below its district's price per pyeong",
+            l.name, l.dong, l.size_pyeong
+        ),
+    }
+}
+
+fn recommendation_json(
+    (score, v, rating): &Scored,
+    property_type: PropertyType,
+    lang: Lang,
+) -> Value {
+    let mut reasons = vec![v.headline(lang), v.jeonse_ratio_insight(lang)];
+    if v.transactions_12m < 300 {
+        reasons.push(match lang {
+            Lang::Ko => format!(
+                "거래량이 적어(12개월 {}건) 환금성에 유의",
+                v.transactions_12m
+            ),
+            Lang::En => format!(
+                "Thin trading ({} deals in 12 months): harder to sell",
+                v.transactions_12m
+            ),
+        });
+    }
+    json!({
+        "region": v.region,
+        "district": v.label(Lang::Ko),
+        "property_type": property_type.ko(),
+        "rating": rating.code(),
+        "rating_label": rating.label(lang),
+        "score": score,
+        "trend": v.trend.direction.ko(),
+        "change_3m_pct": v.trend.change_3m_pct,
+        "change_12m_pct": v.trend.change_12m_pct,
+        "jeonse_ratio_pct": v.jeonse_ratio_pct,
+        "reasons": reasons,
+    })
 }
 
 /// Listings for sale priced per 평 below their district's listing average, biggest discount
@@ -637,7 +712,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn seed_002_query_gets_statistics_and_trend() {
+    async fn gangnam_station_query_gets_statistics_and_trend() {
         let out = MarketAnalysis
             .run(
                 &ctx("강남역 근처 30평대 아파트 매매 시세 알려줘"),

@@ -10,13 +10,14 @@ pub(crate) use chronicle_engine::agents::{
 };
 use serde_json::{Value, json};
 
-pub(crate) use crate::parse;
-
 mod analysis;
 pub(crate) mod data;
 mod document;
+mod draft;
 pub(crate) mod filters;
+mod increase;
 mod market;
+mod report;
 mod search;
 
 pub use analysis::AnalysisTeam;
@@ -123,20 +124,38 @@ pub fn registry() -> Registry {
     r
 }
 
-/// An agent result in the shape the original system's agents used: `{status: "success", agent,
-/// data, insights, params}` (the agent reply contract's `data` and `insights`).
-pub(crate) fn seed_result(agent: &str, data: Value, insights: Vec<String>, params: Value) -> Value {
-    json!({
-        "status": "success",
-        "agent": agent,
-        "data": data,
-        "insights": insights,
-        "params": params,
-    })
+/// A specialist agent's reply: the shape the original system's agents used (`{status:
+/// "success", agent, data, insights, params}`) with the agent reply contract's `summary` and
+/// `sources`.
+#[derive(Debug)]
+pub(crate) struct Reply {
+    /// One sentence on what the agent found, in the user's language.
+    pub summary: String,
+    pub data: Value,
+    pub insights: Vec<String>,
+    pub sources: Vec<String>,
+    /// The conditions the agent worked with.
+    pub params: Value,
+}
+
+impl Reply {
+    pub(crate) fn into_result(self, agent: &str) -> Value {
+        json!({
+            "status": "success",
+            "agent": agent,
+            "summary": self.summary,
+            "data": self.data,
+            "insights": self.insights,
+            "sources": self.sources,
+            "params": self.params,
+        })
+    }
 }
 
 #[cfg(test)]
 mod tests {
+    use chronicle_schemas::contract::AgentReply;
+
     use super::*;
 
     #[test]
@@ -201,6 +220,41 @@ mod tests {
                 assert_eq!(a, b, "{name} on {q}");
                 // Later agents see earlier results, as in a run.
                 ctx.team_results.insert(name.to_owned(), a.result);
+            }
+        }
+    }
+
+    /// Every agent speaks the agent reply contract: its result reads as an `AgentReply` (the
+    /// contract's fields with the contract's types) with a summary and its sources.
+    #[tokio::test]
+    async fn every_agent_replies_by_the_contract() {
+        let r = registry();
+        let queries = [
+            "집주인이 전세금 3억을 10억으로 올려달래. 법적으로 해결방법 알려줘",
+            "강남역 근처 30평대 아파트 매매 시세 알려줘",
+            "Compare Gangnam and Mapo apartments for sale",
+            "Research the latest listings in Gangnam, analyze the trends and write a short report",
+            "관악구 아파트 전세",
+        ];
+        for q in queries {
+            let mut ctx = AgentContext {
+                query: q.into(),
+                ..AgentContext::default()
+            };
+            for name in r.names() {
+                let result = r
+                    .get(name)
+                    .unwrap()
+                    .run(&ctx, Value::Null)
+                    .await
+                    .unwrap()
+                    .result;
+                let reply: AgentReply = serde_json::from_value(result.clone())
+                    .unwrap_or_else(|e| panic!("{name} on {q}: {e}: {result}"));
+                let summary = reply.summary.unwrap_or_default();
+                assert!(!summary.trim().is_empty(), "{name} on {q}: no summary");
+                assert!(!reply.sources.is_empty(), "{name} on {q}: no sources");
+                ctx.team_results.insert(name.to_owned(), result);
             }
         }
     }

@@ -1,12 +1,17 @@
-//! The search agents: `search_team` (seed 001's search team: laws, market data, listings,
-//! loans) and `property_search` (seed 002's listing search).
+//! The search agents: `search_team` (the search team: laws, market data, listings, loans) and
+//! `property_search` (the listing search).
 
 use serde_json::{Map, Value, json};
 
-use super::data::{DATASET, DealType, LawArticle, PropertyType, round_manwon, trend};
+use super::data::{
+    DATASET, DealType, LawArticle, Listing, PropertyType, dataset_source, law_source, price_stats,
+    round_manwon, trend,
+};
 use super::filters::{Filters, input_object};
-use super::parse::{self, Lang, contains_term, detect_lang, find_term, format_won};
-use super::{Agent, AgentContext, AgentError, AgentInfo, AgentOutput, declared, seed_result};
+use super::{Agent, AgentContext, AgentError, AgentInfo, AgentOutput, Reply, declared};
+use crate::query::{
+    Lang, Query, contains_any, contains_term, find_term, format_won, parse_amounts,
+};
 
 /// Law articles a search returns at most.
 pub(crate) const LEGAL_RESULTS_MAX: usize = 5;
@@ -47,7 +52,7 @@ const LOAN_TERMS: &[&str] = &[
     "interest rate",
 ];
 
-/// seed 001's search team.
+/// The search team: law articles, market statistics, listings and loan products.
 #[derive(Debug, Default)]
 pub struct SearchTeam;
 
@@ -66,76 +71,126 @@ impl Agent for SearchTeam {
     }
 }
 
+/// What the search team looks for, by scope.
+#[derive(Debug, Default)]
+struct Found {
+    legal: Vec<(&'static LawArticle, f64, Vec<String>)>,
+    real_estate: Vec<Value>,
+    listings: Vec<Value>,
+    /// All listings that match, of which `listings` holds the first `LISTINGS_DEFAULT`.
+    listings_total: usize,
+    loans: Vec<Value>,
+}
+
 fn search_team(
     ctx: &AgentContext,
     input: &Map<String, Value>,
     f: &Filters,
 ) -> Result<Value, AgentError> {
-    let query = ctx.query.as_str();
-    let lower = query.to_lowercase();
-    let change = parse::detect_change_request(query);
-    let legal = legal_search(&lower, change.is_some());
+    let lower = ctx.query.to_lowercase();
+    let q = Query::parse(&ctx.query);
+    let lang = q.lang;
+    let legal = legal_search(&lower, q.change.is_some());
+    let scope: Vec<&str> = match input.get("search_scope") {
+        Some(v) => scope_param(v)?,
+        None => default_scope(&lower, &q, f, !legal.is_empty()),
+    };
+    let in_scope = |s: &str| scope.contains(&s);
+    let mut found = Found::default();
+    if in_scope("legal") {
+        found.legal = legal;
+    }
+    if in_scope("real_estate") {
+        found.real_estate = market_rows(f);
+        if has_filter(f) {
+            let all = f.listings();
+            found.listings_total = all.len();
+            found.listings = all
+                .iter()
+                .take(LISTINGS_DEFAULT)
+                .map(|l| l.to_json())
+                .collect();
+        }
+    }
+    if in_scope("loan") {
+        found.loans = loan_search(&lower, f.deal_type);
+    }
+    let sources_used: Vec<&str> = [
+        ("legal", "legal_db"),
+        ("real_estate", "market_data"),
+        ("real_estate", "listings"),
+        ("loan", "loan_products"),
+    ]
+    .into_iter()
+    .filter(|(s, _)| in_scope(s))
+    .map(|(_, source)| source)
+    .collect();
+    Ok(json!({
+        "team_name": "search",
+        "status": "completed",
+        "summary": search_summary(&found, f, lang),
+        "keywords": search_keywords(ctx, &lower, &found.legal, f),
+        "search_scope": scope,
+        "filters": f.to_json(),
+        "aggregated_results": {
+            "legal": found.legal.len(),
+            "real_estate": found.real_estate.len(),
+            "property_search": found.listings.len(),
+            "loan": found.loans.len(),
+        },
+        "legal_results": found.legal.iter().map(|(law, score, _)| law_json(law, *score)).collect::<Vec<_>>(),
+        "real_estate_results": found.real_estate,
+        "property_search_results": found.listings,
+        "property_search_total": found.listings_total,
+        "loan_results": found.loans,
+        "total_results": found.legal.len() + found.real_estate.len() + found.listings.len() + found.loans.len(),
+        "sources_used": sources_used,
+        "sources": search_sources(&found, in_scope("real_estate"), lang),
+        "dataset": {"as_of": DATASET.meta.as_of, "note": DATASET.meta.note},
+    }))
+}
 
-    let has_filter = !f.places.is_empty()
+/// Whether the conditions name anything to look listings up by.
+fn has_filter(f: &Filters) -> bool {
+    !f.places.is_empty()
         || !f.unknown_regions.is_empty()
         || f.property_type.is_some()
         || f.deal_type.is_some()
-        || f.size_range.is_some();
-    let scope: Vec<&str> = match input.get("search_scope") {
-        Some(v) => scope_param(v)?,
-        None => {
-            let wants_legal = !legal.is_empty() || change.is_some();
-            let wants_market =
-                (has_filter && change.is_none()) || parse::contains_any(&lower, REAL_ESTATE_TERMS);
-            let wants_loan = parse::contains_any(&lower, LOAN_TERMS);
-            let mut s: Vec<&str> = SCOPES
-                .into_iter()
-                .zip([wants_legal, wants_market, wants_loan])
-                .filter_map(|(s, on)| on.then_some(s))
-                .collect();
-            if s.is_empty() {
-                // Nothing recognisable: look everywhere rather than answer with nothing.
-                s = SCOPES.to_vec();
-            }
-            s
-        }
-    };
-    let in_scope = |s: &str| scope.contains(&s);
+        || f.size_range.is_some()
+}
 
-    let legal_results: Vec<Value> = if in_scope("legal") {
-        legal
-            .iter()
-            .map(|(law, score, _)| law_json(law, *score))
-            .collect()
-    } else {
-        Vec::new()
-    };
-    let real_estate_results = if in_scope("real_estate") {
-        market_rows(f)
-    } else {
-        Vec::new()
-    };
-    let property_search_results: Vec<Value> = if in_scope("real_estate") && has_filter {
-        f.listings()
-            .iter()
-            .take(LISTINGS_DEFAULT)
-            .map(|l| l.to_json())
-            .collect()
-    } else {
-        Vec::new()
-    };
-    let loan_results: Vec<Value> = if in_scope("loan") {
-        loan_search(&lower, f.deal_type)
-    } else {
-        Vec::new()
-    };
+/// The scopes a query asks for: laws for a legal question or a change request, the market for
+/// a place, type or price question, loans when it says so; everything when it says nothing.
+fn default_scope(lower: &str, q: &Query, f: &Filters, laws_found: bool) -> Vec<&'static str> {
+    let change = q.change.is_some();
+    let wants = [
+        laws_found || change,
+        (has_filter(f) && !change) || contains_any(lower, REAL_ESTATE_TERMS),
+        contains_any(lower, LOAN_TERMS),
+    ];
+    let scope: Vec<&str> = SCOPES
+        .into_iter()
+        .zip(wants)
+        .filter_map(|(s, on)| on.then_some(s))
+        .collect();
+    if scope.is_empty() {
+        // Nothing recognisable: look everywhere rather than answer with nothing.
+        return SCOPES.to_vec();
+    }
+    scope
+}
 
+/// The words the search went by, per scope; the intent's other keywords are `general`.
+fn search_keywords(
+    ctx: &AgentContext,
+    lower: &str,
+    legal: &[(&'static LawArticle, f64, Vec<String>)],
+    f: &Filters,
+) -> Value {
     let mut legal_kw: Vec<String> = Vec::new();
-    for (_, _, words) in &legal {
-        for w in words {
-            if !legal_kw.contains(w) {
-                legal_kw.push(w.clone());
-            }
+    for w in legal.iter().flat_map(|(_, _, words)| words) {
+        if !legal_kw.contains(w) {
+            legal_kw.push(w.clone());
         }
     }
     let mut real_estate_kw: Vec<String> = f
@@ -147,77 +202,98 @@ fn search_team(
         .collect();
     real_estate_kw.extend(f.property_type.map(|t| t.ko().to_owned()));
     real_estate_kw.extend(f.deal_type.map(|d| d.ko().to_owned()));
-    real_estate_kw.extend(
-        REAL_ESTATE_TERMS
+    let mentioned = |terms: &[&str]| -> Vec<String> {
+        terms
             .iter()
-            .filter(|t| contains_term(&lower, t))
-            .map(|t| (*t).to_owned()),
-    );
-    let loan_kw: Vec<String> = LOAN_TERMS
-        .iter()
-        .filter(|t| contains_term(&lower, t))
-        .map(|t| (*t).to_owned())
-        .collect();
-    let mut general_kw: Vec<String> = parse::parse_amounts(query)
+            .filter(|t| contains_term(lower, t))
+            .map(|t| (*t).to_owned())
+            .collect()
+    };
+    real_estate_kw.extend(mentioned(REAL_ESTATE_TERMS));
+    let loan_kw = mentioned(LOAN_TERMS);
+    let query = ctx.query.as_str();
+    let mut general_kw: Vec<String> = parse_amounts(query)
         .iter()
         .map(|a| query[a.start..a.end].to_owned())
         .collect();
-    for k in ctx
-        .intent
-        .get("keywords")
-        .and_then(Value::as_array)
+    let intent_keywords = ctx.intent.get("keywords").and_then(Value::as_array);
+    for k in intent_keywords
         .into_iter()
         .flatten()
+        .filter_map(Value::as_str)
     {
-        if let Some(k) = k.as_str() {
-            let known = [&legal_kw, &real_estate_kw, &loan_kw, &general_kw]
-                .iter()
-                .any(|l| l.iter().any(|x| x == k));
-            if !known {
-                general_kw.push(k.to_owned());
-            }
+        let known = [&legal_kw, &real_estate_kw, &loan_kw, &general_kw]
+            .iter()
+            .any(|l| l.iter().any(|x| x == k));
+        if !known {
+            general_kw.push(k.to_owned());
         }
     }
+    json!({"legal": legal_kw, "real_estate": real_estate_kw, "loan": loan_kw, "general": general_kw})
+}
 
-    let sources: Vec<&str> = [
-        ("legal", "legal_db"),
-        ("real_estate", "market_data"),
-        ("real_estate", "listings"),
-        ("loan", "loan_products"),
+/// `법령 5건, 매물 9건을 찾았습니다.` / `Found 5 law articles and 9 listings.`
+fn search_summary(found: &Found, f: &Filters, lang: Lang) -> String {
+    let shown = found.listings.len();
+    let listings = if found.listings_total > shown {
+        match lang {
+            Lang::Ko => format!("매물 {shown}건(전체 {}건 중)", found.listings_total),
+            Lang::En => format!("{shown} listings (of {} that match)", found.listings_total),
+        }
+    } else {
+        match lang {
+            Lang::Ko => format!("매물 {shown}건"),
+            Lang::En => format!("{shown} listings"),
+        }
+    };
+    let parts: Vec<String> = [
+        (found.legal.len(), "법령", "law articles"),
+        (found.real_estate.len(), "시세 요약", "market summaries"),
+        (found.loans.len(), "대출 상품", "loan products"),
     ]
     .into_iter()
-    .filter(|(s, _)| in_scope(s))
-    .map(|(_, source)| source)
+    .filter(|(n, _, _)| *n > 0)
+    .map(|(n, ko, en)| match lang {
+        Lang::Ko => format!("{ko} {n}건"),
+        Lang::En => format!("{n} {en}"),
+    })
+    .chain((shown > 0).then_some(listings))
     .collect();
-    let total = legal_results.len()
-        + real_estate_results.len()
-        + property_search_results.len()
-        + loan_results.len();
-    Ok(json!({
-        "team_name": "search",
-        "status": "completed",
-        "keywords": {
-            "legal": legal_kw,
-            "real_estate": real_estate_kw,
-            "loan": loan_kw,
-            "general": general_kw,
-        },
-        "search_scope": scope,
-        "filters": f.to_json(),
-        "aggregated_results": {
-            "legal": legal_results.len(),
-            "real_estate": real_estate_results.len(),
-            "property_search": property_search_results.len(),
-            "loan": loan_results.len(),
-        },
-        "legal_results": legal_results,
-        "real_estate_results": real_estate_results,
-        "property_search_results": property_search_results,
-        "loan_results": loan_results,
-        "total_results": total,
-        "sources_used": sources,
-        "dataset": {"as_of": DATASET.meta.as_of, "note": DATASET.meta.note},
-    }))
+    let unknown = f.unknown_regions.join(", ");
+    match (parts.is_empty(), lang) {
+        (true, Lang::Ko) if f.region_unknown() => {
+            format!("{unknown}: 데이터셋에 없는 지역이라 찾은 결과가 없습니다.")
+        }
+        (true, Lang::En) if f.region_unknown() => {
+            format!("Nothing found: {unknown} is not covered by the dataset.")
+        }
+        (true, Lang::Ko) => "조건에 맞는 검색 결과가 없습니다.".to_owned(),
+        (true, Lang::En) => "Nothing matched the search.".to_owned(),
+        (false, Lang::Ko) => format!("{}을 찾았습니다.", parts.join(", ")),
+        (false, Lang::En) => format!("Found {}.", parts.join(", ")),
+    }
+}
+
+/// The laws found, the dataset when market data and listings were searched, the lenders for
+/// loans.
+fn search_sources(found: &Found, searched_market: bool, lang: Lang) -> Vec<String> {
+    let mut out: Vec<String> = found
+        .legal
+        .iter()
+        .map(|(law, _, _)| law_source(law))
+        .collect();
+    if searched_market {
+        out.push(dataset_source(lang));
+    }
+    for loan in &found.loans {
+        let provider = loan["provider"].as_str().unwrap_or_default();
+        let name = loan["name"].as_str().unwrap_or_default();
+        let source = format!("{provider} {name}");
+        if !out.contains(&source) {
+            out.push(source);
+        }
+    }
+    out
 }
 
 fn scope_param(v: &Value) -> Result<Vec<&'static str>, AgentError> {
@@ -310,7 +386,7 @@ fn market_rows(f: &Filters) -> Vec<Value> {
     };
     let types: Vec<PropertyType> = f
         .property_type
-        .map_or(PropertyType::ALL.to_vec(), |t| vec![t]);
+        .map_or(PropertyType::IN_DATASET.to_vec(), |t| vec![t]);
     let deal = f.deal_type.unwrap_or(DealType::Sale);
     let mut rows = Vec::new();
     for region in regions {
@@ -371,7 +447,7 @@ fn loan_search(lower_query: &str, deal: Option<DealType>) -> Vec<Value> {
     products.into_iter().map(|(_, _, v)| v).collect()
 }
 
-/// seed 002's listing search.
+/// The listing search.
 #[derive(Debug, Default)]
 pub struct PropertySearch;
 
@@ -395,37 +471,47 @@ impl Agent for PropertySearch {
                 }
             },
         };
-        let lang = detect_lang(&ctx.query);
+        let lang = Lang::of(&ctx.query);
         let found = f.listings();
-        let insights = property_insights(&f, &found, lang);
+        let insights = property_insights(&f, &found, limit, lang);
         let data: Vec<Value> = found.iter().take(limit).map(|l| l.to_json()).collect();
-        let mut result = seed_result(self.name(), Value::Array(data), insights, f.to_json());
+        let reply = Reply {
+            summary: format!("{}.", insights[0]),
+            data: Value::Array(data),
+            insights,
+            sources: vec![dataset_source(lang)],
+            params: f.to_json(),
+        };
+        let mut result = reply.into_result(self.name());
         result["total_count"] = found.len().into();
         Ok(AgentOutput { result })
     }
 }
 
+/// What the listing search found: how many (and how many are shown), their prices per deal
+/// type (a sale price and a deposit are never averaged together), the price per 평, and how
+/// many are near the station asked about. The first insight is never missing.
 fn property_insights(
     f: &Filters,
-    found: &[&'static super::data::Listing],
+    found: &[&'static Listing],
+    shown: usize,
     lang: Lang,
 ) -> Vec<String> {
     let what = f.describe(lang);
     if f.region_unknown() {
+        let unknown = f.unknown_regions.join(", ");
         return vec![match lang {
             Lang::Ko => format!(
-                "{}: 데이터셋에 없는 지역입니다 (지원 지역: {})",
-                f.unknown_regions.join(", "),
+                "{unknown}: 데이터셋에 없는 지역입니다 (지원 지역: {})",
                 supported_regions()
             ),
             Lang::En => format!(
-                "{}: not covered by the dataset (covered: {})",
-                f.unknown_regions.join(", "),
+                "{unknown}: not covered by the dataset (covered: {})",
                 supported_regions()
             ),
         }];
     }
-    let Some(stats) = super::data::price_stats(found) else {
+    if found.is_empty() {
         return vec![match lang {
             Lang::Ko => {
                 format!("{what} 조건에 맞는 매물이 없습니다. 평형이나 거래 유형 조건을 넓혀 보세요")
@@ -434,43 +520,36 @@ fn property_insights(
                 format!("No listings match {what}; try a wider size range or another deal type")
             }
         }];
-    };
-    let cheapest = found
-        .iter()
-        .min_by_key(|l| (l.price, &l.id))
-        .map_or("", |l| l.name.as_str());
-    let dearest = found
-        .iter()
-        .max_by_key(|l| (l.price, std::cmp::Reverse(&l.id)))
-        .map_or("", |l| l.name.as_str());
-    let mut out = vec![match lang {
-        Lang::Ko => format!("{what} 조건의 매물 {}건을 찾았습니다", stats.count),
-        Lang::En => format!("Found {} listings for {what}", stats.count),
+    }
+    let count = found.len();
+    let mut out = vec![match (lang, count > shown) {
+        (Lang::Ko, false) => format!("{what} 조건의 매물 {count}건을 찾았습니다"),
+        (Lang::Ko, true) => {
+            format!("{what} 조건의 매물 {count}건을 찾았습니다 (상위 {shown}건 표시)")
+        }
+        (Lang::En, false) => format!("Found {count} listings for {what}"),
+        (Lang::En, true) => {
+            format!("Found {count} listings for {what} (showing the first {shown})")
+        }
     }];
-    out.push(match lang {
-        Lang::Ko => format!(
-            "평균 {}, 최저 {}({cheapest}) ~ 최고 {}({dearest})",
-            format_won(stats.avg_price, lang),
-            format_won(stats.min_price, lang),
-            format_won(stats.max_price, lang)
-        ),
-        Lang::En => format!(
-            "Average {}, from {} ({cheapest}) to {} ({dearest})",
-            format_won(stats.avg_price, lang),
-            format_won(stats.min_price, lang),
-            format_won(stats.max_price, lang)
-        ),
-    });
-    out.push(match lang {
-        Lang::Ko => format!(
-            "평당 평균 {}",
-            format_won(round_manwon(stats.avg_price_per_pyeong), lang)
-        ),
-        Lang::En => format!(
-            "Average {} per pyeong",
-            format_won(round_manwon(stats.avg_price_per_pyeong), lang)
-        ),
-    });
+    let groups: Vec<(DealType, Vec<&Listing>)> = DealType::ALL
+        .into_iter()
+        .map(|d| {
+            (
+                d,
+                found
+                    .iter()
+                    .copied()
+                    .filter(|l| l.deal_type == d)
+                    .collect::<Vec<_>>(),
+            )
+        })
+        .filter(|(_, ls)| !ls.is_empty())
+        .collect();
+    let labelled = groups.len() > 1;
+    for (deal, listings) in &groups {
+        out.extend(price_lines(listings, labelled.then_some(*deal), lang));
+    }
     if let Some(station) = f.station() {
         let near = found
             .iter()
@@ -479,6 +558,52 @@ fn property_insights(
         out.push(match lang {
             Lang::Ko => format!("{station} 도보 10분 이내 매물 {near}건"),
             Lang::En => format!("{near} of them within a 10-minute walk of {station}"),
+        });
+    }
+    out
+}
+
+/// `평균 14억 5,600만원, 최저 12억원(래미안 강남아파트) ~ 최고 …` and the price per 평, for
+/// listings of one deal type; labelled with it (`매매 7건: …`) when there are several.
+fn price_lines(listings: &[&Listing], deal: Option<DealType>, lang: Lang) -> Vec<String> {
+    let Some(stats) = price_stats(listings) else {
+        return Vec::new();
+    };
+    let cheapest = listings
+        .iter()
+        .min_by_key(|l| (l.price, &l.id))
+        .map_or("", |l| l.name.as_str());
+    let dearest = listings
+        .iter()
+        .max_by_key(|l| (l.price, std::cmp::Reverse(&l.id)))
+        .map_or("", |l| l.name.as_str());
+    let won = |x: u64| format_won(x, lang);
+    let label = match (deal, lang) {
+        (None, _) => String::new(),
+        (Some(DealType::Sale), Lang::Ko) => format!("매매 {}건: ", stats.count),
+        (Some(d), Lang::Ko) => format!("{} {}건 (보증금): ", d.ko(), stats.count),
+        (Some(DealType::Sale), Lang::En) => format!("{} for sale: ", stats.count),
+        (Some(d), Lang::En) => format!("{} on {} (deposits): ", stats.count, d.en()),
+    };
+    let mut out = vec![match lang {
+        Lang::Ko => format!(
+            "{label}평균 {}, 최저 {}({cheapest}) ~ 최고 {}({dearest})",
+            won(round_manwon(stats.avg_price)),
+            won(stats.min_price),
+            won(stats.max_price)
+        ),
+        Lang::En => format!(
+            "{label}average {}, from {} ({cheapest}) to {} ({dearest})",
+            won(round_manwon(stats.avg_price)),
+            won(stats.min_price),
+            won(stats.max_price)
+        ),
+    }];
+    if deal.is_none() || deal == Some(DealType::Sale) {
+        let per_pyeong = won(round_manwon(stats.avg_price_per_pyeong));
+        out.push(match lang {
+            Lang::Ko => format!("평당 평균 {per_pyeong}"),
+            Lang::En => format!("Average {per_pyeong} per pyeong"),
         });
     }
     out
@@ -505,7 +630,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn seed_002_query_finds_gangnam_30_pyeong_apartments_for_sale() {
+    async fn gangnam_station_query_finds_30_pyeong_apartments_for_sale() {
         let c = ctx("강남역 근처 30평대 아파트 매매 시세 알려줘");
         let out = PropertySearch.run(&c, Value::Null).await.unwrap().result;
         assert_eq!(out["status"], "success");
@@ -522,12 +647,12 @@ mod tests {
         assert_eq!(data[0]["name"], "래미안 강남아파트");
         assert_eq!(out["params"]["size_range"], json!({"min": 30, "max": 40}));
         assert!(out["insights"][0].as_str().unwrap().contains("5건"));
-        insta::assert_json_snapshot!("property_search_seed_002", out);
+        insta::assert_json_snapshot!("property_search_gangnam_station", out);
     }
 
     #[tokio::test]
     async fn plan_params_drive_the_search() {
-        // Seed 002's plan passes the intent as params; the query alone says nothing.
+        // A rules plan passes the intent as params; the query alone says nothing.
         let params = json!({
             "region": "서울특별시 강남구", "property_type": "아파트", "deal_type": "매매",
             "size_range": {"min": 30, "max": 40}

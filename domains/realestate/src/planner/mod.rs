@@ -672,7 +672,7 @@ mod tests {
         assert_eq!(intent.keywords, ["시세"]);
         assert_eq!(
             intent.entities,
-            json!({"region": "서울특별시 강남구", "property_type": "아파트", "deal_type": "매매", "size_range": {"min": 30, "max": 40}})
+            json!({"language": "ko", "region": "서울특별시 강남구", "property_type": "아파트", "deal_type": "매매", "size_range": {"min": 30, "max": 40}})
         );
         let call = intent_call.clone().expect("an intent call");
         assert_eq!(
@@ -1082,7 +1082,13 @@ mod tests {
         // The rules' amounts fill what the model left out.
         assert_eq!(
             ok.entities,
-            json!({"deal_type": "전세", "regions": ["서울특별시 마포구"], "amounts": [300_000_000u64, 1_000_000_000u64]})
+            json!({
+                "language": "ko",
+                "deal_type": "전세",
+                "regions": ["서울특별시 마포구"],
+                "amounts": [300_000_000u64, 1_000_000_000u64],
+                "change": {"subject": "deposit", "old": 300_000_000u64, "new": 1_000_000_000u64},
+            })
         );
         assert_eq!(
             intent(json!({"intent_type": "search", "property_type": "castle"}))

@@ -1,5 +1,5 @@
-//! Seed 002's four prompts (`prompts.py`): intent analysis, plan building, evaluation and response
-//! formatting, with the intent types and teams Chronicle adds to seed 002's four.
+//! The original system's four prompts: intent analysis, plan building, evaluation and response
+//! formatting, with the intent types and teams Chronicle adds to the original four.
 
 use serde_json::{Map, Value, json};
 
@@ -17,7 +17,8 @@ pub(crate) const FORMAT_SYSTEM: &str = "You are an expert in formatting real est
 /// model needs to judge or summarise it, and every prompt byte costs time and money.
 const PROMPT_RESULT_CHARS_MAX: usize = 4_000;
 
-/// Seed 002's `get_intent_analysis_prompt`, with `comprehensive` and `document` added.
+/// The intent analysis prompt, with `comprehensive`, `document` and `report` added, and the
+/// size range's convention (half-open, as the query parser writes it).
 pub(crate) fn intent(query: &str) -> String {
     format!(
         r#"당신은 부동산 챗봇의 의도 분석 전문가입니다. 사용자의 질문을 분석하여 다음 정보를 JSON 형식으로 추출하세요.
@@ -30,12 +31,13 @@ pub(crate) fn intent(query: &str) -> String {
    - "recommendation": 추천
    - "comprehensive": 법률 상담, 보증금·전세금·월세 인상 등 종합 분석
    - "document": 계약서 등 문서 작성
+   - "report": 매물 조사와 시세 분석을 정리한 보고서 작성
 
 2. region: 지역명
 3. property_type: 매물 유형 ("아파트", "오피스텔", "빌라", "단독주택")
 4. deal_type: 거래 유형 ("매매", "전세", "월세")
 5. price_range: 가격 범위
-6. size_range: 평형 범위
+6. size_range: 평형 범위 (min 이상 max 미만: 30평대는 {{"min": 30, "max": 40}}, 32평은 {{"min": 32, "max": 33}})
 
 **사용자 질문:**
 {query}
@@ -69,7 +71,7 @@ fn agent_line(agent: &str) -> String {
     format!("{agent}: {what}")
 }
 
-/// The intent as seed 002 shows it to the planner: the type next to the entities.
+/// The intent as the planner is shown it: the type next to the entities.
 fn intent_json(intent: &Intent) -> Value {
     let mut shown = Map::new();
     shown.insert("intent_type".into(), json!(intent.intent_type));
@@ -83,7 +85,7 @@ fn pretty(value: &Value) -> String {
     serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string())
 }
 
-/// Seed 002's `get_plan_building_prompt` over the agents this run may use.
+/// The plan building prompt over the agents this run may use.
 pub(crate) fn plan(query: &str, intent: &Intent, agents: &[&str]) -> String {
     let agent_list: Vec<String> = agents
         .iter()
@@ -114,7 +116,8 @@ pub(crate) fn plan(query: &str, intent: &Intent, agents: &[&str]) -> String {
 4. intent_type이 "recommendation"면 property_search, market_analysis, region_comparison, investment_advisor 모두
 5. intent_type이 "comprehensive"면 search_team 다음 analysis_team
 6. intent_type이 "document"면 search_team 다음 document_team
-7. 위 목록에 없는 Agent는 사용하지 마세요.
+7. intent_type이 "report"면 search_team, analysis_team, document_team 순서 (document_team의 params에 "document_type": "market_report")
+8. 위 목록에 없는 Agent는 사용하지 마세요.
 
 **응답 형식 (JSON):**
 {{
@@ -144,7 +147,7 @@ fn bounded(value: &Value) -> Value {
     }
 }
 
-/// The results as seed 002 shows them: `{agent: {status, data | error}}`.
+/// The results as the model is shown them: `{agent: {status, data | error}}`.
 pub(crate) fn results_json(results: &[(String, Option<Value>, Option<String>)]) -> Value {
     let mut shown = Map::new();
     for (agent, result, error) in results {
@@ -159,7 +162,7 @@ pub(crate) fn results_json(results: &[(String, Option<Value>, Option<String>)]) 
     Value::Object(shown)
 }
 
-/// Seed 002's `get_evaluation_prompt`.
+/// The evaluation prompt.
 pub(crate) fn evaluation(results: &Value) -> String {
     format!(
         r#"당신은 부동산 챗봇의 결과 평가 전문가입니다.
@@ -191,7 +194,7 @@ pub(crate) fn evaluation(results: &Value) -> String {
     )
 }
 
-/// Seed 002's `get_response_formatting_prompt`; English queries get an English answer.
+/// The response formatting prompt; English queries get an English answer.
 pub(crate) fn format(query: &str, results: &[(String, Value)], english: bool) -> String {
     let shown: Map<String, Value> = results
         .iter()
@@ -242,6 +245,7 @@ mod tests {
         assert!(
             text.contains(query)
                 && text.contains("\"comprehensive\"")
+                && text.contains("\"report\"")
                 && text.ends_with("하지 마세요.")
         );
 
