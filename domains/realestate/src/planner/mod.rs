@@ -11,7 +11,7 @@ use serde_json::{Map, Value};
 pub(crate) mod prompts;
 pub(crate) mod rules;
 
-use rules::{INTENT_TYPES, KNOWN_AGENTS, LISTINGS_MAX, StepSpec};
+use rules::{INTENT_TYPES, LISTINGS_MAX, StepSpec, known_agents};
 
 /// Steps a model may plan; more is a runaway answer, not a plan.
 const PLAN_STEPS_MAX: usize = 32;
@@ -141,8 +141,9 @@ impl Planner for RealEstatePlanner {
             Routing::Own { also } => also,
         };
         let available: Vec<&str> = cx.agents.names().collect();
+        let known = known_agents();
         let allowed: &[&str] = if available.is_empty() {
-            &KNOWN_AGENTS
+            &known
         } else {
             &available
         };
@@ -1011,7 +1012,7 @@ mod tests {
             plan_from_answer(
                 answer.as_object().cloned().unwrap_or_default(),
                 &intent,
-                &KNOWN_AGENTS,
+                &known_agents(),
             )
         };
         let ok = plan(

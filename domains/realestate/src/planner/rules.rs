@@ -32,17 +32,12 @@ pub const INTENT_TYPES: [&str; 7] = [
     "report",
 ];
 
-/// The agents the rules know how to describe and wire together: the three teams and the four
-/// specialists. A plan may name other agents only when the caller lists them as available.
-pub const KNOWN_AGENTS: [&str; 7] = [
-    "search_team",
-    "analysis_team",
-    "document_team",
-    "property_search",
-    "market_analysis",
-    "region_comparison",
-    "investment_advisor",
-];
+/// The agents the rules know how to describe and wire together: the domain's own (the three
+/// teams, then the four specialists). A plan may name other agents only when the caller lists
+/// them as available.
+pub fn known_agents() -> Vec<&'static str> {
+    crate::agents::names().collect()
+}
 
 /// Listings shown in one answer at most, as the original formatter did.
 pub const LISTINGS_MAX: usize = 10;

@@ -337,7 +337,7 @@ fn dependency_levels(steps: &[PlanStep]) -> Vec<Vec<String>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::planner::rules::{KNOWN_AGENTS, analyze_intent};
+    use crate::planner::rules::{analyze_intent, known_agents};
 
     fn intent(query: &str) -> Intent {
         analyze_intent(query)
@@ -496,7 +496,7 @@ mod tests {
     #[test]
     fn a_dag_plan_is_estimated_on_its_critical_path() {
         let intent = intent("10억 이하 아파트 투자 추천해줘");
-        let specs = KNOWN_AGENTS[3..]
+        let specs = known_agents()[3..]
             .iter()
             .map(|a| StepSpec {
                 agent: (*a).into(),
