@@ -401,7 +401,8 @@ async fn every_error_code_and_nothing_written() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tokens_name_the_principal_and_are_required() {
-    let tokens = Tokens::parse("alice tok-alice-1234\nbob tok-bob-12345").unwrap();
+    // bob is an admin: he may act on alice's run, and the log names him.
+    let tokens = Tokens::parse("alice tok-alice-1234\nbob tok-bob-12345 admin").unwrap();
     let srv = server(tokens, None).await;
     let (alice, bob) = (
         srv.client_as("tok-alice-1234"),

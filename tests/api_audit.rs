@@ -28,7 +28,7 @@ const ALICE: &str = "tok-alice-1234";
 const BOB: &str = "tok-bob-12345";
 
 fn two_principals() -> Tokens {
-    Tokens::parse(&format!("alice {ALICE}\nbob {BOB}")).unwrap()
+    Tokens::parse(&format!("alice {ALICE}\nbob {BOB} admin")).unwrap()
 }
 
 fn step(agent: &str, purpose: &str) -> Value {

@@ -71,7 +71,10 @@ async fn every_command_good_and_bad() {
     let mut say = async |cmd: &str, transcript: &mut Vec<Value>| {
         // A refused command is an error carrying the reason and the help; the client shows it
         // as the refused outcome.
-        let typed = match engine.command(run, cmd, "alice").await {
+        let typed = match engine
+            .command(run, cmd, &chronicle_engine::Principal::admin("alice"))
+            .await
+        {
             Ok(out) => out,
             Err(chronicle_engine::Error::Command { reason, help }) => CommandOutcome::Refused {
                 error: reason,

@@ -35,6 +35,7 @@ fn main() -> anyhow::Result<()> {
                                     query: "q".into(),
                                     config: Default::default(),
                                     parent: None,
+                                    owner: None,
                                 }
                             } else {
                                 Event::Reasoning {

@@ -250,7 +250,7 @@ async fn reject_skips_and_never_retries_edit_changes_the_input() {
             first.approval_id.clone(),
             Decision::Reject,
             None,
-            "alice",
+            &chronicle_engine::Principal::admin("alice"),
             Some("not now".into()),
         )
         .await
@@ -268,7 +268,7 @@ async fn reject_skips_and_never_retries_edit_changes_the_input() {
             second.approval_id.clone(),
             Decision::Edit,
             Some(edited.clone()),
-            "bob",
+            &chronicle_engine::Principal::admin("bob"),
             None,
         )
         .await
@@ -310,7 +310,7 @@ async fn reject_skips_and_never_retries_edit_changes_the_input() {
             first.approval_id.clone(),
             Decision::Approve,
             None,
-            "alice",
+            &chronicle_engine::Principal::admin("alice"),
             None,
         )
         .await
@@ -326,7 +326,14 @@ async fn reject_skips_and_never_retries_edit_changes_the_input() {
         "{err}"
     );
     let err = engine
-        .decide(run, "nope".into(), Decision::Approve, None, "alice", None)
+        .decide(
+            run,
+            "nope".into(),
+            Decision::Approve,
+            None,
+            &chronicle_engine::Principal::admin("alice"),
+            None,
+        )
         .await
         .unwrap_err();
     assert!(matches!(err, Error::ApprovalNotFound(_)), "{err}");
@@ -401,7 +408,14 @@ async fn dag_under_every_todo_asks_for_both_and_each_decision_touches_one() {
     assert_ne!(ids[0], ids[1]);
 
     engine
-        .decide(run, ids[0].clone(), Decision::Approve, None, "alice", None)
+        .decide(
+            run,
+            ids[0].clone(),
+            Decision::Approve,
+            None,
+            &chronicle_engine::Principal::admin("alice"),
+            None,
+        )
         .await
         .unwrap();
     let state = engine
@@ -418,7 +432,14 @@ async fn dag_under_every_todo_asks_for_both_and_each_decision_touches_one() {
     assert!(b.calls().is_empty());
 
     engine
-        .decide(run, ids[1].clone(), Decision::Reject, None, "bob", None)
+        .decide(
+            run,
+            ids[1].clone(),
+            Decision::Reject,
+            None,
+            &chronicle_engine::Principal::admin("bob"),
+            None,
+        )
         .await
         .unwrap();
     let state = finished(&engine, run).await;
@@ -493,7 +514,7 @@ async fn restore_to_an_approval_checkpoint_asks_again_under_a_new_id() {
             first.approval_id,
             Decision::Approve,
             None,
-            "alice",
+            &chronicle_engine::Principal::admin("alice"),
             None,
         )
         .await
@@ -505,7 +526,7 @@ async fn restore_to_an_approval_checkpoint_asks_again_under_a_new_id() {
             second.approval_id.clone(),
             Decision::Approve,
             None,
-            "alice",
+            &chronicle_engine::Principal::admin("alice"),
             None,
         )
         .await
@@ -526,7 +547,7 @@ async fn restore_to_an_approval_checkpoint_asks_again_under_a_new_id() {
         .restore(
             run,
             RestoreTarget::Checkpoint(cp.checkpoint_id.clone()),
-            "carol",
+            &chronicle_engine::Principal::admin("carol"),
         )
         .await
         .unwrap();
@@ -555,7 +576,7 @@ async fn restore_to_an_approval_checkpoint_asks_again_under_a_new_id() {
             again.approval_id,
             Decision::Approve,
             None,
-            "carol",
+            &chronicle_engine::Principal::admin("carol"),
             None,
         )
         .await
@@ -571,12 +592,20 @@ async fn restore_to_an_approval_checkpoint_asks_again_under_a_new_id() {
     assert!(engine.store().verify().unwrap().ok());
 
     let bad = engine
-        .restore(run, RestoreTarget::Checkpoint("cp_999".into()), "carol")
+        .restore(
+            run,
+            RestoreTarget::Checkpoint("cp_999".into()),
+            &chronicle_engine::Principal::admin("carol"),
+        )
         .await
         .unwrap_err();
     assert!(matches!(bad, Error::CheckpointNotFound(_)), "{bad}");
     let bad = engine
-        .restore(run, RestoreTarget::Seq(10_000), "carol")
+        .restore(
+            run,
+            RestoreTarget::Seq(10_000),
+            &chronicle_engine::Principal::admin("carol"),
+        )
         .await
         .unwrap_err();
     assert!(

@@ -72,7 +72,9 @@ fn main() -> anyhow::Result<()> {
                 let run = engine.start_run(req).await?.run_id;
                 let wait = std::time::Duration::from_secs(20);
                 engine.wait_settled(run, wait).await?;
-                engine.command(run, "/todo approve", "local").await?;
+                engine
+                    .command(run, "/todo approve", &chronicle_engine::Principal::local())
+                    .await?;
                 engine
                     .wait_until(run, wait, |s| {
                         s.supervisor

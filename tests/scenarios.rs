@@ -105,8 +105,13 @@ async fn seed_000_scenario_1_normal_run_with_approvals() {
     let p = state.supervisor.planning_state.as_ref().unwrap();
     assert_eq!(p.analyzed_intent["intent_type"], "comprehensive");
 
-    let todos =
-        serde_json::to_value(engine.command(run, "/todos", "local").await.unwrap()).unwrap();
+    let todos = serde_json::to_value(
+        engine
+            .command(run, "/todos", &chronicle_engine::Principal::local())
+            .await
+            .unwrap(),
+    )
+    .unwrap();
     assert_eq!(
         (
             todos["summary"]["total"].clone(),
@@ -128,8 +133,13 @@ async fn seed_000_scenario_1_normal_run_with_approvals() {
     );
     assert_eq!(todos["current_todo_id"], "todo_001");
 
-    let approved =
-        serde_json::to_value(engine.command(run, "/todo approve", "local").await.unwrap()).unwrap();
+    let approved = serde_json::to_value(
+        engine
+            .command(run, "/todo approve", &chronicle_engine::Principal::local())
+            .await
+            .unwrap(),
+    )
+    .unwrap();
     assert_eq!(
         (approved["status"].as_str(), approved["todo_id"].as_str()),
         (Some("resumed"), Some("todo_001"))
@@ -141,8 +151,13 @@ async fn seed_000_scenario_1_normal_run_with_approvals() {
         "{msg}"
     );
     assert!(msg.contains("- 의존성: todo_001\n"), "{msg}");
-    let todos =
-        serde_json::to_value(engine.command(run, "/todos", "local").await.unwrap()).unwrap();
+    let todos = serde_json::to_value(
+        engine
+            .command(run, "/todos", &chronicle_engine::Principal::local())
+            .await
+            .unwrap(),
+    )
+    .unwrap();
     assert_eq!(
         (
             todos["summary"]["total"].clone(),
@@ -155,7 +170,10 @@ async fn seed_000_scenario_1_normal_run_with_approvals() {
     assert!(todos["todos"][0]["duration"].is_number());
     assert_eq!(todos["current_todo_id"], "todo_002");
 
-    engine.command(run, "/todo approve", "local").await.unwrap();
+    engine
+        .command(run, "/todo approve", &chronicle_engine::Principal::local())
+        .await
+        .unwrap();
     let s = completed(&engine, run).await;
     let analysis = &s.supervisor.team_results["analysis_team"];
     assert_eq!(analysis["metrics"]["increase_rate_pct"], json!(233.3));
@@ -184,8 +202,13 @@ async fn seed_000_scenario_2_user_adds_a_todo() {
     let engine = builtin_engine(dir.path()).await;
     let run = start(&engine, "강남구 아파트 시세 조회", HitlMode::EveryTodo).await;
     asked_for(&engine, run, "todo_001").await;
-    let todos =
-        serde_json::to_value(engine.command(run, "/todos", "local").await.unwrap()).unwrap();
+    let todos = serde_json::to_value(
+        engine
+            .command(run, "/todos", &chronicle_engine::Principal::local())
+            .await
+            .unwrap(),
+    )
+    .unwrap();
     assert_eq!(
         todo_view(&todos["todos"]),
         [("todo_001".into(), "search_team 실행".into(), vec![])]
@@ -193,7 +216,11 @@ async fn seed_000_scenario_2_user_adds_a_todo() {
 
     let added = serde_json::to_value(
         engine
-            .command(run, "/todo add analysis_team", "local")
+            .command(
+                run,
+                "/todo add analysis_team",
+                &chronicle_engine::Principal::local(),
+            )
             .await
             .unwrap(),
     )
@@ -216,9 +243,15 @@ async fn seed_000_scenario_2_user_adds_a_todo() {
     );
     assert_eq!(t["metadata"]["added_by"], "user");
 
-    engine.command(run, "/todo approve", "local").await.unwrap();
+    engine
+        .command(run, "/todo approve", &chronicle_engine::Principal::local())
+        .await
+        .unwrap();
     asked_for(&engine, run, "todo_002").await;
-    engine.command(run, "/todo approve", "local").await.unwrap();
+    engine
+        .command(run, "/todo approve", &chronicle_engine::Principal::local())
+        .await
+        .unwrap();
     let s = completed(&engine, run).await;
     let p = s.supervisor.planning_state.as_ref().unwrap();
     assert!(p.todos.iter().all(|t| t.status == TodoStatus::Completed));
@@ -260,7 +293,11 @@ async fn seed_000_scenario_3_restore_after_a_crash() {
     asked_for(&engine, run, "todo_002").await;
     let list = serde_json::to_value(
         engine
-            .command(run, "/checkpoint list", "local")
+            .command(
+                run,
+                "/checkpoint list",
+                &chronicle_engine::Principal::local(),
+            )
             .await
             .unwrap(),
     )
@@ -298,7 +335,7 @@ async fn seed_000_scenario_3_restore_after_a_crash() {
             .command(
                 run,
                 &format!("/checkpoint restore {last_approval}"),
-                "local",
+                &chronicle_engine::Principal::local(),
             )
             .await
             .unwrap(),
@@ -308,12 +345,20 @@ async fn seed_000_scenario_3_restore_after_a_crash() {
     assert_eq!(restored["current_todo_id"], "todo_002");
     let msg = asked_for(&engine, run, "todo_002").await;
     assert!(msg.contains("- 작업명: analysis_team 실행"), "{msg}");
-    let todos =
-        serde_json::to_value(engine.command(run, "/todos", "local").await.unwrap()).unwrap();
+    let todos = serde_json::to_value(
+        engine
+            .command(run, "/todos", &chronicle_engine::Principal::local())
+            .await
+            .unwrap(),
+    )
+    .unwrap();
     assert_eq!(todos["todos"][0]["status"], "completed");
     assert_eq!(todos["todos"][1]["status"], "waiting_approval");
 
-    engine.command(run, "/todo approve", "local").await.unwrap();
+    engine
+        .command(run, "/todo approve", &chronicle_engine::Principal::local())
+        .await
+        .unwrap();
     let s = completed(&engine, run).await;
     assert_eq!(
         s.supervisor.restored_from.as_ref().unwrap().as_str(),
@@ -380,7 +425,10 @@ async fn a_contract_needs_approval_under_categories() {
         assert_eq!(agents, ["search_team", "document_team"], "{query}");
         assert_eq!(p.todos[0].status, TodoStatus::Completed);
         assert_eq!(s.approvals.list.len(), 1);
-        engine.command(run, "/todo approve", "local").await.unwrap();
+        engine
+            .command(run, "/todo approve", &chronicle_engine::Principal::local())
+            .await
+            .unwrap();
         let s = completed(&engine, run).await;
         let doc = &s.supervisor.team_results["document_team"];
         assert!(
@@ -518,7 +566,7 @@ async fn an_edited_region_reaches_the_agent() {
             a.approval_id,
             chronicle_schemas::Decision::Edit,
             Some(args),
-            "alice",
+            &chronicle_engine::Principal::admin("alice"),
             None,
         )
         .await

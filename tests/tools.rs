@@ -119,7 +119,14 @@ async fn gated_calls_run_as_approved_edited_or_not_at_all() {
         "nothing runs before the human says so"
     );
     engine
-        .decide(run, a.approval_id, Decision::Approve, None, "alice", None)
+        .decide(
+            run,
+            a.approval_id,
+            Decision::Approve,
+            None,
+            &chronicle_engine::Principal::admin("alice"),
+            None,
+        )
         .await
         .unwrap();
     let s = finished(&engine, run).await;
@@ -163,7 +170,7 @@ async fn gated_calls_run_as_approved_edited_or_not_at_all() {
             a.approval_id,
             Decision::Edit,
             Some(edited.clone()),
-            "bob",
+            &chronicle_engine::Principal::admin("bob"),
             None,
         )
         .await
@@ -191,7 +198,7 @@ async fn gated_calls_run_as_approved_edited_or_not_at_all() {
             a.approval_id,
             Decision::Reject,
             None,
-            "carol",
+            &chronicle_engine::Principal::admin("carol"),
             Some("not now".into()),
         )
         .await
@@ -448,8 +455,13 @@ async fn check_task(engine: &Engine, run: RunId) {
         }
         other => panic!("{other:?}"),
     }
-    let todos =
-        serde_json::to_value(engine.command(run, "/todos", "alice").await.unwrap()).unwrap();
+    let todos = serde_json::to_value(
+        engine
+            .command(run, "/todos", &chronicle_engine::Principal::admin("alice"))
+            .await
+            .unwrap(),
+    )
+    .unwrap();
     assert_eq!(todos["sub_runs"][0]["run_id"], json!(child), "{todos}");
     assert_eq!(todos["sub_runs"][0]["status"], "completed");
 }
@@ -510,8 +522,17 @@ async fn document_team_saves_its_draft_through_the_tool_host() {
     assert_eq!(a.tool_name, "write_file");
     let path = a.request_preview["file_path"].as_str().unwrap().to_owned();
     assert!(path.starts_with("/workspace/documents/"), "{path}");
-    let out =
-        serde_json::to_value(engine.command(run, "/todo approve", "alice").await.unwrap()).unwrap();
+    let out = serde_json::to_value(
+        engine
+            .command(
+                run,
+                "/todo approve",
+                &chronicle_engine::Principal::admin("alice"),
+            )
+            .await
+            .unwrap(),
+    )
+    .unwrap();
     assert!(
         out["message"]
             .as_str()
@@ -551,7 +572,11 @@ async fn a_restore_asks_again_and_a_skip_answers_the_waiting_call() {
     .await;
     let first = pending_tool_approval(&engine, run).await;
     engine
-        .restore(run, RestoreTarget::Seq(first.requested_seq), "alice")
+        .restore(
+            run,
+            RestoreTarget::Seq(first.requested_seq),
+            &chronicle_engine::Principal::admin("alice"),
+        )
         .await
         .unwrap();
     let second = pending_tool_approval(&engine, run).await;
@@ -568,7 +593,7 @@ async fn a_restore_asks_again_and_a_skip_answers_the_waiting_call() {
             second.approval_id,
             Decision::Approve,
             None,
-            "alice",
+            &chronicle_engine::Principal::admin("alice"),
             None,
         )
         .await
@@ -587,7 +612,11 @@ async fn a_restore_asks_again_and_a_skip_answers_the_waiting_call() {
     .await;
     let a = pending_tool_approval(&engine, run).await;
     let out = engine
-        .command(run, "/todo skip todo_001 not needed", "bob")
+        .command(
+            run,
+            "/todo skip todo_001 not needed",
+            &chronicle_engine::Principal::admin("bob"),
+        )
         .await
         .unwrap();
     assert!(
@@ -634,7 +663,10 @@ async fn cancelling_the_parent_cancels_its_running_child() {
     tokio::time::timeout(WAIT, running)
         .await
         .expect("the child never started its agent");
-    engine.cancel(run, "alice", None).await.unwrap();
+    engine
+        .cancel(run, &chronicle_engine::Principal::admin("alice"), None)
+        .await
+        .unwrap();
     let cs = engine
         .wait_until(child, WAIT, |s| s.supervisor.run_status.is_terminal())
         .await

@@ -3,7 +3,7 @@
 //! JSON Lines or CSV, streamed from the log). The rows come from `projections::Audit` and are
 //! encoded by `chronicle_wire::audit`; this file only reads the log, filters and streams.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io;
 use std::time::Duration;
 
@@ -14,7 +14,9 @@ use axum::http::{HeaderMap, HeaderName, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use chronicle_engine::{Engine, store};
 use chronicle_projections::Audit;
-use chronicle_schemas::{ApprovalStatus, AuditRow, Envelope, Hash, RunId, Timestamp};
+use chronicle_schemas::{
+    ApprovalStatus, AuditRow, Envelope, Event, Hash, OWNER_OF_OLD_RUNS, RunId, Timestamp,
+};
 use chronicle_wire::audit::{
     Encoder, Format, HEAD_OFFSET_HEADER, RUN_HEAD_HASH_HEADER, RUN_HEAD_SEQ_HEADER,
 };
@@ -25,7 +27,7 @@ use tokio_util::sync::CancellationToken;
 use crate::auth::Principal;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::Query;
-use crate::rest::run_id;
+use crate::rest::owned_run;
 use crate::state::AppState;
 
 /// The export sends the body in chunks of about this size.
@@ -51,7 +53,7 @@ pub const INBOX_ITEMS_MAX: usize = 1_000;
         (status = 400, description = "bad status, older_than or limit"), (status = 401)))]
 pub async fn inbox(
     State(st): State<AppState>,
-    _p: Principal,
+    Principal(who): Principal,
     Query(q): Query<InboxQuery>,
 ) -> ApiResult<Response> {
     let status = parse_status(q.status.as_deref().unwrap_or("pending"))?;
@@ -69,9 +71,10 @@ pub async fn inbox(
         .transpose()?;
     let engine = st.engine.clone();
     // Replaying many runs reads sled synchronously: keep it off the async workers.
-    let mut items = tokio::task::spawn_blocking(move || inbox_items(&engine, status, before, now))
-        .await
-        .map_err(ApiError::internal)??;
+    let mut items =
+        tokio::task::spawn_blocking(move || inbox_items(&engine, &who, status, before, now))
+            .await
+            .map_err(ApiError::internal)??;
     items.sort_by_key(|(key, _)| *key);
     let truncated = items.len() > limit;
     items.truncate(limit);
@@ -89,8 +92,10 @@ pub async fn inbox(
 /// Sort key: request time, then run and seq, so equal times still list in a stable order.
 type InboxKey = (Timestamp, RunId, u64);
 
+/// The approvals of `status` of the runs `who` may see.
 fn inbox_items(
     engine: &Engine,
+    who: &chronicle_engine::Principal,
     status: ApprovalStatus,
     before: Option<Timestamp>,
     now: Timestamp,
@@ -101,6 +106,9 @@ fn inbox_items(
         // A terminal event cancels every pending approval, so only live runs can have one; the
         // head's flag spares replaying every finished run.
         if status == ApprovalStatus::Pending && head.terminal {
+            continue;
+        }
+        if engine.authorize(who, head.run_id).is_err() {
             continue;
         }
         let state = engine.state(head.run_id, None)?;
@@ -227,7 +235,7 @@ fn time_param(name: &str, s: &str) -> ApiResult<Timestamp> {
         (status = 400, description = "bad format, time or run id"), (status = 401), (status = 404, description = "unknown run")))]
 pub async fn export(
     State(st): State<AppState>,
-    _p: Principal,
+    Principal(who): Principal,
     Query(q): Query<ExportQuery>,
 ) -> ApiResult<Response> {
     let format = format_param(q.format.as_deref())?;
@@ -243,7 +251,11 @@ pub async fn export(
             .map(|s| time_param("until", s))
             .transpose()?,
     };
-    let run = q.run_id.as_deref().map(run_id).transpose()?;
+    let run = q
+        .run_id
+        .as_deref()
+        .map(|run| owned_run(&st, &who, run))
+        .transpose()?;
     let store = st.engine.store().clone();
     let mut headers = HeaderMap::new();
     let scope = match run {
@@ -286,7 +298,7 @@ pub async fn export(
     let (tx, rx) = mpsc::channel(EXPORT_QUEUE_CHUNKS);
     // sled iterators are synchronous: read and encode on a blocking thread, a chunk at a time,
     // holding only the fold's per-run state (session id, undecided requests), never the rows.
-    tokio::task::spawn_blocking(move || produce(&store, scope, window, format, &tx));
+    tokio::task::spawn_blocking(move || produce(&store, &who, scope, window, format, &tx));
     let body = Body::from_stream(until_shutdown(rx, st.shutdown.clone()));
     Ok((headers, body).into_response())
 }
@@ -331,10 +343,11 @@ fn until_shutdown(
     })
 }
 
-/// Reads the log, folds it into rows, and sends the kept ones in chunks. Stops when the client
+/// Reads the log, folds it into rows, and sends the kept ones — of runs `who` may see — in chunks. Stops when the client
 /// goes away (the send fails). A read error or a break in the log ends the body with an error.
 fn produce(
     store: &store::Store,
+    who: &chronicle_engine::Principal,
     scope: Scope,
     window: Window,
     format: Format,
@@ -351,6 +364,8 @@ fn produce(
     };
     let mut audit = Audit::new();
     let mut links = Links::default();
+    // Runs of others, known from their `RunStarted` (every run's first event).
+    let mut hidden = HashSet::new();
     for env in events {
         let env = match env {
             Ok(env) => env,
@@ -358,6 +373,14 @@ fn produce(
         };
         if let Err(e) = links.check(&env, scope) {
             return fail(e);
+        }
+        if let Event::RunStarted { owner, .. } = &env.event
+            && !who.may_access(owner.as_deref().unwrap_or(OWNER_OF_OLD_RUNS))
+        {
+            hidden.insert(env.run_id);
+        }
+        if hidden.contains(&env.run_id) {
+            continue;
         }
         let Some(row) = audit.apply(&env) else {
             continue;

@@ -1,6 +1,7 @@
-//! Principals: bearer tokens map to principal names (`--tokens FILE` of `principal token` lines,
-//! or `CHRONICLE_API_TOKEN` for one `admin`). With no tokens configured everyone is `local`. The
-//! principal is what the engine records as `decided_by` / `by`; a client never names itself.
+//! Principals: bearer tokens map to principals (`--tokens FILE` of `principal token [admin]`
+//! lines, or `CHRONICLE_API_TOKEN` for one `admin`). With no tokens configured everyone is
+//! `local`, who owns everything. The principal is what the engine records as `decided_by` / `by`,
+//! and what owns the runs it starts; a client never names itself.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -14,18 +15,20 @@ use crate::state::AppState;
 
 /// Token → principal. Empty = authentication off.
 #[derive(Clone, Debug, Default)]
-pub struct Tokens(Arc<HashMap<String, String>>);
+pub struct Tokens(Arc<HashMap<String, chronicle_engine::Principal>>);
 
 impl Tokens {
     pub fn none() -> Self {
         Self::default()
     }
 
+    /// One token for one principal with the `admin` role.
     pub fn single(principal: &str, token: &str) -> Self {
-        Self(Arc::new([(token.to_owned(), principal.to_owned())].into()))
+        let admin = chronicle_engine::Principal::admin(principal);
+        Self(Arc::new([(token.to_owned(), admin)].into()))
     }
 
-    /// Parses `principal token` lines (`#` comments and blank lines allowed).
+    /// Parses `principal token [admin]` lines (`#` comments and blank lines allowed).
     pub fn parse(text: &str) -> Result<Self, String> {
         let mut map = HashMap::new();
         for (i, line) in text.lines().enumerate() {
@@ -34,17 +37,32 @@ impl Tokens {
                 continue;
             }
             let mut parts = line.split_whitespace();
-            let (Some(principal), Some(token), None) = (parts.next(), parts.next(), parts.next())
+            let (Some(principal), Some(token), role, None) =
+                (parts.next(), parts.next(), parts.next(), parts.next())
             else {
-                return Err(format!("line {}: expected `principal token`", i + 1));
+                return Err(format!(
+                    "line {}: expected `principal token [admin]`",
+                    i + 1
+                ));
+            };
+            let principal = match role {
+                None => chronicle_engine::Principal::user(principal),
+                Some("admin") => chronicle_engine::Principal::admin(principal),
+                Some(other) => {
+                    return Err(format!(
+                        "line {}: unknown role {other:?} (the one role is `admin`)",
+                        i + 1
+                    ));
+                }
             };
             if token.len() < 8 {
                 return Err(format!(
-                    "line {}: the token of {principal} is shorter than 8 characters",
-                    i + 1
+                    "line {}: the token of {} is shorter than 8 characters",
+                    i + 1,
+                    principal.name
                 ));
             }
-            if map.insert(token.to_owned(), principal.to_owned()).is_some() {
+            if map.insert(token.to_owned(), principal).is_some() {
                 return Err(format!("line {}: a token is listed twice", i + 1));
             }
         }
@@ -61,9 +79,9 @@ impl Tokens {
     }
 
     /// The principal of an `Authorization` header value, if it is a known bearer token.
-    pub fn principal(&self, header: Option<&str>) -> Result<String, ApiError> {
+    pub fn principal(&self, header: Option<&str>) -> Result<chronicle_engine::Principal, ApiError> {
         if self.is_empty() {
-            return Ok("local".into());
+            return Ok(chronicle_engine::Principal::local());
         }
         let token = header
             .and_then(|h| h.strip_prefix("Bearer "))
@@ -77,7 +95,7 @@ impl Tokens {
 
 /// The authenticated principal of a request.
 #[derive(Clone, Debug)]
-pub struct Principal(pub String);
+pub struct Principal(pub chronicle_engine::Principal);
 
 impl FromRequestParts<AppState> for Principal {
     type Rejection = ApiError;
@@ -105,9 +123,28 @@ mod tests {
 
     #[test]
     fn token_file() {
-        let t = Tokens::parse("# team\nalice tok-alice-123\n\nbob   tok-bob-4567\n").unwrap();
-        assert_eq!(t.principal(Some("Bearer tok-alice-123")).unwrap(), "alice");
-        assert_eq!(t.principal(Some("Bearer tok-bob-4567")).unwrap(), "bob");
+        use chronicle_engine::Principal as P;
+        let t = Tokens::parse(
+            "# team\nalice tok-alice-123\n\nbob   tok-bob-4567\nroot tok-root-8910 admin\n",
+        )
+        .unwrap();
+        assert_eq!(
+            t.principal(Some("Bearer tok-alice-123")).unwrap(),
+            P::user("alice")
+        );
+        assert_eq!(
+            t.principal(Some("Bearer tok-bob-4567")).unwrap(),
+            P::user("bob")
+        );
+        assert_eq!(
+            t.principal(Some("Bearer tok-root-8910")).unwrap(),
+            P::admin("root")
+        );
+        assert!(
+            Tokens::parse("x tok-12345678 owner")
+                .unwrap_err()
+                .contains("unknown role \"owner\"")
+        );
         assert_eq!(
             t.principal(Some("Bearer nope")).unwrap_err().code,
             "unauthorized"
@@ -124,6 +161,12 @@ mod tests {
                 .unwrap_err()
                 .contains("twice")
         );
-        assert_eq!(Tokens::none().principal(None).unwrap(), "local");
+        assert_eq!(Tokens::none().principal(None).unwrap(), P::local());
+        assert!(
+            Tokens::single("admin", "tok-12345678")
+                .principal(Some("Bearer tok-12345678"))
+                .unwrap()
+                .admin
+        );
     }
 }

@@ -94,7 +94,8 @@ impl From<EngineError> for ApiError {
             | E::EditWithoutArgs
             | E::ArgsWithoutEdit(_)
             | E::SeqBeyondEnd { .. }
-            | E::BadStatus(_) => ApiError::unprocessable(e.to_string()),
+            | E::BadStatus(_)
+            | E::NotYourUser { .. } => ApiError::unprocessable(e.to_string()),
             E::AlreadyDecided { .. }
             | E::IllegalTransition { .. }
             | E::NothingPending

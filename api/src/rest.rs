@@ -38,9 +38,20 @@ fn state_of(st: &AppState, run: RunId) -> ApiResult<RunState> {
     Ok(st.engine.state(run, None)?)
 }
 
-fn latest_run(st: &AppState, thread: &str) -> ApiResult<RunId> {
+/// `run` parsed, and one `who` may see: someone else's run is 404, as if it did not exist.
+pub(crate) fn owned_run(
+    st: &AppState,
+    who: &chronicle_engine::Principal,
+    run: &str,
+) -> ApiResult<RunId> {
+    let run = run_id(run)?;
+    st.engine.authorize(who, run)?;
+    Ok(run)
+}
+
+fn latest_run(st: &AppState, who: &chronicle_engine::Principal, thread: &str) -> ApiResult<RunId> {
     st.engine
-        .latest_run(&SessionId::from(thread))?
+        .latest_run_of(who, &SessionId::from(thread))?
         .ok_or_else(|| ApiError::not_found(format!("session {thread} not found")))
 }
 
@@ -155,10 +166,10 @@ pub async fn chat(
     responses((status = 200, description = "the latest run's state"), (status = 404)))]
 pub async fn session(
     State(st): State<AppState>,
-    _p: Principal,
+    Principal(who): Principal,
     Path(thread): Path<String>,
 ) -> JsonResult<SessionView> {
-    let run = latest_run(&st, &thread)?;
+    let run = latest_run(&st, &who, &thread)?;
     let s = state_of(&st, run)?;
     ok(SessionView {
         thread_id: thread,
@@ -195,7 +206,7 @@ pub async fn resume(
         .engine
         .turn(Turn {
             session: SessionId(thread.clone()),
-            run: Some(latest_run(&st, &thread)?),
+            run: Some(latest_run(&st, &who, &thread)?),
             input,
             by: who,
             user_id: None,
@@ -208,10 +219,10 @@ pub async fn resume(
 #[utoipa::path(get, path = "/api/sessions/{thread_id}/checkpoints", tag = "chat", params(("thread_id" = String, Path)), responses((status = 200), (status = 404)))]
 pub async fn session_checkpoints(
     State(st): State<AppState>,
-    _p: Principal,
+    Principal(who): Principal,
     Path(thread): Path<String>,
 ) -> JsonResult<CheckpointList> {
-    let run = latest_run(&st, &thread)?;
+    let run = latest_run(&st, &who, &thread)?;
     checkpoints_of(&st, run)
 }
 
@@ -222,7 +233,7 @@ pub async fn session_checkpoints(
         (status = 503, description = "storage unavailable (stopped after a failed fsync) or shutting down"), (status = 507, description = "disk full: nothing written")))]
 pub async fn start_run(
     State(st): State<AppState>,
-    _p: Principal,
+    Principal(who): Principal,
     Json(req): Json<RunRequest>,
 ) -> ApiResult<Response> {
     let mut config = st.engine.settings().defaults.clone();
@@ -232,6 +243,7 @@ pub async fn start_run(
     let started = st
         .engine
         .start_run(StartRun {
+            by: who,
             query: req.query,
             session_id: req.session_id.map(SessionId),
             user_id: req.user_id,
@@ -253,10 +265,10 @@ pub async fn start_run(
 #[utoipa::path(get, path = "/api/v1/agent/{run_id}/status", tag = "runs", params(("run_id" = String, Path)), responses((status = 200), (status = 400), (status = 404)))]
 pub async fn status(
     State(st): State<AppState>,
-    _p: Principal,
+    Principal(who): Principal,
     Path(run): Path<String>,
 ) -> JsonResult<Status> {
-    let run = run_id(&run)?;
+    let run = owned_run(&st, &who, &run)?;
     let s = state_of(&st, run)?;
     ok(Status {
         run_id: run,
@@ -270,10 +282,10 @@ pub async fn status(
 #[utoipa::path(get, path = "/api/v1/agent/{run_id}/approvals", tag = "approvals", params(("run_id" = String, Path)), responses((status = 200), (status = 404)))]
 pub async fn approvals(
     State(st): State<AppState>,
-    _p: Principal,
+    Principal(who): Principal,
     Path(run): Path<String>,
 ) -> JsonResult<Vec<ApprovalView>> {
-    let run = run_id(&run)?;
+    let run = owned_run(&st, &who, &run)?;
     let s = state_of(&st, run)?;
     ok(s.approvals
         .list
@@ -286,10 +298,10 @@ pub async fn approvals(
     params(("run_id" = String, Path), ("approval_id" = String, Path)), responses((status = 200), (status = 404)))]
 pub async fn approval(
     State(st): State<AppState>,
-    _p: Principal,
+    Principal(who): Principal,
     Path((run, id)): Path<(String, String)>,
 ) -> JsonResult<ApprovalView> {
-    let run = run_id(&run)?;
+    let run = owned_run(&st, &who, &run)?;
     let s = state_of(&st, run)?;
     let a = s
         .approvals
@@ -341,10 +353,10 @@ pub async fn command(
 #[utoipa::path(get, path = "/api/v1/agent/{run_id}/todos", tag = "runs", params(("run_id" = String, Path)), responses((status = 200), (status = 404)))]
 pub async fn todos(
     State(st): State<AppState>,
-    _p: Principal,
+    Principal(who): Principal,
     Path(run): Path<String>,
 ) -> JsonResult<TodoList> {
-    let run = run_id(&run)?;
+    let run = owned_run(&st, &who, &run)?;
     let s = state_of(&st, run)?;
     let sub_runs = st.engine.sub_runs(&s);
     let p = s.supervisor.planning_state.unwrap_or_default();
@@ -371,11 +383,11 @@ pub struct AtQuery {
     responses((status = 200), (status = 400), (status = 404), (status = 422)))]
 pub async fn state(
     State(st): State<AppState>,
-    _p: Principal,
+    Principal(who): Principal,
     Path(run): Path<String>,
     Query(q): Query<AtQuery>,
 ) -> JsonResult<Value> {
-    let run = run_id(&run)?;
+    let run = owned_run(&st, &who, &run)?;
     let head = st
         .engine
         .store()
@@ -403,15 +415,11 @@ pub struct LogQuery {
     responses((status = 200, description = "raw events"), (status = 404), (status = 422)))]
 pub async fn log(
     State(st): State<AppState>,
-    _p: Principal,
+    Principal(who): Principal,
     Path(run): Path<String>,
     Query(q): Query<LogQuery>,
 ) -> JsonResult<Value> {
-    let run = run_id(&run)?;
-    st.engine
-        .store()
-        .run_head(run)?
-        .ok_or_else(|| ApiError::not_found(format!("run {run} not found")))?;
+    let run = owned_run(&st, &who, &run)?;
     let max = st.config.log_page_events_max;
     let limit = q.limit.unwrap_or(max);
     if limit == 0 || limit > max {
@@ -431,10 +439,10 @@ pub async fn log(
 #[utoipa::path(get, path = "/api/v1/agent/{run_id}/checkpoints", tag = "runs", params(("run_id" = String, Path)), responses((status = 200), (status = 404)))]
 pub async fn checkpoints(
     State(st): State<AppState>,
-    _p: Principal,
+    Principal(who): Principal,
     Path(run): Path<String>,
 ) -> JsonResult<CheckpointList> {
-    checkpoints_of(&st, run_id(&run)?)
+    checkpoints_of(&st, owned_run(&st, &who, &run)?)
 }
 
 #[utoipa::path(post, path = "/api/v1/agent/{run_id}/checkpoints/{checkpoint_id}/restore", tag = "runs",

@@ -33,12 +33,14 @@ impl From<PageError> for ApiError {
     }
 }
 
-/// One page of the runs `query` asks for: it looks at up to `limit` runs after `after` (by
-/// creation time, then id) and lists those that match its status; `next` says where the next
-/// page starts. Each run shows as of its newest durable event, as every read does.
+/// One page of the runs `query` asks for among those `visible` lets through: it looks at up to
+/// `limit` runs after `after` (by creation time, then id) and lists those that match its status;
+/// `next` says where the next page starts. Each run shows as of its newest durable event, as
+/// every read does.
 pub fn page(
     store: &Store,
     query: &RunsQuery,
+    visible: &dyn Fn(RunId) -> bool,
     on_run: &mut dyn FnMut(),
 ) -> Result<RunList, PageError> {
     let limit = query.limit.unwrap_or(RUNS_PAGE_MAX);
@@ -53,6 +55,7 @@ pub fn page(
             .collect::<Result<_, _>>()?,
         None => store.runs().collect::<Result<_, _>>()?,
     };
+    heads.retain(|h| visible(h.run_id));
     heads.sort_by_key(|h| (h.created_at, h.run_id));
     let start = match query.after {
         None => 0,
@@ -87,6 +90,7 @@ pub fn page(
             last_seq: durable,
             query: sup.query,
             parent: sup.parent,
+            owner: sup.owner,
         });
     }
     let next = (end < heads.len())
@@ -103,16 +107,18 @@ pub fn page(
         ("limit" = Option<usize>, Query, description = "look at most at this many runs (1..=1000, default 1000)"),
     ),
     responses(
-        (status = 200, description = "{runs: [{run_id, session_id, status, created_at, updated_at, last_seq, query, parent}], next}: oldest first; `next` is where the next page starts (null on the last page)"),
+        (status = 200, description = "{runs: [{run_id, session_id, status, created_at, updated_at, last_seq, query, parent, owner}], next}: the runs the caller may see (an admin: all), oldest first; `next` is where the next page starts (null on the last page)"),
         (status = 400, description = "bad status, after or limit"), (status = 401)))]
 pub async fn list(
     State(st): State<AppState>,
-    _p: Principal,
+    Principal(who): Principal,
     Query(q): Query<RunsQuery>,
 ) -> ApiResult<axum::Json<RunList>> {
     let engine = st.engine.clone();
+    let visible = move |run| engine.authorize(&who, run).is_ok();
+    let store = st.engine.store().clone();
     // Replaying many runs reads sled synchronously: keep it off the async workers.
-    let list = tokio::task::spawn_blocking(move || page(engine.store(), &q, &mut || {}))
+    let list = tokio::task::spawn_blocking(move || page(&store, &q, &visible, &mut || {}))
         .await
         .map_err(ApiError::internal)??;
     Ok(axum::Json(list))

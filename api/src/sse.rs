@@ -66,6 +66,11 @@ impl Enricher {
         }
     }
 
+    /// May `who` see the events of `run`? (An admin sees every run.)
+    pub(crate) fn visible_to(&self, who: &chronicle_engine::Principal, run: RunId) -> bool {
+        who.admin || matches!(self.engine.owner(run), Ok(Some(owner)) if who.may_access(&owner))
+    }
+
     pub(crate) fn data(&mut self, env: &Envelope) -> EventData {
         let mut data = names::event_data(env);
         match &env.event {
@@ -175,7 +180,7 @@ struct RunStream<S> {
     ))]
 pub async fn run_events(
     State(st): State<AppState>,
-    _p: Principal,
+    Principal(who): Principal,
     Path(run): Path<String>,
     Query(q): Query<EventsQuery>,
     headers: HeaderMap,
@@ -184,6 +189,7 @@ pub async fn run_events(
     // The header wins: a browser's EventSource reconnects to the same URL (with its `?from=`)
     // and adds the id it saw last.
     let resume = last_event_id(&headers)?.map(|id| id.saturating_add(1));
+    st.engine.authorize(&who, run)?;
     let resumed = resume.is_some() || q.from.is_some();
     let from = resume.or(q.from).unwrap_or(0);
     let follow = q.follow.unwrap_or(false);
@@ -232,6 +238,8 @@ pub async fn run_events(
 /// State of the all-runs stream between messages.
 struct AllStream<S> {
     events: S,
+    /// Whose stream it is: only the runs they may see are sent.
+    who: chronicle_engine::Principal,
     enrich: Enricher,
     shutdown: CancellationToken,
     _guard: StreamGuard,
@@ -243,12 +251,12 @@ struct AllStream<S> {
         ("Last-Event-ID" = Option<u64>, Header, description = "resume after this offset (wins over from)"),
     ),
     responses(
-        (status = 200, description = "text/event-stream of every run: id = global offset, event = dotted name, same data as the run stream; never ends by itself"),
+        (status = 200, description = "text/event-stream of every run the caller may see (an admin: all): id = global offset, event = dotted name, same data as the run stream; never ends by itself"),
         (status = 400), (status = 401),
     ))]
 pub async fn all_events(
     State(st): State<AppState>,
-    _p: Principal,
+    Principal(who): Principal,
     Query(q): Query<EventsQuery>,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
@@ -259,25 +267,30 @@ pub async fn all_events(
         .unwrap_or_else(|| st.engine.store().durable_next_offset());
     let state = AllStream {
         events: st.engine.store().follow(from),
+        who,
         enrich: Enricher::new(st.engine.clone()),
         shutdown: st.shutdown.clone(),
         _guard: StreamGuard::open(&st.metrics),
     };
     let stream = futures_util::stream::unfold(state, |mut s| async move {
-        let next = tokio::select! {
-            biased;
-            _ = s.shutdown.cancelled() => return None,
-            next = s.events.next() => next,
-        };
-        match next? {
-            Ok(env) => {
-                let data = s.enrich.data(&env);
-                Some((Ok(message(env.offset, &env, &data)), s))
+        loop {
+            let next = tokio::select! {
+                biased;
+                _ = s.shutdown.cancelled() => return None,
+                next = s.events.next() => next,
+            };
+            let env = match next? {
+                Ok(env) => env,
+                Err(e) => {
+                    tracing::error!(error = %e, "event log stream stopped");
+                    return None;
+                }
+            };
+            if !s.enrich.visible_to(&s.who, env.run_id) {
+                continue;
             }
-            Err(e) => {
-                tracing::error!(error = %e, "event log stream stopped");
-                None
-            }
+            let data = s.enrich.data(&env);
+            return Some((Ok(message(env.offset, &env, &data)), s));
         }
     });
     Ok(sse_response(&st, stream))

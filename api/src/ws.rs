@@ -33,7 +33,7 @@ use tokio_util::sync::CancellationToken;
 use crate::auth::Principal;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::Query;
-use crate::rest::run_id;
+use crate::rest::owned_run;
 use crate::sse::{Enricher, StreamGuard};
 use crate::state::AppState;
 
@@ -173,7 +173,7 @@ impl Drop for Subscription {
 struct Session {
     st: AppState,
     /// The authenticated principal: the `by` of every decision and command.
-    who: String,
+    who: chronicle_engine::Principal,
     session_id: String,
     current: Option<RunId>,
     subs: HashMap<RunId, Subscription>,
@@ -184,7 +184,12 @@ struct Session {
 }
 
 impl Session {
-    async fn run(st: AppState, who: String, session_id: String, mut socket: WebSocket) {
+    async fn run(
+        st: AppState,
+        who: chronicle_engine::Principal,
+        session_id: String,
+        mut socket: WebSocket,
+    ) {
         let _guard = StreamGuard::open(&st.metrics);
         let stop = st.shutdown.child_token();
         let (outbox, mut inbox) = mpsc::channel(WS_OUTBOX_MESSAGES);
@@ -202,7 +207,8 @@ impl Session {
             outbox,
             stop: stop.clone(),
         };
-        let hello = json!({"type": "connected", "session_id": s.session_id, "principal": s.who});
+        let hello =
+            json!({"type": "connected", "session_id": s.session_id, "principal": s.who.name});
         let mut open = send(&mut socket, &hello, &stop).await;
         while open {
             tokio::select! {
@@ -276,7 +282,7 @@ impl Session {
                 run_id: run,
                 from_seq,
             } => {
-                let run = run_id(&run)?;
+                let run = owned_run(&self.st, &self.who, &run)?;
                 self.follow(run, from_seq.unwrap_or(0))?;
                 Ok(None)
             }

@@ -16,7 +16,7 @@ use crate::runs::{self, StartRun, Started};
 use crate::settings::Settings;
 use crate::shared::Shared;
 use crate::store::{self, Store};
-use crate::{Result, actor};
+use crate::{Principal, Result, actor};
 
 /// The workflow engine; cheap to clone.
 #[derive(Clone)]
@@ -80,22 +80,35 @@ impl Engine {
         runs::sub_runs(&self.shared, state)
     }
 
-    /// Decides a pending approval. `by` is the authenticated principal.
+    /// `run` exists and `who` may see and act on it: [`crate::Error::RunNotFound`] otherwise,
+    /// also for someone else's run (existence is not disclosed).
+    pub fn authorize(&self, who: &Principal, run: RunId) -> Result<()> {
+        self.shared.authorize(who, run)
+    }
+
+    /// The principal `run` belongs to; `None` for a run that does not exist.
+    pub fn owner(&self, run: RunId) -> Result<Option<String>> {
+        self.shared.owner(run)
+    }
+
+    /// Decides a pending approval of a run `by` may act on; the decision is recorded as
+    /// theirs.
     pub async fn decide(
         &self,
         run: RunId,
         approval_id: ApprovalId,
         decision: Decision,
         edited_args: Option<Value>,
-        by: &str,
+        by: &Principal,
         comment: Option<String>,
     ) -> Result<Approval> {
+        self.authorize(by, run)?;
         self.shared
             .ask(run, |reply| Input::Decide {
                 approval_id: approval_id.clone(),
                 decision,
                 edited_args: edited_args.clone(),
-                by: by.to_owned(),
+                by: by.name.clone(),
                 comment: comment.clone(),
                 reply,
             })
@@ -104,30 +117,38 @@ impl Engine {
 
     /// Runs a slash command; every command, carried out or refused, is recorded. A refused one
     /// is [`crate::Error::Command`], with the reason and the deployment's help.
-    pub async fn command(&self, run: RunId, text: &str, by: &str) -> Result<CommandOutcome> {
+    pub async fn command(&self, run: RunId, text: &str, by: &Principal) -> Result<CommandOutcome> {
+        self.authorize(by, run)?;
         self.shared
             .ask(run, |reply| Input::Command {
                 text: text.to_owned(),
-                by: by.to_owned(),
+                by: by.name.clone(),
                 reply,
             })
             .await
     }
 
-    pub async fn restore(&self, run: RunId, target: RestoreTarget, by: &str) -> Result<Restored> {
+    pub async fn restore(
+        &self,
+        run: RunId,
+        target: RestoreTarget,
+        by: &Principal,
+    ) -> Result<Restored> {
+        self.authorize(by, run)?;
         self.shared
             .ask(run, |reply| Input::Restore {
                 target: target.clone(),
-                by: by.to_owned(),
+                by: by.name.clone(),
                 reply,
             })
             .await
     }
 
-    pub async fn cancel(&self, run: RunId, by: &str, reason: Option<String>) -> Result<()> {
+    pub async fn cancel(&self, run: RunId, by: &Principal, reason: Option<String>) -> Result<()> {
+        self.authorize(by, run)?;
         self.shared
             .ask(run, |reply| Input::Cancel {
-                by: by.to_owned(),
+                by: by.name.clone(),
                 reason: reason.clone(),
                 reply,
             })

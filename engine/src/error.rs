@@ -38,6 +38,8 @@ pub enum Error {
     EditWithoutArgs,
     #[error("edited_args only go with decision edit, not {}", .0.as_str())]
     ArgsWithoutEdit(Decision),
+    #[error("user_id {given:?} is not yours: only an admin may start runs for another user")]
+    NotYourUser { given: String },
     #[error("seq {seq} is beyond the run's last seq {last}")]
     SeqBeyondEnd { seq: u64, last: u64 },
     #[error(

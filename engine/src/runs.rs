@@ -16,6 +16,7 @@ use tokio_stream::wrappers::ReceiverStream;
 
 use chronicle_wire::SubRun;
 
+use crate::Principal;
 use crate::error::PlanError;
 use crate::shared::Shared;
 use crate::store;
@@ -25,6 +26,8 @@ use crate::{Error, Result};
 /// What a caller asks for when starting a run; `None` fields take the server defaults.
 #[derive(Clone, Debug, Default)]
 pub struct StartRun {
+    /// Who starts it: the run (and a new session) will belong to this principal.
+    pub by: Principal,
     pub query: String,
     pub session_id: Option<SessionId>,
     pub user_id: Option<String>,
@@ -114,24 +117,51 @@ pub(crate) async fn start(shared: &Arc<Shared>, run_id: RunId, req: StartRun) ->
     if let Some(plan) = &config.plan {
         check_plan(shared, plan)?;
     }
-    let session_id = req
-        .session_id
-        .clone()
-        .unwrap_or_else(|| SessionId(uuid::Uuid::new_v4().to_string()));
+    let user_id = user_of(&req)?;
+    let session_id = match req.session_id.clone() {
+        Some(session) => {
+            session_owned_by(shared, &session, &req.by)?;
+            session
+        }
+        None => SessionId(uuid::Uuid::new_v4().to_string()),
+    };
     let request_id = format!("req_{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
     let mut live = shared.store.load(run_id)?;
     live.append(vec![Event::RunStarted {
         session_id: session_id.clone(),
-        user_id: req.user_id,
+        user_id,
         request_id,
         query: query.to_owned(),
         config,
         parent: req.parent,
+        owner: Some(req.by.name.clone()),
     }])
     .await?;
     drop(live);
     shared.deliver(run_id, None).await?;
     Ok(Started { run_id, session_id })
+}
+
+/// The run's `user_id`: the caller's own name unless an admin names another user.
+fn user_of(req: &StartRun) -> Result<Option<String>> {
+    match &req.user_id {
+        _ if req.by.admin => Ok(req.user_id.clone()),
+        None => Ok(Some(req.by.name.clone())),
+        Some(u) if *u == req.by.name => Ok(Some(u.clone())),
+        Some(u) => Err(Error::NotYourUser { given: u.clone() }),
+    }
+}
+
+/// A session belongs to the principal of its first run; another principal cannot start a run
+/// in it (nor learn that it exists).
+fn session_owned_by(shared: &Shared, session: &SessionId, who: &Principal) -> Result<()> {
+    let Some(first) = shared.store.session_runs(session)?.first().copied() else {
+        return Ok(());
+    };
+    match shared.owner(first)? {
+        Some(owner) if !who.may_access(&owner) => Err(Error::SessionNotFound(session.to_string())),
+        _ => Ok(()),
+    }
 }
 
 /// The run's projected state now (or right after `seq`), as of its newest *durable* event, so a
@@ -235,7 +265,11 @@ pub(crate) async fn run_child(
         .map_err(|e| fail(e.into()))?
         .is_none()
     {
-        let start_child = child_request(shared, ctx, &req)?;
+        let mut start_child = child_request(shared, ctx, &req)?;
+        // A child belongs to its parent's owner, and works for the parent's user.
+        let parent = state(shared, ctx.run_id, None).map_err(fail)?.supervisor;
+        start_child.by = Principal::admin(parent.owner);
+        start_child.user_id = parent.user_id;
         match start(shared, child, start_child).await {
             Ok(_) | Err(Error::Store(store::Error::Conflict { .. })) => {}
             Err(e) => return Err(fail(e)),

@@ -22,6 +22,9 @@ use crate::{Error, Result};
 /// tool executions it starts).
 pub(crate) type SpawnActor = fn(Arc<Shared>, LiveRun, mpsc::Sender<Input>, mpsc::Receiver<Input>);
 
+/// Owners [`Shared`] remembers before it starts over.
+const OWNERS_CACHED_MAX: usize = 65_536;
+
 pub(crate) struct Shared {
     pub store: Store,
     pub settings: Settings,
@@ -31,6 +34,9 @@ pub(crate) struct Shared {
     pub tasks: TaskTracker,
     pub bus: Bus,
     actors: Mutex<HashMap<RunId, mpsc::Sender<Input>>>,
+    /// Runs' owners, read from their `RunStarted` (an owner never changes); at most
+    /// [`OWNERS_CACHED_MAX`], then forgotten and read again.
+    owners: Mutex<HashMap<RunId, String>>,
     spawn: SpawnActor,
 }
 
@@ -62,8 +68,44 @@ impl Shared {
             tasks: TaskTracker::new(),
             bus,
             actors: Mutex::new(HashMap::new()),
+            owners: Mutex::new(HashMap::new()),
             spawn,
         })
+    }
+
+    /// The principal `run` belongs to; `None` for a run that does not exist.
+    pub(crate) fn owner(&self, run: RunId) -> Result<Option<String>> {
+        if let Some(owner) = self
+            .owners
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&run)
+        {
+            return Ok(Some(owner.clone()));
+        }
+        let Some(first) = self.store.read_run(run, 0, 0).next().transpose()? else {
+            return Ok(None);
+        };
+        let owner = match first.event {
+            chronicle_schemas::Event::RunStarted { owner, .. } => owner,
+            _ => None,
+        }
+        .unwrap_or_else(|| chronicle_schemas::OWNER_OF_OLD_RUNS.to_owned());
+        let mut owners = self.owners.lock().unwrap_or_else(PoisonError::into_inner);
+        if owners.len() >= OWNERS_CACHED_MAX {
+            owners.clear();
+        }
+        owners.insert(run, owner.clone());
+        Ok(Some(owner))
+    }
+
+    /// `run` exists and `who` may act on it; [`Error::RunNotFound`] otherwise, also when it
+    /// exists but is someone else's (existence is not disclosed).
+    pub(crate) fn authorize(&self, who: &crate::Principal, run: RunId) -> Result<()> {
+        match self.owner(run)? {
+            Some(owner) if who.may_access(&owner) => Ok(()),
+            _ => Err(Error::RunNotFound(run)),
+        }
     }
 
     fn open_mailbox(&self, run: RunId) -> Option<mpsc::Sender<Input>> {

@@ -10,6 +10,8 @@
 //!   several approvals pending the turn is refused: a bare "yes" is never guessed.
 
 use chronicle_schemas::{Approval, Decision, HitlMode, RunId, RunStatus, SessionId};
+
+use crate::Principal;
 use chronicle_wire::CommandOutcome;
 use serde_json::Value;
 
@@ -35,7 +37,7 @@ pub struct Turn {
     pub run: Option<RunId>,
     pub input: TurnInput,
     /// The authenticated principal.
-    pub by: String,
+    pub by: Principal,
     /// For a run the turn starts.
     pub user_id: Option<String>,
     pub hitl: Option<HitlMode>,
@@ -77,8 +79,11 @@ impl Engine {
     /// Carries out one turn (see the module's policy).
     pub async fn turn(&self, t: Turn) -> Result<TurnOutcome> {
         let run = match t.run {
-            Some(run) => Some(run),
-            None => self.latest_run(&t.session)?,
+            Some(run) => {
+                self.authorize(&t.by, run)?;
+                Some(run)
+            }
+            None => self.latest_run_of(&t.by, &t.session)?,
         };
         let text = match &t.input {
             TurnInput::Message(text) | TurnInput::Response(text) => command_text(text),
@@ -90,7 +95,17 @@ impl Engine {
             return Ok(TurnOutcome::Command { run, outcome });
         }
         match t.input {
-            TurnInput::Message(text) => self.message(run, t.session, text, t.user_id, t.hitl).await,
+            TurnInput::Message(text) => {
+                let start = StartRun {
+                    by: t.by,
+                    query: text,
+                    session_id: Some(t.session),
+                    user_id: t.user_id,
+                    hitl: t.hitl,
+                    ..StartRun::default()
+                };
+                self.message(run, start).await
+            }
             TurnInput::Approve(yes) => {
                 let decision = if yes {
                     Decision::Approve
@@ -106,33 +121,26 @@ impl Engine {
         }
     }
 
-    /// The newest run of a session, if it has one.
-    pub fn latest_run(&self, session: &SessionId) -> Result<Option<RunId>> {
-        Ok(self.store().session_runs(session)?.last().copied())
+    /// The newest run of a session `who` may see; `None` for a session with no runs, and
+    /// [`Error::SessionNotFound`] for someone else's (existence is not disclosed).
+    pub fn latest_run_of(&self, who: &Principal, session: &SessionId) -> Result<Option<RunId>> {
+        let runs = self.store().session_runs(session)?;
+        let (Some(first), Some(last)) = (runs.first(), runs.last()) else {
+            return Ok(None);
+        };
+        match self.owner(*first)? {
+            Some(owner) if who.may_access(&owner) => Ok(Some(*last)),
+            _ => Err(Error::SessionNotFound(session.to_string())),
+        }
     }
 
-    async fn message(
-        &self,
-        run: Option<RunId>,
-        session: SessionId,
-        text: String,
-        user_id: Option<String>,
-        hitl: Option<HitlMode>,
-    ) -> Result<TurnOutcome> {
+    async fn message(&self, run: Option<RunId>, start: StartRun) -> Result<TurnOutcome> {
         if let Some(run) = run
             && self.state(run, None)?.supervisor.run_status == RunStatus::WaitingForApproval
         {
             return Ok(TurnOutcome::Waiting { run });
         }
-        let started = self
-            .start_run(StartRun {
-                query: text,
-                session_id: Some(session),
-                user_id,
-                hitl,
-                ..StartRun::default()
-            })
-            .await?;
+        let started = self.start_run(start).await?;
         Ok(TurnOutcome::Started {
             run: started.run_id,
         })
@@ -145,7 +153,7 @@ impl Engine {
         session: &SessionId,
         decision: Decision,
         feedback: Option<String>,
-        by: &str,
+        by: &Principal,
     ) -> Result<TurnOutcome> {
         let run = run.ok_or_else(|| Error::SessionNotFound(session.to_string()))?;
         let state = self.state(run, None)?;

@@ -280,6 +280,7 @@ mod tests {
                 query: "q".into(),
                 config: Default::default(),
                 parent: None,
+                owner: None,
             },
             request("a1", todo("todo_001"), "search_team", json!({"q": 1})),
             request(
@@ -389,6 +390,7 @@ mod tests {
             query: "q".into(),
             config: Default::default(),
             parent: None,
+            owner: None,
         };
         let mut a = envelopes(
             RUN,

@@ -141,6 +141,7 @@ pub fn scenario_1_events() -> Vec<Event> {
                 ..RunConfig::default()
             },
             parent: None,
+            owner: None,
         },
         Event::PhaseChanged {
             phase: Phase::Initialization,

@@ -91,6 +91,10 @@ impl TryFrom<String> for Actor {
     }
 }
 
+/// The owner of a run whose `RunStarted` names none (logs written before runs had owners): the
+/// principal of a server without tokens, which owns everything there.
+pub const OWNER_OF_OLD_RUNS: &str = "local";
+
 /// A sub-agent run's origin: the parent run and the `task` tool call that started it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ParentLink {
@@ -161,6 +165,10 @@ pub enum Event {
         config: RunConfig,
         #[serde(default)]
         parent: Option<ParentLink>,
+        /// The principal the run (and its session) belongs to. Logs written before runs had
+        /// owners have none: such runs belong to `local`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        owner: Option<String>,
     },
     PhaseChanged {
         phase: Phase,

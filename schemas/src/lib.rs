@@ -28,7 +28,9 @@ pub use envelope::{
     RECORD_HEADER_BYTES, RecordHeader, Result, decode_record, decode_record_body, encode_record,
     external_stub, parse_external_stub, peek_record_header,
 };
-pub use event::{Actor, BlobRef, Event, ParentLink, Payload, Phase, PlanStep, Source};
+pub use event::{
+    Actor, BlobRef, Event, OWNER_OF_OLD_RUNS, ParentLink, Payload, Phase, PlanStep, Source,
+};
 pub use hash::{Hash, chain_hash};
 pub use ids::{ApprovalId, CheckpointId, RunId, SessionId, TodoId, ToolCallId};
 pub use state::{

@@ -398,6 +398,9 @@ pub struct SupervisorState {
     pub session_id: SessionId,
     pub request_id: String,
     pub user_id: Option<String>,
+    /// The principal the run belongs to ([`crate::OWNER_OF_OLD_RUNS`] for runs logged before
+    /// runs had owners).
+    pub owner: String,
     // Planning.
     pub planning_state: Option<PlanningState>,
     pub execution_plan: Option<Value>,

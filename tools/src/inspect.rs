@@ -278,7 +278,7 @@ fn runs_embedded(args: &RunsArgs, mut query: RunsQuery) -> anyhow::Result<Vec<Ru
                 b.inc(1);
             }
         };
-        let page = chronicle_api::runs::page(&store, &query, &mut tick)?;
+        let page = chronicle_api::runs::page(&store, &query, &|_| true, &mut tick)?;
         rows.extend(page.runs);
         match page.next {
             Some(next) => query.after = Some(next),
@@ -508,7 +508,13 @@ fn restore_embedded(args: &RestoreArgs, run: RunId) -> anyhow::Result<Restored> 
     rt.block_on(async move {
         let engine =
             Engine::open(store, crate::domain::DomainArgs::from_env()?.settings()?).await?;
-        let result = engine.restore(run, target, &args.by).await;
+        let result = engine
+            .restore(
+                run,
+                target,
+                &chronicle_engine::Principal::admin(args.by.clone()),
+            )
+            .await;
         // The engine continues a restored run only while it lives; stop it now, so the next
         // `serve` picks the run up from the restored point.
         engine.shutdown().await;

@@ -10,7 +10,7 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use chronicle_client::{Client, EventsFrom, StreamEvent};
 use chronicle_engine::store::{Options, Store};
-use chronicle_engine::{Engine, StartRun};
+use chronicle_engine::{Engine, Principal, StartRun};
 use chronicle_projections::RunState;
 use chronicle_schemas::{
     Approval, ApprovalId, HitlMode, RunId, RunStatus, SessionId, Strategy, TodoStatus,
@@ -20,10 +20,6 @@ use chronicle_wire::{CommandOutcome, DecisionRequest, RunRequest};
 use futures_util::{Stream, StreamExt};
 
 use crate::common::{DataArgs, RemoteArgs};
-
-/// The principal an embedded CLI acts as: the same name a server without tokens gives every
-/// caller, so the audit trail reads alike whichever way a decision was made.
-pub const LOCAL_PRINCIPAL: &str = "local";
 
 /// How long the CLI waits for a run to need a human or end. Long on purpose: the engine's own
 /// limits (`max_steps`, agent and run timeouts) end a run that hangs; this only bounds a bug.
@@ -174,7 +170,7 @@ impl Backend {
     pub async fn command(&self, run: RunId, text: &str) -> anyhow::Result<CommandOutcome> {
         match self {
             // A refused command is an answer, not a failure: show it as the server does.
-            Backend::Local(engine) => match engine.command(run, text, LOCAL_PRINCIPAL).await {
+            Backend::Local(engine) => match engine.command(run, text, &Principal::local()).await {
                 Err(chronicle_engine::Error::Command { reason, help }) => {
                     Ok(CommandOutcome::Refused {
                         error: reason,
@@ -212,7 +208,7 @@ impl Backend {
                         approval.clone(),
                         decision,
                         edited_args,
-                        LOCAL_PRINCIPAL,
+                        &Principal::local(),
                         comment,
                     )
                     .await?;

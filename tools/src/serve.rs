@@ -26,7 +26,8 @@ pub struct ServeArgs {
     /// HITL policy for runs whose request names none.
     #[arg(long, value_parser = parse_hitl, default_value = "none")]
     hitl_default: HitlMode,
-    /// File of `principal token` lines; requests then need `Authorization: Bearer <token>`.
+    /// File of `principal token [admin]` lines; requests then need `Authorization: Bearer
+    /// <token>`, and each principal sees only its own runs (an `admin` sees all).
     #[arg(long)]
     tokens: Option<PathBuf>,
     /// Allow binding a non-loopback address without tokens.

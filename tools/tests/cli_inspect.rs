@@ -61,7 +61,10 @@ pub(crate) fn fixture() -> Fixture {
             .wait_until(run, WAIT, waiting_for("todo_001"))
             .await
             .unwrap();
-        engine.command(run, "/todo approve", "local").await.unwrap();
+        engine
+            .command(run, "/todo approve", &chronicle_engine::Principal::local())
+            .await
+            .unwrap();
         let s = engine
             .wait_until(run, WAIT, waiting_for("todo_002"))
             .await
@@ -74,7 +77,10 @@ pub(crate) fn fixture() -> Fixture {
             .find(|c| c.node == "approval")
             .unwrap()
             .clone();
-        engine.command(run, "/todo approve", "local").await.unwrap();
+        engine
+            .command(run, "/todo approve", &chronicle_engine::Principal::local())
+            .await
+            .unwrap();
         let done = |s: &RunState| s.supervisor.run_status.is_terminal();
         let s = engine.wait_until(run, WAIT, done).await.unwrap();
         assert_eq!(s.supervisor.run_status, RunStatus::Completed);
@@ -83,7 +89,7 @@ pub(crate) fn fixture() -> Fixture {
             .command(
                 run,
                 &format!("/checkpoint restore {}", cp.checkpoint_id),
-                "local",
+                &chronicle_engine::Principal::local(),
             )
             .await
             .unwrap();
@@ -95,7 +101,10 @@ pub(crate) fn fixture() -> Fixture {
             .wait_until(run, WAIT, waiting_for("todo_002"))
             .await
             .unwrap();
-        engine.command(run, "/todo approve", "local").await.unwrap();
+        engine
+            .command(run, "/todo approve", &chronicle_engine::Principal::local())
+            .await
+            .unwrap();
         let s = engine.wait_until(run, WAIT, done).await.unwrap();
         assert_eq!(s.supervisor.run_status, RunStatus::Completed);
         let last_seq = s.last_seq.unwrap();
@@ -865,7 +874,7 @@ fn log_follow_prints_new_events_from_a_server() {
     let engine = server.engine.clone();
     server
         .rt
-        .block_on(engine.command(f.run, "/todos", "local"))
+        .block_on(engine.command(f.run, "/todos", &chronicle_engine::Principal::local()))
         .unwrap();
     let line = next("the new event");
     assert!(
@@ -890,6 +899,7 @@ fn large_event_store() -> (tempfile::TempDir, RunId) {
         query: "q".into(),
         config: Default::default(),
         parent: None,
+        owner: None,
     };
     store.append_blocking(run, 0, vec![started]).unwrap();
     for seq in 1..=3 {

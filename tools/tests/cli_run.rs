@@ -352,7 +352,10 @@ fn audit_fixture(dir: &Path) {
                 .run_id;
             let s = engine.wait_settled(run, WAIT).await.unwrap();
             assert_eq!(s.approvals.pending().count(), 1);
-            engine.command(run, command, by).await.unwrap();
+            engine
+                .command(run, command, &chronicle_engine::Principal::admin(by))
+                .await
+                .unwrap();
             let s = engine.wait_settled(run, WAIT).await.unwrap();
             assert!(
                 s.supervisor.run_status.is_terminal(),

@@ -198,6 +198,9 @@ pub struct RunSummary {
     pub query: String,
     /// The run and tool call that started this one, for a sub-agent run.
     pub parent: Option<ParentLink>,
+    /// The principal the run belongs to.
+    #[serde(default)]
+    pub owner: String,
 }
 
 /// The most runs one `GET /api/v1/runs` looks at.
@@ -448,13 +451,14 @@ mod tests {
                     last_seq: 30,
                     query: "q".into(),
                     parent: None,
+                    owner: "alice".into(),
                 }],
                 next: None,
             },
             json!({"next": null, "runs": [{
                 "run_id": RUN, "session_id": "s1", "status": "completed",
                 "created_at": "1970-01-01T00:00:00.000000Z", "updated_at": "1970-01-01T00:00:00.000001Z",
-                "last_seq": 30, "query": "q", "parent": null,
+                "last_seq": 30, "query": "q", "parent": null, "owner": "alice",
             }]}),
         );
         round_trip(

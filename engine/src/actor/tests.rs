@@ -188,7 +188,7 @@ async fn approvals_are_asked_decided_and_a_rejection_skips() {
             asked.approval_id.clone(),
             Decision::Approve,
             None,
-            "alice",
+            &crate::Principal::admin("alice"),
             None,
         )
         .await
@@ -200,7 +200,7 @@ async fn approvals_are_asked_decided_and_a_rejection_skips() {
             asked.approval_id.clone(),
             Decision::Reject,
             None,
-            "bob",
+            &crate::Principal::admin("bob"),
             None,
         )
         .await;
@@ -219,7 +219,13 @@ async fn approvals_are_asked_decided_and_a_rejection_skips() {
         .await
         .unwrap();
     let second = s.approvals.pending().next().unwrap().clone();
-    let out = engine.command(run, "/todo reject not today", "bob").await;
+    let out = engine
+        .command(
+            run,
+            "/todo reject not today",
+            &crate::Principal::admin("bob"),
+        )
+        .await;
     assert!(matches!(out, Ok(CommandOutcome::Rejected(_))), "{out:?}");
     let s = ended(&engine, run).await;
     assert_eq!(s.supervisor.run_status, RunStatus::Completed);
@@ -245,7 +251,7 @@ async fn a_restore_to_an_approval_asks_again_under_a_new_id() {
             first.approval_id.clone(),
             Decision::Approve,
             None,
-            "alice",
+            &crate::Principal::admin("alice"),
             None,
         )
         .await
@@ -253,7 +259,11 @@ async fn a_restore_to_an_approval_asks_again_under_a_new_id() {
     ended(&engine, run).await;
     // Back to the moment the approval was asked: the run waits again, under a new id.
     let restored = engine
-        .restore(run, RestoreTarget::Seq(asked_at), "carol")
+        .restore(
+            run,
+            RestoreTarget::Seq(asked_at),
+            &crate::Principal::admin("carol"),
+        )
         .await
         .unwrap();
     assert_eq!(restored.to_seq, asked_at);
@@ -269,7 +279,11 @@ async fn a_restore_to_an_approval_asks_again_under_a_new_id() {
     assert_eq!(s.supervisor.run_status, RunStatus::WaitingForApproval);
     // Beyond the run's last seq is refused.
     let beyond = engine
-        .restore(run, RestoreTarget::Seq(10_000), "carol")
+        .restore(
+            run,
+            RestoreTarget::Seq(10_000),
+            &crate::Principal::admin("carol"),
+        )
         .await;
     assert!(
         matches!(beyond, Err(Error::SeqBeyondEnd { .. })),
@@ -281,7 +295,7 @@ async fn a_restore_to_an_approval_asks_again_under_a_new_id() {
             again.approval_id,
             Decision::Approve,
             None,
-            "carol",
+            &crate::Principal::admin("carol"),
             None,
         )
         .await
@@ -299,7 +313,10 @@ async fn commands_answer_typed_and_refusals_are_recorded() {
     let engine = engine(std::slice::from_ref(&a)).await;
     let run = start(&engine, HitlMode::EveryTodo, vec![step("a", &[], false)]).await;
     engine.wait_settled(run, WAIT).await.unwrap();
-    let todos = engine.command(run, "/todos", "alice").await.unwrap();
+    let todos = engine
+        .command(run, "/todos", &crate::Principal::admin("alice"))
+        .await
+        .unwrap();
     let CommandOutcome::Todos(todos) = todos else {
         panic!("{todos:?}");
     };
@@ -307,7 +324,13 @@ async fn commands_answer_typed_and_refusals_are_recorded() {
         (todos.summary.total, todos.summary.waiting_approval),
         (1, 1)
     );
-    let refused = engine.command(run, "/todo skip todo_404", "alice").await;
+    let refused = engine
+        .command(
+            run,
+            "/todo skip todo_404",
+            &crate::Principal::admin("alice"),
+        )
+        .await;
     match refused {
         Err(Error::Command { reason, help }) => {
             assert_eq!(reason, "todo todo_404 not found");
@@ -332,9 +355,14 @@ async fn commands_answer_typed_and_refusals_are_recorded() {
             ("/todo skip todo_404".to_owned(), false)
         ]
     );
-    engine.cancel(run, "alice", None).await.unwrap();
+    engine
+        .cancel(run, &crate::Principal::admin("alice"), None)
+        .await
+        .unwrap();
     let s = ended(&engine, run).await;
     assert_eq!(s.supervisor.run_status, RunStatus::Cancelled);
-    let twice = engine.cancel(run, "alice", None).await;
+    let twice = engine
+        .cancel(run, &crate::Principal::admin("alice"), None)
+        .await;
     assert!(matches!(twice, Err(Error::RunFinished { .. })), "{twice:?}");
 }

@@ -119,6 +119,7 @@ pub fn run_started(session: &str) -> Event {
         query: "강남구 아파트 시세 조회".into(),
         config: Default::default(),
         parent: None,
+        owner: None,
     }
 }
 

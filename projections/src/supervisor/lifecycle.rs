@@ -1,7 +1,9 @@
 //! The run's lifecycle: start, phases, interruptions, the end; and the node results the state
 //! keeps (evaluation, aggregate, answer, the latest checkpoint and note).
 
-use chronicle_schemas::{Envelope, Evaluation, Event, Phase, RunStatus, SupervisorState};
+use chronicle_schemas::{
+    Envelope, Evaluation, Event, OWNER_OF_OLD_RUNS, Phase, RunStatus, SupervisorState,
+};
 use serde_json::Value;
 
 pub(super) fn apply(s: &mut SupervisorState, env: &Envelope) {
@@ -13,6 +15,7 @@ pub(super) fn apply(s: &mut SupervisorState, env: &Envelope) {
             query,
             config,
             parent,
+            owner,
         } => {
             s.query.clone_from(query);
             s.session_id = session_id.clone();
@@ -20,6 +23,9 @@ pub(super) fn apply(s: &mut SupervisorState, env: &Envelope) {
             s.user_id.clone_from(user_id);
             s.config = config.clone();
             s.parent.clone_from(parent);
+            s.owner = owner
+                .clone()
+                .unwrap_or_else(|| OWNER_OF_OLD_RUNS.to_owned());
             s.start_time = Some(env.at);
             s.status = "initialized".into();
             s.run_status = RunStatus::Running;

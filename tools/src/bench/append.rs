@@ -35,6 +35,7 @@ fn run_started(w: usize) -> Event {
         query: "전세금 인상 한도 확인".into(),
         config: RunConfig::default(),
         parent: None,
+        owner: None,
     }
 }
 

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use chronicle_engine::store::{self, Options, Store};
-use chronicle_engine::{Engine, RestoreTarget, StartRun};
+use chronicle_engine::{Engine, Principal, RestoreTarget, StartRun};
 use chronicle_schemas::{
     Decision, Envelope, Event, HitlMode, Limits, PlanStep, RunConfig, RunId, Strategy,
 };
@@ -363,7 +363,14 @@ async fn hitl_phase(engine: &Engine, decisions: usize) -> Result<Vec<Resume>> {
             let t = Instant::now();
             let decide = async {
                 let r = engine
-                    .decide(run, approval_id, Decision::Approve, None, "bench", None)
+                    .decide(
+                        run,
+                        approval_id,
+                        Decision::Approve,
+                        None,
+                        &Principal::local(),
+                        None,
+                    )
                     .await;
                 (r, t.elapsed())
             };
@@ -656,7 +663,7 @@ fn long_run(rt: &Runtime, root: &Path, plan: &Plan) -> Result<Vec<Row>> {
     let mut listed = 0;
     for _ in 0..plan.engine_list_reps {
         let t = Instant::now();
-        let reply = rt.block_on(engine.command(run, "/checkpoint list", "bench"))?;
+        let reply = rt.block_on(engine.command(run, "/checkpoint list", &Principal::local()))?;
         list_ms.push(ms(t.elapsed()));
         if let chronicle_wire::CommandOutcome::CheckpointList { checkpoints } = reply {
             listed = checkpoints.len();
@@ -720,7 +727,7 @@ fn long_run(rt: &Runtime, root: &Path, plan: &Plan) -> Result<Vec<Row>> {
                 .restore(
                     run,
                     RestoreTarget::Checkpoint(mid.checkpoint_id.clone()),
-                    "bench",
+                    &Principal::local(),
                 )
                 .await?;
             restore_ms.push(ms(t.elapsed()));

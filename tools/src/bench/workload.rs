@@ -102,6 +102,7 @@ impl LongRun {
                     ..RunConfig::default()
                 },
                 parent: None,
+                owner: None,
             },
             Event::PhaseChanged {
                 phase: Phase::Initialization,

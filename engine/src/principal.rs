@@ -1,0 +1,46 @@
+//! Who acts on a run: a principal's name (what the log records as `by` / `decided_by`) and
+//! whether it may act on every run. Every run and session belongs to the principal that started
+//! it; another principal is told it does not exist, so existence is never disclosed.
+
+/// An authenticated caller.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Principal {
+    pub name: String,
+    /// Sees and acts on every run, and may start runs for another `user_id`.
+    pub admin: bool,
+}
+
+impl Principal {
+    /// The one principal of a server without tokens (and of the embedded CLI): it owns
+    /// everything.
+    pub fn local() -> Self {
+        Self::admin(chronicle_schemas::OWNER_OF_OLD_RUNS)
+    }
+
+    /// An ordinary principal: its own runs only.
+    pub fn user(name: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            admin: false,
+        }
+    }
+
+    /// A principal with the `admin` role.
+    pub fn admin(name: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            admin: true,
+        }
+    }
+
+    /// May this principal see and act on what `owner` owns?
+    pub fn may_access(&self, owner: &str) -> bool {
+        self.admin || self.name == owner
+    }
+}
+
+impl Default for Principal {
+    fn default() -> Self {
+        Self::local()
+    }
+}
