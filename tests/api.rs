@@ -209,7 +209,7 @@ async fn every_error_code_and_nothing_written() {
         .clone();
     let u = |p: &str| srv.url(&format!("/api/v1/agent/{run}{p}"));
 
-    // 400: malformed JSON, a malformed id, a bad query parameter, a bad content type.
+    // 400: malformed JSON, a malformed id, a bad query parameter.
     refused_raw(
         &srv,
         raw.post(srv.url("/api/v1/agent/run"))
@@ -227,11 +227,12 @@ async fn every_error_code_and_nothing_written() {
     )
     .await;
     refused_raw(&srv, raw.get(u("/state?at=abc")), 400, "bad_request").await;
+    // 415: a state-changing request that is not JSON.
     let b = refused_raw(
         &srv,
         raw.post(srv.url("/api/v1/agent/run")).body("query=x"),
-        400,
-        "bad_request",
+        415,
+        "unsupported_media_type",
     )
     .await;
     assert!(
@@ -402,11 +403,11 @@ async fn every_error_code_and_nothing_written() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tokens_name_the_principal_and_are_required() {
     // bob is an admin: he may act on alice's run, and the log names him.
-    let tokens = Tokens::parse("alice tok-alice-1234\nbob tok-bob-12345 admin").unwrap();
+    let tokens = Tokens::parse("alice tok-alice-123456\nbob tok-bob-123456789 admin").unwrap();
     let srv = server(tokens, None).await;
     let (alice, bob) = (
-        srv.client_as("tok-alice-1234"),
-        srv.client_as("tok-bob-12345"),
+        srv.client_as("tok-alice-123456"),
+        srv.client_as("tok-bob-123456789"),
     );
     // 401 without a token or with a wrong one; /healthz stays open.
     refused!(
@@ -452,8 +453,12 @@ fn a_public_bind_needs_tokens_or_insecure() {
     assert!(err.contains("--insecure"), "{err}");
     assert!(chronicle_api::check_bind(public, &Tokens::none(), true).is_ok());
     assert!(
-        chronicle_api::check_bind(public, &Tokens::single("admin", "tok-admin-1234"), false)
-            .is_ok()
+        chronicle_api::check_bind(
+            public,
+            &Tokens::single("admin", "tok-admin-12345678").unwrap(),
+            false
+        )
+        .is_ok()
     );
     assert!(
         chronicle_api::check_bind("127.0.0.1:8080".parse().unwrap(), &Tokens::none(), false)

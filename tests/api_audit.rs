@@ -24,8 +24,8 @@ use crate::api_support::{Server, server};
 
 const WAIT: Duration = Duration::from_secs(20);
 const QUERY: &str = "집주인이 전세금 3억을 10억으로 올려달래. 법적으로 해결방법 알려줘";
-const ALICE: &str = "tok-alice-1234";
-const BOB: &str = "tok-bob-12345";
+const ALICE: &str = "tok-alice-123456";
+const BOB: &str = "tok-bob-123456789";
 
 fn two_principals() -> Tokens {
     Tokens::parse(&format!("alice {ALICE}\nbob {BOB} admin")).unwrap()
@@ -180,7 +180,7 @@ async fn two_principals_decide_and_the_log_and_audit_name_them() {
     let s = server(two_principals(), None).await;
 
     // Tokens configured: no token (or an unknown one) is 401 everywhere but /healthz.
-    for token in [None, Some("tok-unknown-999")] {
+    for token in [None, Some("tok-unknown-99999")] {
         let inbox = as_(&s, token).inbox(&InboxQuery::default()).await;
         assert_eq!(refused(inbox), (401, "unauthorized".into()), "{token:?}");
         let export = export(&s, &ExportQuery::default(), token).await;

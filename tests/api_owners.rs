@@ -19,9 +19,9 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
 use crate::api_support::{Server, server, server_on};
 
-const ALICE: &str = "tok-alice-1234";
-const BOB: &str = "tok-bob-123456";
-const ROOT: &str = "tok-root-123456";
+const ALICE: &str = "tok-alice-123456";
+const BOB: &str = "tok-bob-1234567890";
+const ROOT: &str = "tok-root-1234567890";
 const WAIT: Duration = Duration::from_secs(20);
 const QUERY: &str = "집주인이 전세금 3억을 10억으로 올려달래. 법적으로 해결방법 알려줘";
 

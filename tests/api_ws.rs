@@ -74,17 +74,33 @@ fn events(frames: &[Value]) -> Vec<&Value> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn seed_000_scenario_1_over_one_socket() {
-    let srv = server(Tokens::single("alice", "tok-alice-123"), None).await;
+    let srv = server(Tokens::single("alice", "tok-alice-1234567").unwrap(), None).await;
 
-    // The upgrade is authenticated like any request (`?token=` for clients without headers).
-    let url = format!("{}/ws", srv.base.replacen("http://", "ws://", 1));
-    match connect_async(url).await {
-        Err(tokio_tungstenite::tungstenite::Error::Http(resp)) => {
-            assert_eq!(resp.status(), 401)
+    // The upgrade is authenticated like any request: a token never rides in the URL; a client
+    // that cannot set the header (a browser) uses a one-time stream ticket.
+    let refused = |query: String| {
+        let url = format!("{}/ws{query}", srv.base.replacen("http://", "ws://", 1));
+        async move {
+            match connect_async(url).await {
+                Err(tokio_tungstenite::tungstenite::Error::Http(resp)) => resp.status().as_u16(),
+                other => panic!(
+                    "expected a refusal, got {:?}",
+                    other.map(|(_, r)| r.status())
+                ),
+            }
         }
-        other => panic!("expected 401, got {:?}", other.map(|(_, r)| r.status())),
-    }
-    let mut ws = connect(&srv, "?token=tok-alice-123&thread_id=t-ws").await;
+    };
+    assert_eq!(refused(String::new()).await, 401);
+    assert_eq!(refused("?token=tok-alice-1234567".into()).await, 401);
+    let ticket = srv
+        .client_as("tok-alice-1234567")
+        .stream_ticket()
+        .await
+        .unwrap();
+    assert_eq!(ticket.expires_in_ms, 60_000);
+    let mut ws = connect(&srv, &format!("?ticket={}&thread_id=t-ws", ticket.ticket)).await;
+    // Used up: the same ticket opens nothing more.
+    assert_eq!(refused(format!("?ticket={}", ticket.ticket)).await, 401);
     let hello = frame(&mut ws).await.unwrap();
     assert_eq!(
         hello,

@@ -2,20 +2,55 @@
 //! lines, or `CHRONICLE_API_TOKEN` for one `admin`). With no tokens configured everyone is
 //! `local`, who owns everything. The principal is what the engine records as `decided_by` / `by`,
 //! and what owns the runs it starts; a client never names itself.
+//!
+//! Tokens travel only in `Authorization: Bearer` (the scheme in any case). Browsers cannot set
+//! that header on an `EventSource` or a WebSocket, so a stream may instead carry a *stream
+//! ticket* in its query (`?ticket=`): issued by `POST /api/v1/stream-tickets` to an
+//! authenticated caller, good for one stream within [`TICKET_TTL_MS`]. A long-lived token never
+//! appears in a URL, and request logs carry paths only.
+//!
+//! Tokens and tickets are kept as their BLAKE3 hashes: a lookup compares digests (in constant
+//! time), never the secret's bytes one by one.
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
-use axum::extract::FromRequestParts;
+use axum::extract::{FromRequestParts, State};
 use axum::http::request::Parts;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use chronicle_wire::{StreamTicket, StreamTicketRequest};
 
-use crate::error::ApiError;
+use crate::error::{ApiError, ApiResult};
+use crate::extract::Json;
 use crate::state::AppState;
+
+/// The shortest token accepted, in bytes.
+pub const TOKEN_BYTES_MIN: usize = 16;
+/// How long a stream ticket stays good, in milliseconds.
+pub const TICKET_TTL_MS: u64 = 60_000;
+/// Tickets outstanding at once (issued, neither used nor expired); beyond it issuing answers 503.
+pub const TICKETS_MAX: usize = 10_000;
 
 /// Token → principal. Empty = authentication off.
 #[derive(Clone, Debug, Default)]
-pub struct Tokens(Arc<HashMap<String, chronicle_engine::Principal>>);
+pub struct Tokens(Arc<HashMap<blake3::Hash, chronicle_engine::Principal>>);
+
+/// Why a token cannot be accepted.
+fn check_token(token: &str) -> Result<(), String> {
+    if token.len() < TOKEN_BYTES_MIN {
+        return Err(format!(
+            "a token must be at least {TOKEN_BYTES_MIN} characters, got {}",
+            token.len()
+        ));
+    }
+    if token.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err("a token cannot contain whitespace or control characters".into());
+    }
+    Ok(())
+}
 
 impl Tokens {
     pub fn none() -> Self {
@@ -23,9 +58,12 @@ impl Tokens {
     }
 
     /// One token for one principal with the `admin` role.
-    pub fn single(principal: &str, token: &str) -> Self {
+    pub fn single(principal: &str, token: &str) -> Result<Self, String> {
+        check_token(token)?;
         let admin = chronicle_engine::Principal::admin(principal);
-        Self(Arc::new([(token.to_owned(), admin)].into()))
+        Ok(Self(Arc::new(
+            [(blake3::hash(token.as_bytes()), admin)].into(),
+        )))
     }
 
     /// Parses `principal token [admin]` lines (`#` comments and blank lines allowed).
@@ -55,14 +93,12 @@ impl Tokens {
                     ));
                 }
             };
-            if token.len() < 8 {
-                return Err(format!(
-                    "line {}: the token of {} is shorter than 8 characters",
-                    i + 1,
-                    principal.name
-                ));
-            }
-            if map.insert(token.to_owned(), principal).is_some() {
+            check_token(token)
+                .map_err(|e| format!("line {} (principal {}): {e}", i + 1, principal.name))?;
+            if map
+                .insert(blake3::hash(token.as_bytes()), principal)
+                .is_some()
+            {
                 return Err(format!("line {}: a token is listed twice", i + 1));
             }
         }
@@ -83,38 +119,125 @@ impl Tokens {
         if self.is_empty() {
             return Ok(chronicle_engine::Principal::local());
         }
-        let token = header
-            .and_then(|h| h.strip_prefix("Bearer "))
-            .ok_or_else(|| ApiError::unauthorized("a bearer token is required"))?;
+        let header = header.ok_or_else(|| {
+            ApiError::unauthorized("a bearer token is required (Authorization: Bearer <token>)")
+        })?;
+        let token = match header.trim().split_once(' ') {
+            Some((scheme, token)) if scheme.eq_ignore_ascii_case("bearer") => token.trim(),
+            _ => {
+                return Err(ApiError::unauthorized(
+                    "the Authorization header must be `Bearer <token>`",
+                ));
+            }
+        };
         self.0
-            .get(token.trim())
+            .get(&blake3::hash(token.as_bytes()))
             .cloned()
             .ok_or_else(|| ApiError::unauthorized("unknown token"))
     }
+
+    fn of_headers(&self, headers: &HeaderMap) -> Result<chronicle_engine::Principal, ApiError> {
+        let header = headers
+            .get(header::AUTHORIZATION)
+            .map(|v| {
+                v.to_str()
+                    .map_err(|_| ApiError::unauthorized("the Authorization header is not text"))
+            })
+            .transpose()?;
+        self.principal(header)
+    }
 }
 
-/// The authenticated principal of a request.
+/// The authenticated principal of a request, from its `Authorization` header.
 #[derive(Clone, Debug)]
 pub struct Principal(pub chronicle_engine::Principal);
 
 impl FromRequestParts<AppState> for Principal {
     type Rejection = ApiError;
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let header = parts
-            .headers
-            .get(axum::http::header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok());
-        // WebSocket clients in browsers cannot set headers: accept `?token=` there too.
-        let query_token = parts
+        state.tokens.of_headers(&parts.headers).map(Principal)
+    }
+}
+
+/// The principal of a stream request: its `Authorization` header or, when it has none, a
+/// stream ticket in `?ticket=` (used up by this request).
+#[derive(Clone, Debug)]
+pub struct StreamPrincipal(pub chronicle_engine::Principal);
+
+impl FromRequestParts<AppState> for StreamPrincipal {
+    type Rejection = ApiError;
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        if parts.headers.contains_key(header::AUTHORIZATION) {
+            return state.tokens.of_headers(&parts.headers).map(StreamPrincipal);
+        }
+        let ticket = parts
             .uri
             .query()
-            .and_then(|q| q.split('&').find_map(|kv| kv.strip_prefix("token=")))
-            .map(|t| format!("Bearer {t}"));
-        state
-            .tokens
-            .principal(header.or(query_token.as_deref()))
-            .map(Principal)
+            .and_then(|q| q.split('&').find_map(|kv| kv.strip_prefix("ticket=")));
+        match ticket {
+            Some(ticket) => state.tickets.redeem(ticket).map(StreamPrincipal),
+            None => state.tokens.principal(None).map(StreamPrincipal),
+        }
     }
+}
+
+/// Stream tickets issued and not yet used: ticket hash → (principal, expiry).
+#[derive(Debug, Default)]
+pub struct Tickets(Mutex<HashMap<blake3::Hash, (chronicle_engine::Principal, Instant)>>);
+
+impl Tickets {
+    /// A new ticket for `who`, good for one stream until it expires.
+    fn issue(&self, who: chronicle_engine::Principal) -> ApiResult<String> {
+        let mut tickets = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let now = Instant::now();
+        tickets.retain(|_, (_, expires)| *expires > now);
+        if tickets.len() >= TICKETS_MAX {
+            return Err(ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "too_many_tickets",
+                format!("{TICKETS_MAX} stream tickets are outstanding; try again shortly"),
+            )
+            .retry_after(TICKET_TTL_MS / 1000));
+        }
+        let ticket = format!(
+            "{}{}",
+            uuid::Uuid::new_v4().simple(),
+            uuid::Uuid::new_v4().simple()
+        );
+        let expires = now + Duration::from_millis(TICKET_TTL_MS);
+        tickets.insert(blake3::hash(ticket.as_bytes()), (who, expires));
+        Ok(ticket)
+    }
+
+    /// The principal of `ticket`, which is used up; 401 if it is unknown, used or expired.
+    fn redeem(&self, ticket: &str) -> Result<chronicle_engine::Principal, ApiError> {
+        let mut tickets = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        match tickets.remove(&blake3::hash(ticket.as_bytes())) {
+            Some((who, expires)) if expires > Instant::now() => Ok(who),
+            _ => Err(ApiError::unauthorized(
+                "unknown, used or expired stream ticket: ask POST /api/v1/stream-tickets for a new one",
+            )),
+        }
+    }
+}
+
+#[utoipa::path(post, path = "/api/v1/stream-tickets", tag = "streams", request_body = StreamTicketRequest,
+    responses(
+        (status = 201, description = "a ticket for one stream: pass it as `?ticket=` to /ws, /api/v1/events or /api/v1/agent/{run_id}/events (for clients that cannot set the Authorization header, such as a browser's EventSource or WebSocket)", body = StreamTicket),
+        (status = 400), (status = 401), (status = 415), (status = 422),
+        (status = 503, description = "too many tickets outstanding"),
+    ))]
+pub async fn issue_ticket(
+    State(st): State<AppState>,
+    Principal(who): Principal,
+    Json(StreamTicketRequest {}): Json<StreamTicketRequest>,
+) -> ApiResult<Response> {
+    let ticket = st.tickets.issue(who)?;
+    let body = StreamTicket {
+        ticket,
+        expires_in_ms: TICKET_TTL_MS,
+    };
+    Ok((StatusCode::CREATED, axum::Json(body)).into_response())
 }
 
 #[cfg(test)]
@@ -125,48 +248,66 @@ mod tests {
     fn token_file() {
         use chronicle_engine::Principal as P;
         let t = Tokens::parse(
-            "# team\nalice tok-alice-123\n\nbob   tok-bob-4567\nroot tok-root-8910 admin\n",
+            "# team\nalice tok-alice-123456789\n\nbob   tok-bob-4567890123\nroot tok-root-89101112 admin\n",
         )
         .unwrap();
-        assert_eq!(
-            t.principal(Some("Bearer tok-alice-123")).unwrap(),
-            P::user("alice")
-        );
-        assert_eq!(
-            t.principal(Some("Bearer tok-bob-4567")).unwrap(),
-            P::user("bob")
-        );
-        assert_eq!(
-            t.principal(Some("Bearer tok-root-8910")).unwrap(),
-            P::admin("root")
-        );
+        let of = |h: &str| t.principal(Some(h));
+        assert_eq!(of("Bearer tok-alice-123456789").unwrap(), P::user("alice"));
+        // The scheme is case-insensitive; surrounding space is not part of the token.
+        assert_eq!(of("bearer tok-bob-4567890123").unwrap(), P::user("bob"));
+        assert_eq!(of("BEARER  tok-bob-4567890123 ").unwrap(), P::user("bob"));
+        assert_eq!(of("Bearer tok-root-89101112").unwrap(), P::admin("root"));
+        for bad in [
+            "Bearer nope",
+            "Basic tok-bob-4567890123",
+            "tok-bob-4567890123",
+            "Bearer",
+        ] {
+            assert_eq!(of(bad).unwrap_err().code, "unauthorized", "{bad}");
+        }
+        assert_eq!(t.principal(None).unwrap_err().code, "unauthorized");
         assert!(
-            Tokens::parse("x tok-12345678 owner")
+            Tokens::parse("x tok-1234567890123 owner")
                 .unwrap_err()
                 .contains("unknown role \"owner\"")
         );
-        assert_eq!(
-            t.principal(Some("Bearer nope")).unwrap_err().code,
-            "unauthorized"
-        );
-        assert_eq!(t.principal(None).unwrap_err().code, "unauthorized");
         assert!(Tokens::parse("alice").unwrap_err().contains("line 1"));
+        // The minimum length, at its boundary.
+        let short = Tokens::parse("alice 123456789012345").unwrap_err();
+        assert!(short.contains("at least 16 characters, got 15"), "{short}");
+        assert!(Tokens::parse("alice 1234567890123456").is_ok());
+        assert!(Tokens::single("admin", "123456789012345").is_err());
         assert!(
-            Tokens::parse("alice short")
-                .unwrap_err()
-                .contains("shorter than 8")
-        );
-        assert!(
-            Tokens::parse("a tok-12345678\nb tok-12345678")
+            Tokens::parse("a tok-1234567890123\nb tok-1234567890123")
                 .unwrap_err()
                 .contains("twice")
         );
         assert_eq!(Tokens::none().principal(None).unwrap(), P::local());
+        let single = Tokens::single("admin", "tok-1234567890123").unwrap();
         assert!(
-            Tokens::single("admin", "tok-12345678")
-                .principal(Some("Bearer tok-12345678"))
+            single
+                .principal(Some("Bearer tok-1234567890123"))
                 .unwrap()
                 .admin
         );
+    }
+
+    #[test]
+    fn a_ticket_is_good_once() {
+        let tickets = Tickets::default();
+        let t = tickets
+            .issue(chronicle_engine::Principal::user("alice"))
+            .unwrap();
+        assert_eq!(t.len(), 64);
+        assert_eq!(tickets.redeem(&t).unwrap().name, "alice");
+        assert_eq!(tickets.redeem(&t).unwrap_err().code, "unauthorized");
+        assert_eq!(tickets.redeem("forged").unwrap_err().code, "unauthorized");
+        // An expired one is refused (and forgotten).
+        let old = tickets
+            .issue(chronicle_engine::Principal::user("bob"))
+            .unwrap();
+        let hash = blake3::hash(old.as_bytes());
+        tickets.0.lock().unwrap().get_mut(&hash).unwrap().1 = Instant::now();
+        assert_eq!(tickets.redeem(&old).unwrap_err().code, "unauthorized");
     }
 }

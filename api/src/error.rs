@@ -18,6 +18,8 @@ pub struct ApiError {
     pub message: String,
     /// Extra top-level fields (e.g. the pending approval of a 409 from `/chat`).
     pub extra: Option<Value>,
+    /// Seconds for a `Retry-After` header (on a 503 that passes).
+    pub retry_after: Option<u64>,
 }
 
 impl ApiError {
@@ -27,6 +29,7 @@ impl ApiError {
             code,
             message: message.into(),
             extra: None,
+            retry_after: None,
         }
     }
     pub fn bad_request(message: impl Into<String>) -> Self {
@@ -63,6 +66,10 @@ impl ApiError {
         self.extra = Some(extra);
         self
     }
+    pub fn retry_after(mut self, seconds: u64) -> Self {
+        self.retry_after = Some(seconds.max(1));
+        self
+    }
 }
 
 impl IntoResponse for ApiError {
@@ -71,7 +78,12 @@ impl IntoResponse for ApiError {
         if let Some(extra) = self.extra {
             body = body.with_extra(extra);
         }
-        (self.status, Json(body)).into_response()
+        let mut res = (self.status, Json(body)).into_response();
+        if let Some(seconds) = self.retry_after {
+            res.headers_mut()
+                .insert(axum::http::header::RETRY_AFTER, seconds.into());
+        }
+        res
     }
 }
 

@@ -18,6 +18,11 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Json<T> {
         match axum::Json::<T>::from_request(req, state).await {
             Ok(axum::Json(v)) => Ok(Json(v)),
             Err(JsonRejection::JsonDataError(e)) => Err(ApiError::unprocessable(e.body_text())),
+            Err(JsonRejection::MissingJsonContentType(e)) => Err(ApiError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported_media_type",
+                e.body_text(),
+            )),
             Err(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => {
                 Err(ApiError::too_large("request body exceeds the limit"))
             }
@@ -49,36 +54,5 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for Query<T> {
             .await
             .map(|q| Query(q.0))
             .map_err(|e: QueryRejection| ApiError::bad_request(e.body_text()))
-    }
-}
-
-/// A JSON body that may be absent (an empty body is `None`).
-#[derive(Debug)]
-pub struct OptionalJson<T>(pub Option<T>);
-
-impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for OptionalJson<T> {
-    type Rejection = ApiError;
-    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
-        let body = axum::body::Bytes::from_request(req, state)
-            .await
-            .map_err(|e| {
-                if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                    ApiError::too_large("request body exceeds the limit")
-                } else {
-                    ApiError::bad_request(e.body_text())
-                }
-            })?;
-        if body.iter().all(u8::is_ascii_whitespace) {
-            return Ok(OptionalJson(None));
-        }
-        serde_json::from_slice(&body)
-            .map(|v| OptionalJson(Some(v)))
-            .map_err(|e| {
-                if e.is_data() {
-                    ApiError::unprocessable(e.to_string())
-                } else {
-                    ApiError::bad_request(e.to_string())
-                }
-            })
     }
 }

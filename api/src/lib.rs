@@ -6,6 +6,7 @@
 
 pub mod audit;
 pub mod auth;
+pub mod browser;
 pub mod error;
 mod extract;
 pub mod rest;
@@ -35,11 +36,13 @@ pub use state::{ApiConfig, AppState, Metrics};
         rest::start_run, rest::status, rest::approvals, rest::approval, rest::decide,
         rest::command, rest::todos, rest::state, rest::log, rest::checkpoints, rest::restore, rest::cancel,
         runs::list, sse::run_events, sse::all_events, audit::inbox, audit::export, ws::handler,
+        auth::issue_ticket,
         rest::healthz, rest::metrics, openapi,
     ),
     components(schemas(
         chronicle_wire::ChatRequest, chronicle_wire::ResumeRequest, chronicle_wire::RunRequest,
         chronicle_wire::DecisionRequest, chronicle_wire::CommandRequest, chronicle_wire::CancelRequest,
+        chronicle_wire::RestoreRequest, chronicle_wire::StreamTicketRequest, chronicle_wire::StreamTicket,
     )),
     modifiers(&BearerAuth),
 )]
@@ -64,6 +67,14 @@ async fn openapi() -> axum::Json<utoipa::openapi::OpenApi> {
     axum::Json(ApiDoc::openapi())
 }
 
+async fn method_not_allowed(req: Request) -> ApiError {
+    ApiError::new(
+        axum::http::StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        format!("{} is not allowed on {}", req.method(), req.uri().path()),
+    )
+}
+
 async fn not_found(req: Request) -> ApiError {
     ApiError::not_found(format!(
         "no route for {} {}",
@@ -86,7 +97,7 @@ async fn count(State(st): State<AppState>, req: Request, next: Next) -> Response
 /// The whole API as one router (tests drive it with `oneshot` or a real listener).
 pub fn router(state: AppState) -> Router {
     let body_limit = state.config.request_body_bytes_max;
-    Router::new()
+    let router = Router::new()
         .route("/chat", post(rest::chat))
         .route("/api/sessions/{thread_id}", get(rest::session))
         .route("/api/sessions/{thread_id}/resume", post(rest::resume))
@@ -120,13 +131,26 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/events", get(sse::all_events))
         .route("/api/v1/approvals", get(audit::inbox))
         .route("/api/v1/audit/approvals", get(audit::export))
+        .route("/api/v1/stream-tickets", post(auth::issue_ticket))
         .route("/ws", get(ws::handler))
         .route("/healthz", get(rest::healthz))
         .route("/metrics", get(rest::metrics))
         .route("/openapi.json", get(openapi))
         .fallback(not_found)
-        .layer(DefaultBodyLimit::max(body_limit))
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(DefaultBodyLimit::max(body_limit));
+    let router = match state.site.cors_layer() {
+        Some(cors) => router.layer(cors),
+        None => router,
+    };
+    router
+        .layer(middleware::from_fn_with_state(state.clone(), browser::guard))
         .layer(middleware::from_fn_with_state(state.clone(), count))
-        .layer(tower_http::trace::TraceLayer::new_for_http())
+        // Paths only: a query string may hold a stream ticket.
+        .layer(
+            tower_http::trace::TraceLayer::new_for_http().make_span_with(|req: &Request| {
+                tracing::info_span!("request", method = %req.method(), path = %req.uri().path())
+            }),
+        )
         .with_state(state)
 }

@@ -11,8 +11,8 @@ use chronicle_schemas::{ApprovalId, CheckpointId, RunId, RunStatus, SessionId};
 use chronicle_wire::{
     ApprovalView, CancelRequest, ChatCommand, ChatRequest, ChatTurn, ChatWaiting, CheckpointList,
     CommandOutcome, CommandRequest, DecisionAccepted, DecisionRequest, Health, HealthStatus,
-    ResumeRequest, RunCancelled, RunRequest, SessionView, Started, Status, StorageState, TodoIds,
-    TodoList, tag,
+    RestoreRequest, ResumeRequest, RunCancelled, RunRequest, SessionView, Started, Status,
+    StorageState, TodoIds, TodoList, tag,
 };
 use serde::Deserialize;
 use serde::Serialize;
@@ -20,7 +20,7 @@ use serde_json::Value;
 
 use crate::auth::Principal;
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{Json, OptionalJson, Path, Query};
+use crate::extract::{Json, Path, Query};
 use crate::state::AppState;
 
 type JsonResult<T> = ApiResult<axum::Json<T>>;
@@ -446,11 +446,12 @@ pub async fn checkpoints(
 }
 
 #[utoipa::path(post, path = "/api/v1/agent/{run_id}/checkpoints/{checkpoint_id}/restore", tag = "runs",
-    params(("run_id" = String, Path), ("checkpoint_id" = String, Path)), responses((status = 200), (status = 404)))]
+    params(("run_id" = String, Path), ("checkpoint_id" = String, Path)), request_body = RestoreRequest, responses((status = 200), (status = 404)))]
 pub async fn restore(
     State(st): State<AppState>,
     Principal(who): Principal,
     Path((run, cp)): Path<(String, String)>,
+    Json(RestoreRequest {}): Json<RestoreRequest>,
 ) -> JsonResult<chronicle_wire::Restored> {
     let run = run_id(&run)?;
     ok(st
@@ -459,13 +460,13 @@ pub async fn restore(
         .await?)
 }
 
-#[utoipa::path(post, path = "/api/v1/agent/{run_id}/cancel", tag = "runs", params(("run_id" = String, Path)), request_body = Option<CancelRequest>,
+#[utoipa::path(post, path = "/api/v1/agent/{run_id}/cancel", tag = "runs", params(("run_id" = String, Path)), request_body(content = Option<CancelRequest>, description = "{} or {\"reason\": \"...\"} (null: no reason)"),
     responses((status = 200), (status = 404), (status = 409, description = "already finished")))]
 pub async fn cancel(
     State(st): State<AppState>,
     Principal(who): Principal,
     Path(run): Path<String>,
-    OptionalJson(req): OptionalJson<CancelRequest>,
+    Json(req): Json<Option<CancelRequest>>,
 ) -> JsonResult<RunCancelled> {
     let run = run_id(&run)?;
     let req = req.unwrap_or_default();

@@ -25,6 +25,7 @@ pub async fn serve(
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    let state = state.bound_to(listener.local_addr()?);
     let streams = state.shutdown.clone();
     let engine = state.engine.clone();
     let app = router(state);

@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 use tokio_stream::StreamExt;
 use tokio_util::sync::CancellationToken;
 
-use crate::auth::Principal;
+use crate::auth::StreamPrincipal;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Path, Query};
 use crate::rest::run_id;
@@ -172,6 +172,7 @@ struct RunStream<S> {
         ("from" = Option<u64>, Query, description = "start at this seq (inclusive); default 0"),
         ("follow" = Option<bool>, Query, description = "keep the stream open after run.end / run.error"),
         ("Last-Event-ID" = Option<u64>, Header, description = "resume after this seq (wins over from)"),
+        ("ticket" = Option<String>, Query, description = "a stream ticket (POST /api/v1/stream-tickets), for clients that cannot send the Authorization header"),
     ),
     responses(
         (status = 200, description = "text/event-stream: id = run seq, event = dotted name, data = {run_id, seq, offset, at, kind, type, subtype, content}"),
@@ -180,7 +181,7 @@ struct RunStream<S> {
     ))]
 pub async fn run_events(
     State(st): State<AppState>,
-    Principal(who): Principal,
+    StreamPrincipal(who): StreamPrincipal,
     Path(run): Path<String>,
     Query(q): Query<EventsQuery>,
     headers: HeaderMap,
@@ -249,6 +250,7 @@ struct AllStream<S> {
     params(
         ("from" = Option<u64>, Query, description = "start at this global offset (inclusive); default: only events from now on"),
         ("Last-Event-ID" = Option<u64>, Header, description = "resume after this offset (wins over from)"),
+        ("ticket" = Option<String>, Query, description = "a stream ticket (POST /api/v1/stream-tickets), for clients that cannot send the Authorization header"),
     ),
     responses(
         (status = 200, description = "text/event-stream of every run the caller may see (an admin: all): id = global offset, event = dotted name, same data as the run stream; never ends by itself"),
@@ -256,7 +258,7 @@ struct AllStream<S> {
     ))]
 pub async fn all_events(
     State(st): State<AppState>,
-    Principal(who): Principal,
+    StreamPrincipal(who): StreamPrincipal,
     Query(q): Query<EventsQuery>,
     headers: HeaderMap,
 ) -> ApiResult<Response> {

@@ -10,7 +10,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use tokio_util::sync::CancellationToken;
 
-use crate::auth::Tokens;
+use crate::auth::{Tickets, Tokens};
+use crate::browser::Site;
 
 /// API limits; each carries its unit.
 #[derive(Clone, Debug)]
@@ -21,6 +22,11 @@ pub struct ApiConfig {
     pub sse_keepalive_ms: u64,
     /// Events one `/log` page returns at most.
     pub log_page_events_max: usize,
+    /// Host names the server answers to besides its bound address and loopback names:
+    /// `name` (any port) or `name:port`.
+    pub allowed_hosts: Vec<String>,
+    /// Origins of browser UIs served elsewhere that may call the API (CORS).
+    pub cors_origins: Vec<String>,
 }
 
 impl Default for ApiConfig {
@@ -30,6 +36,8 @@ impl Default for ApiConfig {
             chat_wait_ms: 60_000,
             sse_keepalive_ms: 15_000,
             log_page_events_max: 1000,
+            allowed_hosts: Vec::new(),
+            cors_origins: Vec::new(),
         }
     }
 }
@@ -83,17 +91,32 @@ pub struct AppState {
     /// Cancelled at shutdown: every SSE and WebSocket stream ends on it, or graceful shutdown
     /// would wait for them forever.
     pub shutdown: CancellationToken,
+    /// Stream tickets issued and not yet used.
+    pub tickets: Arc<Tickets>,
+    /// Which Host and Origin headers the server accepts; set from the bound address by
+    /// [`crate::serve`].
+    pub site: Arc<Site>,
 }
 
 impl AppState {
     pub fn new(engine: Engine, tokens: Tokens, config: ApiConfig) -> Self {
+        let site = Site::new(None, &config.allowed_hosts, &config.cors_origins);
         Self {
             engine,
             tokens,
             config: Arc::new(config),
             metrics: Arc::new(Metrics::new()),
             shutdown: CancellationToken::new(),
+            tickets: Arc::default(),
+            site: Arc::new(site),
         }
+    }
+
+    /// The state of a server bound to `addr`: its Host and Origin checks know the address.
+    pub fn bound_to(mut self, addr: std::net::SocketAddr) -> Self {
+        let c = &self.config;
+        self.site = Arc::new(Site::new(Some(addr), &c.allowed_hosts, &c.cors_origins));
+        self
     }
 
     pub fn chat_wait(&self) -> Duration {

@@ -30,7 +30,7 @@ use tokio_stream::StreamExt;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 
-use crate::auth::Principal;
+use crate::auth::StreamPrincipal;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::Query;
 use crate::rest::owned_run;
@@ -59,7 +59,7 @@ pub struct WsQuery {
 #[utoipa::path(get, path = "/ws", tag = "streams",
     params(
         ("thread_id" = Option<String>, Query, description = "the session of the socket (default: a new one)"),
-        ("token" = Option<String>, Query, description = "bearer token, for clients that cannot set headers"),
+        ("ticket" = Option<String>, Query, description = "a stream ticket (POST /api/v1/stream-tickets), for clients that cannot send the Authorization header, such as browsers"),
     ),
     responses(
         (status = 101, description = "WebSocket upgrade; JSON text frames {\"type\": ...}. Client: message {content, thread_id?, hitl?, user_id?}, human_response {approve | response | decision, approval_id?, edited_args?, comment?}, command {command}, subscribe {run_id, from_seq?}. Server: connected, event, hitl_request, final, command_result, error"),
@@ -67,7 +67,7 @@ pub struct WsQuery {
     ))]
 pub async fn handler(
     State(st): State<AppState>,
-    Principal(who): Principal,
+    StreamPrincipal(who): StreamPrincipal,
     Query(q): Query<WsQuery>,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> ApiResult<Response> {

@@ -232,8 +232,17 @@ impl Client {
     /// `POST /api/v1/agent/{run}/checkpoints/{checkpoint}/restore`.
     pub async fn restore(&self, run: RunId, checkpoint: &CheckpointId) -> Result<Restored> {
         let path = format!("/api/v1/agent/{run}/checkpoints/{checkpoint}/restore");
-        self.call(self.request(Method::POST, &path), &format!("POST {path}"))
-            .await
+        self.post(&path, &chronicle_wire::RestoreRequest {}).await
+    }
+
+    /// `POST /api/v1/stream-tickets`: a ticket for one stream, for a client that cannot send
+    /// the `Authorization` header on it (pass it as `?ticket=`).
+    pub async fn stream_ticket(&self) -> Result<chronicle_wire::StreamTicket> {
+        self.post(
+            "/api/v1/stream-tickets",
+            &chronicle_wire::StreamTicketRequest {},
+        )
+        .await
     }
 
     /// `POST /api/v1/agent/{run}/cancel`.

@@ -11,7 +11,7 @@ use chronicle_schemas::HitlMode;
 
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Examples:\n  chronicle serve\n  chronicle serve --addr 0.0.0.0:8080 --tokens tokens.txt\n  CHRONICLE_API_TOKEN=secret chronicle serve --hitl-default every_todo\n\nA full disk is answered with 507 and /healthz reports `\"storage\": \"full\"` until space is freed; appends then resume by themselves.\n\nExit codes: 0 clean shutdown, 2 could not start (bad flag, broken store, refused bind), 3 stopped after a failed fsync (nothing unacknowledged was acknowledged; restart to recover)."
+    after_help = "Examples:\n  chronicle serve\n  chronicle serve --addr 0.0.0.0:8080 --tokens tokens.txt\n  chronicle serve --cors-origin http://localhost:5173\n  CHRONICLE_API_TOKEN=$(openssl rand -hex 16) chronicle serve --hitl-default every_todo\n\nA full disk is answered with 507 and /healthz reports `\"storage\": \"full\"` until space is freed; appends then resume by themselves.\n\nExit codes: 0 clean shutdown, 2 could not start (bad flag, broken store, refused bind), 3 stopped after a failed fsync (nothing unacknowledged was acknowledged; restart to recover)."
 )]
 pub struct ServeArgs {
     /// Address to listen on.
@@ -33,6 +33,15 @@ pub struct ServeArgs {
     /// Allow binding a non-loopback address without tokens.
     #[arg(long)]
     insecure: bool,
+    /// A name the server answers to besides its address and the loopback names, as `name`
+    /// (any port) or `name:port` — e.g. the name a reverse proxy forwards (repeatable). Other
+    /// `Host` headers get 400, which stops DNS-rebinding pages.
+    #[arg(long = "allowed-host", value_name = "NAME", value_parser = parse_host)]
+    allowed_hosts: Vec<String>,
+    /// The origin of a browser UI served elsewhere that may call the API, e.g.
+    /// `https://ui.example.com` (repeatable). Pages of other origins get 403.
+    #[arg(long = "cors-origin", value_name = "ORIGIN", value_parser = parse_origin)]
+    cors_origins: Vec<String>,
     #[command(flatten)]
     domain: crate::domain::DomainArgs,
     /// Drop an undecodable final record of the log instead of refusing to start. It cannot
@@ -50,6 +59,26 @@ pub fn parse_hitl(s: &str) -> Result<HitlMode, String> {
     serde_json::from_value(serde_json::Value::String(s.to_owned())).map_err(|_| {
         format!("HITL policy must be none, every_todo, categories or tools, got {s:?}")
     })
+}
+
+fn parse_host(s: &str) -> Result<String, String> {
+    let ok = !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | ':' | '[' | ']'));
+    ok.then(|| s.to_owned())
+        .ok_or_else(|| format!("a host is `name` or `name:port`, got {s:?}"))
+}
+
+fn parse_origin(s: &str) -> Result<String, String> {
+    let s = s.trim_end_matches('/');
+    let authority = s
+        .strip_prefix("https://")
+        .or_else(|| s.strip_prefix("http://"))
+        .ok_or_else(|| format!("an origin is `http(s)://host[:port]`, got {s:?}"))?;
+    if authority.contains('/') {
+        return Err(format!("an origin has no path, got {s:?}"));
+    }
+    parse_host(authority).map(|_| s.to_owned())
 }
 
 pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
@@ -71,7 +100,8 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
             .filter(|t| !t.is_empty()),
     ) {
         (Some(path), _) => Tokens::from_file(path).map_err(anyhow::Error::msg)?,
-        (None, Some(token)) => Tokens::single("admin", &token),
+        (None, Some(token)) => Tokens::single("admin", &token)
+            .map_err(|e| anyhow::anyhow!("CHRONICLE_API_TOKEN: {e}"))?,
         (None, None) => Tokens::none(),
     };
     chronicle_api::check_bind(args.addr, &tokens, args.insecure).map_err(anyhow::Error::msg)?;
@@ -105,7 +135,12 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     rt.block_on(async move {
         let engine = Engine::open(store, settings).await?;
         let listener = tokio::net::TcpListener::bind(args.addr).await.with_context(|| format!("binding {}", args.addr))?;
-        let state = AppState::new(engine, tokens.clone(), ApiConfig::default());
+        let config = ApiConfig {
+            allowed_hosts: args.allowed_hosts.clone(),
+            cors_origins: args.cors_origins.clone(),
+            ..ApiConfig::default()
+        };
+        let state = AppState::new(engine, tokens.clone(), config);
         tracing::info!(addr = %args.addr, data = %args.data.display(), auth = !tokens.is_empty(), "chronicle is listening");
         if tokens.is_empty() && !args.addr.ip().is_loopback() {
             tracing::warn!("serving without tokens on a non-loopback address (--insecure)");

@@ -714,7 +714,7 @@ struct Server {
     done: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
 }
 
-const TOKEN: &str = "s3cret";
+const TOKEN: &str = "s3cret-s3cret-s3cret";
 
 impl Server {
     fn start(data: &Path) -> Server {
@@ -732,7 +732,7 @@ impl Server {
             let url = format!("http://{}", listener.local_addr().unwrap());
             let state = chronicle_api::AppState::new(
                 engine.clone(),
-                chronicle_api::Tokens::single("alice", TOKEN),
+                chronicle_api::Tokens::single("alice", TOKEN).unwrap(),
                 chronicle_api::ApiConfig::default(),
             );
             let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

@@ -10,7 +10,7 @@ use crate::cli_inspect::{Fixture, Run, chronicle, fixture, ok, output};
 use crate::cli_run::output as with_input;
 use crate::durability::Serve;
 
-const TOKEN: &str = "tok-remote-1234";
+const TOKEN: &str = "tok-remote-12345678";
 
 /// The command against the server, named by `via`; no data directory is involved.
 fn read(serve: &Serve, args: &[&str], via: Via, stdin: &str) -> Run {

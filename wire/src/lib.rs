@@ -30,12 +30,12 @@ pub use error::{ErrorBody, ErrorDetail};
 pub use names::EventData;
 pub use requests::{
     CancelRequest, ChatRequest, CommandRequest, DecisionRequest, EventsQuery, ExportQuery,
-    InboxQuery, LogQuery, PlanStepRequest, ResumeRequest, RunRequest, RunsQuery, StateQuery,
-    Verdict,
+    InboxQuery, LogQuery, PlanStepRequest, RestoreRequest, ResumeRequest, RunRequest, RunsQuery,
+    StateQuery, StreamTicketRequest, Verdict,
 };
 pub use views::{
     ApprovalView, ChatCommand, ChatTurn, ChatWaiting, CheckpointEntry, CheckpointList,
     DecisionAccepted, Health, HealthStatus, Inbox, InboxItem, RUNS_PAGE_MAX, RunCancelled, RunList,
-    RunSummary, SessionStatus, SessionView, Started, Status, StorageState, SubRun, TodoIds,
-    TodoList, TodoSummary,
+    RunSummary, SessionStatus, SessionView, Started, Status, StorageState, StreamTicket, SubRun,
+    TodoIds, TodoList, TodoSummary,
 };

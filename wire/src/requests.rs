@@ -152,6 +152,19 @@ pub struct CancelRequest {
     pub reason: Option<String>,
 }
 
+/// `POST /api/v1/agent/{run_id}/checkpoints/{checkpoint_id}/restore`: no fields yet, but a JSON
+/// body all the same (`{}`), like every state-changing request.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct RestoreRequest {}
+
+/// `POST /api/v1/stream-tickets`: `{}`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct StreamTicketRequest {}
+
 /// What a human decides about an approval. Only an edit carries args, and it must.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Verdict {

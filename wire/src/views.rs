@@ -10,6 +10,15 @@ use serde_json::Value;
 
 use crate::tag;
 
+/// `201 {ticket, expires_in_ms}`: a stream ticket, good for one stream (`?ticket=`) until it
+/// expires.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct StreamTicket {
+    pub ticket: String,
+    pub expires_in_ms: u64,
+}
+
 /// `202 {run_id, session_id}`: a run was started.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Started {
