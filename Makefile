@@ -17,15 +17,20 @@ test: test-deps
 	@set -o pipefail; $(CARGO) test --workspace --all-targets 2>&1 | tee target/test-output.log
 	@awk '/^test result:/ { p += $$4; f += $$6 } END { printf "%d passed, %d failed\n", p, f }' target/test-output.log
 
-# What the tests need beyond cargo: the power-loss test mounts a FUSE file system, which needs
-# /dev/fuse and root (the mount is a plain mount(2)); `fuse3` (fusermount3) is what a non-root
-# user would need, so it is installed from Debian when missing (and reused when present). If the
-# install fails, the FUSE test says why when it cannot mount.
+# What the tests need beyond cargo, installed from Debian when missing (and reused when present):
+# `fuse3` for the power-loss test's FUSE mount (it needs /dev/fuse and root: the mount is a plain
+# mount(2); fusermount3 is what a non-root user would need), and `chromium` for the browser-safety
+# tests (a real headless browser on a page of another origin). If an install fails, the tests
+# that need it fail and say why.
 test-deps:
-	@command -v fusermount3 >/dev/null 2>&1 || { \
-	  echo "make test: installing fuse3 (FUSE mounts for the power-loss test)" >&2; \
-	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fuse3 >/dev/null; } \
-	    || echo "make test: could not install fuse3; continuing" >&2; }
+	@missing=""; \
+	command -v fusermount3 >/dev/null 2>&1 || missing="$$missing fuse3"; \
+	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
+	if [ -n "$$missing" ]; then \
+	  echo "make test: installing$$missing from Debian" >&2; \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; } \
+	    || echo "make test: could not install$$missing; continuing" >&2; \
+	fi
 
 # Benchmarks print one table; not part of `make test`.
 bench:

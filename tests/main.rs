@@ -3,6 +3,7 @@
 mod agents;
 mod api;
 mod api_audit;
+mod api_browser;
 mod api_owners;
 mod api_sse;
 mod api_support;

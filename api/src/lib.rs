@@ -136,6 +136,7 @@ pub fn router(state: AppState) -> Router {
         .route("/healthz", get(rest::healthz))
         .route("/metrics", get(rest::metrics))
         .route("/openapi.json", get(openapi))
+        .route_layer(middleware::from_fn(browser::json_only))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(body_limit));
