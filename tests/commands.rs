@@ -2,6 +2,7 @@
 //! whole transcript as one insta snapshot; every command is recorded as `CommandReceived`, and
 //! every reply is one shape of the typed `CommandOutcome`, which re-encodes to the same JSON.
 
+use chronicle_engine::Principal;
 use chronicle_schemas::{Event, HitlMode, Strategy};
 use chronicle_wire::CommandOutcome;
 use serde_json::{Map, Value, json};
@@ -71,10 +72,7 @@ async fn every_command_good_and_bad() {
     let mut say = async |cmd: &str, transcript: &mut Vec<Value>| {
         // A refused command is an error carrying the reason and the help; the client shows it
         // as the refused outcome.
-        let typed = match engine
-            .command(run, cmd, &chronicle_engine::Principal::admin("alice"))
-            .await
-        {
+        let typed = match engine.command(run, cmd, &Principal::admin("alice")).await {
             Ok(out) => out,
             Err(chronicle_engine::Error::Command { reason, help }) => CommandOutcome::Refused {
                 error: reason,

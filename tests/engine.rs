@@ -1,6 +1,7 @@
 //! The engine, black-box: the TODO state machine (retries, optional, blocked, reject, edit),
 //! strategies, several approvals at once, expiry across a restart, restore.
 
+use chronicle_engine::Principal;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -250,7 +251,7 @@ async fn reject_skips_and_never_retries_edit_changes_the_input() {
             first.approval_id.clone(),
             Decision::Reject,
             None,
-            &chronicle_engine::Principal::admin("alice"),
+            &Principal::admin("alice"),
             Some("not now".into()),
         )
         .await
@@ -268,7 +269,7 @@ async fn reject_skips_and_never_retries_edit_changes_the_input() {
             second.approval_id.clone(),
             Decision::Edit,
             Some(edited.clone()),
-            &chronicle_engine::Principal::admin("bob"),
+            &Principal::admin("bob"),
             None,
         )
         .await
@@ -310,7 +311,7 @@ async fn reject_skips_and_never_retries_edit_changes_the_input() {
             first.approval_id.clone(),
             Decision::Approve,
             None,
-            &chronicle_engine::Principal::admin("alice"),
+            &Principal::admin("alice"),
             None,
         )
         .await
@@ -331,7 +332,7 @@ async fn reject_skips_and_never_retries_edit_changes_the_input() {
             "nope".into(),
             Decision::Approve,
             None,
-            &chronicle_engine::Principal::admin("alice"),
+            &Principal::admin("alice"),
             None,
         )
         .await
@@ -413,7 +414,7 @@ async fn dag_under_every_todo_asks_for_both_and_each_decision_touches_one() {
             ids[0].clone(),
             Decision::Approve,
             None,
-            &chronicle_engine::Principal::admin("alice"),
+            &Principal::admin("alice"),
             None,
         )
         .await
@@ -437,7 +438,7 @@ async fn dag_under_every_todo_asks_for_both_and_each_decision_touches_one() {
             ids[1].clone(),
             Decision::Reject,
             None,
-            &chronicle_engine::Principal::admin("bob"),
+            &Principal::admin("bob"),
             None,
         )
         .await
@@ -514,7 +515,7 @@ async fn restore_to_an_approval_checkpoint_asks_again_under_a_new_id() {
             first.approval_id,
             Decision::Approve,
             None,
-            &chronicle_engine::Principal::admin("alice"),
+            &Principal::admin("alice"),
             None,
         )
         .await
@@ -526,7 +527,7 @@ async fn restore_to_an_approval_checkpoint_asks_again_under_a_new_id() {
             second.approval_id.clone(),
             Decision::Approve,
             None,
-            &chronicle_engine::Principal::admin("alice"),
+            &Principal::admin("alice"),
             None,
         )
         .await
@@ -547,7 +548,7 @@ async fn restore_to_an_approval_checkpoint_asks_again_under_a_new_id() {
         .restore(
             run,
             RestoreTarget::Checkpoint(cp.checkpoint_id.clone()),
-            &chronicle_engine::Principal::admin("carol"),
+            &Principal::admin("carol"),
         )
         .await
         .unwrap();
@@ -576,7 +577,7 @@ async fn restore_to_an_approval_checkpoint_asks_again_under_a_new_id() {
             again.approval_id,
             Decision::Approve,
             None,
-            &chronicle_engine::Principal::admin("carol"),
+            &Principal::admin("carol"),
             None,
         )
         .await
@@ -595,17 +596,13 @@ async fn restore_to_an_approval_checkpoint_asks_again_under_a_new_id() {
         .restore(
             run,
             RestoreTarget::Checkpoint("cp_999".into()),
-            &chronicle_engine::Principal::admin("carol"),
+            &Principal::admin("carol"),
         )
         .await
         .unwrap_err();
     assert!(matches!(bad, Error::CheckpointNotFound(_)), "{bad}");
     let bad = engine
-        .restore(
-            run,
-            RestoreTarget::Seq(10_000),
-            &chronicle_engine::Principal::admin("carol"),
-        )
+        .restore(run, RestoreTarget::Seq(10_000), &Principal::admin("carol"))
         .await
         .unwrap_err();
     assert!(

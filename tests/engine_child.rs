@@ -14,6 +14,7 @@ mod slow_agent;
 #[path = "tool_agents.rs"]
 mod tool_agents;
 
+use chronicle_engine::Principal;
 use chronicle_engine::store::{Options, Store};
 use chronicle_engine::{Engine, Settings, StartRun};
 use chronicle_schemas::{HitlMode, RunConfig, Strategy};
@@ -73,7 +74,7 @@ fn main() -> anyhow::Result<()> {
                 let wait = std::time::Duration::from_secs(20);
                 engine.wait_settled(run, wait).await?;
                 engine
-                    .command(run, "/todo approve", &chronicle_engine::Principal::local())
+                    .command(run, "/todo approve", &Principal::local())
                     .await?;
                 engine
                     .wait_until(run, wait, |s| {

@@ -2,6 +2,7 @@
 //! rule-based planner: seed 000 scenarios 1–3 (3 with a real SIGKILL), seed 002's query, a
 //! contract document under the `categories` policy, and an OpenAI-compatible model on loopback.
 
+use chronicle_engine::Principal;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
@@ -58,6 +59,15 @@ async fn asked_for(engine: &Engine, run: RunId, todo: &str) -> String {
     s.supervisor.approval_message.clone().unwrap()
 }
 
+/// A slash command as `local`, its outcome as JSON.
+async fn command(engine: &Engine, run: RunId, text: &str) -> Value {
+    let out = engine
+        .command(run, text, &Principal::local())
+        .await
+        .unwrap();
+    serde_json::to_value(out).unwrap()
+}
+
 fn todo_view(todos: &Value) -> Vec<(String, String, Vec<String>)> {
     todos
         .as_array()
@@ -105,13 +115,7 @@ async fn seed_000_scenario_1_normal_run_with_approvals() {
     let p = state.supervisor.planning_state.as_ref().unwrap();
     assert_eq!(p.analyzed_intent["intent_type"], "comprehensive");
 
-    let todos = serde_json::to_value(
-        engine
-            .command(run, "/todos", &chronicle_engine::Principal::local())
-            .await
-            .unwrap(),
-    )
-    .unwrap();
+    let todos = command(&engine, run, "/todos").await;
     assert_eq!(
         (
             todos["summary"]["total"].clone(),
@@ -133,13 +137,7 @@ async fn seed_000_scenario_1_normal_run_with_approvals() {
     );
     assert_eq!(todos["current_todo_id"], "todo_001");
 
-    let approved = serde_json::to_value(
-        engine
-            .command(run, "/todo approve", &chronicle_engine::Principal::local())
-            .await
-            .unwrap(),
-    )
-    .unwrap();
+    let approved = command(&engine, run, "/todo approve").await;
     assert_eq!(
         (approved["status"].as_str(), approved["todo_id"].as_str()),
         (Some("resumed"), Some("todo_001"))
@@ -151,13 +149,7 @@ async fn seed_000_scenario_1_normal_run_with_approvals() {
         "{msg}"
     );
     assert!(msg.contains("- 의존성: todo_001\n"), "{msg}");
-    let todos = serde_json::to_value(
-        engine
-            .command(run, "/todos", &chronicle_engine::Principal::local())
-            .await
-            .unwrap(),
-    )
-    .unwrap();
+    let todos = command(&engine, run, "/todos").await;
     assert_eq!(
         (
             todos["summary"]["total"].clone(),
@@ -170,10 +162,7 @@ async fn seed_000_scenario_1_normal_run_with_approvals() {
     assert!(todos["todos"][0]["duration"].is_number());
     assert_eq!(todos["current_todo_id"], "todo_002");
 
-    engine
-        .command(run, "/todo approve", &chronicle_engine::Principal::local())
-        .await
-        .unwrap();
+    command(&engine, run, "/todo approve").await;
     let s = completed(&engine, run).await;
     let analysis = &s.supervisor.team_results["analysis_team"];
     assert_eq!(analysis["metrics"]["increase_rate_pct"], json!(233.3));
@@ -202,29 +191,13 @@ async fn seed_000_scenario_2_user_adds_a_todo() {
     let engine = builtin_engine(dir.path()).await;
     let run = start(&engine, "강남구 아파트 시세 조회", HitlMode::EveryTodo).await;
     asked_for(&engine, run, "todo_001").await;
-    let todos = serde_json::to_value(
-        engine
-            .command(run, "/todos", &chronicle_engine::Principal::local())
-            .await
-            .unwrap(),
-    )
-    .unwrap();
+    let todos = command(&engine, run, "/todos").await;
     assert_eq!(
         todo_view(&todos["todos"]),
         [("todo_001".into(), "search_team 실행".into(), vec![])]
     );
 
-    let added = serde_json::to_value(
-        engine
-            .command(
-                run,
-                "/todo add analysis_team",
-                &chronicle_engine::Principal::local(),
-            )
-            .await
-            .unwrap(),
-    )
-    .unwrap();
+    let added = command(&engine, run, "/todo add analysis_team").await;
     assert_eq!(added["status"], "added");
     let t = &added["todo"];
     assert_eq!(
@@ -243,15 +216,9 @@ async fn seed_000_scenario_2_user_adds_a_todo() {
     );
     assert_eq!(t["metadata"]["added_by"], "user");
 
-    engine
-        .command(run, "/todo approve", &chronicle_engine::Principal::local())
-        .await
-        .unwrap();
+    command(&engine, run, "/todo approve").await;
     asked_for(&engine, run, "todo_002").await;
-    engine
-        .command(run, "/todo approve", &chronicle_engine::Principal::local())
-        .await
-        .unwrap();
+    command(&engine, run, "/todo approve").await;
     let s = completed(&engine, run).await;
     let p = s.supervisor.planning_state.as_ref().unwrap();
     assert!(p.todos.iter().all(|t| t.status == TodoStatus::Completed));
@@ -291,17 +258,7 @@ async fn seed_000_scenario_3_restore_after_a_crash() {
     let engine = builtin_engine(dir.path()).await;
     // The recovered run goes on to the next approval gate by itself.
     asked_for(&engine, run, "todo_002").await;
-    let list = serde_json::to_value(
-        engine
-            .command(
-                run,
-                "/checkpoint list",
-                &chronicle_engine::Principal::local(),
-            )
-            .await
-            .unwrap(),
-    )
-    .unwrap();
+    let list = command(&engine, run, "/checkpoint list").await;
     let cps = list["checkpoints"].as_array().unwrap();
     let nodes: Vec<(&str, u64)> = cps
         .iter()
@@ -330,35 +287,21 @@ async fn seed_000_scenario_3_restore_after_a_crash() {
             .to_owned();
     assert_eq!(last_approval, "cp_006");
 
-    let restored = serde_json::to_value(
-        engine
-            .command(
-                run,
-                &format!("/checkpoint restore {last_approval}"),
-                &chronicle_engine::Principal::local(),
-            )
-            .await
-            .unwrap(),
+    let restored = command(
+        &engine,
+        run,
+        &format!("/checkpoint restore {last_approval}"),
     )
-    .unwrap();
+    .await;
     assert_eq!(restored["status"], "restored");
     assert_eq!(restored["current_todo_id"], "todo_002");
     let msg = asked_for(&engine, run, "todo_002").await;
     assert!(msg.contains("- 작업명: analysis_team 실행"), "{msg}");
-    let todos = serde_json::to_value(
-        engine
-            .command(run, "/todos", &chronicle_engine::Principal::local())
-            .await
-            .unwrap(),
-    )
-    .unwrap();
+    let todos = command(&engine, run, "/todos").await;
     assert_eq!(todos["todos"][0]["status"], "completed");
     assert_eq!(todos["todos"][1]["status"], "waiting_approval");
 
-    engine
-        .command(run, "/todo approve", &chronicle_engine::Principal::local())
-        .await
-        .unwrap();
+    command(&engine, run, "/todo approve").await;
     let s = completed(&engine, run).await;
     assert_eq!(
         s.supervisor.restored_from.as_ref().unwrap().as_str(),
@@ -425,10 +368,7 @@ async fn a_contract_needs_approval_under_categories() {
         assert_eq!(agents, ["search_team", "document_team"], "{query}");
         assert_eq!(p.todos[0].status, TodoStatus::Completed);
         assert_eq!(s.approvals.list.len(), 1);
-        engine
-            .command(run, "/todo approve", &chronicle_engine::Principal::local())
-            .await
-            .unwrap();
+        command(&engine, run, "/todo approve").await;
         let s = completed(&engine, run).await;
         let doc = &s.supervisor.team_results["document_team"];
         assert!(
@@ -566,7 +506,7 @@ async fn an_edited_region_reaches_the_agent() {
             a.approval_id,
             chronicle_schemas::Decision::Edit,
             Some(args),
-            &chronicle_engine::Principal::admin("alice"),
+            &Principal::admin("alice"),
             None,
         )
         .await

@@ -2,6 +2,7 @@
 //! call), traversal through the host, durable re-execution across a real SIGKILL, `task`
 //! sub-agent runs (also across a SIGKILL), offloading, and the `document_team` demo.
 
+use chronicle_engine::Principal;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -124,7 +125,7 @@ async fn gated_calls_run_as_approved_edited_or_not_at_all() {
             a.approval_id,
             Decision::Approve,
             None,
-            &chronicle_engine::Principal::admin("alice"),
+            &Principal::admin("alice"),
             None,
         )
         .await
@@ -170,7 +171,7 @@ async fn gated_calls_run_as_approved_edited_or_not_at_all() {
             a.approval_id,
             Decision::Edit,
             Some(edited.clone()),
-            &chronicle_engine::Principal::admin("bob"),
+            &Principal::admin("bob"),
             None,
         )
         .await
@@ -198,7 +199,7 @@ async fn gated_calls_run_as_approved_edited_or_not_at_all() {
             a.approval_id,
             Decision::Reject,
             None,
-            &chronicle_engine::Principal::admin("carol"),
+            &Principal::admin("carol"),
             Some("not now".into()),
         )
         .await
@@ -457,7 +458,7 @@ async fn check_task(engine: &Engine, run: RunId) {
     }
     let todos = serde_json::to_value(
         engine
-            .command(run, "/todos", &chronicle_engine::Principal::admin("alice"))
+            .command(run, "/todos", &Principal::admin("alice"))
             .await
             .unwrap(),
     )
@@ -524,11 +525,7 @@ async fn document_team_saves_its_draft_through_the_tool_host() {
     assert!(path.starts_with("/workspace/documents/"), "{path}");
     let out = serde_json::to_value(
         engine
-            .command(
-                run,
-                "/todo approve",
-                &chronicle_engine::Principal::admin("alice"),
-            )
+            .command(run, "/todo approve", &Principal::admin("alice"))
             .await
             .unwrap(),
     )
@@ -575,7 +572,7 @@ async fn a_restore_asks_again_and_a_skip_answers_the_waiting_call() {
         .restore(
             run,
             RestoreTarget::Seq(first.requested_seq),
-            &chronicle_engine::Principal::admin("alice"),
+            &Principal::admin("alice"),
         )
         .await
         .unwrap();
@@ -593,7 +590,7 @@ async fn a_restore_asks_again_and_a_skip_answers_the_waiting_call() {
             second.approval_id,
             Decision::Approve,
             None,
-            &chronicle_engine::Principal::admin("alice"),
+            &Principal::admin("alice"),
             None,
         )
         .await
@@ -615,7 +612,7 @@ async fn a_restore_asks_again_and_a_skip_answers_the_waiting_call() {
         .command(
             run,
             "/todo skip todo_001 not needed",
-            &chronicle_engine::Principal::admin("bob"),
+            &Principal::admin("bob"),
         )
         .await
         .unwrap();
@@ -664,7 +661,7 @@ async fn cancelling_the_parent_cancels_its_running_child() {
         .await
         .expect("the child never started its agent");
     engine
-        .cancel(run, &chronicle_engine::Principal::admin("alice"), None)
+        .cancel(run, &Principal::admin("alice"), None)
         .await
         .unwrap();
     let cs = engine

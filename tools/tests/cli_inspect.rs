@@ -4,6 +4,7 @@
 //! Each test builds its own fixture (a second or less), so tests run in parallel and leave nothing
 //! behind (sled locks a directory per process, so they could not share one anyway).
 
+use chronicle_engine::Principal;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
@@ -62,7 +63,7 @@ pub(crate) fn fixture() -> Fixture {
             .await
             .unwrap();
         engine
-            .command(run, "/todo approve", &chronicle_engine::Principal::local())
+            .command(run, "/todo approve", &Principal::local())
             .await
             .unwrap();
         let s = engine
@@ -78,7 +79,7 @@ pub(crate) fn fixture() -> Fixture {
             .unwrap()
             .clone();
         engine
-            .command(run, "/todo approve", &chronicle_engine::Principal::local())
+            .command(run, "/todo approve", &Principal::local())
             .await
             .unwrap();
         let done = |s: &RunState| s.supervisor.run_status.is_terminal();
@@ -89,7 +90,7 @@ pub(crate) fn fixture() -> Fixture {
             .command(
                 run,
                 &format!("/checkpoint restore {}", cp.checkpoint_id),
-                &chronicle_engine::Principal::local(),
+                &Principal::local(),
             )
             .await
             .unwrap();
@@ -102,7 +103,7 @@ pub(crate) fn fixture() -> Fixture {
             .await
             .unwrap();
         engine
-            .command(run, "/todo approve", &chronicle_engine::Principal::local())
+            .command(run, "/todo approve", &Principal::local())
             .await
             .unwrap();
         let s = engine.wait_until(run, WAIT, done).await.unwrap();
@@ -874,7 +875,7 @@ fn log_follow_prints_new_events_from_a_server() {
     let engine = server.engine.clone();
     server
         .rt
-        .block_on(engine.command(f.run, "/todos", &chronicle_engine::Principal::local()))
+        .block_on(engine.command(f.run, "/todos", &Principal::local()))
         .unwrap();
     let line = next("the new event");
     assert!(

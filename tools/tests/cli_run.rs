@@ -2,6 +2,7 @@
 //! query, approvals that wait for a human, the audit export and its verification (and tampering),
 //! bad arguments, and the same against a real server on loopback.
 
+use chronicle_engine::Principal;
 use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
@@ -353,7 +354,7 @@ fn audit_fixture(dir: &Path) {
             let s = engine.wait_settled(run, WAIT).await.unwrap();
             assert_eq!(s.approvals.pending().count(), 1);
             engine
-                .command(run, command, &chronicle_engine::Principal::admin(by))
+                .command(run, command, &Principal::admin(by))
                 .await
                 .unwrap();
             let s = engine.wait_settled(run, WAIT).await.unwrap();

@@ -2,6 +2,7 @@
 //! approvals, restore and commands — no sled, no sockets, no domain (the engine's own
 //! [`crate::NoPlanner`] and fixed plans).
 
+use crate::Principal;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -188,7 +189,7 @@ async fn approvals_are_asked_decided_and_a_rejection_skips() {
             asked.approval_id.clone(),
             Decision::Approve,
             None,
-            &crate::Principal::admin("alice"),
+            &Principal::admin("alice"),
             None,
         )
         .await
@@ -200,7 +201,7 @@ async fn approvals_are_asked_decided_and_a_rejection_skips() {
             asked.approval_id.clone(),
             Decision::Reject,
             None,
-            &crate::Principal::admin("bob"),
+            &Principal::admin("bob"),
             None,
         )
         .await;
@@ -220,11 +221,7 @@ async fn approvals_are_asked_decided_and_a_rejection_skips() {
         .unwrap();
     let second = s.approvals.pending().next().unwrap().clone();
     let out = engine
-        .command(
-            run,
-            "/todo reject not today",
-            &crate::Principal::admin("bob"),
-        )
+        .command(run, "/todo reject not today", &Principal::admin("bob"))
         .await;
     assert!(matches!(out, Ok(CommandOutcome::Rejected(_))), "{out:?}");
     let s = ended(&engine, run).await;
@@ -251,7 +248,7 @@ async fn a_restore_to_an_approval_asks_again_under_a_new_id() {
             first.approval_id.clone(),
             Decision::Approve,
             None,
-            &crate::Principal::admin("alice"),
+            &Principal::admin("alice"),
             None,
         )
         .await
@@ -262,7 +259,7 @@ async fn a_restore_to_an_approval_asks_again_under_a_new_id() {
         .restore(
             run,
             RestoreTarget::Seq(asked_at),
-            &crate::Principal::admin("carol"),
+            &Principal::admin("carol"),
         )
         .await
         .unwrap();
@@ -279,11 +276,7 @@ async fn a_restore_to_an_approval_asks_again_under_a_new_id() {
     assert_eq!(s.supervisor.run_status, RunStatus::WaitingForApproval);
     // Beyond the run's last seq is refused.
     let beyond = engine
-        .restore(
-            run,
-            RestoreTarget::Seq(10_000),
-            &crate::Principal::admin("carol"),
-        )
+        .restore(run, RestoreTarget::Seq(10_000), &Principal::admin("carol"))
         .await;
     assert!(
         matches!(beyond, Err(Error::SeqBeyondEnd { .. })),
@@ -295,7 +288,7 @@ async fn a_restore_to_an_approval_asks_again_under_a_new_id() {
             again.approval_id,
             Decision::Approve,
             None,
-            &crate::Principal::admin("carol"),
+            &Principal::admin("carol"),
             None,
         )
         .await
@@ -314,7 +307,7 @@ async fn commands_answer_typed_and_refusals_are_recorded() {
     let run = start(&engine, HitlMode::EveryTodo, vec![step("a", &[], false)]).await;
     engine.wait_settled(run, WAIT).await.unwrap();
     let todos = engine
-        .command(run, "/todos", &crate::Principal::admin("alice"))
+        .command(run, "/todos", &Principal::admin("alice"))
         .await
         .unwrap();
     let CommandOutcome::Todos(todos) = todos else {
@@ -325,11 +318,7 @@ async fn commands_answer_typed_and_refusals_are_recorded() {
         (1, 1)
     );
     let refused = engine
-        .command(
-            run,
-            "/todo skip todo_404",
-            &crate::Principal::admin("alice"),
-        )
+        .command(run, "/todo skip todo_404", &Principal::admin("alice"))
         .await;
     match refused {
         Err(Error::Command { reason, help }) => {
@@ -356,13 +345,11 @@ async fn commands_answer_typed_and_refusals_are_recorded() {
         ]
     );
     engine
-        .cancel(run, &crate::Principal::admin("alice"), None)
+        .cancel(run, &Principal::admin("alice"), None)
         .await
         .unwrap();
     let s = ended(&engine, run).await;
     assert_eq!(s.supervisor.run_status, RunStatus::Cancelled);
-    let twice = engine
-        .cancel(run, &crate::Principal::admin("alice"), None)
-        .await;
+    let twice = engine.cancel(run, &Principal::admin("alice"), None).await;
     assert!(matches!(twice, Err(Error::RunFinished { .. })), "{twice:?}");
 }
