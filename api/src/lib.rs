@@ -6,8 +6,10 @@
 
 pub mod audit;
 pub mod auth;
+mod connection;
 pub mod error;
 mod extract;
+mod limits;
 pub mod rest;
 pub mod runs;
 mod server;

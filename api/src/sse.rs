@@ -1,7 +1,10 @@
 //! SSE streams (DESIGN §6): one run's events (`id:` = run seq) and every run's events (`id:` =
 //! global offset), each message named and shaped by [`chronicle_wire::names`], history first and then live,
 //! with no gap and no duplicate. Also the seed 003 additions to approval events that SSE and the
-//! WebSocket both send ([`event_data`]), and the guard that counts open streams.
+//! WebSocket both send ([`event_data`]).
+//!
+//! Each stream holds a [`StreamPermit`] (the caps) and reads a bounded amount ahead of its
+//! client: a client that stops reading costs its stream a fixed amount, never a growing buffer.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -12,6 +15,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use chronicle_engine::Engine;
+use chronicle_engine::store::Tail;
 use chronicle_schemas::{ApprovalId, Envelope, Event, RunId};
 use chronicle_wire::{EventData, EventsQuery, names};
 use futures_util::Stream;
@@ -23,24 +27,8 @@ use crate::auth::Principal;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Path, Query};
 use crate::rest::run_id;
-use crate::state::{AppState, Metrics};
-
-/// Counts one open SSE / WebSocket stream in `metrics.open_streams` for as long as it lives.
-#[derive(Debug)]
-pub(crate) struct StreamGuard(std::sync::Arc<Metrics>);
-
-impl StreamGuard {
-    pub(crate) fn open(metrics: &std::sync::Arc<Metrics>) -> Self {
-        metrics.open_streams.inc();
-        Self(metrics.clone())
-    }
-}
-
-impl Drop for StreamGuard {
-    fn drop(&mut self) {
-        self.0.open_streams.dec();
-    }
-}
+use crate::limits::StreamPermit;
+use crate::state::AppState;
 
 /// Builds the `data` object of each event a stream sends: [`names::event_data`] plus what seed
 /// 003's AgentEvent contract asks of approval events — `tool` and `approval_required` on
@@ -158,7 +146,7 @@ struct RunStream<S> {
     follow: bool,
     ended: bool,
     shutdown: CancellationToken,
-    _guard: StreamGuard,
+    _permit: StreamPermit,
 }
 
 #[utoipa::path(get, path = "/api/v1/agent/{run_id}/events", tag = "streams",
@@ -172,10 +160,11 @@ struct RunStream<S> {
         (status = 200, description = "text/event-stream: id = run seq, event = dotted name, data = {run_id, seq, offset, at, kind, type, subtype, content}"),
         (status = 204, description = "a resumed stream of a finished run has nothing newer"),
         (status = 400), (status = 401), (status = 404),
+        (status = 503, description = "too_many_streams: a cap on open streams is full; retry after Retry-After seconds"),
     ))]
 pub async fn run_events(
     State(st): State<AppState>,
-    _p: Principal,
+    p: Principal,
     Path(run): Path<String>,
     Query(q): Query<EventsQuery>,
     headers: HeaderMap,
@@ -195,6 +184,7 @@ pub async fn run_events(
     if resumed && !follow && head.terminal && from > head.last_seq {
         return Ok(StatusCode::NO_CONTENT.into_response());
     }
+    let permit = st.streams.open(&p.0)?;
     // The bus subscribes to live events before it reads history, so nothing falls in between.
     let events = st.engine.subscribe(run, from)?;
     let state = RunStream {
@@ -203,7 +193,7 @@ pub async fn run_events(
         follow,
         ended: false,
         shutdown: st.shutdown.clone(),
-        _guard: StreamGuard::open(&st.metrics),
+        _permit: permit,
     };
     let stream = futures_util::stream::unfold(state, |mut s| async move {
         if s.ended {
@@ -229,12 +219,13 @@ pub async fn run_events(
     Ok(sse_response(&st, stream))
 }
 
-/// State of the all-runs stream between messages.
-struct AllStream<S> {
-    events: S,
+/// State of the all-runs stream between messages. It pulls from the log as its client reads,
+/// `sse_stream_buffer_events` at a time.
+struct AllStream {
+    events: Tail,
     enrich: Enricher,
     shutdown: CancellationToken,
-    _guard: StreamGuard,
+    _permit: StreamPermit,
 }
 
 #[utoipa::path(get, path = "/api/v1/events", tag = "streams",
@@ -245,10 +236,11 @@ struct AllStream<S> {
     responses(
         (status = 200, description = "text/event-stream of every run: id = global offset, event = dotted name, same data as the run stream; never ends by itself"),
         (status = 400), (status = 401),
+        (status = 503, description = "too_many_streams: a cap on open streams is full; retry after Retry-After seconds"),
     ))]
 pub async fn all_events(
     State(st): State<AppState>,
-    _p: Principal,
+    p: Principal,
     Query(q): Query<EventsQuery>,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
@@ -257,11 +249,13 @@ pub async fn all_events(
     let from = resume
         .or(q.from)
         .unwrap_or_else(|| st.engine.store().durable_next_offset());
+    let permit = st.streams.open(&p.0)?;
+    let chunk = st.config.sse_stream_buffer_events as u64;
     let state = AllStream {
-        events: st.engine.store().follow(from),
+        events: st.engine.store().tail(from, chunk),
         enrich: Enricher::new(st.engine.clone()),
         shutdown: st.shutdown.clone(),
-        _guard: StreamGuard::open(&st.metrics),
+        _permit: permit,
     };
     let stream = futures_util::stream::unfold(state, |mut s| async move {
         let next = tokio::select! {
