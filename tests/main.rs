@@ -3,6 +3,7 @@
 mod agents;
 mod api;
 mod api_audit;
+mod api_bounds;
 mod api_sse;
 mod api_support;
 mod api_tools;

@@ -243,6 +243,10 @@ impl Session {
                         Some(Err(e)) => {
                             if let Some(bytes) = too_long(&e) {
                                 refuse_oversized(&mut socket, bytes, message_bytes_max).await;
+                                // The rest of the message is still unread, and closing a socket
+                                // with unread bytes resets it, which could destroy the close
+                                // frame on its way: give the client time to read it first.
+                                tokio::time::sleep(Duration::from_millis(WS_CLOSE_WAIT_MS)).await;
                             }
                             break;
                         }
