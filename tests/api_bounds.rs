@@ -67,7 +67,11 @@ async fn response(tcp: &mut TcpStream) -> (String, String) {
         };
         let length: usize = head
             .lines()
-            .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length: ").map(str::to_owned))
+            .find_map(|l| {
+                l.to_ascii_lowercase()
+                    .strip_prefix("content-length: ")
+                    .map(str::to_owned)
+            })
             .map_or(0, |v| v.trim().parse().unwrap());
         if body.len() >= length {
             return (head.to_owned(), body.to_owned());
@@ -186,7 +190,10 @@ async fn a_connection_over_the_cap_is_answered_503_and_a_closed_one_frees_its_sl
         if head.starts_with("HTTP/1.1 200") {
             break;
         }
-        assert!(tokio::time::Instant::now() < deadline, "no slot freed: {head}");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no slot freed: {head}"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     srv.stop().await;
@@ -253,11 +260,13 @@ async fn streams_over_a_cap_are_answered_503_and_a_closed_one_frees_its_slot() {
     );
     match connect_async(url.as_str()).await {
         Err(tungstenite::Error::Http(res)) => {
-            let headers = reqwest::header::HeaderMap::from_iter(
-                res.headers()
-                    .iter()
-                    .map(|(k, v)| (k.as_str().parse().unwrap(), v.as_bytes().try_into().unwrap())),
-            );
+            let headers =
+                reqwest::header::HeaderMap::from_iter(res.headers().iter().map(|(k, v)| {
+                    (
+                        k.as_str().parse().unwrap(),
+                        v.as_bytes().try_into().unwrap(),
+                    )
+                }));
             let status = StatusCode::from_u16(res.status().as_u16()).unwrap();
             too_many_streams(status, &headers, res.body().as_deref().unwrap_or_default());
         }
@@ -300,7 +309,10 @@ async fn a_websocket_message_over_the_limit_gets_an_error_frame_and_close_1009()
         assert_eq!(err["type"], "error", "{err}");
         assert_eq!(err["error"]["code"], "payload_too_large", "{err}");
         let close = loop {
-            match tokio::time::timeout(GUARD, ws.next()).await.expect("a close") {
+            match tokio::time::timeout(GUARD, ws.next())
+                .await
+                .expect("a close")
+            {
                 Some(Ok(Message::Close(frame))) => break frame,
                 Some(Ok(Message::Ping(_) | Message::Pong(_))) => {}
                 other => panic!("expected a close frame, got {other:?}"),
@@ -311,14 +323,16 @@ async fn a_websocket_message_over_the_limit_gets_an_error_frame_and_close_1009()
     srv.stop().await;
 }
 
-type Socket = tokio_tungstenite::WebSocketStream<
-    tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
->;
+type Socket =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
 /// The next text frame as JSON (pings and pongs skipped).
 async fn next_text(ws: &mut Socket) -> Value {
     loop {
-        match tokio::time::timeout(GUARD, ws.next()).await.expect("a frame") {
+        match tokio::time::timeout(GUARD, ws.next())
+            .await
+            .expect("a frame")
+        {
             Some(Ok(Message::Text(t))) => return serde_json::from_str(t.as_str()).unwrap(),
             Some(Ok(Message::Ping(_) | Message::Pong(_))) => {}
             other => panic!("expected a text frame, got {other:?}"),

@@ -189,12 +189,9 @@ impl Activity {
     fn bytes_arrived(&self) {
         if self.head_started_ms.load(Ordering::Relaxed) == 0 {
             let now = self.ms_since_opened() + 1;
-            let _ = self.head_started_ms.compare_exchange(
-                0,
-                now,
-                Ordering::AcqRel,
-                Ordering::Relaxed,
-            );
+            let _ =
+                self.head_started_ms
+                    .compare_exchange(0, now, Ordering::AcqRel, Ordering::Relaxed);
         }
     }
 

@@ -83,7 +83,8 @@ impl IntoResponse for ApiError {
         }
         let mut res = (self.status, Json(body)).into_response();
         if let Some(s) = self.retry_after_s {
-            res.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(s));
+            res.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(s));
         }
         res
     }

@@ -48,8 +48,7 @@ impl Streams {
                 "streams",
                 format!("the server holds its maximum of {} streams", self.total_max),
             )
-        } else if open.by_principal.get(principal).copied().unwrap_or(0) >= self.per_principal_max
-        {
+        } else if open.by_principal.get(principal).copied().unwrap_or(0) >= self.per_principal_max {
             (
                 "streams_per_principal",
                 format!(
@@ -120,9 +119,17 @@ mod tests {
             (refused.status.as_u16(), refused.code),
             (503, "too_many_streams")
         );
-        assert_eq!(refused.retry_after_s, Some(ApiConfig::default().retry_after_s));
+        assert_eq!(
+            refused.retry_after_s,
+            Some(ApiConfig::default().retry_after_s)
+        );
         let _b1 = s.open("bob").unwrap();
-        assert!(s.open("carol").unwrap_err().message.contains("maximum of 3"));
+        assert!(
+            s.open("carol")
+                .unwrap_err()
+                .message
+                .contains("maximum of 3")
+        );
         drop(a1);
         let _c1 = s.open("carol").unwrap();
         assert_eq!(s.metrics.open_streams.get(), 3);

@@ -119,7 +119,8 @@ async fn refuse(
         let message = format!(
             "the server serves its maximum of {connections_max} connections; try again later"
         );
-        let mut res = ApiError::capped("too_many_connections", message, retry_after_s).into_response();
+        let mut res =
+            ApiError::capped("too_many_connections", message, retry_after_s).into_response();
         res.headers_mut()
             .insert(header::CONNECTION, HeaderValue::from_static("close"));
         async move { Ok::<_, std::convert::Infallible>(res) }

@@ -26,8 +26,8 @@ use tokio_util::sync::CancellationToken;
 use crate::auth::Principal;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Path, Query};
-use crate::rest::run_id;
 use crate::limits::StreamPermit;
+use crate::rest::run_id;
 use crate::state::AppState;
 
 /// Builds the `data` object of each event a stream sends: [`names::event_data`] plus what seed

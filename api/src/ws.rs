@@ -38,8 +38,8 @@ use tokio_util::sync::CancellationToken;
 use crate::auth::Principal;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::Query;
-use crate::rest::run_id;
 use crate::limits::StreamPermit;
+use crate::rest::run_id;
 use crate::sse::Enricher;
 use crate::state::AppState;
 
