@@ -79,20 +79,16 @@ async fn response(tcp: &mut TcpStream) -> (String, String) {
     }
 }
 
-fn config(f: impl FnOnce(&mut ApiConfig)) -> ApiConfig {
-    let mut c = ApiConfig::default();
-    f(&mut c);
-    c
+/// A server without tokens whose limits `f` sets.
+async fn bounded(f: impl FnOnce(&mut ApiConfig)) -> Server {
+    let mut config = ApiConfig::default();
+    f(&mut config);
+    server_with(Tokens::none(), None, config).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_silent_socket_and_a_trickled_head_are_closed_after_the_header_timeout() {
-    let srv = server_with(
-        Tokens::none(),
-        None,
-        config(|c| c.header_read_timeout_ms = 1500),
-    )
-    .await;
+    let srv = bounded(|c| c.header_read_timeout_ms = 1500).await;
 
     let mut silent = connect(&srv).await;
     // One byte a second: the head would take far longer than the timeout.
@@ -129,7 +125,7 @@ async fn a_silent_socket_and_a_trickled_head_are_closed_after_the_header_timeout
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idle_keep_alive_connection_is_closed_after_the_idle_timeout() {
-    let srv = server_with(Tokens::none(), None, config(|c| c.idle_timeout_ms = 300)).await;
+    let srv = bounded(|c| c.idle_timeout_ms = 300).await;
     let mut tcp = connect(&srv).await;
     // Two requests on one connection: it is kept alive between them...
     for _ in 0..2 {
@@ -143,12 +139,7 @@ async fn an_idle_keep_alive_connection_is_closed_after_the_idle_timeout() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stalled_body_is_answered_408_and_the_connection_closed() {
-    let srv = server_with(
-        Tokens::none(),
-        None,
-        config(|c| c.body_read_timeout_ms = 300),
-    )
-    .await;
+    let srv = bounded(|c| c.body_read_timeout_ms = 300).await;
     let offsets = srv.offsets();
     let mut tcp = connect(&srv).await;
     let head = "POST /api/v1/agent/run HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n";
@@ -163,7 +154,7 @@ async fn a_stalled_body_is_answered_408_and_the_connection_closed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_connection_over_the_cap_is_answered_503_and_a_closed_one_frees_its_slot() {
-    let srv = server_with(Tokens::none(), None, config(|c| c.connections_max = 2)).await;
+    let srv = bounded(|c| c.connections_max = 2).await;
     let first = connect(&srv).await;
     let mut second = connect(&srv).await;
     second.write_all(HEALTHZ).await.unwrap();
@@ -220,15 +211,12 @@ async fn open_sse(srv: &Server, token: &str) -> reqwest::Response {
 async fn streams_over_a_cap_are_answered_503_and_a_closed_one_frees_its_slot() {
     let tokens =
         Tokens::parse("alice tok-alice-123\nbob tok-bob-4567\ncarol tok-carol-890\n").unwrap();
-    let srv = server_with(
-        tokens,
-        None,
-        config(|c| {
-            c.streams_max = 3;
-            c.streams_per_principal_max = 2;
-        }),
-    )
-    .await;
+    let config = ApiConfig {
+        streams_max: 3,
+        streams_per_principal_max: 2,
+        ..ApiConfig::default()
+    };
+    let srv = server_with(tokens, None, config).await;
 
     // Per principal: alice's third stream is refused, bob's first is not.
     let a1 = open_sse(&srv, "tok-alice-123").await;
@@ -290,12 +278,7 @@ async fn streams_over_a_cap_are_answered_503_and_a_closed_one_frees_its_slot() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_websocket_message_over_the_limit_gets_an_error_frame_and_close_1009() {
-    let srv = server_with(
-        Tokens::none(),
-        None,
-        config(|c| c.ws_message_bytes_max = 1024),
-    )
-    .await;
+    let srv = bounded(|c| c.ws_message_bytes_max = 1024).await;
     let url = format!("{}/ws", srv.base.replacen("http://", "ws://", 1));
     // Just over the limit (read whole), and far over it (refused at its frame header).
     for size in [1025, 64 * 1024] {
