@@ -3,6 +3,7 @@
 mod agents;
 mod api;
 mod api_audit;
+mod api_bounds;
 mod api_browser;
 mod api_owners;
 mod api_sse;

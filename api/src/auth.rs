@@ -192,12 +192,11 @@ impl Tickets {
         let now = Instant::now();
         tickets.retain(|_, (_, expires)| *expires > now);
         if tickets.len() >= TICKETS_MAX {
-            return Err(ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
+            return Err(ApiError::capped(
                 "too_many_tickets",
                 format!("{TICKETS_MAX} stream tickets are outstanding; try again shortly"),
-            )
-            .retry_after(TICKET_TTL_MS / 1000));
+                TICKET_TTL_MS / 1000,
+            ));
         }
         let ticket = format!(
             "{}{}",

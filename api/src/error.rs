@@ -1,9 +1,9 @@
 //! The one mapping from failures to HTTP: `{"error": {"code", "message"}}` with 400 / 401 / 404 /
-//! 409 / 413 / 422 / 500 / 503 / 507. Internal errors send a generic message and log the real one;
+//! 408 / 409 / 413 / 422 / 500 / 503 / 507. Internal errors send a generic message and log the real one;
 //! storage failures say what happened (full disk, stopped store, corrupt log at an offset).
 
 use axum::Json;
-use axum::http::StatusCode;
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use chronicle_engine::Error as EngineError;
 use chronicle_engine::store::Error as StoreError;
@@ -18,8 +18,8 @@ pub struct ApiError {
     pub message: String,
     /// Extra top-level fields (e.g. the pending approval of a 409 from `/chat`).
     pub extra: Option<Value>,
-    /// Seconds for a `Retry-After` header (on a 503 that passes).
-    pub retry_after: Option<u64>,
+    /// Sent as `Retry-After` (seconds): when a refusal for a cap is worth retrying.
+    pub retry_after_s: Option<u64>,
 }
 
 impl ApiError {
@@ -29,7 +29,7 @@ impl ApiError {
             code,
             message: message.into(),
             extra: None,
-            retry_after: None,
+            retry_after_s: None,
         }
     }
     pub fn bad_request(message: impl Into<String>) -> Self {
@@ -66,9 +66,12 @@ impl ApiError {
         self.extra = Some(extra);
         self
     }
-    pub fn retry_after(mut self, seconds: u64) -> Self {
-        self.retry_after = Some(seconds.max(1));
-        self
+    /// A 503 for a cap that is full (`too_many_connections`, `too_many_streams`): worth retrying
+    /// after `retry_after_s`.
+    pub fn capped(code: &'static str, message: impl Into<String>, retry_after_s: u64) -> Self {
+        let mut e = Self::new(StatusCode::SERVICE_UNAVAILABLE, code, message);
+        e.retry_after_s = Some(retry_after_s);
+        e
     }
 }
 
@@ -79,9 +82,9 @@ impl IntoResponse for ApiError {
             body = body.with_extra(extra);
         }
         let mut res = (self.status, Json(body)).into_response();
-        if let Some(seconds) = self.retry_after {
+        if let Some(s) = self.retry_after_s {
             res.headers_mut()
-                .insert(axum::http::header::RETRY_AFTER, seconds.into());
+                .insert(header::RETRY_AFTER, HeaderValue::from(s));
         }
         res
     }

@@ -1,5 +1,6 @@
 //! Extractors whose rejections speak the API's error format: malformed JSON → 400, JSON of the
-//! wrong shape → 422, a body over the limit → 413, an unparsable path or query → 400.
+//! wrong shape → 422, a body over the limit → 413, a body that does not arrive in time → 408, an
+//! unparsable path or query → 400.
 
 use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
 use axum::extract::{FromRequest, FromRequestParts, Request};
@@ -7,7 +8,25 @@ use axum::http::StatusCode;
 use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
 
+use crate::connection::BodyTimeout;
 use crate::error::ApiError;
+
+/// 408 when the body did not arrive within `body_read_timeout_ms` (the connection stopped
+/// waiting for it, and closes after the answer).
+fn timed_out(e: &(dyn std::error::Error + 'static)) -> Option<ApiError> {
+    let mut source = Some(e);
+    while let Some(err) = source {
+        if let Some(t) = err.downcast_ref::<BodyTimeout>() {
+            return Some(ApiError::new(
+                StatusCode::REQUEST_TIMEOUT,
+                "request_timeout",
+                t.to_string(),
+            ));
+        }
+        source = err.source();
+    }
+    None
+}
 
 #[derive(Debug)]
 pub struct Json<T>(pub T);
@@ -26,7 +45,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Json<T> {
             Err(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => {
                 Err(ApiError::too_large("request body exceeds the limit"))
             }
-            Err(e) => Err(ApiError::bad_request(e.body_text())),
+            Err(e) => Err(timed_out(&e).unwrap_or_else(|| ApiError::bad_request(e.body_text()))),
         }
     }
 }

@@ -7,8 +7,10 @@
 pub mod audit;
 pub mod auth;
 pub mod browser;
+mod connection;
 pub mod error;
 mod extract;
+mod limits;
 pub mod rest;
 pub mod runs;
 mod server;

@@ -1,7 +1,10 @@
 //! SSE streams (DESIGN §6): one run's events (`id:` = run seq) and every run's events (`id:` =
 //! global offset), each message named and shaped by [`chronicle_wire::names`], history first and then live,
 //! with no gap and no duplicate. Also the seed 003 additions to approval events that SSE and the
-//! WebSocket both send ([`event_data`]), and the guard that counts open streams.
+//! WebSocket both send ([`event_data`]).
+//!
+//! Each stream holds a [`StreamPermit`] (the caps) and reads a bounded amount ahead of its
+//! client: a client that stops reading costs its stream a fixed amount, never a growing buffer.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -12,6 +15,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use chronicle_engine::Engine;
+use chronicle_engine::store::Tail;
 use chronicle_schemas::{ApprovalId, Envelope, Event, RunId};
 use chronicle_wire::{EventData, EventsQuery, names};
 use futures_util::Stream;
@@ -22,25 +26,9 @@ use tokio_util::sync::CancellationToken;
 use crate::auth::StreamPrincipal;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Path, Query};
+use crate::limits::StreamPermit;
 use crate::rest::run_id;
-use crate::state::{AppState, Metrics};
-
-/// Counts one open SSE / WebSocket stream in `metrics.open_streams` for as long as it lives.
-#[derive(Debug)]
-pub(crate) struct StreamGuard(std::sync::Arc<Metrics>);
-
-impl StreamGuard {
-    pub(crate) fn open(metrics: &std::sync::Arc<Metrics>) -> Self {
-        metrics.open_streams.inc();
-        Self(metrics.clone())
-    }
-}
-
-impl Drop for StreamGuard {
-    fn drop(&mut self) {
-        self.0.open_streams.dec();
-    }
-}
+use crate::state::AppState;
 
 /// Builds the `data` object of each event a stream sends: [`names::event_data`] plus what seed
 /// 003's AgentEvent contract asks of approval events — `tool` and `approval_required` on
@@ -163,7 +151,7 @@ struct RunStream<S> {
     follow: bool,
     ended: bool,
     shutdown: CancellationToken,
-    _guard: StreamGuard,
+    _permit: StreamPermit,
 }
 
 #[utoipa::path(get, path = "/api/v1/agent/{run_id}/events", tag = "streams",
@@ -178,6 +166,7 @@ struct RunStream<S> {
         (status = 200, description = "text/event-stream: id = run seq, event = dotted name, data = {run_id, seq, offset, at, kind, type, subtype, content}"),
         (status = 204, description = "a resumed stream of a finished run has nothing newer"),
         (status = 400), (status = 401), (status = 404),
+        (status = 503, description = "too_many_streams: a cap on open streams is full; retry after Retry-After seconds"),
     ))]
 pub async fn run_events(
     State(st): State<AppState>,
@@ -202,6 +191,7 @@ pub async fn run_events(
     if resumed && !follow && head.terminal && from > head.last_seq {
         return Ok(StatusCode::NO_CONTENT.into_response());
     }
+    let permit = st.streams.open(&who.name)?;
     // The bus subscribes to live events before it reads history, so nothing falls in between.
     let events = st.engine.subscribe(run, from)?;
     let state = RunStream {
@@ -210,7 +200,7 @@ pub async fn run_events(
         follow,
         ended: false,
         shutdown: st.shutdown.clone(),
-        _guard: StreamGuard::open(&st.metrics),
+        _permit: permit,
     };
     let stream = futures_util::stream::unfold(state, |mut s| async move {
         if s.ended {
@@ -236,14 +226,15 @@ pub async fn run_events(
     Ok(sse_response(&st, stream))
 }
 
-/// State of the all-runs stream between messages.
-struct AllStream<S> {
-    events: S,
+/// State of the all-runs stream between messages. It pulls from the log as its client reads,
+/// `sse_stream_buffer_events` at a time.
+struct AllStream {
+    events: Tail,
     /// Whose stream it is: only the runs they may see are sent.
     who: chronicle_engine::Principal,
     enrich: Enricher,
     shutdown: CancellationToken,
-    _guard: StreamGuard,
+    _permit: StreamPermit,
 }
 
 #[utoipa::path(get, path = "/api/v1/events", tag = "streams",
@@ -255,6 +246,7 @@ struct AllStream<S> {
     responses(
         (status = 200, description = "text/event-stream of every run the caller may see (an admin: all): id = global offset, event = dotted name, same data as the run stream; never ends by itself"),
         (status = 400), (status = 401),
+        (status = 503, description = "too_many_streams: a cap on open streams is full; retry after Retry-After seconds"),
     ))]
 pub async fn all_events(
     State(st): State<AppState>,
@@ -267,12 +259,14 @@ pub async fn all_events(
     let from = resume
         .or(q.from)
         .unwrap_or_else(|| st.engine.store().durable_next_offset());
+    let permit = st.streams.open(&who.name)?;
+    let chunk = st.config.sse_stream_buffer_events as u64;
     let state = AllStream {
-        events: st.engine.store().follow(from),
+        events: st.engine.store().tail(from, chunk),
         who,
         enrich: Enricher::new(st.engine.clone()),
         shutdown: st.shutdown.clone(),
-        _guard: StreamGuard::open(&st.metrics),
+        _permit: permit,
     };
     let stream = futures_util::stream::unfold(state, |mut s| async move {
         loop {

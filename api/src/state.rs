@@ -12,8 +12,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::auth::{Tickets, Tokens};
 use crate::browser::Site;
+use crate::limits::Streams;
 
-/// API limits; each carries its unit.
+/// API limits; each carries its unit. Every connection and every stream has a bounded cost: see
+/// ARCHITECTURE.md (api, "Connections and streams") for what each bounds and why.
 #[derive(Clone, Debug)]
 pub struct ApiConfig {
     pub request_body_bytes_max: usize,
@@ -27,6 +29,34 @@ pub struct ApiConfig {
     pub allowed_hosts: Vec<String>,
     /// Origins of browser UIs served elsewhere that may call the API (CORS).
     pub cors_origins: Vec<String>,
+    /// How long a request head may take to arrive: from the connection's opening for its first
+    /// request, from the first byte of each later one. A connection past it is closed.
+    pub header_read_timeout_ms: u64,
+    /// How long a request body may take to arrive, from the end of its head: past it the request
+    /// is answered 408 and the connection closed.
+    pub body_read_timeout_ms: u64,
+    /// How long a keep-alive connection may wait, with no request in flight, for the next one.
+    pub idle_timeout_ms: u64,
+    /// Connections served at once (a WebSocket counts until it closes). One more is answered 503
+    /// with `Retry-After` and closed.
+    pub connections_max: usize,
+    /// What one connection buffers at most: the largest request head, and the response bytes
+    /// queued for a client that reads slowly (hyper's buffer; at least 8 KiB).
+    pub connection_buffer_bytes_max: usize,
+    /// SSE and WebSocket streams open at once, in all.
+    pub streams_max: usize,
+    /// SSE and WebSocket streams one principal may hold open at once.
+    pub streams_per_principal_max: usize,
+    /// Events a stream reads ahead of its client; a client that stops reading holds no more
+    /// (the stream reads the rest from the log when it reads again).
+    pub sse_stream_buffer_events: usize,
+    /// Frames a WebSocket queues for its client before its runs' streams wait.
+    pub ws_outbox_messages: usize,
+    /// The largest WebSocket message a client may send; a larger one is answered with an `error`
+    /// frame (`payload_too_large`) and a close with code 1009.
+    pub ws_message_bytes_max: usize,
+    /// What `Retry-After` tells a client refused for a cap.
+    pub retry_after_s: u64,
 }
 
 impl Default for ApiConfig {
@@ -38,6 +68,17 @@ impl Default for ApiConfig {
             log_page_events_max: 1000,
             allowed_hosts: Vec::new(),
             cors_origins: Vec::new(),
+            header_read_timeout_ms: 10_000,
+            body_read_timeout_ms: 30_000,
+            idle_timeout_ms: 60_000,
+            connections_max: 4096,
+            connection_buffer_bytes_max: 64 * 1024,
+            streams_max: 2048,
+            streams_per_principal_max: 256,
+            sse_stream_buffer_events: 16,
+            ws_outbox_messages: 32,
+            ws_message_bytes_max: 256 * 1024,
+            retry_after_s: 2,
         }
     }
 }
@@ -50,9 +91,20 @@ pub struct Metrics {
     pub runs_started: Counter,
     pub decisions: Counter,
     pub open_streams: Gauge,
+    pub open_connections: Gauge,
+    /// Connections and streams refused for a cap, by cap (`connections`, `streams`,
+    /// `streams_per_principal`).
+    pub refused: Family<Vec<(String, String)>, Counter>,
 }
 
 impl Metrics {
+    /// Counts one refusal for `cap`.
+    pub(crate) fn refuse(&self, cap: &str) {
+        self.refused
+            .get_or_create(&vec![("cap".to_owned(), cap.to_owned())])
+            .inc();
+    }
+
     fn new() -> Self {
         let mut m = Metrics::default();
         let mut registry = Registry::with_prefix("chronicle");
@@ -76,6 +128,16 @@ impl Metrics {
             "Open SSE and WebSocket streams",
             m.open_streams.clone(),
         );
+        registry.register(
+            "open_connections",
+            "Open HTTP connections (WebSockets included)",
+            m.open_connections.clone(),
+        );
+        registry.register(
+            "refused",
+            "Connections and streams refused for a cap, by cap",
+            m.refused.clone(),
+        );
         m.registry = registry;
         m
     }
@@ -96,19 +158,24 @@ pub struct AppState {
     /// Which Host and Origin headers the server accepts; set from the bound address by
     /// [`crate::serve`].
     pub site: Arc<Site>,
+    /// The open SSE and WebSocket streams, counted against their caps.
+    pub(crate) streams: Arc<Streams>,
 }
 
 impl AppState {
     pub fn new(engine: Engine, tokens: Tokens, config: ApiConfig) -> Self {
         let site = Site::new(None, &config.allowed_hosts, &config.cors_origins);
+        let metrics = Arc::new(Metrics::new());
+        let streams = Arc::new(Streams::new(&config, metrics.clone()));
         Self {
             engine,
             tokens,
             config: Arc::new(config),
-            metrics: Arc::new(Metrics::new()),
+            metrics,
             shutdown: CancellationToken::new(),
             tickets: Arc::default(),
             site: Arc::new(site),
+            streams,
         }
     }
 

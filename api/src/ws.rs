@@ -8,6 +8,11 @@
 //!
 //! Each streamed run has its own forwarding task (bus subscription → the socket's outbox); the
 //! socket task alone writes to the socket. The current run is the one started or subscribed last.
+//!
+//! A socket is one stream under the stream caps. A message over `ws_message_bytes_max` gets an
+//! `error` frame (`payload_too_large`) and a close with code 1009: messages up to twice the limit
+//! are read whole (so the close handshake completes), a larger one is refused at its frame
+//! header without reading it.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -33,19 +38,21 @@ use tokio_util::sync::CancellationToken;
 use crate::auth::StreamPrincipal;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::Query;
+use crate::limits::StreamPermit;
 use crate::rest::owned_run;
-use crate::sse::{Enricher, StreamGuard};
+use crate::sse::Enricher;
 use crate::state::AppState;
 
 /// Runs one socket streams at once; subscribing to one more drops the oldest.
 pub const WS_SUBSCRIPTIONS_MAX: usize = 16;
 
-/// Server messages queued for one socket before its forwarders wait (a waiting forwarder costs
-/// the run nothing: the bus re-reads what it missed from the log).
-pub const WS_OUTBOX_MESSAGES: usize = 256;
-
-/// How long a closing socket waits to tell the client the server is going away.
+/// How long a closing socket waits to tell the client why (the server is going away, a message
+/// was too big), and for its answer.
 pub const WS_CLOSE_WAIT_MS: u64 = 1000;
+
+/// The socket's read buffer to start with (tungstenite's default, 128 KiB, is filled in whole
+/// on the first read: 128 KiB of memory for every idle socket). It grows for a larger frame.
+const WS_READ_BUFFER_BYTES: usize = 8 * 1024;
 
 /// The client message types, for a clear error on any other.
 const CLIENT_TYPES: [&str; 4] = ["message", "human_response", "command", "subscribe"];
@@ -64,6 +71,7 @@ pub struct WsQuery {
     responses(
         (status = 101, description = "WebSocket upgrade; JSON text frames {\"type\": ...}. Client: message {content, thread_id?, hitl?, user_id?}, human_response {approve | response | decision, approval_id?, edited_args?, comment?}, command {command}, subscribe {run_id, from_seq?}. Server: connected, event, hitl_request, final, command_result, error"),
         (status = 400), (status = 401), (status = 426, description = "not a WebSocket upgrade request"),
+        (status = 503, description = "too_many_streams: a cap on open streams is full; retry after Retry-After seconds"),
     ))]
 pub async fn handler(
     State(st): State<AppState>,
@@ -83,11 +91,15 @@ pub async fn handler(
         .thread_id
         .filter(|t| !t.trim().is_empty())
         .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
-    let frame_bytes_max = st.config.request_body_bytes_max;
+    let permit = st.streams.open(&who.name)?;
+    // Read a little past the API's limit, so that a message just over it is refused with a
+    // clean close instead of a connection cut in the middle of the frame.
+    let transport_bytes_max = st.config.ws_message_bytes_max.saturating_mul(2);
     Ok(upgrade
-        .max_message_size(frame_bytes_max)
-        .max_frame_size(frame_bytes_max)
-        .on_upgrade(move |socket| Session::run(st, who, session_id, socket)))
+        .read_buffer_size(WS_READ_BUFFER_BYTES)
+        .max_message_size(transport_bytes_max)
+        .max_frame_size(transport_bytes_max)
+        .on_upgrade(move |socket| Session::run(st, who, session_id, socket, permit)))
 }
 
 // ------------------------------------------------------------------ client messages
@@ -189,10 +201,11 @@ impl Session {
         who: chronicle_engine::Principal,
         session_id: String,
         mut socket: WebSocket,
+        _permit: StreamPermit,
     ) {
-        let _guard = StreamGuard::open(&st.metrics);
         let stop = st.shutdown.child_token();
-        let (outbox, mut inbox) = mpsc::channel(WS_OUTBOX_MESSAGES);
+        let (outbox, mut inbox) = mpsc::channel(st.config.ws_outbox_messages.max(1));
+        let message_bytes_max = st.config.ws_message_bytes_max;
         let mut ping =
             tokio::time::interval(Duration::from_millis(st.config.sse_keepalive_ms.max(1)));
         ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -213,10 +226,7 @@ impl Session {
         while open {
             tokio::select! {
                 _ = stop.cancelled() => {
-                    let bye = CloseFrame { code: close_code::AWAY, reason: "server shutting down".into() };
-                    // A client that stopped reading must not hold the shutdown up.
-                    let wait = Duration::from_millis(WS_CLOSE_WAIT_MS);
-                    let _ = tokio::time::timeout(wait, socket.send(Message::Close(Some(bye)))).await;
+                    close(&mut socket, close_code::AWAY, "server shutting down").await;
                     open = false;
                 }
                 Some(out) = inbox.recv() => {
@@ -226,14 +236,36 @@ impl Session {
                     }
                 }
                 _ = ping.tick() => {
-                    open = socket.send(Message::Ping(Default::default())).await.is_ok();
+                    open = send_message(&mut socket, Message::Ping(Default::default()), &stop).await;
                 }
                 msg = socket.recv() => {
+                    let msg = match msg {
+                        None | Some(Ok(Message::Close(_))) => break,
+                        Some(Err(e)) => {
+                            if let Some(bytes) = too_long(&e) {
+                                refuse_oversized(&mut socket, bytes, message_bytes_max).await;
+                                // The rest of the message is still unread, and closing a socket
+                                // with unread bytes resets it, which could destroy the close
+                                // frame on its way: give the client time to read it first.
+                                tokio::time::sleep(Duration::from_millis(WS_CLOSE_WAIT_MS)).await;
+                            }
+                            break;
+                        }
+                        Some(Ok(msg)) => msg,
+                    };
+                    let bytes = match &msg {
+                        Message::Text(text) => text.len(),
+                        Message::Binary(data) => data.len(),
+                        _ => 0,
+                    };
+                    if bytes > message_bytes_max {
+                        refuse_oversized(&mut socket, bytes, message_bytes_max).await;
+                        break;
+                    }
                     let reply = match msg {
-                        None | Some(Err(_)) | Some(Ok(Message::Close(_))) => break,
-                        Some(Ok(Message::Text(text))) => s.handle(text.as_str()).await.unwrap_or_else(|e| Some(error_frame(e))),
-                        Some(Ok(Message::Binary(_))) => Some(error_frame(ApiError::bad_request("binary frames are not supported; send JSON text"))),
-                        Some(Ok(Message::Ping(_) | Message::Pong(_))) => None,
+                        Message::Text(text) => s.handle(text.as_str()).await.unwrap_or_else(|e| Some(error_frame(e))),
+                        Message::Binary(_) => Some(error_frame(ApiError::bad_request("binary frames are not supported; send JSON text"))),
+                        Message::Ping(_) | Message::Pong(_) | Message::Close(_) => None,
                     };
                     if let Some(reply) = reply {
                         open = send(&mut socket, &reply, &stop).await;
@@ -457,10 +489,66 @@ impl Session {
 
 /// Sends one JSON frame unless the server is stopping; false when the socket is gone.
 async fn send(socket: &mut WebSocket, frame: &Value, stop: &CancellationToken) -> bool {
+    send_message(socket, Message::Text(frame.to_string().into()), stop).await
+}
+
+/// Sends one message unless the server is stopping (a client that stopped reading must not hold
+/// the shutdown up); false when the socket is gone.
+async fn send_message(socket: &mut WebSocket, msg: Message, stop: &CancellationToken) -> bool {
     tokio::select! {
-        sent = socket.send(Message::Text(frame.to_string().into())) => sent.is_ok(),
+        sent = socket.send(msg) => sent.is_ok(),
         _ = stop.cancelled() => true,
     }
+}
+
+/// Closes the socket with `code`, waiting a bounded time for the client to take the close frame
+/// and answer it.
+async fn close(socket: &mut WebSocket, code: u16, reason: &'static str) {
+    let wait = Duration::from_millis(WS_CLOSE_WAIT_MS);
+    let _ = tokio::time::timeout(wait, async {
+        let frame = CloseFrame {
+            code,
+            reason: reason.into(),
+        };
+        socket.send(Message::Close(Some(frame))).await?;
+        // The client's close frame ends the handshake (and whatever it sent before is read and
+        // dropped, so the socket closes cleanly rather than with a reset).
+        while let Some(Ok(msg)) = socket.recv().await {
+            if matches!(msg, Message::Close(_)) {
+                break;
+            }
+        }
+        Ok::<_, axum::Error>(())
+    })
+    .await;
+}
+
+/// Answers a message of `bytes` over `max` bytes: an `error` frame, then a close with 1009.
+async fn refuse_oversized(socket: &mut WebSocket, bytes: usize, max: usize) {
+    let e = ApiError::too_large(format!(
+        "a message of {bytes} bytes exceeds the limit of {max} bytes"
+    ));
+    let wait = Duration::from_millis(WS_CLOSE_WAIT_MS);
+    let frame = Message::Text(error_frame(e).to_string().into());
+    if let Ok(Ok(())) = tokio::time::timeout(wait, socket.send(frame)).await {
+        close(socket, close_code::SIZE, "message too big").await;
+    }
+}
+
+/// The size of a message the transport refused to read because it is over its limit (read
+/// whole up to twice the API's limit, so only a far larger one ends here).
+fn too_long(e: &axum::Error) -> Option<usize> {
+    let mut source = std::error::Error::source(e);
+    while let Some(err) = source {
+        if let Some(tungstenite::Error::Capacity(
+            tungstenite::error::CapacityError::MessageTooLong { size, .. },
+        )) = err.downcast_ref::<tungstenite::Error>()
+        {
+            return Some(*size);
+        }
+        source = err.source();
+    }
+    None
 }
 
 /// Turns one run's events into server frames: `event` for each, plus `hitl_request` for an

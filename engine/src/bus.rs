@@ -6,7 +6,9 @@
 //! subscribes to the channel *before* reading history from the log, then forwards live events,
 //! dropping any seq it already sent. A subscriber that lags behind the broadcast buffer is never
 //! waited for: it re-reads what it missed from the log and carries on. So a slow subscriber costs
-//! the run nothing.
+//! the run nothing, and costs itself a fixed amount: history is read in chunks of
+//! [`SUBSCRIBER_BUFFER_EVENTS`], and a subscriber whose reader stops holds at most one chunk and
+//! its channel of as many events (the broadcast buffer is the run's, shared by every subscriber).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -21,13 +23,16 @@ use crate::store::{self, Store};
 
 type Channels = Arc<Mutex<HashMap<RunId, broadcast::Sender<Arc<Envelope>>>>>;
 
+/// Events one subscriber holds for its reader at most (its channel), and reads from the log at
+/// once (one chunk of history).
+pub const SUBSCRIBER_BUFFER_EVENTS: usize = 16;
+
 /// Fan-out of durable events per run.
 #[derive(Clone, Debug)]
 pub struct Bus {
     store: Store,
     runs: Channels,
     buffer_events: usize,
-    subscriber_buffer_events: usize,
     shutdown: CancellationToken,
 }
 
@@ -37,7 +42,6 @@ impl Bus {
         let bus = Bus {
             runs: Arc::default(),
             buffer_events: buffer_events.max(1),
-            subscriber_buffer_events: 256,
             store: store.clone(),
             shutdown: shutdown.clone(),
         };
@@ -85,9 +89,13 @@ impl Bus {
         run: RunId,
         from_seq: u64,
     ) -> ReceiverStream<Result<Arc<Envelope>, store::Error>> {
-        let (tx, rx) = mpsc::channel(self.subscriber_buffer_events);
+        let (tx, rx) = mpsc::channel(SUBSCRIBER_BUFFER_EVENTS);
         // Subscribe before reading history, so nothing appended in between is missed.
-        let mut live = self.channel(run);
+        let mut live = Listener {
+            rx: self.channel(run),
+            run,
+            runs: self.runs.clone(),
+        };
         let store = self.store.clone();
         let shutdown = self.shutdown.clone();
         tokio::spawn(async move {
@@ -98,7 +106,7 @@ impl Bus {
             }
             loop {
                 let msg = tokio::select! {
-                    msg = live.recv() => msg,
+                    msg = live.rx.recv() => msg,
                     _ = tx.closed() => return,
                     _ = shutdown.cancelled() => return,
                 };
@@ -124,7 +132,29 @@ impl Bus {
     }
 }
 
-/// Sends every durable event of `run` from `*next` on and advances `*next`.
+/// A subscriber's end of its run's channel. The last one to go removes the channel, so the bus
+/// keeps channels only for runs someone follows (a finished run sends nothing that would).
+struct Listener {
+    rx: broadcast::Receiver<Arc<Envelope>>,
+    run: RunId,
+    runs: Channels,
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        let mut runs = self.runs.lock().unwrap_or_else(|e| e.into_inner());
+        // This receiver still counts until it is dropped, after this.
+        if runs
+            .get(&self.run)
+            .is_some_and(|tx| tx.receiver_count() <= 1)
+        {
+            runs.remove(&self.run);
+        }
+    }
+}
+
+/// Sends every durable event of `run` from `*next` on and advances `*next`, reading the log one
+/// chunk at a time.
 async fn catch_up(
     store: &Store,
     run: RunId,
@@ -132,19 +162,25 @@ async fn catch_up(
     tx: &mpsc::Sender<Result<Arc<Envelope>, store::Error>>,
 ) -> Result<(), ()> {
     let durable = store.durable_next_offset();
-    let batch: Vec<_> = store.read_run(run, *next, u64::MAX).collect();
-    for item in batch {
-        match item {
-            Ok(env) if env.offset >= durable => break,
-            Ok(env) => {
-                *next = env.seq + 1;
-                tx.send(Ok(Arc::new(env))).await.map_err(|_| ())?;
-            }
-            Err(e) => {
-                let _ = tx.send(Err(e)).await;
-                return Err(());
+    let chunk = SUBSCRIBER_BUFFER_EVENTS as u64;
+    loop {
+        let batch: Vec<_> = store.read_run(run, *next, *next + chunk - 1).collect();
+        let complete = batch.len() as u64 == chunk;
+        for item in batch {
+            match item {
+                Ok(env) if env.offset >= durable => return Ok(()),
+                Ok(env) => {
+                    *next = env.seq + 1;
+                    tx.send(Ok(Arc::new(env))).await.map_err(|_| ())?;
+                }
+                Err(e) => {
+                    let _ = tx.send(Err(e)).await;
+                    return Err(());
+                }
             }
         }
+        if !complete {
+            return Ok(());
+        }
     }
-    Ok(())
 }

@@ -33,7 +33,9 @@ pub struct Settings {
     pub workspace_root: Option<PathBuf>,
     /// Messages queued for one run actor before senders wait.
     pub actor_mailbox_messages: usize,
-    /// Live events buffered per run for subscribers before a slow one falls back to the log.
+    /// Live events buffered per run for subscribers before a slow one falls back to the log. The
+    /// buffer is allocated whole for every run someone follows and keeps its newest events, so it
+    /// is kept small: a lagging subscriber only costs a read of the log.
     pub bus_buffer_events: usize,
     /// Agent results larger than this go to a blob file instead of the event.
     pub inline_payload_bytes_max: usize,
@@ -72,7 +74,7 @@ impl Default for Settings {
             tools: ToolRegistry::builtin(),
             workspace_root: None,
             actor_mailbox_messages: 64,
-            bus_buffer_events: 1024,
+            bus_buffer_events: 128,
             inline_payload_bytes_max: 16 * 1024,
             query_bytes_max: 8 * 1024,
             tool_output_offload_bytes: 16 * 1024,

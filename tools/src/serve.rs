@@ -11,7 +11,7 @@ use chronicle_schemas::HitlMode;
 
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Examples:\n  chronicle serve\n  chronicle serve --addr 0.0.0.0:8080 --tokens tokens.txt\n  chronicle serve --cors-origin http://localhost:5173\n  CHRONICLE_API_TOKEN=$(openssl rand -hex 16) chronicle serve --hitl-default every_todo\n\nA full disk is answered with 507 and /healthz reports `\"storage\": \"full\"` until space is freed; appends then resume by themselves.\n\nExit codes: 0 clean shutdown, 2 could not start (bad flag, broken store, refused bind), 3 stopped after a failed fsync (nothing unacknowledged was acknowledged; restart to recover)."
+    after_help = "Examples:\n  chronicle serve\n  chronicle serve --addr 0.0.0.0:8080 --tokens tokens.txt\n  chronicle serve --cors-origin http://localhost:5173\n  CHRONICLE_API_TOKEN=$(openssl rand -hex 16) chronicle serve --hitl-default every_todo\n\nA full disk is answered with 507 and /healthz reports `\"storage\": \"full\"` until space is freed; appends then resume by themselves.\n\nA connection over --connections-max, and a stream (SSE or WebSocket) over --streams-max or --streams-per-principal-max, is answered 503 with Retry-After (`too_many_connections`, `too_many_streams`). The soft limit on open files is raised to the hard one at start (every connection is a file descriptor).\n\nExit codes: 0 clean shutdown, 2 could not start (bad flag, broken store, refused bind), 3 stopped after a failed fsync (nothing unacknowledged was acknowledged; restart to recover)."
 )]
 pub struct ServeArgs {
     /// Address to listen on.
@@ -50,10 +50,85 @@ pub struct ServeArgs {
     /// from a backup or copy).
     #[arg(long)]
     repair_truncate_tail: bool,
+    #[command(flatten)]
+    limits: LimitArgs,
+}
+
+/// The connection and stream limits an operator tunes (the rest keep `ApiConfig`'s defaults).
+#[derive(Debug, clap::Args)]
+struct LimitArgs {
+    /// How long a request head may take to arrive, in ms (from the connection's opening, or the
+    /// first byte of a later request); then the connection is closed.
+    #[arg(long, default_value_t = ApiConfig::default().header_read_timeout_ms)]
+    header_read_timeout_ms: u64,
+    /// How long a request body may take to arrive, in ms; then 408 and the connection is closed.
+    #[arg(long, default_value_t = ApiConfig::default().body_read_timeout_ms)]
+    body_read_timeout_ms: u64,
+    /// How long a keep-alive connection waits for its next request, in ms.
+    #[arg(long, default_value_t = ApiConfig::default().idle_timeout_ms)]
+    idle_timeout_ms: u64,
+    /// Connections served at once (WebSockets included); one more is answered 503.
+    #[arg(long, default_value_t = ApiConfig::default().connections_max)]
+    connections_max: usize,
+    /// SSE and WebSocket streams open at once, in all; one more is answered 503.
+    #[arg(long, default_value_t = ApiConfig::default().streams_max)]
+    streams_max: usize,
+    /// SSE and WebSocket streams one principal may hold open at once.
+    #[arg(long, default_value_t = ApiConfig::default().streams_per_principal_max)]
+    streams_per_principal_max: usize,
+}
+
+impl LimitArgs {
+    fn config(&self) -> ApiConfig {
+        ApiConfig {
+            header_read_timeout_ms: self.header_read_timeout_ms,
+            body_read_timeout_ms: self.body_read_timeout_ms,
+            idle_timeout_ms: self.idle_timeout_ms,
+            connections_max: self.connections_max,
+            streams_max: self.streams_max,
+            streams_per_principal_max: self.streams_per_principal_max,
+            ..ApiConfig::default()
+        }
+    }
 }
 
 /// Exit code after a failed fsync stopped the store.
 const EXIT_STORAGE_FAILED: i32 = 3;
+
+/// File descriptors the server needs besides its connections (the store's files, the listener,
+/// agents' and the model's connections), for the warning about a low limit.
+const FILES_BESIDES_CONNECTIONS: u64 = 256;
+
+/// Raises the soft limit on open files to the hard one, because every connection is a file
+/// descriptor and the usual soft limit (1024) is below the connection cap; logs the limit.
+fn raise_open_files_limit(connections_max: usize) {
+    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+    let limit = getrlimit(Resource::Nofile);
+    let mut current = limit.current;
+    if limit.maximum.is_some() && limit.current != limit.maximum {
+        let raised = Rlimit {
+            current: limit.maximum,
+            maximum: limit.maximum,
+        };
+        match setrlimit(Resource::Nofile, raised) {
+            Ok(()) => current = limit.maximum,
+            Err(e) => tracing::warn!(error = %e, "cannot raise the limit on open files"),
+        }
+    }
+    let Some(open_files_max) = current else {
+        tracing::info!("open files: no limit");
+        return;
+    };
+    tracing::info!(open_files_max, "open files limit");
+    if open_files_max < connections_max as u64 + FILES_BESIDES_CONNECTIONS {
+        tracing::warn!(
+            open_files_max,
+            connections_max,
+            "the limit on open files is below the connection cap plus {FILES_BESIDES_CONNECTIONS}: \
+             connections past it cannot be accepted (raise the hard limit, e.g. `ulimit -Hn`)"
+        );
+    }
+}
 
 pub fn parse_hitl(s: &str) -> Result<HitlMode, String> {
     serde_json::from_value(serde_json::Value::String(s.to_owned())).map_err(|_| {
@@ -105,6 +180,12 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
         (None, None) => Tokens::none(),
     };
     chronicle_api::check_bind(args.addr, &tokens, args.insecure).map_err(anyhow::Error::msg)?;
+    let config = ApiConfig {
+        allowed_hosts: args.allowed_hosts.clone(),
+        cors_origins: args.cors_origins.clone(),
+        ..args.limits.config()
+    };
+    raise_open_files_limit(config.connections_max);
     let opts = Options {
         durability: args.durability,
         repair_truncate_tail: args.repair_truncate_tail,
@@ -135,11 +216,6 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     rt.block_on(async move {
         let engine = Engine::open(store, settings).await?;
         let listener = tokio::net::TcpListener::bind(args.addr).await.with_context(|| format!("binding {}", args.addr))?;
-        let config = ApiConfig {
-            allowed_hosts: args.allowed_hosts.clone(),
-            cors_origins: args.cors_origins.clone(),
-            ..ApiConfig::default()
-        };
         let state = AppState::new(engine, tokens.clone(), config);
         tracing::info!(addr = %args.addr, data = %args.data.display(), auth = !tokens.is_empty(), "chronicle is listening");
         if tokens.is_empty() && !args.addr.ip().is_loopback() {

@@ -5,3 +5,4 @@ mod cli_remote;
 mod cli_run;
 mod durability;
 mod lazyfs;
+mod serve_bounds;

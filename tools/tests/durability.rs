@@ -33,6 +33,8 @@ pub(crate) struct Serve {
     child: Child,
     /// The client of the server (with the server's token, if it has one).
     pub(crate) api: Client,
+    /// The loopback port it listens on.
+    pub(crate) port: u16,
     log: PathBuf,
 }
 
@@ -89,6 +91,7 @@ impl Serve {
                 .unwrap()
                 .with_request_timeout(Duration::from_secs(20))
                 .with_token(token.map(str::to_owned)),
+            port,
             log: log.to_owned(),
         };
         let deadline = Instant::now() + START_TIMEOUT;
@@ -109,6 +112,11 @@ impl Serve {
             );
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+
+    /// The server's process id.
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     pub(crate) fn log_text(&self) -> String {

@@ -29,5 +29,5 @@ pub use log::{EventLog, Events, RunHead, StorageHealth};
 pub use memory_log::MemoryLog;
 pub use options::{Durability, Options};
 pub use sled_log::{SCHEMA_VERSION, SLED_VALUE_BYTES_MAX, SledLog};
-pub use store::{RunSource, Store};
+pub use store::{RunSource, Store, Tail};
 pub use verify::{Problem, VerifyReport};

@@ -162,41 +162,36 @@ impl Store {
     /// skips or repeats one. Ends when the receiver is dropped or the store closes.
     pub fn follow(&self, from: u64) -> ReceiverStream<Result<Envelope>> {
         let (tx, rx) = mpsc::channel(self.options().follow_buffer_events.max(1));
-        // A follower must not keep the store open: it holds a weak handle and upgrades it only
-        // while it reads, so dropping the last `Store` closes the log even with followers around.
-        let weak = Arc::downgrade(&self.log);
-        let mut head = self.log.watch_head();
+        let mut tail = self.tail(from, FOLLOW_CHUNK_EVENTS);
         tokio::spawn(async move {
-            let mut pos = from;
             loop {
-                let durable = *head.borrow_and_update();
-                while pos < durable {
-                    let end = durable.min(pos + FOLLOW_CHUNK_EVENTS);
-                    let Some(log) = weak.upgrade() else { return };
-                    let chunk: Vec<_> = log.read_range(pos, end).collect();
-                    drop(log);
-                    if chunk.len() as u64 != end - pos {
-                        let gap = Error::Corrupt {
-                            offset: pos,
-                            reason: "gap in the log".into(),
-                        };
-                        let _ = tx.send(Err(gap)).await;
-                        return;
-                    }
-                    for ev in chunk {
-                        if tx.send(ev).await.is_err() {
-                            return;
-                        }
-                    }
-                    pos = end;
-                }
-                tokio::select! {
-                    changed = head.changed() => if changed.is_err() { return },
+                let next = tokio::select! {
+                    next = tail.next() => next,
                     _ = tx.closed() => return,
+                };
+                let Some(item) = next else { return };
+                let failed = item.is_err();
+                if tx.send(item).await.is_err() || failed {
+                    return;
                 }
             }
         });
         ReceiverStream::new(rx)
+    }
+
+    /// [`Store::follow`] without a task or a channel: the caller pulls, and the tail reads at
+    /// most `chunk_events` events ahead of it, so a reader that stops reading holds one chunk
+    /// at most while the rest stays in the log.
+    pub fn tail(&self, from: u64, chunk_events: u64) -> Tail {
+        Tail {
+            // A tail must not keep the store open: it holds a weak handle and upgrades it only
+            // while it reads, so dropping the last `Store` closes the log even with tails around.
+            log: Arc::downgrade(&self.log),
+            head: self.log.watch_head(),
+            next: from,
+            chunk_events: chunk_events.max(1),
+            ready: Vec::new().into_iter(),
+        }
     }
 
     /// Checks every record: dense offsets, decodable bodies, intact hashes, unbroken per-run
@@ -272,6 +267,55 @@ impl Store {
             })?;
         }
         Ok(written)
+    }
+}
+
+/// A pull-based follower of the durable log ([`Store::tail`]).
+pub struct Tail {
+    log: std::sync::Weak<dyn EventLog>,
+    head: watch::Receiver<u64>,
+    next: u64,
+    chunk_events: u64,
+    ready: std::vec::IntoIter<Envelope>,
+}
+
+impl std::fmt::Debug for Tail {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tail").field("next", &self.next).finish()
+    }
+}
+
+impl Tail {
+    /// The next durable event, waiting for one to become durable; `None` once the store is
+    /// closed. Cancel-safe: an event read is kept for the next call.
+    pub async fn next(&mut self) -> Option<Result<Envelope>> {
+        loop {
+            if let Some(env) = self.ready.next() {
+                return Some(Ok(env));
+            }
+            let durable = *self.head.borrow_and_update();
+            if self.next < durable {
+                let end = durable.min(self.next + self.chunk_events);
+                let log = self.log.upgrade()?;
+                let chunk: Result<Vec<_>> = log.read_range(self.next, end).collect();
+                drop(log);
+                let chunk = match chunk {
+                    Ok(chunk) if chunk.len() as u64 == end - self.next => chunk,
+                    Ok(_) => {
+                        let gap = Error::Corrupt {
+                            offset: self.next,
+                            reason: "gap in the log".into(),
+                        };
+                        return Some(Err(gap));
+                    }
+                    Err(e) => return Some(Err(e)),
+                };
+                self.next = end;
+                self.ready = chunk.into_iter();
+                continue;
+            }
+            self.head.changed().await.ok()?;
+        }
     }
 }
 
