@@ -721,3 +721,44 @@ async fn a_fixed_plan_naming_an_unknown_agent_is_422_at_submission_and_writes_no
     srv.client.start_run(&req).await.unwrap();
     srv.stop().await;
 }
+
+/// `approval_timeout_ms` is checked at submission, at both ends of its range: outside it the
+/// run is refused with 422 naming the field and nothing is written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_timeout_outside_its_range_is_422_and_writes_nothing() {
+    use chronicle_schemas::{APPROVAL_TIMEOUT_MS_MAX, APPROVAL_TIMEOUT_MS_MIN};
+    let srv = server(Tokens::none(), None).await;
+    let run = |ms: Value| {
+        srv.http
+            .post(srv.url("/api/v1/agent/run"))
+            .json(&json!({"query": SCENARIO_1, "approval_timeout_ms": ms}))
+    };
+    for ms in [
+        json!(0),
+        json!(APPROVAL_TIMEOUT_MS_MIN - 1),
+        json!(APPROVAL_TIMEOUT_MS_MAX + 1),
+        json!(9_000_000_000_000_000_u64),
+        json!(u64::MAX),
+    ] {
+        let b = refused_raw(&srv, run(ms.clone()), 422, "unprocessable_entity").await;
+        assert!(
+            b.error
+                .message
+                .starts_with("approval_timeout_ms must be 1000..=2592000000"),
+            "{ms}: {b:?}"
+        );
+    }
+    // What is not a u64 at all is refused when the body is read (422 too).
+    for ms in [json!(9e15), json!(-1), json!("60000")] {
+        let b = refused_raw(&srv, run(ms.clone()), 422, "unprocessable_entity").await;
+        assert!(
+            b.error.message.contains("approval_timeout_ms"),
+            "{ms}: {b:?}"
+        );
+    }
+    for ms in [APPROVAL_TIMEOUT_MS_MIN, APPROVAL_TIMEOUT_MS_MAX] {
+        let res = run(json!(ms)).send().await.unwrap();
+        assert_eq!(res.status(), StatusCode::ACCEPTED, "{ms}");
+    }
+    srv.stop().await;
+}

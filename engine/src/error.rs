@@ -34,6 +34,12 @@ pub enum Error {
     Plan(#[from] PlanError),
     #[error(transparent)]
     UnknownAgent(#[from] UnknownAgent),
+    #[error(
+        "approval_timeout_ms must be {}..={} (1 second to 30 days), got {ms}",
+        chronicle_schemas::APPROVAL_TIMEOUT_MS_MIN,
+        chronicle_schemas::APPROVAL_TIMEOUT_MS_MAX
+    )]
+    ApprovalTimeout { ms: u64 },
     #[error("decision edit needs edited_args (a JSON object)")]
     EditWithoutArgs,
     #[error("edited_args only go with decision edit, not {}", .0.as_str())]

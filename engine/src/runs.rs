@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use chronicle_projections::RunState;
 use chronicle_schemas::{
-    Envelope, Event, HitlMode, ParentLink, PlanStep, RunConfig, RunId, RunStatus, SessionId,
-    Strategy, ToolCallId,
+    APPROVAL_TIMEOUT_MS_MAX, APPROVAL_TIMEOUT_MS_MIN, Envelope, Event, HitlMode, ParentLink,
+    PlanStep, RunConfig, RunId, RunStatus, SessionId, Strategy, ToolCallId,
 };
 use serde_json::{Value, json};
 use tokio_stream::StreamExt;
@@ -76,6 +76,17 @@ fn check_plan(shared: &Shared, plan: &[PlanStep]) -> Result<(), PlanError> {
     Ok(())
 }
 
+/// The approval timeout, when the run has one, is within its range (whoever set it: the request,
+/// the server's defaults or a caller's whole config).
+fn check_approval_timeout(config: &RunConfig) -> Result<()> {
+    match config.approval_timeout_ms {
+        Some(ms) if !(APPROVAL_TIMEOUT_MS_MIN..=APPROVAL_TIMEOUT_MS_MAX).contains(&ms) => {
+            Err(Error::ApprovalTimeout { ms })
+        }
+        _ => Ok(()),
+    }
+}
+
 /// The run's config: the request's, or the server defaults with the request's overrides.
 fn config_of(shared: &Shared, req: &StartRun) -> RunConfig {
     let mut config = req
@@ -114,6 +125,7 @@ pub(crate) async fn start(shared: &Arc<Shared>, run_id: RunId, req: StartRun) ->
         });
     }
     let config = config_of(shared, &req);
+    check_approval_timeout(&config)?;
     if let Some(plan) = &config.plan {
         check_plan(shared, plan)?;
     }

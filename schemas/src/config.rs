@@ -80,6 +80,13 @@ impl Default for Limits {
     }
 }
 
+/// The shortest approval timeout a run may ask for: a second, because a shorter one would
+/// expire before a person could read the request.
+pub const APPROVAL_TIMEOUT_MS_MIN: u64 = 1_000;
+/// The longest approval timeout a run may ask for: 30 days. Longer is the same as none for a
+/// person, and keeps expiry instants far from the timestamp's range.
+pub const APPROVAL_TIMEOUT_MS_MAX: u64 = 30 * 24 * 60 * 60 * 1_000;
+
 /// Everything that shapes one run, fixed at `RunStarted`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
@@ -91,6 +98,9 @@ pub struct RunConfig {
     pub strategy: Option<Strategy>,
     pub max_retries: u32,
     pub limits: Limits,
+    /// How long an approval waits for a human before it expires, in
+    /// [`APPROVAL_TIMEOUT_MS_MIN`]`..=`[`APPROVAL_TIMEOUT_MS_MAX`] (checked when a run starts);
+    /// `None` waits forever.
     pub approval_timeout_ms: Option<u64>,
     pub on_expiry: ExpiryAction,
     pub agent_catalogue_version: String,

@@ -22,7 +22,10 @@ pub mod samples;
 pub use approval::{Approval, ApprovalStatus, Decision, Subject};
 pub use audit::{AuditDecision, AuditRow, SubjectKind};
 pub use checkpoint::Checkpoint;
-pub use config::{ExpiryAction, HitlMode, Limits, RunConfig, Strategy};
+pub use config::{
+    APPROVAL_TIMEOUT_MS_MAX, APPROVAL_TIMEOUT_MS_MIN, ExpiryAction, HitlMode, Limits, RunConfig,
+    Strategy,
+};
 pub use envelope::{
     EVENT_BYTES_MAX, Envelope, Error, ExternalBody, RECORD_FORMAT_EXTERNAL, RECORD_FORMAT_V1,
     RECORD_HEADER_BYTES, RecordHeader, Result, decode_record, decode_record_body, encode_record,
