@@ -722,6 +722,62 @@ async fn a_fixed_plan_naming_an_unknown_agent_is_422_at_submission_and_writes_no
     srv.stop().await;
 }
 
+/// A route asked with a method it does not take: 405 in the error format, with `Allow`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_method_is_405_with_the_error_body_and_allow() {
+    let srv = server(Tokens::none(), None).await;
+    let run = RunId(uuid::Uuid::now_v7());
+    for (method, path, allow) in [
+        (
+            reqwest::Method::DELETE,
+            "/api/v1/agent/run".to_owned(),
+            "POST",
+        ),
+        (reqwest::Method::PUT, "/healthz".to_owned(), "GET,HEAD"),
+        (
+            reqwest::Method::GET,
+            format!("/api/v1/agent/{run}/cancel"),
+            "POST",
+        ),
+    ] {
+        let before = srv.offsets();
+        let res = srv
+            .http
+            .request(method.clone(), srv.url(&path))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            res.status(),
+            StatusCode::METHOD_NOT_ALLOWED,
+            "{method} {path}"
+        );
+        assert_eq!(res.headers()["allow"], allow, "{method} {path}");
+        assert_eq!(
+            res.headers()["content-type"],
+            "application/json",
+            "{method} {path}"
+        );
+        let b: ErrorBody = res.json().await.unwrap();
+        assert_eq!(b.error.code, "method_not_allowed");
+        assert_eq!(
+            b.error.message,
+            format!("{path} does not take {method}"),
+            "{b:?}"
+        );
+        assert_eq!(srv.offsets(), before);
+    }
+    // An unknown path is still 404, whatever the method.
+    let res = srv
+        .http
+        .delete(srv.url("/api/v1/nothing"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::NOT_FOUND);
+    srv.stop().await;
+}
+
 /// `approval_timeout_ms` is checked at submission, at both ends of its range: outside it the
 /// run is refused with 422 naming the field and nothing is written.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -72,6 +72,16 @@ async fn not_found(req: Request) -> ApiError {
     ))
 }
 
+/// A route that exists, asked with a method it does not take: 405 in the API's error format
+/// (axum adds the `Allow` header naming the methods it takes).
+async fn method_not_allowed(req: Request) -> ApiError {
+    ApiError::new(
+        axum::http::StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        format!("{} does not take {}", req.uri().path(), req.method()),
+    )
+}
+
 /// Counts requests by status class.
 async fn count(State(st): State<AppState>, req: Request, next: Next) -> Response {
     let res = next.run(req).await;
@@ -125,6 +135,7 @@ pub fn router(state: AppState) -> Router {
         .route("/metrics", get(rest::metrics))
         .route("/openapi.json", get(openapi))
         .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(middleware::from_fn_with_state(state.clone(), count))
         .layer(tower_http::trace::TraceLayer::new_for_http())
