@@ -818,3 +818,95 @@ async fn an_approval_timeout_outside_its_range_is_422_and_writes_nothing() {
     }
     srv.stop().await;
 }
+
+/// Cancel takes `{}`, `{"reason"}` or `null` as a JSON body; restore takes `{}`. A missing body
+/// or an unknown field is refused and writes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_and_restore_take_json_bodies() {
+    let srv = server(Tokens::none(), None).await;
+    let raw = &srv.http;
+    let started = || async {
+        srv.client
+            .start_run(&gated(SCENARIO_1))
+            .await
+            .unwrap()
+            .run_id
+    };
+    let runs = [started().await, started().await, started().await];
+    for run in runs {
+        srv.engine.wait_settled(run, WAIT).await.unwrap();
+    }
+    let cancel = |run: RunId| raw.post(srv.url(&format!("/api/v1/agent/{run}/cancel")));
+    // No body (and so no JSON content type), an empty one: refused.
+    refused_raw(&srv, cancel(runs[0]), 400, "bad_request").await;
+    refused_raw(
+        &srv,
+        cancel(runs[0])
+            .header("content-type", "application/json")
+            .body(""),
+        400,
+        "bad_request",
+    )
+    .await;
+    refused_raw(
+        &srv,
+        cancel(runs[0]).json(&json!({"why": "x"})),
+        422,
+        "unprocessable_entity",
+    )
+    .await;
+    refused_raw(
+        &srv,
+        cancel(runs[0]).json(&json!([])),
+        422,
+        "unprocessable_entity",
+    )
+    .await;
+    for (run, body) in
+        runs.iter()
+            .zip([Value::Null, json!({}), json!({"reason": "changed my mind"})])
+    {
+        let res = cancel(*run).json(&body).send().await.unwrap();
+        assert_eq!(res.status(), StatusCode::OK, "{body}");
+    }
+    let reasons: Vec<Option<String>> = runs
+        .iter()
+        .map(|run| {
+            srv.engine
+                .store()
+                .read_run(*run, 0, u64::MAX)
+                .filter_map(|e| match e.unwrap().event {
+                    chronicle_schemas::Event::RunCancelled { reason, .. } => Some(reason),
+                    _ => None,
+                })
+                .last()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(reasons, [None, None, Some("changed my mind".to_owned())]);
+
+    let run = started().await;
+    srv.engine.wait_settled(run, WAIT).await.unwrap();
+    let cp = srv.client.checkpoints(run).await.unwrap().checkpoints[0]
+        .checkpoint_id
+        .clone();
+    let restore = || raw.post(srv.url(&format!("/api/v1/agent/{run}/checkpoints/{cp}/restore")));
+    refused_raw(&srv, restore(), 400, "bad_request").await;
+    refused_raw(
+        &srv,
+        restore().json(&json!({"to": "cp_001"})),
+        422,
+        "unprocessable_entity",
+    )
+    .await;
+    refused_raw(
+        &srv,
+        restore().json(&Value::Null),
+        422,
+        "unprocessable_entity",
+    )
+    .await;
+    let res = restore().json(&json!({})).send().await.unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    srv.stop().await;
+}

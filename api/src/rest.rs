@@ -11,8 +11,8 @@ use chronicle_schemas::{ApprovalId, CheckpointId, RunId, RunStatus, SessionId};
 use chronicle_wire::{
     ApprovalView, CancelRequest, ChatCommand, ChatRequest, ChatTurn, ChatWaiting, CheckpointList,
     CommandOutcome, CommandRequest, DecisionAccepted, DecisionRequest, Health, HealthStatus,
-    ResumeRequest, RunCancelled, RunRequest, SessionView, Started, Status, StorageState, TodoIds,
-    TodoList, tag,
+    RestoreRequest, ResumeRequest, RunCancelled, RunRequest, SessionView, Started, Status,
+    StorageState, TodoIds, TodoList, tag,
 };
 use serde::Deserialize;
 use serde::Serialize;
@@ -20,7 +20,7 @@ use serde_json::Value;
 
 use crate::auth::Principal;
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{Json, OptionalJson, Path, Query};
+use crate::extract::{Json, Path, Query};
 use crate::state::AppState;
 
 type JsonResult<T> = ApiResult<axum::Json<T>>;
@@ -451,6 +451,7 @@ pub async fn restore(
     State(st): State<AppState>,
     Principal(who): Principal,
     Path((run, cp)): Path<(String, String)>,
+    Json(RestoreRequest {}): Json<RestoreRequest>,
 ) -> JsonResult<chronicle_wire::Restored> {
     let run = run_id(&run)?;
     ok(st
@@ -465,9 +466,10 @@ pub async fn cancel(
     State(st): State<AppState>,
     Principal(who): Principal,
     Path(run): Path<String>,
-    OptionalJson(req): OptionalJson<CancelRequest>,
+    Json(req): Json<Option<CancelRequest>>,
 ) -> JsonResult<RunCancelled> {
     let run = run_id(&run)?;
+    // `null` is a cancel without a reason, as `{}` is.
     let req = req.unwrap_or_default();
     st.engine.cancel(run, &who, req.reason).await?;
     ok(RunCancelled {

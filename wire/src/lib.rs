@@ -5,7 +5,7 @@
 //! - [`names`]: the one table from events to SSE names and the stream's `type`/`subtype`, and
 //!   the `data` object ([`EventData`]) every stream sends;
 //! - requests: [`RunRequest`], [`ChatRequest`], [`ResumeRequest`], [`CommandRequest`],
-//!   [`CancelRequest`], [`DecisionRequest`] (an edit cannot come without its args), and the
+//!   [`CancelRequest`], [`RestoreRequest`], [`DecisionRequest`] (an edit cannot come without its args), and the
 //!   query strings of the read routes;
 //! - views: approvals, the checkpoint list, the TODO list, run status, runs, sessions, chat
 //!   turns, health, and the error body `{"error": {"code", "message"}}`;
@@ -30,8 +30,8 @@ pub use error::{ErrorBody, ErrorDetail};
 pub use names::EventData;
 pub use requests::{
     CancelRequest, ChatRequest, CommandRequest, DecisionRequest, EventsQuery, ExportQuery,
-    InboxQuery, LogQuery, PlanStepRequest, ResumeRequest, RunRequest, RunsQuery, StateQuery,
-    Verdict,
+    InboxQuery, LogQuery, PlanStepRequest, RestoreRequest, ResumeRequest, RunRequest, RunsQuery,
+    StateQuery, Verdict,
 };
 pub use views::{
     ApprovalView, ChatCommand, ChatTurn, ChatWaiting, CheckpointEntry, CheckpointList,

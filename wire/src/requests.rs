@@ -143,14 +143,22 @@ pub struct CommandRequest {
     pub command: String,
 }
 
-/// `POST /api/v1/agent/{run_id}/cancel` (the body may be absent).
+/// `POST /api/v1/agent/{run_id}/cancel`: `{}`, `{"reason": "..."}`, or `null` (no reason).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CancelRequest {
+    /// Recorded with the cancellation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
 }
+
+/// `POST /api/v1/agent/{run_id}/checkpoints/{checkpoint_id}/restore`: `{}` (the checkpoint is
+/// in the path; the body leaves room for options without another route).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct RestoreRequest {}
 
 /// What a human decides about an approval. Only an edit carries args, and it must.
 #[derive(Clone, Debug, PartialEq)]
@@ -458,16 +466,28 @@ mod tests {
             serde_json::to_value(CancelRequest::default()).unwrap(),
             json!({})
         );
+        // A cancel's body may be `null`: no reason.
+        assert_eq!(
+            serde_json::from_value::<Option<CancelRequest>>(Value::Null).unwrap(),
+            None
+        );
+        assert_eq!(serde_json::to_value(RestoreRequest {}).unwrap(), json!({}));
+        assert_eq!(
+            serde_json::from_value::<RestoreRequest>(json!({})).unwrap(),
+            RestoreRequest {}
+        );
         for (ty, bad) in [
             ("chat", json!({"message": "m", "thread": "t"})),
             ("resume", json!({"approve": true, "by": "x"})),
             ("command", json!({"command": "/todos", "run": 1})),
             ("cancel", json!({"why": "x"})),
+            ("restore", json!({"to": "cp_001"})),
         ] {
             let refused = match ty {
                 "chat" => serde_json::from_value::<ChatRequest>(bad).is_err(),
                 "resume" => serde_json::from_value::<ResumeRequest>(bad).is_err(),
                 "command" => serde_json::from_value::<CommandRequest>(bad).is_err(),
+                "restore" => serde_json::from_value::<RestoreRequest>(bad).is_err(),
                 _ => serde_json::from_value::<CancelRequest>(bad).is_err(),
             };
             assert!(refused, "{ty}");
