@@ -89,6 +89,7 @@ impl From<EngineError> for ApiError {
             }
             E::EmptyQuery
             | E::QueryTooLong { .. }
+            | E::BadSessionId { .. }
             | E::ApprovalTimeout { .. }
             | E::Plan(_)
             | E::UnknownAgent(_)

@@ -22,7 +22,7 @@ use chronicle_engine::{Engine, Turn, TurnInput, TurnOutcome};
 use chronicle_schemas::{
     ApprovalId, ApprovalStatus, Decision, Envelope, Event, HitlMode, RunId, SessionId,
 };
-use chronicle_wire::ApprovalView;
+use chronicle_wire::{ApprovalView, ErrorBody};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
@@ -33,6 +33,7 @@ use tokio_util::sync::CancellationToken;
 use crate::auth::Principal;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::Query;
+use crate::openapi::{Forbidden, StreamsUnavailable, Unauthorized};
 use crate::rest::owned_run;
 use crate::sse::{Enricher, StreamGuard};
 use crate::state::AppState;
@@ -56,14 +57,21 @@ pub struct WsQuery {
     pub thread_id: Option<String>,
 }
 
-#[utoipa::path(get, path = "/ws", tag = "streams",
+#[utoipa::path(get, path = "/ws", tag = "streams", security(("bearer" = [])),
     params(
-        ("thread_id" = Option<String>, Query, description = "the session of the socket (default: a new one)"),
-        ("token" = Option<String>, Query, description = "bearer token, for clients that cannot set headers"),
+        ("thread_id" = Option<String>, Query, description = "The session of the socket (default: a new one)"),
+        ("token" = Option<String>, Query, description = "The bearer token, for clients that cannot set headers"),
+        ("Connection" = String, Header, description = "`Upgrade`"),
+        ("Upgrade" = String, Header, description = "`websocket`"),
+        ("Sec-WebSocket-Version" = String, Header, description = "`13`"),
+        ("Sec-WebSocket-Key" = String, Header, description = "The client's nonce"),
     ),
     responses(
-        (status = 101, description = "WebSocket upgrade; JSON text frames {\"type\": ...}. Client: message {content, thread_id?, hitl?, user_id?}, human_response {approve | response | decision, approval_id?, edited_args?, comment?}, command {command}, subscribe {run_id, from_seq?}. Server: connected, event, hitl_request, final, command_result, error"),
-        (status = 400), (status = 401), (status = 426, description = "not a WebSocket upgrade request"),
+        (status = 101, description = "WebSocket upgrade; JSON text frames `{\"type\": ...}`. Client: message {content, thread_id?, hitl?, user_id?}, human_response {approve | response | decision, approval_id?, edited_args?, comment?}, command {command}, subscribe {run_id, from_seq?}. Server: connected, event, hitl_request, final, command_result, error"),
+        (status = 400, description = "Not a valid WebSocket upgrade (missing or bad `Connection`, `Upgrade`, `Sec-WebSocket-Version` or `Sec-WebSocket-Key`), or a bad `Host` header (`bad_request`)", body = ErrorBody),
+        (status = 401, response = Unauthorized), (status = 403, response = Forbidden),
+        (status = 426, description = "The connection cannot be upgraded (`upgrade_required`)", body = ErrorBody),
+        (status = 503, response = StreamsUnavailable),
     ))]
 pub async fn handler(
     State(st): State<AppState>,

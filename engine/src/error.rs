@@ -28,8 +28,17 @@ pub enum Error {
     // Refused requests: the caller can fix them.
     #[error("query must not be empty")]
     EmptyQuery,
-    #[error("query of {bytes} bytes exceeds {max}")]
-    QueryTooLong { bytes: usize, max: usize },
+    #[error(
+        "query of {chars} characters exceeds {}",
+        chronicle_schemas::QUERY_CHARS_MAX
+    )]
+    QueryTooLong { chars: usize },
+    #[error(
+        "session id must be 1..={} characters without NUL, got {chars} characters{}",
+        chronicle_schemas::SESSION_ID_CHARS_MAX,
+        if *contains_nul { " with a NUL" } else { "" }
+    )]
+    BadSessionId { chars: usize, contains_nul: bool },
     #[error(transparent)]
     Plan(#[from] PlanError),
     #[error(transparent)]

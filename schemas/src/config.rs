@@ -2,18 +2,19 @@
 
 use serde::{Deserialize, Serialize};
 
-/// When a human must approve (DESIGN §5).
+/// When a human must approve.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum HitlMode {
     /// Auto-approve everything.
     #[default]
     None,
-    /// Seed 000: interrupt before each TODO.
+    /// Before each TODO.
     EveryTodo,
-    /// Seed 004: agents whose category is listed in `hitl_categories`.
+    /// Before the TODOs of agents whose category is listed in `hitl_categories`.
     Categories,
-    /// Seed 003: tool calls listed in `hitl_tools` (`*` suffix = prefix match, e.g. `dbt_*`).
+    /// Before the tool calls listed in `hitl_tools` (`*` suffix = prefix match, e.g. `dbt_*`).
     Tools,
 }
 
@@ -30,6 +31,7 @@ impl HitlMode {
 
 /// How ready TODOs are scheduled.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Strategy {
     #[default]
@@ -57,7 +59,7 @@ pub enum ExpiryAction {
     Approve,
 }
 
-/// Limits of DESIGN §5; hitting one fails the run with a clear reason.
+/// The limits of one run; hitting one fails the run with a clear reason.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Limits {

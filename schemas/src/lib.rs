@@ -13,6 +13,8 @@ mod envelope;
 mod event;
 mod hash;
 mod ids;
+#[cfg(feature = "openapi")]
+mod openapi;
 mod state;
 mod time;
 
@@ -32,10 +34,13 @@ pub use envelope::{
     external_stub, parse_external_stub, peek_record_header,
 };
 pub use event::{
-    Actor, BlobRef, Event, OWNER_OF_OLD_RUNS, ParentLink, Payload, Phase, PlanStep, Source,
+    Actor, BlobRef, Event, OWNER_OF_OLD_RUNS, ParentLink, Payload, Phase, PlanStep,
+    QUERY_CHARS_MAX, Source,
 };
 pub use hash::{Hash, chain_hash};
-pub use ids::{ApprovalId, CheckpointId, RunId, SessionId, TodoId, ToolCallId};
+pub use ids::{
+    ApprovalId, CheckpointId, RunId, SESSION_ID_CHARS_MAX, SessionId, TodoId, ToolCallId,
+};
 pub use state::{
     AnalysisTeamState, DocumentTeamState, Evaluation, ExecutionStepState, PlanningState, RunStatus,
     SearchTeamState, SupervisorState, SupervisorTodo, TeamState, TodoPriority, TodoStatus,

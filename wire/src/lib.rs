@@ -19,6 +19,8 @@ pub mod audit;
 mod commands;
 mod error;
 pub mod names;
+#[cfg(feature = "openapi")]
+pub mod openapi;
 mod requests;
 pub mod tag;
 mod views;
