@@ -2,7 +2,7 @@
 CARGO ?= cargo
 SHELL := /bin/bash
 
-.PHONY: run test test-deps bench lint fmt
+.PHONY: run test test-deps schemathesis schemathesis-venv bench lint fmt
 
 # The server on 127.0.0.1:8080 with the embedded store in ./.chronicle/, the built-in agents and
 # no LLM key needed. Extra flags: make run ARGS="--hitl-default every_todo".
@@ -16,13 +16,33 @@ test: test-deps
 	@mkdir -p target
 	@set -o pipefail; $(CARGO) test --workspace --all-targets 2>&1 | tee target/test-output.log
 	@awk '/^test result:/ { p += $$4; f += $$6 } END { printf "%d passed, %d failed\n", p, f }' target/test-output.log
+	@bash tests/schemathesis/run.sh
+
+# Schemathesis alone against the real server (see tests/schemathesis/run.sh); `make test` runs it
+# after the cargo tests.
+schemathesis: schemathesis-venv
+	bash tests/schemathesis/run.sh
+
+# The Python venv with schemathesis, its packages pinned in tests/schemathesis/requirements.txt;
+# made once and remade only when that file changes (the stamp is a copy of it).
+SCHEMATHESIS_VENV := target/schemathesis-venv
+
+schemathesis-venv:
+	@cmp -s tests/schemathesis/requirements.txt $(SCHEMATHESIS_VENV)/requirements.txt 2>/dev/null || { \
+	  echo "make test: installing schemathesis into $(SCHEMATHESIS_VENV)" >&2; \
+	  command -v python3 >/dev/null 2>&1 && python3 -m venv --help >/dev/null 2>&1 \
+	    || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3 python3-venv >/dev/null; }; \
+	  rm -rf $(SCHEMATHESIS_VENV) && python3 -m venv $(SCHEMATHESIS_VENV) \
+	    && $(SCHEMATHESIS_VENV)/bin/pip install --quiet --disable-pip-version-check \
+	         --requirement tests/schemathesis/requirements.txt \
+	    && cp tests/schemathesis/requirements.txt $(SCHEMATHESIS_VENV)/requirements.txt; }
 
 # What the tests need beyond cargo, installed from Debian when missing (and reused when present):
 # `fuse3` for the power-loss test's FUSE mount (it needs /dev/fuse and root: the mount is a plain
 # mount(2); fusermount3 is what a non-root user would need), and `chromium` for the browser-safety
 # tests (a real headless browser on a page of another origin). If an install fails, the tests
 # that need it fail and say why.
-test-deps:
+test-deps: schemathesis-venv
 	@missing=""; \
 	command -v fusermount3 >/dev/null 2>&1 || missing="$$missing fuse3"; \
 	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \

@@ -587,8 +587,8 @@ async fn runs_are_listed_a_page_at_a_time() {
             after: Some(RunId::from_u128(9)),
             ..Default::default()
         }),
-        400,
-        "bad_request"
+        404,
+        "not_found"
     );
     refused_raw(
         &srv,
@@ -620,7 +620,86 @@ async fn openapi_document() {
             "{route} missing from the OpenAPI document"
         );
     }
+    // Without tokens nothing needs one, and nothing answers 401.
+    let text = doc.to_string();
+    assert!(!text.contains("\"security\""), "{text}");
+    assert!(!text.contains("\"401\""));
+    // The document stands alone.
+    for word in ["seed 0", "Seed 0", "DESIGN", "§"] {
+        assert!(!text.contains(word), "the document mentions {word:?}");
+    }
     insta::assert_json_snapshot!("openapi", doc, {".info.version" => "[version]"});
+    srv.stop().await;
+}
+
+/// With tokens, every operation but `/healthz` and `/openapi.json` needs the bearer token and
+/// declares 401; every error answer has the error body; every body is required.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openapi_document_with_tokens_declares_auth_and_every_error() {
+    let srv = server(Tokens::single("admin", "tok-admin-123456").unwrap(), None).await;
+    let doc = srv.client_as("tok-admin-123456").openapi().await.unwrap();
+    assert_eq!(
+        doc["components"]["securitySchemes"]["bearer"],
+        json!({"type": "http", "scheme": "bearer"})
+    );
+    let mut operations = 0;
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for (method, op) in item.as_object().unwrap() {
+            operations += 1;
+            let public = path == "/healthz" || path == "/openapi.json";
+            let responses = op["responses"].as_object().unwrap();
+            assert_eq!(
+                op.get("security").is_none(),
+                public,
+                "{method} {path}: security {:?}",
+                op.get("security")
+            );
+            assert_eq!(responses.contains_key("401"), !public, "{method} {path}");
+            for status in ["400", "403", "503"] {
+                assert!(
+                    responses.contains_key(status),
+                    "{method} {path}: no {status}"
+                );
+            }
+            if let Some(body) = op.get("requestBody") {
+                assert_eq!(body["required"], true, "{method} {path}");
+                for status in ["408", "413", "415", "422"] {
+                    assert!(
+                        responses.contains_key(status),
+                        "{method} {path}: no {status}"
+                    );
+                }
+            }
+            for (status, response) in responses {
+                if status.starts_with('4') || status.starts_with('5') {
+                    let schema = response
+                        .get("$ref")
+                        .map(|r| {
+                            let name = r.as_str().unwrap().rsplit('/').next().unwrap();
+                            doc["components"]["responses"][name]["content"]["application/json"]
+                                ["schema"]
+                                .clone()
+                        })
+                        .unwrap_or_else(|| {
+                            response["content"]["application/json"]["schema"].clone()
+                        });
+                    assert!(
+                        !schema.is_null(),
+                        "{method} {path} {status}: no JSON error body"
+                    );
+                }
+            }
+        }
+    }
+    assert_eq!(operations, 26);
+    // Unsigned integers carry their real range, not a signed format.
+    let text = doc.to_string();
+    assert!(!text.contains("\"int32\""), "u32 declared as int32");
+    let at = &doc["paths"]["/api/v1/agent/{run_id}/state"]["get"]["parameters"][1]["schema"];
+    assert_eq!(
+        at,
+        &json!({"type": "integer", "minimum": 0, "maximum": u64::MAX})
+    );
     srv.stop().await;
 }
 
@@ -724,5 +803,305 @@ async fn a_fixed_plan_naming_an_unknown_agent_is_422_at_submission_and_writes_no
         ..RunRequest::new("강남구 아파트 시세")
     };
     srv.client.start_run(&req).await.unwrap();
+    srv.stop().await;
+}
+
+/// A route asked with a method it does not take: 405 in the error format, with `Allow`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_method_is_405_with_the_error_body_and_allow() {
+    let srv = server(Tokens::none(), None).await;
+    let run = RunId(uuid::Uuid::now_v7());
+    for (method, path, allow) in [
+        (
+            reqwest::Method::DELETE,
+            "/api/v1/agent/run".to_owned(),
+            "POST",
+        ),
+        (reqwest::Method::PUT, "/healthz".to_owned(), "GET,HEAD"),
+        (
+            reqwest::Method::GET,
+            format!("/api/v1/agent/{run}/cancel"),
+            "POST",
+        ),
+    ] {
+        let before = srv.offsets();
+        let res = srv
+            .http
+            .request(method.clone(), srv.url(&path))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            res.status(),
+            StatusCode::METHOD_NOT_ALLOWED,
+            "{method} {path}"
+        );
+        assert_eq!(res.headers()["allow"], allow, "{method} {path}");
+        assert_eq!(
+            res.headers()["content-type"],
+            "application/json",
+            "{method} {path}"
+        );
+        let b: ErrorBody = res.json().await.unwrap();
+        assert_eq!(b.error.code, "method_not_allowed");
+        assert_eq!(
+            b.error.message,
+            format!("{path} does not take {method}"),
+            "{b:?}"
+        );
+        assert_eq!(srv.offsets(), before);
+    }
+    // An unknown path is still 404, whatever the method.
+    let res = srv
+        .http
+        .delete(srv.url("/api/v1/nothing"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::NOT_FOUND);
+    srv.stop().await;
+}
+
+/// `approval_timeout_ms` is checked at submission, at both ends of its range: outside it the
+/// run is refused with 422 naming the field and nothing is written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_timeout_outside_its_range_is_422_and_writes_nothing() {
+    use chronicle_schemas::{APPROVAL_TIMEOUT_MS_MAX, APPROVAL_TIMEOUT_MS_MIN};
+    let srv = server(Tokens::none(), None).await;
+    let run = |ms: Value| {
+        srv.http
+            .post(srv.url("/api/v1/agent/run"))
+            .json(&json!({"query": SCENARIO_1, "approval_timeout_ms": ms}))
+    };
+    for ms in [
+        json!(0),
+        json!(APPROVAL_TIMEOUT_MS_MIN - 1),
+        json!(APPROVAL_TIMEOUT_MS_MAX + 1),
+        json!(9_000_000_000_000_000_u64),
+        json!(u64::MAX),
+    ] {
+        let b = refused_raw(&srv, run(ms.clone()), 422, "unprocessable_entity").await;
+        assert!(
+            b.error
+                .message
+                .starts_with("approval_timeout_ms must be 1000..=2592000000"),
+            "{ms}: {b:?}"
+        );
+    }
+    // What is not a u64 at all is refused when the body is read (422 too).
+    for ms in [json!(9e15), json!(-1), json!("60000")] {
+        let b = refused_raw(&srv, run(ms.clone()), 422, "unprocessable_entity").await;
+        assert!(
+            b.error.message.contains("approval_timeout_ms"),
+            "{ms}: {b:?}"
+        );
+    }
+    for ms in [APPROVAL_TIMEOUT_MS_MIN, APPROVAL_TIMEOUT_MS_MAX] {
+        let res = run(json!(ms)).send().await.unwrap();
+        assert_eq!(res.status(), StatusCode::ACCEPTED, "{ms}");
+    }
+    srv.stop().await;
+}
+
+/// Cancel takes `{}`, `{"reason"}` or `null` as a JSON body; restore takes `{}`. A missing body
+/// or an unknown field is refused and writes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_and_restore_take_json_bodies() {
+    let srv = server(Tokens::none(), None).await;
+    let raw = &srv.http;
+    let started = || async {
+        srv.client
+            .start_run(&gated(SCENARIO_1))
+            .await
+            .unwrap()
+            .run_id
+    };
+    let runs = [started().await, started().await, started().await];
+    for run in runs {
+        srv.engine.wait_settled(run, WAIT).await.unwrap();
+    }
+    let cancel = |run: RunId| raw.post(srv.url(&format!("/api/v1/agent/{run}/cancel")));
+    // No body (and so no JSON content type): 415; an empty JSON one: 400.
+    refused_raw(&srv, cancel(runs[0]), 415, "unsupported_media_type").await;
+    refused_raw(
+        &srv,
+        cancel(runs[0])
+            .header("content-type", "application/json")
+            .body(""),
+        400,
+        "bad_request",
+    )
+    .await;
+    refused_raw(
+        &srv,
+        cancel(runs[0]).json(&json!({"why": "x"})),
+        422,
+        "unprocessable_entity",
+    )
+    .await;
+    refused_raw(
+        &srv,
+        cancel(runs[0]).json(&json!([])),
+        422,
+        "unprocessable_entity",
+    )
+    .await;
+    for (run, body) in
+        runs.iter()
+            .zip([Value::Null, json!({}), json!({"reason": "changed my mind"})])
+    {
+        let res = cancel(*run).json(&body).send().await.unwrap();
+        assert_eq!(res.status(), StatusCode::OK, "{body}");
+    }
+    let reasons: Vec<Option<String>> = runs
+        .iter()
+        .map(|run| {
+            srv.engine
+                .store()
+                .read_run(*run, 0, u64::MAX)
+                .filter_map(|e| match e.unwrap().event {
+                    chronicle_schemas::Event::RunCancelled { reason, .. } => Some(reason),
+                    _ => None,
+                })
+                .last()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(reasons, [None, None, Some("changed my mind".to_owned())]);
+
+    let run = started().await;
+    srv.engine.wait_settled(run, WAIT).await.unwrap();
+    let cp = srv.client.checkpoints(run).await.unwrap().checkpoints[0]
+        .checkpoint_id
+        .clone();
+    let restore = || raw.post(srv.url(&format!("/api/v1/agent/{run}/checkpoints/{cp}/restore")));
+    refused_raw(&srv, restore(), 415, "unsupported_media_type").await;
+    refused_raw(
+        &srv,
+        restore().json(&json!({"to": "cp_001"})),
+        422,
+        "unprocessable_entity",
+    )
+    .await;
+    refused_raw(
+        &srv,
+        restore().json(&Value::Null),
+        422,
+        "unprocessable_entity",
+    )
+    .await;
+    let res = restore().json(&json!({})).send().await.unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    srv.stop().await;
+}
+
+/// What the document declares is what the server takes, at each boundary: session (thread) ids
+/// of 1..=64 characters without NUL, queries and chat messages of at most 8192 characters (of
+/// any script), integers written as integral floats, an unknown `after` as an unknown run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn declared_limits_are_the_servers_at_their_boundaries() {
+    let srv = server(Tokens::none(), None).await;
+    let raw = &srv.http;
+    let run = |body: Value| raw.post(srv.url("/api/v1/agent/run")).json(&body);
+    // Each accepted run is let settle, so that the refusals after it can check that they wrote
+    // nothing.
+    let engine = &srv.engine;
+    let accepted = |req: reqwest::RequestBuilder| async move {
+        let res = req.send().await.unwrap();
+        let status = res.status();
+        let body: Value = res.json().await.unwrap();
+        assert!(status.is_success(), "{status}: {body}");
+        let run: RunId = serde_json::from_value(body["run_id"].clone()).unwrap();
+        engine.wait_settled(run, WAIT).await.unwrap();
+    };
+    let q = "강남역 근처 30평대 아파트 매매 시세 알려줘";
+    let id64 = "s".repeat(64);
+    accepted(run(json!({"query": q, "session_id": id64}))).await;
+    accepted(run(json!({"query": q, "session_id": "세션".repeat(32)}))).await;
+    for bad in ["s".repeat(65), String::new(), "a\u{0}b".to_owned()] {
+        let b = refused_raw(
+            &srv,
+            run(json!({"query": q, "session_id": bad})),
+            422,
+            "unprocessable_entity",
+        )
+        .await;
+        assert!(
+            b.error
+                .message
+                .starts_with("session id must be 1..=64 characters"),
+            "{b:?}"
+        );
+    }
+    refused_raw(
+        &srv,
+        raw.get(srv.url(&format!("/api/sessions/{}", "t".repeat(65)))),
+        400,
+        "bad_request",
+    )
+    .await;
+    refused_raw(
+        &srv,
+        raw.get(srv.url(&format!("/api/sessions/{}", "t".repeat(64)))),
+        404,
+        "not_found",
+    )
+    .await;
+    refused_raw(
+        &srv,
+        raw.post(srv.url(&format!("/api/sessions/{}/resume", "t".repeat(65))))
+            .json(&json!({"approve": true})),
+        400,
+        "bad_request",
+    )
+    .await;
+
+    // 8192 characters of any script; one more is refused, counted as sent.
+    accepted(run(json!({"query": "a".repeat(8192)}))).await;
+    accepted(run(json!({"query": "가".repeat(8192)}))).await;
+    for too_long in [format!("{} ", "a".repeat(8192)), "가".repeat(8193)] {
+        let b = refused_raw(
+            &srv,
+            run(json!({"query": too_long})),
+            422,
+            "unprocessable_entity",
+        )
+        .await;
+        assert_eq!(b.error.message, "query of 8193 characters exceeds 8192");
+    }
+    refused_raw(
+        &srv,
+        raw.post(srv.url("/chat"))
+            .json(&json!({"message": format!("/todos{}", " ".repeat(8190))})),
+        422,
+        "unprocessable_entity",
+    )
+    .await;
+
+    // 60000.0 is the JSON Schema integer 60000.
+    accepted(run(json!({"query": q, "approval_timeout_ms": 60000.0}))).await;
+    // A cursor that names no run is an unknown run.
+    let ghost = RunId(uuid::Uuid::now_v7());
+    refused_raw(
+        &srv,
+        raw.get(srv.url(&format!("/api/v1/runs?after={ghost}"))),
+        404,
+        "not_found",
+    )
+    .await;
+    // Durations of up to 18 digits, the longest ones reaching back past every approval.
+    let res = raw
+        .get(srv.url("/api/v1/approvals?older_than=999999999999999999d"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    refused_raw(
+        &srv,
+        raw.get(srv.url("/api/v1/approvals?older_than=9999999999999999999d")),
+        400,
+        "bad_request",
+    )
+    .await;
     srv.stop().await;
 }

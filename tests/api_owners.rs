@@ -372,7 +372,7 @@ async fn listings_show_each_their_own() {
     )
     .await;
     assert_eq!(run_ids(&by_session, "runs", "run_id"), []);
-    // A page cursor of someone else's run is not among the caller's runs.
+    // A page cursor of someone else's run is not among the caller's runs: as an unknown run, 404.
     let (status, _) = call(
         srv,
         BOB,
@@ -381,7 +381,7 @@ async fn listings_show_each_their_own() {
         None,
     )
     .await;
-    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(status, StatusCode::NOT_FOUND);
 
     let inbox = |token, q: &'static str| async move {
         call(

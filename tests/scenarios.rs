@@ -484,6 +484,119 @@ async fn an_openai_compatible_model_is_used_and_its_key_is_never_recorded() {
     assert!(!format!("{:?}", engine.settings()).contains(KEY));
 }
 
+/// A model that echoes the key back in every form it could take (exact, other letter cases,
+/// percent-encoded, base64 in both alphabets with and without padding, runs of 8 characters):
+/// none of them reaches the store's files, while a run of 7 characters of the key (too short to
+/// say anything about it) is recorded as the model sent it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_echoed_in_any_form_is_never_recorded() {
+    use base64::Engine as _;
+    use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
+    use chronicle_engine::llm::{KEY_FRAGMENT_CHARS_MIN, LlmConfig, OpenAiCompat};
+    use chronicle_testkit::model::{Reply, TestServer};
+    // `/`, `+` and `~` make the encodings differ from the key and from each other.
+    const KEY: &str = "sk-Live/9fQ+zT~4mWp2";
+    assert_eq!(KEY_FRAGMENT_CHARS_MIN, 8);
+    let every_byte: String = KEY.bytes().map(|b| format!("%{b:02X}")).collect();
+    let unreserved_kept: String = KEY
+        .bytes()
+        .map(|b| match b {
+            b'/' | b'+' | b'~' => format!("%{b:02x}"),
+            _ => char::from(b).to_string(),
+        })
+        .collect();
+    let embedded = format!("Authorization: Bearer {KEY}");
+    let forms: Vec<(&str, String)> = vec![
+        ("exact", KEY.to_owned()),
+        ("upper case", KEY.to_uppercase()),
+        ("lower case", KEY.to_lowercase()),
+        ("percent-encoded, every byte", every_byte),
+        ("percent-encoded, specials", unreserved_kept),
+        ("base64", STANDARD.encode(KEY)),
+        ("base64, no padding", STANDARD_NO_PAD.encode(KEY)),
+        ("base64url", URL_SAFE.encode(KEY)),
+        ("base64url, no padding", URL_SAFE_NO_PAD.encode(KEY)),
+        ("base64 of a header", STANDARD.encode(&embedded)),
+        ("8 characters", KEY[6..14].to_owned()),
+    ];
+    // Each form between spaces, so that no form runs into another.
+    let content: String = forms.iter().map(|(_, f)| format!(" {f} ")).collect();
+    let seven = &KEY[1..8];
+    let content = format!("{content} tail {seven} end");
+    let model = TestServer::start(Some(KEY), move |_| Reply::Content(content.clone())).await;
+
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = LlmConfig {
+        base_url: model.base_url.clone(),
+        model: "test-model".into(),
+        api_key: Some(KEY.into()),
+        timeout_ms: 5000,
+    };
+    let settings = Settings {
+        llm: Some(std::sync::Arc::new(OpenAiCompat::new(cfg).unwrap())),
+        ..chronicle_realestate::settings()
+    };
+    let engine = Engine::open(
+        Store::open(dir.path(), Options::default()).unwrap(),
+        settings,
+    )
+    .await
+    .unwrap();
+    let run = start(
+        &engine,
+        "강남역 근처 30평대 아파트 매매 시세 알려줘",
+        HitlMode::None,
+    )
+    .await;
+    completed(&engine, run).await;
+    assert!(!model.requests().is_empty(), "the model was asked");
+    let responses: Vec<String> = events(&engine, run)
+        .into_iter()
+        .filter_map(|e| match e.event {
+            Event::LlmCalled { response, .. } => response.inline().cloned(),
+            _ => None,
+        })
+        .map(|v| v.as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert!(!responses.is_empty());
+    for response in &responses {
+        assert!(response.contains("<redacted>"), "{response}");
+        assert!(
+            response.contains(&format!(" tail {seven} end")),
+            "{response}"
+        );
+    }
+    engine.shutdown().await;
+    drop(engine);
+
+    let mut bytes = Vec::new();
+    for entry in walk(dir.path()) {
+        bytes.extend(std::fs::read(entry).unwrap());
+    }
+    let found = |needle: &str| bytes.windows(needle.len()).any(|w| w == needle.as_bytes());
+    assert!(found(seven), "the recorded answer is in the store's files");
+    for (name, form) in &forms {
+        assert!(
+            !found(form),
+            "the key, {name} ({form}), is in the store's files"
+        );
+    }
+}
+
+/// Every file under `dir`.
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            files.extend(walk(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files
+}
+
 /// An edit is the agent's input: editing the region of seed 002's search moves the listings.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_edited_region_reaches_the_agent() {

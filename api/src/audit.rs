@@ -20,13 +20,14 @@ use chronicle_schemas::{
 use chronicle_wire::audit::{
     Encoder, Format, HEAD_OFFSET_HEADER, RUN_HEAD_HASH_HEADER, RUN_HEAD_SEQ_HEADER,
 };
-use chronicle_wire::{ApprovalView, ExportQuery, Inbox, InboxItem, InboxQuery};
+use chronicle_wire::{ApprovalView, ErrorBody, ExportQuery, Inbox, InboxItem, InboxQuery};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::auth::Principal;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::Query;
+use crate::openapi::{ExportFormat, Forbidden, Internal, OlderThan, Unauthorized, Unavailable};
 use crate::rest::owned_run;
 use crate::state::AppState;
 
@@ -42,15 +43,18 @@ pub const INBOX_ITEMS_MAX: usize = 1_000;
 
 // ------------------------------------------------------------------ the inbox
 
-#[utoipa::path(get, path = "/api/v1/approvals", tag = "approvals",
+#[utoipa::path(get, path = "/api/v1/approvals", tag = "approvals", security(("bearer" = [])),
     params(
-        ("status" = Option<String>, Query, description = "pending (default) | approved | rejected | edited | expired | cancelled"),
-        ("older_than" = Option<String>, Query, description = "only approvals requested before now minus this duration (`30s`, `5m`, `2h`, `1d`, `250ms`) or before this RFC 3339 instant"),
-        ("limit" = Option<usize>, Query, description = "at most this many, oldest first (1..=1000, default 1000)"),
+        ("status" = Option<ApprovalStatus>, Query, description = "Only approvals in this state (default `pending`)"),
+        ("older_than" = inline(Option<OlderThan>), Query, description = "Only approvals requested before now minus this duration, or before this instant"),
+        ("limit" = Option<usize>, Query, minimum = 1, maximum = 1000, description = "At most this many, oldest first (default 1000)"),
     ),
     responses(
-        (status = 200, description = "{status, now, count, truncated, approvals: [approval + run_id, session_id, user_id, waiting_ms (pending only)]}, oldest request first"),
-        (status = 400, description = "bad status, older_than or limit"), (status = 401)))]
+        (status = 200, description = "The approvals of every run the caller may see (an admin: all), oldest request first; pending ones with how long they have waited", body = Inbox),
+        (status = 400, description = "A bad `status`, `older_than` or `limit` (`bad_request`), or a `Host` header that names another server (`bad_host`)", body = ErrorBody),
+        (status = 401, response = Unauthorized), (status = 403, response = Forbidden),
+        (status = 500, response = Internal), (status = 503, response = Unavailable),
+    ))]
 pub async fn inbox(
     State(st): State<AppState>,
     Principal(who): Principal,
@@ -157,8 +161,12 @@ fn older_than(s: &str, now: Timestamp) -> ApiResult<Timestamp> {
     Ok(Timestamp(now.as_micros().saturating_sub(micros)))
 }
 
+/// A duration of 1..=18 digits and a unit, in microseconds.
 fn parse_duration_micros(s: &str) -> Option<i64> {
     let digits = s.find(|c: char| !c.is_ascii_digit())?;
+    if digits == 0 || digits > 18 {
+        return None;
+    }
     let (n, unit) = s.split_at(digits);
     let n: i64 = n.parse().ok()?;
     let unit_micros: i64 = match unit {
@@ -169,7 +177,8 @@ fn parse_duration_micros(s: &str) -> Option<i64> {
         "d" => 86_400 * 1_000_000,
         _ => return None,
     };
-    n.checked_mul(unit_micros)
+    // Saturating: a duration longer than the clock's range reaches back past every approval.
+    Some(n.saturating_mul(unit_micros))
 }
 
 fn now() -> Timestamp {
@@ -218,21 +227,26 @@ fn time_param(name: &str, s: &str) -> ApiResult<Timestamp> {
     })
 }
 
-#[utoipa::path(get, path = "/api/v1/audit/approvals", tag = "audit",
+#[utoipa::path(get, path = "/api/v1/audit/approvals", tag = "audit", security(("bearer" = [])),
     params(
-        ("format" = Option<String>, Query, description = "jsonl (default) or csv"),
-        ("since" = Option<String>, Query, description = "RFC 3339; rows decided at or after it"),
-        ("until" = Option<String>, Query, description = "RFC 3339; rows decided before it"),
-        ("run_id" = Option<String>, Query, description = "only this run"),
+        ("format" = inline(Option<ExportFormat>), Query, description = "`jsonl` (default) or `csv`"),
+        ("since" = Option<String>, Query, format = DateTime, description = "RFC 3339: rows decided at or after it"),
+        ("until" = Option<String>, Query, format = DateTime, description = "RFC 3339: rows decided before it"),
+        ("run_id" = Option<RunId>, Query, description = "Only this run"),
     ),
     responses(
-        (status = 200, description = "one row per decision (and expiry), in log order: run_id, session_id, approval_id, subject_kind, subject, todo_id, tool_or_agent, requested_args, decision, effective_args, decided_by, comment, on_expiry, requested_at, decided_at, and the decision event's seq, offset, hash, prev_hash. application/x-ndjson or text/csv",
+        (status = 200, description = "One row per decision (and expiry) of the runs the caller may see, in log order: run_id, session_id, approval_id, subject_kind, subject, todo_id, tool_or_agent, requested_args, decision, effective_args, decided_by, comment, on_expiry, requested_at, decided_at, and the decision event's seq, offset, hash and prev_hash",
+         content((String = "application/x-ndjson"), (String = "text/csv")),
          headers(
-            ("x-chronicle-head-offset" = u64, description = "the durable next offset the export read below"),
-            ("x-chronicle-run-head-seq" = u64, description = "with run_id: the run's last seq"),
-            ("x-chronicle-run-head-hash" = String, description = "with run_id: the hash of the run's last event"),
+            ("x-chronicle-head-offset" = u64, description = "The durable next offset the export read below"),
+            ("x-chronicle-run-head-seq" = u64, description = "With `run_id`: the run's last seq"),
+            ("x-chronicle-run-head-hash" = String, description = "With `run_id`: the hash of the run's last event"),
          )),
-        (status = 400, description = "bad format, time or run id"), (status = 401), (status = 404, description = "unknown run")))]
+        (status = 400, description = "A bad `format`, time or run id (`bad_request`), or a `Host` header that names another server (`bad_host`)", body = ErrorBody),
+        (status = 401, response = Unauthorized), (status = 403, response = Forbidden),
+        (status = 404, description = "`run_id` names no run the caller may see (`not_found`)", body = ErrorBody),
+        (status = 500, response = Internal), (status = 503, response = Unavailable),
+    ))]
 pub async fn export(
     State(st): State<AppState>,
     Principal(who): Principal,
@@ -501,7 +515,10 @@ mod tests {
                 "{bad:?}"
             );
         }
+        // Up to 18 digits, as the document says; a duration past the clock's range saturates.
         assert!(parse_duration_micros("9223372036854775807d").is_none());
+        assert_eq!(parse_duration_micros("999999999999999999d"), Some(i64::MAX));
+        assert!(older_than("999999999999999999d", now).is_ok());
     }
 
     #[test]

@@ -21,10 +21,13 @@ use axum::extract::{FromRequestParts, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use chronicle_wire::{StreamTicket, StreamTicketRequest};
+use chronicle_wire::{ErrorBody, StreamTicket, StreamTicketRequest};
 
 use crate::error::{ApiError, ApiResult};
 use crate::extract::Json;
+use crate::openapi::{
+    Forbidden, PayloadTooLarge, TicketsUnavailable, Unauthorized, UnsupportedMediaType,
+};
 use crate::state::AppState;
 
 /// The shortest token accepted, in bytes.
@@ -160,14 +163,15 @@ impl FromRequestParts<AppState> for Principal {
 }
 
 /// The principal of a stream request: its `Authorization` header or, when it has none, a
-/// stream ticket in `?ticket=` (used up by this request).
+/// stream ticket in `?ticket=` (used up by this request). A server without tokens needs neither
+/// (every request is `local`) and does not look at a ticket.
 #[derive(Clone, Debug)]
 pub struct StreamPrincipal(pub chronicle_engine::Principal);
 
 impl FromRequestParts<AppState> for StreamPrincipal {
     type Rejection = ApiError;
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        if parts.headers.contains_key(header::AUTHORIZATION) {
+        if state.tokens.is_empty() || parts.headers.contains_key(header::AUTHORIZATION) {
             return state.tokens.of_headers(&parts.headers).map(StreamPrincipal);
         }
         let ticket = parts
@@ -220,11 +224,14 @@ impl Tickets {
     }
 }
 
-#[utoipa::path(post, path = "/api/v1/stream-tickets", tag = "streams", request_body = StreamTicketRequest,
+#[utoipa::path(post, path = "/api/v1/stream-tickets", tag = "streams", request_body = StreamTicketRequest, security(("bearer" = [])),
     responses(
-        (status = 201, description = "a ticket for one stream: pass it as `?ticket=` to /ws, /api/v1/events or /api/v1/agent/{run_id}/events (for clients that cannot set the Authorization header, such as a browser's EventSource or WebSocket)", body = StreamTicket),
-        (status = 400), (status = 401), (status = 415), (status = 422),
-        (status = 503, description = "too many tickets outstanding"),
+        (status = 201, description = "A ticket for one stream, valid for `expires_in_ms`: pass it as `?ticket=` to `/ws`, `/api/v1/events` or `/api/v1/agent/{run_id}/events` (for clients that cannot send the `Authorization` header, such as a browser's `EventSource` or `WebSocket`)", body = StreamTicket),
+        (status = 400, description = "Malformed JSON (`bad_request`), or a `Host` header that names another server (`bad_host`)", body = ErrorBody),
+        (status = 401, response = Unauthorized), (status = 403, response = Forbidden),
+        (status = 413, response = PayloadTooLarge), (status = 415, response = UnsupportedMediaType),
+        (status = 422, description = "A body other than `{}` (`unprocessable_entity`)", body = ErrorBody),
+        (status = 503, response = TicketsUnavailable),
     ))]
 pub async fn issue_ticket(
     State(st): State<AppState>,

@@ -104,6 +104,8 @@ impl From<EngineError> for ApiError {
             }
             E::EmptyQuery
             | E::QueryTooLong { .. }
+            | E::BadSessionId { .. }
+            | E::ApprovalTimeout { .. }
             | E::Plan(_)
             | E::UnknownAgent(_)
             | E::EditWithoutArgs

@@ -1,7 +1,9 @@
 //! Extractors whose rejections speak the API's error format: malformed JSON → 400, JSON of the
-//! wrong shape → 422, a body over the limit → 413, a body that does not arrive in time → 408, an
-//! unparsable path or query → 400.
+//! wrong shape (an array where an object is expected included) → 422, a body over the limit →
+//! 413, a body that does not arrive in time → 408, an unparsable path or query → 400. (A
+//! state-changing request without a JSON `Content-Type` is refused before it gets here: 415.)
 
+use axum::body::Bytes;
 use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::StatusCode;
@@ -34,18 +36,22 @@ pub struct Json<T>(pub T);
 impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Json<T> {
     type Rejection = ApiError;
     async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
-        match axum::Json::<T>::from_request(req, state).await {
+        let bytes = Bytes::from_request(req, state).await.map_err(|e| {
+            if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                ApiError::too_large("request body exceeds the limit")
+            } else {
+                timed_out(&e).unwrap_or_else(|| ApiError::bad_request(e.body_text()))
+            }
+        })?;
+        match axum::Json::<T>::from_bytes(&bytes) {
+            // serde reads a struct from an array of its fields too; every body of the API is an
+            // object (or `null` where it may be absent), so an array is the wrong shape.
+            Ok(_) if bytes.trim_ascii_start().starts_with(b"[") => Err(ApiError::unprocessable(
+                "the body must be a JSON object, not an array",
+            )),
             Ok(axum::Json(v)) => Ok(Json(v)),
             Err(JsonRejection::JsonDataError(e)) => Err(ApiError::unprocessable(e.body_text())),
-            Err(JsonRejection::MissingJsonContentType(e)) => Err(ApiError::new(
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                "unsupported_media_type",
-                e.body_text(),
-            )),
-            Err(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => {
-                Err(ApiError::too_large("request body exceeds the limit"))
-            }
-            Err(e) => Err(timed_out(&e).unwrap_or_else(|| ApiError::bad_request(e.body_text()))),
+            Err(e) => Err(ApiError::bad_request(e.body_text())),
         }
     }
 }

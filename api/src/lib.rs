@@ -1,4 +1,4 @@
-//! Chronicle's HTTP surface (DESIGN §6): the axum router — REST, SSE, WebSocket — with bearer
+//! Chronicle's HTTP surface: the axum router — REST, SSE, WebSocket — with bearer
 //! principals, limits, one error mapping, metrics and an OpenAPI document generated from the
 //! handlers.
 //!
@@ -11,6 +11,7 @@ mod connection;
 pub mod error;
 mod extract;
 mod limits;
+pub mod openapi;
 pub mod rest;
 pub mod runs;
 mod server;
@@ -23,59 +24,12 @@ use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::middleware::{self, Next};
 use axum::response::Response;
 use axum::routing::{get, post};
-use utoipa::OpenApi;
 
 pub use auth::Tokens;
 pub use error::ApiError;
+pub use openapi::{ApiDoc, document};
 pub use server::{check_bind, serve};
 pub use state::{ApiConfig, AppState, Metrics};
-
-#[derive(Debug, OpenApi)]
-#[openapi(
-    info(title = "Chronicle", description = "Event-sourced workflow engine for LLM supervisor workflows"),
-    paths(
-        rest::chat, rest::session, rest::resume, rest::session_checkpoints,
-        rest::start_run, rest::status, rest::approvals, rest::approval, rest::decide,
-        rest::command, rest::todos, rest::state, rest::log, rest::checkpoints, rest::restore, rest::cancel,
-        runs::list, sse::run_events, sse::all_events, audit::inbox, audit::export, ws::handler,
-        auth::issue_ticket,
-        rest::healthz, rest::metrics, openapi,
-    ),
-    components(schemas(
-        chronicle_wire::ChatRequest, chronicle_wire::ResumeRequest, chronicle_wire::RunRequest,
-        chronicle_wire::DecisionRequest, chronicle_wire::CommandRequest, chronicle_wire::CancelRequest,
-        chronicle_wire::RestoreRequest, chronicle_wire::StreamTicketRequest, chronicle_wire::StreamTicket,
-    )),
-    modifiers(&BearerAuth),
-)]
-pub struct ApiDoc;
-
-struct BearerAuth;
-
-impl utoipa::Modify for BearerAuth {
-    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
-        use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
-        if let Some(c) = openapi.components.as_mut() {
-            c.add_security_scheme(
-                "bearer",
-                SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer)),
-            );
-        }
-    }
-}
-
-#[utoipa::path(get, path = "/openapi.json", tag = "ops", responses((status = 200, description = "this document")))]
-async fn openapi() -> axum::Json<utoipa::openapi::OpenApi> {
-    axum::Json(ApiDoc::openapi())
-}
-
-async fn method_not_allowed(req: Request) -> ApiError {
-    ApiError::new(
-        axum::http::StatusCode::METHOD_NOT_ALLOWED,
-        "method_not_allowed",
-        format!("{} is not allowed on {}", req.method(), req.uri().path()),
-    )
-}
 
 async fn not_found(req: Request) -> ApiError {
     ApiError::not_found(format!(
@@ -83,6 +37,16 @@ async fn not_found(req: Request) -> ApiError {
         req.method(),
         req.uri().path()
     ))
+}
+
+/// A route that exists, asked with a method it does not take: 405 in the API's error format
+/// (axum adds the `Allow` header naming the methods it takes).
+async fn method_not_allowed(req: Request) -> ApiError {
+    ApiError::new(
+        axum::http::StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        format!("{} does not take {}", req.uri().path(), req.method()),
+    )
 }
 
 /// Counts requests by status class.
@@ -137,7 +101,7 @@ pub fn router(state: AppState) -> Router {
         .route("/ws", get(ws::handler))
         .route("/healthz", get(rest::healthz))
         .route("/metrics", get(rest::metrics))
-        .route("/openapi.json", get(openapi))
+        .route("/openapi.json", get(openapi::openapi))
         .route_layer(middleware::from_fn(browser::json_only))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)

@@ -1,4 +1,4 @@
-//! REST handlers: the seed-compatible routes (seed 003 / 004) and the engine routes (DESIGN §6).
+//! REST handlers: the chat routes, the run and approval routes, health and metrics.
 //! Handlers translate HTTP to `Engine` calls and back; every rule lives in the engine.
 
 use axum::extract::State;
@@ -8,6 +8,7 @@ use chronicle_engine::store::StorageHealth;
 use chronicle_engine::{RestoreTarget, StartRun, Turn, TurnInput, TurnOutcome};
 use chronicle_projections::RunState;
 use chronicle_schemas::{ApprovalId, CheckpointId, RunId, RunStatus, SessionId};
+use chronicle_wire::ErrorBody;
 use chronicle_wire::{
     ApprovalView, CancelRequest, ChatCommand, ChatRequest, ChatTurn, ChatWaiting, CheckpointList,
     CommandOutcome, CommandRequest, DecisionAccepted, DecisionRequest, Health, HealthStatus,
@@ -21,6 +22,11 @@ use serde_json::Value;
 use crate::auth::Principal;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Json, Path, Query};
+use crate::openapi::{
+    ChatAnswer, Forbidden, HealthOrBusy, InsufficientStorage, Internal, PayloadTooLarge,
+    RunNotFound, ThreadId, Unauthorized, Unavailable, UnsupportedMediaType, WaitingForHuman,
+    WaitingForHumanOrConflict,
+};
 use crate::state::AppState;
 
 type JsonResult<T> = ApiResult<axum::Json<T>>;
@@ -49,9 +55,18 @@ pub(crate) fn owned_run(
     Ok(run)
 }
 
+/// A thread id from a path: what a session id may be (a longer one names no session).
+fn thread_id(s: &str) -> ApiResult<SessionId> {
+    let session = SessionId::from(s);
+    chronicle_engine::check_session_id(&session)
+        .map_err(|e| ApiError::bad_request(format!("invalid thread id: {e}")))?;
+    Ok(session)
+}
+
 fn latest_run(st: &AppState, who: &chronicle_engine::Principal, thread: &str) -> ApiResult<RunId> {
+    let session = thread_id(thread)?;
     st.engine
-        .latest_run_of(who, &SessionId::from(thread))?
+        .latest_run_of(who, &session)?
         .ok_or_else(|| ApiError::not_found(format!("session {thread} not found")))
 }
 
@@ -136,9 +151,18 @@ async fn turn_answer(st: &AppState, thread: &str, outcome: TurnOutcome) -> ApiRe
     }
 }
 
-#[utoipa::path(post, path = "/chat", tag = "chat", request_body = ChatRequest,
-    responses((status = 200, description = "final response"), (status = 409, description = "waiting for a human, with the pending approval"),
-              (status = 400), (status = 401), (status = 413), (status = 422)))]
+#[utoipa::path(post, path = "/chat", tag = "chat", request_body = ChatRequest, security(("bearer" = [])),
+    responses(
+        (status = 200, description = "The run ended (`ChatTurn` with the final response, or the failure), or the message was a `/command` on the session's latest run (`ChatCommand`)", body = inline(ChatAnswer)),
+        (status = 202, description = "The run is still working after the wait (60 s by default): follow it by its `run_id`", body = ChatTurn),
+        (status = 400, description = "Malformed JSON or a refused `/command` (`bad_request`, with `help`; the command is recorded all the same), or a `Host` header that names another server (`bad_host`)", body = ErrorBody),
+        (status = 401, response = Unauthorized), (status = 403, response = Forbidden),
+        (status = 404, description = "The thread is another principal's, or a `/command` was sent to a thread without runs (`not_found`)", body = ErrorBody),
+        (status = 409, description = "The run waits for a human (`waiting_for_human`, with the turn and the approvals it waits for): the message started nothing", body = inline(WaitingForHuman)),
+        (status = 413, response = PayloadTooLarge), (status = 415, response = UnsupportedMediaType),
+        (status = 422, description = "JSON of the wrong shape, a message that is blank or over 8192 characters, a bad `thread_id`, or a `user_id` that is not the caller's own (only an admin may name another user) (`unprocessable_entity`)", body = ErrorBody),
+        (status = 500, response = Internal), (status = 503, response = Unavailable), (status = 507, response = InsufficientStorage),
+    ))]
 pub async fn chat(
     State(st): State<AppState>,
     Principal(who): Principal,
@@ -162,8 +186,15 @@ pub async fn chat(
     turn_answer(&st, &thread, outcome).await
 }
 
-#[utoipa::path(get, path = "/api/sessions/{thread_id}", tag = "chat", params(("thread_id" = String, Path)),
-    responses((status = 200, description = "the latest run's state"), (status = 404)))]
+#[utoipa::path(get, path = "/api/sessions/{thread_id}", tag = "chat", security(("bearer" = [])),
+    params(("thread_id" = inline(ThreadId), Path, description = "The session")),
+    responses(
+        (status = 200, description = "The session's latest run: its status, pending approval, final response and supervisor state", body = SessionView),
+        (status = 400, description = "A bad thread id (`bad_request`), or a `Host` header that names another server (`bad_host`)", body = ErrorBody),
+        (status = 401, response = Unauthorized), (status = 403, response = Forbidden),
+        (status = 404, description = "No such session, or another principal's (`not_found`: the same answer)", body = ErrorBody),
+        (status = 500, response = Internal), (status = 503, response = Unavailable),
+    ))]
 pub async fn session(
     State(st): State<AppState>,
     Principal(who): Principal,
@@ -185,8 +216,19 @@ pub async fn session(
     })
 }
 
-#[utoipa::path(post, path = "/api/sessions/{thread_id}/resume", tag = "chat", params(("thread_id" = String, Path)), request_body = ResumeRequest,
-    responses((status = 200), (status = 409), (status = 404), (status = 422)))]
+#[utoipa::path(post, path = "/api/sessions/{thread_id}/resume", tag = "chat", request_body = ResumeRequest, security(("bearer" = [])),
+    params(("thread_id" = inline(ThreadId), Path, description = "The session")),
+    responses(
+        (status = 200, description = "The approval was decided and the run ended (`ChatTurn`), or `response` was a `/command` (`ChatCommand`)", body = inline(ChatAnswer)),
+        (status = 202, description = "The approval was decided; the run is still working after the wait", body = ChatTurn),
+        (status = 400, description = "Malformed JSON, a bad thread id or a refused `/command` (`bad_request`, with `help`), or a `Host` header that names another server (`bad_host`)", body = ErrorBody),
+        (status = 401, response = Unauthorized), (status = 403, response = Forbidden),
+        (status = 404, description = "No such session, or another principal's (`not_found`)", body = ErrorBody),
+        (status = 409, description = "The run waits for a human again (`waiting_for_human`, with the approvals), or the answer does not fit the run: nothing pending, several pending, already decided (`conflict`)", body = inline(WaitingForHumanOrConflict)),
+        (status = 413, response = PayloadTooLarge), (status = 415, response = UnsupportedMediaType),
+        (status = 422, description = "JSON of the wrong shape: neither or both of `approve` and `response`, or a blank `response` (`unprocessable_entity`)", body = ErrorBody),
+        (status = 500, response = Internal), (status = 503, response = Unavailable), (status = 507, response = InsufficientStorage),
+    ))]
 pub async fn resume(
     State(st): State<AppState>,
     Principal(who): Principal,
@@ -216,7 +258,15 @@ pub async fn resume(
     turn_answer(&st, &thread, outcome).await
 }
 
-#[utoipa::path(get, path = "/api/sessions/{thread_id}/checkpoints", tag = "chat", params(("thread_id" = String, Path)), responses((status = 200), (status = 404)))]
+#[utoipa::path(get, path = "/api/sessions/{thread_id}/checkpoints", tag = "chat", security(("bearer" = [])),
+    params(("thread_id" = inline(ThreadId), Path, description = "The session")),
+    responses(
+        (status = 200, description = "The checkpoint tree of the session's latest run", body = CheckpointList),
+        (status = 400, description = "A bad thread id (`bad_request`), or a `Host` header that names another server (`bad_host`)", body = ErrorBody),
+        (status = 401, response = Unauthorized), (status = 403, response = Forbidden),
+        (status = 404, description = "No such session, or another principal's (`not_found`)", body = ErrorBody),
+        (status = 500, response = Internal), (status = 503, response = Unavailable),
+    ))]
 pub async fn session_checkpoints(
     State(st): State<AppState>,
     Principal(who): Principal,
@@ -226,11 +276,29 @@ pub async fn session_checkpoints(
     checkpoints_of(&st, run)
 }
 
-// ------------------------------------------------------------------ seed 003: /api/v1/agent
+// ------------------------------------------------------------------ /api/v1/agent
 
-#[utoipa::path(post, path = "/api/v1/agent/run", tag = "runs", request_body = RunRequest,
-    responses((status = 202, description = "{run_id, session_id}"), (status = 400), (status = 401), (status = 413), (status = 422),
-        (status = 503, description = "storage unavailable (stopped after a failed fsync) or shutting down"), (status = 507, description = "disk full: nothing written")))]
+#[utoipa::path(post, path = "/api/v1/agent/run", tag = "runs", request_body = RunRequest, security(("bearer" = [])),
+    responses(
+        (status = 202, description = "The run started: it is recorded (durably) and works on", body = Started,
+            links(
+                ("Status" = (operation_id = "status", parameters(("run_id" = "$response.body#/run_id")))),
+                ("Approvals" = (operation_id = "approvals", parameters(("run_id" = "$response.body#/run_id")))),
+                ("Todos" = (operation_id = "todos", parameters(("run_id" = "$response.body#/run_id")))),
+                ("State" = (operation_id = "state", parameters(("run_id" = "$response.body#/run_id")))),
+                ("Log" = (operation_id = "log", parameters(("run_id" = "$response.body#/run_id")))),
+                ("Checkpoints" = (operation_id = "checkpoints", parameters(("run_id" = "$response.body#/run_id")))),
+                ("Events" = (operation_id = "run_events", parameters(("run_id" = "$response.body#/run_id")))),
+                ("Cancel" = (operation_id = "cancel", parameters(("run_id" = "$response.body#/run_id"))))
+            )),
+        (status = 400, description = "Malformed JSON (`bad_request`), or a `Host` header that names another server (`bad_host`)", body = ErrorBody),
+        (status = 401, response = Unauthorized), (status = 403, response = Forbidden),
+        (status = 404, description = "`session_id` names another principal's session (`not_found`)", body = ErrorBody),
+        (status = 409, description = "Another request wrote to the new run at the same moment (`conflict`): try again", body = ErrorBody),
+        (status = 413, response = PayloadTooLarge), (status = 415, response = UnsupportedMediaType),
+        (status = 422, description = "JSON of the wrong shape, a query that is blank or over 8192 characters, a bad `session_id`, an `approval_timeout_ms` out of range, a fixed plan naming an agent the server does not have or a dependency the plan does not run, or a `user_id` that is not the caller's own (only an admin may name another user) (`unprocessable_entity`); nothing was written", body = ErrorBody),
+        (status = 500, response = Internal), (status = 503, response = Unavailable), (status = 507, response = InsufficientStorage),
+    ))]
 pub async fn start_run(
     State(st): State<AppState>,
     Principal(who): Principal,
@@ -262,7 +330,14 @@ pub async fn start_run(
     Ok((StatusCode::ACCEPTED, axum::Json(body)).into_response())
 }
 
-#[utoipa::path(get, path = "/api/v1/agent/{run_id}/status", tag = "runs", params(("run_id" = String, Path)), responses((status = 200), (status = 400), (status = 404)))]
+#[utoipa::path(get, path = "/api/v1/agent/{run_id}/status", tag = "runs", security(("bearer" = [])),
+    params(("run_id" = RunId, Path, description = "The run")),
+    responses(
+        (status = 200, description = "Where the run is", body = Status),
+        (status = 400, description = "A run id that is not a UUID (`bad_request`), or a `Host` header that names another server (`bad_host`)", body = ErrorBody),
+        (status = 401, response = Unauthorized), (status = 403, response = Forbidden), (status = 404, response = RunNotFound),
+        (status = 500, response = Internal), (status = 503, response = Unavailable),
+    ))]
 pub async fn status(
     State(st): State<AppState>,
     Principal(who): Principal,
@@ -279,7 +354,14 @@ pub async fn status(
     })
 }
 
-#[utoipa::path(get, path = "/api/v1/agent/{run_id}/approvals", tag = "approvals", params(("run_id" = String, Path)), responses((status = 200), (status = 404)))]
+#[utoipa::path(get, path = "/api/v1/agent/{run_id}/approvals", tag = "approvals", security(("bearer" = [])),
+    params(("run_id" = RunId, Path, description = "The run")),
+    responses(
+        (status = 200, description = "Every approval of the run, in the order they were asked", body = Vec<ApprovalView>),
+        (status = 400, description = "A run id that is not a UUID (`bad_request`), or a `Host` header that names another server (`bad_host`)", body = ErrorBody),
+        (status = 401, response = Unauthorized), (status = 403, response = Forbidden), (status = 404, response = RunNotFound),
+        (status = 500, response = Internal), (status = 503, response = Unavailable),
+    ))]
 pub async fn approvals(
     State(st): State<AppState>,
     Principal(who): Principal,
@@ -294,8 +376,15 @@ pub async fn approvals(
         .collect())
 }
 
-#[utoipa::path(get, path = "/api/v1/agent/{run_id}/approvals/{approval_id}", tag = "approvals",
-    params(("run_id" = String, Path), ("approval_id" = String, Path)), responses((status = 200), (status = 404)))]
+#[utoipa::path(get, path = "/api/v1/agent/{run_id}/approvals/{approval_id}", tag = "approvals", security(("bearer" = [])),
+    params(("run_id" = RunId, Path, description = "The run"), ("approval_id" = String, Path, min_length = 1, description = "The approval")),
+    responses(
+        (status = 200, description = "The approval", body = ApprovalView),
+        (status = 400, description = "A run id that is not a UUID (`bad_request`), or a `Host` header that names another server (`bad_host`)", body = ErrorBody),
+        (status = 401, response = Unauthorized), (status = 403, response = Forbidden),
+        (status = 404, description = "No such run (or another principal's), or no such approval in it (`not_found`)", body = ErrorBody),
+        (status = 500, response = Internal), (status = 503, response = Unavailable),
+    ))]
 pub async fn approval(
     State(st): State<AppState>,
     Principal(who): Principal,
@@ -310,11 +399,18 @@ pub async fn approval(
     ok(ApprovalView::new(run, a.clone()))
 }
 
-#[utoipa::path(post, path = "/api/v1/agent/{run_id}/approvals/{approval_id}/decision", tag = "approvals",
-    params(("run_id" = String, Path), ("approval_id" = String, Path)), request_body = DecisionRequest,
-    responses((status = 200, description = "{status: accepted, approval_id, run_id}"), (status = 404), (status = 409, description = "already decided"),
-        (status = 413, description = "the decision would record an event over the 64 KiB limit (the message names the size)"), (status = 422),
-        (status = 503, description = "storage unavailable"), (status = 507, description = "disk full: nothing written")))]
+#[utoipa::path(post, path = "/api/v1/agent/{run_id}/approvals/{approval_id}/decision", tag = "approvals", request_body = DecisionRequest, security(("bearer" = [])),
+    params(("run_id" = RunId, Path, description = "The run"), ("approval_id" = String, Path, min_length = 1, description = "The approval")),
+    responses(
+        (status = 200, description = "The decision is recorded (the principal as `decided_by`)", body = DecisionAccepted),
+        (status = 400, description = "Malformed JSON, a run id that is not a UUID (`bad_request`), or a `Host` header that names another server (`bad_host`)", body = ErrorBody),
+        (status = 401, response = Unauthorized), (status = 403, response = Forbidden),
+        (status = 404, description = "No such run (or another principal's), or no such approval in it (`not_found`)", body = ErrorBody),
+        (status = 409, description = "The approval is already decided, expired or cancelled, or the run changed at the same moment (`conflict`)", body = ErrorBody),
+        (status = 413, response = PayloadTooLarge), (status = 415, response = UnsupportedMediaType),
+        (status = 422, description = "JSON of the wrong shape: an unknown decision or field, `edit` without `edited_args` (a JSON object), or `edited_args` with `approve` or `reject` (`unprocessable_entity`)", body = ErrorBody),
+        (status = 500, response = Internal), (status = 503, response = Unavailable), (status = 507, response = InsufficientStorage),
+    ))]
 pub async fn decide(
     State(st): State<AppState>,
     Principal(who): Principal,
@@ -338,8 +434,16 @@ pub async fn decide(
 
 // ------------------------------------------------------------------ engine routes
 
-#[utoipa::path(post, path = "/api/v1/agent/{run_id}/commands", tag = "runs", params(("run_id" = String, Path)), request_body = CommandRequest,
-    responses((status = 200, description = "the command's outcome (its shape depends on the command)"), (status = 400, description = "bad command: {error, help}"), (status = 404)))]
+#[utoipa::path(post, path = "/api/v1/agent/{run_id}/commands", tag = "runs", request_body = CommandRequest, security(("bearer" = [])),
+    params(("run_id" = RunId, Path, description = "The run")),
+    responses(
+        (status = 200, description = "The command was carried out (and recorded); the reply's shape depends on the command", body = CommandOutcome),
+        (status = 400, description = "A refused command: bad grammar, an unknown id, an illegal transition, nothing to approve... (`bad_request`, with the reason and `help`; recorded all the same); or malformed JSON or a run id that is not a UUID (`bad_request`); or a `Host` header that names another server (`bad_host`)", body = ErrorBody),
+        (status = 401, response = Unauthorized), (status = 403, response = Forbidden), (status = 404, response = RunNotFound),
+        (status = 413, response = PayloadTooLarge), (status = 415, response = UnsupportedMediaType),
+        (status = 422, description = "JSON of the wrong shape (`unprocessable_entity`)", body = ErrorBody),
+        (status = 500, response = Internal), (status = 503, response = Unavailable), (status = 507, response = InsufficientStorage),
+    ))]
 pub async fn command(
     State(st): State<AppState>,
     Principal(who): Principal,
@@ -350,7 +454,14 @@ pub async fn command(
     ok(st.engine.command(run, &req.command, &who).await?)
 }
 
-#[utoipa::path(get, path = "/api/v1/agent/{run_id}/todos", tag = "runs", params(("run_id" = String, Path)), responses((status = 200), (status = 404)))]
+#[utoipa::path(get, path = "/api/v1/agent/{run_id}/todos", tag = "runs", security(("bearer" = [])),
+    params(("run_id" = RunId, Path, description = "The run")),
+    responses(
+        (status = 200, description = "The TODO list with its summary and the sub-agent runs", body = TodoList),
+        (status = 400, description = "A run id that is not a UUID (`bad_request`), or a `Host` header that names another server (`bad_host`)", body = ErrorBody),
+        (status = 401, response = Unauthorized), (status = 403, response = Forbidden), (status = 404, response = RunNotFound),
+        (status = 500, response = Internal), (status = 503, response = Unavailable),
+    ))]
 pub async fn todos(
     State(st): State<AppState>,
     Principal(who): Principal,
@@ -379,8 +490,15 @@ pub struct AtQuery {
     pub at: Option<u64>,
 }
 
-#[utoipa::path(get, path = "/api/v1/agent/{run_id}/state", tag = "runs", params(("run_id" = String, Path), ("at" = Option<u64>, Query, description = "time travel: the state right after this seq")),
-    responses((status = 200), (status = 400), (status = 404), (status = 422)))]
+#[utoipa::path(get, path = "/api/v1/agent/{run_id}/state", tag = "runs", security(("bearer" = [])),
+    params(("run_id" = RunId, Path, description = "The run"), ("at" = Option<u64>, Query, minimum = 0, description = "Time travel: the state right after this seq (default: now)")),
+    responses(
+        (status = 200, description = "The run's projected state: `supervisor`, `checkpoints`, `approvals`, `last_seq`", body = Object),
+        (status = 400, description = "A run id that is not a UUID, an `at` that is not an unsigned integer (`bad_request`), or a `Host` header that names another server (`bad_host`)", body = ErrorBody),
+        (status = 401, response = Unauthorized), (status = 403, response = Forbidden), (status = 404, response = RunNotFound),
+        (status = 422, description = "`at` is beyond the run's last seq (`unprocessable_entity`)", body = ErrorBody),
+        (status = 500, response = Internal), (status = 503, response = Unavailable),
+    ))]
 pub async fn state(
     State(st): State<AppState>,
     Principal(who): Principal,
@@ -411,8 +529,19 @@ pub struct LogQuery {
     pub limit: Option<usize>,
 }
 
-#[utoipa::path(get, path = "/api/v1/agent/{run_id}/log", tag = "runs", params(("run_id" = String, Path), ("from" = Option<u64>, Query), ("limit" = Option<usize>, Query)),
-    responses((status = 200, description = "raw events"), (status = 404), (status = 422)))]
+#[utoipa::path(get, path = "/api/v1/agent/{run_id}/log", tag = "runs", security(("bearer" = [])),
+    params(
+        ("run_id" = RunId, Path, description = "The run"),
+        ("from" = Option<u64>, Query, minimum = 0, description = "The first seq (default 0)"),
+        ("limit" = Option<usize>, Query, minimum = 1, maximum = 1000, description = "At most this many events (default: the maximum)"),
+    ),
+    responses(
+        (status = 200, description = "The run's stored events from `from`, in seq order, each an envelope: `run_id`, `seq`, `offset`, `at`, `event`, `hash`, `prev_hash`", body = Vec<Object>),
+        (status = 400, description = "A run id that is not a UUID, a `from` or `limit` that is not an unsigned integer (`bad_request`), or a `Host` header that names another server (`bad_host`)", body = ErrorBody),
+        (status = 401, response = Unauthorized), (status = 403, response = Forbidden), (status = 404, response = RunNotFound),
+        (status = 422, description = "`limit` is 0 or over the maximum (`unprocessable_entity`)", body = ErrorBody),
+        (status = 500, response = Internal), (status = 503, response = Unavailable),
+    ))]
 pub async fn log(
     State(st): State<AppState>,
     Principal(who): Principal,
@@ -436,7 +565,14 @@ pub async fn log(
     ok(serde_json::to_value(events).map_err(ApiError::internal)?)
 }
 
-#[utoipa::path(get, path = "/api/v1/agent/{run_id}/checkpoints", tag = "runs", params(("run_id" = String, Path)), responses((status = 200), (status = 404)))]
+#[utoipa::path(get, path = "/api/v1/agent/{run_id}/checkpoints", tag = "runs", security(("bearer" = [])),
+    params(("run_id" = RunId, Path, description = "The run")),
+    responses(
+        (status = 200, description = "The run's checkpoint tree in log order (abandoned ones included) and the head", body = CheckpointList),
+        (status = 400, description = "A run id that is not a UUID (`bad_request`), or a `Host` header that names another server (`bad_host`)", body = ErrorBody),
+        (status = 401, response = Unauthorized), (status = 403, response = Forbidden), (status = 404, response = RunNotFound),
+        (status = 500, response = Internal), (status = 503, response = Unavailable),
+    ))]
 pub async fn checkpoints(
     State(st): State<AppState>,
     Principal(who): Principal,
@@ -445,8 +581,18 @@ pub async fn checkpoints(
     checkpoints_of(&st, owned_run(&st, &who, &run)?)
 }
 
-#[utoipa::path(post, path = "/api/v1/agent/{run_id}/checkpoints/{checkpoint_id}/restore", tag = "runs",
-    params(("run_id" = String, Path), ("checkpoint_id" = String, Path)), request_body = RestoreRequest, responses((status = 200), (status = 404)))]
+#[utoipa::path(post, path = "/api/v1/agent/{run_id}/checkpoints/{checkpoint_id}/restore", tag = "runs", request_body = RestoreRequest, security(("bearer" = [])),
+    params(("run_id" = RunId, Path, description = "The run"), ("checkpoint_id" = String, Path, min_length = 1, description = "The checkpoint")),
+    responses(
+        (status = 200, description = "The run went back to the checkpoint and goes on from there; what came after stays in the log as an abandoned branch", body = chronicle_wire::Restored),
+        (status = 400, description = "Malformed JSON, a run id that is not a UUID (`bad_request`), or a `Host` header that names another server (`bad_host`)", body = ErrorBody),
+        (status = 401, response = Unauthorized), (status = 403, response = Forbidden),
+        (status = 404, description = "No such run (or another principal's), or no such checkpoint in it (`not_found`)", body = ErrorBody),
+        (status = 409, description = "The run changed at the same moment (`conflict`): try again", body = ErrorBody),
+        (status = 413, response = PayloadTooLarge), (status = 415, response = UnsupportedMediaType),
+        (status = 422, description = "A body other than `{}` (`unprocessable_entity`)", body = ErrorBody),
+        (status = 500, response = Internal), (status = 503, response = Unavailable), (status = 507, response = InsufficientStorage),
+    ))]
 pub async fn restore(
     State(st): State<AppState>,
     Principal(who): Principal,
@@ -460,8 +606,17 @@ pub async fn restore(
         .await?)
 }
 
-#[utoipa::path(post, path = "/api/v1/agent/{run_id}/cancel", tag = "runs", params(("run_id" = String, Path)), request_body(content = Option<CancelRequest>, description = "{} or {\"reason\": \"...\"} (null: no reason)"),
-    responses((status = 200), (status = 404), (status = 409, description = "already finished")))]
+#[utoipa::path(post, path = "/api/v1/agent/{run_id}/cancel", tag = "runs", request_body = Option<CancelRequest>, security(("bearer" = [])),
+    params(("run_id" = RunId, Path, description = "The run")),
+    responses(
+        (status = 200, description = "The run is cancelled (with its sub-agent runs)", body = RunCancelled),
+        (status = 400, description = "Malformed JSON (an empty body included), a run id that is not a UUID (`bad_request`), or a `Host` header that names another server (`bad_host`)", body = ErrorBody),
+        (status = 401, response = Unauthorized), (status = 403, response = Forbidden), (status = 404, response = RunNotFound),
+        (status = 409, description = "The run already ended, or changed at the same moment (`conflict`)", body = ErrorBody),
+        (status = 413, response = PayloadTooLarge), (status = 415, response = UnsupportedMediaType),
+        (status = 422, description = "JSON of the wrong shape (`unprocessable_entity`)", body = ErrorBody),
+        (status = 500, response = Internal), (status = 503, response = Unavailable), (status = 507, response = InsufficientStorage),
+    ))]
 pub async fn cancel(
     State(st): State<AppState>,
     Principal(who): Principal,
@@ -469,6 +624,7 @@ pub async fn cancel(
     Json(req): Json<Option<CancelRequest>>,
 ) -> JsonResult<RunCancelled> {
     let run = run_id(&run)?;
+    // `null` is a cancel without a reason, as `{}` is.
     let req = req.unwrap_or_default();
     st.engine.cancel(run, &who, req.reason).await?;
     ok(RunCancelled {
@@ -480,9 +636,13 @@ pub async fn cancel(
 /// 200 `{"status":"ok","storage":"ok"}` while appends can be taken; 503 with `"storage":"full"`
 /// (appends answer 507 until space is freed; reads work) or `"storage":"failed"` (a failed fsync
 /// stopped the store; the server exits and a restart recovers).
-#[utoipa::path(get, path = "/healthz", tag = "ops", responses(
-    (status = 200, description = "serving; `storage` is `ok`"),
-    (status = 503, description = "`storage` is `full` (appends refused with 507 until space is freed) or `failed` (fail-stop after a failed fsync)")))]
+#[utoipa::path(get, path = "/healthz", tag = "ops",
+    responses(
+        (status = 200, description = "Serving; `storage` is `ok`", body = Health),
+        (status = 400, description = "A `Host` header that names another server (`bad_host`)", body = ErrorBody),
+        (status = 403, response = Forbidden),
+        (status = 503, description = "`storage` is `full` (appends are refused with 507 until space is freed; reads work) or `failed` (the store stopped after a failed fsync; the server exits so that a restart recovers); or, with the error body and `Retry-After`, the server holds as many connections as it may (`too_many_connections`)", body = HealthOrBusy),
+    ))]
 pub async fn healthz(State(st): State<AppState>) -> Response {
     let store = st.engine.store();
     let mut body = Health {
@@ -515,7 +675,13 @@ pub async fn healthz(State(st): State<AppState>) -> Response {
     (status, axum::Json(body)).into_response()
 }
 
-#[utoipa::path(get, path = "/metrics", tag = "ops", responses((status = 200, description = "Prometheus text format")))]
+#[utoipa::path(get, path = "/metrics", tag = "ops", security(("bearer" = [])),
+    responses(
+        (status = 200, description = "The metrics in the OpenMetrics text format", content_type = "application/openmetrics-text", body = String),
+        (status = 400, description = "A `Host` header that names another server (`bad_host`)", body = ErrorBody),
+        (status = 401, response = Unauthorized), (status = 403, response = Forbidden),
+        (status = 500, description = "An internal error (`internal_error`)", body = ErrorBody),
+    ))]
 pub async fn metrics(State(st): State<AppState>, _p: Principal) -> ApiResult<Response> {
     let mut out = String::new();
     prometheus_client::encoding::text::encode(&mut out, &st.metrics.registry)

@@ -3,7 +3,8 @@
 //! cannot differ.
 
 use chronicle_engine::store::{self, RunHead, Store};
-use chronicle_schemas::{RunId, SessionId};
+use chronicle_schemas::{RunId, RunStatus, SessionId};
+use chronicle_wire::ErrorBody;
 use chronicle_wire::{RUNS_PAGE_MAX, RunList, RunSummary, RunsQuery};
 
 use axum::extract::State;
@@ -11,6 +12,7 @@ use axum::extract::State;
 use crate::auth::Principal;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::Query;
+use crate::openapi::{Forbidden, Internal, Unauthorized, Unavailable};
 use crate::state::AppState;
 
 /// Why a page cannot be listed.
@@ -28,7 +30,9 @@ impl From<PageError> for ApiError {
     fn from(e: PageError) -> Self {
         match e {
             PageError::Store(e) => e.into(),
-            e => ApiError::bad_request(e.to_string()),
+            // A cursor naming no run the caller may see, as any unknown run: 404.
+            e @ PageError::UnknownAfter(_) => ApiError::not_found(e.to_string()),
+            e @ PageError::Limit(_) => ApiError::bad_request(e.to_string()),
         }
     }
 }
@@ -99,16 +103,20 @@ pub fn page(
     Ok(RunList { runs, next })
 }
 
-#[utoipa::path(get, path = "/api/v1/runs", tag = "runs", operation_id = "list_runs",
+#[utoipa::path(get, path = "/api/v1/runs", tag = "runs", operation_id = "list_runs", security(("bearer" = [])),
     params(
-        ("session_id" = Option<String>, Query, description = "only the runs of this session"),
-        ("status" = Option<String>, Query, description = "only runs in this state: running | waiting_for_approval | completed | failed | cancelled"),
-        ("after" = Option<String>, Query, description = "continue after this run (the previous page's `next`)"),
-        ("limit" = Option<usize>, Query, description = "look at most at this many runs (1..=1000, default 1000)"),
+        ("session_id" = Option<String>, Query, description = "Only the runs of this session"),
+        ("status" = Option<RunStatus>, Query, description = "Only runs in this state"),
+        ("after" = Option<RunId>, Query, description = "Continue after this run (the previous page's `next`)"),
+        ("limit" = Option<usize>, Query, minimum = 1, maximum = 1000, description = "Look at most at this many runs (default 1000)"),
     ),
     responses(
-        (status = 200, description = "{runs: [{run_id, session_id, status, created_at, updated_at, last_seq, query, parent, owner}], next}: the runs the caller may see (an admin: all), oldest first; `next` is where the next page starts (null on the last page)"),
-        (status = 400, description = "bad status, after or limit"), (status = 401)))]
+        (status = 200, description = "The runs the caller may see (an admin: all), oldest first; `next` is where the next page starts (null on the last page)", body = RunList),
+        (status = 400, description = "A bad `status`, `after` (not a UUID) or `limit` (`bad_request`), or a `Host` header that names another server (`bad_host`)", body = ErrorBody),
+        (status = 401, response = Unauthorized), (status = 403, response = Forbidden),
+        (status = 404, description = "`after` names no run the caller may see (`not_found`)", body = ErrorBody),
+        (status = 500, response = Internal), (status = 503, response = Unavailable),
+    ))]
 pub async fn list(
     State(st): State<AppState>,
     Principal(who): Principal,

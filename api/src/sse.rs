@@ -1,4 +1,4 @@
-//! SSE streams (DESIGN §6): one run's events (`id:` = run seq) and every run's events (`id:` =
+//! SSE streams: one run's events (`id:` = run seq) and every run's events (`id:` =
 //! global offset), each message named and shaped by [`chronicle_wire::names`], history first and then live,
 //! with no gap and no duplicate. Also the seed 003 additions to approval events that SSE and the
 //! WebSocket both send ([`event_data`]).
@@ -17,7 +17,7 @@ use axum::response::{IntoResponse, Response};
 use chronicle_engine::Engine;
 use chronicle_engine::store::Tail;
 use chronicle_schemas::{ApprovalId, Envelope, Event, RunId};
-use chronicle_wire::{EventData, EventsQuery, names};
+use chronicle_wire::{ErrorBody, EventData, EventsQuery, names};
 use futures_util::Stream;
 use serde_json::{Value, json};
 use tokio_stream::StreamExt;
@@ -27,6 +27,7 @@ use crate::auth::StreamPrincipal;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Path, Query};
 use crate::limits::StreamPermit;
+use crate::openapi::{Forbidden, Internal, RunNotFound, StreamsUnavailable, Unauthorized};
 use crate::rest::run_id;
 use crate::state::AppState;
 
@@ -154,19 +155,20 @@ struct RunStream<S> {
     _permit: StreamPermit,
 }
 
-#[utoipa::path(get, path = "/api/v1/agent/{run_id}/events", tag = "streams",
+#[utoipa::path(get, path = "/api/v1/agent/{run_id}/events", tag = "streams", security(("bearer" = [])),
     params(
-        ("run_id" = String, Path),
-        ("from" = Option<u64>, Query, description = "start at this seq (inclusive); default 0"),
-        ("follow" = Option<bool>, Query, description = "keep the stream open after run.end / run.error"),
-        ("Last-Event-ID" = Option<u64>, Header, description = "resume after this seq (wins over from)"),
-        ("ticket" = Option<String>, Query, description = "a stream ticket (POST /api/v1/stream-tickets), for clients that cannot send the Authorization header"),
+        ("run_id" = RunId, Path, description = "The run"),
+        ("from" = Option<u64>, Query, minimum = 0, description = "Start at this seq (inclusive); default 0"),
+        ("follow" = Option<bool>, Query, description = "Keep the stream open after `run.end` / `run.error`"),
+        ("Last-Event-ID" = Option<u64>, Header, minimum = 0, description = "Resume after this seq (wins over `from`)"),
+        ("ticket" = Option<String>, Query, description = "A one-time stream ticket (`POST /api/v1/stream-tickets`), for clients that cannot send the `Authorization` header, such as browsers"),
     ),
     responses(
-        (status = 200, description = "text/event-stream: id = run seq, event = dotted name, data = {run_id, seq, offset, at, kind, type, subtype, content}"),
-        (status = 204, description = "a resumed stream of a finished run has nothing newer"),
-        (status = 400), (status = 401), (status = 404),
-        (status = 503, description = "too_many_streams: a cap on open streams is full; retry after Retry-After seconds"),
+        (status = 200, description = "Server-sent events, history then live: `id` = the run's seq, `event` = the dotted name, `data` = `{run_id, seq, offset, at, kind, type, subtype, content}`. Ends after `run.end` / `run.error` unless `follow`", content_type = "text/event-stream", body = String),
+        (status = 204, description = "A resumed stream of an ended run has nothing newer"),
+        (status = 400, description = "A run id that is not a UUID, a bad `from`, `follow` or `Last-Event-ID` (`bad_request`), or a `Host` header that names another server (`bad_host`)", body = ErrorBody),
+        (status = 401, response = Unauthorized), (status = 403, response = Forbidden), (status = 404, response = RunNotFound),
+        (status = 500, response = Internal), (status = 503, response = StreamsUnavailable),
     ))]
 pub async fn run_events(
     State(st): State<AppState>,
@@ -237,16 +239,17 @@ struct AllStream {
     _permit: StreamPermit,
 }
 
-#[utoipa::path(get, path = "/api/v1/events", tag = "streams",
+#[utoipa::path(get, path = "/api/v1/events", tag = "streams", security(("bearer" = [])),
     params(
-        ("from" = Option<u64>, Query, description = "start at this global offset (inclusive); default: only events from now on"),
-        ("Last-Event-ID" = Option<u64>, Header, description = "resume after this offset (wins over from)"),
-        ("ticket" = Option<String>, Query, description = "a stream ticket (POST /api/v1/stream-tickets), for clients that cannot send the Authorization header"),
+        ("from" = Option<u64>, Query, minimum = 0, description = "Start at this global offset (inclusive); default: only events from now on"),
+        ("Last-Event-ID" = Option<u64>, Header, minimum = 0, description = "Resume after this offset (wins over `from`)"),
+        ("ticket" = Option<String>, Query, description = "A one-time stream ticket (`POST /api/v1/stream-tickets`), for clients that cannot send the `Authorization` header, such as browsers"),
     ),
     responses(
-        (status = 200, description = "text/event-stream of every run the caller may see (an admin: all): id = global offset, event = dotted name, same data as the run stream; never ends by itself"),
-        (status = 400), (status = 401),
-        (status = 503, description = "too_many_streams: a cap on open streams is full; retry after Retry-After seconds"),
+        (status = 200, description = "Server-sent events of every run the caller may see (an admin: all): `id` = the global offset, `event` = the dotted name, the same `data` as a run's stream. Never ends by itself", content_type = "text/event-stream", body = String),
+        (status = 400, description = "A bad `from` or `Last-Event-ID` (`bad_request`), or a `Host` header that names another server (`bad_host`)", body = ErrorBody),
+        (status = 401, response = Unauthorized), (status = 403, response = Forbidden),
+        (status = 503, response = StreamsUnavailable),
     ))]
 pub async fn all_events(
     State(st): State<AppState>,

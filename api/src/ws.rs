@@ -27,7 +27,7 @@ use chronicle_engine::{Engine, Turn, TurnInput, TurnOutcome};
 use chronicle_schemas::{
     ApprovalId, ApprovalStatus, Decision, Envelope, Event, HitlMode, RunId, SessionId,
 };
-use chronicle_wire::ApprovalView;
+use chronicle_wire::{ApprovalView, ErrorBody};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
@@ -39,6 +39,7 @@ use crate::auth::StreamPrincipal;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::Query;
 use crate::limits::StreamPermit;
+use crate::openapi::{Forbidden, StreamsUnavailable, Unauthorized};
 use crate::rest::owned_run;
 use crate::sse::Enricher;
 use crate::state::AppState;
@@ -63,15 +64,21 @@ pub struct WsQuery {
     pub thread_id: Option<String>,
 }
 
-#[utoipa::path(get, path = "/ws", tag = "streams",
+#[utoipa::path(get, path = "/ws", tag = "streams", security(("bearer" = [])),
     params(
-        ("thread_id" = Option<String>, Query, description = "the session of the socket (default: a new one)"),
-        ("ticket" = Option<String>, Query, description = "a stream ticket (POST /api/v1/stream-tickets), for clients that cannot send the Authorization header, such as browsers"),
+        ("thread_id" = Option<String>, Query, description = "The session of the socket (default: a new one)"),
+        ("Connection" = String, Header, description = "`Upgrade`"),
+        ("Upgrade" = String, Header, description = "`websocket`"),
+        ("Sec-WebSocket-Version" = String, Header, description = "`13`"),
+        ("Sec-WebSocket-Key" = String, Header, description = "The client's nonce"),
+        ("ticket" = Option<String>, Query, description = "A one-time stream ticket (`POST /api/v1/stream-tickets`), for clients that cannot send the `Authorization` header, such as browsers"),
     ),
     responses(
-        (status = 101, description = "WebSocket upgrade; JSON text frames {\"type\": ...}. Client: message {content, thread_id?, hitl?, user_id?}, human_response {approve | response | decision, approval_id?, edited_args?, comment?}, command {command}, subscribe {run_id, from_seq?}. Server: connected, event, hitl_request, final, command_result, error"),
-        (status = 400), (status = 401), (status = 426, description = "not a WebSocket upgrade request"),
-        (status = 503, description = "too_many_streams: a cap on open streams is full; retry after Retry-After seconds"),
+        (status = 101, description = "WebSocket upgrade; JSON text frames `{\"type\": ...}`. Client: message {content, thread_id?, hitl?, user_id?}, human_response {approve | response | decision, approval_id?, edited_args?, comment?}, command {command}, subscribe {run_id, from_seq?}. Server: connected, event, hitl_request, final, command_result, error"),
+        (status = 400, description = "Not a valid WebSocket upgrade (missing or bad `Connection`, `Upgrade`, `Sec-WebSocket-Version` or `Sec-WebSocket-Key`) (`bad_request`), or a `Host` header that names another server (`bad_host`)", body = ErrorBody),
+        (status = 401, response = Unauthorized), (status = 403, response = Forbidden),
+        (status = 426, description = "The connection cannot be upgraded (`upgrade_required`)", body = ErrorBody),
+        (status = 503, response = StreamsUnavailable),
     ))]
 pub async fn handler(
     State(st): State<AppState>,

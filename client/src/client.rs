@@ -9,8 +9,8 @@ use chronicle_wire::audit::{
 use chronicle_wire::{
     ApprovalView, CancelRequest, ChatCommand, ChatRequest, ChatTurn, ChatWaiting, CheckpointList,
     CommandOutcome, CommandRequest, DecisionAccepted, DecisionRequest, ErrorBody, ExportQuery,
-    Health, Inbox, InboxQuery, LogQuery, Restored, ResumeRequest, RunCancelled, RunList,
-    RunRequest, RunSummary, RunsQuery, SessionView, Started, StateQuery, Status, TodoList,
+    Health, Inbox, InboxQuery, LogQuery, RestoreRequest, Restored, ResumeRequest, RunCancelled,
+    RunList, RunRequest, RunSummary, RunsQuery, SessionView, Started, StateQuery, Status, TodoList,
 };
 use reqwest::{Method, RequestBuilder, Response, StatusCode};
 use serde::Serialize;
@@ -232,7 +232,7 @@ impl Client {
     /// `POST /api/v1/agent/{run}/checkpoints/{checkpoint}/restore`.
     pub async fn restore(&self, run: RunId, checkpoint: &CheckpointId) -> Result<Restored> {
         let path = format!("/api/v1/agent/{run}/checkpoints/{checkpoint}/restore");
-        self.post(&path, &chronicle_wire::RestoreRequest {}).await
+        self.post(&path, &RestoreRequest {}).await
     }
 
     /// `POST /api/v1/stream-tickets`: a ticket for one stream, for a client that cannot send

@@ -28,12 +28,27 @@ pub enum Error {
     // Refused requests: the caller can fix them.
     #[error("query must not be empty")]
     EmptyQuery,
-    #[error("query of {bytes} bytes exceeds {max}")]
-    QueryTooLong { bytes: usize, max: usize },
+    #[error(
+        "query of {chars} characters exceeds {}",
+        chronicle_schemas::QUERY_CHARS_MAX
+    )]
+    QueryTooLong { chars: usize },
+    #[error(
+        "session id must be 1..={} characters without NUL, got {chars} characters{}",
+        chronicle_schemas::SESSION_ID_CHARS_MAX,
+        if *contains_nul { " with a NUL" } else { "" }
+    )]
+    BadSessionId { chars: usize, contains_nul: bool },
     #[error(transparent)]
     Plan(#[from] PlanError),
     #[error(transparent)]
     UnknownAgent(#[from] UnknownAgent),
+    #[error(
+        "approval_timeout_ms must be {}..={} (1 second to 30 days), got {ms}",
+        chronicle_schemas::APPROVAL_TIMEOUT_MS_MIN,
+        chronicle_schemas::APPROVAL_TIMEOUT_MS_MAX
+    )]
+    ApprovalTimeout { ms: u64 },
     #[error("decision edit needs edited_args (a JSON object)")]
     EditWithoutArgs,
     #[error("edited_args only go with decision edit, not {}", .0.as_str())]

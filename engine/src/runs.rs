@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use chronicle_projections::RunState;
 use chronicle_schemas::{
-    Envelope, Event, HitlMode, ParentLink, PlanStep, RunConfig, RunId, RunStatus, SessionId,
+    APPROVAL_TIMEOUT_MS_MAX, APPROVAL_TIMEOUT_MS_MIN, Envelope, Event, HitlMode, ParentLink,
+    PlanStep, QUERY_CHARS_MAX, RunConfig, RunId, RunStatus, SESSION_ID_CHARS_MAX, SessionId,
     Strategy, ToolCallId,
 };
 use serde_json::{Value, json};
@@ -76,6 +77,44 @@ fn check_plan(shared: &Shared, plan: &[PlanStep]) -> Result<(), PlanError> {
     Ok(())
 }
 
+/// A query has something besides whitespace, and at most [`QUERY_CHARS_MAX`] characters as sent.
+pub(crate) fn check_query(query: &str) -> Result<()> {
+    if query.trim().is_empty() {
+        return Err(Error::EmptyQuery);
+    }
+    let chars = query.chars().count();
+    if chars > QUERY_CHARS_MAX {
+        return Err(Error::QueryTooLong { chars });
+    }
+    Ok(())
+}
+
+/// A session id a run may be started in: 1..=[`SESSION_ID_CHARS_MAX`] characters, no NUL. In
+/// characters, so that a client can tell without encoding; the store's own limit is in bytes.
+pub fn check_session_id(session: &SessionId) -> Result<()> {
+    const _: () = assert!(SESSION_ID_CHARS_MAX * 4 <= store::SESSION_ID_BYTES_MAX);
+    let chars = session.as_str().chars().count();
+    let contains_nul = session.as_str().contains('\0');
+    if chars == 0 || chars > SESSION_ID_CHARS_MAX || contains_nul {
+        return Err(Error::BadSessionId {
+            chars,
+            contains_nul,
+        });
+    }
+    Ok(())
+}
+
+/// The approval timeout, when the run has one, is within its range (whoever set it: the request,
+/// the server's defaults or a caller's whole config).
+fn check_approval_timeout(config: &RunConfig) -> Result<()> {
+    match config.approval_timeout_ms {
+        Some(ms) if !(APPROVAL_TIMEOUT_MS_MIN..=APPROVAL_TIMEOUT_MS_MAX).contains(&ms) => {
+            Err(Error::ApprovalTimeout { ms })
+        }
+        _ => Ok(()),
+    }
+}
+
 /// The run's config: the request's, or the server defaults with the request's overrides.
 fn config_of(shared: &Shared, req: &StartRun) -> RunConfig {
     let mut config = req
@@ -102,24 +141,17 @@ pub(crate) async fn start(shared: &Arc<Shared>, run_id: RunId, req: StartRun) ->
     if shared.shutdown.is_cancelled() {
         return Err(Error::ShuttingDown);
     }
+    check_query(&req.query)?;
     let query = req.query.trim();
-    if query.is_empty() {
-        return Err(Error::EmptyQuery);
-    }
-    let max = shared.settings.query_bytes_max;
-    if query.len() > max {
-        return Err(Error::QueryTooLong {
-            bytes: query.len(),
-            max,
-        });
-    }
     let config = config_of(shared, &req);
+    check_approval_timeout(&config)?;
     if let Some(plan) = &config.plan {
         check_plan(shared, plan)?;
     }
     let user_id = user_of(&req)?;
     let session_id = match req.session_id.clone() {
         Some(session) => {
+            check_session_id(&session)?;
             session_owned_by(shared, &session, &req.by)?;
             session
         }

@@ -39,8 +39,6 @@ pub struct Settings {
     pub bus_buffer_events: usize,
     /// Agent results larger than this go to a blob file instead of the event.
     pub inline_payload_bytes_max: usize,
-    /// Queries longer than this are refused.
-    pub query_bytes_max: usize,
     /// Tool outputs larger than this (as JSON) are written to a file in the workspace and the
     /// call returns its path instead.
     pub tool_output_offload_bytes: usize,
@@ -76,7 +74,6 @@ impl Default for Settings {
             actor_mailbox_messages: 64,
             bus_buffer_events: 128,
             inline_payload_bytes_max: 16 * 1024,
-            query_bytes_max: 8 * 1024,
             tool_output_offload_bytes: 16 * 1024,
         }
     }

@@ -85,6 +85,11 @@ impl Engine {
             }
             None => self.latest_run_of(&t.by, &t.session)?,
         };
+        // A message is held to a query's rules whether it turns out to be one or a command, so
+        // that what a chat surface takes does not depend on the session's state.
+        if let TurnInput::Message(text) = &t.input {
+            crate::runs::check_query(text)?;
+        }
         let text = match &t.input {
             TurnInput::Message(text) | TurnInput::Response(text) => command_text(text),
             TurnInput::Approve(_) => None,

@@ -7,6 +7,7 @@ use crate::{ApprovalId, Timestamp, TodoId, ToolCallId};
 
 /// What an approval is about.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Subject {
     Todo {
@@ -26,8 +27,9 @@ impl Subject {
     }
 }
 
-/// A human's answer (seed 003).
+/// A human's answer to an approval.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Decision {
     Approve,
@@ -60,8 +62,10 @@ impl Decision {
     }
 }
 
-/// Seed 003's approval statuses.
+/// Where an approval stands: waiting, decided (approved, rejected, edited), expired or
+/// cancelled (its run ended or was restored past it).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum ApprovalStatus {
     #[default]
@@ -96,8 +100,10 @@ impl From<Decision> for ApprovalStatus {
     }
 }
 
-/// One approval as the approvals projection sees it (seed 003's `agent_tool_approvals` row).
+/// One approval as the approvals projection sees it: what was asked, of which TODO or tool call,
+/// and what was decided, by whom and when.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(default)]
 pub struct Approval {
     pub approval_id: ApprovalId,

@@ -2,18 +2,19 @@
 
 use serde::{Deserialize, Serialize};
 
-/// When a human must approve (DESIGN §5).
+/// When a human must approve.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum HitlMode {
     /// Auto-approve everything.
     #[default]
     None,
-    /// Seed 000: interrupt before each TODO.
+    /// Before each TODO.
     EveryTodo,
-    /// Seed 004: agents whose category is listed in `hitl_categories`.
+    /// Before the TODOs of agents whose category is listed in `hitl_categories`.
     Categories,
-    /// Seed 003: tool calls listed in `hitl_tools` (`*` suffix = prefix match, e.g. `dbt_*`).
+    /// Before the tool calls listed in `hitl_tools` (`*` suffix = prefix match, e.g. `dbt_*`).
     Tools,
 }
 
@@ -30,6 +31,7 @@ impl HitlMode {
 
 /// How ready TODOs are scheduled.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Strategy {
     #[default]
@@ -57,7 +59,7 @@ pub enum ExpiryAction {
     Approve,
 }
 
-/// Limits of DESIGN §5; hitting one fails the run with a clear reason.
+/// The limits of one run; hitting one fails the run with a clear reason.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Limits {
@@ -80,6 +82,13 @@ impl Default for Limits {
     }
 }
 
+/// The shortest approval timeout a run may ask for: a second, because a shorter one would
+/// expire before a person could read the request.
+pub const APPROVAL_TIMEOUT_MS_MIN: u64 = 1_000;
+/// The longest approval timeout a run may ask for: 30 days. Longer is the same as none for a
+/// person, and keeps expiry instants far from the timestamp's range.
+pub const APPROVAL_TIMEOUT_MS_MAX: u64 = 30 * 24 * 60 * 60 * 1_000;
+
 /// Everything that shapes one run, fixed at `RunStarted`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
@@ -91,6 +100,9 @@ pub struct RunConfig {
     pub strategy: Option<Strategy>,
     pub max_retries: u32,
     pub limits: Limits,
+    /// How long an approval waits for a human before it expires, in
+    /// [`APPROVAL_TIMEOUT_MS_MIN`]`..=`[`APPROVAL_TIMEOUT_MS_MAX`] (checked when a run starts);
+    /// `None` waits forever.
     pub approval_timeout_ms: Option<u64>,
     pub on_expiry: ExpiryAction,
     pub agent_catalogue_version: String,

@@ -11,8 +11,9 @@ use crate::{
     SupervisorTodo, TodoId, TodoStatus, ToolCallId,
 };
 
-/// Supervisor phases (seed 001's `current_phase`).
+/// The phase the supervisor is in (its `current_phase`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Phase {
     #[default]
@@ -97,6 +98,7 @@ pub const OWNER_OF_OLD_RUNS: &str = "local";
 
 /// A sub-agent run's origin: the parent run and the `task` tool call that started it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ParentLink {
     pub run_id: RunId,
     pub tool_call_id: ToolCallId,
@@ -151,6 +153,10 @@ pub struct PlanStep {
     pub retry_count: u32,
     pub optional: bool,
 }
+
+/// The longest query a run may be started with, in characters (as sent, surrounding whitespace
+/// included). At most 32 KiB of UTF-8, so `RunStarted` stays well under an event's 64 KiB.
+pub const QUERY_CHARS_MAX: usize = 8 * 1024;
 
 /// Everything that can happen to a run. Externally tagged in msgpack: `{"TodoAdded": {...}}`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

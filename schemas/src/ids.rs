@@ -71,9 +71,14 @@ macro_rules! string_id {
 }
 
 string_id!(
-    /// A conversation (seed 004's `thread_id`); several runs may share one.
+    /// A conversation (the chat API's `thread_id`); several runs may share one.
     SessionId
 );
+
+/// The longest session id a run may be started with, in characters: 64 characters are at most
+/// 256 bytes of UTF-8, what the store's session index keeps, and leave room for any id scheme
+/// (a UUID is 36).
+pub const SESSION_ID_CHARS_MAX: usize = 64;
 string_id!(
     /// `todo_001`, `todo_002`, ... (seed 000's converter).
     TodoId

@@ -13,6 +13,8 @@ mod envelope;
 mod event;
 mod hash;
 mod ids;
+#[cfg(feature = "openapi")]
+mod openapi;
 mod state;
 mod time;
 
@@ -22,17 +24,23 @@ pub mod samples;
 pub use approval::{Approval, ApprovalStatus, Decision, Subject};
 pub use audit::{AuditDecision, AuditRow, SubjectKind};
 pub use checkpoint::Checkpoint;
-pub use config::{ExpiryAction, HitlMode, Limits, RunConfig, Strategy};
+pub use config::{
+    APPROVAL_TIMEOUT_MS_MAX, APPROVAL_TIMEOUT_MS_MIN, ExpiryAction, HitlMode, Limits, RunConfig,
+    Strategy,
+};
 pub use envelope::{
     EVENT_BYTES_MAX, Envelope, Error, ExternalBody, RECORD_FORMAT_EXTERNAL, RECORD_FORMAT_V1,
     RECORD_HEADER_BYTES, RecordHeader, Result, decode_record, decode_record_body, encode_record,
     external_stub, parse_external_stub, peek_record_header,
 };
 pub use event::{
-    Actor, BlobRef, Event, OWNER_OF_OLD_RUNS, ParentLink, Payload, Phase, PlanStep, Source,
+    Actor, BlobRef, Event, OWNER_OF_OLD_RUNS, ParentLink, Payload, Phase, PlanStep,
+    QUERY_CHARS_MAX, Source,
 };
 pub use hash::{Hash, chain_hash};
-pub use ids::{ApprovalId, CheckpointId, RunId, SessionId, TodoId, ToolCallId};
+pub use ids::{
+    ApprovalId, CheckpointId, RunId, SESSION_ID_CHARS_MAX, SessionId, TodoId, ToolCallId,
+};
 pub use state::{
     AnalysisTeamState, DocumentTeamState, Evaluation, ExecutionStepState, PlanningState, RunStatus,
     SearchTeamState, SupervisorState, SupervisorTodo, TeamState, TodoPriority, TodoStatus,

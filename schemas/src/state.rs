@@ -13,10 +13,11 @@ use crate::{
     TodoId, ToolCallId,
 };
 
-/// Seed 000's seven TODO statuses.
+/// A TODO's status; `TodoStatus::can_transition_to` is the one table of legal transitions.
 #[derive(
     Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
 )]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum TodoStatus {
     #[default]
@@ -89,10 +90,11 @@ impl fmt::Display for TodoStatus {
     }
 }
 
-/// Seed 000's four priorities.
+/// A TODO's priority.
 #[derive(
     Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
 )]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum TodoPriority {
     Critical,
@@ -121,8 +123,10 @@ impl TodoPriority {
     }
 }
 
-/// Seed 000's `SupervisorTodo`, as `to_dict()` shows it.
+/// One TODO of a run's plan: the agent that carries it out, its status and timing, its
+/// retries and its latest approval.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(default)]
 pub struct SupervisorTodo {
     pub id: TodoId,
@@ -358,8 +362,9 @@ pub struct ToolCallState {
     pub effective_args: Option<Value>,
 }
 
-/// The run's lifecycle as the API reports it (seed 003's `state`).
+/// The run's lifecycle as the API reports it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum RunStatus {
     #[default]

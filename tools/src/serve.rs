@@ -216,8 +216,10 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     rt.block_on(async move {
         let engine = Engine::open(store, settings).await?;
         let listener = tokio::net::TcpListener::bind(args.addr).await.with_context(|| format!("binding {}", args.addr))?;
+        // The bound address, so that `--addr 127.0.0.1:0` tells which port it got.
+        let addr = listener.local_addr().unwrap_or(args.addr);
         let state = AppState::new(engine, tokens.clone(), config);
-        tracing::info!(addr = %args.addr, data = %args.data.display(), auth = !tokens.is_empty(), "chronicle is listening");
+        tracing::info!(addr = %addr, data = %args.data.display(), auth = !tokens.is_empty(), "chronicle is listening");
         if tokens.is_empty() && !args.addr.ip().is_loopback() {
             tracing::warn!("serving without tokens on a non-loopback address (--insecure)");
         }

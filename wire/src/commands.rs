@@ -38,6 +38,7 @@ pub enum CommandOutcome {
 
 /// `/todos`: the TODO list as the run stands.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TodosReply {
     pub todos: Vec<SupervisorTodo>,
     pub summary: TodoSummary,
@@ -50,6 +51,7 @@ pub struct TodosReply {
 
 /// One approval given: `{status: "resumed", todo_id, approval_id, message}`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Approved {
     pub status: tag::Resumed,
     pub todo_id: Option<TodoId>,
@@ -59,12 +61,14 @@ pub struct Approved {
 
 /// Several approvals given at once: `{status: "resumed", approved: [...]}`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ApprovedAll {
     pub status: tag::Resumed,
     pub approved: Vec<Approved>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Rejected {
     pub status: tag::Rejected,
     pub todo_id: TodoId,
@@ -73,6 +77,7 @@ pub struct Rejected {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Skipped {
     pub status: tag::Skipped,
     pub todo_id: TodoId,
@@ -80,6 +85,7 @@ pub struct Skipped {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Added {
     pub status: tag::Added,
     pub todo: SupervisorTodo,
@@ -87,6 +93,7 @@ pub struct Added {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Updated {
     pub status: tag::Updated,
     pub todo_id: TodoId,
@@ -96,6 +103,7 @@ pub struct Updated {
 
 /// A restore: where the run went back to and its TODOs there.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Restored {
     pub status: tag::Restored,
     pub checkpoint_id: CheckpointId,

@@ -16,6 +16,7 @@ pub struct ErrorBody {
 
 /// What failed: a stable machine `code` (`not_found`, `conflict`, ...) and a message for people.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ErrorDetail {
     pub code: String,
     pub message: String,

@@ -5,7 +5,7 @@
 //! - [`names`]: the one table from events to SSE names and the stream's `type`/`subtype`, and
 //!   the `data` object ([`EventData`]) every stream sends;
 //! - requests: [`RunRequest`], [`ChatRequest`], [`ResumeRequest`], [`CommandRequest`],
-//!   [`CancelRequest`], [`DecisionRequest`] (an edit cannot come without its args), and the
+//!   [`CancelRequest`], [`RestoreRequest`], [`DecisionRequest`] (an edit cannot come without its args), and the
 //!   query strings of the read routes;
 //! - views: approvals, the checkpoint list, the TODO list, run status, runs, sessions, chat
 //!   turns, health, and the error body `{"error": {"code", "message"}}`;
@@ -19,6 +19,8 @@ pub mod audit;
 mod commands;
 mod error;
 pub mod names;
+#[cfg(feature = "openapi")]
+pub mod openapi;
 mod requests;
 pub mod tag;
 mod views;

@@ -59,6 +59,7 @@ pub fn content(e: &Event) -> Value {
 
 /// The `data` object of one SSE message / WebSocket `event`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct EventData {
     pub run_id: RunId,
     pub seq: u64,

@@ -11,18 +11,39 @@ use serde_json::Value;
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct RunRequest {
+    /// What the run is asked: something besides whitespace, at most 8192 characters.
+    #[cfg_attr(
+        feature = "openapi",
+        schema(
+            min_length = 1,
+            max_length = 8192,
+            pattern = "[^\\t\\n\\u000b\\f\\r \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]"
+        )
+    )]
     pub query: String,
+    /// The session the run joins (a new one when absent): 1..=64 characters without NUL; a
+    /// session belongs to the principal of its first run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::openapi::optional_session_id))]
     pub session_id: Option<String>,
+    /// Whom the run is for: the caller's own name unless the caller is an admin (default: the
+    /// caller).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user_id: Option<String>,
+    /// When a human must approve (default: the server's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>, example = "every_todo"))]
     pub hitl: Option<HitlMode>,
+    /// How ready TODOs are scheduled (default: the plan's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>, example = "dag"))]
     pub strategy: Option<Strategy>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// How long an approval waits for a human before it expires, in milliseconds: 1000 (a
+    /// second) ..= 2592000000 (30 days). Default: the server's (none: approvals wait).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "integral::option_u64"
+    )]
+    #[cfg_attr(feature = "openapi", schema(minimum = 1000, maximum = 2592000000_u64))]
     pub approval_timeout_ms: Option<u64>,
     /// A fixed plan to execute instead of planning.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -45,20 +66,19 @@ pub struct PlanStepRequest {
     #[serde(default)]
     pub description: String,
     /// 0 → high, 1 → medium, else low.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "integral::u32")]
     pub priority: u32,
     /// Agents (of this plan) whose steps must complete first.
     #[serde(default)]
     pub dependencies: Vec<String>,
-    /// The agent's input.
+    /// The agent's input (any JSON value).
     #[serde(default)]
-    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub input_mapping: Value,
     /// Seconds.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "integral::u64")]
     pub timeout: u64,
     /// Retries after a failure.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "integral::u32")]
     pub retry_count: u32,
     /// A failure skips the step instead of failing the run.
     #[serde(default)]
@@ -113,19 +133,31 @@ impl RunRequest {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ChatRequest {
+    /// A question (it starts a run in the session), or a `/command` on the session's latest
+    /// run: something besides whitespace, at most 8192 characters.
+    #[cfg_attr(
+        feature = "openapi",
+        schema(
+            min_length = 1,
+            max_length = 8192,
+            pattern = "[^\\t\\n\\u000b\\f\\r \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]"
+        )
+    )]
     pub message: String,
+    /// The session: 1..=64 characters without NUL (default: a new one).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::openapi::optional_session_id))]
     pub thread_id: Option<String>,
+    /// Whom a run the turn starts is for (see `RunRequest`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user_id: Option<String>,
+    /// The HITL policy of a run the turn starts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>, example = "every_todo"))]
     pub hitl: Option<HitlMode>,
 }
 
 /// `POST /api/sessions/{thread_id}/resume`: `{"approve": bool}` or `{"response": "..."}`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ResumeRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -143,24 +175,25 @@ pub struct CommandRequest {
     pub command: String,
 }
 
-/// `POST /api/v1/agent/{run_id}/cancel` (the body may be absent).
+/// `POST /api/v1/agent/{run_id}/cancel`: `{}`, `{"reason": "..."}`, or `null` (no reason).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CancelRequest {
+    /// Recorded with the cancellation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
 }
 
-/// `POST /api/v1/agent/{run_id}/checkpoints/{checkpoint_id}/restore`: no fields yet, but a JSON
-/// body all the same (`{}`), like every state-changing request.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// `POST /api/v1/agent/{run_id}/checkpoints/{checkpoint_id}/restore`: `{}` (the checkpoint is
+/// in the path; the body leaves room for options without another route).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct RestoreRequest {}
 
 /// `POST /api/v1/stream-tickets`: `{}`.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct StreamTicketRequest {}
@@ -231,15 +264,12 @@ impl DecisionRequest {
 // The request's form on the wire (flat, as the API has always taken it); `DecisionRequest` is
 // made from it, refusing args out of place.
 #[derive(Clone, Debug, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 struct DecisionBody {
-    #[cfg_attr(feature = "openapi", schema(value_type = String, example = "approve"))]
     decision: Decision,
-    /// The args to run with instead of the requested ones: required with `edit`, refused with
-    /// `approve` and `reject`.
+    /// The args to run with instead of the requested ones: a JSON object, required with `edit`,
+    /// refused with `approve` and `reject`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
     edited_args: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     comment: Option<String>,
@@ -250,10 +280,11 @@ impl TryFrom<DecisionBody> for DecisionRequest {
     fn try_from(b: DecisionBody) -> Result<Self, String> {
         // `"edited_args": null` counts as absent, as any other optional field.
         let verdict = match (b.decision, b.edited_args.filter(|a| !a.is_null())) {
-            (Decision::Edit, Some(edited_args)) => Verdict::Edit { edited_args },
-            (Decision::Edit, None) => {
+            (Decision::Edit, Some(edited_args @ Value::Object(_))) => Verdict::Edit { edited_args },
+            (Decision::Edit, _) => {
                 return Err(
-                    "\"decision\": \"edit\" needs edited_args (the args to run with)".into(),
+                    "\"decision\": \"edit\" needs edited_args (the args to run with, a JSON object)"
+                        .into(),
                 );
             }
             (d, Some(_)) => {
@@ -283,16 +314,49 @@ impl From<DecisionRequest> for DecisionBody {
     }
 }
 
-/// The OpenAPI schema of the request is the one of its flat form.
-#[cfg(feature = "openapi")]
-impl utoipa::PartialSchema for DecisionRequest {
-    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
-        <DecisionBody as utoipa::PartialSchema>::schema()
+/// Unsigned integers as JSON means them: `1000` and `1000.0` are the same number (and the same
+/// JSON Schema `integer`), while serde takes only the first for an integer type. Anything else
+/// that is not an integer in range is refused as serde refuses it.
+mod integral {
+    use serde::Deserialize;
+    use serde::de::{Deserializer, Error, Unexpected};
+
+    pub fn u64<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+        let n = serde_json::Number::deserialize(d)?;
+        if let Some(u) = n.as_u64() {
+            return Ok(u);
+        }
+        match n.as_f64() {
+            // 2^64 is the first float beyond u64 (u64::MAX itself is not a float).
+            Some(f) if f.fract() == 0.0 && (0.0..18_446_744_073_709_551_616.0).contains(&f) =>
+            {
+                #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+                Ok(f as u64)
+            }
+            Some(f) => Err(D::Error::invalid_value(
+                Unexpected::Float(f),
+                &"an unsigned integer",
+            )),
+            None => Err(D::Error::invalid_value(
+                Unexpected::Other(&n.to_string()),
+                &"an unsigned integer",
+            )),
+        }
+    }
+
+    pub fn u32<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+        let n = u64(d)?;
+        u32::try_from(n).map_err(|_| {
+            D::Error::invalid_value(Unexpected::Unsigned(n), &"an integer of 0..=4294967295")
+        })
+    }
+
+    pub fn option_u64<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+        #[derive(Deserialize)]
+        struct Wrap(#[serde(deserialize_with = "u64")] u64);
+        Ok(Option::<Wrap>::deserialize(d)?.map(|w| w.0))
     }
 }
-
-#[cfg(feature = "openapi")]
-impl utoipa::ToSchema for DecisionRequest {}
 
 /// `GET .../state?at=SEQ`: the state right after `at` (default: now).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -417,6 +481,8 @@ mod tests {
         assert!(e.contains("not with \"reject\""), "{e}");
         let e = decode(json!({"decision": "edit"})).unwrap_err();
         assert!(e.contains("\"edit\" needs edited_args"), "{e}");
+        let e = decode(json!({"decision": "edit", "edited_args": [1]})).unwrap_err();
+        assert!(e.contains("a JSON object"), "{e}");
         let e = decode(json!({"decision": "approve", "decided_by": "mallory"})).unwrap_err();
         assert!(e.contains("unknown field `decided_by`"), "{e}");
         let e = decode(json!({"decision": "maybe"})).unwrap_err();
@@ -425,6 +491,44 @@ mod tests {
             decode(json!({"comment": "x"}))
                 .unwrap_err()
                 .contains("missing field `decision`")
+        );
+    }
+
+    #[test]
+    fn integers_may_be_written_as_integral_floats_and_nothing_else() {
+        let timeout = |v: Value| {
+            serde_json::from_value::<RunRequest>(json!({"query": "q", "approval_timeout_ms": v}))
+                .map(|r| r.approval_timeout_ms)
+                .map_err(|e| e.to_string())
+        };
+        assert_eq!(timeout(json!(60000)), Ok(Some(60000)));
+        assert_eq!(timeout(json!(60000.0)), Ok(Some(60000)));
+        assert_eq!(timeout(Value::Null), Ok(None));
+        assert_eq!(timeout(json!(u64::MAX)), Ok(Some(u64::MAX)));
+        for bad in [
+            json!(1.5),
+            json!(-1),
+            json!(-1.0),
+            json!(1.8446744073709552e19),
+            json!("5"),
+        ] {
+            let e = timeout(bad.clone()).unwrap_err();
+            assert!(
+                e.contains("unsigned integer") || e.contains("invalid type"),
+                "{bad}: {e}"
+            );
+        }
+        let step = |v: Value| {
+            serde_json::from_value::<PlanStepRequest>(json!({"agent_name": "a", "priority": v}))
+                .map(|s| s.priority)
+                .map_err(|e| e.to_string())
+        };
+        assert_eq!(step(json!(4_294_967_295_u32)), Ok(u32::MAX));
+        assert_eq!(step(json!(2.0)), Ok(2));
+        assert!(
+            step(json!(4_294_967_296_u64))
+                .unwrap_err()
+                .contains("0..=4294967295")
         );
     }
 
@@ -471,16 +575,28 @@ mod tests {
             serde_json::to_value(CancelRequest::default()).unwrap(),
             json!({})
         );
+        // A cancel's body may be `null`: no reason.
+        assert_eq!(
+            serde_json::from_value::<Option<CancelRequest>>(Value::Null).unwrap(),
+            None
+        );
+        assert_eq!(serde_json::to_value(RestoreRequest {}).unwrap(), json!({}));
+        assert_eq!(
+            serde_json::from_value::<RestoreRequest>(json!({})).unwrap(),
+            RestoreRequest {}
+        );
         for (ty, bad) in [
             ("chat", json!({"message": "m", "thread": "t"})),
             ("resume", json!({"approve": true, "by": "x"})),
             ("command", json!({"command": "/todos", "run": 1})),
             ("cancel", json!({"why": "x"})),
+            ("restore", json!({"to": "cp_001"})),
         ] {
             let refused = match ty {
                 "chat" => serde_json::from_value::<ChatRequest>(bad).is_err(),
                 "resume" => serde_json::from_value::<ResumeRequest>(bad).is_err(),
                 "command" => serde_json::from_value::<CommandRequest>(bad).is_err(),
+                "restore" => serde_json::from_value::<RestoreRequest>(bad).is_err(),
                 _ => serde_json::from_value::<CancelRequest>(bad).is_err(),
             };
             assert!(refused, "{ty}");

@@ -12,6 +12,25 @@ macro_rules! tags {
             #[serde(rename = $text)]
             $name,
         }
+
+        // By hand: the derive does not see a `rename` that a macro passes in, and the schema
+        // needs a name of its own (`Restored` is also the reply a restore sends).
+        #[cfg(feature = "openapi")]
+        impl utoipa::PartialSchema for $name {
+            fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+                utoipa::openapi::schema::ObjectBuilder::new()
+                    .schema_type(utoipa::openapi::schema::Type::String)
+                    .enum_values(Some([$text]))
+                    .into()
+            }
+        }
+
+        #[cfg(feature = "openapi")]
+        impl utoipa::ToSchema for $name {
+            fn name() -> std::borrow::Cow<'static, str> {
+                std::borrow::Cow::Borrowed(concat!(stringify!($name), "Status"))
+            }
+        }
     )*};
 }
 

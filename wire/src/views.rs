@@ -21,6 +21,7 @@ pub struct StreamTicket {
 
 /// `202 {run_id, session_id}`: a run was started.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Started {
     pub run_id: RunId,
     pub session_id: SessionId,
@@ -28,6 +29,7 @@ pub struct Started {
 
 /// `GET .../status`: where a run is.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Status {
     pub run_id: RunId,
     pub state: RunStatus,
@@ -41,6 +43,7 @@ pub struct Status {
 /// An approval as the API shows it: the approval's own fields, plus `id` (its approval id, as
 /// the original API named it) and its run.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ApprovalView {
     #[serde(flatten)]
     pub approval: Approval,
@@ -60,6 +63,7 @@ impl ApprovalView {
 
 /// `POST .../decision` answers `{status: "accepted", approval_id, run_id, approval}`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct DecisionAccepted {
     pub status: tag::Accepted,
     pub approval_id: ApprovalId,
@@ -69,6 +73,7 @@ pub struct DecisionAccepted {
 
 /// `POST .../cancel` answers `{status: "cancelled", run_id}`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RunCancelled {
     pub status: tag::Cancelled,
     pub run_id: RunId,
@@ -77,6 +82,7 @@ pub struct RunCancelled {
 /// One approval in the inbox: the approval with its run, session and user, and how long it has
 /// waited (pending ones only).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct InboxItem {
     #[serde(flatten)]
     pub approval: ApprovalView,
@@ -88,6 +94,7 @@ pub struct InboxItem {
 
 /// `GET /api/v1/approvals`: what waits on a human across every run, oldest request first.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Inbox {
     pub status: ApprovalStatus,
     pub now: Timestamp,
@@ -99,6 +106,7 @@ pub struct Inbox {
 
 /// One checkpoint of the tree, with whether a restore left it behind.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct CheckpointEntry {
     pub checkpoint_id: CheckpointId,
     pub timestamp: Timestamp,
@@ -128,6 +136,7 @@ impl CheckpointEntry {
 /// `GET .../checkpoints`: a run's checkpoint tree in log order, and the head of its effective
 /// history.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct CheckpointList {
     pub run_id: RunId,
     pub checkpoints: Vec<CheckpointEntry>,
@@ -154,6 +163,7 @@ impl CheckpointList {
 
 /// How many TODOs are in each status (`pending` counts those waiting for approval too).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TodoSummary {
     pub total: usize,
     pub pending: usize,
@@ -167,6 +177,7 @@ pub struct TodoSummary {
 
 /// A sub-agent run started by a `task` tool call.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SubRun {
     pub todo_id: TodoId,
     pub tool_call_id: ToolCallId,
@@ -178,6 +189,7 @@ pub struct SubRun {
 
 /// The TODO ids by outcome, as the planning state keeps them.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TodoIds {
     pub completed_todo_ids: Vec<TodoId>,
     pub failed_todo_ids: Vec<TodoId>,
@@ -186,6 +198,7 @@ pub struct TodoIds {
 
 /// `GET .../todos`: the TODO list with its summary.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TodoList {
     pub todos: Vec<SupervisorTodo>,
     pub sub_runs: Vec<SubRun>,
@@ -197,6 +210,7 @@ pub struct TodoList {
 
 /// One run in `GET /api/v1/runs` (and `chronicle runs --json`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RunSummary {
     pub run_id: RunId,
     pub session_id: SessionId,
@@ -217,6 +231,7 @@ pub const RUNS_PAGE_MAX: usize = 1_000;
 
 /// `GET /api/v1/runs`: one page of runs, oldest first (by creation, then id).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RunList {
     pub runs: Vec<RunSummary>,
     /// Where the next page starts (pass it as `after`); `None` on the last page.
@@ -225,6 +240,7 @@ pub struct RunList {
 
 /// A session's status as the chat routes report it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum SessionStatus {
     WaitingHuman,
@@ -248,18 +264,22 @@ impl From<RunStatus> for SessionStatus {
 
 /// `GET /api/sessions/{thread_id}`: the session's latest run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SessionView {
     pub thread_id: String,
     pub run_id: RunId,
     pub status: SessionStatus,
     pub pending_approval: Option<ApprovalView>,
     pub final_response: Option<Value>,
+    /// The run's whole supervisor state (the same as `state.supervisor` of `GET .../state`).
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub state: SupervisorState,
 }
 
 /// The answer to a chat turn (`POST /chat`, `resume`): 200 when the run ended, 202 while it is
 /// still working.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ChatTurn {
     pub thread_id: String,
     pub run_id: RunId,
@@ -272,6 +292,7 @@ pub struct ChatTurn {
 /// The fields beside the error of a turn answered 409 `waiting_for_human`: the turn, and the
 /// approvals the run waits for (the oldest as `approval`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ChatWaiting {
     #[serde(flatten)]
     pub turn: ChatTurn,
@@ -281,6 +302,7 @@ pub struct ChatWaiting {
 
 /// A slash command sent as a chat message: the command's outcome on the session's latest run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ChatCommand {
     pub thread_id: String,
     pub run_id: RunId,
@@ -289,6 +311,7 @@ pub struct ChatCommand {
 
 /// `ok`, `degraded` (the disk is full) or `failed` (the store stopped after a failed fsync).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum HealthStatus {
     Ok,
@@ -298,6 +321,7 @@ pub enum HealthStatus {
 
 /// Whether the store takes appends.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum StorageState {
     Ok,
@@ -307,6 +331,7 @@ pub enum StorageState {
 
 /// `GET /healthz` (200 with `storage: ok`, 503 otherwise, with the same body).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Health {
     pub status: HealthStatus,
     pub storage: StorageState,

@@ -353,3 +353,54 @@ async fn commands_answer_typed_and_refusals_are_recorded() {
     let twice = engine.cancel(run, &Principal::admin("alice"), None).await;
     assert!(matches!(twice, Err(Error::RunFinished { .. })), "{twice:?}");
 }
+
+#[tokio::test]
+async fn an_approval_timeout_outside_its_range_is_refused_before_anything_is_written() {
+    use chronicle_schemas::{APPROVAL_TIMEOUT_MS_MAX, APPROVAL_TIMEOUT_MS_MIN};
+    let engine = engine(&[]).await;
+    let req = |ms: u64| StartRun {
+        query: "a test request".into(),
+        approval_timeout_ms: Some(ms),
+        ..StartRun::default()
+    };
+    for ms in [
+        0,
+        APPROVAL_TIMEOUT_MS_MIN - 1,
+        APPROVAL_TIMEOUT_MS_MAX + 1,
+        9_000_000_000_000_000,
+        u64::MAX,
+    ] {
+        let refused = engine.start_run(req(ms)).await;
+        assert!(
+            matches!(refused, Err(Error::ApprovalTimeout { ms: got }) if got == ms),
+            "{ms}: {refused:?}"
+        );
+    }
+    // A whole config from a caller (the CLI, a sub-agent run) is held to the same range.
+    let config = RunConfig {
+        approval_timeout_ms: Some(APPROVAL_TIMEOUT_MS_MAX + 1),
+        ..RunConfig::default()
+    };
+    let refused = engine
+        .start_run(StartRun {
+            query: "a test request".into(),
+            config: Some(config),
+            ..StartRun::default()
+        })
+        .await;
+    assert!(
+        matches!(refused, Err(Error::ApprovalTimeout { .. })),
+        "{refused:?}"
+    );
+    assert_eq!(engine.store().durable_next_offset(), 0, "nothing written");
+    for ms in [APPROVAL_TIMEOUT_MS_MIN, APPROVAL_TIMEOUT_MS_MAX] {
+        let run = engine.start_run(req(ms)).await.unwrap().run_id;
+        let s = engine.state(run, Some(0)).unwrap();
+        assert_eq!(s.supervisor.config.approval_timeout_ms, Some(ms));
+    }
+    let e = engine.start_run(req(999)).await.unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "approval_timeout_ms must be 1000..=2592000000 (1 second to 30 days), got 999"
+    );
+}

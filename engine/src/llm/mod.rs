@@ -7,9 +7,11 @@ use chronicle_schemas::Hash;
 
 mod ask;
 mod openai;
+mod redact;
 
 pub use ask::{Llm, json_object};
 pub use openai::{DEFAULT_MODEL, DEFAULT_TIMEOUT_MS, LlmConfig, OPENAI_BASE_URL, OpenAiCompat};
+pub use redact::KEY_FRAGMENT_CHARS_MIN;
 
 /// One model call, for the `LlmCalled` event. Never carries the API key.
 #[derive(Clone, Debug, PartialEq)]

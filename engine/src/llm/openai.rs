@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use super::redact::{REDACTED, Redactor};
 use super::{LlmError, LlmProvider};
 
 /// The model when `CHRONICLE_LLM_MODEL` is unset (seed 002's intent model).
@@ -22,8 +23,6 @@ const CHAT_MAX_TOKENS: u32 = 2_000;
 /// A completion of `CHAT_MAX_TOKENS` tokens is a few KiB; anything far larger is a broken or
 /// hostile server, and reading it would only waste memory.
 const RESPONSE_BYTES_MAX: usize = 1 << 20;
-
-const REDACTED: &str = "<redacted>";
 
 /// Where the model lives and how long to wait for it.
 #[derive(Clone, PartialEq, Eq)]
@@ -93,6 +92,8 @@ pub struct OpenAiCompat {
     endpoint: String,
     model: String,
     api_key: Option<String>,
+    /// Finds the key in what comes back, in every form it could take.
+    redactor: Option<Redactor>,
     timeout_ms: u64,
     json_mode: bool,
 }
@@ -119,6 +120,7 @@ impl OpenAiCompat {
             client,
             endpoint: format!("{}/chat/completions", config.base_url.trim_end_matches('/')),
             model: config.model,
+            redactor: config.api_key.as_deref().and_then(Redactor::new),
             api_key: config.api_key,
             timeout_ms: config.timeout_ms,
             json_mode: false,
@@ -132,11 +134,12 @@ impl OpenAiCompat {
         self
     }
 
-    /// Removes the key from a message, in case a server or a proxy echoes it back.
+    /// Removes the key, in every form [`Redactor`] knows, from a text that came back from the
+    /// server (an answer or an error), in case the server or a proxy echoes it.
     fn redact(&self, message: String) -> String {
-        match &self.api_key {
-            Some(key) if message.contains(key.as_str()) => message.replace(key.as_str(), REDACTED),
-            _ => message,
+        match &self.redactor {
+            Some(r) => r.redact(&message),
+            None => message,
         }
     }
 

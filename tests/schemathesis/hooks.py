@@ -1,0 +1,31 @@
+"""What JSON Schema cannot say about Chronicle's requests, told to schemathesis's generator.
+
+A fixed plan's step may depend only on agents that the same plan runs (the server refuses other
+dependencies with 422, before anything is written). That is a rule between two fields, which
+JSON Schema cannot state, so a generated plan would be refused although it fits the document.
+The hook drops, from each generated plan, the dependencies that name no agent of the plan; it
+keeps everything else as generated, values of the wrong type included, so requests that do not
+fit the document are still sent as they are.
+"""
+
+import schemathesis
+
+
+@schemathesis.hook
+def map_case(context, case):
+    # A case hook, not a body one: body hooks shape only the generated phases, and the coverage
+    # phase builds its cases otherwise.
+    if case.operation.path == "/api/v1/agent/run":
+        _plan_dependencies_in_plan(case.body)
+    return case
+
+
+def _plan_dependencies_in_plan(body):
+    if not isinstance(body, dict) or not isinstance(body.get("plan"), list):
+        return
+    steps = [s for s in body["plan"] if isinstance(s, dict)]
+    agents = {s.get("agent_name") for s in steps if isinstance(s.get("agent_name"), str)}
+    for step in steps:
+        deps = step.get("dependencies")
+        if isinstance(deps, list):
+            step["dependencies"] = [d for d in deps if not isinstance(d, str) or d in agents]
