@@ -181,19 +181,24 @@ async fn host_origin_and_content_type_are_checked_before_anything() {
     srv.engine.shutdown().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn cors_preflights_answer_only_the_listed_origins() {
-    let ui = "http://ui.example.test:5173";
+/// A server with tokens (`ui`'s is `TOKEN`) that lets pages of `origin` use it.
+async fn with_cors_origin(origin: &str) -> Server {
     let config = ApiConfig {
-        cors_origins: vec![ui.into()],
+        cors_origins: vec![origin.to_owned()],
         ..ApiConfig::default()
     };
-    let srv = server_settings(
+    server_settings(
         Tokens::single("ui", TOKEN).unwrap(),
         chronicle_realestate::settings(),
         config,
     )
-    .await;
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cors_preflights_answer_only_the_listed_origins() {
+    let ui = "http://ui.example.test:5173";
+    let srv = with_cors_origin(ui).await;
     let preflight = |origin: &'static str| {
         srv.http
             .request(Method::OPTIONS, srv.url("/api/v1/agent/run"))
@@ -369,16 +374,7 @@ async fn a_page_of_another_origin_cannot_drive_a_server_without_tokens() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_page_of_a_cors_origin_drives_the_server_with_a_token_and_tickets() {
     let (origin, mut reports) = page_server().await;
-    let config = ApiConfig {
-        cors_origins: vec![origin.clone()],
-        ..ApiConfig::default()
-    };
-    let srv = server_settings(
-        Tokens::single("ui", TOKEN).unwrap(),
-        chronicle_realestate::settings(),
-        config,
-    )
-    .await;
+    let srv = with_cors_origin(&origin).await;
     let (run, cp) = waiting_run(&srv, Some(TOKEN)).await;
     let url = format!(
         "{origin}/page?target={}&run={run}&cp={cp}&token={TOKEN}",

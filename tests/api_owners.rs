@@ -18,6 +18,7 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
 use crate::api_support::{Server, server, server_on};
+use crate::engine::completed;
 
 const ALICE: &str = "tok-alice-123456";
 const BOB: &str = "tok-bob-1234567890";
@@ -546,17 +547,7 @@ async fn a_child_run_belongs_to_its_parents_owner() {
     let (status, started) = call(&srv, ALICE, Method::POST, "/api/v1/agent/run", Some(body)).await;
     assert_eq!(status, StatusCode::ACCEPTED, "{started}");
     let run: RunId = serde_json::from_value(started["run_id"].clone()).unwrap();
-    let s = srv
-        .engine
-        .wait_until(run, WAIT, |s| s.supervisor.run_status.is_terminal())
-        .await
-        .unwrap();
-    assert_eq!(
-        s.supervisor.run_status,
-        RunStatus::Completed,
-        "{:?}",
-        s.supervisor.error_log
-    );
+    let s = completed(&srv.engine, run).await;
     let child = child_run_id(run, &s.supervisor.tool_calls[0].tool_call_id);
     let cs = srv.engine.state(child, None).unwrap().supervisor;
     assert_eq!(

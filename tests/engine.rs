@@ -73,6 +73,18 @@ async fn finished(engine: &Engine, run: RunId) -> RunState {
         .unwrap()
 }
 
+/// The run once it ended, which must be completed (the failure shows its error log).
+pub async fn completed(engine: &Engine, run: RunId) -> RunState {
+    let s = finished(engine, run).await;
+    assert_eq!(
+        s.supervisor.run_status,
+        RunStatus::Completed,
+        "{:?}",
+        s.supervisor.error_log
+    );
+    s
+}
+
 fn kinds_for(evs: &[Envelope], todo: &str) -> Vec<String> {
     evs.iter()
         .filter_map(|e| match &e.event {

@@ -8,10 +8,10 @@ use std::process::{Command, Stdio};
 
 use chronicle_engine::store::{Options, Store};
 use chronicle_engine::{Engine, Settings, StartRun};
-use chronicle_schemas::{Event, HitlMode, RunId, RunStatus, Source, TodoStatus};
+use chronicle_schemas::{Event, HitlMode, RunId, Source, TodoStatus};
 use serde_json::{Value, json};
 
-use crate::engine::{WAIT, events};
+use crate::engine::{WAIT, completed, events};
 
 const SCENARIO_1: &str = "집주인이 전세금 3억을 10억으로 올려달래. 법적으로 해결방법 알려줘";
 
@@ -87,20 +87,6 @@ fn todo_view(todos: &Value) -> Vec<(String, String, Vec<String>)> {
             )
         })
         .collect()
-}
-
-async fn completed(engine: &Engine, run: RunId) -> chronicle_projections::RunState {
-    let s = engine
-        .wait_until(run, WAIT, |s| s.supervisor.run_status.is_terminal())
-        .await
-        .unwrap();
-    assert_eq!(
-        s.supervisor.run_status,
-        RunStatus::Completed,
-        "{:?}",
-        s.supervisor.error_log
-    );
-    s
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -407,28 +393,31 @@ async fn model_server(key: &'static str) -> String {
     format!("http://{addr}/v1")
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_openai_compatible_model_is_used_and_its_key_is_never_recorded() {
+/// An engine with the real-estate agents, asking the OpenAI-compatible model at `base_url` with
+/// `key`.
+async fn with_model(dir: &std::path::Path, base_url: String, key: &str) -> Engine {
     use chronicle_engine::llm::{LlmConfig, OpenAiCompat};
-    const KEY: &str = "sk-test-SECRET-0123456789";
-    let base_url = model_server(KEY).await;
-    let dir = tempfile::tempdir().unwrap();
     let cfg = LlmConfig {
         base_url,
         model: "test-model".into(),
-        api_key: Some(KEY.into()),
+        api_key: Some(key.into()),
         timeout_ms: 5000,
     };
     let settings = Settings {
         llm: Some(std::sync::Arc::new(OpenAiCompat::new(cfg).unwrap())),
         ..chronicle_realestate::settings()
     };
-    let engine = Engine::open(
-        Store::open(dir.path(), Options::default()).unwrap(),
-        settings,
-    )
-    .await
-    .unwrap();
+    Engine::open(Store::open(dir, Options::default()).unwrap(), settings)
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_openai_compatible_model_is_used_and_its_key_is_never_recorded() {
+    const KEY: &str = "sk-test-SECRET-0123456789";
+    let base_url = model_server(KEY).await;
+    let dir = tempfile::tempdir().unwrap();
+    let engine = with_model(dir.path(), base_url, KEY).await;
     let run = start(
         &engine,
         "강남역 근처 30평대 아파트 매매 시세 알려줘",
@@ -492,7 +481,7 @@ async fn an_openai_compatible_model_is_used_and_its_key_is_never_recorded() {
 async fn a_key_echoed_in_any_form_is_never_recorded() {
     use base64::Engine as _;
     use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
-    use chronicle_engine::llm::{KEY_FRAGMENT_CHARS_MIN, LlmConfig, OpenAiCompat};
+    use chronicle_engine::llm::KEY_FRAGMENT_CHARS_MIN;
     use chronicle_testkit::model::{Reply, TestServer};
     // `/`, `+` and `~` make the encodings differ from the key and from each other.
     const KEY: &str = "sk-Live/9fQ+zT~4mWp2";
@@ -526,22 +515,7 @@ async fn a_key_echoed_in_any_form_is_never_recorded() {
     let model = TestServer::start(Some(KEY), move |_| Reply::Content(content.clone())).await;
 
     let dir = tempfile::tempdir().unwrap();
-    let cfg = LlmConfig {
-        base_url: model.base_url.clone(),
-        model: "test-model".into(),
-        api_key: Some(KEY.into()),
-        timeout_ms: 5000,
-    };
-    let settings = Settings {
-        llm: Some(std::sync::Arc::new(OpenAiCompat::new(cfg).unwrap())),
-        ..chronicle_realestate::settings()
-    };
-    let engine = Engine::open(
-        Store::open(dir.path(), Options::default()).unwrap(),
-        settings,
-    )
-    .await
-    .unwrap();
+    let engine = with_model(dir.path(), model.base_url.clone(), KEY).await;
     let run = start(
         &engine,
         "강남역 근처 30평대 아파트 매매 시세 알려줘",

@@ -16,6 +16,7 @@ use chronicle_schemas::{
 };
 use serde_json::{Value, json};
 
+use crate::engine::completed;
 use crate::tool_agents::{self, runner_plan, write};
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -48,20 +49,6 @@ async fn start(engine: &Engine, hitl: HitlMode, session: &str, calls: Value) -> 
         .await
         .unwrap()
         .run_id
-}
-
-async fn finished(engine: &Engine, run: RunId) -> RunState {
-    let s = engine
-        .wait_until(run, WAIT, |s| s.supervisor.run_status.is_terminal())
-        .await
-        .unwrap();
-    assert_eq!(
-        s.supervisor.run_status,
-        RunStatus::Completed,
-        "{:?}",
-        s.supervisor.error_log
-    );
-    s
 }
 
 /// The `tool_runner` answers of a finished run.
@@ -130,7 +117,7 @@ async fn gated_calls_run_as_approved_edited_or_not_at_all() {
         )
         .await
         .unwrap();
-    let s = finished(&engine, run).await;
+    let s = completed(&engine, run).await;
     assert_eq!(
         std::fs::read_to_string(ws.join("a.txt")).unwrap(),
         "one\ntwo\n"
@@ -177,7 +164,7 @@ async fn gated_calls_run_as_approved_edited_or_not_at_all() {
         .await
         .unwrap();
     assert_eq!(decided.status, ApprovalStatus::Edited);
-    let s = finished(&engine, run).await;
+    let s = completed(&engine, run).await;
     assert_eq!(
         std::fs::read_to_string(ws.join("b.txt")).unwrap(),
         "edited by bob"
@@ -204,7 +191,7 @@ async fn gated_calls_run_as_approved_edited_or_not_at_all() {
         )
         .await
         .unwrap();
-    let s = finished(&engine, run).await;
+    let s = completed(&engine, run).await;
     assert!(!ws.join("c.txt").exists());
     let got = answers(&s);
     assert_eq!(got[0]["error"], "rejected: rejected by carol: not now");
@@ -249,7 +236,7 @@ async fn the_host_refuses_paths_out_of_the_workspace() {
         {"tool": "shell", "args": {"command": "rm -rf /"}},
     ]);
     let run = start(&engine, HitlMode::None, "escape", calls).await;
-    let s = finished(&engine, run).await;
+    let s = completed(&engine, run).await;
     let got = answers(&s);
     assert_eq!(got.len(), 6);
     for (i, a) in got.iter().enumerate() {
@@ -320,7 +307,7 @@ async fn large_outputs_are_offloaded_to_the_workspace() {
         json!([write("/workspace/big.txt", &big), {"tool": "read_file", "args": {"file_path": "/workspace/big.txt"}}, write("/workspace/huge.txt", &"y".repeat(30_000))]),
     )
     .await;
-    let s = finished(&engine, run).await;
+    let s = completed(&engine, run).await;
     let read = &answers(&s)[1]["ok"];
     let too_big = &answers(&s)[2]["error"];
     assert!(
@@ -387,7 +374,7 @@ async fn sigkill_between_calls_then_only_the_unrecorded_call_runs() {
         ..chronicle_realestate::settings()
     };
     let engine = engine(dir.path(), settings).await;
-    let s = finished(&engine, run).await;
+    let s = completed(&engine, run).await;
     let keys: Vec<String> = executed().lines().map(str::to_owned).collect();
     assert_eq!(
         keys,
@@ -432,7 +419,7 @@ fn task_call() -> Value {
 
 /// The child of the run's one `task` call, checked against the parent's answer and `/todos`.
 async fn check_task(engine: &Engine, run: RunId) {
-    let s = finished(engine, run).await;
+    let s = completed(engine, run).await;
     let call = &s.supervisor.tool_calls[0];
     let child = child_run_id(run, &call.tool_call_id);
     let out = &answers(&s)[0]["ok"];
@@ -476,7 +463,7 @@ async fn task_returns_the_child_runs_final_answer() {
     // An unknown sub-agent is the call's error, not a crash.
     let bad = json!([{"tool": "task", "args": {"description": "x", "subagent_type": "nobody"}}]);
     let run = start(&engine, HitlMode::None, "task", bad).await;
-    let s = finished(&engine, run).await;
+    let s = completed(&engine, run).await;
     let e = answers(&s)[0]["error"].as_str().unwrap().to_owned();
     assert!(
         e.starts_with("failed: unknown subagent_type \"nobody\""),
@@ -537,7 +524,7 @@ async fn document_team_saves_its_draft_through_the_tool_host() {
             .ends_with("의 write_file 도구 호출이 승인되었습니다."),
         "{out}"
     );
-    let s = finished(&engine, run).await;
+    let s = completed(&engine, run).await;
     let saved = &s.supervisor.team_results["document_team"]["saved_document"];
     assert_eq!(saved["file_path"], json!(path));
     let file = dir
@@ -595,7 +582,7 @@ async fn a_restore_asks_again_and_a_skip_answers_the_waiting_call() {
         )
         .await
         .unwrap();
-    finished(&engine, run).await;
+    completed(&engine, run).await;
     assert_eq!(std::fs::read_to_string(ws.join("r.txt")).unwrap(), "r");
     assert_eq!(kinds(&engine, run, &["ToolCallRequested"]).len(), 1);
 

@@ -134,37 +134,29 @@ impl View {
 
     /// `%XX` read as the byte it encodes.
     fn percent_decoded(text: &str) -> Self {
-        let src = text.as_bytes();
-        let mut view = Self {
-            bytes: Vec::with_capacity(src.len()),
-            spans: Vec::with_capacity(src.len()),
-        };
-        let mut i = 0;
-        while i < src.len() {
-            let decoded = (src[i] == b'%')
-                .then(|| src.get(i + 1..i + 3))
-                .flatten()
-                .and_then(|hex| std::str::from_utf8(hex).ok())
-                .and_then(|hex| u8::from_str_radix(hex, 16).ok());
-            match decoded {
-                Some(b) => {
-                    view.bytes.push(b);
-                    view.spans.push((i, i + 3));
-                    i += 3;
-                }
-                None => {
-                    view.bytes.push(src[i]);
-                    view.spans.push((i, i + 1));
-                    i += 1;
-                }
-            }
-        }
-        view
+        Self::unescaped(text, |rest| {
+            let hex = rest.strip_prefix(b"%")?.get(..2)?;
+            let b = u8::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok()?;
+            Some(([b, 0, 0, 0], 1, 3))
+        })
     }
 
     /// JSON's `\uXXXX` escapes read as the character they encode (a model's answer is often
     /// JSON, which a planner decodes before recording parts of it).
     fn json_unescaped(text: &str) -> Self {
+        Self::unescaped(text, |rest| {
+            let hex = rest.strip_prefix(b"\\u")?.get(..4)?;
+            let c = char::from_u32(u32::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok()?)?;
+            let mut buf = [0u8; 4];
+            let len = c.encode_utf8(&mut buf).len();
+            Some((buf, len, 6))
+        })
+    }
+
+    /// `text` with every escape that `escape` recognises read as what it encodes. At each byte,
+    /// `escape` gets the rest of the text and answers, for an escape starting there, its decoded
+    /// bytes (the first `len` of four) and how many source bytes it takes.
+    fn unescaped(text: &str, escape: impl Fn(&[u8]) -> Option<([u8; 4], usize, usize)>) -> Self {
         let src = text.as_bytes();
         let mut view = Self {
             bytes: Vec::with_capacity(src.len()),
@@ -172,27 +164,10 @@ impl View {
         };
         let mut i = 0;
         while i < src.len() {
-            let decoded = (src[i] == b'\\' && src.get(i + 1) == Some(&b'u'))
-                .then(|| src.get(i + 2..i + 6))
-                .flatten()
-                .and_then(|hex| std::str::from_utf8(hex).ok())
-                .and_then(|hex| u32::from_str_radix(hex, 16).ok())
-                .and_then(char::from_u32);
-            match decoded {
-                Some(c) => {
-                    let mut buf = [0u8; 4];
-                    for b in c.encode_utf8(&mut buf).bytes() {
-                        view.bytes.push(b);
-                        view.spans.push((i, i + 6));
-                    }
-                    i += 6;
-                }
-                None => {
-                    view.bytes.push(src[i]);
-                    view.spans.push((i, i + 1));
-                    i += 1;
-                }
-            }
+            let (bytes, len, taken) = escape(&src[i..]).unwrap_or(([src[i], 0, 0, 0], 1, 1));
+            view.bytes.extend_from_slice(&bytes[..len]);
+            view.spans.extend(std::iter::repeat_n((i, i + taken), len));
+            i += taken;
         }
         view
     }
