@@ -14,6 +14,7 @@
 mod actor;
 pub mod agents;
 mod bus;
+pub mod chunks;
 mod engine;
 mod error;
 pub mod hitl;

@@ -78,6 +78,8 @@ pub struct AgentContext {
     pub team_results: BTreeMap<String, Value>,
     /// The agent's only way to call tools (each call is recorded; gated ones wait for a human).
     pub tools: crate::tools::ToolHandle,
+    /// Where the agent sends a model answer's pieces as they arrive (live subscribers only).
+    pub chunks: crate::chunks::ChunkSink,
 }
 
 /// An agent's successful result; recorded in `AgentCompleted`. It should follow the agent reply

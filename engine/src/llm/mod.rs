@@ -6,10 +6,12 @@
 use chronicle_schemas::Hash;
 
 mod ask;
+pub mod chat;
 mod openai;
 mod redact;
 
 pub use ask::{Llm, json_object};
+pub use chat::{ChatRequest, ChatResponse, Delta, Message, ToolCall, ToolSpec, Usage};
 pub use openai::{DEFAULT_MODEL, DEFAULT_TIMEOUT_MS, LlmConfig, OPENAI_BASE_URL, OpenAiCompat};
 pub use redact::KEY_FRAGMENT_CHARS_MIN;
 
@@ -34,6 +36,8 @@ pub enum LlmError {
     BadResponse(String),
     #[error("llm call timed out after {0} ms")]
     Timeout(u64),
+    #[error("{0}")]
+    Unsupported(String),
 }
 
 /// A chat model.
@@ -42,4 +46,33 @@ pub trait LlmProvider: Send + Sync + 'static {
     fn model(&self) -> &str;
     /// One chat completion: a system and a user message in, the assistant's text out.
     async fn chat(&self, system: &str, user: &str) -> Result<String, LlmError>;
+
+    /// One chat completion of a whole conversation, with tools the model may call. Pieces of the
+    /// answer go to `on_delta` as they arrive (a provider that cannot stream sends the whole
+    /// text once). The default takes a system and a user message and no tools, through `chat`.
+    async fn complete(
+        &self,
+        request: &ChatRequest,
+        on_delta: &(dyn for<'d> Fn(Delta<'d>) + Send + Sync),
+    ) -> Result<ChatResponse, LlmError> {
+        let (system, user) = match request.messages.as_slice() {
+            [Message::System { content: s }, Message::User { content: u }]
+                if request.tools.is_empty() =>
+            {
+                (s.as_str(), u.as_str())
+            }
+            _ => {
+                return Err(LlmError::Unsupported(
+                    "this model provider takes only a system and a user message, without tools"
+                        .into(),
+                ));
+            }
+        };
+        let text = self.chat(system, user).await?;
+        on_delta(Delta::Text(&text));
+        Ok(ChatResponse {
+            content: Some(text),
+            ..ChatResponse::default()
+        })
+    }
 }

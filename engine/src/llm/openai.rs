@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::redact::{REDACTED, Redactor};
-use super::{LlmError, LlmProvider};
+use super::{ChatRequest, ChatResponse, Delta, LlmError, LlmProvider, Message, ToolCall};
 
 /// The model when `CHRONICLE_LLM_MODEL` is unset (seed 002's intent model).
 pub const DEFAULT_MODEL: &str = "gpt-4o-mini";
@@ -178,7 +178,97 @@ impl LlmProvider for OpenAiCompat {
         if self.json_mode {
             body["response_format"] = json!({"type": "json_object"});
         }
-        let mut request = self.client.post(&self.endpoint).json(&body);
+        let parsed = self.post(&body).await?;
+        // Redacted because the content is recorded in an event, and a server may echo headers.
+        parsed
+            .pointer("/choices/0/message/content")
+            .and_then(Value::as_str)
+            .map(|content| self.redact(content.to_owned()))
+            .ok_or_else(|| {
+                LlmError::BadResponse("no choices[0].message.content in the body".into())
+            })
+    }
+
+    async fn complete(
+        &self,
+        request: &ChatRequest,
+        on_delta: &(dyn for<'d> Fn(Delta<'d>) + Send + Sync),
+    ) -> Result<ChatResponse, LlmError> {
+        let mut body = json!({
+            "model": request.model.as_deref().unwrap_or(&self.model),
+            "messages": request.messages.iter().map(wire_message).collect::<Vec<_>>(),
+            "temperature": CHAT_TEMPERATURE,
+            "max_tokens": CHAT_MAX_TOKENS,
+        });
+        if !request.tools.is_empty() {
+            body["tools"] = request
+                .tools
+                .iter()
+                .map(|t| {
+                    json!({"type": "function", "function": {
+                        "name": t.name, "description": t.description, "parameters": t.parameters,
+                    }})
+                })
+                .collect();
+        }
+        let parsed = self.post(&body).await?;
+        let message = parsed
+            .pointer("/choices/0/message")
+            .ok_or_else(|| LlmError::BadResponse("no choices[0].message in the body".into()))?;
+        let text = |v: Option<&Value>| v.and_then(Value::as_str).map(|t| self.redact(t.to_owned()));
+        let content = text(message.get("content"));
+        let reasoning = text(
+            message
+                .get("reasoning_content")
+                .or(message.get("reasoning")),
+        );
+        let tool_calls = match message.get("tool_calls") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(calls) => calls
+                .as_array()
+                .ok_or_else(|| LlmError::BadResponse("tool_calls is not an array".into()))?
+                .iter()
+                .map(|call| {
+                    let field = |path: &str| call.pointer(path).and_then(Value::as_str);
+                    match (field("/id"), field("/function/name")) {
+                        (Some(id), Some(name)) => Ok(ToolCall {
+                            id: id.to_owned(),
+                            name: name.to_owned(),
+                            arguments: self
+                                .redact(field("/function/arguments").unwrap_or("{}").to_owned()),
+                        }),
+                        _ => Err(LlmError::BadResponse(
+                            "a tool call without id or function.name".into(),
+                        )),
+                    }
+                })
+                .collect::<Result<_, _>>()?,
+        };
+        if let Some(r) = &reasoning {
+            on_delta(Delta::Reasoning(r));
+        }
+        if let Some(c) = &content {
+            on_delta(Delta::Text(c));
+        }
+        Ok(ChatResponse {
+            content,
+            reasoning,
+            tool_calls,
+            usage: parsed
+                .get("usage")
+                .and_then(|u| serde_json::from_value(u.clone()).ok()),
+            finish_reason: parsed
+                .pointer("/choices/0/finish_reason")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+        })
+    }
+}
+
+impl OpenAiCompat {
+    /// POSTs `body` to the endpoint and reads the JSON answer (bounded in size).
+    async fn post(&self, body: &Value) -> Result<Value, LlmError> {
+        let mut request = self.client.post(&self.endpoint).json(body);
         if let Some(key) = &self.api_key {
             // bearer_auth marks the header sensitive, so reqwest never prints it either.
             request = request.bearer_auth(key);
@@ -210,16 +300,26 @@ impl LlmProvider for OpenAiCompat {
             }
             bytes.extend_from_slice(&chunk);
         }
-        let parsed: Value = serde_json::from_slice(&bytes)
-            .map_err(|e| LlmError::BadResponse(format!("the body is not JSON: {e}")))?;
-        // Redacted because the content is recorded in an event, and a server may echo headers.
-        parsed
-            .pointer("/choices/0/message/content")
-            .and_then(Value::as_str)
-            .map(|content| self.redact(content.to_owned()))
-            .ok_or_else(|| {
-                LlmError::BadResponse("no choices[0].message.content in the body".into())
-            })
+        serde_json::from_slice(&bytes)
+            .map_err(|e| LlmError::BadResponse(format!("the body is not JSON: {e}")))
+    }
+}
+
+/// A message as chat completions takes it (a tool call as `{id, type, function}`).
+fn wire_message(m: &Message) -> Value {
+    match m {
+        Message::Assistant {
+            content,
+            tool_calls,
+        } if !tool_calls.is_empty() => json!({
+            "role": "assistant",
+            "content": content,
+            "tool_calls": tool_calls.iter().map(|c| json!({
+                "id": c.id, "type": "function",
+                "function": {"name": c.name, "arguments": c.arguments},
+            })).collect::<Vec<_>>(),
+        }),
+        other => serde_json::to_value(other).unwrap_or(Value::Null),
     }
 }
 
@@ -346,6 +446,74 @@ mod tests {
         assert_eq!(
             server.requests()[1].body["response_format"],
             json!({"type": "json_object"})
+        );
+    }
+
+    #[tokio::test]
+    async fn a_completion_offers_tools_and_reads_the_calls_back() {
+        let server = TestServer::start(Some(KEY), |_| Reply::ToolCalls {
+            content: Some("looking".into()),
+            calls: vec![("read_file".into(), json!({"path": "a.md"}))],
+        })
+        .await;
+        let client = OpenAiCompat::new(config(&server.base_url, 5_000)).expect("client");
+        let request = ChatRequest {
+            model: Some("other-model".into()),
+            messages: vec![
+                Message::System {
+                    content: "s".into(),
+                },
+                Message::Assistant {
+                    content: None,
+                    tool_calls: vec![ToolCall {
+                        id: "c0".into(),
+                        name: "ls".into(),
+                        arguments: "{}".into(),
+                    }],
+                },
+                Message::Tool {
+                    tool_call_id: "c0".into(),
+                    content: "[\"a.md\"]".into(),
+                },
+            ],
+            tools: vec![super::super::ToolSpec {
+                name: "read_file".into(),
+                description: "reads a file".into(),
+                parameters: json!({"type": "object"}),
+            }],
+        };
+        let deltas = std::sync::Mutex::new(Vec::new());
+        let answer = client
+            .complete(&request, &|d| deltas.lock().unwrap().push(format!("{d:?}")))
+            .await
+            .expect("an answer");
+        assert_eq!(answer.content.as_deref(), Some("looking"));
+        assert_eq!(
+            answer.tool_calls,
+            [ToolCall {
+                id: "call_0".into(),
+                name: "read_file".into(),
+                arguments: "{\"path\":\"a.md\"}".into(),
+            }]
+        );
+        assert_eq!(answer.finish_reason.as_deref(), Some("tool_calls"));
+        assert_eq!(answer.usage.map(|u| u.total_tokens), Some(15));
+        assert_eq!(*deltas.lock().unwrap(), ["Text(\"looking\")"]);
+
+        let body = &server.requests()[0].body;
+        assert_eq!(body["model"], "other-model");
+        assert_eq!(
+            body["messages"][1],
+            json!({"role": "assistant", "content": null, "tool_calls": [
+                {"id": "c0", "type": "function", "function": {"name": "ls", "arguments": "{}"}}]})
+        );
+        assert_eq!(
+            body["messages"][2],
+            json!({"role": "tool", "tool_call_id": "c0", "content": "[\"a.md\"]"})
+        );
+        assert_eq!(
+            body["tools"],
+            json!([{"type": "function", "function": {"name": "read_file", "description": "reads a file", "parameters": {"type": "object"}}}])
         );
     }
 

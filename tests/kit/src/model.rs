@@ -17,6 +17,12 @@ use serde_json::{Value, json};
 pub enum Reply {
     /// A well-formed completion whose message content is this text.
     Content(String),
+    /// A completion that calls tools: `(name, arguments)` each, with ids `call_0`, `call_1`...
+    /// in order, and this text beside them, if any.
+    ToolCalls {
+        content: Option<String>,
+        calls: Vec<(String, Value)>,
+    },
     /// An error status with an OpenAI-style error body.
     Status(u16),
     /// This exact body with status 200.
@@ -133,19 +139,45 @@ async fn completions(
     if let Reply::EchoAuthorization = reply {
         reply = Reply::Content(authorization.unwrap_or_default());
     }
-    match reply {
-        Reply::Content(content) => axum::Json(json!({
+    let completion = |message: Value, finish_reason: &str| {
+        axum::Json(json!({
             "id": "chatcmpl-test",
             "object": "chat.completion",
             "model": body["model"],
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+            "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
         }))
-        .into_response(),
+        .into_response()
+    };
+    match reply {
+        Reply::Content(content) => {
+            completion(json!({"role": "assistant", "content": content}), "stop")
+        }
+        Reply::ToolCalls { content, calls } => {
+            let calls: Vec<Value> = calls
+                .iter()
+                .enumerate()
+                .map(|(i, (name, args))| {
+                    json!({"id": format!("call_{i}"), "type": "function",
+                           "function": {"name": name, "arguments": args.to_string()}})
+                })
+                .collect();
+            completion(
+                json!({"role": "assistant", "content": content, "tool_calls": calls}),
+                "tool_calls",
+            )
+        }
         Reply::Status(code) => {
             let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-            (status, axum::Json(json!({"error": {"message": "test failure", "code": code}}))).into_response()
+            (
+                status,
+                axum::Json(json!({"error": {"message": "test failure", "code": code}})),
+            )
+                .into_response()
         }
         Reply::Body(text) => ([(header::CONTENT_TYPE, "application/json")], text).into_response(),
-        Reply::Delay(..) | Reply::EchoAuthorization => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+        Reply::Delay(..) | Reply::EchoAuthorization => {
+            StatusCode::INTERNAL_SERVER_ERROR.into_response()
+        }
     }
 }

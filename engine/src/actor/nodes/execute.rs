@@ -133,6 +133,7 @@ impl RunActor {
                 tx: self.tx.clone(),
             }
             .handle(t.id.clone(), attempt, self.epoch),
+            chunks: crate::chunks::ChunkSink::default(),
         }
     }
 
