@@ -4,11 +4,11 @@
 
 use std::sync::Arc;
 
-use crate::llm::Delta;
+use crate::llm::{Delta, OnDelta};
 
 /// Where an agent (or a node) sends the deltas of a model answer. The default sends nowhere.
 #[derive(Clone, Default)]
-pub struct ChunkSink(Option<Arc<dyn for<'d> Fn(Delta<'d>) + Send + Sync>>);
+pub struct ChunkSink(Option<Arc<OnDelta>>);
 
 impl std::fmt::Debug for ChunkSink {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

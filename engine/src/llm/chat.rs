@@ -93,6 +93,9 @@ pub struct Usage {
     pub total_tokens: u64,
 }
 
+/// What takes the pieces of an answer as they arrive.
+pub type OnDelta = dyn for<'d> Fn(Delta<'d>) + Send + Sync;
+
 /// A piece of an answer as it arrives, before the whole answer is known.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Delta<'a> {

@@ -11,7 +11,7 @@ mod openai;
 mod redact;
 
 pub use ask::{Llm, json_object};
-pub use chat::{ChatRequest, ChatResponse, Delta, Message, ToolCall, ToolSpec, Usage};
+pub use chat::{ChatRequest, ChatResponse, Delta, Message, OnDelta, ToolCall, ToolSpec, Usage};
 pub use openai::{DEFAULT_MODEL, DEFAULT_TIMEOUT_MS, LlmConfig, OPENAI_BASE_URL, OpenAiCompat};
 pub use redact::KEY_FRAGMENT_CHARS_MIN;
 
@@ -53,7 +53,7 @@ pub trait LlmProvider: Send + Sync + 'static {
     async fn complete(
         &self,
         request: &ChatRequest,
-        on_delta: &(dyn for<'d> Fn(Delta<'d>) + Send + Sync),
+        on_delta: &OnDelta,
     ) -> Result<ChatResponse, LlmError> {
         let (system, user) = match request.messages.as_slice() {
             [Message::System { content: s }, Message::User { content: u }]

@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::redact::{REDACTED, Redactor};
-use super::{ChatRequest, ChatResponse, Delta, LlmError, LlmProvider, Message, ToolCall};
+use super::{ChatRequest, ChatResponse, Delta, LlmError, LlmProvider, Message, OnDelta, ToolCall};
 
 /// The model when `CHRONICLE_LLM_MODEL` is unset (seed 002's intent model).
 pub const DEFAULT_MODEL: &str = "gpt-4o-mini";
@@ -192,7 +192,7 @@ impl LlmProvider for OpenAiCompat {
     async fn complete(
         &self,
         request: &ChatRequest,
-        on_delta: &(dyn for<'d> Fn(Delta<'d>) + Send + Sync),
+        on_delta: &OnDelta,
     ) -> Result<ChatResponse, LlmError> {
         let mut body = json!({
             "model": request.model.as_deref().unwrap_or(&self.model),
