@@ -8,7 +8,7 @@ use crate::llm::{Delta, OnDelta};
 
 /// Where an agent (or a node) sends the deltas of a model answer. The default sends nowhere.
 #[derive(Clone, Default)]
-pub struct ChunkSink(Option<Arc<OnDelta>>);
+pub struct ChunkSink(Option<Arc<OnDelta<'static>>>);
 
 impl std::fmt::Debug for ChunkSink {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

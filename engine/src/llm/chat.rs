@@ -94,7 +94,7 @@ pub struct Usage {
 }
 
 /// What takes the pieces of an answer as they arrive.
-pub type OnDelta = dyn for<'d> Fn(Delta<'d>) + Send + Sync;
+pub type OnDelta<'a> = dyn for<'d> Fn(Delta<'d>) + Send + Sync + 'a;
 
 /// A piece of an answer as it arrives, before the whole answer is known.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -53,7 +53,7 @@ pub trait LlmProvider: Send + Sync + 'static {
     async fn complete(
         &self,
         request: &ChatRequest,
-        on_delta: &OnDelta,
+        on_delta: &OnDelta<'_>,
     ) -> Result<ChatResponse, LlmError> {
         let (system, user) = match request.messages.as_slice() {
             [Message::System { content: s }, Message::User { content: u }]

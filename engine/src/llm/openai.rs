@@ -192,7 +192,7 @@ impl LlmProvider for OpenAiCompat {
     async fn complete(
         &self,
         request: &ChatRequest,
-        on_delta: &OnDelta,
+        on_delta: &OnDelta<'_>,
     ) -> Result<ChatResponse, LlmError> {
         let mut body = json!({
             "model": request.model.as_deref().unwrap_or(&self.model),
