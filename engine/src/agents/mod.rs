@@ -5,6 +5,9 @@
 //! Architecture Invariant: the engine never recognises an agent by its name. What it needs to
 //! know — the team an agent belongs to, its HITL category, what it is for — the agent declares.
 
+pub mod memory;
+pub mod skills;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 

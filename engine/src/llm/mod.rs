@@ -7,6 +7,7 @@ use chronicle_schemas::Hash;
 
 mod ask;
 pub mod chat;
+pub mod context;
 mod openai;
 mod redact;
 

@@ -1,0 +1,142 @@
+//! Memory files: what an LLM agent should always know, kept as Markdown an operator or the agent
+//! itself edits. The server-wide one lives in the memory directory (`--memory-dir`), the
+//! session's at the root of its `/workspace/`; each is `AGENTS.md` or, failing that, `agent.md`.
+//! Both are read at the start of every model turn (so an edit shows at the next turn), the
+//! session's after the server's (it is the more specific), and go into the system prompt.
+
+use std::path::Path;
+
+use cap_std::fs::Dir;
+use chronicle_schemas::Hash;
+
+use crate::tools::{Workspace, WorkspaceError};
+
+/// The names a memory file goes by, in order of preference.
+pub const MEMORY_FILES: [&str; 2] = ["AGENTS.md", "agent.md"];
+/// A memory file is read up to this many bytes; the rest is left out, with a note saying so.
+pub const MEMORY_FILE_BYTES_MAX: usize = 64 * 1024;
+
+/// One memory file as it was read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Memory {
+    /// Where it came from: `server:AGENTS.md` or `/workspace/AGENTS.md`.
+    pub source: String,
+    pub text: String,
+    /// Of the bytes read, so that a replay knows what the model saw.
+    pub hash: Hash,
+}
+
+/// The server's memory file (if `server_dir` has one), then the session's.
+pub fn load(
+    server_dir: Option<&Path>,
+    workspace: &Workspace,
+) -> Result<Vec<Memory>, WorkspaceError> {
+    let mut found = Vec::new();
+    let server =
+        server_dir.and_then(|d| Dir::open_ambient_dir(d, cap_std::ambient_authority()).ok());
+    if let Some((name, text)) = server.as_ref().and_then(read) {
+        found.push(memory(format!("server:{name}"), text));
+    }
+    if let Some((name, text)) = workspace.existing_dir()?.as_ref().and_then(read) {
+        found.push(memory(Workspace::display(Path::new(name)), text));
+    }
+    Ok(found)
+}
+
+/// The system prompt's part about memory: each file's text under its source. Empty without
+/// memory files.
+pub fn prompt(memories: &[Memory]) -> String {
+    let mut out = String::new();
+    for m in memories {
+        if out.is_empty() {
+            out.push_str("## Memory\n\n");
+        }
+        out.push_str(&format!("### {}\n\n{}\n\n", m.source, m.text.trim_end()));
+    }
+    out
+}
+
+fn memory(source: String, bytes: Vec<u8>) -> Memory {
+    let hash = Hash::of_content(&bytes);
+    let mut text = String::from_utf8_lossy(&bytes).into_owned();
+    if bytes.len() == MEMORY_FILE_BYTES_MAX {
+        text.push_str(&format!(
+            "\n[the rest of this file is left out: memory files are read up to {MEMORY_FILE_BYTES_MAX} bytes]"
+        ));
+    }
+    Memory { source, text, hash }
+}
+
+/// The first memory file of `dir` that is a readable file: its name and up to
+/// [`MEMORY_FILE_BYTES_MAX`] bytes.
+fn read(dir: &Dir) -> Option<(&'static str, Vec<u8>)> {
+    use std::io::Read;
+    MEMORY_FILES.iter().find_map(|name| {
+        let file = dir.open(name).ok()?;
+        if !file.metadata().ok()?.is_file() {
+            return None;
+        }
+        let mut bytes = Vec::new();
+        file.take(MEMORY_FILE_BYTES_MAX as u64)
+            .read_to_end(&mut bytes)
+            .ok()?;
+        Some((*name, bytes))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_servers_then_the_sessions_each_agents_md_before_agent_md() {
+        let server = tempfile::tempdir().unwrap();
+        let ws_root = tempfile::tempdir().unwrap();
+        std::fs::write(server.path().join("agent.md"), "Answer in English.").unwrap();
+        std::fs::write(ws_root.path().join("agent.md"), "ignored: AGENTS.md wins").unwrap();
+        std::fs::write(ws_root.path().join("AGENTS.md"), "Reports go to reports/.").unwrap();
+
+        let found = load(Some(server.path()), &Workspace::at(ws_root.path())).unwrap();
+        let sources: Vec<(&str, &str)> = found
+            .iter()
+            .map(|m| (m.source.as_str(), m.text.as_str()))
+            .collect();
+        assert_eq!(
+            sources,
+            [
+                ("server:agent.md", "Answer in English."),
+                ("/workspace/AGENTS.md", "Reports go to reports/."),
+            ]
+        );
+        assert_eq!(found[1].hash, Hash::of_content(b"Reports go to reports/."));
+        let text = prompt(&found);
+        assert!(
+            text.find("Answer in English.") < text.find("Reports go to reports/."),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_large_file_is_cut_with_a_note_and_none_is_nothing() {
+        let ws_root = tempfile::tempdir().unwrap();
+        let ws = Workspace::at(ws_root.path());
+        assert_eq!(load(None, &ws).unwrap(), []);
+        assert_eq!(prompt(&[]), "");
+        std::fs::write(
+            ws_root.path().join("AGENTS.md"),
+            "x".repeat(MEMORY_FILE_BYTES_MAX + 10),
+        )
+        .unwrap();
+        let found = load(None, &ws).unwrap();
+        assert!(
+            found[0]
+                .text
+                .starts_with(&"x".repeat(MEMORY_FILE_BYTES_MAX))
+        );
+        assert!(
+            found[0].text.ends_with("bytes]"),
+            "{}",
+            &found[0].text[MEMORY_FILE_BYTES_MAX..]
+        );
+    }
+}
