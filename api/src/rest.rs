@@ -320,6 +320,7 @@ pub async fn start_run(
             approval_timeout_ms: req.approval_timeout_ms,
             config: Some(config),
             parent: None,
+            agent: req.agent,
         })
         .await?;
     st.metrics.runs_started.inc();

@@ -102,7 +102,11 @@ fn executing(state: &RunState, p: &PlanningState, running: &Running) -> Step {
     let orphans: Vec<TodoId> = p
         .todos
         .iter()
-        .filter(|t| t.status == TodoStatus::InProgress && !running.contains_key(&t.id))
+        .filter(|t| {
+            t.status == TodoStatus::InProgress
+                && !running.contains_key(&t.id)
+                && t.planned_by().is_none()
+        })
         .map(|t| t.id.clone())
         .collect();
     if !orphans.is_empty() {
@@ -189,7 +193,7 @@ fn awaiting(state: &RunState, p: &PlanningState) -> Awaiting {
     for t in p
         .todos
         .iter()
-        .filter(|t| t.status == TodoStatus::WaitingApproval)
+        .filter(|t| t.status == TodoStatus::WaitingApproval && t.planned_by().is_none())
     {
         let logged = t
             .approval_id
@@ -217,7 +221,8 @@ fn awaiting(state: &RunState, p: &PlanningState) -> Awaiting {
     a
 }
 
-/// Every TODO settled (or none can move): evaluate, retry, or aggregate.
+/// Every TODO settled (or none can move): evaluate, retry, or aggregate. TODOs an agent planned
+/// are its own plan, not the engine's work: the run does not wait for them.
 fn after_execution(s: &SupervisorState, p: &PlanningState) -> Step {
     let unsettled: Vec<&SupervisorTodo> = p
         .todos
@@ -226,7 +231,7 @@ fn after_execution(s: &SupervisorState, p: &PlanningState) -> Step {
             matches!(
                 t.status,
                 TodoStatus::Pending | TodoStatus::InProgress | TodoStatus::WaitingApproval
-            )
+            ) && t.planned_by().is_none()
         })
         .collect();
     if !unsettled.is_empty() {

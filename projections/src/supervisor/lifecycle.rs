@@ -69,7 +69,6 @@ pub(super) fn apply(s: &mut SupervisorState, env: &Envelope) {
                     .unwrap_or_default()
             ));
         }
-        Event::LlmCalled { .. } => s.llm_calls += 1,
         Event::EvaluationRecorded {
             quality_score,
             completeness,

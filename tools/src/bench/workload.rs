@@ -247,6 +247,9 @@ impl LongRun {
                 response: Payload::Inline(json!("{\"next\": \"call read_file\", \"confidence\": 0.82}")),
                 duration_ms: 420,
                 error: None,
+                turn: None,
+                usage: None,
+                notice: None,
             },
             Event::ToolCallRequested {
                 tool_call_id: call.clone(),

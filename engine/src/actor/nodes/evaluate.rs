@@ -1,12 +1,13 @@
 //! `evaluate`: the planner judges the results; a retry round adds new TODOs for the agents it
 //! names (completed TODOs are final).
 
-use chronicle_schemas::{Actor, Event, TodoStatus};
+use chronicle_schemas::contract::AgentReply;
+use chronicle_schemas::{Actor, Event, Source, TodoStatus};
 use serde_json::json;
 
 use super::{RunActor, checkpoint, planner_events};
 use crate::Result;
-use crate::planner::AgentResult;
+use crate::planner::{AgentResult, EvaluationOutcome};
 use crate::texts::Text;
 
 impl RunActor {
@@ -14,7 +15,10 @@ impl RunActor {
         let query = self.state().supervisor.query.clone();
         let results = self.agent_results();
         let cx = self.plan_context(&query);
-        let outcome = self.shared.settings.planner.evaluate(&cx, &results).await;
+        let outcome = match &self.state().supervisor.config.agent {
+            Some(agent) => agent_mode_evaluation(agent, &results),
+            None => self.shared.settings.planner.evaluate(&cx, &results).await,
+        };
         let mut ev: Vec<Event> = planner_events(cx);
         ev.push(Event::Reasoning {
             message: self.shared.settings.texts.say(Text::Evaluated {
@@ -62,6 +66,23 @@ impl RunActor {
         self.append(ev).await.map(drop)
     }
 
+    /// The answer of the agent that drives the run (agent mode): its reply's `answer`, else its
+    /// `summary`, else the reply itself as JSON.
+    pub(super) fn agent_mode_response(&self, agent: &str) -> serde_json::Value {
+        let result = self.state().supervisor.team_results.get(agent);
+        let reply = result.map(|r| AgentReply::read(r)).unwrap_or_default();
+        let answer = reply
+            .answer
+            .or(reply.summary)
+            .or_else(|| result.map(|r| r.to_string()))
+            .unwrap_or_default();
+        json!({
+            "answer": answer,
+            "agents": [agent],
+            "metadata": {"mode": "agent", "agent": agent},
+        })
+    }
+
     /// Each agent's latest TODO that ran, in plan order, with its result or its failure (a
     /// successful retry supersedes an earlier failure). TODOs a human rejected or skipped, and
     /// blocked ones, did not fail: they are left out.
@@ -71,7 +92,7 @@ impl RunActor {
             return vec![];
         };
         let mut latest: Vec<AgentResult> = Vec::new();
-        for t in &p.todos {
+        for t in p.todos.iter().filter(|t| t.planned_by().is_none()) {
             let (result, error) = match t.status {
                 TodoStatus::Completed => (s.team_results.get(&t.agent_name).cloned(), None),
                 TodoStatus::Skipped
@@ -96,5 +117,25 @@ impl RunActor {
             }
         }
         latest
+    }
+}
+
+/// Agent mode's evaluation: the agent judged its own work; the run is done when it answered.
+fn agent_mode_evaluation(agent: &str, results: &[AgentResult]) -> EvaluationOutcome {
+    let answered = results
+        .iter()
+        .any(|r| r.agent == agent && r.result.is_some());
+    let score = if answered { 1.0 } else { 0.0 };
+    EvaluationOutcome {
+        quality_score: score,
+        completeness: score,
+        needs_retry: false,
+        retry_agents: vec![],
+        feedback: if answered {
+            format!("{agent} drove the run and answered")
+        } else {
+            format!("{agent} drove the run and gave no answer")
+        },
+        source: Source::Rules,
     }
 }

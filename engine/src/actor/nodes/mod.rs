@@ -72,7 +72,7 @@ impl RunActor {
 }
 
 /// The checkpoint closing a node; `just_completed` counts a TODO completed by the same append.
-fn checkpoint(state: &RunState, node: &str, just_completed: usize) -> Event {
+pub(in crate::actor) fn checkpoint(state: &RunState, node: &str, just_completed: usize) -> Event {
     let n = state.checkpoints.checkpoints.len() + 1;
     let done = just_completed
         + state
@@ -100,6 +100,9 @@ fn llm_event(call: LlmCall) -> Event {
         response: Payload::Inline(Value::String(call.response)),
         duration_ms: call.duration_ms,
         error: call.error,
+        turn: None,
+        usage: None,
+        notice: None,
     }
 }
 
