@@ -24,7 +24,7 @@ pub struct DomainArgs {
     /// The domain: its agents, its planner and its language.
     #[arg(long, env = "CHRONICLE_DOMAIN", value_enum, default_value_t)]
     pub domain: Domain,
-    /// TOML file of `http` agents (`[[agent]]` tables) to add to the domain's own.
+    /// TOML file of agents (`[[agent]]` tables, `kind` http or llm) to add to the domain's own.
     #[arg(long, env = "CHRONICLE_AGENTS", value_name = "FILE")]
     pub agents: Option<PathBuf>,
 }
@@ -53,9 +53,10 @@ impl DomainArgs {
             Domain::Generic => chronicle_generic::install(settings),
         };
         if let Some(path) = &self.agents {
-            let n = chronicle_generic::load_agents_file(&mut settings.registry, path)
-                .with_context(|| format!("loading agents from {}", path.display()))?;
-            tracing::info!(agents = n, "loaded http agents");
+            let n =
+                chronicle_generic::load_agents_file(&mut settings.registry, path, &settings.tools)
+                    .with_context(|| format!("loading agents from {}", path.display()))?;
+            tracing::info!(agents = n, "loaded agents");
         }
         if settings.registry.is_empty() {
             tracing::warn!("no agents are registered: every run will answer that no agent could");

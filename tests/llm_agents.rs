@@ -1,0 +1,335 @@
+//! `llm` agents against the scripted model on loopback: agent mode through the real server (the
+//! model's `write_todos` is the run's TODO list), model calls answered from the log after a
+//! real SIGKILL, a gated call a person rejects, delegation between llm agents and its depth
+//! limit, and a restore into the middle of an agent loop (the cancelled call the model is told
+//! of).
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use chronicle_api::{ApiConfig, Tokens};
+use chronicle_client::Error as ClientError;
+use chronicle_engine::store::{Options, Store};
+use chronicle_engine::{Engine, Principal, RestoreTarget, StartRun, child_run_id};
+use chronicle_projections::RunState;
+use chronicle_schemas::{
+    Actor, CheckpointId, Decision, Envelope, Event, HitlMode, RunId, RunStatus, TodoStatus,
+};
+use chronicle_testkit::model::{Reply, Seen, TestServer};
+use chronicle_wire::RunRequest;
+use serde_json::{Value, json};
+
+use crate::api_support::server_settings;
+use crate::engine::completed;
+use crate::llm_support::{
+    self, ANSWER, KEY, REPORT, agent_of, analyst, calls, last_results, turn_of,
+};
+
+const WAIT: Duration = Duration::from_secs(30);
+
+async fn engine(dir: &Path, model: &TestServer) -> Engine {
+    let store = Store::open(dir, Options::default()).unwrap();
+    Engine::open(store, llm_support::settings(&model.base_url))
+        .await
+        .unwrap()
+}
+
+fn events(engine: &Engine, run: RunId) -> Vec<Envelope> {
+    engine
+        .store()
+        .read_run(run, 0, u64::MAX)
+        .map(|e| e.unwrap())
+        .collect()
+}
+
+/// The run's `LlmCalled` events of agents' turns.
+fn turns(evs: &[Envelope]) -> Vec<Envelope> {
+    evs.iter()
+        .filter(|e| matches!(&e.event, Event::LlmCalled { turn: Some(_), .. }))
+        .cloned()
+        .collect()
+}
+
+/// The requests the model got for `agent`'s turn `turn`.
+fn asked(model: &TestServer, agent: &str, turn: usize) -> Vec<Seen> {
+    model
+        .requests()
+        .into_iter()
+        .filter(|r| agent_of(&r.body) == agent && turn_of(&r.body) == turn)
+        .collect()
+}
+
+async fn start_agent(engine: &Engine, agent: &str, hitl: HitlMode, session: &str) -> RunId {
+    engine
+        .start_run(StartRun {
+            query: "How did sales go in March? Write a report.".into(),
+            session_id: Some(session.into()),
+            hitl: Some(hitl),
+            agent: Some(agent.into()),
+            ..StartRun::default()
+        })
+        .await
+        .unwrap()
+        .run_id
+}
+
+/// The TODOs the agent planned: (id, name, status, who added it).
+fn planned(s: &RunState, evs: &[Envelope]) -> Vec<(String, String, TodoStatus, String)> {
+    let added_by = |id: &str| {
+        evs.iter()
+            .find_map(|e| match &e.event {
+                Event::TodoAdded { todo, added_by } if todo.id.as_str() == id => {
+                    Some(added_by.to_string())
+                }
+                _ => None,
+            })
+            .unwrap_or_default()
+    };
+    let p = s.supervisor.planning_state.as_ref().unwrap();
+    p.todos
+        .iter()
+        .filter(|t| t.planned_by().is_some())
+        .map(|t| {
+            let id = t.id.to_string();
+            let by = added_by(&id);
+            (id, t.name.clone(), t.status, by)
+        })
+        .collect()
+}
+
+fn expected_plan() -> Vec<(String, String, TodoStatus, String)> {
+    [
+        ("todo_002", "Read the data", TodoStatus::Completed),
+        ("todo_003", "Write the report", TodoStatus::Completed),
+        ("todo_004", "Check the report", TodoStatus::InProgress),
+    ]
+    .into_iter()
+    .map(|(id, name, st)| (id.into(), name.into(), st, "agent:analyst".into()))
+    .collect()
+}
+
+#[tokio::test]
+async fn agent_mode_the_models_plan_is_the_runs_todo_list() {
+    let model = TestServer::start(Some(KEY), analyst).await;
+    let srv = server_settings(
+        Tokens::none(),
+        llm_support::settings(&model.base_url),
+        ApiConfig::default(),
+    )
+    .await;
+    // An agent the server does not have: 422 naming it, nothing written.
+    let before = srv.offsets();
+    let bad = RunRequest {
+        agent: Some("nobody".into()),
+        ..RunRequest::new("anything")
+    };
+    match srv.client.start_run(&bad).await {
+        Err(ClientError::Http { status, body }) => {
+            assert_eq!(status, 422);
+            let message = body.error.message;
+            assert!(
+                message.starts_with("unknown agent \"nobody\" (`agent`); known: analyst"),
+                "{message}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(srv.offsets(), before, "nothing was written");
+
+    let req = RunRequest {
+        agent: Some("analyst".into()),
+        hitl: Some(HitlMode::None),
+        ..RunRequest::new("How did sales go in March? Write a report.")
+    };
+    let started = srv.client.start_run(&req).await.unwrap();
+    let run = started.run_id;
+    let s = completed(&srv.engine, run).await;
+    let evs = events(&srv.engine, run);
+
+    // The model's plan is the run's TODO list, with the statuses it gave them.
+    assert_eq!(planned(&s, &evs), expected_plan());
+    let todos = srv.client.todos(run).await.unwrap();
+    let listed: Vec<(String, TodoStatus)> = todos
+        .todos
+        .iter()
+        .filter(|t| t.planned_by().is_some())
+        .map(|t| (t.name.clone(), t.status))
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            ("Read the data".to_owned(), TodoStatus::Completed),
+            ("Write the report".to_owned(), TodoStatus::Completed),
+            ("Check the report".to_owned(), TodoStatus::InProgress),
+        ]
+    );
+    assert_eq!(todos.todos[0].agent_name, "analyst", "the agent's own TODO");
+    assert_eq!(todos.todos[0].status, TodoStatus::Completed);
+    assert!(evs.iter().any(|e| matches!(
+        &e.event,
+        Event::TodoStatusChanged { todo_id, to: TodoStatus::Completed, by: Actor::Agent(a), .. }
+            if todo_id.as_str() == "todo_002" && a == "analyst"
+    )));
+
+    // The file the model wrote, through the host, is in the session's workspace.
+    let file = srv
+        ._dir
+        .path()
+        .join("workspaces")
+        .join(started.session_id.as_str())
+        .join("report.md");
+    assert_eq!(std::fs::read_to_string(file).unwrap(), REPORT);
+
+    // The answer is the model's; the model was asked four times, each a recorded turn.
+    assert_eq!(s.supervisor.final_response.as_ref().unwrap()["answer"], ANSWER);
+    let seen = model.requests();
+    assert_eq!(seen.len(), 4);
+    assert!(last_results(&seen[3].body)[0].contains("sales rose 12%"));
+    assert_eq!(turns(&evs).len(), 4);
+    assert_eq!(s.supervisor.model_turns.len(), 4);
+    let log = format!("{evs:?}");
+    assert!(!log.contains(KEY), "the key is never recorded");
+    // Agent mode asks no planner: every model call is a turn of the agent.
+    assert_eq!(s.supervisor.llm_calls, 4);
+    srv.stop().await;
+}
+
+/// The run and the model's requests for one turn: `Some(body)` once the child asked for it.
+fn wait_for_request(model: &TestServer, agent: &str, turn: usize) {
+    let deadline = std::time::Instant::now() + WAIT;
+    while asked(model, agent, turn).is_empty() {
+        assert!(std::time::Instant::now() < deadline, "turn {turn} never asked");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_after_two_turns_then_the_model_is_asked_only_the_rest() {
+    // Turn 3 hangs while the child lives, so the kill comes after turns 1–2 were recorded and
+    // while the model works on turn 3.
+    let hang = Arc::new(AtomicBool::new(true));
+    let hang_now = hang.clone();
+    let model = TestServer::start(Some(KEY), move |body| {
+        let reply = analyst(body);
+        if turn_of(body) == 3 && hang_now.load(Ordering::SeqCst) {
+            Reply::Delay(Duration::from_secs(3600), Box::new(reply))
+        } else {
+            reply
+        }
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_engine-child"))
+        .args(["llm", dir.path().to_str().unwrap(), &model.base_url])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let run: RunId = line.trim().strip_prefix("RUN ").unwrap().parse().unwrap();
+    let model_ref = &model;
+    tokio::task::block_in_place(|| wait_for_request(model_ref, "analyst", 3));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    hang.store(false, Ordering::SeqCst);
+
+    let before: Vec<Envelope> = {
+        let store = Store::open(dir.path(), Options::default()).unwrap();
+        store.read_run(run, 0, u64::MAX).map(|e| e.unwrap()).collect()
+    };
+    let turns_before = turns(&before);
+    assert_eq!(turns_before.len(), 2, "two turns recorded before the kill");
+    let per_turn = |t| asked(&model, "analyst", t).len();
+    assert_eq!((per_turn(1), per_turn(2), per_turn(3)), (1, 1, 1));
+
+    let engine = engine(dir.path(), &model).await;
+    let s = completed(&engine, run).await;
+    // After the restart the model got no request for turns 1–2: they were answered from the log.
+    assert_eq!(
+        (per_turn(1), per_turn(2), per_turn(3), per_turn(4)),
+        (1, 1, 2, 1)
+    );
+    let after = events(&engine, run);
+    let turns_after = turns(&after);
+    assert_eq!(turns_after.len(), 4);
+    assert_eq!(turns_after[..2], turns_before[..], "the recorded turns are the same");
+    // The same attempt ran twice; the tool calls of turns 1–2 were not made again.
+    let starts: Vec<u32> = after
+        .iter()
+        .filter_map(|e| match &e.event {
+            Event::AgentStarted { attempt, .. } => Some(*attempt),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(starts, [1, 1]);
+    let requested = after
+        .iter()
+        .filter(|e| e.event.kind() == "ToolCallRequested")
+        .count();
+    assert_eq!(requested, 4, "write_todos, write_file, read_file, write_todos");
+    assert_eq!(planned(&s, &after), expected_plan());
+    assert_eq!(s.supervisor.final_response.as_ref().unwrap()["answer"], ANSWER);
+    engine.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_rejected_write_is_the_models_tool_result_and_is_not_made_again() {
+    let args = json!({"file_path": "/workspace/notes.md", "content": "draft\n"});
+    let write = args.clone();
+    let model = TestServer::start(Some(KEY), move |body| match turn_of(body) {
+        1 | 2 => calls(&[("write_file", write.clone())]),
+        _ => Reply::Content("I could not write the notes.".into()),
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine(dir.path(), &model).await;
+    let run = start_agent(&engine, "analyst", HitlMode::Tools, "reject").await;
+    let s = engine.wait_settled(run, WAIT).await.unwrap();
+    let pending: Vec<_> = s.approvals.pending().cloned().collect();
+    assert_eq!(pending.len(), 1);
+    assert_eq!(pending[0].tool_name, "write_file");
+    engine
+        .decide(
+            run,
+            pending[0].approval_id.clone(),
+            Decision::Reject,
+            None,
+            &Principal::admin("alice"),
+            Some("not now".into()),
+        )
+        .await
+        .unwrap();
+    let s = completed(&engine, run).await;
+    let seen = model.requests();
+    assert_eq!(seen.len(), 3);
+    let rejected = &last_results(&seen[1].body)[0];
+    assert!(rejected.starts_with("rejected: "), "{rejected}");
+    assert!(rejected.contains("not now"), "{rejected}");
+    let refused = &last_results(&seen[2].body)[0];
+    assert_eq!(
+        refused,
+        "refused: a human rejected write_file with these args in this attempt; it is not called again"
+    );
+    let evs = events(&engine, run);
+    let asks = evs
+        .iter()
+        .filter(|e| e.event.kind() == "ApprovalRequested")
+        .count();
+    assert_eq!(asks, 1, "the repeat was refused without asking again");
+    assert!(
+        !dir.path().join("workspaces/reject/notes.md").exists(),
+        "nothing was written"
+    );
+    assert_eq!(
+        s.supervisor.final_response.as_ref().unwrap()["answer"],
+        "I could not write the notes."
+    );
+    engine.shutdown().await;
+}
