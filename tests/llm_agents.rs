@@ -185,7 +185,10 @@ async fn agent_mode_the_models_plan_is_the_runs_todo_list() {
     assert_eq!(std::fs::read_to_string(file).unwrap(), REPORT);
 
     // The answer is the model's; the model was asked four times, each a recorded turn.
-    assert_eq!(s.supervisor.final_response.as_ref().unwrap()["answer"], ANSWER);
+    assert_eq!(
+        s.supervisor.final_response.as_ref().unwrap()["answer"],
+        ANSWER
+    );
     let seen = model.requests();
     assert_eq!(seen.len(), 4);
     assert!(last_results(&seen[3].body)[0].contains("sales rose 12%"));
@@ -202,7 +205,10 @@ async fn agent_mode_the_models_plan_is_the_runs_todo_list() {
 fn wait_for_request(model: &TestServer, agent: &str, turn: usize) {
     let deadline = std::time::Instant::now() + WAIT;
     while asked(model, agent, turn).is_empty() {
-        assert!(std::time::Instant::now() < deadline, "turn {turn} never asked");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "turn {turn} never asked"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
 }
@@ -242,7 +248,10 @@ async fn sigkill_after_two_turns_then_the_model_is_asked_only_the_rest() {
 
     let before: Vec<Envelope> = {
         let store = Store::open(dir.path(), Options::default()).unwrap();
-        store.read_run(run, 0, u64::MAX).map(|e| e.unwrap()).collect()
+        store
+            .read_run(run, 0, u64::MAX)
+            .map(|e| e.unwrap())
+            .collect()
     };
     let turns_before = turns(&before);
     assert_eq!(turns_before.len(), 2, "two turns recorded before the kill");
@@ -259,7 +268,11 @@ async fn sigkill_after_two_turns_then_the_model_is_asked_only_the_rest() {
     let after = events(&engine, run);
     let turns_after = turns(&after);
     assert_eq!(turns_after.len(), 4);
-    assert_eq!(turns_after[..2], turns_before[..], "the recorded turns are the same");
+    assert_eq!(
+        turns_after[..2],
+        turns_before[..],
+        "the recorded turns are the same"
+    );
     // The same attempt ran twice; the tool calls of turns 1–2 were not made again.
     let starts: Vec<u32> = after
         .iter()
@@ -273,9 +286,15 @@ async fn sigkill_after_two_turns_then_the_model_is_asked_only_the_rest() {
         .iter()
         .filter(|e| e.event.kind() == "ToolCallRequested")
         .count();
-    assert_eq!(requested, 4, "write_todos, write_file, read_file, write_todos");
+    assert_eq!(
+        requested, 4,
+        "write_todos, write_file, read_file, write_todos"
+    );
     assert_eq!(planned(&s, &after), expected_plan());
-    assert_eq!(s.supervisor.final_response.as_ref().unwrap()["answer"], ANSWER);
+    assert_eq!(
+        s.supervisor.final_response.as_ref().unwrap()["answer"],
+        ANSWER
+    );
     engine.shutdown().await;
 }
 
@@ -330,6 +349,241 @@ async fn a_rejected_write_is_the_models_tool_result_and_is_not_made_again() {
     assert_eq!(
         s.supervisor.final_response.as_ref().unwrap()["answer"],
         "I could not write the notes."
+    );
+    engine.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_persons_skip_is_told_to_the_model_on_its_next_turn() {
+    let model = TestServer::start(Some(KEY), |body| match turn_of(body) {
+        1 => analyst(body),
+        // Gated under `tools`: the run waits here while a person edits the plan.
+        2 => calls(&[(
+            "write_file",
+            json!({"file_path": "/workspace/report.md", "content": REPORT}),
+        )]),
+        3 => calls(&[(
+            "write_todos",
+            json!({"todos": [
+                {"content": "Read the data", "status": "completed"},
+                {"content": "Write the report", "status": "completed"},
+                {"content": "Check the report", "status": "pending"},
+            ]}),
+        )]),
+        _ => Reply::Content(ANSWER.into()),
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine(dir.path(), &model).await;
+    let run = start_agent(&engine, "analyst", HitlMode::Tools, "edits").await;
+    let s = engine.wait_settled(run, WAIT).await.unwrap();
+    let approval = s.approvals.pending().next().unwrap().approval_id.clone();
+    let alice = Principal::admin("alice");
+    engine
+        .command(run, "/todo skip todo_004 not needed", &alice)
+        .await
+        .unwrap();
+    engine
+        .decide(run, approval, Decision::Approve, None, &alice, None)
+        .await
+        .unwrap();
+    let s = completed(&engine, run).await;
+    let seen = model.requests();
+    assert_eq!(seen.len(), 4);
+    // Turn 3 carries the person's change after the tool's result, and only turn 3 does.
+    let notice = |body: &Value| {
+        llm_support::messages(body)
+            .last()
+            .filter(|m| m["role"] == "user")
+            .and_then(|m| m["content"].as_str())
+            .map(str::to_owned)
+    };
+    let told = notice(&seen[2].body).expect("turn 3 is told of the skip");
+    assert!(
+        told.contains(
+            "todo_004 \"Check the report\": pending -> skipped by user:alice (not needed)"
+        ),
+        "{told}"
+    );
+    assert_eq!(notice(&seen[1].body), None);
+    assert!(
+        llm_support::messages(&seen[3].body)
+            .iter()
+            .any(|m| m["content"] == told.as_str()),
+        "the notice stays in the conversation"
+    );
+    // The model cannot undo a person's skip; it is told so.
+    let answer: Value = serde_json::from_str(&last_results(&seen[3].body)[0]).unwrap();
+    assert_eq!(
+        answer["notes"],
+        json!(["todo_004 is skipped: not changed to pending"])
+    );
+    let evs = events(&engine, run);
+    let recorded: Vec<Option<String>> = turns(&evs)
+        .iter()
+        .map(|e| match &e.event {
+            Event::LlmCalled { notice, .. } => notice.clone(),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(recorded, [None, None, Some(told), None]);
+    let skipped = planned(&s, &evs)
+        .into_iter()
+        .find(|t| t.0 == "todo_004")
+        .unwrap();
+    assert_eq!(skipped.2, TodoStatus::Skipped);
+    assert_eq!(s.supervisor.plan_edits_told, 1);
+    engine.shutdown().await;
+}
+
+/// Lead delegates to helper; recurser delegates to itself until the depth limit.
+fn delegating(body: &Value) -> Reply {
+    let results = last_results(body);
+    match (agent_of(body).as_str(), turn_of(body)) {
+        ("lead", 1) => calls(&[(
+            "task",
+            json!({"description": "Summarise the notes", "subagent_type": "helper"}),
+        )]),
+        ("lead", _) => Reply::Content(format!("Lead: {}", results[0])),
+        ("helper", _) => Reply::Content("Helper's summary".into()),
+        ("recurser", 1) => calls(&[(
+            "task",
+            json!({"description": "go deeper", "subagent_type": "recurser"}),
+        )]),
+        (_, _) => Reply::Content(format!("below me: {}", results[0])),
+    }
+}
+
+/// The child run of the run's one `task` call.
+fn child_of(engine: &Engine, run: RunId) -> RunId {
+    let s = engine.state(run, None).unwrap();
+    let call = s
+        .supervisor
+        .tool_calls
+        .iter()
+        .find(|c| c.tool == "task")
+        .expect("a task call");
+    child_run_id(run, &call.tool_call_id)
+}
+
+#[tokio::test]
+async fn an_llm_agent_delegates_to_another_and_nesting_stops_at_the_depth_limit() {
+    let model = TestServer::start(Some(KEY), delegating).await;
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine(dir.path(), &model).await;
+    let run = start_agent(&engine, "lead", HitlMode::None, "delegate").await;
+    let s = completed(&engine, run).await;
+    let child = child_of(&engine, run);
+    let cs = completed(&engine, child).await;
+    assert_eq!(cs.supervisor.config.agent.as_deref(), Some("helper"));
+    assert_eq!(cs.supervisor.config.subagent_depth, 1);
+    assert_eq!(cs.supervisor.parent.as_ref().unwrap().run_id, run);
+    assert_eq!(
+        cs.supervisor.final_response.as_ref().unwrap()["answer"],
+        "Helper's summary"
+    );
+    let answer = s.supervisor.final_response.as_ref().unwrap()["answer"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(answer.starts_with("Lead: {"), "{answer}");
+    assert!(
+        answer.contains("\"answer\":\"Helper's summary\""),
+        "{answer}"
+    );
+
+    // The recurser nests until the limit (3 levels below the root): the deepest run's call
+    // fails with a clear error, which its model reads, and every run completes.
+    let root = start_agent(&engine, "recurser", HitlMode::None, "deep").await;
+    let mut chain = vec![root];
+    for _ in 0..3 {
+        completed(&engine, *chain.last().unwrap()).await;
+        chain.push(child_of(&engine, *chain.last().unwrap()));
+    }
+    let deepest = completed(&engine, chain[3]).await;
+    assert_eq!(deepest.supervisor.config.subagent_depth, 3);
+    let call = deepest
+        .supervisor
+        .tool_calls
+        .iter()
+        .find(|c| c.tool == "task")
+        .unwrap();
+    let error = call.error.as_deref().unwrap_or_default();
+    assert_eq!(
+        error,
+        "failed: sub-agent depth limit of 3 reached: this run is 3 level(s) below its root run, so it cannot delegate further"
+    );
+    assert!(
+        engine
+            .state(child_run_id(chain[3], &call.tool_call_id), None)
+            .is_err(),
+        "no fourth level was started"
+    );
+    let top = completed(&engine, root).await;
+    let answer = top.supervisor.final_response.as_ref().unwrap()["answer"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        answer.contains("sub-agent depth limit of 3 reached"),
+        "{answer}"
+    );
+    engine.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_restore_into_the_loop_continues_and_the_cut_call_is_answered_cancelled() {
+    let model = TestServer::start(Some(KEY), analyst).await;
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine(dir.path(), &model).await;
+    let run = start_agent(&engine, "analyst", HitlMode::None, "restore").await;
+    completed(&engine, run).await;
+    // The checkpoint of turn 2: the model had asked for write_file, which had not run yet.
+    let s = engine.state(run, None).unwrap();
+    let turn_cps: Vec<CheckpointId> = s
+        .checkpoints
+        .checkpoints
+        .iter()
+        .filter(|c| c.node == "agent_turn")
+        .map(|c| c.checkpoint_id.clone())
+        .collect();
+    assert_eq!(turn_cps.len(), 4, "one checkpoint per turn");
+    let cp = turn_cps[1].clone();
+    engine
+        .restore(
+            run,
+            RestoreTarget::Checkpoint(cp.clone()),
+            &Principal::admin("alice"),
+        )
+        .await
+        .unwrap();
+    let s = completed(&engine, run).await;
+    assert_eq!(s.supervisor.restored_from, Some(cp));
+    assert_eq!(s.supervisor.run_status, RunStatus::Completed);
+    // Turns 1–2 came from the log; turn 3 was asked again, told the write was cancelled.
+    let per_turn = |t| asked(&model, "analyst", t).len();
+    assert_eq!(
+        (per_turn(1), per_turn(2), per_turn(3), per_turn(4)),
+        (1, 1, 2, 2)
+    );
+    let again = &asked(&model, "analyst", 3)[1].body;
+    let patched = &last_results(again)[0];
+    assert!(
+        patched.starts_with("cancelled: the run stopped or was restored"),
+        "{patched}"
+    );
+    let evs = events(&engine, run);
+    let restored_at = evs
+        .iter()
+        .position(|e| e.event.kind() == "RunRestored")
+        .unwrap();
+    let cancelled = evs[restored_at..].iter().any(|e| {
+        matches!(&e.event, Event::ToolCallCompleted { error: Some(err), .. } if err.starts_with("cancelled: "))
+    });
+    assert!(cancelled, "the cancelled call is recorded");
+    assert_eq!(
+        s.supervisor.final_response.as_ref().unwrap()["answer"],
+        ANSWER
     );
     engine.shutdown().await;
 }

@@ -90,10 +90,7 @@ pub enum ConfigError {
         reason: String,
     },
     #[error("agent `{name}`: {source}")]
-    Llm {
-        name: String,
-        source: LlmAgentError,
-    },
+    Llm { name: String, source: LlmAgentError },
 }
 
 /// The file: `[[agent]]` tables.
@@ -320,7 +317,10 @@ pub(crate) fn info(
     default_team: &str,
     default_purpose: impl FnOnce() -> String,
 ) -> Result<AgentInfo, ConfigError> {
-    let category = entry.category.take().unwrap_or_else(|| "general".to_owned());
+    let category = entry
+        .category
+        .take()
+        .unwrap_or_else(|| "general".to_owned());
     if !CATEGORIES.contains(&category.as_str()) {
         return Err(ConfigError::BadCategory {
             name: name.to_owned(),
@@ -332,10 +332,7 @@ pub(crate) fn info(
         examples: hints(name, "examples", std::mem::take(&mut entry.examples))?,
     };
     let purpose = entry.purpose.take().unwrap_or_else(default_purpose);
-    let team = entry
-        .team
-        .take()
-        .unwrap_or_else(|| default_team.to_owned());
+    let team = entry.team.take().unwrap_or_else(|| default_team.to_owned());
     Ok(AgentInfo::new(name, &team, &purpose)
         .with_category(&category)
         .with_hints(hints))

@@ -199,7 +199,10 @@ mod tests {
             err("system_prompt = \"p\"\ntools = [\"ls\", \"shell\"]"),
             format!(
                 "agent `a`: `tools`: unknown tool \"shell\"; known: {}",
-                ToolRegistry::builtin().names().collect::<Vec<_>>().join(", ")
+                ToolRegistry::builtin()
+                    .names()
+                    .collect::<Vec<_>>()
+                    .join(", ")
             )
         );
         assert_eq!(
