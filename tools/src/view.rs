@@ -272,6 +272,22 @@ fn text(s: &str) -> String {
     one_line(s, TEXT_CHARS_MAX)
 }
 
+/// What a model's turn answered: the tools it called, or the start of its answer.
+fn turn_brief(response: &Payload) -> String {
+    let Some(v) = response.inline() else {
+        return payload_brief(response);
+    };
+    let names: Vec<&str> = v["tool_calls"]
+        .as_array()
+        .map(|calls| calls.iter().filter_map(|c| c["name"].as_str()).collect())
+        .unwrap_or_default();
+    if names.is_empty() {
+        format!("answer: {}", text(v["content"].as_str().unwrap_or_default()))
+    } else {
+        format!("calls {}", names.join(", "))
+    }
+}
+
 /// What an event says, in a few words.
 pub fn summary(e: &Event) -> String {
     match e {
@@ -282,6 +298,9 @@ pub fn summary(e: &Event) -> String {
             ..
         } => {
             let mut s = format!("hitl {} \"{}\"", config.hitl.as_str(), text(query));
+            if let Some(agent) = &config.agent {
+                s.push_str(&format!(" (agent mode: {agent})"));
+            }
             if let Some(p) = parent {
                 s.push_str(&format!(" (sub-run of {})", p.run_id));
             }
@@ -408,14 +427,29 @@ pub fn summary(e: &Event) -> String {
             model,
             duration_ms,
             error,
+            turn,
+            response,
+            notice,
             ..
-        } => match error {
-            Some(e) => format!(
-                "{purpose} via {model} failed in {duration_ms} ms: {}",
-                text(e)
-            ),
-            None => format!("{purpose} via {model} in {duration_ms} ms"),
-        },
+        } => {
+            let at = turn.as_ref().map_or_else(String::new, |t| {
+                format!(" {}#{} (attempt {})", t.todo_id, t.index, t.attempt)
+            });
+            match error {
+                Some(e) => format!(
+                    "{purpose}{at} via {model} failed in {duration_ms} ms: {}",
+                    text(e)
+                ),
+                None if turn.is_some() => {
+                    let told = if notice.is_some() { " (told of a person's changes)" } else { "" };
+                    format!(
+                        "{purpose}{at} via {model} in {duration_ms} ms{told} → {}",
+                        turn_brief(response)
+                    )
+                }
+                None => format!("{purpose} via {model} in {duration_ms} ms"),
+            }
+        }
         Event::EvaluationRecorded {
             quality_score,
             completeness,
