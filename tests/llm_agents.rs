@@ -587,3 +587,69 @@ async fn a_restore_into_the_loop_continues_and_the_cut_call_is_answered_cancelle
     );
     engine.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_models_evaluation_adds_a_todo_in_supervisor_mode() {
+    let evaluations = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = evaluations.clone();
+    let model = TestServer::start(Some(KEY), move |body| {
+        let system = body["messages"][0]["content"].as_str().unwrap_or_default();
+        let answer = |v: Value| Reply::Content(v.to_string());
+        if system.starts_with("You decide which") {
+            answer(json!({"agents": [{"name": "helper", "score": 0.9}], "keywords": ["notes"], "confidence": 0.9}))
+        } else if system.starts_with("You plan") {
+            answer(json!({"agents": [{"name": "helper", "task": "summarise the notes"}]}))
+        } else if system.starts_with("You judge") {
+            match count.fetch_add(1, Ordering::SeqCst) {
+                0 => answer(json!({"quality_score": 0.5, "needs_retry": false,
+                    "add_agents": ["analyst"], "feedback": "a report is missing"})),
+                _ => answer(json!({"quality_score": 0.9, "needs_retry": false, "feedback": "done"})),
+            }
+        } else if system.starts_with("You write the final answer") {
+            answer(json!({"answer": "Summary and report."}))
+        } else {
+            Reply::Content(format!("{}'s part", agent_of(body)))
+        }
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine(dir.path(), &model).await;
+    let run = engine
+        .start_run(StartRun {
+            query: "Summarise the notes".into(),
+            hitl: Some(HitlMode::None),
+            ..StartRun::default()
+        })
+        .await
+        .unwrap()
+        .run_id;
+    let s = completed(&engine, run).await;
+    let p = s.supervisor.planning_state.as_ref().unwrap();
+    let todos: Vec<(&str, TodoStatus)> = p
+        .todos
+        .iter()
+        .map(|t| (t.agent_name.as_str(), t.status))
+        .collect();
+    assert_eq!(
+        todos,
+        [
+            ("helper", TodoStatus::Completed),
+            ("analyst", TodoStatus::Completed)
+        ]
+    );
+    let added = &p.todos[1];
+    assert_eq!(added.metadata["added_by"], "llm");
+    assert_eq!(added.metadata["round"], 1);
+    let evs = events(&engine, run);
+    assert!(evs.iter().any(|e| matches!(
+        &e.event,
+        Event::TodoAdded { todo, added_by: Actor::Llm } if todo.agent_name == "analyst"
+    )));
+    assert_eq!(s.supervisor.evaluation_rounds, 2);
+    assert_eq!(evaluations.load(Ordering::SeqCst), 2);
+    assert_eq!(
+        s.supervisor.team_results["analyst"]["answer"],
+        "analyst's part"
+    );
+    engine.shutdown().await;
+}

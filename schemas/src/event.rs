@@ -352,6 +352,10 @@ pub enum Event {
         #[serde(default)]
         feedback: String,
         source: Source,
+        /// Agents the evaluation adds to the plan (a model judging that more is needed, like the
+        /// original system's additional search); each becomes a TODO added by `llm`.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        add_agents: Vec<String>,
     },
     ResultsAggregated {
         aggregated: Value,

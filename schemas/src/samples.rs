@@ -209,6 +209,7 @@ pub fn sample_events() -> Vec<Event> {
             retry_agents: vec!["analysis_team".into()],
             feedback: "분석 결과 부족".into(),
             source: Source::Rules,
+            add_agents: vec!["market_analysis".into()],
         },
         Event::ResultsAggregated {
             aggregated: json!({"search_team": {"total_results": 3}}),
@@ -344,7 +345,8 @@ mod tests {
     /// since then take their defaults, which the samples leave at default — except a run's
     /// `owner`, which v1 did not record: such a run belongs to [`OWNER_OF_OLD_RUNS`]; its config's
     /// `agent` and `subagent_depth` (a supervisor's root run); and a
-    /// model call's `turn`, `usage` and `notice`, which v1 did not record: a planner's call).
+    /// model call's `turn`, `usage` and `notice`, which v1 did not record: a planner's call; and
+    /// an evaluation's `add_agents`).
     #[test]
     fn v1_records_still_decode() {
         let old = decode_all(V1);
@@ -364,6 +366,10 @@ mod tests {
             {
                 assert!(turn.is_some() && usage.is_some() && notice.is_some());
                 (*turn, *usage, *notice) = (None, None, None);
+            }
+            if let Event::EvaluationRecorded { add_agents, .. } = &mut n.event {
+                assert!(!add_agents.is_empty());
+                add_agents.clear();
             }
         }
         assert_eq!(old.len(), now.len());

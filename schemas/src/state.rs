@@ -337,6 +337,8 @@ pub struct Evaluation {
     pub retry_agents: Vec<String>,
     pub feedback: String,
     pub source: Source,
+    /// Agents the evaluation adds to the plan.
+    pub add_agents: Vec<String>,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -282,7 +282,10 @@ fn turn_brief(response: &Payload) -> String {
         .map(|calls| calls.iter().filter_map(|c| c["name"].as_str()).collect())
         .unwrap_or_default();
     if names.is_empty() {
-        format!("answer: {}", text(v["content"].as_str().unwrap_or_default()))
+        format!(
+            "answer: {}",
+            text(v["content"].as_str().unwrap_or_default())
+        )
     } else {
         format!("calls {}", names.join(", "))
     }
@@ -441,7 +444,11 @@ pub fn summary(e: &Event) -> String {
                     text(e)
                 ),
                 None if turn.is_some() => {
-                    let told = if notice.is_some() { " (told of a person's changes)" } else { "" };
+                    let told = if notice.is_some() {
+                        " (told of a person's changes)"
+                    } else {
+                        ""
+                    };
                     format!(
                         "{purpose}{at} via {model} in {duration_ms} ms{told} → {}",
                         turn_brief(response)

@@ -34,7 +34,8 @@ pub(crate) enum Step {
     Rerun(Vec<TodoId>),
     SkipRejected(Vec<(TodoId, String)>),
     Evaluate,
-    AddRetries(Vec<String>, u32),
+    /// A new round: retry these agents, and add TODOs for the agents the evaluation added.
+    AddRetries(Vec<String>, Vec<String>, u32),
     Aggregate,
     Respond,
 }
@@ -270,8 +271,17 @@ fn after_execution(s: &SupervisorState, p: &PlanningState) -> Step {
             .filter(|a| p.todos.iter().any(|t| &t.agent_name == *a) && !s.failed_teams.contains(a))
             .cloned()
             .collect();
-        if ev.needs_retry && !agents.is_empty() && round <= s.config.max_retries {
-            return Step::AddRetries(agents, round);
+        // Agents the evaluation added, once: an agent with a TODO in the plan is not added.
+        let added: Vec<String> = ev
+            .add_agents
+            .iter()
+            .filter(|a| !p.todos.iter().any(|t| &t.agent_name == *a))
+            .cloned()
+            .collect();
+        let retry = ev.needs_retry && !agents.is_empty();
+        if (retry || !added.is_empty()) && round <= s.config.max_retries {
+            let agents = if retry { agents } else { vec![] };
+            return Step::AddRetries(agents, added, round);
         }
     }
     Step::Aggregate

@@ -76,6 +76,7 @@ pub(super) fn apply(s: &mut SupervisorState, env: &Envelope) {
             retry_agents,
             feedback,
             source,
+            add_agents,
         } => {
             s.evaluation_rounds += 1;
             s.evaluation = Some(Evaluation {
@@ -85,6 +86,7 @@ pub(super) fn apply(s: &mut SupervisorState, env: &Envelope) {
                 retry_agents: retry_agents.clone(),
                 feedback: feedback.clone(),
                 source: *source,
+                add_agents: add_agents.clone(),
             });
         }
         Event::ResultsAggregated { aggregated } => {

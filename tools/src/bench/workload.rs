@@ -319,6 +319,7 @@ impl LongRun {
                 "모든 작업이 완료되었습니다".into()
             },
             source: Source::Rules,
+            add_agents: vec![],
         });
         debug_assert_eq!(self.buf.len() - before, CYCLE_EVENTS);
     }

@@ -25,6 +25,7 @@ impl RunActor {
                 feedback: &outcome.feedback,
             }),
         });
+        let add_agents = self.additions(outcome.add_agents);
         ev.push(Event::EvaluationRecorded {
             quality_score: outcome.quality_score,
             completeness: outcome.completeness,
@@ -32,12 +33,20 @@ impl RunActor {
             retry_agents: outcome.retry_agents,
             feedback: outcome.feedback,
             source: outcome.source,
+            add_agents,
         });
         ev.push(checkpoint(self.state(), "evaluate", 0));
         self.append(ev).await.map(drop)
     }
 
-    pub(super) async fn add_retries(&mut self, agents: Vec<String>, round: u32) -> Result<()> {
+    /// A new round: TODOs that retry `agents`, and TODOs for the agents an evaluation added
+    /// (recorded like `/todo add`, by `llm`), bounded by the run's `max_todos`.
+    pub(super) async fn add_retries(
+        &mut self,
+        agents: Vec<String>,
+        added: Vec<String>,
+        round: u32,
+    ) -> Result<()> {
         let texts = self.shared.settings.texts.clone();
         let todos = self
             .state()
@@ -45,6 +54,7 @@ impl RunActor {
             .planning_state
             .as_ref()
             .map_or(0, |p| p.todos.len());
+        let room = (self.state().supervisor.config.limits.max_todos as usize).saturating_sub(todos);
         let mut ev = Vec::new();
         for (i, agent) in agents.iter().enumerate() {
             let mut t = self.new_todo(todos + i, agent, vec![]);
@@ -57,13 +67,51 @@ impl RunActor {
                 added_by: Actor::Engine,
             });
         }
-        ev.push(Event::Reasoning {
-            message: texts.say(Text::RetryRound {
-                round,
-                agents: &agents,
-            }),
-        });
+        if !agents.is_empty() {
+            ev.push(Event::Reasoning {
+                message: texts.say(Text::RetryRound {
+                    round,
+                    agents: &agents,
+                }),
+            });
+        }
+        let added: Vec<String> = added
+            .into_iter()
+            .take(room.saturating_sub(agents.len()))
+            .collect();
+        for (i, agent) in added.iter().enumerate() {
+            let mut t = self.new_todo(todos + agents.len() + i, agent, vec![]);
+            t.metadata.insert("added_by".into(), json!("llm"));
+            t.metadata.insert("round".into(), json!(round));
+            t.metadata.insert("optional".into(), json!(false));
+            ev.push(Event::TodoAdded {
+                todo: t,
+                added_by: Actor::Llm,
+            });
+        }
+        if !added.is_empty() {
+            ev.push(Event::Reasoning {
+                message: texts.say(Text::EvaluationAdded {
+                    round,
+                    agents: &added,
+                }),
+            });
+        }
         self.append(ev).await.map(drop)
+    }
+
+    /// The agents an evaluation may add: registered, not in the plan yet, each once.
+    fn additions(&self, asked: Vec<String>) -> Vec<String> {
+        let p = self.state().supervisor.planning_state.as_ref();
+        let mut out: Vec<String> = Vec::new();
+        for agent in asked {
+            let known = self.shared.settings.registry.get(&agent).is_some();
+            let planned = p.is_some_and(|p| p.todos.iter().any(|t| t.agent_name == agent));
+            if known && !planned && !out.contains(&agent) {
+                out.push(agent);
+            }
+        }
+        out
     }
 
     /// The answer of the agent that drives the run (agent mode): its reply's `answer`, else its
@@ -137,5 +185,6 @@ fn agent_mode_evaluation(agent: &str, results: &[AgentResult]) -> EvaluationOutc
             format!("{agent} drove the run and gave no answer")
         },
         source: Source::Rules,
+        add_agents: vec![],
     }
 }

@@ -46,7 +46,7 @@ impl RunActor {
             Step::Start(ids) => self.start_todos(ids).await,
             Step::Rerun(ids) => self.rerun_todos(ids).await,
             Step::Evaluate => self.evaluate().await,
-            Step::AddRetries(agents, round) => self.add_retries(agents, round).await,
+            Step::AddRetries(agents, added, round) => self.add_retries(agents, added, round).await,
             Step::Aggregate => self.aggregate().await,
             Step::Respond => self.respond().await,
         }
