@@ -928,4 +928,49 @@ mod tests {
         );
         assert_eq!(one_line("abcdef", 4), "abc…");
     }
+
+    #[test]
+    fn an_agents_model_turn_shows_its_position_and_what_it_asked_for() {
+        let turn = |response: serde_json::Value, notice: Option<&str>| {
+            let env = envelope(
+                12,
+                Event::LlmCalled {
+                    purpose: "agent:analyst".into(),
+                    model: "m".into(),
+                    prompt_hash: Hash::ZERO,
+                    response: chronicle_schemas::Payload::Inline(response),
+                    duration_ms: 5,
+                    error: None,
+                    turn: Some(chronicle_schemas::ModelTurn {
+                        todo_id: TodoId::from("todo_001"),
+                        attempt: 1,
+                        index: 3,
+                        plan_edits_seen: 0,
+                    }),
+                    usage: None,
+                    notice: notice.map(str::to_owned),
+                },
+            );
+            anstream::adapter::strip_str(&event_line(&env, None)).to_string()
+        };
+        let calls = serde_json::json!({"content": null, "tool_calls": [
+            {"id": "c1", "name": "write_file", "arguments": "{}"},
+            {"id": "c2", "name": "read_file", "arguments": "{}"},
+        ]});
+        let line = turn(calls, None);
+        assert!(
+            line.ends_with(
+                "agent:analyst todo_001#3 (attempt 1) via m in 5 ms → calls write_file, read_file"
+            ),
+            "{line}"
+        );
+        let line = turn(
+            serde_json::json!({"content": "All done."}),
+            Some("a person skipped todo_004"),
+        );
+        assert!(
+            line.ends_with("via m in 5 ms (told of a person's changes) → answer: All done."),
+            "{line}"
+        );
+    }
 }
