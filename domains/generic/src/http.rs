@@ -357,48 +357,46 @@ fn http_agent(index: usize, name: String, mut entry: AgentEntry) -> Result<HttpA
             return Err(not_for(field));
         }
     }
-    {
-        let url_text = entry.url.take().ok_or(ConfigError::Missing {
-            index,
-            field: "url",
-        })?;
-        let bad_url = |reason: &str| ConfigError::BadUrl {
-            name: name.clone(),
-            url: url_text.clone(),
-            reason: reason.to_owned(),
-        };
-        let url = reqwest::Url::parse(&url_text).map_err(|e| bad_url(&e.to_string()))?;
-        if !matches!(url.scheme(), "http" | "https") {
-            return Err(bad_url(&format!(
-                "scheme {} is not http or https",
-                url.scheme()
-            )));
-        }
-        if url.host_str().is_none_or(str::is_empty) {
-            return Err(bad_url("no host"));
-        }
-        let timeout_ms = entry.timeout_ms.unwrap_or(HTTP_AGENT_TIMEOUT_MS_DEFAULT);
-        if !(1..=HTTP_AGENT_TIMEOUT_MS_MAX).contains(&timeout_ms) {
-            return Err(ConfigError::BadTimeout { name, timeout_ms });
-        }
-        let host = url.host_str().unwrap_or_default().to_owned();
-        let info = info(&name, &mut entry, "external", || {
-            format!("external http agent at {host}")
-        })?;
-        let client = reqwest::Client::builder()
-            .timeout(Duration::from_millis(timeout_ms))
-            .build()
-            .map_err(|e| ConfigError::Client {
-                name: name.clone(),
-                message: e.to_string(),
-            })?;
-        Ok(HttpAgent {
-            info,
-            url,
-            timeout_ms,
-            client,
-        })
+    let url_text = entry.url.take().ok_or(ConfigError::Missing {
+        index,
+        field: "url",
+    })?;
+    let bad_url = |reason: &str| ConfigError::BadUrl {
+        name: name.clone(),
+        url: url_text.clone(),
+        reason: reason.to_owned(),
+    };
+    let url = reqwest::Url::parse(&url_text).map_err(|e| bad_url(&e.to_string()))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(bad_url(&format!(
+            "scheme {} is not http or https",
+            url.scheme()
+        )));
     }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err(bad_url("no host"));
+    }
+    let timeout_ms = entry.timeout_ms.unwrap_or(HTTP_AGENT_TIMEOUT_MS_DEFAULT);
+    if !(1..=HTTP_AGENT_TIMEOUT_MS_MAX).contains(&timeout_ms) {
+        return Err(ConfigError::BadTimeout { name, timeout_ms });
+    }
+    let host = url.host_str().unwrap_or_default().to_owned();
+    let info = info(&name, &mut entry, "external", || {
+        format!("external http agent at {host}")
+    })?;
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_millis(timeout_ms))
+        .build()
+        .map_err(|e| ConfigError::Client {
+            name: name.clone(),
+            message: e.to_string(),
+        })?;
+    Ok(HttpAgent {
+        info,
+        url,
+        timeout_ms,
+        client,
+    })
 }
 
 pub(crate) fn read_config(path: &Path) -> Result<String, ConfigError> {

@@ -180,6 +180,20 @@ mod tests {
     }
 
     #[test]
+    fn the_readme_example_loads() {
+        let readme = include_str!("../../../README.md");
+        let start = readme
+            .find("```toml\n[[agent]]\nname = \"analyst\"")
+            .expect("the README shows an llm agent");
+        let block = &readme[start + "```toml\n".len()..];
+        let block = &block[..block.find("```").unwrap()];
+        let agents = parse(Path::new("."), block).unwrap();
+        let a = llm(&agents[0]).config();
+        assert_eq!((a.info.name.as_str(), a.max_turns), ("analyst", 20));
+        assert!(a.tools.iter().any(|t| t == "write_todos"));
+    }
+
+    #[test]
     fn bad_llm_configs_name_the_field() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("p.md"), "prompt").unwrap();

@@ -238,7 +238,7 @@ pub(super) fn section(rt: &Runtime, root: &Path, plan: &Plan) -> Result<Vec<Row>
         .note(format!("{turns} turns in {:.0} ms", ms(loop_time))),
         Row::new(
             "llm_recovery_ms",
-            &format!("recovery answering {turns} recorded turns (and their calls) from the log"),
+            format!("recovery answering {turns} recorded turns (and their calls) from the log"),
             ms(recovered),
             "ms",
         )

@@ -118,7 +118,7 @@ impl RunActor {
     /// `summary`, else the reply itself as JSON.
     pub(super) fn agent_mode_response(&self, agent: &str) -> serde_json::Value {
         let result = self.state().supervisor.team_results.get(agent);
-        let reply = result.map(|r| AgentReply::read(r)).unwrap_or_default();
+        let reply = result.map(AgentReply::read).unwrap_or_default();
         let answer = reply
             .answer
             .or(reply.summary)
