@@ -139,6 +139,26 @@ async fn agent_mode_the_models_plan_is_the_runs_todo_list() {
         other => panic!("{other:?}"),
     }
     assert_eq!(srv.offsets(), before, "nothing was written");
+    // A plan beside the agent may only be its one step.
+    let beside = RunRequest {
+        agent: Some("analyst".into()),
+        plan: Some(vec![chronicle_wire::PlanStepRequest {
+            agent_name: "helper".into(),
+            ..Default::default()
+        }]),
+        ..RunRequest::new("anything")
+    };
+    match srv.client.start_run(&beside).await {
+        Err(ClientError::Http { status, body }) => {
+            assert_eq!(status, 422);
+            assert_eq!(
+                body.error.message,
+                "`agent` \"analyst\" drives the run alone: a `plan` may only be its one step"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(srv.offsets(), before, "nothing was written");
 
     let req = RunRequest {
         agent: Some("analyst".into()),
