@@ -8,7 +8,13 @@
 //!   `RUN <run>`, and the agent prints `HANGING` after the second call's answer.
 //! - `task DIR`: one `tool_runner` TODO delegating to `sub_worker` through `task`; prints
 //!   `RUN <run>`, and the sub-agent prints `CHILD_STARTED <child>` and hangs.
+//! - `llm DIR BASE_URL`: the `analyst` llm agent drives a run (agent mode, HITL none) over the
+//!   scripted model at BASE_URL; prints `RUN <run>` and works until killed.
 
+// The child uses only the agents and the settings; the scripts are the test process's.
+#[allow(dead_code)]
+#[path = "llm_support.rs"]
+mod llm_support;
 #[path = "slow_agent.rs"]
 mod slow_agent;
 #[path = "tool_agents.rs"]
@@ -118,6 +124,23 @@ fn main() -> anyhow::Result<()> {
                     "description": "look it up", "subagent_type": "sub_worker", "input": {"k": 1}
                 }}]);
                 let run = engine.start_run(tool_run(calls)).await?.run_id;
+                println!("RUN {run}");
+                std::future::pending::<()>().await;
+                Ok(())
+            }
+            ["llm", dir, base_url] => {
+                let settings = llm_support::settings(base_url);
+                let engine = Engine::open(Store::open(dir, Options::default())?, settings).await?;
+                let run = engine
+                    .start_run(StartRun {
+                        query: "How did sales go in March? Write a report.".into(),
+                        session_id: Some("llm-session".into()),
+                        hitl: Some(HitlMode::None),
+                        agent: Some("analyst".into()),
+                        ..Default::default()
+                    })
+                    .await?
+                    .run_id;
                 println!("RUN {run}");
                 std::future::pending::<()>().await;
                 Ok(())

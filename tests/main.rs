@@ -15,6 +15,8 @@ mod crash;
 mod engine;
 mod engine_crash;
 mod limits;
+mod llm_agents;
+mod llm_support;
 mod scenarios;
 mod slow_agent;
 mod store;

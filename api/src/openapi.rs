@@ -7,8 +7,8 @@
 //!   `int64` / `int32`, whose ranges are signed;
 //! - the bearer requirement and 401 are declared only when the server has tokens (without them
 //!   every request is `local` and nothing is ever refused for want of a token);
-//! - a fixed plan's `agent_name` lists the agents this server has, and a `/log` page's `limit`
-//!   its configured maximum.
+//! - a fixed plan's `agent_name` and agent mode's `agent` list the agents this server has, and a
+//!   `/log` page's `limit` its configured maximum.
 
 use chronicle_wire::{ChatCommand, ChatTurn, ChatWaiting, ErrorBody, Health};
 use serde_json::{Value, json};
@@ -81,6 +81,11 @@ pub fn document(st: &AppState) -> Value {
     if let Some(name) = doc.pointer_mut("/components/schemas/PlanStepRequest/properties/agent_name")
     {
         name["enum"] = json!(agents);
+    }
+    if let Some(agent) = doc.pointer_mut("/components/schemas/RunRequest/properties/agent") {
+        let mut names: Vec<Value> = agents.iter().map(|a| json!(a)).collect();
+        names.push(Value::Null);
+        agent["enum"] = Value::Array(names);
     }
     if let Some(params) = doc.pointer_mut("/paths/~1api~1v1~1agent~1{run_id}~1log/get/parameters")
         && let Some(limit) = params

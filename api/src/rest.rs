@@ -296,7 +296,7 @@ pub async fn session_checkpoints(
         (status = 404, description = "`session_id` names another principal's session (`not_found`)", body = ErrorBody),
         (status = 409, description = "Another request wrote to the new run at the same moment (`conflict`): try again", body = ErrorBody),
         (status = 413, response = PayloadTooLarge), (status = 415, response = UnsupportedMediaType),
-        (status = 422, description = "JSON of the wrong shape, a query that is blank or over 8192 characters, a bad `session_id`, an `approval_timeout_ms` out of range, a fixed plan naming an agent the server does not have or a dependency the plan does not run, or a `user_id` that is not the caller's own (only an admin may name another user) (`unprocessable_entity`); nothing was written", body = ErrorBody),
+        (status = 422, description = "JSON of the wrong shape, a query that is blank or over 8192 characters, a bad `session_id`, an `approval_timeout_ms` out of range, a fixed plan naming an agent the server does not have or a dependency the plan does not run, an `agent` the server does not have (or a `plan` beside it that is not that agent's one step), or a `user_id` that is not the caller's own (only an admin may name another user) (`unprocessable_entity`); nothing was written", body = ErrorBody),
         (status = 500, response = Internal), (status = 503, response = Unavailable), (status = 507, response = InsufficientStorage),
     ))]
 pub async fn start_run(
@@ -320,6 +320,7 @@ pub async fn start_run(
             approval_timeout_ms: req.approval_timeout_ms,
             config: Some(config),
             parent: None,
+            agent: req.agent,
         })
         .await?;
     st.metrics.runs_started.inc();

@@ -139,4 +139,10 @@ pub enum PlanError {
         agent: String,
         dependency: String,
     },
+    /// Agent mode names an agent the server does not have.
+    #[error("unknown agent {name:?} (`agent`); known: {}", known.join(", "))]
+    UnknownDriver { name: String, known: Vec<String> },
+    /// Agent mode runs its agent alone: a plan may come with it only as that agent's one step.
+    #[error("`agent` {agent:?} drives the run alone: a `plan` may only be its one step")]
+    PlanBesideAgent { agent: String },
 }

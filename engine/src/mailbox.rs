@@ -9,7 +9,8 @@ use tokio::sync::oneshot;
 
 use crate::Result;
 use crate::agents::{AgentError, AgentOutput};
-use crate::tools::{ToolCallMsg, ToolError};
+use crate::llm::ChatResponse;
+use crate::tools::{ModelCallMsg, ModelReply, ToolCallMsg, ToolError};
 
 /// Where a restore goes.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -48,6 +49,10 @@ pub(crate) enum Input {
     ToolCall(ToolCallMsg),
     /// A tool execution the actor started has ended.
     ToolDone(ToolDone),
+    /// An agent asks the model through the run.
+    ModelCall(ModelCallMsg),
+    /// A model call the actor started has ended.
+    ModelDone(ModelDone),
     /// An agent the actor started has ended.
     AgentDone(AgentDone),
 }
@@ -58,7 +63,11 @@ impl Input {
     pub(crate) fn is_outcome(&self) -> bool {
         matches!(
             self,
-            Input::ToolCall(_) | Input::ToolDone(_) | Input::AgentDone(_)
+            Input::ToolCall(_)
+                | Input::ToolDone(_)
+                | Input::ModelCall(_)
+                | Input::ModelDone(_)
+                | Input::AgentDone(_)
         )
     }
 }
@@ -94,4 +103,33 @@ pub(crate) struct ToolDone {
     pub outcome: std::result::Result<Value, String>,
     pub duration_ms: u64,
     pub waiter: Waiter,
+}
+
+/// An agent waiting for the model's answer.
+#[derive(Debug)]
+pub(crate) struct ModelWaiter {
+    pub reply: oneshot::Sender<std::result::Result<ModelReply, ToolError>>,
+}
+
+impl ModelWaiter {
+    pub(crate) fn answer(self, answer: std::result::Result<ModelReply, ToolError>) {
+        let _ = self.reply.send(answer);
+    }
+}
+
+/// A model call's outcome, back from its task, with what the call is recorded with.
+#[derive(Debug)]
+pub(crate) struct ModelDone {
+    pub todo_id: TodoId,
+    pub attempt: u32,
+    pub epoch: u64,
+    pub index: u32,
+    /// The hash of the request as the agent made it.
+    pub prompt_hash: chronicle_schemas::Hash,
+    pub model: String,
+    pub notice: Option<String>,
+    pub plan_edits_seen: u32,
+    pub outcome: std::result::Result<ChatResponse, String>,
+    pub duration_ms: u64,
+    pub waiter: ModelWaiter,
 }

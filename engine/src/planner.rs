@@ -43,6 +43,10 @@ pub struct EvaluationOutcome {
     pub retry_agents: Vec<String>,
     pub feedback: String,
     pub source: Source,
+    /// Agents not in the plan yet that should run (a model's plan adjustment, like the original
+    /// system's additional search): each becomes a TODO added by `llm`, in a new round, within
+    /// the run's `max_retries` rounds. Agents the registry does not hold are dropped.
+    pub add_agents: Vec<String>,
 }
 
 /// One agent's latest outcome in the run, as evaluation and response see it: a result, or why
@@ -163,6 +167,7 @@ impl Planner for NoPlanner {
             retry_agents: vec![],
             feedback: format!("{ok} of {} agent(s) returned a result", results.len()),
             source: Source::Rules,
+            add_agents: vec![],
         }
     }
 

@@ -37,6 +37,8 @@ pub struct StartRun {
     pub approval_timeout_ms: Option<u64>,
     pub config: Option<RunConfig>,
     pub parent: Option<ParentLink>,
+    /// Agent mode: this agent drives the whole run (see `RunConfig::agent`).
+    pub agent: Option<String>,
 }
 
 /// A started run.
@@ -130,7 +132,43 @@ fn config_of(shared: &Shared, req: &StartRun) -> RunConfig {
     if req.approval_timeout_ms.is_some() {
         config.approval_timeout_ms = req.approval_timeout_ms;
     }
+    if req.agent.is_some() {
+        config.agent.clone_from(&req.agent);
+    }
     config
+}
+
+/// Agent mode: the named agent is the run's one step, whose TODO drives the run (marked
+/// [`todo::DRIVES_RUN`](crate::todo::DRIVES_RUN) when the plan becomes TODOs). A plan may come
+/// with it only as that agent's one step, to give it an input.
+fn agent_mode(shared: &Shared, config: &mut RunConfig, query: &str) -> Result<(), PlanError> {
+    let Some(name) = config.agent.clone() else {
+        return Ok(());
+    };
+    let agent = shared
+        .settings
+        .registry
+        .find(&name)
+        .map_err(|e| PlanError::UnknownDriver {
+            name: e.name,
+            known: e.known,
+        })?;
+    match &config.plan {
+        None => {
+            config.plan = Some(vec![PlanStep {
+                agent_name: name,
+                team: agent.team().to_owned(),
+                task: query.to_owned(),
+                description: query.to_owned(),
+                timeout: config.limits.agent_timeout_ms.div_ceil(1000),
+                retry_count: config.max_retries,
+                ..PlanStep::default()
+            }]);
+            Ok(())
+        }
+        Some(steps) if steps.len() == 1 && steps[0].agent_name == name => Ok(()),
+        Some(_) => Err(PlanError::PlanBesideAgent { agent: name }),
+    }
 }
 
 /// Starts a run: validates the request, records `RunStarted` (acknowledged once durable) and
@@ -143,8 +181,9 @@ pub(crate) async fn start(shared: &Arc<Shared>, run_id: RunId, req: StartRun) ->
     }
     check_query(&req.query)?;
     let query = req.query.trim();
-    let config = config_of(shared, &req);
+    let mut config = config_of(shared, &req);
     check_approval_timeout(&config)?;
+    agent_mode(shared, &mut config, query)?;
     if let Some(plan) = &config.plan {
         check_plan(shared, plan)?;
     }
@@ -267,7 +306,9 @@ pub fn is_settled(s: &RunState) -> bool {
         || (!sup.pending_approval_ids.is_empty()
             && sup.planning_state.as_ref().is_none_or(|p| {
                 p.todos.iter().all(|t| {
-                    t.status != chronicle_schemas::TodoStatus::InProgress || waits_on_tool(t)
+                    t.status != chronicle_schemas::TodoStatus::InProgress
+                        || waits_on_tool(t)
+                        || t.planned_by().is_some()
                 })
             }))
 }
@@ -297,6 +338,13 @@ pub(crate) async fn run_child(
         .map_err(|e| fail(e.into()))?
         .is_none()
     {
+        let depth_max = shared.settings.subagent_depth_max;
+        if ctx.config.subagent_depth >= depth_max {
+            return Err(format!(
+                "sub-agent depth limit of {depth_max} reached: this run is {} level(s) below its root run, so it cannot delegate further",
+                ctx.config.subagent_depth
+            ));
+        }
         let mut start_child = child_request(shared, ctx, &req)?;
         // A child belongs to its parent's owner, and works for the parent's user.
         let parent = state(shared, ctx.run_id, None).map_err(fail)?.supervisor;
@@ -318,6 +366,7 @@ pub(crate) async fn run_child(
         RunStatus::Completed => Ok(json!({
             "run_id": child,
             "status": "completed",
+            "answer": s.final_response.as_ref().and_then(|r| r.get("answer")),
             "final_response": s.final_response,
         })),
         status => Err(format!(
@@ -330,8 +379,8 @@ pub(crate) async fn run_child(
     }
 }
 
-/// The child's request: the parent's config and workspace, and a one-step plan when the call
-/// names the agent to run.
+/// The child's request: the parent's config and workspace, one level deeper; when the call names
+/// the agent to run, the child is that agent's run (agent mode), with the call's input.
 fn child_request(
     shared: &Shared,
     ctx: &ToolContext,
@@ -344,6 +393,8 @@ fn child_request(
             .clone()
             .unwrap_or_else(|| ctx.session_id.clone()),
     );
+    config.subagent_depth += 1;
+    config.agent.clone_from(&req.agent);
     config.plan = match &req.agent {
         None => None,
         Some(name) => {

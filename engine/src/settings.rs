@@ -13,6 +13,9 @@ use crate::planner::{NoPlanner, Planner};
 use crate::texts::{English, Texts};
 use crate::tools::ToolRegistry;
 
+/// The default of [`Settings::subagent_depth_max`].
+pub const SUBAGENT_DEPTH_MAX_DEFAULT: u32 = 3;
+
 #[derive(Clone)]
 pub struct Settings {
     /// The config a run gets when its request leaves a field out (the server default).
@@ -42,6 +45,9 @@ pub struct Settings {
     /// Tool outputs larger than this (as JSON) are written to a file in the workspace and the
     /// call returns its path instead.
     pub tool_output_offload_bytes: usize,
+    /// How many levels of sub-agent runs (`task` calls) may nest below a root run: a run this
+    /// deep cannot start another.
+    pub subagent_depth_max: u32,
 }
 
 impl std::fmt::Debug for Settings {
@@ -75,6 +81,7 @@ impl Default for Settings {
             bus_buffer_events: 128,
             inline_payload_bytes_max: 16 * 1024,
             tool_output_offload_bytes: 16 * 1024,
+            subagent_depth_max: SUBAGENT_DEPTH_MAX_DEFAULT,
         }
     }
 }

@@ -64,6 +64,11 @@ pub enum Text<'a> {
         round: u32,
         agents: &'a [String],
     },
+    /// A model's evaluation added these agents to the plan.
+    EvaluationAdded {
+        round: u32,
+        agents: &'a [String],
+    },
     Aggregated {
         agents: usize,
     },
@@ -178,6 +183,12 @@ impl Texts for English {
             Text::RetryRound { round, agents } => {
                 format!(
                     "retrying as evaluated (round {round}): {}",
+                    agents.join(", ")
+                )
+            }
+            Text::EvaluationAdded { round, agents } => {
+                format!(
+                    "the evaluation adds to the plan (round {round}): {}",
                     agents.join(", ")
                 )
             }

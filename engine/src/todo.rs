@@ -1,5 +1,6 @@
 //! The TODO state machine around the one transition table (`TodoStatus::can_transition_to`):
-//! seed 000's plan → TODO converter, legality checks, and which TODOs are ready or blocked.
+//! seed 000's plan → TODO converter, legality checks, which TODOs are ready or blocked, and an
+//! agent's own plan (`write_todos` in agent mode, [`agent_plan`]).
 
 use std::collections::HashMap;
 
@@ -13,6 +14,22 @@ use chronicle_wire::TodoSummary;
 use crate::agents::Registry;
 use crate::texts::{Text, Texts};
 use crate::{Error, Result};
+
+mod agent_plan;
+
+pub use agent_plan::{AgentPlan, agent_plan};
+
+/// The metadata key of the TODO whose agent drives the run (agent mode): its `write_todos` is
+/// the run's TODO list.
+pub const DRIVES_RUN: &str = "drives_run";
+
+/// Whether `t` is the TODO of the agent that drives its run.
+pub fn drives_run(t: &SupervisorTodo) -> bool {
+    t.metadata
+        .get(DRIVES_RUN)
+        .and_then(serde_json::Value::as_bool)
+        == Some(true)
+}
 
 /// The plan → TODO converter of the original system, exactly: ids `todo_001…`, dependencies
 /// mapped from agent names to the ids of *earlier* steps (unknown or later ones are dropped),
@@ -100,10 +117,16 @@ pub struct Readiness {
     pub blocked: Vec<(TodoId, String)>,
 }
 
+/// Pending TODOs sorted by whether they may start. TODOs an agent planned are its own: the
+/// engine starts none of them.
 pub fn readiness(p: &PlanningState) -> Readiness {
     let status: HashMap<&TodoId, &SupervisorTodo> = p.todos.iter().map(|t| (&t.id, t)).collect();
     let mut out = Readiness::default();
-    for t in p.todos.iter().filter(|t| t.status == TodoStatus::Pending) {
+    for t in p
+        .todos
+        .iter()
+        .filter(|t| t.status == TodoStatus::Pending && t.planned_by().is_none())
+    {
         let mut ready = true;
         let mut blocked = None;
         for dep in &t.dependencies {

@@ -232,6 +232,7 @@ pub fn scenario_1_events() -> Vec<Event> {
             retry_agents: vec![],
             feedback: "모든 작업이 완료되었습니다".into(),
             source: Source::Rules,
+            add_agents: vec![],
         },
         checkpoint(8, "evaluate", 2),
         Event::PhaseChanged { phase: Phase::Aggregation },

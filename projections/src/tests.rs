@@ -256,6 +256,7 @@ fn materialize(ops: Vec<Op>) -> Vec<Event> {
                 retry_agents: vec!["analysis_team".into()],
                 feedback: "more".into(),
                 source: Default::default(),
+                add_agents: vec![],
             },
             Op::Aggregate => Event::ResultsAggregated {
                 aggregated: json!({"n": seq}),

@@ -112,4 +112,15 @@ pub struct RunConfig {
     /// run works in its parent's workspace.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub workspace_session: Option<crate::SessionId>,
+    /// Agent mode: this agent drives the whole run (its one TODO; its `write_todos` is the run's
+    /// TODO list, its answer the run's). `None`: the supervisor plans.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+    /// How many `task` calls deep below its root run this run is (0 for a root run).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub subagent_depth: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }

@@ -49,18 +49,26 @@ pub enum Source {
     Request,
 }
 
-/// Who did something: the engine, or an authenticated principal. Shown as `engine` / `user:<id>`.
+/// Who did something: the engine, an authenticated principal, an agent (a model's own TODO
+/// list), or a model's evaluation. Shown as `engine` / `user:<id>` / `agent:<name>` / `llm`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(into = "String", try_from = "String")]
 pub enum Actor {
     #[default]
     Engine,
     User(String),
+    /// An agent acting on the run's TODO list (`write_todos` in agent mode).
+    Agent(String),
+    /// A model's evaluation adjusting the plan.
+    Llm,
 }
 
 impl Actor {
     pub fn user(id: impl Into<String>) -> Self {
         Actor::User(id.into())
+    }
+    pub fn agent(name: impl Into<String>) -> Self {
+        Actor::Agent(name.into())
     }
 }
 
@@ -69,6 +77,8 @@ impl fmt::Display for Actor {
         match self {
             Actor::Engine => f.write_str("engine"),
             Actor::User(u) => write!(f, "user:{u}"),
+            Actor::Agent(a) => write!(f, "agent:{a}"),
+            Actor::Llm => f.write_str("llm"),
         }
     }
 }
@@ -84,10 +94,16 @@ impl TryFrom<String> for Actor {
     fn try_from(s: String) -> Result<Self, String> {
         if s == "engine" {
             Ok(Actor::Engine)
+        } else if s == "llm" {
+            Ok(Actor::Llm)
         } else if let Some(u) = s.strip_prefix("user:") {
             Ok(Actor::User(u.to_owned()))
+        } else if let Some(a) = s.strip_prefix("agent:") {
+            Ok(Actor::Agent(a.to_owned()))
         } else {
-            Err(format!("actor must be `engine` or `user:<id>`, got {s:?}"))
+            Err(format!(
+                "actor must be `engine`, `user:<id>`, `agent:<name>` or `llm`, got {s:?}"
+            ))
         }
     }
 }
@@ -132,6 +148,28 @@ impl Default for Payload {
     fn default() -> Self {
         Payload::Inline(Value::Null)
     }
+}
+
+/// Where an agent's model call sits in its attempt. Model calls and tool calls share one
+/// numbering (the order the agent makes them), so a re-execution of the attempt finds each
+/// recorded answer at the same position.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelTurn {
+    pub todo_id: TodoId,
+    pub attempt: u32,
+    pub index: u32,
+    /// How many of a person's changes to the agent's TODO list the model has been told of,
+    /// this call's notice included.
+    #[serde(default)]
+    pub plan_edits_seen: u32,
+}
+
+/// Token counts a model server reports for one call.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenUsage {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    pub total_tokens: u64,
 }
 
 /// One step of an execution plan (seed 000's `ExecutionStep`), before it becomes a TODO.
@@ -284,6 +322,10 @@ pub enum Event {
         error: Option<String>,
         duration_ms: u64,
     },
+    /// A model call. A planner's: `response` is the answer's text. An agent's (a turn of its
+    /// tool-calling loop, `turn` set): `prompt_hash` is the hash of the whole request
+    /// (conversation, tools, model), and `response` the whole answer — `{content, reasoning,
+    /// tool_calls: [{id, name, arguments}], finish_reason}` — inline or in a blob.
     LlmCalled {
         purpose: String,
         model: String,
@@ -292,6 +334,14 @@ pub enum Event {
         duration_ms: u64,
         #[serde(default)]
         error: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        turn: Option<ModelTurn>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        usage: Option<TokenUsage>,
+        /// What the host added to the conversation before the call (a person's changes to the
+        /// agent's TODO list), so a re-execution adds the same.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        notice: Option<String>,
     },
     EvaluationRecorded {
         quality_score: f64,
@@ -302,6 +352,10 @@ pub enum Event {
         #[serde(default)]
         feedback: String,
         source: Source,
+        /// Agents the evaluation adds to the plan (a model judging that more is needed, like the
+        /// original system's additional search); each becomes a TODO added by `llm`.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        add_agents: Vec<String>,
     },
     ResultsAggregated {
         aggregated: Value,

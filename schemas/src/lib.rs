@@ -34,16 +34,17 @@ pub use envelope::{
     external_stub, parse_external_stub, peek_record_header,
 };
 pub use event::{
-    Actor, BlobRef, Event, OWNER_OF_OLD_RUNS, ParentLink, Payload, Phase, PlanStep,
-    QUERY_CHARS_MAX, Source,
+    Actor, BlobRef, Event, ModelTurn, OWNER_OF_OLD_RUNS, ParentLink, Payload, Phase, PlanStep,
+    QUERY_CHARS_MAX, Source, TokenUsage,
 };
 pub use hash::{Hash, chain_hash};
 pub use ids::{
     ApprovalId, CheckpointId, RunId, SESSION_ID_CHARS_MAX, SessionId, TodoId, ToolCallId,
 };
 pub use state::{
-    AnalysisTeamState, DocumentTeamState, Evaluation, ExecutionStepState, PlanningState, RunStatus,
-    SearchTeamState, SupervisorState, SupervisorTodo, TeamState, TodoPriority, TodoStatus,
-    ToolCallState, ToolCallStatus,
+    AgentStart, AnalysisTeamState, DocumentTeamState, Evaluation, ExecutionStepState,
+    ModelTurnState, PLANNED_BY, PlanEdit, PlanningState, RunStatus, SearchTeamState,
+    SupervisorState, SupervisorTodo, TeamState, TodoPriority, TodoStatus, ToolCallState,
+    ToolCallStatus,
 };
 pub use time::Timestamp;

@@ -4,9 +4,9 @@
 use serde_json::json;
 
 use crate::{
-    Actor, ApprovalId, BlobRef, CheckpointId, Decision, Event, Hash, HitlMode, ParentLink, Payload,
-    Phase, PlanStep, RunConfig, RunId, SessionId, Source, Strategy, Subject, SupervisorTodo,
-    Timestamp, TodoId, TodoPriority, TodoStatus, ToolCallId,
+    Actor, ApprovalId, BlobRef, CheckpointId, Decision, Event, Hash, HitlMode, ModelTurn,
+    ParentLink, Payload, Phase, PlanStep, RunConfig, RunId, SessionId, Source, Strategy, Subject,
+    SupervisorTodo, Timestamp, TodoId, TodoPriority, TodoStatus, TokenUsage, ToolCallId,
 };
 
 /// Every variant name, in declaration order.
@@ -59,6 +59,8 @@ pub fn sample_events() -> Vec<Event> {
                 max_retries: 2,
                 approval_timeout_ms: Some(60_000),
                 agent_catalogue_version: "builtin-1".into(),
+                agent: Some("analyst".into()),
+                subagent_depth: 1,
                 ..RunConfig::default()
             },
             parent: Some(ParentLink {
@@ -187,6 +189,18 @@ pub fn sample_events() -> Vec<Event> {
             response: Payload::Inline(json!("{\"intent_type\":\"search\"}")),
             duration_ms: 420,
             error: Some("bad json".into()),
+            turn: Some(ModelTurn {
+                todo_id: todo.clone(),
+                attempt: 1,
+                index: 2,
+                plan_edits_seen: 1,
+            }),
+            usage: Some(TokenUsage {
+                prompt_tokens: 10,
+                completion_tokens: 5,
+                total_tokens: 15,
+            }),
+            notice: Some("todo_002 was skipped by user:alice".into()),
         },
         Event::EvaluationRecorded {
             quality_score: 0.8,
@@ -195,6 +209,7 @@ pub fn sample_events() -> Vec<Event> {
             retry_agents: vec!["analysis_team".into()],
             feedback: "분석 결과 부족".into(),
             source: Source::Rules,
+            add_agents: vec!["market_analysis".into()],
         },
         Event::ResultsAggregated {
             aggregated: json!({"search_team": {"total_results": 3}}),
@@ -328,15 +343,33 @@ mod tests {
 
     /// Old logs keep decoding: the frozen v1 records decode to today's samples (fields added
     /// since then take their defaults, which the samples leave at default — except a run's
-    /// `owner`, which v1 did not record: such a run belongs to [`OWNER_OF_OLD_RUNS`]).
+    /// `owner`, which v1 did not record: such a run belongs to [`OWNER_OF_OLD_RUNS`]; its config's
+    /// `agent` and `subagent_depth` (a supervisor's root run); and a
+    /// model call's `turn`, `usage` and `notice`, which v1 did not record: a planner's call; and
+    /// an evaluation's `add_agents`).
     #[test]
     fn v1_records_still_decode() {
         let old = decode_all(V1);
         let mut now = sample_envelopes();
         for n in &mut now {
-            if let Event::RunStarted { owner, .. } = &mut n.event {
+            if let Event::RunStarted { owner, config, .. } = &mut n.event {
                 assert!(owner.is_some(), "the sample records an owner");
                 *owner = None;
+                (config.agent, config.subagent_depth) = (None, 0);
+            }
+            if let Event::LlmCalled {
+                turn,
+                usage,
+                notice,
+                ..
+            } = &mut n.event
+            {
+                assert!(turn.is_some() && usage.is_some() && notice.is_some());
+                (*turn, *usage, *notice) = (None, None, None);
+            }
+            if let Event::EvaluationRecorded { add_agents, .. } = &mut n.event {
+                assert!(!add_agents.is_empty());
+                add_agents.clear();
             }
         }
         assert_eq!(old.len(), now.len());

@@ -9,9 +9,14 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::{
-    ApprovalId, CheckpointId, ParentLink, Payload, Phase, RunConfig, SessionId, Source, Timestamp,
-    TodoId, ToolCallId,
+    Actor, ApprovalId, CheckpointId, Hash, ParentLink, Payload, Phase, RunConfig, SessionId,
+    Source, Timestamp, TodoId, TokenUsage, ToolCallId,
 };
+
+/// The metadata key of a TODO an agent planned (`write_todos` in agent mode): the id of the TODO
+/// whose agent planned it. Such a TODO is the agent's plan, shown and edited like any other, but
+/// the engine neither starts it nor waits for it.
+pub const PLANNED_BY: &str = "planned_by";
 
 /// A TODO's status; `TodoStatus::can_transition_to` is the one table of legal transitions.
 #[derive(
@@ -174,6 +179,11 @@ impl SupervisorTodo {
             .and_then(Value::as_bool)
             .unwrap_or(false)
     }
+    /// The TODO whose agent planned this one (see [`PLANNED_BY`]); `None` for the supervisor's
+    /// own TODOs.
+    pub fn planned_by(&self) -> Option<&str> {
+        self.metadata.get(PLANNED_BY).and_then(Value::as_str)
+    }
 }
 
 /// Seed 001's `ExecutionStepState`: the TODO as the progress UI sees it.
@@ -327,6 +337,8 @@ pub struct Evaluation {
     pub retry_agents: Vec<String>,
     pub feedback: String,
     pub source: Source,
+    /// Agents the evaluation adds to the plan.
+    pub add_agents: Vec<String>,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -360,6 +372,48 @@ pub struct ToolCallState {
     /// What the call runs with once a human approved it (`edit`: the edited args).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub effective_args: Option<Value>,
+}
+
+/// One model call of an agent (a turn of its tool-calling loop), as recorded in `LlmCalled`: what
+/// a re-execution of the attempt is answered with at the same position.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ModelTurnState {
+    pub todo_id: TodoId,
+    pub attempt: u32,
+    pub index: u32,
+    /// The hash of the request as the agent made it.
+    pub prompt_hash: Hash,
+    pub model: String,
+    /// The whole answer (`{content, reasoning, tool_calls, finish_reason}`).
+    pub response: Payload,
+    pub error: Option<String>,
+    pub notice: Option<String>,
+    pub usage: Option<TokenUsage>,
+    pub duration_ms: u64,
+}
+
+/// A person's change to a TODO an agent planned, which the agent is told of on its next turn.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PlanEdit {
+    pub todo_id: TodoId,
+    pub from: TodoStatus,
+    pub to: TodoStatus,
+    pub by: Actor,
+    pub reason: Option<String>,
+}
+
+/// Where an agent's latest start of an attempt began numbering its calls: positions before
+/// `first_index` were recorded by an earlier start of the same attempt (before a crash or a
+/// restore). A tool call the model asked for in such a turn and that has no record was never
+/// made: the host answers it as cancelled.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct AgentStart {
+    pub todo_id: TodoId,
+    pub attempt: u32,
+    pub first_index: u32,
 }
 
 /// The run's lifecycle as the API reports it.
@@ -451,6 +505,14 @@ pub struct SupervisorState {
     /// `EvaluationRecorded` events on the effective history.
     pub evaluation_rounds: u32,
     pub tool_calls: Vec<ToolCallState>,
+    /// Agents' model calls (their tool-calling loops' turns), in the order recorded.
+    pub model_turns: Vec<ModelTurnState>,
+    /// A person's changes to TODOs an agent planned, oldest first, and how many of them the
+    /// planning agent has been told of.
+    pub plan_edits: Vec<PlanEdit>,
+    pub plan_edits_told: u32,
+    /// Each TODO's latest agent start (see [`AgentStart`]).
+    pub agent_starts: Vec<AgentStart>,
     pub last_checkpoint_id: Option<CheckpointId>,
     pub last_reasoning: Option<String>,
     pub interrupt_reason: Option<String>,

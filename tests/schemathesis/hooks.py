@@ -1,11 +1,12 @@
 """What JSON Schema cannot say about Chronicle's requests, told to schemathesis's generator.
 
-A fixed plan's step may depend only on agents that the same plan runs (the server refuses other
-dependencies with 422, before anything is written). That is a rule between two fields, which
-JSON Schema cannot state, so a generated plan would be refused although it fits the document.
-The hook drops, from each generated plan, the dependencies that name no agent of the plan; it
-keeps everything else as generated, values of the wrong type included, so requests that do not
-fit the document are still sent as they are.
+A fixed plan's step may depend only on agents that the same plan runs, and in agent mode (an
+`agent`) a plan may only be that agent's one step (the server refuses others with 422, before
+anything is written). Those are rules between fields, which JSON Schema cannot state, so a
+generated request would be refused although it fits the document. The hook drops, from each
+generated plan, the dependencies that name no agent of the plan, and the plan beside an agent;
+it keeps everything else as generated, values of the wrong type included, so requests that do
+not fit the document are still sent as they are.
 """
 
 import schemathesis
@@ -17,7 +18,13 @@ def map_case(context, case):
     # phase builds its cases otherwise.
     if case.operation.path == "/api/v1/agent/run":
         _plan_dependencies_in_plan(case.body)
+        _no_plan_beside_an_agent(case.body)
     return case
+
+
+def _no_plan_beside_an_agent(body):
+    if isinstance(body, dict) and isinstance(body.get("agent"), str):
+        body.pop("plan", None)
 
 
 def _plan_dependencies_in_plan(body):

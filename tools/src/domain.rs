@@ -19,14 +19,29 @@ pub enum Domain {
     Generic,
 }
 
-#[derive(Clone, Debug, Default, clap::Args)]
+#[derive(Clone, Debug, clap::Args)]
 pub struct DomainArgs {
     /// The domain: its agents, its planner and its language.
     #[arg(long, env = "CHRONICLE_DOMAIN", value_enum, default_value_t)]
     pub domain: Domain,
-    /// TOML file of `http` agents (`[[agent]]` tables) to add to the domain's own.
+    /// TOML file of agents (`[[agent]]` tables, `kind` http or llm) to add to the domain's own.
     #[arg(long, env = "CHRONICLE_AGENTS", value_name = "FILE")]
     pub agents: Option<PathBuf>,
+    /// How many levels of sub-agent runs (`task` calls) may nest below a run: a run this deep
+    /// cannot delegate further.
+    #[arg(long, env = "CHRONICLE_SUBAGENT_DEPTH_MAX", value_name = "LEVELS",
+          default_value_t = chronicle_engine::SUBAGENT_DEPTH_MAX_DEFAULT)]
+    pub subagent_depth_max: u32,
+}
+
+impl Default for DomainArgs {
+    fn default() -> Self {
+        Self {
+            domain: Domain::default(),
+            agents: None,
+            subagent_depth_max: chronicle_engine::SUBAGENT_DEPTH_MAX_DEFAULT,
+        }
+    }
 }
 
 /// Only the environment variables of [`DomainArgs`].
@@ -37,25 +52,28 @@ struct FromEnv {
 }
 
 impl DomainArgs {
-    /// `CHRONICLE_DOMAIN` and `CHRONICLE_AGENTS`, for commands without the flags.
+    /// `CHRONICLE_DOMAIN`, `CHRONICLE_AGENTS` and `CHRONICLE_SUBAGENT_DEPTH_MAX`, for commands
+    /// without the flags.
     pub fn from_env() -> anyhow::Result<DomainArgs> {
         Ok(FromEnv::try_parse_from(["chronicle"])
-            .context("reading CHRONICLE_DOMAIN / CHRONICLE_AGENTS")?
+            .context("reading CHRONICLE_DOMAIN / CHRONICLE_AGENTS / CHRONICLE_SUBAGENT_DEPTH_MAX")?
             .domain)
     }
 
     /// The engine settings: a model from the environment when one is configured, the domain,
     /// and the `http` agents of `--agents`.
     pub fn settings(&self) -> anyhow::Result<Settings> {
-        let settings = Settings::from_env()?;
+        let mut settings = Settings::from_env()?;
+        settings.subagent_depth_max = self.subagent_depth_max;
         let mut settings = match self.domain {
             Domain::Realestate => chronicle_realestate::install(settings),
             Domain::Generic => chronicle_generic::install(settings),
         };
         if let Some(path) = &self.agents {
-            let n = chronicle_generic::load_agents_file(&mut settings.registry, path)
-                .with_context(|| format!("loading agents from {}", path.display()))?;
-            tracing::info!(agents = n, "loaded http agents");
+            let n =
+                chronicle_generic::load_agents_file(&mut settings.registry, path, &settings.tools)
+                    .with_context(|| format!("loading agents from {}", path.display()))?;
+            tracing::info!(agents = n, "loaded agents");
         }
         if settings.registry.is_empty() {
             tracing::warn!("no agents are registered: every run will answer that no agent could");

@@ -30,6 +30,7 @@ Examples:
   chronicle run --hitl every_todo \"강남구 아파트 시세 조회\"
   chronicle run --json --strategy dag \"강남구 아파트 시세 조회\" | jq .data.kind
   chronicle run --server http://127.0.0.1:8080 --token $TOKEN \"강남구 아파트 시세 조회\"
+  CHRONICLE_AGENTS=agents.toml chronicle run --agent analyst \"Summarise the sales notes\"
 
 When the run asks for an approval and stdin is a terminal, you answer on the terminal:
   a | approve             approve
@@ -59,6 +60,10 @@ pub struct RunArgs {
     /// Execution strategy instead of the plan's: sequential | parallel | dag.
     #[arg(long, value_name = "STRATEGY")]
     strategy: Option<String>,
+    /// Agent mode: this agent (e.g. an `llm` agent of CHRONICLE_AGENTS) drives the whole run
+    /// instead of the supervisor planning; its TODO list is the run's, its answer the run's.
+    #[arg(long, value_name = "NAME")]
+    agent: Option<String>,
     /// JSON Lines on stdout: {"type":"event","data":<SSE data + "event": its name>} per event,
     /// then one {"type":"result"} (or {"type":"waiting"}).
     #[arg(long)]
@@ -90,6 +95,7 @@ pub fn run(args: &RunArgs, out: &mut dyn Write) -> anyhow::Result<Outcome> {
         hitl,
         strategy,
         session: None,
+        agent: args.agent.clone(),
     };
     let result = Runner {
         rt: &rt,

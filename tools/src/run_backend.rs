@@ -36,6 +36,8 @@ pub struct StartReq {
     pub hitl: Option<HitlMode>,
     pub strategy: Option<Strategy>,
     pub session: Option<SessionId>,
+    /// Agent mode: this agent drives the run.
+    pub agent: Option<String>,
 }
 
 #[derive(Debug)]
@@ -90,6 +92,7 @@ impl Backend {
                         session_id: req.session,
                         hitl: req.hitl,
                         strategy: req.strategy,
+                        agent: req.agent,
                         ..StartRun::default()
                     })
                     .await?;
@@ -101,6 +104,7 @@ impl Backend {
                         hitl: req.hitl,
                         strategy: req.strategy,
                         session_id: req.session.map(|s| s.0),
+                        agent: req.agent,
                         ..RunRequest::new(req.query)
                     })
                     .await?;

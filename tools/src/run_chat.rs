@@ -163,6 +163,7 @@ impl Chat<'_> {
             hitl: self.hitl,
             strategy: self.strategy,
             session: Some(self.session.clone()),
+            agent: None,
         };
         let (run, _) = match self.rt.block_on(self.backend.start(req)) {
             Ok(started) => started,

@@ -272,6 +272,25 @@ fn text(s: &str) -> String {
     one_line(s, TEXT_CHARS_MAX)
 }
 
+/// What a model's turn answered: the tools it called, or the start of its answer.
+fn turn_brief(response: &Payload) -> String {
+    let Some(v) = response.inline() else {
+        return payload_brief(response);
+    };
+    let names: Vec<&str> = v["tool_calls"]
+        .as_array()
+        .map(|calls| calls.iter().filter_map(|c| c["name"].as_str()).collect())
+        .unwrap_or_default();
+    if names.is_empty() {
+        format!(
+            "answer: {}",
+            text(v["content"].as_str().unwrap_or_default())
+        )
+    } else {
+        format!("calls {}", names.join(", "))
+    }
+}
+
 /// What an event says, in a few words.
 pub fn summary(e: &Event) -> String {
     match e {
@@ -282,6 +301,9 @@ pub fn summary(e: &Event) -> String {
             ..
         } => {
             let mut s = format!("hitl {} \"{}\"", config.hitl.as_str(), text(query));
+            if let Some(agent) = &config.agent {
+                s.push_str(&format!(" (agent mode: {agent})"));
+            }
             if let Some(p) = parent {
                 s.push_str(&format!(" (sub-run of {})", p.run_id));
             }
@@ -408,14 +430,33 @@ pub fn summary(e: &Event) -> String {
             model,
             duration_ms,
             error,
+            turn,
+            response,
+            notice,
             ..
-        } => match error {
-            Some(e) => format!(
-                "{purpose} via {model} failed in {duration_ms} ms: {}",
-                text(e)
-            ),
-            None => format!("{purpose} via {model} in {duration_ms} ms"),
-        },
+        } => {
+            let at = turn.as_ref().map_or_else(String::new, |t| {
+                format!(" {}#{} (attempt {})", t.todo_id, t.index, t.attempt)
+            });
+            match error {
+                Some(e) => format!(
+                    "{purpose}{at} via {model} failed in {duration_ms} ms: {}",
+                    text(e)
+                ),
+                None if turn.is_some() => {
+                    let told = if notice.is_some() {
+                        " (told of a person's changes)"
+                    } else {
+                        ""
+                    };
+                    format!(
+                        "{purpose}{at} via {model} in {duration_ms} ms{told} → {}",
+                        turn_brief(response)
+                    )
+                }
+                None => format!("{purpose} via {model} in {duration_ms} ms"),
+            }
+        }
         Event::EvaluationRecorded {
             quality_score,
             completeness,
@@ -886,5 +927,50 @@ mod tests {
             "{line}"
         );
         assert_eq!(one_line("abcdef", 4), "abc…");
+    }
+
+    #[test]
+    fn an_agents_model_turn_shows_its_position_and_what_it_asked_for() {
+        let turn = |response: serde_json::Value, notice: Option<&str>| {
+            let env = envelope(
+                12,
+                Event::LlmCalled {
+                    purpose: "agent:analyst".into(),
+                    model: "m".into(),
+                    prompt_hash: Hash::ZERO,
+                    response: chronicle_schemas::Payload::Inline(response),
+                    duration_ms: 5,
+                    error: None,
+                    turn: Some(chronicle_schemas::ModelTurn {
+                        todo_id: TodoId::from("todo_001"),
+                        attempt: 1,
+                        index: 3,
+                        plan_edits_seen: 0,
+                    }),
+                    usage: None,
+                    notice: notice.map(str::to_owned),
+                },
+            );
+            anstream::adapter::strip_str(&event_line(&env, None)).to_string()
+        };
+        let calls = serde_json::json!({"content": null, "tool_calls": [
+            {"id": "c1", "name": "write_file", "arguments": "{}"},
+            {"id": "c2", "name": "read_file", "arguments": "{}"},
+        ]});
+        let line = turn(calls, None);
+        assert!(
+            line.ends_with(
+                "agent:analyst todo_001#3 (attempt 1) via m in 5 ms → calls write_file, read_file"
+            ),
+            "{line}"
+        );
+        let line = turn(
+            serde_json::json!({"content": "All done."}),
+            Some("a person skipped todo_004"),
+        );
+        assert!(
+            line.ends_with("via m in 5 ms (told of a person's changes) → answer: All done."),
+            "{line}"
+        );
     }
 }

@@ -48,6 +48,10 @@ pub struct RunRequest {
     /// A fixed plan to execute instead of planning.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plan: Option<Vec<PlanStepRequest>>,
+    /// Agent mode: this agent drives the whole run (its TODO list is the run's, its answer the
+    /// run's) instead of the supervisor planning. A `plan` beside it may only be its one step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
 }
 
 /// One step of a fixed plan: the agent that runs it (by name), and optionally what the step is,

@@ -1,15 +1,18 @@
-//! `http` agents: external services configured in TOML. The engine POSTs the agent contract's
-//! request (`chronicle.agent.v1`: the TODO's context and input) and records the JSON reply as the
-//! agent's result.
+//! Agents declared in TOML (`[[agent]]` tables), of two kinds: `http` agents, external services
+//! the engine POSTs the agent contract's request to (`chronicle.agent.v1`: the TODO's context and
+//! input) and whose JSON reply is the agent's result; and `llm` agents, whose work is a
+//! tool-calling loop over the configured model (the engine's [`LlmAgent`]; their prompt and
+//! settings are read in `llm.rs`).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use chronicle_engine::agents::{
-    Agent, AgentContext, AgentError, AgentInfo, AgentOutput, AlreadyRegistered, Registry,
-    RoutingHints,
+    Agent, AgentContext, AgentError, AgentInfo, AgentOutput, AlreadyRegistered, LlmAgent,
+    LlmAgentError, Registry, RoutingHints,
 };
+use chronicle_engine::tools::ToolRegistry;
 use chronicle_schemas::contract::{AGENT_CONTRACT, AgentRequest};
 use serde::Deserialize;
 use serde_json::Value;
@@ -68,6 +71,26 @@ pub enum ConfigError {
     AlreadyRegistered(#[from] AlreadyRegistered),
     #[error("agent `{name}`: cannot build an HTTP client: {message}")]
     Client { name: String, message: String },
+    #[error("agent `{name}`: kind {kind:?} is not http or llm")]
+    UnknownKind { name: String, kind: String },
+    #[error("agent `{name}`: `{field}` is not a field of {kind} agents")]
+    NotForKind {
+        name: String,
+        field: &'static str,
+        kind: &'static str,
+    },
+    #[error("agent `{name}` (llm) needs `system_prompt` or `system_prompt_file`")]
+    NoPrompt { name: String },
+    #[error("agent `{name}`: give `system_prompt` or `system_prompt_file`, not both")]
+    TwoPrompts { name: String },
+    #[error("agent `{name}`: system_prompt_file {path:?} {reason}")]
+    PromptFile {
+        name: String,
+        path: String,
+        reason: String,
+    },
+    #[error("agent `{name}`: {source}")]
+    Llm { name: String, source: LlmAgentError },
 }
 
 /// The file: `[[agent]]` tables.
@@ -82,18 +105,58 @@ struct ConfigFile {
 /// error, which names the agent's position, rather than the TOML parser's.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct AgentEntry {
-    name: Option<String>,
-    url: Option<String>,
-    timeout_ms: Option<u64>,
-    category: Option<String>,
-    team: Option<String>,
-    purpose: Option<String>,
+pub(crate) struct AgentEntry {
+    pub(crate) name: Option<String>,
+    /// `http` (the default) or `llm`.
+    pub(crate) kind: Option<String>,
+    pub(crate) url: Option<String>,
+    pub(crate) timeout_ms: Option<u64>,
+    pub(crate) category: Option<String>,
+    pub(crate) team: Option<String>,
+    pub(crate) purpose: Option<String>,
     /// Routing hints: words (any language) and example requests that should reach this agent.
     #[serde(default)]
-    keywords: Vec<String>,
+    pub(crate) keywords: Vec<String>,
     #[serde(default)]
-    examples: Vec<String>,
+    pub(crate) examples: Vec<String>,
+    // `llm` agents (see `llm.rs`).
+    pub(crate) system_prompt: Option<String>,
+    pub(crate) system_prompt_file: Option<String>,
+    pub(crate) tools: Option<Vec<String>>,
+    pub(crate) max_turns: Option<u32>,
+    pub(crate) max_tool_calls: Option<u32>,
+    pub(crate) model: Option<String>,
+}
+
+/// An agent a config declares.
+#[derive(Debug, Clone)]
+pub enum Declared {
+    Http(HttpAgent),
+    Llm(LlmAgent),
+}
+
+impl Declared {
+    pub fn name(&self) -> &str {
+        match self {
+            Declared::Http(a) => a.name(),
+            Declared::Llm(a) => a.name(),
+        }
+    }
+
+    fn into_agent(self) -> Arc<dyn Agent> {
+        match self {
+            Declared::Http(a) => Arc::new(a),
+            Declared::Llm(a) => Arc::new(a),
+        }
+    }
+}
+
+/// Where a config is read from: the directory its `system_prompt_file`s are relative to, and the
+/// tools its `llm` agents may name.
+#[derive(Debug, Clone, Copy)]
+pub struct ConfigPlace<'a> {
+    pub dir: &'a Path,
+    pub tools: &'a ToolRegistry,
 }
 
 /// An external agent reached over HTTP.
@@ -120,20 +183,48 @@ impl HttpAgent {
     }
 }
 
-/// Adds the `http` agents of a TOML config (`[[agent]]` tables with `name`, `url`, and optional
-/// `timeout_ms`, `category`, `team`, `purpose`, `keywords`, `examples`) to `registry`. All or
-/// nothing: on any error no agent is added; a name already registered is an error, because
-/// silently replacing an agent would change what a plan means. Returns how many were added.
+/// Adds the agents of a TOML config to `registry`: `[[agent]]` tables with `name`, an optional
+/// `kind` (`http`, the default, or `llm`), and optional `category`, `team`, `purpose`,
+/// `keywords`, `examples`; an `http` agent has `url` and optional `timeout_ms`; an `llm` agent
+/// has `system_prompt` or `system_prompt_file`, and optional `tools`, `max_turns`,
+/// `max_tool_calls` and `model`. Prompt files are read relative to the current directory and
+/// `llm` agents may name the built-in tools ([`load_agents_in`] says otherwise). All or nothing:
+/// on any error no agent is added; a name already registered is an error, because silently
+/// replacing an agent would change what a plan means. Returns how many were added.
 pub fn load_agents(registry: &mut Registry, toml_text: &str) -> Result<usize, ConfigError> {
-    let agents = parse_config(toml_text)?;
-    let agents = agents.into_iter().map(|a| Arc::new(a) as Arc<dyn Agent>);
-    Ok(registry.add_new(agents)?)
+    let tools = ToolRegistry::builtin();
+    let place = ConfigPlace {
+        dir: Path::new("."),
+        tools: &tools,
+    };
+    load_agents_in(registry, toml_text, place)
 }
 
-/// [`load_agents`] from a file.
-pub fn load_agents_file(registry: &mut Registry, path: &Path) -> Result<usize, ConfigError> {
+/// [`load_agents`] with prompt files relative to `place.dir` and the tools of `place.tools`.
+pub fn load_agents_in(
+    registry: &mut Registry,
+    toml_text: &str,
+    place: ConfigPlace<'_>,
+) -> Result<usize, ConfigError> {
+    let agents = parse_config_in(toml_text, place)?;
+    Ok(registry.add_new(agents.into_iter().map(Declared::into_agent))?)
+}
+
+/// [`load_agents`] from a file, its prompt files relative to the file's directory, its `llm`
+/// agents' tools among `tools`.
+pub fn load_agents_file(
+    registry: &mut Registry,
+    path: &Path,
+    tools: &ToolRegistry,
+) -> Result<usize, ConfigError> {
     let text = read_config(path)?;
-    load_agents(registry, &text)
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    load_agents_in(registry, &text, ConfigPlace { dir, tools })
 }
 
 /// Checks one hints list of an agent.
@@ -158,8 +249,23 @@ fn hints(name: &str, field: &'static str, list: Vec<String>) -> Result<Vec<Strin
     Ok(list)
 }
 
+/// Parses and validates a config of `http` agents only (prompt files relative to the current
+/// directory, the built-in tools); returns the agents in file order.
+#[cfg(test)]
+pub(crate) fn parse_config(toml_text: &str) -> Result<Vec<Declared>, ConfigError> {
+    let tools = ToolRegistry::builtin();
+    let place = ConfigPlace {
+        dir: Path::new("."),
+        tools: &tools,
+    };
+    parse_config_in(toml_text, place)
+}
+
 /// Parses and validates a config; returns the agents in file order.
-pub(crate) fn parse_config(toml_text: &str) -> Result<Vec<HttpAgent>, ConfigError> {
+pub(crate) fn parse_config_in(
+    toml_text: &str,
+    place: ConfigPlace<'_>,
+) -> Result<Vec<Declared>, ConfigError> {
     let file: ConfigFile = toml::from_str(toml_text).map_err(|e| {
         // `Display` of a TOML error is a multi-line snippet; one line with the position reads
         // better in a log and in a CLI's error line.
@@ -171,10 +277,10 @@ pub(crate) fn parse_config(toml_text: &str) -> Result<Vec<HttpAgent>, ConfigErro
         });
         ConfigError::Toml(format!("{}{}", at.unwrap_or_default(), e.message()))
     })?;
-    let mut out: Vec<HttpAgent> = Vec::with_capacity(file.agent.len());
-    for (i, entry) in file.agent.into_iter().enumerate() {
+    let mut out: Vec<Declared> = Vec::with_capacity(file.agent.len());
+    for (i, mut entry) in file.agent.into_iter().enumerate() {
         let index = i + 1;
-        let name = entry.name.ok_or(ConfigError::Missing {
+        let name = entry.name.take().ok_or(ConfigError::Missing {
             index,
             field: "name",
         })?;
@@ -186,64 +292,111 @@ pub(crate) fn parse_config(toml_text: &str) -> Result<Vec<HttpAgent>, ConfigErro
         if !valid_name {
             return Err(ConfigError::BadName { index, name });
         }
-        let url_text = entry.url.ok_or(ConfigError::Missing {
-            index,
-            field: "url",
-        })?;
-        let bad_url = |reason: &str| ConfigError::BadUrl {
-            name: name.clone(),
-            url: url_text.clone(),
-            reason: reason.to_owned(),
-        };
-        let url = reqwest::Url::parse(&url_text).map_err(|e| bad_url(&e.to_string()))?;
-        if !matches!(url.scheme(), "http" | "https") {
-            return Err(bad_url(&format!(
-                "scheme {} is not http or https",
-                url.scheme()
-            )));
-        }
-        if url.host_str().is_none_or(str::is_empty) {
-            return Err(bad_url("no host"));
-        }
-        let timeout_ms = entry.timeout_ms.unwrap_or(HTTP_AGENT_TIMEOUT_MS_DEFAULT);
-        if !(1..=HTTP_AGENT_TIMEOUT_MS_MAX).contains(&timeout_ms) {
-            return Err(ConfigError::BadTimeout { name, timeout_ms });
-        }
-        let category = entry.category.unwrap_or_else(|| "general".to_owned());
-        if !CATEGORIES.contains(&category.as_str()) {
-            return Err(ConfigError::BadCategory { name, category });
-        }
-        if out.iter().any(|a| a.info.name == name) {
+        if out.iter().any(|a| a.name() == name) {
             return Err(ConfigError::Duplicate { name });
         }
-        let hints = RoutingHints {
-            keywords: hints(&name, "keywords", entry.keywords)?,
-            examples: hints(&name, "examples", entry.examples)?,
+        let agent = match entry.kind.as_deref().unwrap_or("http") {
+            "http" => Declared::Http(http_agent(index, name, entry)?),
+            "llm" => Declared::Llm(crate::llm::llm_agent(name, entry, place)?),
+            other => {
+                return Err(ConfigError::UnknownKind {
+                    kind: other.to_owned(),
+                    name,
+                });
+            }
         };
-        let client = reqwest::Client::builder()
-            .timeout(Duration::from_millis(timeout_ms))
-            .build()
-            .map_err(|e| ConfigError::Client {
-                name: name.clone(),
-                message: e.to_string(),
-            })?;
-        let purpose = entry.purpose.unwrap_or_else(|| {
-            format!(
-                "external http agent at {}",
-                url.host_str().unwrap_or_default()
-            )
-        });
-        let team = entry.team.unwrap_or_else(|| "external".to_owned());
-        out.push(HttpAgent {
-            info: AgentInfo::new(&name, &team, &purpose)
-                .with_category(&category)
-                .with_hints(hints),
-            url,
-            timeout_ms,
-            client,
-        });
+        out.push(agent);
     }
     Ok(out)
+}
+
+/// What every kind declares about itself: purpose, team, category and routing hints.
+pub(crate) fn info(
+    name: &str,
+    entry: &mut AgentEntry,
+    default_team: &str,
+    default_purpose: impl FnOnce() -> String,
+) -> Result<AgentInfo, ConfigError> {
+    let category = entry
+        .category
+        .take()
+        .unwrap_or_else(|| "general".to_owned());
+    if !CATEGORIES.contains(&category.as_str()) {
+        return Err(ConfigError::BadCategory {
+            name: name.to_owned(),
+            category,
+        });
+    }
+    let hints = RoutingHints {
+        keywords: hints(name, "keywords", std::mem::take(&mut entry.keywords))?,
+        examples: hints(name, "examples", std::mem::take(&mut entry.examples))?,
+    };
+    let purpose = entry.purpose.take().unwrap_or_else(default_purpose);
+    let team = entry.team.take().unwrap_or_else(|| default_team.to_owned());
+    Ok(AgentInfo::new(name, &team, &purpose)
+        .with_category(&category)
+        .with_hints(hints))
+}
+
+/// One `http` agent of a config.
+fn http_agent(index: usize, name: String, mut entry: AgentEntry) -> Result<HttpAgent, ConfigError> {
+    let not_for = |field| ConfigError::NotForKind {
+        name: name.clone(),
+        field,
+        kind: "http",
+    };
+    for (set, field) in [
+        (entry.system_prompt.is_some(), "system_prompt"),
+        (entry.system_prompt_file.is_some(), "system_prompt_file"),
+        (entry.tools.is_some(), "tools"),
+        (entry.max_turns.is_some(), "max_turns"),
+        (entry.max_tool_calls.is_some(), "max_tool_calls"),
+        (entry.model.is_some(), "model"),
+    ] {
+        if set {
+            return Err(not_for(field));
+        }
+    }
+    let url_text = entry.url.take().ok_or(ConfigError::Missing {
+        index,
+        field: "url",
+    })?;
+    let bad_url = |reason: &str| ConfigError::BadUrl {
+        name: name.clone(),
+        url: url_text.clone(),
+        reason: reason.to_owned(),
+    };
+    let url = reqwest::Url::parse(&url_text).map_err(|e| bad_url(&e.to_string()))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(bad_url(&format!(
+            "scheme {} is not http or https",
+            url.scheme()
+        )));
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err(bad_url("no host"));
+    }
+    let timeout_ms = entry.timeout_ms.unwrap_or(HTTP_AGENT_TIMEOUT_MS_DEFAULT);
+    if !(1..=HTTP_AGENT_TIMEOUT_MS_MAX).contains(&timeout_ms) {
+        return Err(ConfigError::BadTimeout { name, timeout_ms });
+    }
+    let host = url.host_str().unwrap_or_default().to_owned();
+    let info = info(&name, &mut entry, "external", || {
+        format!("external http agent at {host}")
+    })?;
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_millis(timeout_ms))
+        .build()
+        .map_err(|e| ConfigError::Client {
+            name: name.clone(),
+            message: e.to_string(),
+        })?;
+    Ok(HttpAgent {
+        info,
+        url,
+        timeout_ms,
+        client,
+    })
 }
 
 pub(crate) fn read_config(path: &Path) -> Result<String, ConfigError> {
@@ -414,7 +567,14 @@ mod tests {
     fn agent(url: &str, timeout_ms: u64) -> HttpAgent {
         let toml =
             format!("[[agent]]\nname = \"ext\"\nurl = \"{url}\"\ntimeout_ms = {timeout_ms}\n");
-        parse_config(&toml).unwrap().remove(0)
+        http(parse_config(&toml).unwrap().remove(0))
+    }
+
+    fn http(d: Declared) -> HttpAgent {
+        match d {
+            Declared::Http(a) => a,
+            Declared::Llm(a) => panic!("not an http agent: {a:?}"),
+        }
     }
 
     fn ctx() -> AgentContext {
@@ -560,7 +720,8 @@ mod tests {
         )
         .unwrap();
         assert_eq!(agents.len(), 2);
-        let (v, n) = (&agents[0], &agents[1]);
+        let mut agents = agents.into_iter().map(http);
+        let (v, n) = (&agents.next().unwrap(), &agents.next().unwrap());
         assert_eq!(
             (v.name(), v.team(), v.category(), v.purpose()),
             ("valuation", "analysis", "payment", "감정평가")
@@ -662,10 +823,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("agents.toml");
         std::fs::write(&path, "[[agent]]\nname = \"valuation\"\nurl = \"http://127.0.0.1:9/run\"\ncategory = \"payment\"").unwrap();
-        assert_eq!(load_agents_file(&mut r, &path).unwrap(), 1);
+        let tools = ToolRegistry::builtin();
+        assert_eq!(load_agents_file(&mut r, &path, &tools).unwrap(), 1);
         assert_eq!(r.get("valuation").unwrap().category(), "payment");
         let missing = dir.path().join("nope.toml");
-        let err = load_agents_file(&mut r, &missing).unwrap_err();
+        let err = load_agents_file(&mut r, &missing, &tools).unwrap_err();
         assert!(err.to_string().starts_with(&format!(
             "cannot read agents config {}: ",
             missing.display()

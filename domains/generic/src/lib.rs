@@ -1,6 +1,7 @@
 //! The generic domain: what a deployment needs to run its own agents without writing Rust.
-//! Agents are declared in a TOML file (`http` agents: a URL, a purpose, a team, a HITL category
-//! and routing hints); every agent speaks the agent contract (`chronicle.agent.v1`).
+//! Agents are declared in a TOML file — `http` agents (a URL) and `llm` agents (a prompt and the
+//! tools a model may call), each with a purpose, a team, a HITL category and routing hints; every
+//! agent speaks the agent contract (`chronicle.agent.v1`).
 //!
 //! Its planner, [`GenericPlanner`], routes a query to the agents whose routing hints match it
 //! ([`route`]), plans them in the order the query names them, judges their results by who
@@ -10,6 +11,7 @@
 
 mod compose;
 mod http;
+mod llm;
 mod planner;
 mod prompts;
 mod route;
@@ -24,9 +26,11 @@ use chronicle_engine::texts::English;
 
 pub use compose::{ANSWER_BYTES_MAX, compose};
 pub use http::{
-    CATEGORIES, ConfigError, HTTP_AGENT_RESPONSE_BYTES_MAX, HTTP_AGENT_TIMEOUT_MS_DEFAULT,
-    HTTP_AGENT_TIMEOUT_MS_MAX, HttpAgent, load_agents, load_agents_file, request,
+    CATEGORIES, ConfigError, ConfigPlace, Declared, HTTP_AGENT_RESPONSE_BYTES_MAX,
+    HTTP_AGENT_TIMEOUT_MS_DEFAULT, HTTP_AGENT_TIMEOUT_MS_MAX, HttpAgent, load_agents,
+    load_agents_file, load_agents_in, request,
 };
+pub use llm::SYSTEM_PROMPT_BYTES_MAX;
 pub use planner::{GenericPlanner, answer_text, checked_evaluation};
 pub use route::{EXAMPLE_SCORE_MAX, Hit, HitKind, KEYWORD_SCORE, Match, ROUTE_AGENTS_MAX, route};
 pub use rules::{

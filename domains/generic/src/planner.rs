@@ -96,8 +96,8 @@ impl Planner for GenericPlanner {
         if results.is_empty() {
             return rules;
         }
-        let user = prompts::evaluation(cx.query, results);
-        let parse = |answer| checked_evaluation(answer, results, &rules);
+        let user = prompts::evaluation(cx.agents, cx.query, results);
+        let parse = |answer| checked_evaluation(answer, results, &rules, cx.agents);
         let judged = ask(cx, "evaluation", prompts::EVALUATION_SYSTEM, &user, parse).await;
         judged.unwrap_or(rules)
     }
@@ -232,13 +232,15 @@ fn plan_from_answer(
 }
 
 /// A model's evaluation (`{quality_score, completeness?, needs_retry?, retry_agents?,
-/// feedback?}`), checked against the run: scores in 0..=1, retries only of agents that ran. An
-/// agent the rules' outcome retries (it failed) is retried whatever the model says: a model must
-/// not be able to hide a failure.
+/// add_agents?, feedback?}`), checked against the run: scores in 0..=1, retries only of agents
+/// that ran, additions only of registered agents that did not. An agent the rules' outcome
+/// retries (it failed) is retried whatever the model says: a model must not be able to hide a
+/// failure.
 pub fn checked_evaluation(
     answer: Map<String, Value>,
     results: &[AgentResult],
     rules: &EvaluationOutcome,
+    agents: &Registry,
 ) -> Result<EvaluationOutcome, String> {
     let quality_score = unit(&answer, "quality_score")?.ok_or("the answer has no quality_score")?;
     let completeness = unit(&answer, "completeness")?.unwrap_or(rules.completeness);
@@ -266,6 +268,26 @@ pub fn checked_evaluation(
             retry_agents.push(failed.clone());
         }
     }
+    let mut add_agents: Vec<String> = Vec::new();
+    for agent in answer
+        .get("add_agents")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let agent = agent
+            .as_str()
+            .ok_or_else(|| format!("added agent {agent} is not a name"))?;
+        if agents.get(agent).is_none() {
+            return Err(format!("added agent {agent:?} is not registered"));
+        }
+        if results.iter().any(|r| r.agent == agent) {
+            return Err(format!("added agent {agent:?} already ran"));
+        }
+        if !add_agents.iter().any(|a| a == agent) {
+            add_agents.push(agent.to_owned());
+        }
+    }
     let feedback = answer
         .get("feedback")
         .and_then(Value::as_str)
@@ -277,6 +299,7 @@ pub fn checked_evaluation(
         retry_agents,
         feedback,
         source: Source::Llm,
+        add_agents,
     })
 }
 

@@ -117,14 +117,18 @@ fn replies_block(results: &[AgentResult]) -> String {
     out
 }
 
-pub(crate) fn evaluation(query: &str, results: &[AgentResult]) -> String {
+pub(crate) fn evaluation(agents: &Registry, query: &str, results: &[AgentResult]) -> String {
     format!(
-        r#"Request: {query}
+        r#"{agents}
+
+Request: {query}
 
 {replies}
 
 Do the replies answer the request? Reply with JSON:
-{{"quality_score": <0 to 1>, "completeness": <0 to 1>, "needs_retry": <true or false>, "retry_agents": ["<agent to run again>"], "feedback": "<one sentence>"}}"#,
+{{"quality_score": <0 to 1>, "completeness": <0 to 1>, "needs_retry": <true or false>, "retry_agents": ["<agent to run again>"], "add_agents": ["<agent from the list that has not run and is still needed>"], "feedback": "<one sentence>"}}
+Leave add_agents empty unless the replies miss something another agent can find."#,
+        agents = agents_block(agents),
         replies = replies_block(results)
     )
 }

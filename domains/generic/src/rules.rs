@@ -197,6 +197,7 @@ pub fn evaluate(results: &[AgentResult]) -> EvaluationOutcome {
         retry_agents: failed,
         feedback,
         source: Source::Rules,
+        add_agents: vec![],
     }
 }
 
@@ -300,6 +301,7 @@ mod tests {
                 retry_agents: vec!["report".into()],
                 feedback: "1 of 3 agent(s) answered; failed: report".into(),
                 source: Source::Rules,
+                add_agents: vec![],
             }
         );
         let all = evaluate(&[ok]);

@@ -69,6 +69,12 @@ impl Texts for Korean {
             Text::RetryRound { round, agents } => {
                 format!("평가에 따라 재시도 (라운드 {round}): {}", agents.join(", "))
             }
+            Text::EvaluationAdded { round, agents } => {
+                format!(
+                    "평가에 따라 계획에 추가 (라운드 {round}): {}",
+                    agents.join(", ")
+                )
+            }
             Text::Aggregated { agents } => format!("결과 집계: {agents}개 에이전트 결과"),
             Text::Responding => "최종 응답 생성".into(),
             Text::TodoApproval { todo } => todo_approval(todo),

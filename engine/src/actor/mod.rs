@@ -67,6 +67,8 @@ pub(crate) struct RunActor {
     parked: HashMap<ToolCallId, Waiter>,
     /// Tool executions in flight, with the TODO whose agent made the call.
     tool_tasks: HashMap<ToolCallId, (TodoId, AbortHandle)>,
+    /// Model calls in flight, by the TODO whose agent made them and their position.
+    model_tasks: HashMap<(TodoId, u32), AbortHandle>,
 }
 
 /// Starts the actor of a run on its state and mailbox (the engine's [`crate::shared::SpawnActor`]).
@@ -86,6 +88,7 @@ pub(crate) fn spawn(
         deferred: VecDeque::new(),
         parked: HashMap::new(),
         tool_tasks: HashMap::new(),
+        model_tasks: HashMap::new(),
     };
     tasks.spawn(actor.run(rx));
 }
@@ -269,6 +272,16 @@ impl RunActor {
                     tracing::error!(%run, error = %e, "recording a tool result failed");
                 }
             }
+            Input::ModelCall(call) => {
+                if let Err(e) = self.on_model_call(call).await {
+                    tracing::error!(%run, error = %e, "taking a model call failed");
+                }
+            }
+            Input::ModelDone(done) => {
+                if let Err(e) = self.on_model_done(done).await {
+                    tracing::error!(%run, error = %e, "recording a model call failed");
+                }
+            }
             Input::AgentDone(done) => self.on_agent_done_retrying(done).await,
         }
     }
@@ -300,6 +313,7 @@ impl RunActor {
         for (_, (_, h)) in self.tool_tasks.drain() {
             h.abort();
         }
+        self.abort_model_calls(None);
         self.parked.clear();
     }
 

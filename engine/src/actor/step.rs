@@ -34,7 +34,8 @@ pub(crate) enum Step {
     Rerun(Vec<TodoId>),
     SkipRejected(Vec<(TodoId, String)>),
     Evaluate,
-    AddRetries(Vec<String>, u32),
+    /// A new round: retry these agents, and add TODOs for the agents the evaluation added.
+    AddRetries(Vec<String>, Vec<String>, u32),
     Aggregate,
     Respond,
 }
@@ -102,7 +103,11 @@ fn executing(state: &RunState, p: &PlanningState, running: &Running) -> Step {
     let orphans: Vec<TodoId> = p
         .todos
         .iter()
-        .filter(|t| t.status == TodoStatus::InProgress && !running.contains_key(&t.id))
+        .filter(|t| {
+            t.status == TodoStatus::InProgress
+                && !running.contains_key(&t.id)
+                && t.planned_by().is_none()
+        })
         .map(|t| t.id.clone())
         .collect();
     if !orphans.is_empty() {
@@ -189,7 +194,7 @@ fn awaiting(state: &RunState, p: &PlanningState) -> Awaiting {
     for t in p
         .todos
         .iter()
-        .filter(|t| t.status == TodoStatus::WaitingApproval)
+        .filter(|t| t.status == TodoStatus::WaitingApproval && t.planned_by().is_none())
     {
         let logged = t
             .approval_id
@@ -217,7 +222,8 @@ fn awaiting(state: &RunState, p: &PlanningState) -> Awaiting {
     a
 }
 
-/// Every TODO settled (or none can move): evaluate, retry, or aggregate.
+/// Every TODO settled (or none can move): evaluate, retry, or aggregate. TODOs an agent planned
+/// are its own plan, not the engine's work: the run does not wait for them.
 fn after_execution(s: &SupervisorState, p: &PlanningState) -> Step {
     let unsettled: Vec<&SupervisorTodo> = p
         .todos
@@ -226,7 +232,7 @@ fn after_execution(s: &SupervisorState, p: &PlanningState) -> Step {
             matches!(
                 t.status,
                 TodoStatus::Pending | TodoStatus::InProgress | TodoStatus::WaitingApproval
-            )
+            ) && t.planned_by().is_none()
         })
         .collect();
     if !unsettled.is_empty() {
@@ -265,8 +271,17 @@ fn after_execution(s: &SupervisorState, p: &PlanningState) -> Step {
             .filter(|a| p.todos.iter().any(|t| &t.agent_name == *a) && !s.failed_teams.contains(a))
             .cloned()
             .collect();
-        if ev.needs_retry && !agents.is_empty() && round <= s.config.max_retries {
-            return Step::AddRetries(agents, round);
+        // Agents the evaluation added, once: an agent with a TODO in the plan is not added.
+        let added: Vec<String> = ev
+            .add_agents
+            .iter()
+            .filter(|a| !p.todos.iter().any(|t| &t.agent_name == *a))
+            .cloned()
+            .collect();
+        let retry = ev.needs_retry && !agents.is_empty();
+        if (retry || !added.is_empty()) && round <= s.config.max_retries {
+            let agents = if retry { agents } else { vec![] };
+            return Step::AddRetries(agents, added, round);
         }
     }
     Step::Aggregate

@@ -11,6 +11,13 @@ pub mod skills;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+mod llm;
+
+pub use llm::{
+    LlmAgent, LlmAgentConfig, LlmAgentError, MAX_TOOL_CALLS_MAX, MAX_TURNS_DEFAULT, MAX_TURNS_MAX,
+    TOOL_CALLS_PER_TURN_DEFAULT,
+};
+
 use chronicle_schemas::{RunId, SessionId, TodoId};
 use serde_json::Value;
 

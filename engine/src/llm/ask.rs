@@ -13,7 +13,7 @@ use super::{LlmCall, LlmError, LlmProvider};
 
 /// A hard bound on one model call, whatever the provider's own timeout: a custom provider that
 /// never answers must not hold a run forever.
-const CALL_TIMEOUT_MS_MAX: u64 = 120_000;
+pub(crate) const CALL_TIMEOUT_MS_MAX: u64 = 120_000;
 /// Bytes of a model's answer kept in an `LlmCall`. The answer goes into an `LlmCalled` event,
 /// and the store refuses events over 64 KiB.
 const RECORDED_RESPONSE_BYTES_MAX: usize = 32 * 1024;

@@ -85,13 +85,8 @@ impl ChatResponse {
     }
 }
 
-/// Token counts as the server reports them.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Usage {
-    pub prompt_tokens: u64,
-    pub completion_tokens: u64,
-    pub total_tokens: u64,
-}
+/// Token counts as the server reports them (recorded with an agent's model call).
+pub use chronicle_schemas::TokenUsage as Usage;
 
 /// What takes the pieces of an answer as they arrive.
 pub type OnDelta<'a> = dyn for<'d> Fn(Delta<'d>) + Send + Sync + 'a;

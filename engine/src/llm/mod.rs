@@ -11,6 +11,7 @@ pub mod context;
 mod openai;
 mod redact;
 
+pub(crate) use ask::CALL_TIMEOUT_MS_MAX;
 pub use ask::{Llm, json_object};
 pub use chat::{ChatRequest, ChatResponse, Delta, Message, OnDelta, ToolCall, ToolSpec, Usage};
 pub use openai::{DEFAULT_MODEL, DEFAULT_TIMEOUT_MS, LlmConfig, OPENAI_BASE_URL, OpenAiCompat};
@@ -25,6 +26,12 @@ pub struct LlmCall {
     pub response: String,
     pub duration_ms: u64,
     pub error: Option<String>,
+}
+
+/// The hash an agent's model request is recorded and found again by: blake3 of the request's
+/// JSON (the conversation, the tools, the model), whose maps serialize in key order.
+pub fn request_hash(request: &ChatRequest) -> Hash {
+    Hash::of_content(&serde_json::to_vec(request).unwrap_or_default())
 }
 
 #[derive(Debug, thiserror::Error)]

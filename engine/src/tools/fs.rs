@@ -60,6 +60,11 @@ impl Tool for Ls {
     fn name(&self) -> &str {
         "ls"
     }
+    fn parameters(&self) -> Value {
+        json!({"type": "object", "properties": {
+            "path": {"type": "string", "description": "a directory under /workspace (default /workspace)"},
+        }})
+    }
     fn description(&self) -> &str {
         "List a directory of /workspace (default /workspace): name, path, type and size of each entry."
     }
@@ -97,6 +102,13 @@ fn ls(ws: &Workspace, rel: &Path) -> Result<Value, String> {
 impl Tool for ReadFile {
     fn name(&self) -> &str {
         "read_file"
+    }
+    fn parameters(&self) -> Value {
+        json!({"type": "object", "required": ["file_path"], "properties": {
+            "file_path": {"type": "string", "description": "a file under /workspace"},
+            "offset": {"type": "integer", "minimum": 0, "description": "first line, 0-based (default 0)"},
+            "limit": {"type": "integer", "minimum": 1, "description": "lines to read (default 2000)"},
+        }})
     }
     fn description(&self) -> &str {
         "Read lines of a text file in /workspace: offset (0-based line, default 0), limit (default 2000, max 10000)."
@@ -144,6 +156,12 @@ fn read_page(ws: &Workspace, rel: &Path, offset: u64, limit: u64) -> Result<Valu
 impl Tool for WriteFile {
     fn name(&self) -> &str {
         "write_file"
+    }
+    fn parameters(&self) -> Value {
+        json!({"type": "object", "required": ["file_path", "content"], "properties": {
+            "file_path": {"type": "string", "description": "a file under /workspace"},
+            "content": {"type": "string"},
+        }})
     }
     fn description(&self) -> &str {
         "Create or overwrite a file in /workspace with `content` (parent directories are created)."
@@ -225,6 +243,14 @@ fn file_exists(dir: &Dir, rel: &Path) -> Result<bool, String> {
 impl Tool for EditFile {
     fn name(&self) -> &str {
         "edit_file"
+    }
+    fn parameters(&self) -> Value {
+        json!({"type": "object", "required": ["file_path", "old_string", "new_string"], "properties": {
+            "file_path": {"type": "string", "description": "a file under /workspace"},
+            "old_string": {"type": "string", "description": "the exact text to replace"},
+            "new_string": {"type": "string"},
+            "replace_all": {"type": "boolean", "description": "replace every occurrence (default false)"},
+        }})
     }
     fn description(&self) -> &str {
         "Replace the exact text `old_string` with `new_string` in a file of /workspace (it must occur once unless replace_all)."
@@ -324,6 +350,12 @@ impl Tool for Glob {
     fn name(&self) -> &str {
         "glob"
     }
+    fn parameters(&self) -> Value {
+        json!({"type": "object", "required": ["pattern"], "properties": {
+            "pattern": {"type": "string", "description": "a glob such as **/*.md"},
+            "path": {"type": "string", "description": "a directory under /workspace (default /workspace)"},
+        }})
+    }
     fn description(&self) -> &str {
         "Find files in /workspace whose path (relative to `path`, default /workspace) matches a glob such as `**/*.md`."
     }
@@ -359,6 +391,13 @@ impl Tool for Glob {
 impl Tool for Grep {
     fn name(&self) -> &str {
         "grep"
+    }
+    fn parameters(&self) -> Value {
+        json!({"type": "object", "required": ["pattern"], "properties": {
+            "pattern": {"type": "string", "description": "a fixed string"},
+            "path": {"type": "string", "description": "a file or directory under /workspace (default /workspace)"},
+            "glob": {"type": "string", "description": "only files matching this glob"},
+        }})
     }
     fn description(&self) -> &str {
         "Find lines containing a fixed string in the text files under `path` (a file or directory, default /workspace), optionally only files matching `glob`."

@@ -1,5 +1,6 @@
 //! The agent's side of the tool host: [`ToolHandle::call`] sends the call to the run actor, which
-//! records it, asks a human when policy says so, runs it (or answers it from the log) and replies.
+//! records it, asks a human when policy says so, runs it (or answers it from the log) and replies;
+//! [`ToolHandle::complete`] does the same for a call to the model.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
@@ -10,6 +11,8 @@ use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
 use super::ToolError;
+use crate::chunks::ChunkSink;
+use crate::llm::{ChatRequest, ChatResponse};
 use crate::mailbox::Input;
 
 /// One call on its way to the run actor.
@@ -23,6 +26,31 @@ pub(crate) struct ToolCallMsg {
     pub tool: String,
     pub args: Value,
     pub reply: oneshot::Sender<Result<Value, ToolError>>,
+}
+
+/// One model call on its way to the run actor.
+#[derive(Debug)]
+pub(crate) struct ModelCallMsg {
+    pub todo_id: TodoId,
+    pub attempt: u32,
+    pub epoch: u64,
+    pub index: u32,
+    pub request: ChatRequest,
+    /// Where the answer's pieces go while the model writes it.
+    pub chunks: ChunkSink,
+    pub reply: oneshot::Sender<Result<ModelReply, ToolError>>,
+}
+
+/// A model's answer as an agent gets it through the host.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ModelReply {
+    pub response: ChatResponse,
+    /// What the host added to the conversation before the call (a person's changes to the
+    /// agent's TODO list). The agent adds it to its own copy of the conversation, as a user
+    /// message before the answer, so its next request is the conversation the model saw.
+    pub notice: Option<String>,
+    /// Answered from the log (a re-execution of the attempt), not by the model.
+    pub replayed: bool,
 }
 
 /// The actor's end, from which handles are made: calls arrive in the actor's mailbox.
@@ -64,8 +92,8 @@ struct Inner {
     in_calls: Mutex<InCalls>,
 }
 
-/// Time spent inside tool calls (waiting for a human, a sub-agent run, a tool): it does not count
-/// against the agent's own timeout.
+/// Time spent inside tool and model calls (waiting for a human, a sub-agent run, a tool, the
+/// model): it does not count against the agent's own timeout, because each has its own bound.
 #[derive(Debug, Default)]
 struct InCalls {
     total: Duration,
@@ -102,7 +130,43 @@ impl ToolHandle {
         rx.await.map_err(|_| stopped())?
     }
 
-    /// How long this attempt has spent inside tool calls so far.
+    /// Asks the model through the run: the call takes the next position in the attempt (the same
+    /// numbering as tool calls) and is recorded as `LlmCalled` before the answer comes back; a
+    /// re-execution of the attempt that makes the same request at the same position gets the
+    /// recorded answer without the model being asked again. The answer's pieces go to `chunks`
+    /// while the model writes it.
+    pub async fn complete(
+        &self,
+        request: ChatRequest,
+        chunks: &ChunkSink,
+    ) -> Result<ModelReply, ToolError> {
+        let Some(inner) = &self.inner else {
+            return Err(ToolError::Refused(
+                "no tool host: the agent is not running inside a run".into(),
+            ));
+        };
+        let index = inner.next_index.fetch_add(1, Ordering::SeqCst);
+        let (reply, rx) = oneshot::channel();
+        let _timer = CallTimer::start(inner);
+        let msg = ModelCallMsg {
+            todo_id: inner.todo_id.clone(),
+            attempt: inner.attempt,
+            epoch: inner.epoch,
+            index,
+            request,
+            chunks: chunks.clone(),
+            reply,
+        };
+        let stopped = || ToolError::Refused("the run stopped before the model answered".into());
+        inner
+            .tx
+            .send(Input::ModelCall(msg))
+            .await
+            .map_err(|_| stopped())?;
+        rx.await.map_err(|_| stopped())?
+    }
+
+    /// How long this attempt has spent inside tool and model calls so far.
     pub fn time_in_calls(&self) -> Duration {
         let Some(inner) = &self.inner else {
             return Duration::ZERO;

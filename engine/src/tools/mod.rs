@@ -14,14 +14,16 @@ mod error;
 mod fs;
 mod handle;
 mod task;
+mod todos;
 mod workspace;
 
 pub use error::ToolError;
 pub use fs::{EditFile, Glob, Grep, Ls, ReadFile, WriteFile};
-pub use handle::ToolHandle;
-pub(crate) use handle::{ToolCallMsg, ToolHost};
+pub(crate) use handle::{ModelCallMsg, ToolCallMsg, ToolHost};
+pub use handle::{ModelReply, ToolHandle};
 pub(crate) use task::ChildRequest;
 pub use task::Task;
+pub use todos::{TODO_CONTENT_CHARS_MAX, TodoItem, WRITE_TODOS, WriteTodos};
 pub use workspace::{PATH_CHARS_MAX, Workspace, WorkspaceError};
 
 /// What a tool knows about the call it serves.
@@ -69,8 +71,12 @@ impl ToolContext {
 #[async_trait::async_trait]
 pub trait Tool: Send + Sync + 'static {
     fn name(&self) -> &str;
-    /// One line for agents and `/help`.
+    /// One line for agents and `/help`; a model is shown it.
     fn description(&self) -> &str;
+    /// The JSON Schema of the call's arguments, as a model is shown it (function calling).
+    fn parameters(&self) -> Value {
+        json!({"type": "object"})
+    }
     /// Whether a run under HITL policy `tools` asks a human before this tool runs, when the run
     /// names no tool list of its own (`hitl_tools`). Seed 003: `write_file`, `edit_file`, `task`
     /// and `dbt_*` are gated.
@@ -108,10 +114,11 @@ impl ToolRegistry {
     }
 
     /// The built-in tools: the workspace file tools (`ls`, `read_file`, `write_file`,
-    /// `edit_file`, `glob`, `grep`) and `task` (sub-agent delegation).
+    /// `edit_file`, `glob`, `grep`), `task` (sub-agent delegation) and `write_todos` (an agent's
+    /// TODO list).
     pub fn builtin() -> Self {
         let mut r = Self::empty();
-        let tools: [Arc<dyn Tool>; 7] = [
+        let tools: [Arc<dyn Tool>; 8] = [
             Arc::new(Ls),
             Arc::new(ReadFile),
             Arc::new(WriteFile),
@@ -119,6 +126,7 @@ impl ToolRegistry {
             Arc::new(Glob),
             Arc::new(Grep),
             Arc::new(Task),
+            Arc::new(WriteTodos),
         ];
         for t in tools {
             r.register(t);
@@ -137,5 +145,14 @@ impl ToolRegistry {
 
     pub fn names(&self) -> impl Iterator<Item = &str> {
         self.tools.keys().map(String::as_str)
+    }
+
+    /// How a model is shown the tool `name` (function calling), if the registry holds it.
+    pub fn spec(&self, name: &str) -> Option<crate::llm::ToolSpec> {
+        self.get(name).map(|t| crate::llm::ToolSpec {
+            name: t.name().to_owned(),
+            description: t.description().to_owned(),
+            parameters: t.parameters(),
+        })
     }
 }

@@ -26,6 +26,14 @@ impl Tool for Task {
         true
     }
 
+    fn parameters(&self) -> Value {
+        json!({"type": "object", "required": ["description"], "properties": {
+            "description": {"type": "string", "description": "the sub-task, as the sub-agent's request"},
+            "subagent_type": {"type": "string", "description": "the agent to delegate to (default: the sub-run plans for itself)"},
+            "input": {"type": "object", "description": "the sub-agent's input"},
+        }})
+    }
+
     fn preview(&self, _ctx: &ToolContext, args: &Value) -> Value {
         json!({
             "description": args.get("description"),

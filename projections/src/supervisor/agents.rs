@@ -2,8 +2,8 @@
 //! agent declared) and the detailed states of the search, analysis and document teams.
 
 use chronicle_schemas::{
-    AnalysisTeamState, DocumentTeamState, Envelope, Event, SearchTeamState, SupervisorState,
-    TeamState, TodoId,
+    AgentStart, AnalysisTeamState, DocumentTeamState, Envelope, Event, SearchTeamState,
+    SupervisorState, TeamState, TodoId,
 };
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
@@ -23,6 +23,7 @@ pub(super) fn apply(s: &mut SupervisorState, env: &Envelope) {
             if let Some(t) = s.planning_state.as_mut().and_then(|p| p.todo_mut(todo_id)) {
                 t.attempts = t.attempts.max(*attempt);
             }
+            agent_start(s, todo_id, *attempt);
             if let Some(step) = step_mut(s, todo_id) {
                 step.progress_percentage = step.progress_percentage.max(10);
                 if step.started_at.is_none() {
@@ -66,6 +67,28 @@ pub(super) fn apply(s: &mut SupervisorState, env: &Envelope) {
         }
         _ => {}
     }
+}
+
+/// Records where this start of the attempt begins numbering its calls: after every call an
+/// earlier start of the same attempt recorded.
+fn agent_start(s: &mut SupervisorState, todo_id: &TodoId, attempt: u32) {
+    let tools = s
+        .tool_calls
+        .iter()
+        .filter(|c| &c.todo_id == todo_id && c.attempt == attempt)
+        .map(|c| c.index);
+    let models = s
+        .model_turns
+        .iter()
+        .filter(|m| &m.todo_id == todo_id && m.attempt == attempt)
+        .map(|m| m.index);
+    let first_index = tools.chain(models).max().map_or(0, |i| i + 1);
+    s.agent_starts.retain(|a| &a.todo_id != todo_id);
+    s.agent_starts.push(AgentStart {
+        todo_id: todo_id.clone(),
+        attempt,
+        first_index,
+    });
 }
 
 /// Reads a team state out of an agent's result, leniently: unknown fields are ignored and a

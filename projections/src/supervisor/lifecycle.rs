@@ -69,7 +69,6 @@ pub(super) fn apply(s: &mut SupervisorState, env: &Envelope) {
                     .unwrap_or_default()
             ));
         }
-        Event::LlmCalled { .. } => s.llm_calls += 1,
         Event::EvaluationRecorded {
             quality_score,
             completeness,
@@ -77,6 +76,7 @@ pub(super) fn apply(s: &mut SupervisorState, env: &Envelope) {
             retry_agents,
             feedback,
             source,
+            add_agents,
         } => {
             s.evaluation_rounds += 1;
             s.evaluation = Some(Evaluation {
@@ -86,6 +86,7 @@ pub(super) fn apply(s: &mut SupervisorState, env: &Envelope) {
                 retry_agents: retry_agents.clone(),
                 feedback: feedback.clone(),
                 source: *source,
+                add_agents: add_agents.clone(),
             });
         }
         Event::ResultsAggregated { aggregated } => {

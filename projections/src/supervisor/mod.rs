@@ -26,7 +26,9 @@ pub(crate) fn apply(s: &mut SupervisorState, env: &Envelope, approvals: &Approva
             approvals::apply(s, env, approvals)
         }
         AgentStarted { .. } | AgentCompleted { .. } | AgentFailed { .. } => agents::apply(s, env),
-        ToolCallRequested { .. } | ToolCallCompleted { .. } => tools::apply(s, env),
+        ToolCallRequested { .. } | ToolCallCompleted { .. } | LlmCalled { .. } => {
+            tools::apply(s, env)
+        }
         // Handled by `RunState::apply`: it replaces the whole effective state.
         RunRestored { .. } => {}
         _ => lifecycle::apply(s, env),

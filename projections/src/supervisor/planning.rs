@@ -2,8 +2,8 @@
 //! execution steps that mirror them.
 
 use chronicle_schemas::{
-    Envelope, Event, ExecutionStepState, PlanningState, SupervisorState, SupervisorTodo, TodoId,
-    TodoStatus,
+    Actor, Envelope, Event, ExecutionStepState, PlanEdit, PlanningState, SupervisorState,
+    SupervisorTodo, TodoId, TodoStatus,
 };
 use serde_json::json;
 
@@ -83,8 +83,24 @@ pub(super) fn apply(s: &mut SupervisorState, env: &Envelope) {
             from,
             to,
             reason,
+            by,
             ..
         } => {
+            let planned = s
+                .planning_state
+                .as_ref()
+                .and_then(|p| p.todo(todo_id))
+                .is_some_and(|t| t.planned_by().is_some());
+            // A person's change to an agent's own plan is told to that agent on its next turn.
+            if planned && matches!(by, Actor::User(_)) {
+                s.plan_edits.push(PlanEdit {
+                    todo_id: todo_id.clone(),
+                    from: *from,
+                    to: *to,
+                    by: by.clone(),
+                    reason: reason.clone(),
+                });
+            }
             todo_status_changed(planning(s), env, todo_id, *from, *to, reason.as_deref());
         }
         _ => {}

@@ -1,6 +1,9 @@
-//! Tool calls: requested, then completed with an output or an error.
+//! What agents do through the host: tool calls (requested, then completed with an output or an
+//! error) and model calls (one event each; an agent's are kept by position for re-execution).
 
-use chronicle_schemas::{Envelope, Event, SupervisorState, ToolCallState, ToolCallStatus};
+use chronicle_schemas::{
+    Envelope, Event, ModelTurnState, SupervisorState, ToolCallState, ToolCallStatus,
+};
 
 pub(super) fn apply(s: &mut SupervisorState, env: &Envelope) {
     match &env.event {
@@ -43,6 +46,33 @@ pub(super) fn apply(s: &mut SupervisorState, env: &Envelope) {
                 c.error.clone_from(error);
                 c.duration_ms = Some(*duration_ms);
             }
+        }
+        Event::LlmCalled {
+            model,
+            prompt_hash,
+            response,
+            duration_ms,
+            error,
+            turn,
+            usage,
+            notice,
+            ..
+        } => {
+            s.llm_calls += 1;
+            let Some(turn) = turn else { return };
+            s.plan_edits_told = s.plan_edits_told.max(turn.plan_edits_seen);
+            s.model_turns.push(ModelTurnState {
+                todo_id: turn.todo_id.clone(),
+                attempt: turn.attempt,
+                index: turn.index,
+                prompt_hash: *prompt_hash,
+                model: model.clone(),
+                response: response.clone(),
+                error: error.clone(),
+                notice: notice.clone(),
+                usage: *usage,
+                duration_ms: *duration_ms,
+            });
         }
         _ => {}
     }

@@ -1,7 +1,8 @@
 //! `chronicle bench` (DESIGN §8): durable appends (single and group-committed, against the
 //! machine's own fsync rate), replay speed, restore latency with and without snapshots, and the
 //! peak memory of a long replay, measured in a child process; and the engine end to end (full
-//! runs, bytes per run, HITL resume, a long run's checkpoint list and restore). Prints one table.
+//! runs, bytes per run, HITL resume, a long run's checkpoint list and restore), tool calls, and an
+//! llm agent's loop (events and bytes per model turn, recovery from the log). Prints one table.
 //!
 //! Every store lives in a temporary directory under `--dir` (the system temp dir by default),
 //! and the fsync ceiling is measured in that same directory, so the two share a filesystem.
@@ -9,6 +10,7 @@
 mod api;
 mod append;
 mod engine;
+mod llm;
 mod memory;
 mod replay;
 mod report;
@@ -62,6 +64,8 @@ pub enum Section {
     Api,
     /// Tool calls through the tool host, and recovery answering them from the log.
     Tools,
+    /// An llm agent's loop: events and bytes per model turn, recovery answering turns from the log.
+    Llm,
 }
 
 /// Sizes and time windows of one bench run.
@@ -96,6 +100,8 @@ struct Plan {
     engine_fsync_window: Duration,
     /// Tool calls one agent makes in the tools section.
     tool_calls: usize,
+    /// Model turns (each with one tool call) of the llm section's agent loop.
+    llm_turns: usize,
     /// Keep every store after its section instead of deleting it.
     keep: bool,
 }
@@ -123,6 +129,7 @@ impl Plan {
                 engine_restore_reps: 2,
                 engine_fsync_window: Duration::from_millis(200),
                 tool_calls: 200,
+                llm_turns: 30,
                 keep: false,
             }
         } else {
@@ -146,6 +153,7 @@ impl Plan {
                 engine_restore_reps: 5,
                 engine_fsync_window: Duration::from_millis(500),
                 tool_calls: 2000,
+                llm_turns: 150,
                 keep: false,
             }
         }
@@ -198,6 +206,9 @@ pub fn run(args: &BenchArgs, out: &mut impl Write) -> Result<()> {
     }
     if wanted(Section::Tools) {
         rows.extend(tools::section(&rt, root.path(), &plan)?);
+    }
+    if wanted(Section::Llm) {
+        rows.extend(llm::section(&rt, root.path(), &plan)?);
     }
     if wanted(Section::Api) {
         progress("api: SSE fan-out, /chat load and server memory against `chronicle serve`");

@@ -247,6 +247,9 @@ impl LongRun {
                 response: Payload::Inline(json!("{\"next\": \"call read_file\", \"confidence\": 0.82}")),
                 duration_ms: 420,
                 error: None,
+                turn: None,
+                usage: None,
+                notice: None,
             },
             Event::ToolCallRequested {
                 tool_call_id: call.clone(),
@@ -316,6 +319,7 @@ impl LongRun {
                 "모든 작업이 완료되었습니다".into()
             },
             source: Source::Rules,
+            add_agents: vec![],
         });
         debug_assert_eq!(self.buf.len() - before, CYCLE_EVENTS);
     }

@@ -173,7 +173,7 @@ impl Planner for RealEstatePlanner {
         let answer = cx
             .llm
             .ask("evaluation", prompts::EVALUATION_SYSTEM, &user, |text| {
-                chronicle_generic::checked_evaluation(json_object(text)?, ran, &fallback)
+                chronicle_generic::checked_evaluation(json_object(text)?, ran, &fallback, cx.agents)
             })
             .await;
         answer.unwrap_or(fallback)
@@ -718,6 +718,7 @@ mod tests {
                 retry_agents: vec![],
                 feedback: "모든 데이터가 수집되었습니다.".into(),
                 source: Source::Llm,
+                add_agents: vec![],
             }
         );
 

@@ -1,16 +1,28 @@
 //! `analyze_intent`: the planner's reading of the query.
 
 use chronicle_schemas::{Event, Phase, Source};
+use serde_json::json;
 
 use super::{RunActor, checkpoint, phase_change, planner_events};
 use crate::Result;
+use crate::planner::Intent;
 use crate::texts::Text;
 
 impl RunActor {
     pub(super) async fn analyze_intent(&mut self) -> Result<()> {
         let query = self.state().supervisor.query.clone();
         let cx = self.plan_context(&query);
-        let intent = self.shared.settings.planner.intent(&cx).await;
+        let intent = match self.state().supervisor.config.agent.clone() {
+            // Agent mode: the agent reads the request itself; the planner is not asked.
+            Some(agent) => Intent {
+                intent_type: "agent".into(),
+                confidence: 1.0,
+                keywords: vec![],
+                entities: json!({ "agent": agent }),
+                source: Source::Request,
+            },
+            None => self.shared.settings.planner.intent(&cx).await,
+        };
         let mut ev: Vec<Event> = phase_change(self.state(), Phase::Planning)
             .into_iter()
             .collect();

@@ -46,7 +46,7 @@ impl RunActor {
             Step::Start(ids) => self.start_todos(ids).await,
             Step::Rerun(ids) => self.rerun_todos(ids).await,
             Step::Evaluate => self.evaluate().await,
-            Step::AddRetries(agents, round) => self.add_retries(agents, round).await,
+            Step::AddRetries(agents, added, round) => self.add_retries(agents, added, round).await,
             Step::Aggregate => self.aggregate().await,
             Step::Respond => self.respond().await,
         }
@@ -72,7 +72,7 @@ impl RunActor {
 }
 
 /// The checkpoint closing a node; `just_completed` counts a TODO completed by the same append.
-fn checkpoint(state: &RunState, node: &str, just_completed: usize) -> Event {
+pub(in crate::actor) fn checkpoint(state: &RunState, node: &str, just_completed: usize) -> Event {
     let n = state.checkpoints.checkpoints.len() + 1;
     let done = just_completed
         + state
@@ -100,6 +100,9 @@ fn llm_event(call: LlmCall) -> Event {
         response: Payload::Inline(Value::String(call.response)),
         duration_ms: call.duration_ms,
         error: call.error,
+        turn: None,
+        usage: None,
+        notice: None,
     }
 }
 

@@ -41,13 +41,21 @@ impl RunActor {
         }
         let settings = &self.shared.settings;
         let strategy = config.strategy.unwrap_or(plan.strategy);
-        let todos = todo::convert_plan(
+        let mut todos = todo::convert_plan(
             &plan.steps,
             0,
             super::super::now(),
             &settings.registry,
             settings.texts.as_ref(),
         );
+        // Agent mode: the one TODO is the agent that drives the run.
+        if config.agent.is_some()
+            && let [driver] = todos.as_mut_slice()
+        {
+            driver
+                .metadata
+                .insert(todo::DRIVES_RUN.to_owned(), serde_json::json!(true));
+        }
         let agents: Vec<&str> = plan.steps.iter().map(|st| st.agent_name.as_str()).collect();
         let note = settings.texts.say(Text::PlanBuilt {
             agents: &agents,

@@ -22,12 +22,17 @@ impl RunActor {
             .filter(|r| r.result.is_some())
             .collect();
         let cx = self.plan_context(&query);
-        let response = self
-            .shared
-            .settings
-            .planner
-            .respond(&cx, &intent, &results)
-            .await;
+        let response = match self.state().supervisor.config.agent.clone() {
+            // Agent mode: the agent's answer is the run's.
+            Some(agent) => self.agent_mode_response(&agent),
+            None => {
+                self.shared
+                    .settings
+                    .planner
+                    .respond(&cx, &intent, &results)
+                    .await
+            }
+        };
         let mut ev: Vec<Event> = phase_change(self.state(), Phase::ResponseGeneration)
             .into_iter()
             .collect();

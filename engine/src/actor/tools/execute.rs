@@ -58,6 +58,12 @@ impl RunActor {
 
     /// Runs the tool in its own task; the outcome comes back as [`ToolDone`].
     pub(super) async fn execute_tool(&mut self, rec: &ToolCallState, args: Value, waiter: Waiter) {
+        if self.keeps_plan(rec) {
+            if let Err(e) = self.write_agent_plan(rec, args, waiter).await {
+                tracing::error!(run = %self.live.run_id(), error = %e, "recording a TODO list failed");
+            }
+            return;
+        }
         let Some(tool) = self.shared.settings.tools.get(&rec.tool).cloned() else {
             let err = ToolError::Refused(format!("unknown tool {:?}", rec.tool));
             let ev = completed(rec.tool_call_id.clone(), Err(&err), 0);

@@ -3,7 +3,11 @@
 //! task, records `ToolCallCompleted` and only then answers the agent. A call the log already
 //! holds for the same attempt and position (same tool, same args) is taken up where it stopped:
 //! completed → answered from the log; approved but not completed → executed (at-least-once, with
-//! the call's idempotency key); still waiting → waits again.
+//! the call's idempotency key); still waiting → waits again. A call a model asked for before the
+//! agent's latest start that was never recorded is answered as cancelled (`cut_off`).
+//!
+//! The same host takes an agent's model calls (`model.rs`) and keeps the run's TODO list for the
+//! agent that drives the run (`todos.rs`).
 
 use chronicle_schemas::{
     ApprovalStatus, Event, ExpiryAction, Payload, ToolCallId, ToolCallState, ToolCallStatus,
@@ -17,7 +21,9 @@ use crate::{Error, Result, hitl};
 
 mod ask;
 mod execute;
+mod model;
 mod release;
+mod todos;
 
 /// Largest args (as JSON) a call may have: they are recorded in `ToolCallRequested` and, when
 /// gated, again in `ApprovalRequested` beside a preview, and an event holds at most 64 KiB.
@@ -126,6 +132,9 @@ impl RunActor {
     /// Why the host refuses a new call without running it, with the request to record (a call
     /// too large to record keeps its size instead of its args).
     fn refusal(&self, rec: &ToolCallState, mut requested: Event) -> Option<(ToolError, Event)> {
+        if let Some(why) = self.cut_off(rec) {
+            return Some((ToolError::Cancelled(why), requested));
+        }
         let args_bytes = serde_json::to_vec(&rec.args).map_or(usize::MAX, |b| b.len());
         if args_bytes > TOOL_ARGS_BYTES_MAX {
             if let Event::ToolCallRequested { args, .. } = &mut requested {
@@ -252,6 +261,27 @@ impl RunActor {
             }
             (None, Some(e)) => Err(ToolError::from_recorded(e)),
             (None, None) => Ok(Value::Null),
+        })
+    }
+
+    /// Patch-tool-calls: a call the model asked for in a turn recorded before the agent's latest
+    /// start (the process died, or a restore went back, after the model answered) that has no
+    /// record of its own was never made. It is answered as cancelled, so the model learns its
+    /// call did not happen, instead of the host silently making a call a person went back on.
+    fn cut_off(&self, rec: &ToolCallState) -> Option<String> {
+        let s = &self.state().supervisor;
+        let start = s
+            .agent_starts
+            .iter()
+            .find(|a| a.todo_id == rec.todo_id && a.attempt == rec.attempt)?;
+        let asked_in = s
+            .model_turns
+            .iter()
+            .filter(|m| m.todo_id == rec.todo_id && m.attempt == rec.attempt && m.index < rec.index)
+            .map(|m| m.index)
+            .max()?;
+        (asked_in < start.first_index).then(|| {
+            "the run stopped or was restored after this call was asked for and before it was made; it was not made".to_owned()
         })
     }
 

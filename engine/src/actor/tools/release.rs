@@ -1,6 +1,6 @@
 //! Nothing outlives its agent: when a TODO's agent stops (a person moved the TODO on, or the
-//! agent ended with calls open), its tool executions are aborted, its sub-agent runs cancelled
-//! and the approvals its calls wait for answered.
+//! agent ended with calls open), its tool executions and model calls are aborted, its sub-agent
+//! runs cancelled and the approvals its calls wait for answered.
 
 use chronicle_schemas::{ApprovalId, Event, Subject, TodoId, ToolCallId, ToolCallStatus};
 
@@ -37,6 +37,7 @@ impl RunActor {
             }
             t != todo
         });
+        self.abort_model_calls(Some(todo));
         self.cancel_sub_runs(by, Some(todo));
         let waiting: Vec<(ApprovalId, ToolCallId)> = self
             .state()

@@ -50,6 +50,7 @@ pub fn evaluate(results: &[(String, Option<Value>, Option<String>)]) -> Evaluati
         retry_agents: failed,
         feedback: format!("Rule-based evaluation: {succeeded}/{total} agents succeeded"),
         source: Source::Rules,
+        add_agents: vec![],
     }
 }
 
@@ -78,6 +79,7 @@ mod tests {
                 retry_agents: vec![],
                 feedback: "Rule-based evaluation: 2/2 agents succeeded".into(),
                 source: Source::Rules,
+                add_agents: vec![],
             }
         );
 
