@@ -673,3 +673,75 @@ async fn a_models_evaluation_adds_a_todo_in_supervisor_mode() {
     );
     engine.shutdown().await;
 }
+
+/// Past its context budget the agent has its older turns summarised by a model call of its own,
+/// recorded like every turn, and its next request carries the summary instead of them.
+#[tokio::test]
+async fn past_the_context_budget_older_turns_are_summarised_and_replaced() {
+    const SUMMARY: &str = "data.csv holds 2400 x; read it twice.";
+    let model = TestServer::start(Some(KEY), |body| {
+        let system = body["messages"][0]["content"].as_str().unwrap_or_default();
+        if system.starts_with("You summarise") {
+            return Reply::Content(SUMMARY.into());
+        }
+        if body
+            .to_string()
+            .contains("[Summary of the conversation so far]")
+        {
+            return Reply::Content("The data is all x.".into());
+        }
+        calls(&[("read_file", json!({"file_path": "/workspace/data.csv"}))])
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let workspace = dir.path().join("workspaces/summary");
+    std::fs::create_dir_all(&workspace).unwrap();
+    // ~600 tokens a read: two reads and the prompt are over the budget of 1000.
+    std::fs::write(workspace.join("data.csv"), "x".repeat(2400)).unwrap();
+    let engine = engine(dir.path(), &model).await;
+    let run = start_agent(&engine, "reader", HitlMode::None, "summary").await;
+    let s = completed(&engine, run).await;
+    assert_eq!(
+        s.supervisor.final_response.as_ref().unwrap()["answer"],
+        "The data is all x."
+    );
+
+    let seen = model.requests();
+    let is_summary = |r: &Seen| {
+        r.body["messages"][0]["content"]
+            .as_str()
+            .is_some_and(|c| c.starts_with("You summarise"))
+    };
+    let summaries: Vec<&Seen> = seen.iter().filter(|r| is_summary(r)).collect();
+    assert_eq!(summaries.len(), 1, "one summary call");
+    let at = seen.iter().position(is_summary).unwrap();
+    // What was summarised: the query and the oldest turns, as a transcript.
+    let transcript = summaries[0].body["messages"][1]["content"]
+        .as_str()
+        .unwrap();
+    assert!(
+        transcript.starts_with("user: How did sales go"),
+        "{transcript}"
+    );
+    assert!(transcript.contains("called read_file"), "{transcript}");
+    // The request after it: the system prompt, the summary, then only the recent turns.
+    let next = &seen[at + 1].body["messages"];
+    let before = &seen[at - 1].body["messages"];
+    assert_eq!(next[0], before[0], "the system prompt stays");
+    assert_eq!(
+        next[1]["content"],
+        format!("[Summary of the conversation so far]\n{SUMMARY}")
+    );
+    assert!(
+        !next.as_array().unwrap().iter().any(|m| m["content"]
+            .as_str()
+            .is_some_and(|c| c.starts_with("How did sales go"))),
+        "the query is only in the summary now: {next}"
+    );
+    assert!(next.as_array().unwrap().len() < before.as_array().unwrap().len() + 2);
+
+    // Every model call, the summary's included, is recorded, so a replay asks nothing.
+    let evs = events(&engine, run);
+    assert_eq!(turns(&evs).len(), seen.len());
+    engine.shutdown().await;
+}

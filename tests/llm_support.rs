@@ -39,6 +39,15 @@ tools = ["read_file"]
 max_turns = 3
 
 [[agent]]
+name = "reader"
+kind = "llm"
+purpose = "Reads large files, to fill its context"
+system_prompt = "You are the reader. Read the data."
+tools = ["read_file"]
+max_turns = 8
+context_budget_tokens = 1000
+
+[[agent]]
 name = "recurser"
 kind = "llm"
 purpose = "Delegates to itself, to find the depth limit"

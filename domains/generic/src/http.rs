@@ -126,6 +126,7 @@ pub(crate) struct AgentEntry {
     pub(crate) max_turns: Option<u32>,
     pub(crate) max_tool_calls: Option<u32>,
     pub(crate) model: Option<String>,
+    pub(crate) context_budget_tokens: Option<usize>,
 }
 
 /// An agent a config declares.
@@ -352,6 +353,10 @@ fn http_agent(index: usize, name: String, mut entry: AgentEntry) -> Result<HttpA
         (entry.max_turns.is_some(), "max_turns"),
         (entry.max_tool_calls.is_some(), "max_tool_calls"),
         (entry.model.is_some(), "model"),
+        (
+            entry.context_budget_tokens.is_some(),
+            "context_budget_tokens",
+        ),
     ] {
         if set {
             return Err(not_for(field));

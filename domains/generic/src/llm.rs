@@ -12,12 +12,14 @@
 //! max_turns = 20
 //! # max_tool_calls = 100
 //! # model = "..."                             # else CHRONICLE_LLM_MODEL
+//! # context_budget_tokens = 100000            # older turns are summarised past it
 //! ```
 
 use std::path::{Component, Path};
 
 use chronicle_engine::agents::{
-    LlmAgent, LlmAgentConfig, MAX_TURNS_DEFAULT, TOOL_CALLS_PER_TURN_DEFAULT,
+    CONTEXT_BUDGET_TOKENS_DEFAULT, LlmAgent, LlmAgentConfig, MAX_TURNS_DEFAULT,
+    TOOL_CALLS_PER_TURN_DEFAULT,
 };
 
 use crate::http::{AgentEntry, ConfigError, ConfigPlace, info};
@@ -79,6 +81,9 @@ pub(crate) fn llm_agent(
         max_turns,
         max_tool_calls,
         model,
+        context_budget_tokens: entry
+            .context_budget_tokens
+            .unwrap_or(CONTEXT_BUDGET_TOKENS_DEFAULT),
     };
     LlmAgent::new(config, place.tools).map_err(|source| ConfigError::Llm { name, source })
 }

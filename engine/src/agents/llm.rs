@@ -11,7 +11,8 @@
 use serde_json::{Value, json};
 
 use super::{Agent, AgentContext, AgentError, AgentInfo, AgentOutput};
-use crate::llm::{ChatRequest, Message, ToolCall, ToolSpec};
+use crate::chunks::ChunkSink;
+use crate::llm::{ChatRequest, Message, ToolCall, ToolSpec, context};
 use crate::tools::{ToolError, ToolRegistry};
 
 /// The most turns (model calls) one attempt may take, whatever a config asks for.
@@ -23,6 +24,14 @@ pub const MAX_TOOL_CALLS_MAX: u32 = 2_000;
 /// The tool calls an agent gets when its config names none: enough for every turn to call a
 /// few tools.
 pub const TOOL_CALLS_PER_TURN_DEFAULT: u32 = 5;
+
+/// The context budget an agent gets when its config names none.
+pub const CONTEXT_BUDGET_TOKENS_DEFAULT: usize = 100_000;
+/// The smallest budget a config may name: a summary and a few turns must fit.
+pub const CONTEXT_BUDGET_TOKENS_MIN: usize = 1_000;
+/// Messages kept as they are at least when the older turns are summarised (the last call and
+/// its result); more are kept while they fit in half the budget.
+const KEPT_RECENT_MESSAGES: usize = 2;
 
 /// What the engine adds after an agent's own prompt: how it works inside a run.
 const RUNTIME_PROMPT: &str = "You work by calling the tools you are given. Files live under /workspace/ (every path starts with /workspace/). A person may have to approve some calls: a rejected call is not made, so do not ask for it again. When the task is done, answer without calling a tool; that answer is your result.";
@@ -38,6 +47,9 @@ pub struct LlmAgentConfig {
     pub max_tool_calls: u32,
     /// The model, when not the configured default.
     pub model: Option<String>,
+    /// The conversation's budget in (estimated) tokens: past it, the older turns are summarised
+    /// by a model call of their own and replaced by the summary.
+    pub context_budget_tokens: usize,
 }
 
 /// Why an `llm` agent's config is refused; each names the field.
@@ -55,6 +67,8 @@ pub enum LlmAgentError {
     EmptyPrompt,
     #[error("`model` is empty")]
     EmptyModel,
+    #[error("`context_budget_tokens` {0} is under {CONTEXT_BUDGET_TOKENS_MIN}")]
+    ContextBudget(usize),
 }
 
 /// An agent whose work is a tool-calling loop over the model.
@@ -79,6 +93,9 @@ impl LlmAgent {
         }
         if config.model.as_deref().is_some_and(|m| m.trim().is_empty()) {
             return Err(LlmAgentError::EmptyModel);
+        }
+        if config.context_budget_tokens < CONTEXT_BUDGET_TOKENS_MIN {
+            return Err(LlmAgentError::ContextBudget(config.context_budget_tokens));
         }
         let mut specs: Vec<ToolSpec> = Vec::with_capacity(config.tools.len());
         for name in &config.tools {
@@ -124,6 +141,32 @@ impl LlmAgent {
         ]
     }
 
+    /// `request` with its older turns summarised: the summary is a model call of its own,
+    /// recorded like every other (so a re-execution gets the same summary from the log).
+    async fn compacted(
+        &self,
+        ctx: &AgentContext,
+        request: &ChatRequest,
+        c: context::Compaction,
+        turn: u32,
+    ) -> Result<ChatRequest, AgentError> {
+        let summary = ctx
+            .tools
+            .complete(context::summary_request(request, c), &ChunkSink::default())
+            .await
+            .map_err(|e| match e {
+                ToolError::Refused(_) => self.fail(false, format!("turn {turn}: {e}")),
+                e => self.fail(true, format!("turn {turn}: the summary call {e}")),
+            })?;
+        let text = summary.response.content.unwrap_or_default();
+        let mut compacted = context::apply(request, c, &text);
+        // What the host told the model with the summary call is for the agent's next turn.
+        if let Some(notice) = summary.notice {
+            compacted.messages.push(Message::User { content: notice });
+        }
+        Ok(compacted)
+    }
+
     /// One tool call of the model, through the host; its result as the model reads it (errors
     /// included: `rejected: …`, `refused: …`, `cancelled: …`).
     async fn call_tool(&self, ctx: &AgentContext, call: &ToolCall) -> String {
@@ -163,11 +206,19 @@ impl Agent for LlmAgent {
         let mut messages = self.opening(ctx, &input);
         let mut calls_made: u32 = 0;
         for turn in 1..=self.config.max_turns {
-            let request = ChatRequest {
+            let mut request = ChatRequest {
                 model: self.config.model.clone(),
                 messages: messages.clone(),
                 tools: self.specs.clone(),
             };
+            if let Some(c) = context::plan(
+                &request,
+                self.config.context_budget_tokens,
+                KEPT_RECENT_MESSAGES,
+            ) {
+                request = self.compacted(ctx, &request, c, turn).await?;
+                messages.clone_from(&request.messages);
+            }
             let reply = ctx
                 .tools
                 .complete(request, &ctx.chunks)
@@ -230,6 +281,7 @@ mod tests {
             max_turns: 4,
             max_tool_calls: 8,
             model: None,
+            context_budget_tokens: CONTEXT_BUDGET_TOKENS_DEFAULT,
         }
     }
 

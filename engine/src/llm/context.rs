@@ -66,10 +66,10 @@ pub struct Compaction {
 }
 
 /// Whether `request` needs compacting to fit `budget_tokens`, and what to summarise if so: the
-/// oldest turns, keeping at least the last `keep_recent` messages. The kept part never begins
-/// with a tool result (it would answer a call the model no longer sees), so the cut moves back
-/// to the assistant message that made the calls. `None` when it fits, or when nothing older
-/// than the kept turns is left to summarise.
+/// oldest turns. Kept as they are: at least the last `keep_recent` messages, and before them as
+/// many more as fit in half the budget. The kept part never begins with a tool result (it would
+/// answer a call the model no longer sees), so the cut moves back to the assistant message that
+/// made the calls. `None` when it fits, or when nothing older than the kept turns is left.
 pub fn plan(request: &ChatRequest, budget_tokens: usize, keep_recent: usize) -> Option<Compaction> {
     if estimate_tokens(request) <= budget_tokens {
         return None;
@@ -77,6 +77,11 @@ pub fn plan(request: &ChatRequest, budget_tokens: usize, keep_recent: usize) -> 
     let messages = &request.messages;
     let start = usize::from(matches!(messages.first(), Some(Message::System { .. })));
     let mut end = messages.len().saturating_sub(keep_recent).max(start);
+    let mut kept: usize = messages[end..].iter().map(message_tokens).sum();
+    while end > start && kept + message_tokens(&messages[end - 1]) <= budget_tokens / 2 {
+        end -= 1;
+        kept += message_tokens(&messages[end]);
+    }
     while end > start && matches!(messages[end], Message::Tool { .. }) {
         end -= 1;
     }
@@ -234,6 +239,14 @@ mod tests {
         );
         assert_eq!(compacted.messages[2..], r.messages[4..]);
         assert!(estimate_tokens(&compacted) < estimate_tokens(&r));
+    }
+
+    #[test]
+    fn the_kept_turns_fill_half_the_budget() {
+        let r = conversation();
+        // The last result (~100 tokens) and its call fit in half of 400; the one before (~1000
+        // tokens) does not: the cut is before the second call.
+        assert_eq!(plan(&r, 400, 1), Some(Compaction { start: 1, end: 4 }));
     }
 
     #[test]

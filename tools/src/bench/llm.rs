@@ -115,6 +115,7 @@ fn open(rt: &Runtime, dir: &Path, model: &Arc<ScriptedModel>) -> Result<Engine> 
         max_turns: turns + 1,
         max_tool_calls: turns,
         model: None,
+        context_budget_tokens: chronicle_engine::agents::CONTEXT_BUDGET_TOKENS_DEFAULT,
     };
     let mut registry = Registry::empty();
     registry.register(Arc::new(LlmAgent::new(config, &ToolRegistry::builtin())?));
