@@ -745,3 +745,91 @@ async fn past_the_context_budget_older_turns_are_summarised_and_replaced() {
     assert_eq!(turns(&evs).len(), seen.len());
     engine.shutdown().await;
 }
+
+/// The system prompt the model gets lists the skills (the server's and the session's, names and
+/// descriptions, never the bodies) and holds the memory files' text, read at every turn; the
+/// call records what was loaded by hash.
+#[tokio::test]
+async fn skills_and_memory_files_go_into_the_system_prompt_and_are_recorded_by_hash() {
+    let model = TestServer::start(Some(KEY), |body| match turn_of(body) {
+        1 => calls(&[(
+            "write_file",
+            json!({"file_path": "/workspace/AGENTS.md", "content": "Reports are in English.\n"}),
+        )]),
+        _ => Reply::Content("Done.".into()),
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let skill = home.join("skills/sales-report");
+    std::fs::create_dir_all(&skill).unwrap();
+    std::fs::write(
+        skill.join("SKILL.md"),
+        "---\nname: sales-report\ndescription: Writes a monthly sales report\n---\nSECRET-BODY: use a table.\n",
+    )
+    .unwrap();
+    std::fs::write(home.join("AGENTS.md"), "Always cite the data file.\n").unwrap();
+    let mut settings = llm_support::settings(&model.base_url);
+    settings.skills_dir = Some(home.join("skills"));
+    settings.memory_dir = Some(home.clone());
+    let store = Store::open(dir.path(), Options::default()).unwrap();
+    let engine = Engine::open(store, settings).await.unwrap();
+    let run = start_agent(&engine, "analyst", HitlMode::None, "skills").await;
+    completed(&engine, run).await;
+
+    let seen = model.requests();
+    assert_eq!(seen.len(), 2);
+    let system = |i: usize| {
+        seen[i].body["messages"][0]["content"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let first = system(0);
+    assert!(first.starts_with("You are the analyst."), "{first}");
+    assert!(
+        first.contains(
+            "sales-report: Writes a monthly sales report (/workspace/skills/sales-report/SKILL.md)"
+        ),
+        "{first}"
+    );
+    assert!(
+        !first.contains("SECRET-BODY"),
+        "the body is read on demand: {first}"
+    );
+    assert!(first.contains("Always cite the data file."), "{first}");
+    assert!(!first.contains("Reports are in English."), "{first}");
+    // The session's memory file, written by the model in turn 1, is read at turn 2.
+    let second = system(1);
+    assert!(second.contains("Always cite the data file."), "{second}");
+    assert!(second.contains("Reports are in English."), "{second}");
+    // The skill is the session's now, where read_file reaches it.
+    assert!(
+        dir.path()
+            .join("workspaces/skills/skills/sales-report/SKILL.md")
+            .exists()
+    );
+
+    let loaded: Vec<Vec<String>> = turns(&events(&engine, run))
+        .iter()
+        .map(|e| match &e.event {
+            Event::LlmCalled { loaded, .. } => loaded.iter().map(|f| f.source.clone()).collect(),
+            _ => unreachable!(),
+        })
+        .collect();
+    assert_eq!(
+        loaded,
+        [
+            vec![
+                "server:AGENTS.md",
+                "/workspace/skills/sales-report/SKILL.md"
+            ],
+            vec![
+                "server:AGENTS.md",
+                "/workspace/AGENTS.md",
+                "/workspace/skills/sales-report/SKILL.md"
+            ],
+        ]
+    );
+    engine.shutdown().await;
+}

@@ -129,6 +129,8 @@ pub(crate) struct ModelDone {
     pub model: String,
     pub notice: Option<String>,
     pub plan_edits_seen: u32,
+    /// The memory files and skills put into the system prompt.
+    pub loaded: Vec<chronicle_schemas::LoadedFile>,
     pub outcome: std::result::Result<ChatResponse, String>,
     pub duration_ms: u64,
     pub waiter: ModelWaiter,

@@ -48,6 +48,11 @@ pub struct Settings {
     /// How many levels of sub-agent runs (`task` calls) may nest below a root run: a run this
     /// deep cannot start another.
     pub subagent_depth_max: u32,
+    /// The server-wide skills (`<dir>/<skill>/SKILL.md`) llm agents are told of, beside each
+    /// session's `/workspace/skills/`.
+    pub skills_dir: Option<PathBuf>,
+    /// Where the server-wide memory file (`AGENTS.md` or `agent.md`) of llm agents lives.
+    pub memory_dir: Option<PathBuf>,
 }
 
 impl std::fmt::Debug for Settings {
@@ -82,6 +87,8 @@ impl Default for Settings {
             inline_payload_bytes_max: 16 * 1024,
             tool_output_offload_bytes: 16 * 1024,
             subagent_depth_max: SUBAGENT_DEPTH_MAX_DEFAULT,
+            skills_dir: None,
+            memory_dir: None,
         }
     }
 }

@@ -164,6 +164,13 @@ pub struct ModelTurn {
     pub plan_edits_seen: u32,
 }
 
+/// A file whose text went into a model's prompt: where it came from and its content's hash.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LoadedFile {
+    pub source: String,
+    pub hash: Hash,
+}
+
 /// Token counts a model server reports for one call.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TokenUsage {
@@ -342,6 +349,10 @@ pub enum Event {
         /// agent's TODO list), so a re-execution adds the same.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         notice: Option<String>,
+        /// The memory files and skills the host put into the system prompt, by hash (their
+        /// text is in the workspace or the server's directories, not in the log).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        loaded: Vec<LoadedFile>,
     },
     EvaluationRecorded {
         quality_score: f64,

@@ -34,8 +34,8 @@ pub use envelope::{
     external_stub, parse_external_stub, peek_record_header,
 };
 pub use event::{
-    Actor, BlobRef, Event, ModelTurn, OWNER_OF_OLD_RUNS, ParentLink, Payload, Phase, PlanStep,
-    QUERY_CHARS_MAX, Source, TokenUsage,
+    Actor, BlobRef, Event, LoadedFile, ModelTurn, OWNER_OF_OLD_RUNS, ParentLink, Payload, Phase,
+    PlanStep, QUERY_CHARS_MAX, Source, TokenUsage,
 };
 pub use hash::{Hash, chain_hash};
 pub use ids::{

@@ -201,6 +201,7 @@ pub fn sample_events() -> Vec<Event> {
                 total_tokens: 15,
             }),
             notice: Some("todo_002 was skipped by user:alice".into()),
+            loaded: Vec::new(),
         },
         Event::EvaluationRecorded {
             quality_score: 0.8,

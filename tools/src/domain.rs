@@ -32,6 +32,14 @@ pub struct DomainArgs {
     #[arg(long, env = "CHRONICLE_SUBAGENT_DEPTH_MAX", value_name = "LEVELS",
           default_value_t = chronicle_engine::SUBAGENT_DEPTH_MAX_DEFAULT)]
     pub subagent_depth_max: u32,
+    /// Skills llm agents are told of: `<DIR>/<skill>/SKILL.md` files with `name` and
+    /// `description` front matter (a session's own `/workspace/skills/` copy wins).
+    #[arg(long, env = "CHRONICLE_SKILLS_DIR", value_name = "DIR")]
+    pub skills_dir: Option<PathBuf>,
+    /// The directory of the server-wide memory file (`AGENTS.md` or `agent.md`) that llm agents
+    /// read at every turn, before the session's own `/workspace/AGENTS.md`.
+    #[arg(long, env = "CHRONICLE_MEMORY_DIR", value_name = "DIR")]
+    pub memory_dir: Option<PathBuf>,
 }
 
 impl Default for DomainArgs {
@@ -40,6 +48,8 @@ impl Default for DomainArgs {
             domain: Domain::default(),
             agents: None,
             subagent_depth_max: chronicle_engine::SUBAGENT_DEPTH_MAX_DEFAULT,
+            skills_dir: None,
+            memory_dir: None,
         }
     }
 }
@@ -65,6 +75,18 @@ impl DomainArgs {
     pub fn settings(&self) -> anyhow::Result<Settings> {
         let mut settings = Settings::from_env()?;
         settings.subagent_depth_max = self.subagent_depth_max;
+        for (dir, what) in [
+            (&self.skills_dir, "--skills-dir"),
+            (&self.memory_dir, "--memory-dir"),
+        ] {
+            if let Some(dir) = dir
+                && !dir.is_dir()
+            {
+                anyhow::bail!("{what} {} is not a directory", dir.display());
+            }
+        }
+        settings.skills_dir.clone_from(&self.skills_dir);
+        settings.memory_dir.clone_from(&self.memory_dir);
         let mut settings = match self.domain {
             Domain::Realestate => chronicle_realestate::install(settings),
             Domain::Generic => chronicle_generic::install(settings),

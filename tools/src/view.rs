@@ -949,6 +949,7 @@ mod tests {
                     }),
                     usage: None,
                     notice: notice.map(str::to_owned),
+                    loaded: Vec::new(),
                 },
             );
             anstream::adapter::strip_str(&event_line(&env, None)).to_string()

@@ -250,6 +250,7 @@ impl LongRun {
                 turn: None,
                 usage: None,
                 notice: None,
+                loaded: Vec::new(),
             },
             Event::ToolCallRequested {
                 tool_call_id: call.clone(),

@@ -103,6 +103,7 @@ fn llm_event(call: LlmCall) -> Event {
         turn: None,
         usage: None,
         notice: None,
+        loaded: Vec::new(),
     }
 }
 

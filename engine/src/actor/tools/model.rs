@@ -4,23 +4,67 @@
 //! model in a task of its own, records `LlmCalled` (the request's hash, the whole answer, token
 //! usage, duration) with a checkpoint, and only then answers the agent.
 //!
+//! Before every call the host puts the memory files and the skills (names and descriptions) into
+//! the system prompt, read afresh so that an edit shows at the next turn; their hashes are
+//! recorded with the call. They are not part of the request's hash: a re-execution is answered
+//! from the log whatever the files hold now.
+//!
 //! Before a call of the agent that drives the run, the host adds what a person changed in the
 //! agent's TODO list since the model last heard of it, as a user message; the text is recorded
 //! with the call, so a re-execution adds the same.
 
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use chronicle_schemas::{
-    Event, ModelTurn, ModelTurnState, Payload, SupervisorTodo, TodoId, TodoStatus,
+    Event, LoadedFile, ModelTurn, ModelTurnState, Payload, SupervisorTodo, TodoId, TodoStatus,
 };
 use serde_json::Value;
 
 use crate::actor::RunActor;
 use crate::actor::nodes::checkpoint;
+use crate::agents::{memory, skills};
 use crate::llm::{CALL_TIMEOUT_MS_MAX, ChatResponse, Delta, LlmError, Message, request_hash};
 use crate::mailbox::{Input, ModelDone, ModelWaiter};
-use crate::tools::{ModelCallMsg, ModelReply, ToolError};
+use crate::tools::{ModelCallMsg, ModelReply, ToolError, Workspace};
 use crate::{Error, Result};
+
+/// The files an agent's system prompt is completed with.
+struct ContextFiles {
+    workspace: Workspace,
+    skills_dir: Option<PathBuf>,
+    memory_dir: Option<PathBuf>,
+}
+
+impl ContextFiles {
+    /// The prompt's memory and skills parts, and what they were read from. A workspace that
+    /// cannot be read adds nothing (the agent's own tools will say why).
+    fn load(self) -> (String, Vec<LoadedFile>) {
+        let memories =
+            memory::load(self.memory_dir.as_deref(), &self.workspace).unwrap_or_default();
+        let found = skills::load(self.skills_dir.as_deref(), &self.workspace).unwrap_or_default();
+        for problem in &found.problems {
+            tracing::warn!(%problem, "a skill is left out");
+        }
+        let loaded = memories
+            .iter()
+            .map(|m| LoadedFile {
+                source: m.source.clone(),
+                hash: m.hash,
+            })
+            .chain(found.skills.iter().map(|s| LoadedFile {
+                source: s.path.clone(),
+                hash: s.hash,
+            }))
+            .collect();
+        let prompt = [memory::prompt(&memories), skills::prompt(&found.skills)]
+            .into_iter()
+            .filter(|p| !p.is_empty())
+            .collect::<Vec<_>>()
+            .join("\n");
+        (prompt, loaded)
+    }
+}
 
 /// Bytes of a notice kept: it is recorded with the call.
 const NOTICE_BYTES_MAX: usize = 4 * 1024;
@@ -85,8 +129,18 @@ impl RunActor {
             .clone()
             .unwrap_or_else(|| provider.model().to_owned());
         let (tx, key) = (self.tx.clone(), (todo_id.clone(), index));
+        let files = self.context_files();
         let task = tokio::spawn(async move {
             let started = Instant::now();
+            let (prompt, loaded) = tokio::task::spawn_blocking(move || files.load())
+                .await
+                .unwrap_or_default();
+            if let Some(Message::System { content }) = request.messages.first_mut()
+                && !prompt.is_empty()
+            {
+                content.push_str("\n\n");
+                content.push_str(&prompt);
+            }
             let on_delta = |d: Delta<'_>| chunks.send(d);
             let outcome = tokio::time::timeout(
                 Duration::from_millis(CALL_TIMEOUT_MS_MAX),
@@ -104,6 +158,7 @@ impl RunActor {
                 model,
                 notice,
                 plan_edits_seen,
+                loaded,
                 outcome,
                 duration_ms: started.elapsed().as_millis() as u64,
                 waiter,
@@ -187,11 +242,23 @@ impl RunActor {
             }),
             usage,
             notice: done.notice.clone(),
+            loaded: done.loaded.clone(),
         }];
         if error.is_none() {
             ev.push(checkpoint(self.state(), "agent_turn", 0));
         }
         Ok(ev)
+    }
+
+    /// Where this run's memory files and skills are read from.
+    fn context_files(&self) -> ContextFiles {
+        let s = &self.state().supervisor;
+        let session = s.config.workspace_session.as_ref().unwrap_or(&s.session_id);
+        ContextFiles {
+            workspace: Workspace::for_session(&self.shared.workspaces, session),
+            skills_dir: self.shared.settings.skills_dir.clone(),
+            memory_dir: self.shared.settings.memory_dir.clone(),
+        }
     }
 
     /// A recorded call's answer, as the agent got it the first time.
