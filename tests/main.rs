@@ -7,6 +7,7 @@ mod api_bounds;
 mod api_browser;
 mod api_owners;
 mod api_sse;
+mod api_stream;
 mod api_support;
 mod api_tools;
 mod api_ws;

@@ -1,6 +1,9 @@
 //! SSE streams: one run's events (`id:` = run seq) and every run's events (`id:` =
 //! global offset), each message named and shaped by [`chronicle_wire::names`], history first and then live,
-//! with no gap and no duplicate. Also the seed 003 additions to approval events that SSE and the
+//! with no gap and no duplicate. Between them, the live chunks of model answers
+//! (`message.chunk`, `reasoning.chunk`) *without* an `id:`: they are not stored, so a client's
+//! `Last-Event-ID` stays the last event's and a resumed stream gets the events it missed and the
+//! chunks written from then on. Also the seed 003 additions to approval events that SSE and the
 //! WebSocket both send ([`event_data`]).
 //!
 //! Each stream holds a [`StreamPermit`] (the caps) and reads a bounded amount ahead of its
@@ -8,14 +11,16 @@
 
 use std::collections::HashMap;
 use std::convert::Infallible;
+use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use chronicle_engine::Engine;
 use chronicle_engine::store::Tail;
+use chronicle_engine::{Chunk, Engine, Live};
 use chronicle_schemas::{ApprovalId, Envelope, Event, RunId};
 use chronicle_wire::{ErrorBody, EventData, EventsQuery, names};
 use futures_util::Stream;
@@ -110,6 +115,12 @@ impl Enricher {
     }
 }
 
+/// One SSE message of a live chunk: named, without an `id:` (it cannot be resumed from).
+fn chunk_message(chunk: &Chunk) -> SseEvent {
+    let json = serde_json::to_string(&chunk.data).unwrap_or_default();
+    SseEvent::default().event(chunk.data.name()).data(json)
+}
+
 /// One SSE message of an event.
 fn message(id: u64, env: &Envelope, data: &EventData) -> SseEvent {
     // The data is plain JSON values: it always encodes.
@@ -164,7 +175,7 @@ struct RunStream<S> {
         ("ticket" = Option<String>, Query, description = "A one-time stream ticket (`POST /api/v1/stream-tickets`), for clients that cannot send the `Authorization` header, such as browsers"),
     ),
     responses(
-        (status = 200, description = "Server-sent events, history then live: `id` = the run's seq, `event` = the dotted name, `data` = `{run_id, seq, offset, at, kind, type, subtype, content}`. Ends after `run.end` / `run.error` unless `follow`", content_type = "text/event-stream", body = String),
+        (status = 200, description = "Server-sent events, history then live: `id` = the run's seq, `event` = the dotted name, `data` = `{run_id, seq, offset, at, kind, type, subtype, content}`. Between them, while a model writes an answer, live chunks `message.chunk` / `reasoning.chunk` without an `id` (they are not stored; a resumed stream gets the events it missed and the chunks from then on), `data` = `{run_id, type, subtype: \"chunk\", content: {text, todo_id?, agent?}}`. Ends after `run.end` / `run.error` unless `follow`", content_type = "text/event-stream", body = String),
         (status = 204, description = "A resumed stream of an ended run has nothing newer"),
         (status = 400, description = "A run id that is not a UUID, a bad `from`, `follow` or `Last-Event-ID` (`bad_request`), or a `Host` header that names another server (`bad_host`)", body = ErrorBody),
         (status = 401, response = Unauthorized), (status = 403, response = Forbidden), (status = 404, response = RunNotFound),
@@ -194,8 +205,9 @@ pub async fn run_events(
         return Ok(StatusCode::NO_CONTENT.into_response());
     }
     let permit = st.streams.open(&who.name)?;
-    // The bus subscribes to live events before it reads history, so nothing falls in between.
-    let events = st.engine.subscribe(run, from)?;
+    // The bus subscribes to live events before it reads history, so nothing falls in between;
+    // chunks come from now on.
+    let events = st.engine.subscribe_live(run, from)?;
     let state = RunStream {
         events,
         enrich: Enricher::new(st.engine.clone()),
@@ -214,11 +226,12 @@ pub async fn run_events(
             next = s.events.next() => next,
         };
         match next? {
-            Ok(env) => {
+            Ok(Live::Event(env)) => {
                 s.ended = !s.follow && names::ends_stream(&env.event);
                 let data = s.enrich.data(&env);
                 Some((Ok(message(env.seq, &env, &data)), s))
             }
+            Ok(Live::Chunk(chunk)) => Some((Ok(chunk_message(&chunk)), s)),
             Err(e) => {
                 tracing::error!(error = %e, "run event stream stopped");
                 None
@@ -229,9 +242,11 @@ pub async fn run_events(
 }
 
 /// State of the all-runs stream between messages. It pulls from the log as its client reads,
-/// `sse_stream_buffer_events` at a time.
+/// `sse_stream_buffer_events` at a time, and takes the live chunks of every run from now on (a
+/// client that falls behind loses some: they are not stored).
 struct AllStream {
     events: Tail,
+    chunks: Pin<Box<dyn Stream<Item = Arc<Chunk>> + Send>>,
     /// Whose stream it is: only the runs they may see are sent.
     who: chronicle_engine::Principal,
     enrich: Enricher,
@@ -246,7 +261,7 @@ struct AllStream {
         ("ticket" = Option<String>, Query, description = "A one-time stream ticket (`POST /api/v1/stream-tickets`), for clients that cannot send the `Authorization` header, such as browsers"),
     ),
     responses(
-        (status = 200, description = "Server-sent events of every run the caller may see (an admin: all): `id` = the global offset, `event` = the dotted name, the same `data` as a run's stream. Never ends by itself", content_type = "text/event-stream", body = String),
+        (status = 200, description = "Server-sent events of every run the caller may see (an admin: all): `id` = the global offset, `event` = the dotted name, the same `data` as a run's stream, and the live chunks (`message.chunk` / `reasoning.chunk`, without an `id`) of those runs from the moment the stream opens. Never ends by itself", content_type = "text/event-stream", body = String),
         (status = 400, description = "A bad `from` or `Last-Event-ID` (`bad_request`), or a `Host` header that names another server (`bad_host`)", body = ErrorBody),
         (status = 401, response = Unauthorized), (status = 403, response = Forbidden),
         (status = 503, response = StreamsUnavailable),
@@ -266,6 +281,7 @@ pub async fn all_events(
     let chunk = st.config.sse_stream_buffer_events as u64;
     let state = AllStream {
         events: st.engine.store().tail(from, chunk),
+        chunks: Box::pin(st.engine.all_chunks()),
         who,
         enrich: Enricher::new(st.engine.clone()),
         shutdown: st.shutdown.clone(),
@@ -276,6 +292,12 @@ pub async fn all_events(
             let next = tokio::select! {
                 biased;
                 _ = s.shutdown.cancelled() => return None,
+                Some(chunk) = s.chunks.next() => {
+                    if !s.enrich.visible_to(&s.who, chunk.data.run_id) {
+                        continue;
+                    }
+                    return Some((Ok(chunk_message(&chunk)), s));
+                }
                 next = s.events.next() => next,
             };
             let env = match next? {

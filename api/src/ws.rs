@@ -3,8 +3,8 @@
 //! Client → server: `message` (start a run in the session and stream it), `human_response`
 //! (decide the pending approval of the current run, as `POST /api/sessions/{id}/resume` does),
 //! `command` (a slash command on the current run), `subscribe` (stream a run from a seq).
-//! Server → client: `connected`, `event` (the SSE `data` object), `hitl_request`, `final`,
-//! `command_result`, `error`. A bad frame gets an `error` and the socket stays open.
+//! Server → client: `connected`, `event` (the SSE `data` object, also of the live chunks of model
+//! answers, which have no seq), `hitl_request`, `final`, `command_result`, `error`. A bad frame gets an `error` and the socket stays open.
 //!
 //! Each streamed run has its own forwarding task (bus subscription → the socket's outbox); the
 //! socket task alone writes to the socket. The current run is the one started or subscribed last.
@@ -15,7 +15,6 @@
 //! header without reading it.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::State;
@@ -23,10 +22,8 @@ use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade, close_code};
 use axum::http::StatusCode;
 use axum::response::Response;
-use chronicle_engine::{Engine, Turn, TurnInput, TurnOutcome};
-use chronicle_schemas::{
-    ApprovalId, ApprovalStatus, Decision, Envelope, Event, HitlMode, RunId, SessionId,
-};
+use chronicle_engine::{Engine, Live, Turn, TurnInput, TurnOutcome};
+use chronicle_schemas::{ApprovalId, ApprovalStatus, Decision, Event, HitlMode, RunId, SessionId};
 use chronicle_wire::{ApprovalView, ErrorBody};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -458,7 +455,7 @@ impl Session {
     /// Streams `run` from `from_seq` and makes it the current run (replacing an older stream of
     /// the same run; dropping the oldest stream beyond [`WS_SUBSCRIPTIONS_MAX`]).
     fn follow(&mut self, run: RunId, from_seq: u64) -> ApiResult<()> {
-        let events = self.engine().subscribe(run, from_seq)?;
+        let events = self.engine().subscribe_live(run, from_seq)?;
         self.generation += 1;
         let generation = self.generation;
         let stop = self.stop.child_token();
@@ -559,7 +556,8 @@ fn too_long(e: &axum::Error) -> Option<usize> {
 }
 
 /// Turns one run's events into server frames: `event` for each, plus `hitl_request` for an
-/// approval that is still pending and `final` for the answer. WebSocket streams stay open after
+/// approval that is still pending and `final` for the answer; and the run's live chunks into
+/// `event` frames of their own data (`type` `message` / `reasoning`, `subtype` `chunk`). WebSocket streams stay open after
 /// the run ends (a restore can bring it back); the socket bounds how many it keeps.
 struct Forwarder {
     enrich: Enricher,
@@ -573,7 +571,7 @@ struct Forwarder {
 impl Forwarder {
     async fn run(
         mut self,
-        mut events: ReceiverStream<Result<Arc<Envelope>, chronicle_engine::store::Error>>,
+        mut events: ReceiverStream<Result<Live, chronicle_engine::store::Error>>,
     ) {
         loop {
             let next = tokio::select! {
@@ -582,7 +580,17 @@ impl Forwarder {
             };
             let env = match next {
                 None => return,
-                Some(Ok(env)) => env,
+                Some(Ok(Live::Event(env))) => env,
+                // A live chunk: an `event` frame with its data (no seq: it is not stored).
+                Some(Ok(Live::Chunk(chunk))) => {
+                    if !self
+                        .emit(json!({"type": "event", "data": chunk.data}))
+                        .await
+                    {
+                        return;
+                    }
+                    continue;
+                }
                 Some(Err(e)) => {
                     self.emit(error_frame(ApiError::internal(e))).await;
                     return;

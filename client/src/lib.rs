@@ -12,4 +12,4 @@ mod sse;
 
 pub use client::{ChatReply, Client, Export};
 pub use error::{Error, Result};
-pub use sse::{EventStream, EventsFrom, StreamEvent};
+pub use sse::{EventStream, EventsFrom, StreamEvent, StreamItem};

@@ -1,5 +1,7 @@
 //! The one SSE reader: a run's stream (`id:` = seq) or the all-runs stream (`id:` = offset),
-//! each message a typed [`StreamEvent`].
+//! each message a typed [`StreamEvent`], and between them the live chunks of model answers
+//! (`message.chunk`, `reasoning.chunk`: no `id:`, [`StreamItem::Chunk`]) for a reader that asks
+//! for them ([`EventStream::next_item`]).
 //!
 //! Keep-alive comments are skipped. A connection that drops (or a body that ends before the
 //! stream is over) is opened again with `Last-Event-ID` set to the last id received, so the
@@ -10,8 +12,8 @@
 use std::time::Duration;
 
 use chronicle_schemas::RunId;
-use chronicle_wire::names::END_NAMES;
-use chronicle_wire::{EventData, EventsQuery};
+use chronicle_wire::names::{CHUNK_NAMES, END_NAMES};
+use chronicle_wire::{ChunkData, EventData, EventsQuery};
 use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
 use reqwest::{Method, Response, StatusCode};
@@ -57,6 +59,14 @@ pub struct StreamEvent {
     pub id: u64,
     pub name: String,
     pub data: EventData,
+}
+
+/// One message of a stream: a stored event, or a live chunk of a model's answer (which has no
+/// id: it is not stored, and a resumed stream goes on with the chunks written from then on).
+#[derive(Clone, Debug, PartialEq)]
+pub enum StreamItem {
+    Event(StreamEvent),
+    Chunk(ChunkData),
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -186,16 +196,27 @@ impl EventStream {
         }
     }
 
-    /// The next event; `None` when the stream is over.
+    /// The next event (chunks are skipped); `None` when the stream is over.
     pub async fn next(&mut self) -> Option<Result<StreamEvent>> {
-        let out = self.next_event().await;
+        loop {
+            match self.next_item().await? {
+                Ok(StreamItem::Event(ev)) => return Some(Ok(ev)),
+                Ok(StreamItem::Chunk(_)) => {}
+                Err(e) => return Some(Err(e)),
+            }
+        }
+    }
+
+    /// The next event or live chunk; `None` when the stream is over.
+    pub async fn next_item(&mut self) -> Option<Result<StreamItem>> {
+        let out = self.read_item().await;
         if matches!(out, Some(Err(_))) {
             self.finished = true;
         }
         out
     }
 
-    async fn next_event(&mut self) -> Option<Result<StreamEvent>> {
+    async fn read_item(&mut self) -> Option<Result<StreamItem>> {
         loop {
             if self.finished {
                 return None;
@@ -234,10 +255,20 @@ impl EventStream {
         }
     }
 
-    /// Turns one message into an event: `None` for a comment or a duplicate.
-    fn accept(&mut self, msg: RawMessage) -> Result<Option<StreamEvent>> {
+    /// Turns one message into an event or a chunk: `None` for a comment or a duplicate.
+    fn accept(&mut self, msg: RawMessage) -> Result<Option<StreamItem>> {
         if msg.data.is_empty() {
             return Ok(None);
+        }
+        if msg.id.is_none()
+            && let Some(name) = msg.event.as_deref().filter(|n| CHUNK_NAMES.contains(n))
+        {
+            let chunk: ChunkData =
+                serde_json::from_str(&msg.data).map_err(|source| Error::Decode {
+                    what: format!("a {name} message of {}", self.path()),
+                    source,
+                })?;
+            return Ok(Some(StreamItem::Chunk(chunk)));
         }
         let id: u64 = msg
             .id
@@ -275,13 +306,22 @@ impl EventStream {
         {
             self.finished = true;
         }
-        Ok(Some(StreamEvent { id, name, data }))
+        Ok(Some(StreamItem::Event(StreamEvent { id, name, data })))
     }
 
     /// The events as a `futures` stream.
     pub fn into_stream(self) -> BoxStream<'static, Result<StreamEvent>> {
         futures_util::stream::unfold(self, |mut s| async move {
             let next = s.next().await?;
+            Some((next, s))
+        })
+        .boxed()
+    }
+
+    /// The events and live chunks as a `futures` stream.
+    pub fn into_item_stream(self) -> BoxStream<'static, Result<StreamItem>> {
+        futures_util::stream::unfold(self, |mut s| async move {
+            let next = s.next_item().await?;
             Some((next, s))
         })
         .boxed()
@@ -431,6 +471,56 @@ mod tests {
             "{}",
             heads[1]
         );
+    }
+
+    /// A live chunk's SSE message: named, without an id.
+    fn chunk(text: &str) -> String {
+        let data = serde_json::json!({"run_id": RUN, "kind": "MessageChunk", "type": "message",
+            "subtype": "chunk", "content": {"text": text}});
+        format!("event: message.chunk\ndata: {data}\n\n")
+    }
+
+    #[tokio::test]
+    async fn chunks_come_between_events_and_leave_the_resume_point_alone() {
+        let first = format!(
+            "{}{}{}{}",
+            message(0, false),
+            chunk("Sun"),
+            message(1, false),
+            chunk("ny")
+        );
+        let second = format!("{}{}{}", message(1, false), chunk("!"), message(2, true));
+        let (base, task) = server(vec![Some(first.clone()), Some(second.clone())]).await;
+        let client = Client::new(&base).unwrap();
+        let mut stream = client.run_events(RUN, EventsFrom::default()).await.unwrap();
+        let mut seen = Vec::new();
+        while let Some(item) = stream.next_item().await {
+            seen.push(match item.unwrap() {
+                StreamItem::Event(ev) => ev.id.to_string(),
+                StreamItem::Chunk(c) => {
+                    assert_eq!((c.run_id, c.name()), (RUN, "message.chunk"));
+                    c.content.text
+                }
+            });
+        }
+        assert_eq!(seen, ["0", "Sun", "1", "ny", "!", "2"]);
+        // The chunk after event 1 did not move the resume point.
+        let heads = task.await.unwrap();
+        assert!(heads[1].contains("last-event-id: 1\r\n"), "{}", heads[1]);
+
+        // A reader of events alone never sees the chunks.
+        let (base, _task) = server(vec![Some(first), Some(second)]).await;
+        let client = Client::new(&base).unwrap();
+        let mut stream = client.run_events(RUN, EventsFrom::default()).await.unwrap();
+        assert_eq!(ids(&mut stream).await.unwrap(), [0, 1, 2]);
+
+        // A message without an id that is not a chunk is still refused.
+        let body = format!("event: reasoning.note\ndata: {{}}\n\n{}", message(0, false));
+        let (base, _task) = server(vec![Some(body)]).await;
+        let client = Client::new(&base).unwrap();
+        let mut stream = client.run_events(RUN, EventsFrom::default()).await.unwrap();
+        let e = stream.next().await.unwrap().unwrap_err();
+        assert!(e.to_string().contains("without a numeric id"), "{e}");
     }
 
     #[tokio::test]

@@ -16,7 +16,7 @@ use crate::runs::{self, StartRun, Started};
 use crate::settings::Settings;
 use crate::shared::Shared;
 use crate::store::{self, Store};
-use crate::{Principal, Result, actor};
+use crate::{Chunk, Live, Principal, Result, actor};
 
 /// The workflow engine; cheap to clone.
 #[derive(Clone)]
@@ -167,6 +167,26 @@ impl Engine {
         from_seq: u64,
     ) -> Result<ReceiverStream<Result<Arc<Envelope>, store::Error>>> {
         runs::subscribe(&self.shared, run, from_seq)
+    }
+
+    /// [`Engine::subscribe`], with the run's live chunks (pieces of its model answers while
+    /// they are written) from now on between the events. Chunks are not stored: a subscriber
+    /// gets the ones written while it listens, each after the events that came before it, and
+    /// loses some when it falls behind.
+    pub fn subscribe_live(
+        &self,
+        run: RunId,
+        from_seq: u64,
+    ) -> Result<ReceiverStream<Result<Live, store::Error>>> {
+        runs::subscribe_live(&self.shared, run, from_seq)
+    }
+
+    /// The live chunks of every run from now on (the all-runs stream's; the caller filters what
+    /// its client may see). A reader that falls behind loses some.
+    pub fn all_chunks(
+        &self,
+    ) -> impl tokio_stream::Stream<Item = Arc<Chunk>> + Send + Unpin + use<> {
+        self.shared.bus.all_chunks()
     }
 
     /// Waits until `done(state)` holds, re-checking after each event of the run; a

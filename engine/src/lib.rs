@@ -31,7 +31,8 @@ pub mod tools;
 mod turn;
 
 pub use actor::commands;
-pub use bus::Bus;
+pub use bus::{Bus, Live};
+pub use chunks::Chunk;
 pub use engine::Engine;
 pub use error::{Error, PlanError, Result};
 pub use mailbox::RestoreTarget;

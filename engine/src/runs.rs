@@ -17,12 +17,12 @@ use tokio_stream::wrappers::ReceiverStream;
 
 use chronicle_wire::SubRun;
 
-use crate::Principal;
 use crate::error::PlanError;
 use crate::shared::Shared;
 use crate::store;
 use crate::tools::{ChildRequest, ToolContext};
 use crate::{Error, Result};
+use crate::{Live, Principal};
 
 /// What a caller asks for when starting a run; `None` fields take the server defaults.
 #[derive(Clone, Debug, Default)]
@@ -258,6 +258,18 @@ pub(crate) fn subscribe(
         return Err(Error::RunNotFound(run));
     }
     Ok(shared.bus.subscribe(run, from_seq))
+}
+
+/// [`subscribe`], with the run's live chunks between the events.
+pub(crate) fn subscribe_live(
+    shared: &Shared,
+    run: RunId,
+    from_seq: u64,
+) -> Result<ReceiverStream<Result<Live, store::Error>>> {
+    if shared.store.run_head(run)?.is_none() {
+        return Err(Error::RunNotFound(run));
+    }
+    Ok(shared.bus.subscribe_live(run, from_seq))
 }
 
 /// Waits until `done(state)` holds, re-checking after each event of the run (or `timeout`).

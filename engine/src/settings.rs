@@ -40,6 +40,10 @@ pub struct Settings {
     /// buffer is allocated whole for every run someone follows and keeps its newest events, so it
     /// is kept small: a lagging subscriber only costs a read of the log.
     pub bus_buffer_events: usize,
+    /// Live chunks (pieces of a model's answer) buffered per run while someone listens for them.
+    /// A subscriber that falls further behind loses the chunks it missed (they are not stored;
+    /// the whole answer is one durable event); the run never waits for it.
+    pub bus_buffer_chunks: usize,
     /// Agent results larger than this go to a blob file instead of the event.
     pub inline_payload_bytes_max: usize,
     /// Tool outputs larger than this (as JSON) are written to a file in the workspace and the
@@ -84,6 +88,7 @@ impl Default for Settings {
             workspace_root: None,
             actor_mailbox_messages: 64,
             bus_buffer_events: 128,
+            bus_buffer_chunks: 64,
             inline_payload_bytes_max: 16 * 1024,
             tool_output_offload_bytes: 16 * 1024,
             subagent_depth_max: SUBAGENT_DEPTH_MAX_DEFAULT,

@@ -52,7 +52,12 @@ impl std::fmt::Debug for Shared {
 impl Shared {
     pub(crate) fn new(store: Store, settings: Settings, spawn: SpawnActor) -> Arc<Shared> {
         let shutdown = CancellationToken::new();
-        let bus = Bus::start(store.clone(), settings.bus_buffer_events, shutdown.clone());
+        let bus = Bus::start(
+            store.clone(),
+            settings.bus_buffer_events,
+            settings.bus_buffer_chunks,
+            shutdown.clone(),
+        );
         let workspaces = settings
             .workspace_root
             .clone()

@@ -11,7 +11,7 @@ pub mod chat;
 use std::io::{IsTerminal, Write};
 
 use anyhow::Context;
-use chronicle_client::StreamEvent;
+use chronicle_client::{StreamEvent, StreamItem};
 use chronicle_projections::RunState;
 use chronicle_schemas::{Approval, HitlMode, RunId, Strategy};
 use chronicle_wire::DecisionRequest;
@@ -65,7 +65,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "NAME")]
     agent: Option<String>,
     /// JSON Lines on stdout: {"type":"event","data":<SSE data + "event": its name>} per event,
-    /// then one {"type":"result"} (or {"type":"waiting"}).
+    /// {"type":"chunk","data":<the chunk's data + "event": message.chunk | reasoning.chunk>} per
+    /// live chunk of a model answer, then one {"type":"result"} (or {"type":"waiting"}).
     #[arg(long)]
     json: bool,
     #[command(flatten)]
@@ -102,6 +103,7 @@ pub fn run(args: &RunArgs, out: &mut dyn Write) -> anyhow::Result<Outcome> {
         backend: &backend,
         json: args.json,
         out: &mut styled(out),
+        chunks: view::ChunkPrinter::default(),
     }
     .run(req);
     rt.block_on(backend.close());
@@ -114,6 +116,8 @@ struct Runner<'a> {
     backend: &'a Backend,
     json: bool,
     out: &'a mut dyn Write,
+    /// The model answers' text as it streams, between the event lines.
+    chunks: view::ChunkPrinter,
 }
 
 impl Runner<'_> {
@@ -165,7 +169,7 @@ impl Runner<'_> {
                 tokio::select! {
                     biased;
                     ev = events.next(), if open => match ev {
-                        Some(ev) => self.print_event(&ev?, next_seq)?,
+                        Some(ev) => self.print_item(&ev?, next_seq)?,
                         None => open = false,
                     },
                     s = &mut settled => break s?,
@@ -179,7 +183,7 @@ impl Runner<'_> {
             let last = state.last_seq.unwrap_or(0);
             while open && *next_seq <= last {
                 match events.next().await {
-                    Some(ev) => self.print_event(&ev?, next_seq)?,
+                    Some(ev) => self.print_item(&ev?, next_seq)?,
                     None => open = false,
                 }
             }
@@ -187,23 +191,48 @@ impl Runner<'_> {
         })
     }
 
+    fn print_item(&mut self, item: &StreamItem, next_seq: &mut u64) -> anyhow::Result<()> {
+        match item {
+            StreamItem::Event(ev) => self.print_event(ev, next_seq),
+            StreamItem::Chunk(c) if self.json => {
+                let mut data = serde_json::to_value(c)?;
+                data["event"] = json!(c.name());
+                json_line(self.out, "chunk", data)?;
+                Ok(self.out.flush()?)
+            }
+            StreamItem::Chunk(c) => Ok(self.chunks.chunk(self.out, c, true)?),
+        }
+    }
+
     fn print_event(&mut self, ev: &StreamEvent, next_seq: &mut u64) -> anyhow::Result<()> {
         if ev.data.seq < *next_seq {
             return Ok(());
         }
         *next_seq = ev.data.seq + 1;
+        self.chunks.end_line(self.out)?;
         if self.json {
             let mut data = serde_json::to_value(&ev.data)?;
             data["event"] = json!(ev.name);
             json_line(self.out, "event", data)?;
         } else {
-            writeln!(self.out, "{}", view::data_line(&ev.data))?;
+            let streamed = match ev.data.event() {
+                Ok(chronicle_schemas::Event::ResponseGenerated { final_response }) => {
+                    self.chunks.streamed(&view::response_text(&final_response))
+                }
+                _ => false,
+            };
+            let line = match streamed {
+                true => view::streamed_final_line(&ev.data),
+                false => view::data_line(&ev.data),
+            };
+            writeln!(self.out, "{line}")?;
         }
         self.out.flush()?;
         Ok(())
     }
 
     fn finish(&mut self, run: RunId, s: &RunState) -> anyhow::Result<Outcome> {
+        self.chunks.end_line(self.out)?;
         let completed = s.supervisor.run_status == chronicle_schemas::RunStatus::Completed;
         if self.json {
             json_line(
@@ -218,12 +247,16 @@ impl Runner<'_> {
                 }),
             )?;
         } else if completed {
-            writeln!(self.out)?;
-            writeln!(
-                self.out,
-                "{}",
-                view::answer(s).unwrap_or_else(|| "(no answer)".into())
-            )?;
+            // Printed already if it streamed.
+            let answer = view::answer(s);
+            if !answer.as_deref().is_some_and(|a| self.chunks.streamed(a)) {
+                writeln!(self.out)?;
+                writeln!(
+                    self.out,
+                    "{}",
+                    answer.unwrap_or_else(|| "(no answer)".into())
+                )?;
+            }
         }
         self.out.flush()?;
         if completed {
@@ -240,6 +273,7 @@ impl Runner<'_> {
 
     /// The run waits for a human who is not here: say which approval and how to decide it.
     fn waiting(&mut self, run: RunId, pending: &[Approval]) -> anyhow::Result<Outcome> {
+        self.chunks.end_line(self.out)?;
         let where_ = self.backend.where_flag();
         if self.json {
             let list: Vec<Value> = pending

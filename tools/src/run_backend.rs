@@ -8,9 +8,9 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use chronicle_client::{Client, EventsFrom, StreamEvent};
+use chronicle_client::{Client, EventsFrom, StreamEvent, StreamItem};
 use chronicle_engine::store::{Options, Store};
-use chronicle_engine::{Engine, Principal, StartRun};
+use chronicle_engine::{Engine, Live, Principal, StartRun};
 use chronicle_projections::RunState;
 use chronicle_schemas::{
     Approval, ApprovalId, HitlMode, RunId, RunStatus, SessionId, Strategy, TodoStatus,
@@ -27,7 +27,8 @@ const SETTLE_TIMEOUT_MS: u64 = 6 * 3600 * 1000;
 /// How often a remote run's status is polled while waiting for it to settle.
 const REMOTE_POLL_MS: u64 = 150;
 
-pub type Events = Pin<Box<dyn Stream<Item = anyhow::Result<StreamEvent>> + Send>>;
+/// A run's events and, between them, the live chunks of its model answers.
+pub type Events = Pin<Box<dyn Stream<Item = anyhow::Result<StreamItem>> + Send>>;
 
 /// What a caller asks for when starting a run.
 #[derive(Clone, Debug, Default)]
@@ -113,25 +114,30 @@ impl Backend {
         }
     }
 
-    /// Every event of `run` from `from_seq`: history, then live. The remote stream ends after
-    /// `run.end` / `run.error`; the embedded one when the engine stops.
+    /// Every event of `run` from `from_seq`: history, then live, with the live chunks of the
+    /// run's model answers from now on between them. The remote stream ends after `run.end` /
+    /// `run.error`; the embedded one when the engine stops.
     pub async fn events(&self, run: RunId, from_seq: u64) -> anyhow::Result<Events> {
         match self {
             Backend::Local(engine) => {
-                let events = engine.subscribe(run, from_seq)?;
-                Ok(Box::pin(events.map(|env| {
-                    let env = env?;
-                    Ok(StreamEvent {
-                        id: env.seq,
-                        name: wire_names(&env.event).0.to_owned(),
-                        data: event_data(&env),
+                let events = engine.subscribe_live(run, from_seq)?;
+                Ok(Box::pin(events.map(|item| {
+                    Ok(match item? {
+                        Live::Event(env) => StreamItem::Event(StreamEvent {
+                            id: env.seq,
+                            name: wire_names(&env.event).0.to_owned(),
+                            data: event_data(&env),
+                        }),
+                        Live::Chunk(chunk) => StreamItem::Chunk(chunk.data.clone()),
                     })
                 })))
             }
             Backend::Remote(client) => {
                 let stream = client.run_events(run, EventsFrom::seq(from_seq)).await?;
                 Ok(Box::pin(
-                    stream.into_stream().map(|e| e.map_err(anyhow::Error::from)),
+                    stream
+                        .into_item_stream()
+                        .map(|e| e.map_err(anyhow::Error::from)),
                 ))
             }
         }

@@ -1,13 +1,17 @@
 //! `chronicle chat`: seed 000's conversations as a REPL. A line that is not a `/command` is a
-//! query: it starts a run in the chat's session and shows the plan, then the answer or the
-//! approval prompt. `/commands` go to the current run and print their JSON; after one that lets
+//! query: it starts a run in the chat's session and shows the plan, then the answer (as it
+//! streams, when a model writes it) or the approval prompt. `/commands` go to the current run and print their JSON; after one that lets
 //! the run go on (`/todo approve`, `/todo reject`, `/todo skip`, `/todo update`,
 //! `/checkpoint restore`) the chat waits until the run settles and shows what comes next.
 
 use std::io::{BufRead, IsTerminal, Write};
 
+use chronicle_client::StreamItem;
 use chronicle_engine::commands::{self, Command};
+use chronicle_projections::RunState;
 use chronicle_schemas::{RunId, SessionId};
+use chronicle_wire::names::ChunkType;
+use futures_util::StreamExt;
 
 use crate::common::{DataArgs, Outcome, RemoteArgs, parse_run_id, runtime};
 use crate::run::backend::{self, Backend, StartReq};
@@ -72,6 +76,40 @@ pub fn run(args: &ChatArgs, out: &mut dyn Write) -> anyhow::Result<Outcome> {
     result.map(|()| Outcome::Ok)
 }
 
+/// What a chat has shown of a run while waiting for it: its streamed answer, whether the plan
+/// is out, and the next event seq to expect.
+struct Shown {
+    chunks: view::ChunkPrinter,
+    plan: bool,
+    next_seq: u64,
+}
+
+impl Shown {
+    /// Takes one item of the run's stream: a message chunk is printed (after the plan, the
+    /// first time), events only move the seq on (the chat shows states, not event lines).
+    async fn item(
+        &mut self,
+        backend: &Backend,
+        run: RunId,
+        out: &mut dyn Write,
+        item: StreamItem,
+    ) -> anyhow::Result<()> {
+        match item {
+            StreamItem::Event(ev) => self.next_seq = self.next_seq.max(ev.data.seq + 1),
+            StreamItem::Chunk(c) if c.kind_type == ChunkType::Message => {
+                if !self.plan {
+                    // The answer is the run's last step: its plan is known by now.
+                    view::write_plan(out, &backend.state(run).await?)?;
+                    self.plan = true;
+                }
+                self.chunks.chunk(out, &c, false)?;
+            }
+            StreamItem::Chunk(_) => {}
+        }
+        Ok(())
+    }
+}
+
 /// Where the lines come from: the terminal (rustyline) or a pipe.
 enum Input {
     // Boxed: the editor is large, and the enum lives for the whole chat.
@@ -127,7 +165,7 @@ impl Chat<'_> {
             let s = self.rt.block_on(self.backend.settled(run))?;
             writeln!(self.out, "run {run}: {}", s.supervisor.query)?;
             view::write_plan(self.out, &s)?;
-            self.show_next(&s)?;
+            self.show_next(&s, &view::ChunkPrinter::default())?;
         }
         while let Some(line) = input.next(self.out)? {
             let line = line.trim();
@@ -174,10 +212,58 @@ impl Chat<'_> {
             Err(e) => return Err(e),
         };
         self.current = Some(run);
-        let s = self.rt.block_on(self.backend.settled(run))?;
         writeln!(self.out, "run {run}")?;
-        view::write_plan(self.out, &s)?;
-        self.show_next(&s)
+        let items = self.rt.block_on(self.backend.events(run, 0))?;
+        let (s, chunks, plan_shown) = self.settle(run, items, 0, true)?;
+        if !plan_shown {
+            view::write_plan(self.out, &s)?;
+        }
+        self.show_next(&s, &chunks)
+    }
+
+    /// Waits until `run` settles, printing its answer as it streams (`items`: the run's stream
+    /// from `from_seq`, opened before what set the run going). With `plan_first`, the plan is
+    /// printed before the answer's first chunk. Answers the settled state, what streamed, and
+    /// whether the plan was printed.
+    fn settle(
+        &mut self,
+        run: RunId,
+        mut items: backend::Events,
+        from_seq: u64,
+        plan_first: bool,
+    ) -> anyhow::Result<(RunState, view::ChunkPrinter, bool)> {
+        let backend = self.backend;
+        let out = &mut *self.out;
+        self.rt.block_on(async {
+            let mut shown = Shown {
+                chunks: view::ChunkPrinter::default(),
+                plan: !plan_first,
+                next_seq: from_seq,
+            };
+            let settled = backend.settled(run);
+            tokio::pin!(settled);
+            let mut open = true;
+            let state = loop {
+                tokio::select! {
+                    biased;
+                    item = items.next(), if open => match item {
+                        Some(item) => shown.item(backend, run, out, item?).await?,
+                        None => open = false,
+                    },
+                    s = &mut settled => break s?,
+                }
+            };
+            // The chunks that came before the run's last event may still be on their way.
+            let last = state.last_seq.unwrap_or(0);
+            while open && shown.next_seq <= last {
+                match items.next().await {
+                    Some(item) => shown.item(backend, run, out, item?).await?,
+                    None => open = false,
+                }
+            }
+            shown.chunks.end_line(out)?;
+            Ok((state, shown.chunks, plan_first && shown.plan))
+        })
     }
 
     fn command(&mut self, line: &str) -> anyhow::Result<()> {
@@ -203,25 +289,37 @@ impl Chat<'_> {
                 | Command::CheckpointRestore { .. })
         );
         let before = if continues {
-            Some(self.rt.block_on(self.backend.state(run))?)
+            let s = self.rt.block_on(self.backend.state(run))?;
+            // Listening before the command sets the run going, so no chunk of its answer is
+            // missed (an ended run has nothing to stream until the command brings it back).
+            let items = match backend::is_terminal(&s) {
+                true => None,
+                false => Some(self.rt.block_on(self.backend.events(run, s.next_seq()))?),
+            };
+            Some((s, items))
         } else {
             None
         };
         let result = self.rt.block_on(self.backend.command(run, line))?;
         writeln!(self.out, "{}", serde_json::to_string_pretty(&result)?)?;
         let refused = result.refusal().is_some();
-        if let Some(before) = before.filter(|_| !refused) {
-            let s = self.rt.block_on(self.backend.settled(run))?;
+        if let Some((before, items)) = before.filter(|_| !refused) {
+            let from = before.next_seq();
+            let items = match items {
+                Some(items) => items,
+                None => self.rt.block_on(self.backend.events(run, from))?,
+            };
+            let (s, chunks, _) = self.settle(run, items, from, false)?;
             view::write_changes(self.out, &before, &s)?;
-            self.show_next(&s)?;
+            self.show_next(&s, &chunks)?;
         }
         Ok(())
     }
 
-    /// The approval prompt(s) of a settled run, or its outcome.
-    fn show_next(&mut self, s: &chronicle_projections::RunState) -> anyhow::Result<()> {
+    /// The approval prompt(s) of a settled run, or its outcome (`chunks`: what streamed of it).
+    fn show_next(&mut self, s: &RunState, chunks: &view::ChunkPrinter) -> anyhow::Result<()> {
         if backend::is_terminal(s) {
-            view::write_outcome(self.out, s)?;
+            view::write_outcome(self.out, s, chunks)?;
             return Ok(());
         }
         for a in backend::pending(s) {

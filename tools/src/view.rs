@@ -18,8 +18,9 @@ use chronicle_projections::RunState;
 use chronicle_schemas::{
     Approval, Envelope, Event, Payload, RunId, RunStatus, Timestamp, TodoStatus,
 };
-use chronicle_wire::EventData;
+use chronicle_wire::names::ChunkType;
 use chronicle_wire::names::wire_names;
+use chronicle_wire::{ChunkData, EventData};
 use serde_json::Value;
 
 /// Longest free text (a query, a reasoning note, an answer, an error) a readable line shows
@@ -224,6 +225,18 @@ pub fn data_line(data: &EventData) -> String {
         Ok(event) => line(data.seq, data.at, &event, None),
         Err(_) => format!("{:>4}  {}  {}", data.seq, clock(data.at), data.kind),
     }
+}
+
+/// The line of a stream's final message whose text was printed as it streamed: the answer is
+/// not repeated.
+pub fn streamed_final_line(data: &EventData) -> String {
+    let line = format!(
+        "{:>4}  {}  {:<NAME_COLUMN_CHARS$}  (the answer above)",
+        data.seq,
+        clock(data.at),
+        "message.final"
+    );
+    paint(GREEN, line)
 }
 
 /// The one readable line of an event: `seq  time  dotted.name  summary`. With `abandoned`, a
@@ -835,6 +848,63 @@ pub fn write_approval(out: &mut dyn Write, a: &Approval) -> io::Result<()> {
     writeln!(out, "{}", a.message)
 }
 
+/// Bytes of the supervisor's streamed answer a [`ChunkPrinter`] remembers to tell whether the
+/// final answer was printed already (an answer is at most one event, 64 KiB).
+const STREAMED_ANSWER_BYTES_MAX: usize = 256 * 1024;
+
+/// Prints the live chunks of a run's model answers as they arrive, between the event lines: the
+/// text as it comes (an agent's under its name, reasoning dimmed), the line ended before the next
+/// event line. It remembers the supervisor's own answer as streamed, so the final answer is not
+/// printed a second time.
+#[derive(Debug, Default)]
+pub struct ChunkPrinter {
+    /// The open line: what its chunks are and whose.
+    open: Option<(ChunkType, Option<String>)>,
+    /// The supervisor's message as streamed.
+    answer: String,
+}
+
+impl ChunkPrinter {
+    /// Prints one chunk (`reasoning: false` leaves reasoning chunks out).
+    pub fn chunk(&mut self, out: &mut dyn Write, c: &ChunkData, reasoning: bool) -> io::Result<()> {
+        if c.kind_type == ChunkType::Reasoning && !reasoning {
+            return Ok(());
+        }
+        let source = (c.kind_type, c.content.agent.clone());
+        if self.open.as_ref() != Some(&source) {
+            self.end_line(out)?;
+            if let Some(agent) = &c.content.agent {
+                write!(out, "{}", paint(DIM, format!("{agent}: ")))?;
+            }
+            self.open = Some(source);
+        }
+        match c.kind_type {
+            ChunkType::Reasoning => write!(out, "{}", paint(DIM, &c.content.text))?,
+            ChunkType::Message => write!(out, "{}", c.content.text)?,
+        }
+        if c.kind_type == ChunkType::Message
+            && c.content.todo_id.is_none()
+            && self.answer.len() + c.content.text.len() <= STREAMED_ANSWER_BYTES_MAX
+        {
+            self.answer.push_str(&c.content.text);
+        }
+        out.flush()
+    }
+
+    /// Ends the open line of chunks, if any (before anything else is printed).
+    pub fn end_line(&mut self, out: &mut dyn Write) -> io::Result<()> {
+        if self.open.take().is_some() {
+            writeln!(out)?;
+        }
+        Ok(())
+    }
+
+    /// `answer` is what was streamed (so printing it again would repeat it).
+    pub fn streamed(&self, answer: &str) -> bool {
+        !self.answer.trim().is_empty() && self.answer.trim() == answer.trim()
+    }
+}
+
 /// The final response's `answer`, if the run produced one.
 pub fn answer(s: &RunState) -> Option<String> {
     s.supervisor.final_response.as_ref().map(response_text)
@@ -853,12 +923,16 @@ pub fn failure(s: &RunState) -> String {
     }
 }
 
-/// The end of a run: the answer, or why there is none.
-pub fn write_outcome(out: &mut dyn Write, s: &RunState) -> io::Result<()> {
+/// The end of a run: the answer (unless `chunks` printed it as it streamed), or why there is
+/// none.
+pub fn write_outcome(out: &mut dyn Write, s: &RunState, chunks: &ChunkPrinter) -> io::Result<()> {
     match s.supervisor.run_status {
         RunStatus::Completed => {
             writeln!(out, "{}", paint(GREEN, "✅ completed"))?;
-            writeln!(out, "{}", answer(s).unwrap_or_else(|| "(no answer)".into()))
+            match answer(s) {
+                Some(a) if chunks.streamed(&a) => Ok(()),
+                a => writeln!(out, "{}", a.unwrap_or_else(|| "(no answer)".into())),
+            }
         }
         status => writeln!(
             out,

@@ -1,6 +1,7 @@
 //! `run`, `chat` and `audit` through the real binary: seed 000 scenario 2 in the REPL, seed 002's
 //! query, approvals that wait for a human, the audit export and its verification (and tampering),
-//! bad arguments, and the same against a real server on loopback.
+//! bad arguments, the same against a real server on loopback, and a model's answer printed as it
+//! streams (a scripted model on loopback).
 
 use chronicle_engine::Principal;
 use std::io::Write;
@@ -13,6 +14,7 @@ use chronicle_engine::store::{Options, Store};
 use chronicle_engine::{Engine, StartRun};
 use chronicle_projections::RunState;
 use chronicle_schemas::{HitlMode, RunId, RunStatus, TodoStatus};
+use chronicle_testkit::model::{Gate, Piece, Reply, TestServer};
 use serde_json::Value;
 
 /// Seed 002's example query.
@@ -783,4 +785,168 @@ fn remote_run_chat_and_audit_export() {
     let o = verify(dir.path(), &file);
     assert_exit(&o, 0);
     assert_eq!(stdout(&o), "ok 1 rows\n");
+}
+
+// ------------------------------------------------------------------ streamed answers
+
+/// The key of the scripted model.
+const MODEL_KEY: &str = "sk-cli-stream-8Hk3Lm5N";
+/// The answer the scripted model writes, and a sentence of it found nowhere else.
+const STREAMED_ANSWER: &str = "강남역 근처 30평대 아파트 매매 시세는 13억에서 15억 사이입니다. \
+    역에서 가까울수록 비싸고, 최근 석 달 동안 거래가 조금 늘었습니다.";
+const STREAMED_SENTENCE: &str = "최근 석 달 동안 거래가 조금 늘었습니다.";
+
+/// A model that streams [`STREAMED_ANSWER`] (as the JSON the planner asks for, a few characters
+/// a chunk, waiting at `gate` before its last sentence) to the answer-formatting request, and
+/// refuses every other request (the rules plan).
+fn streaming_model(rt: &tokio::runtime::Runtime, gate: Gate) -> TestServer {
+    let (before, after) = STREAMED_ANSWER.split_at(STREAMED_ANSWER.find("최근").unwrap());
+    let piece = |text: &str| -> Vec<Piece> {
+        let chars: Vec<char> = text.chars().collect();
+        chars
+            .chunks(3)
+            .map(|c| Piece::Content(c.iter().collect()))
+            .collect()
+    };
+    let mut pieces = vec![Piece::Content("{\"answer\": \"".into())];
+    pieces.extend(piece(before));
+    pieces.push(Piece::Wait(gate));
+    pieces.extend(piece(after));
+    pieces.push(Piece::Content("\"}".into()));
+    rt.block_on(TestServer::start(Some(MODEL_KEY), move |body| {
+        let system = body["messages"][0]["content"].as_str().unwrap_or_default();
+        if system.contains("formatting real estate information") {
+            Reply::Stream(pieces.clone())
+        } else {
+            Reply::Status(500)
+        }
+    }))
+}
+
+/// `chronicle` asking the scripted model.
+fn with_model(model: &TestServer) -> Command {
+    let mut c = chronicle();
+    c.env("CHRONICLE_LLM_BASE_URL", &model.base_url)
+        .env("CHRONICLE_LLM_API_KEY", MODEL_KEY);
+    c
+}
+
+#[test]
+fn run_prints_the_answer_while_the_model_writes_it_and_only_once() {
+    let rt = rt();
+    let gate = Gate::new();
+    let model = streaming_model(&rt, gate.clone());
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = with_model(&model);
+    cmd.args(["run", "--hitl", "none", "--data", path_str(dir.path())])
+        .arg(SEED_002_QUERY)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    let mut stdout_pipe = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<Vec<u8>>();
+    let reader = std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = std::io::Read::read(&mut stdout_pipe, &mut buf) {
+            if n == 0 || tx.send(buf[..n].to_vec()).is_err() {
+                break;
+            }
+        }
+    });
+    // The beginning of the answer is on stdout while the model still holds its end back.
+    let mut out = Vec::new();
+    // At the start of a line (the query, in the first event's line, is not).
+    let beginning = "\n강남역 근처 30평대 아파트";
+    while !String::from_utf8_lossy(&out).contains(beginning) {
+        match rx.recv_timeout(CHILD_TIMEOUT) {
+            Ok(bytes) => out.extend(bytes),
+            Err(_) => {
+                let _ = child.kill();
+                panic!(
+                    "no streamed answer; stdout:\n{}",
+                    String::from_utf8_lossy(&out)
+                );
+            }
+        }
+    }
+    let so_far = String::from_utf8_lossy(&out).into_owned();
+    assert!(!so_far.contains("message.final"), "{so_far}");
+    assert!(!so_far.contains(STREAMED_SENTENCE), "{so_far}");
+    gate.open();
+    let status = child.wait().unwrap();
+    reader.join().unwrap();
+    out.extend(rx.try_iter().flatten());
+    let out = String::from_utf8(out).unwrap();
+    assert!(status.success(), "{out}");
+    // The answer, streamed, on a line of its own between the event lines; not printed again.
+    assert_eq!(out.matches(STREAMED_SENTENCE).count(), 1, "{out}");
+    let line = out
+        .lines()
+        .find(|l| l.starts_with(&beginning[1..]))
+        .unwrap();
+    assert_eq!(line, STREAMED_ANSWER, "{out}");
+    let at = |needle: &str| {
+        out.find(needle)
+            .unwrap_or_else(|| panic!("{needle}: {out}"))
+    };
+    assert!(at("phase.changed") < at(beginning) && at(beginning) < at("message.final"));
+    assert!(
+        out.contains("message.final        (the answer above)"),
+        "{out}"
+    );
+    assert!(out.lines().last().unwrap().contains(" run.end "), "{out}");
+
+    // In JSON Lines, each chunk is a line of its own, and the result still has the answer.
+    let gate = Gate::new();
+    gate.open();
+    let model = streaming_model(&rt, gate);
+    let mut cmd = with_model(&model);
+    cmd.args([
+        "run",
+        "--json",
+        "--hitl",
+        "none",
+        "--data",
+        path_str(dir.path()),
+    ])
+    .arg(SEED_002_QUERY);
+    let o = output(cmd, "");
+    assert_exit(&o, 0);
+    let lines: Vec<Value> = stdout(&o)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let streamed: String = lines
+        .iter()
+        .filter(|l| l["type"] == "chunk")
+        .map(|l| {
+            assert_eq!(l["data"]["event"], "message.chunk", "{l}");
+            l["data"]["content"]["text"].as_str().unwrap()
+        })
+        .collect();
+    assert_eq!(streamed, STREAMED_ANSWER);
+    assert_eq!(lines.last().unwrap()["data"]["answer"], STREAMED_ANSWER);
+}
+
+#[test]
+fn chat_prints_the_plan_then_the_answer_as_it_streams_and_only_once() {
+    let rt = rt();
+    let gate = Gate::new();
+    gate.open();
+    let model = streaming_model(&rt, gate);
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = with_model(&model);
+    cmd.args(["chat", "--hitl", "none", "--data", path_str(dir.path())]);
+    let o = output(cmd, &format!("{SEED_002_QUERY}\n"));
+    assert_exit(&o, 0);
+    let out = stdout(&o);
+    assert_eq!(out.matches(STREAMED_SENTENCE).count(), 1, "{out}");
+    let at = |needle: &str| {
+        out.find(needle)
+            .unwrap_or_else(|| panic!("{needle}: {out}"))
+    };
+    assert!(at("📝 TODO") < at(STREAMED_SENTENCE), "{out}");
+    assert!(at(STREAMED_SENTENCE) < at("✅ completed"), "{out}");
+    assert!(out.lines().any(|l| l == STREAMED_ANSWER), "{out}");
 }

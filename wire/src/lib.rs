@@ -29,7 +29,7 @@ pub use commands::{
     Added, Approved, ApprovedAll, CommandOutcome, Rejected, Restored, Skipped, TodosReply, Updated,
 };
 pub use error::{ErrorBody, ErrorDetail};
-pub use names::EventData;
+pub use names::{ChunkData, EventData};
 pub use requests::{
     CancelRequest, ChatRequest, CommandRequest, DecisionRequest, EventsQuery, ExportQuery,
     InboxQuery, LogQuery, PlanStepRequest, RestoreRequest, ResumeRequest, RunRequest, RunsQuery,

@@ -1,8 +1,8 @@
 //! The one table from events to their wire names: the SSE `event:` name and the stream's
 //! `type`/`subtype` (e.g. `tool`/`start`), plus the `data` object every stream sends
-//! ([`EventData`]).
+//! ([`EventData`]), and the live chunks streams send beside the events ([`ChunkData`]).
 
-use chronicle_schemas::{Envelope, Event, RunId, Timestamp};
+use chronicle_schemas::{Envelope, Event, RunId, Timestamp, TodoId};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -102,10 +102,89 @@ pub fn event_data(env: &Envelope) -> EventData {
     }
 }
 
+/// The SSE names of live chunks: the pieces of a model's answer while it is written
+/// (`message.chunk`) and of its reasoning (`reasoning.chunk`). They are not stored, so they carry
+/// no `id:`, and a stream resumed with `Last-Event-ID` goes on with the next ones.
+pub const CHUNK_NAMES: [&str; 2] = ["message.chunk", "reasoning.chunk"];
+
+/// What a chunk is a piece of: `message` or `reasoning` (the stream's `type`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ChunkType {
+    Message,
+    Reasoning,
+}
+
+/// The `subtype` of every chunk.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ChunkSubtype {
+    #[default]
+    Chunk,
+}
+
+/// The `data` object of a live chunk (SSE `message.chunk` / `reasoning.chunk`, a WebSocket
+/// `event`): `{run_id, kind, type, subtype: "chunk", content: {text, todo_id?, agent?}}`, the
+/// shape of [`EventData`] without what only a stored event has (seq, offset, at). Its `kind`
+/// (`MessageChunk`, `ReasoningChunk`) is no event's: stored events of type `reasoning` have the
+/// subtype `chunk` too, and a reader of WebSocket frames tells them apart by it (or by the
+/// missing `seq`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ChunkData {
+    pub run_id: RunId,
+    pub kind: ChunkKind,
+    #[serde(rename = "type")]
+    pub kind_type: ChunkType,
+    pub subtype: ChunkSubtype,
+    pub content: ChunkContent,
+}
+
+/// A chunk's `kind`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ChunkKind {
+    MessageChunk,
+    ReasoningChunk,
+}
+
+/// A chunk's text and where it comes from: the agent and its TODO when an agent's model writes
+/// it, neither when it is the supervisor's own answer.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ChunkContent {
+    pub text: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub todo_id: Option<TodoId>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+}
+
+impl ChunkData {
+    /// A chunk of `run`'s message or reasoning.
+    pub fn new(run_id: RunId, kind_type: ChunkType, content: ChunkContent) -> Self {
+        Self {
+            run_id,
+            kind: match kind_type {
+                ChunkType::Message => ChunkKind::MessageChunk,
+                ChunkType::Reasoning => ChunkKind::ReasoningChunk,
+            },
+            kind_type,
+            subtype: ChunkSubtype::Chunk,
+            content,
+        }
+    }
+
+    /// The SSE name: `message.chunk` or `reasoning.chunk` (one of [`CHUNK_NAMES`]).
+    pub fn name(&self) -> &'static str {
+        match self.kind_type {
+            ChunkType::Message => CHUNK_NAMES[0],
+            ChunkType::Reasoning => CHUNK_NAMES[1],
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use chronicle_schemas::samples::sample_events;
-    use chronicle_schemas::{Envelope, Hash};
+    use chronicle_schemas::{Envelope, Hash, TodoId};
     use serde_json::json;
 
     use super::*;
@@ -142,6 +221,60 @@ mod tests {
             message: "m".into(),
         };
         assert_eq!(content(&e), json!({"message": "m"}));
+    }
+
+    #[test]
+    fn chunk_data_is_the_stream_shape_without_a_seq() {
+        let chunk = ChunkData::new(
+            RunId::from_u128(7),
+            ChunkType::Message,
+            ChunkContent {
+                text: "Sun".into(),
+                todo_id: Some(TodoId("todo_001".into())),
+                agent: Some("weather".into()),
+            },
+        );
+        let json = serde_json::to_value(&chunk).unwrap();
+        assert_eq!(
+            json,
+            json!({
+                "run_id": RunId::from_u128(7), "kind": "MessageChunk", "type": "message",
+                "subtype": "chunk",
+                "content": {"text": "Sun", "todo_id": "todo_001", "agent": "weather"},
+            })
+        );
+        assert_eq!(serde_json::from_value::<ChunkData>(json).unwrap(), chunk);
+        assert_eq!(chunk.name(), "message.chunk");
+        let reasoning = ChunkData::new(
+            RunId::from_u128(7),
+            ChunkType::Reasoning,
+            ChunkContent {
+                text: "hm".into(),
+                ..ChunkContent::default()
+            },
+        );
+        assert_eq!(reasoning.name(), "reasoning.chunk");
+        let json = serde_json::to_value(&reasoning).unwrap();
+        assert_eq!(
+            (&json["kind"], &json["type"], &json["content"]),
+            (
+                &json!("ReasoningChunk"),
+                &json!("reasoning"),
+                &json!({"text": "hm"})
+            )
+        );
+        // A stored event's data is not a chunk, nor the other way round.
+        let event = serde_json::to_value(event_data(&envelope(
+            0,
+            Event::Reasoning {
+                message: "m".into(),
+            },
+        )))
+        .unwrap();
+        assert!(serde_json::from_value::<ChunkData>(event).is_err());
+        assert!(
+            serde_json::from_value::<EventData>(serde_json::to_value(&reasoning).unwrap()).is_err()
+        );
     }
 
     #[test]

@@ -6,7 +6,8 @@
 //! outcomes of the agents and tool executions it started — so a run never races with itself.
 //!
 //! Every node appends its events in one append (one atomic batch): a crash keeps a node's events
-//! all or none, so recovery simply decides the next step again from what is stored.
+//! all or none, so recovery simply decides the next step again from what is stored. (With a model
+//! configured, the phase change announcing a model call goes first, on its own: see `nodes`.)
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;

@@ -1,7 +1,8 @@
 //! [`Llm`]: how a planner asks the model. One call: send a system and a user prompt, parse the
 //! answer with the caller's checks, keep the call (failed ones too) for the `LlmCalled` event.
 //! Without a configured model, or when the call or the parse fails, the caller gets `None` and
-//! answers by its rules.
+//! answers by its rules. While the model writes, what it writes can go to the run's live
+//! subscribers ([`Llm::streaming`]); only the whole answer is recorded.
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -9,7 +10,9 @@ use std::time::{Duration, Instant};
 use chronicle_schemas::Hash;
 use serde_json::{Map, Value};
 
-use super::{LlmCall, LlmError, LlmProvider};
+use super::answer::AnswerText;
+use super::{Delta, LlmCall, LlmError, LlmProvider};
+use crate::chunks::ChunkSink;
 
 /// A hard bound on one model call, whatever the provider's own timeout: a custom provider that
 /// never answers must not hold a run forever.
@@ -23,6 +26,18 @@ const RECORDED_RESPONSE_BYTES_MAX: usize = 32 * 1024;
 pub struct Llm {
     provider: Option<Arc<dyn LlmProvider>>,
     calls: Mutex<Vec<LlmCall>>,
+    /// Where what the model writes goes while it writes, and what of it.
+    stream: Option<(ChunkSink, Streamed)>,
+}
+
+/// What of a model's answer goes to the run's subscribers while the model writes it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Streamed {
+    /// The model's reasoning (when the server sends it apart from the answer).
+    Reasoning,
+    /// The reasoning and the answer's text: the message a person reads. A JSON answer's
+    /// `answer` string is that text (decoded as it arrives); any other answer is the text as is.
+    Answer,
 }
 
 impl std::fmt::Debug for Llm {
@@ -39,7 +54,14 @@ impl Llm {
         Self {
             provider,
             calls: Mutex::new(Vec::new()),
+            stream: None,
         }
+    }
+
+    /// Sends what the model writes to `chunks` while it writes (see [`Streamed`]).
+    pub fn streaming(mut self, chunks: ChunkSink, what: Streamed) -> Self {
+        self.stream = Some((chunks, what));
+        self
     }
 
     /// The configured model, if any.
@@ -59,9 +81,23 @@ impl Llm {
         let provider = self.provider.as_ref()?;
         let prompt_hash = prompt_hash(system, user);
         let started = Instant::now();
+        let message = Mutex::new(AnswerText::default());
+        let on_delta = |delta: Delta<'_>| match (&self.stream, delta) {
+            (Some((chunks, _)), Delta::Reasoning(_)) => chunks.send(delta),
+            (Some((chunks, Streamed::Answer)), Delta::Text(text)) => {
+                let piece = message
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .push(text);
+                if !piece.is_empty() {
+                    chunks.send(Delta::Text(&piece));
+                }
+            }
+            _ => {}
+        };
         let answer = tokio::time::timeout(
             Duration::from_millis(CALL_TIMEOUT_MS_MAX),
-            provider.chat(system, user),
+            provider.chat_streaming(system, user, &on_delta),
         )
         .await
         .unwrap_or(Err(LlmError::Timeout(CALL_TIMEOUT_MS_MAX)));
@@ -230,6 +266,62 @@ mod tests {
         let calls = llm.take_calls();
         assert_eq!(calls.len(), 1);
         assert!(calls[0].error.as_deref().unwrap().contains("timed out"));
+    }
+
+    #[tokio::test]
+    async fn a_streaming_llm_sends_the_answer_text_and_the_reasoning_while_it_comes() {
+        use chronicle_testkit::model::Piece;
+        let answer = r#"{"answer": "Sunny, \"18°C\" in Seoul and a long sentence after it", "sources": ["kma"]}"#;
+        let pieces: Vec<Piece> = std::iter::once(Piece::Reasoning("checking the forecast".into()))
+            .chain(
+                answer
+                    .as_bytes()
+                    .chunks(5)
+                    .map(|c| Piece::Content(String::from_utf8_lossy(c).into_owned())),
+            )
+            .collect();
+        let server = TestServer::start(Some(KEY), move |_| Reply::Stream(pieces.clone())).await;
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let sink = {
+            let seen = seen.clone();
+            ChunkSink::new(move |d| seen.lock().unwrap().push(format!("{d:?}")))
+        };
+        let llm = llm(&server, 5_000).streaming(sink, Streamed::Answer);
+        let parsed = llm.ask("response", "s", "u", object).await.expect("parsed");
+        assert_eq!(parsed["sources"], json!(["kma"]));
+        let seen = seen.lock().unwrap().clone();
+        assert_eq!(seen[0], "Reasoning(\"checking the forecast\")");
+        let text: String = seen[1..]
+            .iter()
+            .map(|d| {
+                d.strip_prefix("Text(")
+                    .and_then(|d| d.strip_suffix(')'))
+                    .and_then(|d| serde_json::from_str::<String>(d).ok())
+                    .unwrap_or_else(|| panic!("not a text delta: {d}"))
+            })
+            .collect();
+        assert_eq!(
+            text,
+            "Sunny, \"18°C\" in Seoul and a long sentence after it"
+        );
+        assert!(seen.len() > 3, "several pieces: {seen:?}");
+        // The whole answer is recorded, once.
+        let calls = llm.take_calls();
+        assert_eq!(calls.len(), 1);
+        assert_eq!(calls[0].response, answer);
+
+        // Only the reasoning streams from a node whose answer is not the message.
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let sink = {
+            let seen = seen.clone();
+            ChunkSink::new(move |d| seen.lock().unwrap().push(format!("{d:?}")))
+        };
+        let llm = super::Llm::new(llm.provider.clone()).streaming(sink, Streamed::Reasoning);
+        assert!(llm.ask("plan", "s", "u", object).await.is_some());
+        assert_eq!(
+            *seen.lock().unwrap(),
+            ["Reasoning(\"checking the forecast\")"]
+        );
     }
 
     #[test]

@@ -5,6 +5,7 @@
 
 use chronicle_schemas::Hash;
 
+mod answer;
 mod ask;
 pub mod chat;
 pub mod context;
@@ -12,7 +13,7 @@ mod openai;
 mod redact;
 
 pub(crate) use ask::CALL_TIMEOUT_MS_MAX;
-pub use ask::{Llm, json_object};
+pub use ask::{Llm, Streamed, json_object};
 pub use chat::{ChatRequest, ChatResponse, Delta, Message, OnDelta, ToolCall, ToolSpec, Usage};
 pub use openai::{DEFAULT_MODEL, DEFAULT_TIMEOUT_MS, LlmConfig, OPENAI_BASE_URL, OpenAiCompat};
 pub use redact::KEY_FRAGMENT_CHARS_MIN;
@@ -54,6 +55,20 @@ pub trait LlmProvider: Send + Sync + 'static {
     fn model(&self) -> &str;
     /// One chat completion: a system and a user message in, the assistant's text out.
     async fn chat(&self, system: &str, user: &str) -> Result<String, LlmError>;
+
+    /// `chat`, with the pieces of the answer (its text, and the model's reasoning when the
+    /// server sends it) going to `on_delta` as they arrive. The default asks `chat` and sends
+    /// the whole text once.
+    async fn chat_streaming(
+        &self,
+        system: &str,
+        user: &str,
+        on_delta: &OnDelta<'_>,
+    ) -> Result<String, LlmError> {
+        let text = self.chat(system, user).await?;
+        on_delta(Delta::Text(&text));
+        Ok(text)
+    }
 
     /// One chat completion of a whole conversation, with tools the model may call. Pieces of the
     /// answer go to `on_delta` as they arrive (a provider that cannot stream sends the whole

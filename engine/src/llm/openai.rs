@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::redact::{REDACTED, Redactor};
+use super::redact::{REDACTED, Redactor, StreamRedactor};
 use super::{ChatRequest, ChatResponse, Delta, LlmError, LlmProvider, Message, OnDelta, ToolCall};
 
 /// The model when `CHRONICLE_LLM_MODEL` is unset (seed 002's intent model).
@@ -166,6 +166,15 @@ impl LlmProvider for OpenAiCompat {
     }
 
     async fn chat(&self, system: &str, user: &str) -> Result<String, LlmError> {
+        self.chat_streaming(system, user, &|_| {}).await
+    }
+
+    async fn chat_streaming(
+        &self,
+        system: &str,
+        user: &str,
+        on_delta: &OnDelta<'_>,
+    ) -> Result<String, LlmError> {
         let mut body = json!({
             "model": self.model,
             "messages": [
@@ -178,15 +187,10 @@ impl LlmProvider for OpenAiCompat {
         if self.json_mode {
             body["response_format"] = json!({"type": "json_object"});
         }
-        let parsed = self.post(&body).await?;
-        // Redacted because the content is recorded in an event, and a server may echo headers.
-        parsed
-            .pointer("/choices/0/message/content")
-            .and_then(Value::as_str)
-            .map(|content| self.redact(content.to_owned()))
-            .ok_or_else(|| {
-                LlmError::BadResponse("no choices[0].message.content in the body".into())
-            })
+        self.exchange(body, on_delta)
+            .await?
+            .content
+            .ok_or_else(|| LlmError::BadResponse("the answer has no content".into()))
     }
 
     async fn complete(
@@ -211,69 +215,28 @@ impl LlmProvider for OpenAiCompat {
                 })
                 .collect();
         }
-        let parsed = self.post(&body).await?;
-        let message = parsed
-            .pointer("/choices/0/message")
-            .ok_or_else(|| LlmError::BadResponse("no choices[0].message in the body".into()))?;
-        let text = |v: Option<&Value>| v.and_then(Value::as_str).map(|t| self.redact(t.to_owned()));
-        let content = text(message.get("content"));
-        let reasoning = text(
-            message
-                .get("reasoning_content")
-                .or(message.get("reasoning")),
-        );
-        let tool_calls = match message.get("tool_calls") {
-            None | Some(Value::Null) => Vec::new(),
-            Some(calls) => calls
-                .as_array()
-                .ok_or_else(|| LlmError::BadResponse("tool_calls is not an array".into()))?
-                .iter()
-                .map(|call| {
-                    let field = |path: &str| call.pointer(path).and_then(Value::as_str);
-                    match (field("/id"), field("/function/name")) {
-                        (Some(id), Some(name)) => Ok(ToolCall {
-                            id: id.to_owned(),
-                            name: name.to_owned(),
-                            arguments: self
-                                .redact(field("/function/arguments").unwrap_or("{}").to_owned()),
-                        }),
-                        _ => Err(LlmError::BadResponse(
-                            "a tool call without id or function.name".into(),
-                        )),
-                    }
-                })
-                .collect::<Result<_, _>>()?,
-        };
-        if let Some(r) = &reasoning {
-            on_delta(Delta::Reasoning(r));
-        }
-        if let Some(c) = &content {
-            on_delta(Delta::Text(c));
-        }
-        Ok(ChatResponse {
-            content,
-            reasoning,
-            tool_calls,
-            usage: parsed
-                .get("usage")
-                .and_then(|u| serde_json::from_value(u.clone()).ok()),
-            finish_reason: parsed
-                .pointer("/choices/0/finish_reason")
-                .and_then(Value::as_str)
-                .map(str::to_owned),
-        })
+        self.exchange(body, on_delta).await
     }
 }
 
 impl OpenAiCompat {
-    /// POSTs `body` to the endpoint and reads the JSON answer (bounded in size).
-    async fn post(&self, body: &Value) -> Result<Value, LlmError> {
-        let mut request = self.client.post(&self.endpoint).json(body);
+    /// POSTs `body` asking for a streamed answer and reads it (bounded in size): the pieces of
+    /// text and reasoning go to `on_delta` as they arrive, redacted. A server that ignores
+    /// `stream` and answers one JSON completion is read as that, its text sent once.
+    async fn exchange(
+        &self,
+        mut body: Value,
+        on_delta: &OnDelta<'_>,
+    ) -> Result<ChatResponse, LlmError> {
+        body["stream"] = json!(true);
+        // The token counts come in a last chunk only when asked for.
+        body["stream_options"] = json!({"include_usage": true});
+        let mut request = self.client.post(&self.endpoint).json(&body);
         if let Some(key) = &self.api_key {
             // bearer_auth marks the header sensitive, so reqwest never prints it either.
             request = request.bearer_auth(key);
         }
-        let mut response = request.send().await.map_err(|e| self.transport_error(e))?;
+        let response = request.send().await.map_err(|e| self.transport_error(e))?;
         let status = response.status();
         if !status.is_success() {
             return Err(LlmError::Status(status.as_u16()));
@@ -287,6 +250,28 @@ impl OpenAiCompat {
                 response.content_length().unwrap_or_default()
             )));
         }
+        let streamed = response
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|t| t.starts_with("text/event-stream"));
+        if streamed {
+            self.read_stream(response, on_delta).await
+        } else {
+            let parsed = self.read_json(response).await?;
+            let answer = self.completion(&parsed)?;
+            if let Some(r) = &answer.reasoning {
+                on_delta(Delta::Reasoning(r));
+            }
+            if let Some(c) = &answer.content {
+                on_delta(Delta::Text(c));
+            }
+            Ok(answer)
+        }
+    }
+
+    /// The whole body as JSON (bounded in size).
+    async fn read_json(&self, mut response: reqwest::Response) -> Result<Value, LlmError> {
         let mut bytes = Vec::new();
         while let Some(chunk) = response
             .chunk()
@@ -302,6 +287,236 @@ impl OpenAiCompat {
         }
         serde_json::from_slice(&bytes)
             .map_err(|e| LlmError::BadResponse(format!("the body is not JSON: {e}")))
+    }
+
+    /// A `chat.completion` object as the answer, every text redacted.
+    fn completion(&self, parsed: &Value) -> Result<ChatResponse, LlmError> {
+        let message = parsed
+            .pointer("/choices/0/message")
+            .ok_or_else(|| LlmError::BadResponse("no choices[0].message in the body".into()))?;
+        let text = |v: Option<&Value>| v.and_then(Value::as_str).map(|t| self.redact(t.to_owned()));
+        let tool_calls = match message.get("tool_calls") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(calls) => calls
+                .as_array()
+                .ok_or_else(|| LlmError::BadResponse("tool_calls is not an array".into()))?
+                .iter()
+                .map(|call| {
+                    let field = |path: &str| call.pointer(path).and_then(Value::as_str);
+                    self.tool_call(
+                        field("/id"),
+                        field("/function/name"),
+                        field("/function/arguments"),
+                    )
+                })
+                .collect::<Result<_, _>>()?,
+        };
+        Ok(ChatResponse {
+            content: text(message.get("content")),
+            reasoning: text(reasoning_of(message)),
+            tool_calls,
+            usage: parsed
+                .get("usage")
+                .and_then(|u| serde_json::from_value(u.clone()).ok()),
+            finish_reason: parsed
+                .pointer("/choices/0/finish_reason")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+        })
+    }
+
+    /// One tool call of the answer, its arguments redacted (they are recorded).
+    fn tool_call(
+        &self,
+        id: Option<&str>,
+        name: Option<&str>,
+        arguments: Option<&str>,
+    ) -> Result<ToolCall, LlmError> {
+        match (id, name) {
+            (Some(id), Some(name)) if !id.is_empty() && !name.is_empty() => Ok(ToolCall {
+                id: id.to_owned(),
+                name: name.to_owned(),
+                arguments: self.redact(
+                    arguments
+                        .filter(|a| !a.is_empty())
+                        .unwrap_or("{}")
+                        .to_owned(),
+                ),
+            }),
+            _ => Err(LlmError::BadResponse(
+                "a tool call without id or function.name".into(),
+            )),
+        }
+    }
+
+    /// Reads a stream of `chat.completion.chunk` events up to `data: [DONE]`, sending the pieces
+    /// of text and reasoning on as they arrive (each through its own [`StreamRedactor`], so a key
+    /// split across chunks is still found before anything of it leaves), and assembles the
+    /// answer: the text, the reasoning, the tool calls from their fragments by index, the usage
+    /// and the finish reason. A stream that breaks or reports an error before its end is an error.
+    async fn read_stream(
+        &self,
+        mut response: reqwest::Response,
+        on_delta: &OnDelta<'_>,
+    ) -> Result<ChatResponse, LlmError> {
+        let mut buf: Vec<u8> = Vec::new();
+        let mut read = 0usize;
+        let mut answer = Assembly::default();
+        let mut text = StreamRedactor::new(self.redactor.as_ref());
+        let mut reasoning = StreamRedactor::new(self.redactor.as_ref());
+        let send = |piece: String, is_reasoning: bool| match piece.as_str() {
+            "" => {}
+            p if is_reasoning => on_delta(Delta::Reasoning(p)),
+            p => on_delta(Delta::Text(p)),
+        };
+        let mut done = false;
+        while !done {
+            let Some(chunk) = response
+                .chunk()
+                .await
+                .map_err(|e| self.transport_error(e))?
+            else {
+                break;
+            };
+            read += chunk.len();
+            if read > RESPONSE_BYTES_MAX {
+                return Err(LlmError::BadResponse(format!(
+                    "a streamed answer of more than {RESPONSE_BYTES_MAX} bytes"
+                )));
+            }
+            // Lines may end in CRLF; JSON data never holds a raw CR.
+            buf.extend(chunk.iter().filter(|b| **b != b'\r'));
+            while let Some(data) = take_event(&mut buf) {
+                if data.trim() == "[DONE]" {
+                    done = true;
+                    break;
+                }
+                let chunk: Value = serde_json::from_str(&data).map_err(|e| {
+                    LlmError::BadResponse(format!("a streamed chunk is not JSON: {e}"))
+                })?;
+                if let Some(error) = chunk.get("error") {
+                    let message = error
+                        .get("message")
+                        .and_then(Value::as_str)
+                        .map_or_else(|| error.to_string(), str::to_owned);
+                    return Err(LlmError::BadResponse(self.redact(format!(
+                        "the server reported an error in the stream: {message}"
+                    ))));
+                }
+                let (text_piece, reasoning_piece) = answer.add(&chunk);
+                if let Some(piece) = reasoning_piece {
+                    send(reasoning.push(&piece), true);
+                }
+                if let Some(piece) = text_piece {
+                    // The reasoning is over once the answer's text begins.
+                    send(reasoning.finish(), true);
+                    send(text.push(&piece), false);
+                }
+            }
+        }
+        if !done && answer.finish_reason.is_none() {
+            return Err(LlmError::BadResponse(
+                "the stream ended before the answer was complete".into(),
+            ));
+        }
+        send(reasoning.finish(), true);
+        send(text.finish(), false);
+        answer.finish(self)
+    }
+}
+
+/// The reasoning beside a message or a delta, under either name servers use.
+fn reasoning_of(v: &Value) -> Option<&Value> {
+    v.get("reasoning_content").or(v.get("reasoning"))
+}
+
+/// Takes the `data` of the first complete server-sent event (ended by a blank line) out of
+/// `buf`; events without data (comments, keep-alives) are skipped.
+fn take_event(buf: &mut Vec<u8>) -> Option<String> {
+    loop {
+        let end = buf.windows(2).position(|w| w == b"\n\n")?;
+        let event: Vec<u8> = buf.drain(..end + 2).collect();
+        let text = String::from_utf8_lossy(&event);
+        let data: Vec<&str> = text
+            .lines()
+            .filter_map(|line| line.strip_prefix("data:"))
+            .map(|d| d.strip_prefix(' ').unwrap_or(d))
+            .collect();
+        if !data.is_empty() {
+            return Some(data.join("\n"));
+        }
+    }
+}
+
+/// A streamed answer as its chunks build it up.
+#[derive(Default)]
+struct Assembly {
+    content: Option<String>,
+    reasoning: Option<String>,
+    /// Tool calls by their `index`: id, name and the arguments' fragments joined.
+    calls: std::collections::BTreeMap<u64, (String, String, String)>,
+    usage: Option<super::Usage>,
+    finish_reason: Option<String>,
+}
+
+impl Assembly {
+    /// Adds one chunk; answers the pieces of text and of reasoning it carried.
+    fn add(&mut self, chunk: &Value) -> (Option<String>, Option<String>) {
+        if let Some(usage) = chunk.get("usage").filter(|u| u.is_object()) {
+            self.usage = serde_json::from_value(usage.clone()).ok();
+        }
+        let Some(choice) = chunk.pointer("/choices/0") else {
+            return (None, None);
+        };
+        if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
+            self.finish_reason = Some(reason.to_owned());
+        }
+        let delta = &choice["delta"];
+        let piece = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_owned);
+        let text = piece(delta.get("content"));
+        let reasoning = piece(reasoning_of(delta));
+        if let Some(t) = &text {
+            self.content.get_or_insert_default().push_str(t);
+        }
+        if let Some(r) = &reasoning {
+            self.reasoning.get_or_insert_default().push_str(r);
+        }
+        for (position, call) in delta["tool_calls"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            let index = call["index"].as_u64().unwrap_or(position as u64);
+            let (id, name, arguments) = self.calls.entry(index).or_default();
+            let field = |path: &str| call.pointer(path).and_then(Value::as_str);
+            if let Some(i) = field("/id") {
+                i.clone_into(id);
+            }
+            if let Some(n) = field("/function/name") {
+                name.push_str(n);
+            }
+            if let Some(a) = field("/function/arguments") {
+                arguments.push_str(a);
+            }
+        }
+        (text, reasoning)
+    }
+
+    /// The answer, every text redacted whole (the pieces sent on were redacted as they went).
+    fn finish(self, client: &OpenAiCompat) -> Result<ChatResponse, LlmError> {
+        let tool_calls = self
+            .calls
+            .into_values()
+            .map(|(id, name, arguments)| client.tool_call(Some(&id), Some(&name), Some(&arguments)))
+            .collect::<Result<_, _>>()?;
+        Ok(ChatResponse {
+            content: self.content.map(|c| client.redact(c)),
+            reasoning: self.reasoning.map(|r| client.redact(r)),
+            tool_calls,
+            usage: self.usage,
+            finish_reason: self.finish_reason,
+        })
     }
 }
 
@@ -329,7 +544,7 @@ mod tests {
     use std::time::Instant;
 
     use super::*;
-    use chronicle_testkit::model::{Reply, TestServer};
+    use chronicle_testkit::model::{Gate, Piece, Reply, TestServer};
 
     const KEY: &str = "sk-test-7f3a9c1e5b2d4680";
 
@@ -438,6 +653,8 @@ mod tests {
                 ],
                 "temperature": 0.3,
                 "max_tokens": 2000,
+                "stream": true,
+                "stream_options": {"include_usage": true},
             })
         );
 
@@ -498,7 +715,10 @@ mod tests {
         );
         assert_eq!(answer.finish_reason.as_deref(), Some("tool_calls"));
         assert_eq!(answer.usage.map(|u| u.total_tokens), Some(15));
+        // Streamed in pieces, but a text this short is held back whole until the end: the key
+        // could still begin in it.
         assert_eq!(*deltas.lock().unwrap(), ["Text(\"looking\")"]);
+        assert!(server.requests()[0].streams());
 
         let body = &server.requests()[0].body;
         assert_eq!(body["model"], "other-model");
@@ -558,7 +778,7 @@ mod tests {
             .unwrap_or_default();
         assert_eq!(
             err,
-            "llm response is not usable: no choices[0].message.content in the body"
+            "llm response is not usable: no choices[0].message in the body"
         );
 
         // Nothing listens on the port of a stopped server.
@@ -630,5 +850,196 @@ mod tests {
             "{err}"
         );
         assert_eq!(server.requests()[0].authorization, None);
+    }
+
+    /// A client without a key (nothing is held back for redaction) that records its deltas.
+    fn keyless(server: &TestServer) -> OpenAiCompat {
+        OpenAiCompat::new(LlmConfig {
+            api_key: None,
+            ..config(&server.base_url, 5_000)
+        })
+        .expect("client")
+    }
+
+    #[tokio::test]
+    async fn a_streamed_answer_reaches_on_delta_while_the_model_still_writes() {
+        let gate = Gate::new();
+        let reply = Reply::Stream(vec![
+            Piece::Reasoning("weighing ".into()),
+            Piece::Reasoning("it".into()),
+            Piece::Content("Hel".into()),
+            Piece::Content("lo".into()),
+            Piece::Wait(gate.clone()),
+            Piece::Content(" world".into()),
+        ]);
+        let server = TestServer::start(None, move |_| reply.clone()).await;
+        let client = keyless(&server);
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let call = tokio::spawn(async move {
+            let on_delta = |d: Delta<'_>| {
+                let _ = tx.send(format!("{d:?}"));
+            };
+            client.chat_streaming("s", "u", &on_delta).await
+        });
+        // The first pieces arrive while the server still holds the rest back.
+        let mut seen = Vec::new();
+        while seen.last().map(String::as_str) != Some("Text(\"lo\")") {
+            seen.push(rx.recv().await.expect("a delta"));
+        }
+        assert_eq!(
+            seen,
+            [
+                "Reasoning(\"weighing \")",
+                "Reasoning(\"it\")",
+                "Text(\"Hel\")",
+                "Text(\"lo\")"
+            ]
+        );
+        gate.open();
+        let answer = call.await.unwrap().expect("an answer");
+        assert_eq!(answer, "Hello world");
+        assert_eq!(rx.recv().await.as_deref(), Some("Text(\" world\")"));
+    }
+
+    #[tokio::test]
+    async fn a_stream_assembles_reasoning_and_tool_calls_from_their_fragments() {
+        let server = TestServer::start(None, |_| Reply::ToolCalls {
+            content: None,
+            calls: vec![
+                ("read_file".into(), json!({"path": "notes/a long name.md"})),
+                ("ls".into(), json!({})),
+            ],
+        })
+        .await;
+        let client = keyless(&server);
+        let answer = client
+            .complete(&ChatRequest::default(), &|_| {})
+            .await
+            .expect("an answer");
+        assert_eq!(answer.content, None);
+        assert_eq!(
+            answer.tool_calls,
+            [
+                ToolCall {
+                    id: "call_0".into(),
+                    name: "read_file".into(),
+                    arguments: json!({"path": "notes/a long name.md"}).to_string(),
+                },
+                ToolCall {
+                    id: "call_1".into(),
+                    name: "ls".into(),
+                    arguments: "{}".into(),
+                },
+            ]
+        );
+        assert_eq!(answer.usage.map(|u| u.total_tokens), Some(15));
+
+        let reasoning = Reply::Stream(vec![
+            Piece::Reasoning("a".into()),
+            Piece::Reasoning("b".into()),
+            Piece::Content("c".into()),
+        ]);
+        let server = TestServer::start(None, move |_| reasoning.clone()).await;
+        let answer = keyless(&server)
+            .complete(&ChatRequest::default(), &|_| {})
+            .await
+            .expect("an answer");
+        assert_eq!(
+            (answer.reasoning.as_deref(), answer.content.as_deref()),
+            (Some("ab"), Some("c"))
+        );
+        assert_eq!(answer.finish_reason.as_deref(), Some("stop"));
+    }
+
+    #[tokio::test]
+    async fn a_key_split_across_chunks_never_leaves_in_a_delta() {
+        let pieces = Reply::Stream(vec![
+            Piece::Content("Bearer sk-te".into()),
+            Piece::Content("st-7f3a9".into()),
+            Piece::Content("c1e5b2d4680 and ".into()),
+            Piece::Content("the rest of a longer answer that streams on".into()),
+        ]);
+        let server = TestServer::start(Some(KEY), move |_| pieces.clone()).await;
+        let client = OpenAiCompat::new(config(&server.base_url, 5_000)).expect("client");
+        let deltas = std::sync::Mutex::new(Vec::<String>::new());
+        let on_delta = |d: Delta<'_>| {
+            if let Delta::Text(t) = d {
+                deltas.lock().unwrap().push(t.to_owned());
+            }
+        };
+        let answer = client.chat_streaming("s", "u", &on_delta).await.unwrap();
+        let expected = "Bearer <redacted> and the rest of a longer answer that streams on";
+        assert_eq!(answer, expected);
+        let deltas = deltas.into_inner().unwrap();
+        assert_eq!(deltas.concat(), expected);
+        for d in &deltas {
+            assert!(!d.contains("sk-te") && !d.contains("7f3a9"), "{deltas:?}");
+        }
+
+        // The header echoed back, streamed in pieces of four characters.
+        let echo = TestServer::start(Some(KEY), |_| Reply::EchoAuthorization).await;
+        let client = OpenAiCompat::new(config(&echo.base_url, 5_000)).expect("client");
+        let deltas = std::sync::Mutex::new(String::new());
+        let on_delta = |d: Delta<'_>| {
+            if let Delta::Text(t) = d {
+                deltas.lock().unwrap().push_str(t);
+            }
+        };
+        assert_eq!(
+            client.chat_streaming("s", "u", &on_delta).await.unwrap(),
+            "Bearer <redacted>"
+        );
+        assert_eq!(deltas.into_inner().unwrap(), "Bearer <redacted>");
+    }
+
+    #[tokio::test]
+    async fn a_server_that_ignores_stream_is_read_as_one_completion() {
+        let body = json!({"choices": [{"message": {"role": "assistant", "content": "whole",
+            "reasoning_content": "why"}, "finish_reason": "stop"}]});
+        let server = TestServer::start(None, move |_| Reply::Body(body.to_string())).await;
+        let deltas = std::sync::Mutex::new(Vec::new());
+        let answer = keyless(&server)
+            .complete(&ChatRequest::default(), &|d| {
+                deltas.lock().unwrap().push(format!("{d:?}"))
+            })
+            .await
+            .expect("an answer");
+        assert_eq!(answer.content.as_deref(), Some("whole"));
+        assert_eq!(
+            *deltas.lock().unwrap(),
+            ["Reasoning(\"why\")", "Text(\"whole\")"]
+        );
+        assert!(server.requests()[0].streams());
+    }
+
+    #[tokio::test]
+    async fn a_stream_that_fails_midway_is_an_error_without_the_key() {
+        let reported = Reply::Stream(vec![
+            Piece::Content("part".into()),
+            Piece::Error(format!("overloaded, key {KEY}")),
+        ]);
+        let server = TestServer::start(Some(KEY), move |_| reported.clone()).await;
+        let client = OpenAiCompat::new(config(&server.base_url, 5_000)).expect("client");
+        let err = client.chat("s", "u").await.err();
+        let text = err.as_ref().map(ToString::to_string).unwrap_or_default();
+        assert!(matches!(err, Some(LlmError::BadResponse(_))), "{text}");
+        assert!(text.contains("overloaded, key <redacted>"), "{text}");
+
+        let cut = Reply::Stream(vec![Piece::Content("part".into()), Piece::Drop]);
+        let server = TestServer::start(None, move |_| cut.clone()).await;
+        let err = keyless(&server).chat("s", "u").await.err();
+        assert!(
+            matches!(err, Some(LlmError::Http(_) | LlmError::BadResponse(_))),
+            "{err:?}"
+        );
+
+        let huge = Reply::Stream(vec![Piece::Content("x".repeat(RESPONSE_BYTES_MAX))]);
+        let server = TestServer::start(None, move |_| huge.clone()).await;
+        let err = keyless(&server).chat("s", "u").await.err();
+        assert!(
+            err.as_ref()
+                .is_some_and(|e| e.to_string().contains("a streamed answer of more than")),
+            "{err:?}"
+        );
     }
 }

@@ -68,6 +68,14 @@ impl Redactor {
 
     /// `text` with every form of the key replaced by [`REDACTED`].
     pub(crate) fn redact(&self, text: &str) -> String {
+        match self.marks(text) {
+            Some(marked) => replace_marked(text, &marked, 0..text.len(), false),
+            None => text.to_owned(),
+        }
+    }
+
+    /// Which bytes of `text` belong to a form of the key; `None` when none does.
+    fn marks(&self, text: &str) -> Option<Vec<bool>> {
         let mut marked = vec![false; text.len()];
         let mut any = self.mark(&View::raw(text), &mut marked);
         if text.contains('%') {
@@ -76,10 +84,7 @@ impl Redactor {
         if text.contains("\\u") {
             any |= self.mark(&View::json_unescaped(text), &mut marked);
         }
-        if !any {
-            return text.to_owned();
-        }
-        replace_marked(text, &marked)
+        any.then_some(marked)
     }
 
     /// Marks the source bytes of every window of `view` that is a window of a form of the key.
@@ -98,6 +103,80 @@ impl Redactor {
             }
         }
         any
+    }
+}
+
+/// The most bytes of text one match can span: a window of [`KEY_FRAGMENT_CHARS_MIN`]
+/// characters, each written as a six-byte `\uXXXX` escape.
+const MATCH_SPAN_BYTES_MAX: usize = 6 * KEY_FRAGMENT_CHARS_MIN;
+
+/// Redaction of a text that arrives in pieces (a streamed answer): what it gives out, joined, is
+/// what [`Redactor::redact`] makes of the whole text, also when the key is split across pieces.
+///
+/// A piece is given out only once no later text can make it part of a match: the last
+/// [`MATCH_SPAN_BYTES_MAX`] bytes are held back until more text (or the end) comes, and as many
+/// bytes already given out are kept as the context a match may start in.
+#[derive(Debug)]
+pub(crate) struct StreamRedactor<'r> {
+    redactor: Option<&'r Redactor>,
+    /// The end of the text already given out (raw), at most twice the span of a match.
+    context: String,
+    /// Text not given out yet.
+    pending: String,
+}
+
+impl<'r> StreamRedactor<'r> {
+    /// Without a redactor (no key), text goes out as it comes.
+    pub(crate) fn new(redactor: Option<&'r Redactor>) -> Self {
+        Self {
+            redactor,
+            context: String::new(),
+            pending: String::new(),
+        }
+    }
+
+    /// Takes the next piece; answers what may go out now (often empty).
+    pub(crate) fn push(&mut self, piece: &str) -> String {
+        self.pending.push_str(piece);
+        self.release(false)
+    }
+
+    /// The end of the text: everything held back, redacted.
+    pub(crate) fn finish(&mut self) -> String {
+        self.release(true)
+    }
+
+    fn release(&mut self, all: bool) -> String {
+        let Some(redactor) = self.redactor else {
+            return std::mem::take(&mut self.pending);
+        };
+        let start = self.context.len();
+        let mut text = std::mem::take(&mut self.context);
+        text.push_str(&self.pending);
+        let mut end = if all {
+            text.len()
+        } else {
+            text.len().saturating_sub(MATCH_SPAN_BYTES_MAX).max(start)
+        };
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        let end = end.max(start);
+        let out = match redactor.marks(&text) {
+            Some(marked) => {
+                let continuing = start > 0 && marked[start - 1];
+                replace_marked(&text, &marked, start..end, continuing)
+            }
+            None => text[start..end].to_owned(),
+        };
+        let mut keep = end.saturating_sub(2 * MATCH_SPAN_BYTES_MAX);
+        while !text.is_char_boundary(keep) {
+            keep += 1;
+        }
+        self.pending = text[end..].to_owned();
+        text.truncate(end);
+        self.context = text.split_off(keep);
+        out
     }
 }
 
@@ -173,11 +252,19 @@ impl View {
     }
 }
 
-/// `text` with each run of marked bytes (widened to whole characters) replaced by [`REDACTED`].
-fn replace_marked(text: &str, marked: &[bool]) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut in_run = false;
-    for (i, c) in text.char_indices() {
+/// The characters of `text` in `range` with each run of marked bytes (widened to whole
+/// characters) replaced by [`REDACTED`]; `continuing` says a run already replaced goes on at the
+/// start of the range (it is not replaced twice).
+fn replace_marked(
+    text: &str,
+    marked: &[bool],
+    range: std::ops::Range<usize>,
+    continuing: bool,
+) -> String {
+    let mut out = String::with_capacity(range.len());
+    let mut in_run = continuing;
+    for (i, c) in text[range.clone()].char_indices() {
+        let i = i + range.start;
         if marked[i..i + c.len_utf8()].contains(&true) {
             if !in_run {
                 out.push_str(REDACTED);
@@ -255,6 +342,45 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn a_streamed_text_gives_out_what_the_whole_text_redacts_to_wherever_it_is_cut() {
+        let r = Redactor::new(KEY).unwrap();
+        let escaped: String = KEY
+            .chars()
+            .map(|c| format!("\\u{:04x}", c as u32))
+            .collect();
+        let percent: String = KEY.bytes().map(|b| format!("%{b:02X}")).collect();
+        let text = format!(
+            "키 {KEY} and {} then {escaped} or {percent} and {} · {} end {}",
+            &KEY[..9],
+            STANDARD.encode(KEY),
+            KEY.to_uppercase(),
+            &KEY[3..10]
+        );
+        let whole = r.redact(&text);
+        assert!(!whole.contains(&KEY[..8]), "{whole}");
+        let chars: Vec<char> = text.chars().collect();
+        for size in [1, 2, 3, 5, 7, 8, 13, 47, 48, 49, 1000] {
+            let mut stream = StreamRedactor::new(Some(&r));
+            let mut out = String::new();
+            for piece in chars.chunks(size) {
+                out.push_str(&stream.push(&piece.iter().collect::<String>()));
+                // Nothing given out is ever taken back: the key never leaves, not even in part.
+                assert!(whole.starts_with(&out), "{size}: {out}");
+            }
+            out.push_str(&stream.finish());
+            assert_eq!(out, whole, "pieces of {size} characters");
+        }
+        // A long text goes out while it streams, not only at the end.
+        let mut stream = StreamRedactor::new(Some(&r));
+        let long = "word ".repeat(100);
+        assert!(stream.push(&long).len() >= long.len() - MATCH_SPAN_BYTES_MAX);
+        // Without a key the text goes out as it comes.
+        let mut plain = StreamRedactor::new(None);
+        assert_eq!(plain.push(KEY), KEY);
+        assert_eq!(plain.finish(), "");
     }
 
     #[test]

@@ -1,14 +1,16 @@
 //! `chronicle bench` (DESIGN §8): durable appends (single and group-committed, against the
 //! machine's own fsync rate), replay speed, restore latency with and without snapshots, and the
 //! peak memory of a long replay, measured in a child process; and the engine end to end (full
-//! runs, bytes per run, HITL resume, a long run's checkpoint list and restore), tool calls, and an
-//! llm agent's loop (events and bytes per model turn, recovery from the log). Prints one table.
+//! runs, bytes per run, HITL resume, a long run's checkpoint list and restore), tool calls, an
+//! llm agent's loop (events and bytes per model turn, recovery from the log), and the API (SSE
+//! fan-out, `/chat` load, server memory, live chunk fan-out). Prints one table.
 //!
 //! Every store lives in a temporary directory under `--dir` (the system temp dir by default),
 //! and the fsync ceiling is measured in that same directory, so the two share a filesystem.
 
 mod api;
 mod append;
+mod chunks;
 mod engine;
 mod llm;
 mod memory;
@@ -60,7 +62,8 @@ pub enum Section {
     Memory,
     /// Full engine runs with the built-in agents, HITL resume, a long run's list and restore.
     Engine,
-    /// A real `chronicle serve` process: SSE fan-out, `/chat` throughput, server memory.
+    /// A real `chronicle serve` process: SSE fan-out, `/chat` throughput, server memory; and
+    /// live chunk fan-out from a streaming model to 100 SSE subscribers.
     Api,
     /// Tool calls through the tool host, and recovery answering them from the log.
     Tools,
@@ -213,6 +216,7 @@ pub fn run(args: &BenchArgs, out: &mut impl Write) -> Result<()> {
     if wanted(Section::Api) {
         progress("api: SSE fan-out, /chat load and server memory against `chronicle serve`");
         rows.extend(rt.block_on(api::run(root.path(), args.quick))?);
+        rows.extend(chunks::section(&rt, root.path(), args.quick)?);
     }
     rows.push(
         Row::new(

@@ -133,7 +133,14 @@ impl RunActor {
                 tx: self.tx.clone(),
             }
             .handle(t.id.clone(), attempt, self.epoch),
-            chunks: crate::chunks::ChunkSink::default(),
+            // What the agent's model writes streams to the run's subscribers, marked with the
+            // TODO and the agent.
+            chunks: self.shared.bus.chunk_sink(
+                self.live.run_id(),
+                self.state().next_seq().saturating_sub(1),
+                Some(t.id.clone()),
+                Some(t.agent_name.clone()),
+            ),
         }
     }
 

@@ -11,6 +11,8 @@ use crate::texts::Text;
 impl RunActor {
     pub(super) async fn analyze_intent(&mut self) -> Result<()> {
         let query = self.state().supervisor.query.clone();
+        let announce = phase_change(self.state(), Phase::Planning);
+        let mut ev = self.announce(announce.into_iter().collect()).await?;
         let cx = self.plan_context(&query);
         let intent = match self.state().supervisor.config.agent.clone() {
             // Agent mode: the agent reads the request itself; the planner is not asked.
@@ -23,9 +25,6 @@ impl RunActor {
             },
             None => self.shared.settings.planner.intent(&cx).await,
         };
-        let mut ev: Vec<Event> = phase_change(self.state(), Phase::Planning)
-            .into_iter()
-            .collect();
         ev.extend(planner_events(cx));
         ev.push(Event::Reasoning {
             message: self.shared.settings.texts.say(Text::IntentAnalyzed {

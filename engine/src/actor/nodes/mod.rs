@@ -7,7 +7,8 @@
 //!
 //! Each node appends its events together with a `Reasoning` note and a `CheckpointSaved`
 //! (`cp_001`, `cp_002`, … numbered over the whole log), and a `PhaseChanged` when it enters a new
-//! phase.
+//! phase. With a model configured, the phase change (and note) that announce a model call are
+//! appended first, on their own ([`RunActor::announce`]).
 
 use chronicle_projections::RunState;
 use chronicle_schemas::{CheckpointId, Event, Payload, Phase, Source, Timestamp};
@@ -16,7 +17,7 @@ use serde_json::Value;
 use super::RunActor;
 use super::step::Step;
 use crate::Result;
-use crate::llm::{Llm, LlmCall};
+use crate::llm::{Llm, LlmCall, Streamed};
 use crate::planner::{Intent, PlanContext};
 
 mod aggregate;
@@ -60,14 +61,41 @@ impl RunActor {
             .map(drop)
     }
 
-    /// What a planner sees of the run, with the model when one is configured.
+    /// What a planner sees of the run, with the model when one is configured. The model's
+    /// reasoning streams to the run's subscribers while it writes.
     fn plan_context<'a>(&'a self, query: &'a str) -> PlanContext<'a> {
+        self.context_streaming(query, Streamed::Reasoning)
+    }
+
+    /// [`Self::plan_context`] for the node whose answer is the run's: the answer's text streams
+    /// too, as the run's message.
+    fn answer_context<'a>(&'a self, query: &'a str) -> PlanContext<'a> {
+        self.context_streaming(query, Streamed::Answer)
+    }
+
+    fn context_streaming<'a>(&'a self, query: &'a str, streamed: Streamed) -> PlanContext<'a> {
+        let run = self.live.run_id();
+        let after_seq = self.state().next_seq().saturating_sub(1);
+        let chunks = self.shared.bus.chunk_sink(run, after_seq, None, None);
         PlanContext::new(
-            self.live.run_id(),
+            run,
             query,
             &self.shared.settings.registry,
-            Llm::new(self.shared.settings.llm.clone()),
+            Llm::new(self.shared.settings.llm.clone()).streaming(chunks, streamed),
         )
+    }
+
+    /// Events that announce a planner call (a phase change, a note). With a model configured
+    /// the call may be slow, so they are appended on their own before it, and subscribers see
+    /// what the run is doing while the model works (a crash in between re-runs the node, which
+    /// announces nothing again: the phase has been entered). Without a model the planner
+    /// answers at once, and they are the first of the node's events, in its one append.
+    async fn announce(&mut self, events: Vec<Event>) -> Result<Vec<Event>> {
+        if events.is_empty() || self.shared.settings.llm.is_none() {
+            return Ok(events);
+        }
+        self.append(events).await?;
+        Ok(Vec::new())
     }
 }
 

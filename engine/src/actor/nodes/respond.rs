@@ -1,5 +1,5 @@
 //! `generate_response`: the planner's answer from the completed agents' results, then the run
-//! completes.
+//! completes. The phase and its note come first; a model's answer streams while it is written.
 
 use chronicle_schemas::{Event, Phase};
 
@@ -15,13 +15,24 @@ impl RunActor {
             let s = &self.state().supervisor;
             (s.query.clone(), s.start_time)
         };
+        let announce: Vec<Event> = match phase_change(self.state(), Phase::ResponseGeneration) {
+            Some(phase) => vec![
+                phase,
+                Event::Reasoning {
+                    message: self.shared.settings.texts.say(Text::Responding),
+                },
+            ],
+            None => Vec::new(),
+        };
+        let mut ev = self.announce(announce).await?;
         let intent = intent_of(self.state());
         let results: Vec<AgentResult> = self
             .agent_results()
             .into_iter()
             .filter(|r| r.result.is_some())
             .collect();
-        let cx = self.plan_context(&query);
+        // The answer's text streams to subscribers while the model writes it.
+        let cx = self.answer_context(&query);
         let response = match self.state().supervisor.config.agent.clone() {
             // Agent mode: the agent's answer is the run's.
             Some(agent) => self.agent_mode_response(&agent),
@@ -33,13 +44,7 @@ impl RunActor {
                     .await
             }
         };
-        let mut ev: Vec<Event> = phase_change(self.state(), Phase::ResponseGeneration)
-            .into_iter()
-            .collect();
         ev.extend(planner_events(cx));
-        ev.push(Event::Reasoning {
-            message: self.shared.settings.texts.say(Text::Responding),
-        });
         ev.push(Event::ResponseGenerated {
             final_response: response,
         });
