@@ -160,6 +160,12 @@ async fn agent_mode_the_models_plan_is_the_runs_todo_list() {
     }
     assert_eq!(srv.offsets(), before, "nothing was written");
 
+    // The all-runs stream, open before the run starts: the model's answer arrives live.
+    let mut live = srv
+        .client
+        .all_events(chronicle_client::EventsFrom::default())
+        .await
+        .unwrap();
     let req = RunRequest {
         agent: Some("analyst".into()),
         hitl: Some(HitlMode::None),
@@ -169,6 +175,48 @@ async fn agent_mode_the_models_plan_is_the_runs_todo_list() {
     let run = started.run_id;
     let s = completed(&srv.engine, run).await;
     let evs = events(&srv.engine, run);
+
+    // Over SSE: the answer as `message.chunk`s of the agent's TODO (no `id:`, never stored),
+    // before the durable response that holds the whole of it.
+    let mut items = Vec::new();
+    loop {
+        let item = tokio::time::timeout(WAIT, live.next_item())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        let end = matches!(&item, chronicle_client::StreamItem::Event(e) if e.name == "run.end");
+        items.push(item);
+        if end {
+            break;
+        }
+    }
+    let chunks: Vec<(usize, &chronicle_wire::ChunkData)> = items
+        .iter()
+        .enumerate()
+        .filter_map(|(i, item)| match item {
+            chronicle_client::StreamItem::Chunk(c) => Some((i, c)),
+            chronicle_client::StreamItem::Event(_) => None,
+        })
+        .collect();
+    assert!(!chunks.is_empty(), "{items:?}");
+    let text: String = chunks
+        .iter()
+        .filter(|(_, c)| c.kind_type == chronicle_wire::names::ChunkType::Message)
+        .map(|(_, c)| c.content.text.as_str())
+        .collect();
+    assert_eq!(text, ANSWER);
+    assert!(chunks.iter().all(|(_, c)| c.run_id == run
+        && c.content.agent.as_deref() == Some("analyst")
+        && c.content.todo_id.as_ref().map(|t| t.as_str()) == Some("todo_001")));
+    let response = items
+        .iter()
+        .position(|i| {
+            matches!(i, chronicle_client::StreamItem::Event(e)
+            if matches!(e.data.event(), Ok(Event::ResponseGenerated { .. })))
+        })
+        .unwrap();
+    assert!(chunks.iter().all(|(i, _)| *i < response), "{items:?}");
 
     // The model's plan is the run's TODO list, with the statuses it gave them.
     assert_eq!(planned(&s, &evs), expected_plan());
