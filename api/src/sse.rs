@@ -175,7 +175,7 @@ struct RunStream<S> {
         ("ticket" = Option<String>, Query, description = "A one-time stream ticket (`POST /api/v1/stream-tickets`), for clients that cannot send the `Authorization` header, such as browsers"),
     ),
     responses(
-        (status = 200, description = "Server-sent events, history then live: `id` = the run's seq, `event` = the dotted name, `data` = `{run_id, seq, offset, at, kind, type, subtype, content}`. Between them, while a model writes an answer, live chunks `message.chunk` / `reasoning.chunk` without an `id` (they are not stored; a resumed stream gets the events it missed and the chunks from then on), `data` = `{run_id, type, subtype: \"chunk\", content: {text, todo_id?, agent?}}`. Ends after `run.end` / `run.error` unless `follow`", content_type = "text/event-stream", body = String),
+        (status = 200, description = "Server-sent events, history then live: `id` = the run's seq, `event` = the dotted name, `data` = `{run_id, seq, offset, at, kind, type, subtype, content}`. Between them, while a model writes an answer, live chunks `message.chunk` / `reasoning.chunk` without an `id` (they are not stored; a resumed stream gets the events it missed and the chunks from then on), `data` = `{run_id, kind: \"MessageChunk\" | \"ReasoningChunk\", type, subtype: \"chunk\", content: {text, todo_id?, agent?}}`. Ends after `run.end` / `run.error` unless `follow`", content_type = "text/event-stream", body = String),
         (status = 204, description = "A resumed stream of an ended run has nothing newer"),
         (status = 400, description = "A run id that is not a UUID, a bad `from`, `follow` or `Last-Event-ID` (`bad_request`), or a `Host` header that names another server (`bad_host`)", body = ErrorBody),
         (status = 401, response = Unauthorized), (status = 403, response = Forbidden), (status = 404, response = RunNotFound),
@@ -289,8 +289,8 @@ pub async fn all_events(
     };
     let stream = futures_util::stream::unfold(state, |mut s| async move {
         loop {
+            // Not biased: neither a flood of chunks nor a long history starves the other.
             let next = tokio::select! {
-                biased;
                 _ = s.shutdown.cancelled() => return None,
                 Some(chunk) = s.chunks.next() => {
                     if !s.enrich.visible_to(&s.who, chunk.data.run_id) {

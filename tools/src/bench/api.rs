@@ -84,13 +84,17 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
 }
 
-async fn start_server(dir: &Path) -> Result<Server> {
+/// Starts `chronicle serve`, its stream caps raised to fit `streams` (every subscriber of the
+/// bench is the one principal `local`, whose default cap is 256 streams).
+async fn start_server(dir: &Path, streams: usize) -> Result<Server> {
     let port = std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
         .port();
     let child = Command::new(std::env::current_exe()?)
         .args(["serve", "--addr", &format!("127.0.0.1:{port}"), "--data"])
         .arg(dir.join("api-store"))
+        .args(["--streams-max", &streams.to_string()])
+        .args(["--streams-per-principal-max", &streams.to_string()])
         .env("RUST_LOG", "warn")
         .env_remove("CHRONICLE_API_TOKEN")
         .stdout(Stdio::null())
@@ -273,7 +277,7 @@ async fn chat_load(server: &Server, plan: &ApiPlan, rows: &mut Vec<Row>) -> Resu
 
 pub async fn run(dir: &Path, quick: bool) -> Result<Vec<Row>> {
     let plan = ApiPlan::new(quick);
-    let server = start_server(dir).await?;
+    let server = start_server(dir, plan.subscribers + 16).await?;
     tokio::time::sleep(Duration::from_millis(300)).await;
     let mut rows = Vec::new();
     let idle = rss_kib(server.child.id(), "VmRSS:").unwrap_or(0);
