@@ -104,30 +104,21 @@ struct InCalls {
 impl ToolHandle {
     /// Calls `tool` with `args` (a JSON object) and waits for its output.
     pub async fn call(&self, tool: &str, args: Value) -> Result<Value, ToolError> {
-        let Some(inner) = &self.inner else {
-            return Err(ToolError::Refused(
-                "no tool host: the agent is not running inside a run".into(),
-            ));
-        };
-        let index = inner.next_index.fetch_add(1, Ordering::SeqCst);
-        let (reply, rx) = oneshot::channel();
-        let _timer = CallTimer::start(inner);
-        let msg = ToolCallMsg {
-            todo_id: inner.todo_id.clone(),
-            attempt: inner.attempt,
-            epoch: inner.epoch,
-            index,
-            tool: tool.to_owned(),
-            args,
-            reply,
-        };
-        let stopped = || ToolError::Refused("the run stopped before the call completed".into());
-        inner
-            .tx
-            .send(Input::ToolCall(msg))
-            .await
-            .map_err(|_| stopped())?;
-        rx.await.map_err(|_| stopped())?
+        self.through_run(
+            "the run stopped before the call completed",
+            |inner, index, reply| {
+                Input::ToolCall(ToolCallMsg {
+                    todo_id: inner.todo_id.clone(),
+                    attempt: inner.attempt,
+                    epoch: inner.epoch,
+                    index,
+                    tool: tool.to_owned(),
+                    args,
+                    reply,
+                })
+            },
+        )
+        .await
     }
 
     /// Asks the model through the run: the call takes the next position in the attempt (the same
@@ -140,6 +131,30 @@ impl ToolHandle {
         request: ChatRequest,
         chunks: &ChunkSink,
     ) -> Result<ModelReply, ToolError> {
+        self.through_run(
+            "the run stopped before the model answered",
+            |inner, index, reply| {
+                Input::ModelCall(ModelCallMsg {
+                    todo_id: inner.todo_id.clone(),
+                    attempt: inner.attempt,
+                    epoch: inner.epoch,
+                    index,
+                    request,
+                    chunks: chunks.clone(),
+                    reply,
+                })
+            },
+        )
+        .await
+    }
+
+    /// Sends the run actor what `make` builds from the call's position (the next of the
+    /// attempt) and its reply channel, and waits for the reply; the wait counts as time in calls.
+    async fn through_run<T>(
+        &self,
+        stopped: &str,
+        make: impl FnOnce(&Inner, u32, oneshot::Sender<Result<T, ToolError>>) -> Input,
+    ) -> Result<T, ToolError> {
         let Some(inner) = &self.inner else {
             return Err(ToolError::Refused(
                 "no tool host: the agent is not running inside a run".into(),
@@ -148,19 +163,10 @@ impl ToolHandle {
         let index = inner.next_index.fetch_add(1, Ordering::SeqCst);
         let (reply, rx) = oneshot::channel();
         let _timer = CallTimer::start(inner);
-        let msg = ModelCallMsg {
-            todo_id: inner.todo_id.clone(),
-            attempt: inner.attempt,
-            epoch: inner.epoch,
-            index,
-            request,
-            chunks: chunks.clone(),
-            reply,
-        };
-        let stopped = || ToolError::Refused("the run stopped before the model answered".into());
+        let stopped = || ToolError::Refused(stopped.to_owned());
         inner
             .tx
-            .send(Input::ModelCall(msg))
+            .send(make(inner, index, reply))
             .await
             .map_err(|_| stopped())?;
         rx.await.map_err(|_| stopped())?
