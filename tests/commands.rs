@@ -160,6 +160,7 @@ async fn every_command_good_and_bad() {
                 command,
                 by,
                 accepted,
+                ..
             } => {
                 assert_eq!(by.to_string(), "user:alice");
                 Some((command, accepted))

@@ -70,6 +70,8 @@ pub struct PlanContext<'a> {
     pub agents: &'a Registry,
     /// The model, when one is configured; every call is recorded with the node.
     pub llm: Llm,
+    /// The session's earlier turns and the user's memory, as the run recorded them.
+    pub turn: crate::agents::TurnContext,
     notes: Mutex<Vec<String>>,
 }
 
@@ -80,6 +82,7 @@ impl<'a> PlanContext<'a> {
             query,
             agents,
             llm,
+            turn: Default::default(),
             notes: Mutex::new(Vec::new()),
         }
     }

@@ -206,8 +206,8 @@ pub fn scenario_1_events() -> Vec<Event> {
             },
             Event::RunInterrupted { reason: "waiting for approval".into(), approval_id: Some(apr.clone()) },
             checkpoint(4 + 2 * done, "approval", done),
-            Event::CommandReceived { command: "/todos".into(), by: user(), accepted: true },
-            Event::CommandReceived { command: "/todo approve".into(), by: user(), accepted: true },
+            Event::CommandReceived { command: "/todos".into(), by: user(), accepted: true, said: None },
+            Event::CommandReceived { command: "/todo approve".into(), by: user(), accepted: true, said: None },
             Event::ApprovalDecided {
                 approval_id: apr,
                 decision: Decision::Approve,

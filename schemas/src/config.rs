@@ -119,6 +119,53 @@ pub struct RunConfig {
     /// How many `task` calls deep below its root run this run is (0 for a root run).
     #[serde(skip_serializing_if = "is_zero")]
     pub subagent_depth: u32,
+    /// What a rejected approval does: skip what it gated and carry on, or end the turn.
+    pub on_reject: OnReject,
+    /// How much of the session's earlier turns the run is given.
+    pub context: ContextBudget,
+}
+
+/// What a rejected approval does to the run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum OnReject {
+    /// The rejected TODO (or tool call) is skipped and the run carries on.
+    #[default]
+    Skip,
+    /// The turn ends with a short answer saying what was rejected and why.
+    EndTurn,
+}
+
+impl OnReject {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnReject::Skip => "skip",
+            OnReject::EndTurn => "end_turn",
+        }
+    }
+}
+
+/// How much of the session's earlier turns a run is given: the newest `turns_max` turns whose
+/// queries and answers fit in `bytes_max` bytes (an answer is cut to fit). Zero turns: none.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(default)]
+pub struct ContextBudget {
+    pub turns_max: u32,
+    pub bytes_max: u32,
+}
+
+/// The most bytes of earlier turns a run may be given (events stay well under 64 KiB).
+pub const CONTEXT_BYTES_MAX: u32 = 32 * 1024;
+
+impl Default for ContextBudget {
+    fn default() -> Self {
+        ContextBudget {
+            turns_max: 6,
+            bytes_max: 8 * 1024,
+        }
+    }
 }
 
 fn is_zero(n: &u32) -> bool {

@@ -7,8 +7,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::{
-    ApprovalId, CheckpointId, Decision, Hash, RunConfig, RunId, SessionId, Strategy, Subject,
-    SupervisorTodo, TodoId, TodoStatus, ToolCallId,
+    ApprovalId, CheckpointId, Decision, Hash, Memory, PriorTurn, RunConfig, RunId, SessionId,
+    Strategy, Subject, SupervisorTodo, TodoId, TodoStatus, ToolCallId,
 };
 
 /// The phase the supervisor is in (its `current_phase`).
@@ -384,6 +384,10 @@ pub enum Event {
         by: Actor,
         #[serde(default)]
         accepted: bool,
+        /// The plain words a person typed, when `command` is what they were interpreted as
+        /// ("분석도 추가해줘" → `/todo add analysis_team`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        said: Option<String>,
     },
     RunInterrupted {
         reason: String,
@@ -411,6 +415,32 @@ pub enum Event {
         by: Actor,
         #[serde(default)]
         reason: Option<String>,
+    },
+    /// The session's earlier turns this turn was given (newest kept within the run's context
+    /// budget), with how many older ones the budget left out.
+    SessionContextLoaded {
+        turns: Vec<PriorTurn>,
+        #[serde(default)]
+        omitted: u32,
+    },
+    /// The user's long-term memory as this turn loaded it (deleted items are not loaded).
+    MemoryLoaded {
+        user_id: String,
+        memories: Vec<Memory>,
+    },
+    /// An item the turn saved to its user's long-term memory.
+    MemorySaved {
+        memory: Memory,
+    },
+    /// An item of long-term memory (saved by this run) is deleted: later turns no longer load it.
+    MemoryDeleted {
+        memory_id: String,
+        by: Actor,
+    },
+    /// The session this run belongs to is deleted: it disappears from every read. Its events stay
+    /// in the log (the chain and the audit trail are kept).
+    SessionDeleted {
+        by: Actor,
     },
 }
 
@@ -445,6 +475,11 @@ impl Event {
             Event::RunCompleted { .. } => "RunCompleted",
             Event::RunFailed { .. } => "RunFailed",
             Event::RunCancelled { .. } => "RunCancelled",
+            Event::SessionContextLoaded { .. } => "SessionContextLoaded",
+            Event::MemoryLoaded { .. } => "MemoryLoaded",
+            Event::MemorySaved { .. } => "MemorySaved",
+            Event::MemoryDeleted { .. } => "MemoryDeleted",
+            Event::SessionDeleted { .. } => "SessionDeleted",
         }
     }
 

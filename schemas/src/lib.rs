@@ -13,6 +13,7 @@ mod envelope;
 mod event;
 mod hash;
 mod ids;
+mod memory;
 #[cfg(feature = "openapi")]
 mod openapi;
 mod state;
@@ -25,8 +26,8 @@ pub use approval::{Approval, ApprovalStatus, Decision, Subject};
 pub use audit::{AuditDecision, AuditRow, SubjectKind};
 pub use checkpoint::Checkpoint;
 pub use config::{
-    APPROVAL_TIMEOUT_MS_MAX, APPROVAL_TIMEOUT_MS_MIN, ExpiryAction, HitlMode, Limits, RunConfig,
-    Strategy,
+    APPROVAL_TIMEOUT_MS_MAX, APPROVAL_TIMEOUT_MS_MIN, CONTEXT_BYTES_MAX, ContextBudget,
+    ExpiryAction, HitlMode, Limits, OnReject, RunConfig, Strategy,
 };
 pub use envelope::{
     EVENT_BYTES_MAX, Envelope, Error, ExternalBody, RECORD_FORMAT_EXTERNAL, RECORD_FORMAT_V1,
@@ -41,6 +42,7 @@ pub use hash::{Hash, chain_hash};
 pub use ids::{
     ApprovalId, CheckpointId, RunId, SESSION_ID_CHARS_MAX, SessionId, TodoId, ToolCallId,
 };
+pub use memory::{Memory, MemoryKind, PriorTurn};
 pub use state::{
     AgentStart, AnalysisTeamState, DocumentTeamState, Evaluation, ExecutionStepState,
     ModelTurnState, PLANNED_BY, PlanEdit, PlanningState, RunStatus, SearchTeamState,

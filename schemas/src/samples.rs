@@ -4,13 +4,14 @@
 use serde_json::json;
 
 use crate::{
-    Actor, ApprovalId, BlobRef, CheckpointId, Decision, Event, Hash, HitlMode, ModelTurn,
-    ParentLink, Payload, Phase, PlanStep, RunConfig, RunId, SessionId, Source, Strategy, Subject,
-    SupervisorTodo, Timestamp, TodoId, TodoPriority, TodoStatus, TokenUsage, ToolCallId,
+    Actor, ApprovalId, BlobRef, CheckpointId, Decision, Event, Hash, HitlMode, Memory, MemoryKind,
+    ModelTurn, ParentLink, Payload, Phase, PlanStep, PriorTurn, RunConfig, RunId, RunStatus,
+    SessionId, Source, Strategy, Subject, SupervisorTodo, Timestamp, TodoId, TodoPriority,
+    TodoStatus, TokenUsage, ToolCallId,
 };
 
 /// Every variant name, in declaration order.
-pub const EVENT_KINDS: [&str; 27] = [
+pub const EVENT_KINDS: [&str; 32] = [
     "RunStarted",
     "PhaseChanged",
     "IntentAnalyzed",
@@ -38,6 +39,11 @@ pub const EVENT_KINDS: [&str; 27] = [
     "RunCompleted",
     "RunFailed",
     "RunCancelled",
+    "SessionContextLoaded",
+    "MemoryLoaded",
+    "MemorySaved",
+    "MemoryDeleted",
+    "SessionDeleted",
 ];
 
 /// One event of each variant, with every optional field filled.
@@ -227,6 +233,7 @@ pub fn sample_events() -> Vec<Event> {
             command: "/todos".into(),
             by: Actor::user("alice"),
             accepted: true,
+            said: None,
         },
         Event::RunInterrupted {
             reason: "waiting for approval".into(),
@@ -253,7 +260,44 @@ pub fn sample_events() -> Vec<Event> {
             by: Actor::user("bob"),
             reason: Some("no longer needed".into()),
         },
+        Event::SessionContextLoaded {
+            turns: vec![PriorTurn {
+                run_id: RunId(uuid::Uuid::from_u128(7)),
+                seq: 41,
+                query: "강남구 아파트 시세 알려줘".into(),
+                answer: "강남구 아파트 매매 평균 14억 5,000만 원".into(),
+                status: RunStatus::Completed,
+            }],
+            omitted: 0,
+        },
+        Event::MemoryLoaded {
+            user_id: "alice".into(),
+            memories: vec![sample_memory()],
+        },
+        Event::MemorySaved {
+            memory: sample_memory(),
+        },
+        Event::MemoryDeleted {
+            memory_id: "mem_1".into(),
+            by: Actor::user("alice"),
+        },
+        Event::SessionDeleted {
+            by: Actor::user("alice"),
+        },
     ]
+}
+
+fn sample_memory() -> Memory {
+    Memory {
+        memory_id: "mem_1".into(),
+        kind: MemoryKind::Preference,
+        key: "deal_type".into(),
+        value: json!("jeonse"),
+        text: "전세만".into(),
+        user_id: "alice".into(),
+        run_id: RunId(uuid::Uuid::from_u128(7)),
+        saved_at: Some(Timestamp::from_micros(1_700_000_000_000_000)),
+    }
 }
 
 #[cfg(test)]
@@ -373,7 +417,9 @@ mod tests {
                 add_agents.clear();
             }
         }
-        assert_eq!(old.len(), now.len());
+        // Variants added since v1 are at the end.
+        now.truncate(old.len());
+        assert_eq!(old.len(), 27);
         for (o, n) in old.iter().zip(&now) {
             assert_eq!(
                 (&o.event, o.seq, o.offset, o.run_id, o.at),

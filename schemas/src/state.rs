@@ -483,10 +483,16 @@ pub struct SupervisorState {
     pub end_time: Option<Timestamp>,
     /// Seconds.
     pub total_execution_time: Option<f64>,
-    // Long-term memory (seed 001 phase 1; filled by a memory-aware engine, kept for shape).
+    // Long-term memory: what the turn loaded (`MemoryLoaded`), preferences by key, and when.
     pub loaded_memories: Option<Vec<Value>>,
     pub user_preferences: Option<Value>,
     pub memory_load_time: Option<String>,
+    /// The session's earlier turns the run was given (`SessionContextLoaded`), oldest first.
+    pub session_context: Vec<crate::PriorTurn>,
+    /// Items the run saved to its user's long-term memory, minus those deleted since.
+    pub saved_memories: Vec<crate::Memory>,
+    /// The session was deleted (`SessionDeleted`): reads no longer show it.
+    pub session_deleted: bool,
     // Errors.
     pub error_log: Vec<String>,
     /// `initialized | processing | completed | error | cancelled`.

@@ -500,9 +500,13 @@ pub fn summary(e: &Event) -> String {
             command,
             by,
             accepted,
+            said,
         } => format!(
-            "\"{}\" by {by}{}",
+            "\"{}\" by {by}{}{}",
             text(command),
+            said.as_ref()
+                .map(|s| format!(" (interpreted from \"{}\")", text(s)))
+                .unwrap_or_default(),
             if *accepted { "" } else { " (refused)" }
         ),
         Event::RunInterrupted {
@@ -527,6 +531,21 @@ pub fn summary(e: &Event) -> String {
             Some(r) => format!("cancelled by {by}: {}", text(r)),
             None => format!("cancelled by {by}"),
         },
+        Event::SessionContextLoaded { turns, omitted } => format!(
+            "{} earlier turn(s){}",
+            turns.len(),
+            if *omitted > 0 {
+                format!(", {omitted} older left out")
+            } else {
+                String::new()
+            }
+        ),
+        Event::MemoryLoaded { user_id, memories } => {
+            format!("{} memory item(s) of {user_id}", memories.len())
+        }
+        Event::MemorySaved { memory } => format!("{}: {}", memory.key, text(&memory.text)),
+        Event::MemoryDeleted { memory_id, by } => format!("{memory_id} deleted by {by}"),
+        Event::SessionDeleted { by } => format!("session deleted by {by}"),
     }
 }
 

@@ -36,6 +36,11 @@ pub fn wire_names(e: &Event) -> (&'static str, &'static str, &'static str) {
         Event::RunCompleted { .. } => ("run.end", "run", "end"),
         Event::RunFailed { .. } => ("run.error", "run", "error"),
         Event::RunCancelled { .. } => ("run.end", "run", "end"),
+        Event::SessionContextLoaded { .. } => ("context.loaded", "reasoning", "chunk"),
+        Event::MemoryLoaded { .. } => ("memory.loaded", "reasoning", "chunk"),
+        Event::MemorySaved { .. } => ("memory.saved", "reasoning", "chunk"),
+        Event::MemoryDeleted { .. } => ("memory.deleted", "reasoning", "chunk"),
+        Event::SessionDeleted { .. } => ("session.deleted", "run", "chunk"),
     }
 }
 

@@ -584,6 +584,7 @@ mod tests {
 
     fn ctx() -> AgentContext {
         AgentContext {
+            turn: Default::default(),
             run_id: RunId::from_u128(7),
             session_id: SessionId::new("s1"),
             todo_id: TodoId::new("todo_002"),

@@ -35,6 +35,7 @@ async fn run(query: &str) -> Answered {
     let plan = rules::build_plan(&intent, &[]);
     let agents = registry();
     let mut ctx = AgentContext {
+        turn: Default::default(),
         query: query.into(),
         intent: json!({
             "intent_type": intent.intent_type,

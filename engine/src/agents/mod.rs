@@ -90,6 +90,39 @@ pub struct AgentContext {
     pub tools: crate::tools::ToolHandle,
     /// Where the agent sends a model answer's pieces as they arrive (live subscribers only).
     pub chunks: crate::chunks::ChunkSink,
+    /// What the turn knows beyond its query: the session's earlier turns, the user's memory,
+    /// a person's feedback.
+    pub turn: TurnContext,
+}
+
+/// What a turn knows beyond its query, as recorded in the run (`SessionContextLoaded`,
+/// `MemoryLoaded`, the decision that gave feedback).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TurnContext {
+    /// The session's earlier turns, oldest first (within the run's context budget).
+    pub history: Vec<chronicle_schemas::PriorTurn>,
+    /// The user's long-term memory as the turn loaded it.
+    pub memories: Vec<chronicle_schemas::Memory>,
+    /// What a person answered to an approval of this TODO (`resume {response}`, an edit's
+    /// `feedback`), for the agent to take into account.
+    pub feedback: Option<String>,
+}
+
+impl TurnContext {
+    /// The turn's context as the run's state records it.
+    pub fn of(s: &chronicle_schemas::SupervisorState) -> TurnContext {
+        let memories = s
+            .loaded_memories
+            .iter()
+            .flatten()
+            .filter_map(|m| serde_json::from_value(m.clone()).ok())
+            .collect();
+        TurnContext {
+            history: s.session_context.clone(),
+            memories,
+            feedback: None,
+        }
+    }
 }
 
 /// An agent's successful result; recorded in `AgentCompleted`. It should follow the agent reply

@@ -12,6 +12,7 @@ use crate::Approvals;
 mod agents;
 mod approvals;
 mod lifecycle;
+mod memory;
 mod planning;
 mod tools;
 
@@ -29,6 +30,11 @@ pub(crate) fn apply(s: &mut SupervisorState, env: &Envelope, approvals: &Approva
         ToolCallRequested { .. } | ToolCallCompleted { .. } | LlmCalled { .. } => {
             tools::apply(s, env)
         }
+        SessionContextLoaded { .. }
+        | MemoryLoaded { .. }
+        | MemorySaved { .. }
+        | MemoryDeleted { .. }
+        | SessionDeleted { .. } => memory::apply(s, env),
         // Handled by `RunState::apply`: it replaces the whole effective state.
         RunRestored { .. } => {}
         _ => lifecycle::apply(s, env),

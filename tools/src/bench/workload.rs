@@ -214,7 +214,7 @@ impl LongRun {
                 supersedes: None,
             },
             Event::RunInterrupted { reason: "waiting for approval".into(), approval_id: Some(approval.clone()) },
-            Event::CommandReceived { command: format!("/todo approve {approval}"), by: user(), accepted: true },
+            Event::CommandReceived { command: format!("/todo approve {approval}"), by: user(), accepted: true, said: None },
             if k % 7 == 3 {
                 Event::ApprovalDecided {
                     approval_id: approval.clone(),

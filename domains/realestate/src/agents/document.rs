@@ -312,6 +312,7 @@ mod tests {
 
     fn ctx(query: &str) -> AgentContext {
         AgentContext {
+            turn: Default::default(),
             query: query.into(),
             ..AgentContext::default()
         }
@@ -498,6 +499,7 @@ mod tests {
         let ms: u128 = 1_759_322_096_000;
         let id = RunId::from_u128((ms << 80) | (0x7 << 76) | (0b10 << 62));
         let c = AgentContext {
+            turn: Default::default(),
             run_id: id,
             ..AgentContext::default()
         };

@@ -400,6 +400,7 @@ mod tests {
 
     fn ctx(query: &str, intent: Value) -> AgentContext {
         AgentContext {
+            turn: Default::default(),
             query: query.into(),
             intent,
             ..AgentContext::default()

@@ -210,6 +210,7 @@ mod tests {
         ];
         for q in queries {
             let mut ctx = AgentContext {
+                turn: Default::default(),
                 query: q.into(),
                 ..AgentContext::default()
             };
@@ -238,6 +239,7 @@ mod tests {
         ];
         for q in queries {
             let mut ctx = AgentContext {
+                turn: Default::default(),
                 query: q.into(),
                 ..AgentContext::default()
             };

@@ -624,6 +624,7 @@ mod tests {
 
     fn ctx(query: &str) -> AgentContext {
         AgentContext {
+            turn: Default::default(),
             query: query.into(),
             ..AgentContext::default()
         }

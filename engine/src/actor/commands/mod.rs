@@ -85,6 +85,7 @@ impl RunActor {
             command: text.to_owned(),
             by: Actor::user(by),
             accepted,
+            said: None,
         };
         let outcome = match parse(text) {
             Ok(cmd) => self.apply(cmd, by, received(true)).await,

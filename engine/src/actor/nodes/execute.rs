@@ -129,6 +129,7 @@ impl RunActor {
                 .map(|p| p.analyzed_intent.clone())
                 .unwrap_or(Value::Null),
             team_results: s.team_results.clone(),
+            turn: crate::agents::TurnContext::of(s),
             tools: crate::tools::ToolHost {
                 tx: self.tx.clone(),
             }

@@ -77,12 +77,14 @@ impl RunActor {
         let run = self.live.run_id();
         let after_seq = self.state().next_seq().saturating_sub(1);
         let chunks = self.shared.bus.chunk_sink(run, after_seq, None, None);
-        PlanContext::new(
+        let mut cx = PlanContext::new(
             run,
             query,
             &self.shared.settings.registry,
             Llm::new(self.shared.settings.llm.clone()).streaming(chunks, streamed),
-        )
+        );
+        cx.turn = crate::agents::TurnContext::of(&self.state().supervisor);
+        cx
     }
 
     /// Events that announce a planner call (a phase change, a note). With a model configured
