@@ -44,6 +44,65 @@ pub struct AgentRequest {
     /// The replies of the agents that completed before this one, by agent name.
     #[serde(default)]
     pub team_results: BTreeMap<String, Value>,
+    /// The session's earlier turns, oldest first, within the run's context budget: a follow-up
+    /// ("and in Seocho?") is read against them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub history: Vec<HistoryTurn>,
+    /// What the engine remembers of the user (facts and preferences from earlier sessions).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub memories: Vec<RememberedItem>,
+    /// What a person answered when this TODO waited for approval (a region, a focus ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub feedback: Option<String>,
+}
+
+/// An earlier turn of the session.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct HistoryTurn {
+    /// The earlier turn's run.
+    pub run_id: String,
+    pub query: String,
+    /// Its final answer as text (possibly cut short); empty when it had none.
+    pub answer: String,
+}
+
+/// One item of the user's long-term memory.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RememberedItem {
+    /// `fact` or `preference`.
+    pub kind: String,
+    /// What it is about (`deal_type`, ...).
+    pub key: String,
+    /// The value rules use (`"jeonse"`).
+    #[serde(default)]
+    pub value: Value,
+    /// The item in words.
+    pub text: String,
+}
+
+impl HistoryTurn {
+    pub fn of(t: &crate::PriorTurn) -> Self {
+        HistoryTurn {
+            run_id: t.run_id.to_string(),
+            query: t.query.clone(),
+            answer: t.answer.clone(),
+        }
+    }
+}
+
+impl RememberedItem {
+    pub fn of(m: &crate::Memory) -> Self {
+        RememberedItem {
+            kind: match m.kind {
+                crate::MemoryKind::Fact => "fact",
+                crate::MemoryKind::Preference => "preference",
+            }
+            .to_owned(),
+            key: m.key.clone(),
+            value: m.value.clone(),
+            text: m.text.clone(),
+        }
+    }
 }
 
 /// What an agent replies. Every field is optional; an agent says what it has. Other fields are

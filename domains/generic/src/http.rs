@@ -13,7 +13,7 @@ use chronicle_engine::agents::{
     LlmAgentError, Registry, RoutingHints,
 };
 use chronicle_engine::tools::ToolRegistry;
-use chronicle_schemas::contract::{AGENT_CONTRACT, AgentRequest};
+use chronicle_schemas::contract::{AGENT_CONTRACT, AgentRequest, HistoryTurn, RememberedItem};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -425,6 +425,9 @@ pub fn request(agent: &str, ctx: &AgentContext, input: Value) -> AgentRequest {
         intent: ctx.intent.clone(),
         input,
         team_results: ctx.team_results.clone(),
+        history: ctx.turn.history.iter().map(HistoryTurn::of).collect(),
+        memories: ctx.turn.memories.iter().map(RememberedItem::of).collect(),
+        feedback: ctx.turn.feedback.clone(),
     }
 }
 
