@@ -131,11 +131,12 @@ async fn turn_response(st: &AppState, thread: &str, run: RunId) -> ApiResult<Res
 /// The HTTP answer to a turn the engine carried out.
 async fn turn_answer(st: &AppState, thread: &str, outcome: TurnOutcome) -> ApiResult<Response> {
     match outcome {
-        TurnOutcome::Command { run, outcome } => {
+        TurnOutcome::Command { run, outcome, said } => {
             let body = ChatCommand {
                 thread_id: thread.to_owned(),
                 run_id: run,
                 result: *outcome,
+                interpreted_from: said,
             };
             Ok(axum::Json(body).into_response())
         }

@@ -391,8 +391,9 @@ impl Session {
     /// result; a new run, streamed; the request a waiting run still waits for.
     async fn turn(&mut self, turn: Turn) -> ApiResult<Option<Value>> {
         match self.engine().turn(turn).await? {
-            TurnOutcome::Command { run, outcome } => Ok(Some(json!({
+            TurnOutcome::Command { run, outcome, said } => Ok(Some(json!({
                 "type": "command_result", "run_id": run, "result": outcome,
+                "interpreted_from": said,
             }))),
             TurnOutcome::Started { run } => {
                 self.st.metrics.runs_started.inc();

@@ -50,6 +50,8 @@ pub enum TurnOutcome {
     Command {
         run: RunId,
         outcome: Box<CommandOutcome>,
+        /// The plain words the command was interpreted from, when it was not typed as one.
+        said: Option<String>,
     },
     /// A new run started in the session.
     Started { run: RunId },
@@ -97,7 +99,11 @@ impl Engine {
         if let Some(text) = text {
             let run = run.ok_or_else(|| Error::SessionNotFound(t.session.to_string()))?;
             let outcome = Box::new(self.command(run, text, &t.by).await?);
-            return Ok(TurnOutcome::Command { run, outcome });
+            return Ok(TurnOutcome::Command {
+                run,
+                outcome,
+                said: None,
+            });
         }
         match t.input {
             TurnInput::Message(text) => {

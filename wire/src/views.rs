@@ -307,6 +307,10 @@ pub struct ChatCommand {
     pub thread_id: String,
     pub run_id: RunId,
     pub result: crate::CommandOutcome,
+    /// The message the command was interpreted from, when it was plain words said to a run
+    /// that waits for a human ("분석도 추가해줘" → `/todo add analysis_team`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interpreted_from: Option<String>,
 }
 
 /// `ok`, `degraded` (the disk is full) or `failed` (the store stopped after a failed fsync).
