@@ -217,3 +217,62 @@ async fn the_engine_gives_the_same_answers() {
         assert_eq!(engine_answer, Some(json!(expected)), "{query}");
     }
 }
+
+/// A follow-up in the same session is read against the previous turn: "서초구는?" after a
+/// 강남구 apartment jeonse question keeps the property type and the deal type and changes the
+/// district; the turn records which earlier run it was given.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follow_up_keeps_what_it_does_not_change() {
+    let engine = Engine::open(Store::memory(), crate::settings())
+        .await
+        .expect("an engine");
+    let session = chronicle_schemas::SessionId::new("follow-up");
+    let mut runs = Vec::new();
+    for query in ["강남구 아파트 전세 시세 알려줘", "서초구는?"] {
+        let req = StartRun {
+            query: query.into(),
+            session_id: Some(session.clone()),
+            ..StartRun::default()
+        };
+        let id = engine.start_run(req).await.expect("a run").run_id;
+        let s = engine
+            .wait_until(id, RUN_WAIT, |s| s.supervisor.run_status.is_terminal())
+            .await
+            .expect("a finished run");
+        assert_eq!(s.supervisor.run_status, RunStatus::Completed, "{query}");
+        runs.push((id, s));
+    }
+    let (first, _) = &runs[0];
+    let (_, second) = &runs[1];
+    let context = &second.supervisor.session_context;
+    assert_eq!(context.len(), 1);
+    assert_eq!(context[0].run_id, *first);
+    assert_eq!(context[0].query, "강남구 아파트 전세 시세 알려줘");
+    assert!(!context[0].answer.is_empty());
+    let intent = &second
+        .supervisor
+        .planning_state
+        .as_ref()
+        .expect("a plan")
+        .analyzed_intent;
+    let entities = &intent["entities"];
+    assert_eq!(entities["region"], "서울특별시 서초구", "{intent}");
+    assert_eq!(entities["property_type"], "아파트", "{intent}");
+    assert_eq!(entities["deal_type"], "전세", "{intent}");
+    let answer = second
+        .supervisor
+        .final_response
+        .as_ref()
+        .expect("an answer")["answer"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        answer.contains("서초구") && answer.contains("전세"),
+        "{answer}"
+    );
+    assert!(
+        !answer.contains("강남구") && !answer.contains("매매"),
+        "{answer}"
+    );
+}

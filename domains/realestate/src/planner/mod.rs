@@ -8,6 +8,7 @@ use chronicle_generic::{INTENT_GENERAL, Match};
 use chronicle_schemas::{Source, Strategy};
 use serde_json::{Map, Value};
 
+mod follow_up;
 pub(crate) mod prompts;
 pub(crate) mod rules;
 
@@ -128,7 +129,9 @@ impl Planner for RealEstatePlanner {
                 intent_from_answer(json_object(text)?, &fallback)
             })
             .await;
-        answer.unwrap_or(fallback)
+        let mut intent = answer.unwrap_or(fallback);
+        follow_up::complete(cx, &mut intent);
+        intent
     }
 
     async fn plan(&self, cx: &PlanContext<'_>, intent: &Intent) -> Plan {

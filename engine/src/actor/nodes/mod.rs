@@ -22,6 +22,7 @@ use crate::planner::{Intent, PlanContext};
 
 mod aggregate;
 mod approval;
+mod context;
 mod evaluate;
 mod execute;
 mod initialize;
