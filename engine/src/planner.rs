@@ -87,6 +87,21 @@ impl<'a> PlanContext<'a> {
         }
     }
 
+    /// `prompt` for the model, after the session's earlier turns when it has some, so that a
+    /// follow-up ("and in Seocho?") reads as one.
+    pub fn with_history(&self, prompt: String) -> String {
+        if self.turn.history.is_empty() {
+            return prompt;
+        }
+        let mut out = String::from("Earlier in this conversation (oldest first):\n");
+        for t in &self.turn.history {
+            out.push_str(&format!("- user: {}\n  answer: {}\n", t.query, t.answer));
+        }
+        out.push_str("\nThe current request, which may refer to them:\n");
+        out.push_str(&prompt);
+        out
+    }
+
     /// Says why the planner decided something; recorded as a `Reasoning` event with the node.
     pub fn note(&self, message: impl Into<String>) {
         self.notes

@@ -70,7 +70,7 @@ async fn ask<T>(
 #[async_trait::async_trait]
 impl Planner for GenericPlanner {
     async fn intent(&self, cx: &PlanContext<'_>) -> Intent {
-        let user = prompts::intent(cx.agents, cx.query);
+        let user = cx.with_history(prompts::intent(cx.agents, cx.query));
         let parse = |answer| intent_from_answer(answer, cx.agents);
         match ask(cx, "intent_analysis", prompts::INTENT_SYSTEM, &user, parse).await {
             Some(intent) => intent,
@@ -79,7 +79,7 @@ impl Planner for GenericPlanner {
     }
 
     async fn plan(&self, cx: &PlanContext<'_>, intent: &Intent) -> Plan {
-        let user = prompts::plan(cx.agents, cx.query, intent);
+        let user = cx.with_history(prompts::plan(cx.agents, cx.query, intent));
         let parse = |answer| plan_from_answer(answer, cx.agents);
         if let Some(specs) = ask(cx, "plan_building", prompts::PLAN_SYSTEM, &user, parse).await {
             let mut plan = empty_plan(Source::Llm);
@@ -112,7 +112,7 @@ impl Planner for GenericPlanner {
         if !results.iter().any(answered) {
             return composed;
         }
-        let user = prompts::response(cx.query, results, &composed);
+        let user = cx.with_history(prompts::response(cx.query, results, &composed));
         let parse = |answer| response_from_answer(answer, &composed);
         let phrased = ask(
             cx,

@@ -133,12 +133,21 @@ impl LlmAgent {
         if has_input {
             task.push_str(&format!("\n\nInput: {input}"));
         }
-        vec![
-            Message::System {
-                content: format!("{}\n\n{RUNTIME_PROMPT}", self.config.system_prompt.trim()),
-            },
-            Message::User { content: task },
-        ]
+        let mut messages = vec![Message::System {
+            content: format!("{}\n\n{RUNTIME_PROMPT}", self.config.system_prompt.trim()),
+        }];
+        // The session's earlier turns, as the conversation they were.
+        for earlier in &ctx.turn.history {
+            messages.push(Message::User {
+                content: earlier.query.clone(),
+            });
+            messages.push(Message::Assistant {
+                content: Some(earlier.answer.clone()),
+                tool_calls: Vec::new(),
+            });
+        }
+        messages.push(Message::User { content: task });
+        messages
     }
 
     /// `request` with its older turns summarised: the summary is a model call of its own,

@@ -122,7 +122,7 @@ impl Planner for RealEstatePlanner {
             return chronicle_generic::intent_for(&matches);
         }
         let fallback = rules::analyze_intent(cx.query);
-        let user = prompts::intent(cx.query);
+        let user = cx.with_history(prompts::intent(cx.query));
         let answer = cx
             .llm
             .ask("intent_analysis", prompts::INTENT_SYSTEM, &user, |text| {
@@ -150,7 +150,7 @@ impl Planner for RealEstatePlanner {
         } else {
             &available
         };
-        let user = prompts::plan(cx.query, intent, allowed);
+        let user = cx.with_history(prompts::plan(cx.query, intent, allowed));
         let answer = cx
             .llm
             .ask("plan_building", prompts::PLAN_SYSTEM, &user, |text| {
