@@ -128,6 +128,24 @@ impl Engine {
             .await
     }
 
+    /// Plain words to a run that waits for a human, read as the command they mean and carried
+    /// out (recorded with the words); `None` when they mean no command. See [`crate::said`].
+    pub async fn say(
+        &self,
+        run: RunId,
+        text: &str,
+        by: &Principal,
+    ) -> Result<Option<(String, CommandOutcome)>> {
+        self.authorize(by, run)?;
+        self.shared
+            .ask(run, |reply| Input::Say {
+                text: text.to_owned(),
+                by: by.name.clone(),
+                reply,
+            })
+            .await
+    }
+
     pub async fn restore(
         &self,
         run: RunId,

@@ -23,6 +23,7 @@ mod mailbox;
 mod planner;
 mod principal;
 mod runs;
+pub mod said;
 mod settings;
 mod shared;
 pub mod texts;
@@ -32,6 +33,7 @@ mod turn;
 
 pub use actor::commands;
 pub use bus::{Bus, Live};
+pub use chronicle_projections::RunState;
 pub use chunks::Chunk;
 pub use engine::Engine;
 pub use error::{Error, PlanError, Result};

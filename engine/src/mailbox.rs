@@ -35,6 +35,12 @@ pub(crate) enum Input {
         by: String,
         reply: oneshot::Sender<Result<CommandOutcome>>,
     },
+    /// Plain words to a run that waits for a human: the command they mean, carried out.
+    Say {
+        text: String,
+        by: String,
+        reply: oneshot::Sender<Result<Option<(String, CommandOutcome)>>>,
+    },
     Restore {
         target: RestoreTarget,
         by: String,

@@ -5,6 +5,7 @@
 
 use std::sync::{Mutex, PoisonError};
 
+use chronicle_projections::RunState;
 use chronicle_schemas::{PlanStep, RunId, Source, Strategy, TodoId};
 use serde_json::Value;
 
@@ -141,6 +142,15 @@ pub trait Planner: Send + Sync + 'static {
         intent: &Intent,
         results: &[AgentResult],
     ) -> Value;
+
+    /// A person's plain words to a run that waits for them, as the slash command they mean
+    /// (`/todo approve`, `/todo reject [reason]`, `/todo add analysis_team`), or `None` when they
+    /// mean none. Asked when no model is configured or the model's reading is unusable. The
+    /// default reads English approval and rejection words and "add <agent>".
+    async fn interpret(&self, cx: &PlanContext<'_>, said: &str, run: &RunState) -> Option<String> {
+        let _ = run;
+        crate::said::by_words(said, cx.agents)
+    }
 }
 
 /// The planner of an engine no domain was plugged into: it plans nothing (runs need a plan of

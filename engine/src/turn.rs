@@ -1,13 +1,18 @@
 //! A chat turn: what a message or an answer typed into a session does. One policy for every
 //! chat surface (`POST /chat`, `POST /api/sessions/{id}/resume`, the WebSocket):
 //!
-//! - text starting with `/` is a slash command on the session's run;
-//! - a message while that run waits for a human starts no second run: the turn says the run is
-//!   waiting (the caller shows what it waits for);
+//! - `/new <query>` starts a new run in the session, even while its latest run waits;
+//! - other text starting with `/` is a slash command on the session's run;
+//! - a message while that run waits for a human acts on it and starts no second run: its words
+//!   are read as the command they mean ("approved" approves, "no" rejects, "분석도 추가해줘" adds
+//!   a TODO — by the model when one is configured, by the domain's rules otherwise, see
+//!   [`crate::said`]) and the command is carried out, recorded with the words; words that mean
+//!   no command leave the run waiting, and the turn says so (the caller shows what it waits for);
 //! - any other message starts a new run in the session;
-//! - an answer (`approve` yes/no, or free text) decides the one pending approval of the run:
-//!   text is passed to the agent as an edit of the requested args with `feedback: text`. With
-//!   several approvals pending the turn is refused: a bare "yes" is never guessed.
+//! - an answer (`approve` yes/no, or free text) decides the one pending approval of the run.
+//!   Free text is first read like a message's words; text that means no command is passed to
+//!   the agent as an edit of the requested args with `feedback: text`. With several approvals
+//!   pending a bare answer is refused: a "yes" is never guessed.
 
 use chronicle_schemas::{Approval, Decision, HitlMode, RunId, RunStatus, SessionId};
 
@@ -77,6 +82,12 @@ fn command_text(text: &str) -> Option<&str> {
     Some(text.trim()).filter(|t| t.starts_with('/'))
 }
 
+/// The query of `/new <query>`, the one chat command that is not the run's.
+fn new_run_query(text: &str) -> Option<&str> {
+    let rest = text.trim().strip_prefix("/new")?;
+    (rest.is_empty() || rest.starts_with(char::is_whitespace)).then(|| rest.trim())
+}
+
 impl Engine {
     /// Carries out one turn (see the module's policy).
     pub async fn turn(&self, t: Turn) -> Result<TurnOutcome> {
@@ -91,6 +102,10 @@ impl Engine {
         // that what a chat surface takes does not depend on the session's state.
         if let TurnInput::Message(text) = &t.input {
             crate::runs::check_query(text)?;
+            if let Some(query) = new_run_query(text) {
+                let query = query.to_owned();
+                return self.start_in_session(t, query).await;
+            }
         }
         let text = match &t.input {
             TurnInput::Message(text) | TurnInput::Response(text) => command_text(text),
@@ -105,18 +120,14 @@ impl Engine {
                 said: None,
             });
         }
-        match t.input {
-            TurnInput::Message(text) => {
-                let start = StartRun {
-                    by: t.by,
-                    query: text,
-                    session_id: Some(t.session),
-                    user_id: t.user_id,
-                    hitl: t.hitl,
-                    ..StartRun::default()
-                };
-                self.message(run, start).await
-            }
+        match t.input.clone() {
+            TurnInput::Message(text) => match self.waiting(run)? {
+                Some(run) => Ok(self
+                    .said(run, &text, &t.by)
+                    .await?
+                    .unwrap_or(TurnOutcome::Waiting { run })),
+                None => self.start_in_session(t, text).await,
+            },
             TurnInput::Approve(yes) => {
                 let decision = if yes {
                     Decision::Approve
@@ -126,6 +137,11 @@ impl Engine {
                 self.answer(run, &t.session, decision, None, &t.by).await
             }
             TurnInput::Response(text) => {
+                if let Some(run) = self.waiting(run)?
+                    && let Some(outcome) = self.said(run, &text, &t.by).await?
+                {
+                    return Ok(outcome);
+                }
                 self.answer(run, &t.session, Decision::Edit, Some(text), &t.by)
                     .await
             }
@@ -145,12 +161,41 @@ impl Engine {
         }
     }
 
-    async fn message(&self, run: Option<RunId>, start: StartRun) -> Result<TurnOutcome> {
-        if let Some(run) = run
-            && self.state(run, None)?.supervisor.run_status == RunStatus::WaitingForApproval
-        {
-            return Ok(TurnOutcome::Waiting { run });
+    /// `run` when it waits for a human.
+    fn waiting(&self, run: Option<RunId>) -> Result<Option<RunId>> {
+        match run {
+            Some(run)
+                if self.state(run, None)?.supervisor.run_status
+                    == RunStatus::WaitingForApproval =>
+            {
+                Ok(Some(run))
+            }
+            _ => Ok(None),
         }
+    }
+
+    /// Plain words to a waiting run: the command they mean, carried out; `None` when they mean
+    /// none.
+    async fn said(&self, run: RunId, text: &str, by: &Principal) -> Result<Option<TurnOutcome>> {
+        Ok(self
+            .say(run, text.trim(), by)
+            .await?
+            .map(|(_, outcome)| TurnOutcome::Command {
+                run,
+                outcome: Box::new(outcome),
+                said: Some(text.trim().to_owned()),
+            }))
+    }
+
+    async fn start_in_session(&self, t: Turn, query: String) -> Result<TurnOutcome> {
+        let start = StartRun {
+            by: t.by,
+            query,
+            session_id: Some(t.session),
+            user_id: t.user_id,
+            hitl: t.hitl,
+            ..StartRun::default()
+        };
         let started = self.start_run(start).await?;
         Ok(TurnOutcome::Started {
             run: started.run_id,

@@ -276,3 +276,74 @@ async fn a_follow_up_keeps_what_it_does_not_change() {
         "{answer}"
     );
 }
+
+/// Plain words to a run that waits for approval act on it: "분석도 추가해줘" adds the analysis
+/// team as `todo_002` (recorded with the words), "승인" approves, and no second run starts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plain_words_to_a_waiting_run_act_on_it() {
+    use chronicle_engine::{Principal, Turn, TurnInput, TurnOutcome};
+    use chronicle_schemas::{Event, HitlMode, SessionId};
+
+    let engine = Engine::open(Store::memory(), crate::settings())
+        .await
+        .expect("an engine");
+    let session = SessionId::new("scenario-2");
+    let turn = |text: &str| Turn {
+        session: session.clone(),
+        run: None,
+        input: TurnInput::Message(text.into()),
+        by: Principal::local(),
+        user_id: None,
+        hitl: Some(HitlMode::EveryTodo),
+    };
+    let run = match engine
+        .turn(turn("강남구 아파트 시세 조회"))
+        .await
+        .expect("a turn")
+    {
+        TurnOutcome::Started { run } => run,
+        other => panic!("{other:?}"),
+    };
+    engine.wait_settled(run, RUN_WAIT).await.expect("waiting");
+
+    let outcome = engine.turn(turn("분석도 추가해줘")).await.expect("a turn");
+    let TurnOutcome::Command { run: on, said, .. } = &outcome else {
+        panic!("{outcome:?}");
+    };
+    assert_eq!((*on, said.as_deref()), (run, Some("분석도 추가해줘")));
+    let s = engine.state(run, None).expect("state");
+    let todos = &s.supervisor.planning_state.as_ref().expect("a plan").todos;
+    let added = todos
+        .iter()
+        .find(|t| t.id.as_str() == "todo_002")
+        .expect("todo_002");
+    assert_eq!(added.agent_name, "analysis_team");
+    let recorded = engine
+        .store()
+        .read_run(run, 0, u64::MAX)
+        .filter_map(Result::ok)
+        .find_map(|e| match e.event {
+            Event::CommandReceived { command, said, .. } if said.is_some() => Some((command, said)),
+            _ => None,
+        });
+    assert_eq!(
+        recorded,
+        Some((
+            "/todo add analysis_team".into(),
+            Some("분석도 추가해줘".into())
+        ))
+    );
+
+    // Words that mean no command leave the run waiting and start nothing.
+    let outcome = engine.turn(turn("오늘 날씨 어때")).await.expect("a turn");
+    assert_eq!(outcome, TurnOutcome::Waiting { run });
+
+    assert!(matches!(
+        engine.turn(turn("승인")).await.expect("a turn"),
+        TurnOutcome::Command { .. }
+    ));
+    assert_eq!(
+        engine.store().session_runs(&session).expect("runs"),
+        vec![run]
+    );
+}

@@ -255,6 +255,11 @@ impl RunActor {
                 let _ = reply.send(r);
                 self.resume_parked_logged().await;
             }
+            Input::Say { text, by, reply } => {
+                let r = self.say(&text, &by).await;
+                let _ = reply.send(r);
+                self.resume_parked_logged().await;
+            }
             Input::Restore { target, by, reply } => {
                 let r = self.restore(target, &by, vec![]).await;
                 let _ = reply.send(r);

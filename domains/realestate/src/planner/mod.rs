@@ -2,6 +2,7 @@
 //! configured (with the domain's prompts, every answer checked against what the domain can do),
 //! and through the domain's rules otherwise or whenever the model's answer is unusable.
 
+use chronicle_engine::RunState;
 use chronicle_engine::llm::json_object;
 use chronicle_engine::{AgentResult, EvaluationOutcome, Intent, Plan, PlanContext, Planner};
 use chronicle_generic::{INTENT_GENERAL, Match};
@@ -9,6 +10,7 @@ use chronicle_schemas::{Source, Strategy};
 use serde_json::{Map, Value};
 
 mod follow_up;
+mod interpret;
 pub(crate) mod prompts;
 pub(crate) mod rules;
 
@@ -180,6 +182,10 @@ impl Planner for RealEstatePlanner {
             })
             .await;
         answer.unwrap_or(fallback)
+    }
+
+    async fn interpret(&self, cx: &PlanContext<'_>, said: &str, _: &RunState) -> Option<String> {
+        interpret::interpret(cx, said)
     }
 
     async fn respond(

@@ -81,11 +81,44 @@ impl RunActor {
     /// Runs one slash command; a refused one is recorded too and answered with
     /// [`Error::Command`] (the reason and the deployment's help).
     pub(super) async fn command(&mut self, text: &str, by: &str) -> Result<CommandOutcome> {
+        self.command_said(text, by, None).await
+    }
+
+    /// Plain words to the run, read as the command they mean (see [`crate::said`]) and carried
+    /// out, recorded with the words; `None` when they mean no command. The model's reading, when
+    /// one was asked, is recorded first.
+    pub(super) async fn say(
+        &mut self,
+        said: &str,
+        by: &str,
+    ) -> Result<Option<(String, CommandOutcome)>> {
+        let query = self.state().supervisor.query.clone();
+        let cx = self.plan_context(&query);
+        let planner = self.shared.settings.planner.clone();
+        let command = crate::said::interpret(&cx, planner.as_ref(), said, self.state()).await;
+        let asked = super::nodes::planner_events(cx);
+        if !asked.is_empty() {
+            self.append(asked).await?;
+        }
+        let Some(command) = command else {
+            return Ok(None);
+        };
+        let outcome = self.command_said(&command, by, Some(said)).await?;
+        Ok(Some((command, outcome)))
+    }
+
+    /// [`Self::command`]; `said` is what the person typed when the command was read from it.
+    async fn command_said(
+        &mut self,
+        text: &str,
+        by: &str,
+        said: Option<&str>,
+    ) -> Result<CommandOutcome> {
         let received = |accepted: bool| Event::CommandReceived {
             command: text.to_owned(),
             by: Actor::user(by),
             accepted,
-            said: None,
+            said: said.map(str::to_owned),
         };
         let outcome = match parse(text) {
             Ok(cmd) => self.apply(cmd, by, received(true)).await,

@@ -64,7 +64,7 @@ impl RunActor {
 
     /// What a planner sees of the run, with the model when one is configured. The model's
     /// reasoning streams to the run's subscribers while it writes.
-    fn plan_context<'a>(&'a self, query: &'a str) -> PlanContext<'a> {
+    pub(super) fn plan_context<'a>(&'a self, query: &'a str) -> PlanContext<'a> {
         self.context_streaming(query, Streamed::Reasoning)
     }
 
@@ -139,7 +139,7 @@ fn llm_event(call: LlmCall) -> Event {
 }
 
 /// What a planner's node appends besides its result: the model calls it made, then its notes.
-fn planner_events(cx: PlanContext<'_>) -> Vec<Event> {
+pub(super) fn planner_events(cx: PlanContext<'_>) -> Vec<Event> {
     let (calls, notes) = cx.finish();
     calls
         .into_iter()
