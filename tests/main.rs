@@ -12,6 +12,7 @@ mod api_support;
 mod api_tools;
 mod api_ws;
 mod commands;
+mod conversations;
 mod crash;
 mod engine;
 mod engine_crash;
