@@ -175,6 +175,7 @@ async fn plain_words_act_on_the_waiting_run_over_rest() {
         panic!("{added:?}");
     };
     assert_eq!(c.interpreted_from.as_deref(), Some("분석도 추가해줘"));
+    assert_eq!(c.command, "/todo add analysis_team");
     assert_eq!(c.run_id, run);
     let s = srv.engine.state(run, None).unwrap();
     let todos = &s.supervisor.planning_state.as_ref().unwrap().todos;
@@ -186,10 +187,11 @@ async fn plain_words_act_on_the_waiting_run_over_rest() {
         .chat(&say("음 글쎄", "t-s2", hitl))
         .await
         .unwrap();
-    let ChatReply::Waiting { waiting, .. } = unclear else {
+    let ChatReply::Waiting { waiting, message } = unclear else {
         panic!("{unclear:?}");
     };
     assert_eq!(waiting.turn.run_id, run);
+    assert!(message.contains("/new <query>"), "{message}");
     assert!(!waiting.approvals.is_empty());
 
     let resume = ResumeRequest {

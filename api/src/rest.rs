@@ -84,7 +84,22 @@ fn checkpoints_of(st: &AppState, run: RunId) -> JsonResult<CheckpointList> {
 
 /// The answer to a turn: 200 with the final response, 409 with the pending approval when the run
 /// waits for a human, 202 when it is still working after `chat_wait_ms`.
+/// What a person may say to a run that waits for them, told when their words meant nothing.
+pub(crate) const WAITING_HINT: &str = "the run waits for a human and your message started \
+    nothing: answer approve or reject, send a /command (/help lists them), or /new <query> to \
+    start another run";
+
 async fn turn_response(st: &AppState, thread: &str, run: RunId) -> ApiResult<Response> {
+    turn_response_told(st, thread, run, None).await
+}
+
+/// [`turn_response`]; a run that waits is answered with `hint` after what it waits for.
+async fn turn_response_told(
+    st: &AppState,
+    thread: &str,
+    run: RunId,
+    hint: Option<&str>,
+) -> ApiResult<Response> {
     let s = match st.engine.wait_settled(run, st.chat_wait()).await {
         Ok(s) => s,
         Err(chronicle_engine::Error::Timeout { .. }) => state_of(st, run)?,
@@ -108,10 +123,13 @@ async fn turn_response(st: &AppState, thread: &str, run: RunId) -> ApiResult<Res
             .pending()
             .map(|a| ApprovalView::new(run, a.clone()))
             .collect();
-        let msg = sup
+        let mut msg = sup
             .approval_message
             .clone()
             .unwrap_or_else(|| "waiting for a human".into());
+        if let Some(hint) = hint {
+            msg = format!("{msg} ({hint})");
+        }
         let waiting = ChatWaiting {
             turn,
             approval: approvals.first().cloned(),
@@ -131,10 +149,16 @@ async fn turn_response(st: &AppState, thread: &str, run: RunId) -> ApiResult<Res
 /// The HTTP answer to a turn the engine carried out.
 async fn turn_answer(st: &AppState, thread: &str, outcome: TurnOutcome) -> ApiResult<Response> {
     match outcome {
-        TurnOutcome::Command { run, outcome, said } => {
+        TurnOutcome::Command {
+            run,
+            command,
+            outcome,
+            said,
+        } => {
             let body = ChatCommand {
                 thread_id: thread.to_owned(),
                 run_id: run,
+                command,
                 result: *outcome,
                 interpreted_from: said,
             };
@@ -144,7 +168,9 @@ async fn turn_answer(st: &AppState, thread: &str, outcome: TurnOutcome) -> ApiRe
             st.metrics.runs_started.inc();
             turn_response(st, thread, run).await
         }
-        TurnOutcome::Waiting { run } => turn_response(st, thread, run).await,
+        TurnOutcome::Waiting { run } => {
+            turn_response_told(st, thread, run, Some(WAITING_HINT)).await
+        }
         TurnOutcome::Decided { run, .. } => {
             st.metrics.decisions.inc();
             turn_response(st, thread, run).await

@@ -391,8 +391,13 @@ impl Session {
     /// result; a new run, streamed; the request a waiting run still waits for.
     async fn turn(&mut self, turn: Turn) -> ApiResult<Option<Value>> {
         match self.engine().turn(turn).await? {
-            TurnOutcome::Command { run, outcome, said } => Ok(Some(json!({
-                "type": "command_result", "run_id": run, "result": outcome,
+            TurnOutcome::Command {
+                run,
+                command,
+                outcome,
+                said,
+            } => Ok(Some(json!({
+                "type": "command_result", "run_id": run, "command": command, "result": outcome,
                 "interpreted_from": said,
             }))),
             TurnOutcome::Started { run } => {
@@ -410,6 +415,7 @@ impl Session {
                     "run_id": run,
                     "message": a.as_ref().map(|a| a.message.clone()),
                     "approval": a.map(|a| ApprovalView::new(run, a)),
+                    "hint": crate::rest::WAITING_HINT,
                 })))
             }
             TurnOutcome::Decided { .. } => {

@@ -54,6 +54,8 @@ pub enum TurnOutcome {
     /// A slash command ran on the run.
     Command {
         run: RunId,
+        /// The command as carried out (as typed, or as read from the words).
+        command: String,
         outcome: Box<CommandOutcome>,
         /// The plain words the command was interpreted from, when it was not typed as one.
         said: Option<String>,
@@ -116,6 +118,7 @@ impl Engine {
             let outcome = Box::new(self.command(run, text, &t.by).await?);
             return Ok(TurnOutcome::Command {
                 run,
+                command: text.to_owned(),
                 outcome,
                 said: None,
             });
@@ -180,8 +183,9 @@ impl Engine {
         Ok(self
             .say(run, text.trim(), by)
             .await?
-            .map(|(_, outcome)| TurnOutcome::Command {
+            .map(|(command, outcome)| TurnOutcome::Command {
                 run,
+                command,
                 outcome: Box::new(outcome),
                 said: Some(text.trim().to_owned()),
             }))

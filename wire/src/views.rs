@@ -306,6 +306,9 @@ pub struct ChatWaiting {
 pub struct ChatCommand {
     pub thread_id: String,
     pub run_id: RunId,
+    /// The command carried out: as sent, or as read from plain words (`interpreted_from`).
+    #[serde(default)]
+    pub command: String,
     pub result: crate::CommandOutcome,
     /// The message the command was interpreted from, when it was plain words said to a run
     /// that waits for a human ("분석도 추가해줘" → `/todo add analysis_team`).
