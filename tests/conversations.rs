@@ -267,3 +267,53 @@ async fn a_model_reads_the_words_when_one_is_configured() {
     assert!(asked.is_some() && asked < received, "{all:#?}");
     srv.stop().await;
 }
+
+/// An `http` agent gets the session's earlier turns and the user in its request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http_agent_gets_the_history_and_the_user() {
+    let seen: Arc<std::sync::Mutex<Vec<Value>>> = Arc::default();
+    let record = seen.clone();
+    let app = axum::Router::new().route(
+        "/agent",
+        axum::routing::post(move |axum::Json(body): axum::Json<Value>| {
+            let record = record.clone();
+            async move {
+                let n = {
+                    let mut all = record.lock().unwrap();
+                    all.push(body);
+                    all.len()
+                };
+                axum::Json(json!({"answer": format!("forecast number {n}")}))
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let mut settings = chronicle_generic::settings();
+    let agents = format!(
+        "[[agent]]\nname = \"weather\"\nurl = \"http://{addr}/agent\"\nkeywords = [\"weather\"]\n"
+    );
+    chronicle_generic::load_agents(&mut settings.registry, &agents).unwrap();
+    let srv = server_settings(Tokens::none(), settings, ApiConfig::default()).await;
+    for message in ["weather in Seoul today", "and the weather tomorrow?"] {
+        let req = ChatRequest {
+            user_id: Some("u1".into()),
+            ..say(message, "t-http", None)
+        };
+        let reply = srv.client.chat(&req).await.unwrap();
+        assert!(matches!(reply, ChatReply::Done(_)), "{reply:?}");
+    }
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 2);
+    assert!(seen[0].get("history").is_none(), "{}", seen[0]);
+    let second = &seen[1];
+    assert_eq!(second["user_id"], "u1");
+    assert_eq!(second["history"][0]["query"], "weather in Seoul today");
+    assert_eq!(second["history"][0]["answer"], "forecast number 1");
+    assert_eq!(
+        second["history"][0]["run_id"],
+        json!(runs_of(&srv, "t-http")[0])
+    );
+    srv.stop().await;
+}

@@ -120,9 +120,15 @@ pub struct RunConfig {
     #[serde(skip_serializing_if = "is_zero")]
     pub subagent_depth: u32,
     /// What a rejected approval does: skip what it gated and carry on, or end the turn.
+    #[serde(skip_serializing_if = "is_default")]
     pub on_reject: OnReject,
     /// How much of the session's earlier turns the run is given.
+    #[serde(skip_serializing_if = "is_default")]
     pub context: ContextBudget,
+}
+
+fn is_default<T: Default + PartialEq>(v: &T) -> bool {
+    *v == T::default()
 }
 
 /// What a rejected approval does to the run.
