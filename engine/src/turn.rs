@@ -9,7 +9,7 @@
 //!   text is passed to the agent as an edit of the requested args with `feedback: text`. With
 //!   several approvals pending the turn is refused: a bare "yes" is never guessed.
 
-use chronicle_schemas::{Approval, Decision, HitlMode, RunId, RunStatus, SessionId};
+use chronicle_schemas::{Approval, Decision, HitlMode, OnReject, RunId, RunStatus, SessionId};
 
 use crate::Principal;
 use chronicle_wire::CommandOutcome;
@@ -41,6 +41,8 @@ pub struct Turn {
     /// For a run the turn starts.
     pub user_id: Option<String>,
     pub hitl: Option<HitlMode>,
+    /// What a rejection does in a run the turn starts.
+    pub on_reject: Option<OnReject>,
 }
 
 /// What the turn did.
@@ -113,6 +115,7 @@ impl Engine {
                     session_id: Some(t.session),
                     user_id: t.user_id,
                     hitl: t.hitl,
+                    on_reject: t.on_reject,
                     ..StartRun::default()
                 };
                 self.message(run, start).await

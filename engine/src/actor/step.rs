@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use chronicle_projections::RunState;
 use chronicle_schemas::{
-    ApprovalId, ApprovalStatus, ExpiryAction, Phase, PlanningState, SupervisorState,
+    ApprovalId, ApprovalStatus, ExpiryAction, OnReject, Phase, PlanningState, SupervisorState,
     SupervisorTodo, Timestamp, TodoId, TodoStatus,
 };
 use serde_json::Value;
@@ -33,6 +33,9 @@ pub(crate) enum Step {
     /// Agents that were running when the process stopped: run again in the same attempt.
     Rerun(Vec<TodoId>),
     SkipRejected(Vec<(TodoId, String)>),
+    /// A person rejected this TODO's approval and the run's `on_reject` is `end_turn`: the
+    /// remaining TODOs are skipped and the run answers with the rejection.
+    EndTurn(TodoId),
     Evaluate,
     /// A new round: retry these agents, and add TODOs for the agents the evaluation added.
     AddRetries(Vec<String>, Vec<String>, u32),
@@ -100,6 +103,14 @@ struct Awaiting {
 
 fn executing(state: &RunState, p: &PlanningState, running: &Running) -> Step {
     let s = &state.supervisor;
+    if let Some(id) = rejection_ending_turn(s, p) {
+        // Agents already running finish first, so that no attempt is left half-recorded.
+        return if running.is_empty() {
+            Step::EndTurn(id)
+        } else {
+            Step::Wait
+        };
+    }
     let orphans: Vec<TodoId> = p
         .todos
         .iter()
@@ -157,6 +168,23 @@ fn executing(state: &RunState, p: &PlanningState, running: &Running) -> Step {
         return Step::Wait;
     }
     after_execution(s, p)
+}
+
+/// Under `on_reject: end_turn`, the TODO whose approval a person rejected (on the effective
+/// history): the turn ends with it. Derived from the state, so a crash between the decision and
+/// the end of the turn ends it on recovery.
+fn rejection_ending_turn(s: &SupervisorState, p: &PlanningState) -> Option<TodoId> {
+    if s.config.on_reject != OnReject::EndTurn {
+        return None;
+    }
+    p.todos
+        .iter()
+        .find(|t| {
+            t.planned_by().is_none()
+                && t.approval_status == Some(ApprovalStatus::Rejected)
+                && matches!(t.status, TodoStatus::Skipped | TodoStatus::WaitingApproval)
+        })
+        .map(|t| t.id.clone())
 }
 
 /// One at a time, in plan order: the first TODO that can move is the only one that may.
