@@ -7,32 +7,37 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chronicle_api::{ApiConfig, Tokens};
-use chronicle_client::{ChatReply, Client};
+use chronicle_client::ChatReply;
 use chronicle_engine::agents::FEEDBACK_PREFIX;
 use chronicle_engine::store::{Options, Store};
 use chronicle_engine::{Engine, Principal, StartRun, Turn, TurnInput};
-use chronicle_schemas::{HitlMode, RunStatus, SessionId};
+use chronicle_schemas::{HitlMode, RunId, RunStatus, SessionId};
 use chronicle_testkit::model::{Reply, TestServer};
-use chronicle_wire::{ChatRequest, PlanStepRequest, ResumeRequest, RunRequest};
+use chronicle_wire::{PlanStepRequest, ResumeRequest, RunRequest};
 use serde_json::{Value, json};
 
-use crate::api_support::{server, server_settings};
+use crate::api_support::{Server, server, server_settings};
 use crate::engine::completed;
 use crate::llm_support::{self, KEY, agent_of};
 
 const WAIT: Duration = Duration::from_secs(20);
 
-/// Answers every approval of the session's run until it ends: with `say(agent)` as words when
-/// it gives some, else a yes. Returns the run's final reply.
-async fn answer_all(c: &Client, thread: &str, first: ChatReply, say: impl Fn(&str) -> Option<&'static str>) -> ChatReply {
-    let mut reply = first;
-    while let ChatReply::Waiting { waiting, .. } = &reply {
-        let agent = waiting
-            .approval
-            .as_ref()
-            .map(|a| a.approval.tool_name.clone())
-            .unwrap_or_default();
-        let answer = match say(&agent) {
+/// Answers every approval of the session's run until it ends, with `say(agent)` as words when
+/// it gives some, else a yes.
+async fn answer_all(srv: &Server, run: RunId, thread: &str, say: fn(&str) -> Option<&'static str>) {
+    loop {
+        let s = srv
+            .engine
+            .wait_until(run, WAIT, |s| {
+                s.supervisor.run_status == RunStatus::WaitingForApproval
+                    || s.supervisor.run_status.is_terminal()
+            })
+            .await
+            .unwrap();
+        let Some(asked) = s.approvals.pending().next() else {
+            return;
+        };
+        let answer = match say(&asked.tool_name) {
             Some(words) => ResumeRequest {
                 approve: None,
                 response: Some(words.into()),
@@ -42,56 +47,47 @@ async fn answer_all(c: &Client, thread: &str, first: ChatReply, say: impl Fn(&st
                 response: None,
             },
         };
-        reply = c.resume(thread, &answer).await.unwrap();
+        srv.client.resume(thread, &answer).await.unwrap();
     }
-    reply
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn feedback_moves_the_search_to_the_district_it_names_and_focuses_the_analysis() {
     let srv = server(Tokens::none(), None).await;
-    let c = &srv.client;
-    let first = c
-        .chat(&ChatRequest {
-            message: "강남구 아파트 매매 시세 분석해줘".into(),
-            thread_id: Some("t-fb".into()),
-            hitl: Some(HitlMode::EveryTodo),
-            ..ChatRequest::default()
-        })
-        .await
-        .unwrap();
-    let ChatReply::Waiting { waiting, .. } = &first else {
-        panic!("the run waits: {first:?}");
+    let step = |agent: &str, deps: &[&str]| PlanStepRequest {
+        agent_name: agent.into(),
+        dependencies: deps.iter().map(|d| (*d).to_owned()).collect(),
+        ..PlanStepRequest::default()
     };
-    let run = waiting.turn.run_id;
-    let done = answer_all(c, "t-fb", first, |agent| match agent {
-        "search_team" | "property_search" => Some("서초구로 해줘"),
+    let req = RunRequest {
+        session_id: Some("t-fb".into()),
+        hitl: Some(HitlMode::EveryTodo),
+        plan: Some(vec![
+            step("search_team", &[]),
+            step("analysis_team", &["search_team"]),
+        ]),
+        ..RunRequest::new("강남구 아파트 매매 시세 분석해줘")
+    };
+    let run = srv.client.start_run(&req).await.unwrap().run_id;
+    answer_all(&srv, run, "t-fb", |agent| match agent {
+        "search_team" => Some("서초구로 해줘"),
         "analysis_team" => Some("학군 위주로 봐줘"),
         _ => None,
     })
     .await;
-    assert!(matches!(done, ChatReply::Done(_)), "{done:?}");
     let s = completed(&srv.engine, run).await;
     let results = &s.supervisor.team_results;
-    let search = results
-        .get("search_team")
-        .or_else(|| results.get("property_search"))
-        .unwrap_or_else(|| panic!("a search ran: {:?}", results.keys()));
-    let listings = search
-        .get("property_search_results")
-        .or_else(|| search.get("data"))
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
+    let search = &results["search_team"];
+    assert_eq!(search["filters"]["region"], "서울특별시 서초구", "{search}");
+    let listings = search["property_search_results"].as_array().unwrap();
     assert!(!listings.is_empty(), "{search}");
-    for l in &listings {
+    for l in listings {
         assert_eq!(l["region"], "서울특별시 서초구", "{l}");
     }
-    if let Some(analysis) = results.get("analysis_team") {
-        assert_eq!(analysis["focus"], "학군 위주로 봐줘", "{analysis}");
-        let insights = analysis["insights"].to_string();
-        assert!(insights.contains("학군 위주로 봐줘"), "{insights}");
-    }
+    let analysis = &results["analysis_team"];
+    assert_eq!(analysis["focus"], "학군 위주로 봐줘", "{analysis}");
+    let insights = analysis["insights"].to_string();
+    assert!(insights.contains("학군 위주로 봐줘"), "{insights}");
     srv.stop().await;
 }
 
