@@ -487,6 +487,40 @@ mod tests {
     }
 
     #[test]
+    fn under_end_turn_a_rejection_ends_the_turn_once_running_agents_finish() {
+        let mut events = upto(0, |e| matches!(e, Event::RunInterrupted { .. }));
+        events.push(Event::ApprovalDecided {
+            approval_id: "apr_001".into(),
+            decision: chronicle_schemas::Decision::Reject,
+            edited_args: None,
+            decided_by: "alice".into(),
+            comment: Some("not this".into()),
+        });
+        events.push(Event::TodoStatusChanged {
+            todo_id: "todo_001".into(),
+            from: TodoStatus::WaitingApproval,
+            to: TodoStatus::Skipped,
+            reason: Some("rejected by alice: not this".into()),
+            attempt: 0,
+            by: chronicle_schemas::Actor::user("alice"),
+        });
+        let mut state = fold(&events);
+        state.supervisor.config.on_reject = OnReject::EndTurn;
+        assert_eq!(
+            next_step(&state, &Running::new(), NOW),
+            Step::EndTurn("todo_001".into())
+        );
+        let running: Running = [("todo_002".into(), 1)].into_iter().collect();
+        assert_eq!(next_step(&state, &running, NOW), Step::Wait);
+        // Under `skip` the next TODO is blocked by the skipped one instead.
+        state.supervisor.config.on_reject = OnReject::Skip;
+        assert!(matches!(
+            next_step(&state, &Running::new(), NOW),
+            Step::Block(_)
+        ));
+    }
+
+    #[test]
     fn without_a_policy_parallel_todos_start_together_up_to_the_concurrency_limit() {
         let mut state = fold(&upto(1, |e| matches!(e, Event::TodoAdded { .. })));
         state.supervisor.config.hitl = chronicle_schemas::HitlMode::None;
