@@ -307,7 +307,11 @@ async fn subscribe_from_a_seq_feedback_as_edit_and_close_at_shutdown() {
 /// A socket of `token`'s principal on the session `thread`, past its `connected` frame.
 async fn connect_as(srv: &Server, token: &str, thread: &str) -> Socket {
     let ticket = srv.client_as(token).stream_ticket().await.unwrap();
-    let mut ws = connect(srv, &format!("?ticket={}&thread_id={thread}", ticket.ticket)).await;
+    let mut ws = connect(
+        srv,
+        &format!("?ticket={}&thread_id={thread}", ticket.ticket),
+    )
+    .await;
     let hello = frame(&mut ws).await.unwrap();
     assert_eq!(hello["type"], "connected", "{hello}");
     ws
@@ -339,7 +343,11 @@ async fn reconnecting_to_a_waiting_session_asks_again_and_answers_without_subscr
     let refused = frame(&mut bob).await.unwrap();
     assert_eq!(refused["type"], "error", "no hitl_request first: {refused}");
     assert_eq!(refused["error"]["code"], "not_found", "{refused}");
-    send(&mut bob, json!({"type": "command", "command": "/todo approve"})).await;
+    send(
+        &mut bob,
+        json!({"type": "command", "command": "/todo approve"}),
+    )
+    .await;
     assert_eq!(frame(&mut bob).await.unwrap()["error"]["code"], "not_found");
     let run: chronicle_schemas::RunId = asked["run_id"].as_str().unwrap().parse().unwrap();
     let s = srv.engine.state(run, None).unwrap();
@@ -353,7 +361,10 @@ async fn reconnecting_to_a_waiting_session_asks_again_and_answers_without_subscr
     let fin = until(&mut ws, "final").await.pop().unwrap();
     assert_eq!(fin["run_id"], asked["run_id"]);
     assert!(
-        fin["content"]["answer"].as_str().unwrap().contains("233.3%"),
+        fin["content"]["answer"]
+            .as_str()
+            .unwrap()
+            .contains("233.3%"),
         "{fin}"
     );
     srv.stop().await;

@@ -93,14 +93,13 @@ async fn feedback_moves_the_search_to_the_district_it_names_and_focuses_the_anal
 
 /// An `http` agent on loopback that keeps every request body and answers.
 async fn http_agent(seen: Arc<Mutex<Vec<Value>>>) -> (String, tokio::task::JoinHandle<()>) {
-    let app = axum::Router::new()
-        .route(
-            "/run",
-            axum::routing::post(|body: axum::Json<Value>| async move {
-                seen.lock().unwrap().push(body.0.clone());
-                axum::Json(json!({"answer": "noted", "data": {"query": body.0["query"]}}))
-            }),
-        );
+    let app = axum::Router::new().route(
+        "/run",
+        axum::routing::post(|body: axum::Json<Value>| async move {
+            seen.lock().unwrap().push(body.0.clone());
+            axum::Json(json!({"answer": "noted", "data": {"query": body.0["query"]}}))
+        }),
+    );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/run", listener.local_addr().unwrap());
     let task = tokio::spawn(async move {
@@ -145,7 +144,11 @@ async fn an_http_agent_gets_the_feedback_in_its_request() {
     completed(&srv.engine, run).await;
     let bodies = seen.lock().unwrap().clone();
     assert_eq!(bodies.len(), 1, "{bodies:?}");
-    assert_eq!(bodies[0]["feedback"], "only the last week, please", "{}", bodies[0]);
+    assert_eq!(
+        bodies[0]["feedback"], "only the last week, please",
+        "{}",
+        bodies[0]
+    );
     srv.stop().await;
     task.abort();
 }

@@ -174,7 +174,10 @@ async fn an_unknown_on_reject_is_refused_and_nothing_is_written() {
     let srv = server(Tokens::none(), None).await;
     let before = srv.offsets();
     let bodies = [
-        ("/api/v1/agent/run", json!({"query": "q", "on_reject": "maybe"})),
+        (
+            "/api/v1/agent/run",
+            json!({"query": "q", "on_reject": "maybe"}),
+        ),
         ("/chat", json!({"message": "q", "on_reject": "end"})),
     ];
     for (path, body) in bodies {
@@ -185,7 +188,11 @@ async fn an_unknown_on_reject_is_refused_and_nothing_is_written() {
             .send()
             .await
             .unwrap();
-        assert_eq!(resp.status(), StatusCode::UNPROCESSABLE_ENTITY, "{path} {body}");
+        assert_eq!(
+            resp.status(),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "{path} {body}"
+        );
         let err: Value = resp.json().await.unwrap();
         assert_eq!(err["error"]["code"], "unprocessable_entity", "{err}");
         let message = err["error"]["message"].as_str().unwrap();

@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use chronicle_projections::RunState;
 use chronicle_schemas::{
-    APPROVAL_TIMEOUT_MS_MAX, APPROVAL_TIMEOUT_MS_MIN, Envelope, Event, HitlMode, OnReject, ParentLink,
-    PlanStep, QUERY_CHARS_MAX, RunConfig, RunId, RunStatus, SESSION_ID_CHARS_MAX, SessionId,
-    Strategy, ToolCallId,
+    APPROVAL_TIMEOUT_MS_MAX, APPROVAL_TIMEOUT_MS_MIN, Envelope, Event, HitlMode, OnReject,
+    ParentLink, PlanStep, QUERY_CHARS_MAX, RunConfig, RunId, RunStatus, SESSION_ID_CHARS_MAX,
+    SessionId, Strategy, ToolCallId,
 };
 use serde_json::{Value, json};
 use tokio_stream::StreamExt;

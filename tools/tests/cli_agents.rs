@@ -225,7 +225,10 @@ async fn state_when(api: &Client, run: chronicle_schemas::RunId, statuses: &[&st
         if statuses.contains(&status) {
             return state;
         }
-        assert!(Instant::now() < deadline, "run {run} is not {statuses:?}: {state}");
+        assert!(
+            Instant::now() < deadline,
+            "run {run} is not {statuses:?}: {state}"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
@@ -258,7 +261,8 @@ fn serve_on_reject_end_turn_is_the_default_of_runs_and_a_bad_value_is_refused() 
     let rt = rt();
     let state = rt.block_on(async {
         let api = &serve.api;
-        let req = RunRequest::new("집주인이 전세금 3억을 10억으로 올려달래. 법적으로 해결방법 알려줘");
+        let req =
+            RunRequest::new("집주인이 전세금 3억을 10억으로 올려달래. 법적으로 해결방법 알려줘");
         let run = api.start_run(&req).await.unwrap().run_id;
         state_when(api, run, &["waiting_for_approval"]).await;
         let pending = api.approvals(run).await.unwrap();
@@ -270,7 +274,12 @@ fn serve_on_reject_end_turn_is_the_default_of_runs_and_a_bad_value_is_refused() 
         state_when(api, run, &["completed", "failed", "cancelled"]).await
     });
     let s = &state["supervisor"];
-    assert_eq!(s["run_status"], "completed", "{state}\n{}", serve.log_text());
+    assert_eq!(
+        s["run_status"],
+        "completed",
+        "{state}\n{}",
+        serve.log_text()
+    );
     assert_eq!(s["config"]["on_reject"], "end_turn");
     assert_eq!(s["final_response"]["type"], "rejected", "{state}");
     assert!(

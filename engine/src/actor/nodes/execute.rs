@@ -5,9 +5,7 @@
 use std::time::{Duration, Instant};
 
 use chronicle_projections::RunState;
-use chronicle_schemas::{
-    Actor, ApprovalStatus, Event, Phase, SupervisorTodo, TodoId, TodoStatus,
-};
+use chronicle_schemas::{Actor, ApprovalStatus, Event, Phase, SupervisorTodo, TodoId, TodoStatus};
 use serde_json::{Value, json};
 
 use super::{RunActor, checkpoint, phase_change};
