@@ -367,5 +367,23 @@ async fn reconnecting_to_a_waiting_session_asks_again_and_answers_without_subscr
             .contains("233.3%"),
         "{fin}"
     );
+
+    // A "no" on the socket to a run started with `on_reject: end_turn` ends the turn: the
+    // `final` frame is the rejection.
+    send(
+        &mut ws,
+        json!({"type": "message", "content": SCENARIO_1, "hitl": "every_todo", "on_reject": "end_turn"}),
+    )
+    .await;
+    until(&mut ws, "hitl_request").await;
+    send(
+        &mut ws,
+        json!({"type": "human_response", "decision": "reject", "comment": "no thanks"}),
+    )
+    .await;
+    let fin = until(&mut ws, "final").await.pop().unwrap();
+    assert_eq!(fin["content"]["type"], "rejected", "{fin}");
+    assert_eq!(fin["content"]["rejected"]["decided_by"], "alice", "{fin}");
+    assert_eq!(fin["content"]["rejected"]["comment"], "no thanks", "{fin}");
     srv.stop().await;
 }

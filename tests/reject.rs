@@ -121,6 +121,32 @@ async fn end_turn_a_rejection_answers_with_it_and_skips_the_rest() {
         answer["answer"].as_str().unwrap().contains("todo_001"),
         "{answer}"
     );
+
+    // `/todo reject <reason>` too: the reason is the decision's comment, said in the answer.
+    let first = c
+        .chat(&ChatRequest {
+            message: SCENARIO_1.into(),
+            thread_id: Some("t-cmd".into()),
+            hitl: Some(HitlMode::EveryTodo),
+            on_reject: Some(OnReject::EndTurn),
+            ..ChatRequest::default()
+        })
+        .await
+        .unwrap();
+    let ChatReply::Waiting { waiting, .. } = first else {
+        panic!("the run waits: {first:?}");
+    };
+    let reply = c
+        .command(waiting.turn.run_id, "/todo reject 나중에 할게요")
+        .await
+        .unwrap();
+    let s = completed(&srv.engine, waiting.turn.run_id).await;
+    let answer = s.supervisor.final_response.unwrap();
+    assert_eq!(answer["type"], "rejected", "{answer} after {reply:?}");
+    assert!(
+        answer["answer"].as_str().unwrap().contains("나중에 할게요"),
+        "{answer}"
+    );
     srv.stop().await;
 }
 
