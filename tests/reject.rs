@@ -227,3 +227,66 @@ async fn an_unknown_on_reject_is_refused_and_nothing_is_written() {
     assert_eq!(srv.offsets(), before, "nothing was written");
     srv.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn end_turn_a_rejected_tool_call_stops_its_agent_and_ends_the_turn() {
+    use chronicle_engine::store::{Options, Store};
+    use chronicle_engine::{Engine, Principal, StartRun};
+    use chronicle_schemas::Decision;
+    use chronicle_testkit::model::{Reply, TestServer};
+
+    use crate::llm_support::{self, KEY, calls, turn_of};
+
+    let write = json!({"file_path": "/workspace/notes.md", "content": "draft\n"});
+    let model = TestServer::start(Some(KEY), move |body| match turn_of(body) {
+        1 => calls(&[("write_file", write.clone())]),
+        _ => Reply::Content("I could not write the notes.".into()),
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), Options::default()).unwrap();
+    let engine = Engine::open(store, llm_support::settings(&model.base_url))
+        .await
+        .unwrap();
+    let run = engine
+        .start_run(StartRun {
+            query: "Write the notes.".into(),
+            session_id: Some("t-tool".into()),
+            hitl: Some(HitlMode::Tools),
+            on_reject: Some(OnReject::EndTurn),
+            agent: Some("analyst".into()),
+            ..StartRun::default()
+        })
+        .await
+        .unwrap()
+        .run_id;
+    let s = engine.wait_settled(run, WAIT).await.unwrap();
+    let pending: Vec<_> = s.approvals.pending().cloned().collect();
+    assert_eq!(pending.len(), 1, "{pending:?}");
+    assert_eq!(pending[0].tool_name, "write_file");
+    engine
+        .decide(
+            run,
+            pending[0].approval_id.clone(),
+            Decision::Reject,
+            None,
+            &Principal::admin("alice"),
+            Some("not now".into()),
+        )
+        .await
+        .unwrap();
+    let s = completed(&engine, run).await;
+    let answer = s.supervisor.final_response.clone().unwrap();
+    assert_eq!(answer["type"], "rejected", "{answer}");
+    assert_eq!(answer["rejected"]["tool"], "write_file", "{answer}");
+    assert_eq!(answer["rejected"]["todo_id"], "todo_001", "{answer}");
+    let text = answer["answer"].as_str().unwrap();
+    assert!(
+        text.contains("write_file") && text.contains("not now"),
+        "{text}"
+    );
+    // The agent was stopped: its TODO is skipped and the model was not asked again.
+    assert_eq!(todo_status(&s, "todo_001"), TodoStatus::Skipped);
+    assert_eq!(model.requests().len(), 1, "no turn after the rejection");
+    engine.shutdown().await;
+}

@@ -117,6 +117,8 @@ pub enum Text<'a> {
     TurnEndedOnReject {
         todo: &'a TodoId,
         agent: &'a str,
+        /// The tool, when what was rejected is a call the agent asked for.
+        tool: Option<&'a str>,
         by: &'a str,
         comment: Option<&'a str>,
     },
@@ -221,13 +223,15 @@ impl Texts for English {
             Text::TurnEndedOnReject {
                 todo,
                 agent,
+                tool,
                 by,
                 comment,
             } => {
+                let what = tool.map_or(String::new(), |t| format!("the {t} call of "));
                 let why = comment.map_or(String::new(), |c| format!(": {c}"));
                 format!(
-                    "Stopped here: {by} rejected {todo} ({agent}){why}. The remaining steps were \
-                     skipped; ask again to continue differently."
+                    "Stopped here: {by} rejected {what}{todo} ({agent}){why}. The remaining \
+                     steps were skipped; ask again to continue differently."
                 )
             }
             Text::Help => HELP_EN.to_owned(),

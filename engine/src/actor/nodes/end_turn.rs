@@ -1,9 +1,9 @@
-//! `end_turn`: a person rejected a TODO and the run's `on_reject` is `end_turn`. The TODOs that
-//! have not run are skipped, and the run completes with a short answer saying what was rejected
-//! and why (the decision's comment), as a rejection ends the request in a plain request/answer
-//! flow.
+//! `end_turn`: a person rejected a TODO or an agent's tool call and the run's `on_reject` is
+//! `end_turn`. Running agents stop, the TODOs that have not run to an end are skipped, and the
+//! run completes with a short answer saying what was rejected and why (the decision's comment),
+//! as a rejection ends the request in a plain request/answer flow.
 
-use chronicle_schemas::{Actor, Event, Phase, TodoId, TodoStatus};
+use chronicle_schemas::{Actor, ApprovalId, Event, Phase, Subject, TodoStatus};
 use serde_json::json;
 
 use super::{RunActor, checkpoint, elapsed_ms};
@@ -12,26 +12,29 @@ use crate::actor::now;
 use crate::texts::Text;
 
 impl RunActor {
-    pub(super) async fn end_turn(&mut self, rejected: TodoId) -> Result<()> {
-        let Some(t) = self.todo(&rejected) else {
+    pub(super) async fn end_turn(&mut self, rejected: ApprovalId) -> Result<()> {
+        let Some(a) = self.state().approvals.get(&rejected).cloned() else {
             return Ok(());
         };
-        let approval = t
-            .approval_id
-            .as_ref()
-            .and_then(|id| self.state().approvals.get(id))
-            .cloned()
-            .unwrap_or_default();
-        let by = approval.decided_by.clone().unwrap_or_default();
-        let comment = approval.comment.clone();
+        let Some(t) = a.subject.as_ref().and_then(|s| self.todo(s.todo_id())) else {
+            return Ok(());
+        };
+        let tool = match &a.subject {
+            Some(Subject::ToolCall { .. }) => Some(a.tool_name.as_str()),
+            _ => None,
+        };
+        let by = a.decided_by.clone().unwrap_or_default();
         let answer = self.shared.settings.texts.say(Text::TurnEndedOnReject {
             todo: &t.id,
             agent: &t.agent_name,
+            tool,
             by: &by,
-            comment: comment.as_deref(),
+            comment: a.comment.as_deref(),
         });
-        let reason = format!("the turn ended: {} was rejected", t.id);
-        let mut ev = self.skip_unfinished(&reason);
+        let what = tool.map_or_else(|| t.id.to_string(), |tool| format!("{tool} of {}", t.id));
+        self.cancel_sub_runs("engine", None);
+        self.abort_agents();
+        let mut ev = self.skip_unfinished(&format!("the turn ended: {what} was rejected"));
         ev.push(Event::Reasoning {
             message: answer.clone(),
         });
@@ -42,9 +45,10 @@ impl RunActor {
                 "rejected": {
                     "todo_id": t.id,
                     "agent": t.agent_name,
-                    "approval_id": approval.approval_id,
+                    "tool": tool,
+                    "approval_id": a.approval_id,
                     "decided_by": by,
-                    "comment": comment,
+                    "comment": a.comment,
                 },
             }),
         });
@@ -60,7 +64,7 @@ impl RunActor {
     }
 
     /// Every supervisor TODO that has not run to an end (pending, waiting for its approval, or
-    /// left in progress by a stopped process) skipped with `reason`.
+    /// in progress: its agent was just stopped) skipped with `reason`.
     fn skip_unfinished(&self, reason: &str) -> Vec<Event> {
         let Some(p) = self.state().supervisor.planning_state.as_ref() else {
             return Vec::new();
