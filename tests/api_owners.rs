@@ -528,13 +528,14 @@ async fn the_all_runs_stream_and_the_websocket_show_each_their_own() {
             "{frame}: {reply}"
         );
     }
-    // Nothing on the socket became current: commands have no run to act on.
+    // Nothing on the socket became current, and the session it named is alice's: a command
+    // finds no run of bob's to act on.
     ws.send(Message::text(
         json!({"type": "command", "command": "/todo approve"}).to_string(),
     ))
     .await
     .unwrap();
-    assert_eq!(next(&mut ws).await["error"]["code"], "conflict");
+    assert_eq!(next(&mut ws).await["error"]["code"], "not_found");
     assert_eq!(srv.offsets(), before);
     srv.engine.shutdown().await;
 }

@@ -303,3 +303,87 @@ async fn subscribe_from_a_seq_feedback_as_edit_and_close_at_shutdown() {
     }
     assert!(closed);
 }
+
+/// A socket of `token`'s principal on the session `thread`, past its `connected` frame.
+async fn connect_as(srv: &Server, token: &str, thread: &str) -> Socket {
+    let ticket = srv.client_as(token).stream_ticket().await.unwrap();
+    let mut ws = connect(
+        srv,
+        &format!("?ticket={}&thread_id={thread}", ticket.ticket),
+    )
+    .await;
+    let hello = frame(&mut ws).await.unwrap();
+    assert_eq!(hello["type"], "connected", "{hello}");
+    ws
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reconnecting_to_a_waiting_session_asks_again_and_answers_without_subscribing() {
+    let tokens = Tokens::parse("alice tok-alice-123456\nbob tok-bob-123456789").unwrap();
+    let srv = server(tokens, None).await;
+    let mut ws = connect_as(&srv, "tok-alice-123456", "t-back").await;
+    send(
+        &mut ws,
+        json!({"type": "message", "content": SCENARIO_1, "hitl": "every_todo"}),
+    )
+    .await;
+    let asked = until(&mut ws, "hitl_request").await.pop().unwrap();
+    ws.close(None).await.unwrap();
+    drop(ws);
+
+    // Back on the session: the pending request comes again, in the same shape, right after
+    // `connected`.
+    let mut ws = connect_as(&srv, "tok-alice-123456", "t-back").await;
+    let again = frame(&mut ws).await.unwrap();
+    assert_eq!(again, asked);
+
+    // Another principal naming the session sees nothing of it and cannot answer it.
+    let mut bob = connect_as(&srv, "tok-bob-123456789", "t-back").await;
+    send(&mut bob, json!({"type": "human_response", "approve": true})).await;
+    let refused = frame(&mut bob).await.unwrap();
+    assert_eq!(refused["type"], "error", "no hitl_request first: {refused}");
+    assert_eq!(refused["error"]["code"], "not_found", "{refused}");
+    send(
+        &mut bob,
+        json!({"type": "command", "command": "/todo approve"}),
+    )
+    .await;
+    assert_eq!(frame(&mut bob).await.unwrap()["error"]["code"], "not_found");
+    let run: chronicle_schemas::RunId = asked["run_id"].as_str().unwrap().parse().unwrap();
+    let s = srv.engine.state(run, None).unwrap();
+    assert_eq!(s.approvals.pending().count(), 1, "bob decided nothing");
+
+    // Alice answers on the new socket without subscribing: the run goes on, and she follows it.
+    send(&mut ws, json!({"type": "human_response", "approve": true})).await;
+    let next = until(&mut ws, "hitl_request").await.pop().unwrap();
+    assert_eq!(next["approval"]["subject"]["todo"]["todo_id"], "todo_002");
+    send(&mut ws, json!({"type": "human_response", "approve": true})).await;
+    let fin = until(&mut ws, "final").await.pop().unwrap();
+    assert_eq!(fin["run_id"], asked["run_id"]);
+    assert!(
+        fin["content"]["answer"]
+            .as_str()
+            .unwrap()
+            .contains("233.3%"),
+        "{fin}"
+    );
+
+    // A "no" on the socket to a run started with `on_reject: end_turn` ends the turn: the
+    // `final` frame is the rejection.
+    send(
+        &mut ws,
+        json!({"type": "message", "content": SCENARIO_1, "hitl": "every_todo", "on_reject": "end_turn"}),
+    )
+    .await;
+    until(&mut ws, "hitl_request").await;
+    send(
+        &mut ws,
+        json!({"type": "human_response", "decision": "reject", "comment": "no thanks"}),
+    )
+    .await;
+    let fin = until(&mut ws, "final").await.pop().unwrap();
+    assert_eq!(fin["content"]["type"], "rejected", "{fin}");
+    assert_eq!(fin["content"]["rejected"]["decided_by"], "alice", "{fin}");
+    assert_eq!(fin["content"]["rejected"]["comment"], "no thanks", "{fin}");
+    srv.stop().await;
+}

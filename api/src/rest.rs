@@ -208,6 +208,7 @@ pub async fn chat(
             by: who,
             user_id: req.user_id,
             hitl: req.hitl,
+            on_reject: req.on_reject,
         })
         .await?;
     turn_answer(&st, &thread, outcome).await
@@ -280,6 +281,7 @@ pub async fn resume(
             by: who,
             user_id: None,
             hitl: None,
+            on_reject: None,
         })
         .await?;
     turn_answer(&st, &thread, outcome).await
@@ -343,6 +345,7 @@ pub async fn start_run(
             session_id: req.session_id.map(SessionId),
             user_id: req.user_id,
             hitl: req.hitl,
+            on_reject: req.on_reject,
             strategy: req.strategy,
             approval_timeout_ms: req.approval_timeout_ms,
             config: Some(config),

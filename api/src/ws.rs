@@ -6,6 +6,11 @@
 //! Server → client: `connected`, `event` (the SSE `data` object, also of the live chunks of model
 //! answers, which have no seq), `hitl_request`, `final`, `command_result`, `error`. A bad frame gets an `error` and the socket stays open.
 //!
+//! Connecting with the `thread_id` of one's own session whose latest run waits for a human
+//! follows that run and sends its pending `hitl_request` again right after `connected`;
+//! `human_response` and `command` act on the session's latest run when the socket has no
+//! current run.
+//!
 //! Each streamed run has its own forwarding task (bus subscription → the socket's outbox); the
 //! socket task alone writes to the socket. The current run is the one started or subscribed last.
 //!
@@ -23,7 +28,10 @@ use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade, close_
 use axum::http::StatusCode;
 use axum::response::Response;
 use chronicle_engine::{Engine, Live, Turn, TurnInput, TurnOutcome};
-use chronicle_schemas::{ApprovalId, ApprovalStatus, Decision, Event, HitlMode, RunId, SessionId};
+use chronicle_schemas::{
+    Approval, ApprovalId, ApprovalStatus, Decision, Event, HitlMode, OnReject, RunId, RunStatus,
+    SessionId,
+};
 use chronicle_wire::{ApprovalView, ErrorBody};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -71,7 +79,7 @@ pub struct WsQuery {
         ("ticket" = Option<String>, Query, description = "A one-time stream ticket (`POST /api/v1/stream-tickets`), for clients that cannot send the `Authorization` header, such as browsers"),
     ),
     responses(
-        (status = 101, description = "WebSocket upgrade; JSON text frames `{\"type\": ...}`. Client: message {content, thread_id?, hitl?, user_id?}, human_response {approve | response | decision, approval_id?, edited_args?, comment?}, command {command}, subscribe {run_id, from_seq?}. Server: connected, event, hitl_request, final, command_result, error"),
+        (status = 101, description = "WebSocket upgrade; JSON text frames `{\"type\": ...}`. Client: message {content, thread_id?, hitl?, on_reject?, user_id?}, human_response {approve | response | decision, approval_id?, edited_args?, comment?}, command {command}, subscribe {run_id, from_seq?}. Server: connected, event, hitl_request, final, command_result, error"),
         (status = 400, description = "Not a valid WebSocket upgrade (missing or bad `Connection`, `Upgrade`, `Sec-WebSocket-Version` or `Sec-WebSocket-Key`) (`bad_request`), or a `Host` header that names another server (`bad_host`)", body = ErrorBody),
         (status = 401, response = Unauthorized), (status = 403, response = Forbidden),
         (status = 426, description = "The connection cannot be upgraded (`upgrade_required`)", body = ErrorBody),
@@ -115,6 +123,7 @@ enum ClientMsg {
         content: String,
         thread_id: Option<String>,
         hitl: Option<HitlMode>,
+        on_reject: Option<OnReject>,
         user_id: Option<String>,
     },
     HumanResponse {
@@ -227,6 +236,9 @@ impl Session {
         let hello =
             json!({"type": "connected", "session_id": s.session_id, "principal": s.who.name});
         let mut open = send(&mut socket, &hello, &stop).await;
+        for frame in s.rejoin() {
+            open = open && send(&mut socket, &frame, &stop).await;
+        }
         while open {
             tokio::select! {
                 _ = stop.cancelled() => {
@@ -284,10 +296,41 @@ impl Session {
         &self.st.engine
     }
 
+    /// The run a `human_response` or `command` is about: the one started or subscribed last,
+    /// else the session's latest run (another principal's session is not found).
     fn current_run(&self) -> ApiResult<RunId> {
-        self.current.ok_or_else(|| {
-            ApiError::conflict("no run on this socket yet: send a message or subscribe first")
-        })
+        if let Some(run) = self.current {
+            return Ok(run);
+        }
+        let session = SessionId(self.session_id.clone());
+        self.engine()
+            .latest_run_of(&self.who, &session)?
+            .ok_or_else(|| {
+                ApiError::conflict("no run on this socket yet: send a message or subscribe first")
+            })
+    }
+
+    /// On connecting to a session whose latest run waits for a human: that run becomes the
+    /// current one and is followed from now on, and what it waits for is asked again (the
+    /// client may have missed the `hitl_request` while away). Another principal's session, or
+    /// one whose run does not wait, shows nothing.
+    fn rejoin(&mut self) -> Vec<Value> {
+        let session = SessionId(self.session_id.clone());
+        let Ok(Some(run)) = self.engine().latest_run_of(&self.who, &session) else {
+            return Vec::new();
+        };
+        let state = match self.engine().state(run, None) {
+            Ok(s) if s.supervisor.run_status == RunStatus::WaitingForApproval => s,
+            _ => return Vec::new(),
+        };
+        if let Err(e) = self.follow(run, state.next_seq()) {
+            return vec![error_frame(e)];
+        }
+        state
+            .approvals
+            .pending()
+            .map(|a| hitl_request_frame(run, a.clone()))
+            .collect()
     }
 
     /// Answers one client frame: `Ok(Some(frame))` to reply, `Ok(None)` when the answer comes
@@ -298,6 +341,7 @@ impl Session {
                 content,
                 thread_id,
                 hitl,
+                on_reject,
                 user_id,
             } => {
                 if let Some(t) = thread_id.filter(|t| !t.trim().is_empty()) {
@@ -310,6 +354,7 @@ impl Session {
                     by: self.who.clone(),
                     user_id,
                     hitl,
+                    on_reject,
                 };
                 self.turn(turn).await
             }
@@ -347,6 +392,7 @@ impl Session {
                         by: self.who.clone(),
                         user_id: None,
                         hitl: None,
+                        on_reject: None,
                     };
                     return self.turn(turn).await;
                 }
@@ -409,14 +455,14 @@ impl Session {
                 // No second run: the session's run still waits for its human.
                 self.current = Some(run);
                 let state = self.engine().state(run, None)?;
-                let a = state.approvals.pending().next().cloned();
-                Ok(Some(json!({
-                    "type": "hitl_request",
-                    "run_id": run,
-                    "message": a.as_ref().map(|a| a.message.clone()),
-                    "approval": a.map(|a| ApprovalView::new(run, a)),
-                    "hint": crate::rest::WAITING_HINT,
-                })))
+                let mut frame = match state.approvals.pending().next().cloned() {
+                    Some(a) => hitl_request_frame(run, a),
+                    None => json!({
+                        "type": "hitl_request", "run_id": run, "message": null, "approval": null,
+                    }),
+                };
+                frame["hint"] = json!(crate::rest::WAITING_HINT);
+                Ok(Some(frame))
             }
             TurnOutcome::Decided { .. } => {
                 self.st.metrics.decisions.inc();
@@ -496,6 +542,16 @@ impl Session {
         tokio::spawn(fwd.run(events));
         Ok(())
     }
+}
+
+/// The `hitl_request` frame asking a human for `a`.
+fn hitl_request_frame(run: RunId, a: Approval) -> Value {
+    json!({
+        "type": "hitl_request",
+        "run_id": run,
+        "message": a.message.clone(),
+        "approval": ApprovalView::new(run, a),
+    })
 }
 
 /// Sends one JSON frame unless the server is stopping; false when the socket is gone.
@@ -636,12 +692,7 @@ impl Forwarder {
             .approvals
             .get(id)
             .filter(|a| a.status == ApprovalStatus::Pending)?;
-        Some(json!({
-            "type": "hitl_request",
-            "run_id": self.run,
-            "approval": ApprovalView::new(self.run, a.clone()),
-            "message": a.message,
-        }))
+        Some(hitl_request_frame(self.run, a.clone()))
     }
 
     async fn emit(&self, frame: Value) -> bool {

@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use chronicle_projections::RunState;
 use chronicle_schemas::{
-    APPROVAL_TIMEOUT_MS_MAX, APPROVAL_TIMEOUT_MS_MIN, Envelope, Event, HitlMode, ParentLink,
-    PlanStep, QUERY_CHARS_MAX, RunConfig, RunId, RunStatus, SESSION_ID_CHARS_MAX, SessionId,
-    Strategy, ToolCallId,
+    APPROVAL_TIMEOUT_MS_MAX, APPROVAL_TIMEOUT_MS_MIN, Envelope, Event, HitlMode, OnReject,
+    ParentLink, PlanStep, QUERY_CHARS_MAX, RunConfig, RunId, RunStatus, SESSION_ID_CHARS_MAX,
+    SessionId, Strategy, ToolCallId,
 };
 use serde_json::{Value, json};
 use tokio_stream::StreamExt;
@@ -33,6 +33,8 @@ pub struct StartRun {
     pub session_id: Option<SessionId>,
     pub user_id: Option<String>,
     pub hitl: Option<HitlMode>,
+    /// What a rejected approval does (default: the server's).
+    pub on_reject: Option<OnReject>,
     pub strategy: Option<Strategy>,
     pub approval_timeout_ms: Option<u64>,
     pub config: Option<RunConfig>,
@@ -125,6 +127,9 @@ fn config_of(shared: &Shared, req: &StartRun) -> RunConfig {
         .unwrap_or_else(|| shared.settings.defaults.clone());
     if let Some(h) = req.hitl {
         config.hitl = h;
+    }
+    if let Some(r) = req.on_reject {
+        config.on_reject = r;
     }
     if req.strategy.is_some() {
         config.strategy = req.strategy;

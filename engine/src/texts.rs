@@ -113,6 +113,15 @@ pub enum Text<'a> {
     Restored {
         checkpoint: &'a str,
     },
+    /// The run's answer when a person's rejection ended the turn (`on_reject: end_turn`).
+    TurnEndedOnReject {
+        todo: &'a TodoId,
+        agent: &'a str,
+        /// The tool, when what was rejected is a call the agent asked for.
+        tool: Option<&'a str>,
+        by: &'a str,
+        comment: Option<&'a str>,
+    },
     /// The slash-command help.
     Help,
 }
@@ -211,6 +220,20 @@ impl Texts for English {
             Text::TodoAdded { todo } => format!("TODO {todo} added."),
             Text::TodoUpdated { todo, status } => format!("TODO {todo} is now {status}."),
             Text::Restored { checkpoint } => format!("restored to checkpoint {checkpoint}."),
+            Text::TurnEndedOnReject {
+                todo,
+                agent,
+                tool,
+                by,
+                comment,
+            } => {
+                let what = tool.map_or(String::new(), |t| format!("the {t} call of "));
+                let why = comment.map_or(String::new(), |c| format!(": {c}"));
+                format!(
+                    "Stopped here: {by} rejected {what}{todo} ({agent}){why}. The remaining \
+                     steps were skipped; ask again to continue differently."
+                )
+            }
             Text::Help => HELP_EN.to_owned(),
         }
     }

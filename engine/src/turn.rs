@@ -14,7 +14,7 @@
 //!   the agent as an edit of the requested args with `feedback: text`. With several approvals
 //!   pending a bare answer is refused: a "yes" is never guessed.
 
-use chronicle_schemas::{Approval, Decision, HitlMode, RunId, RunStatus, SessionId};
+use chronicle_schemas::{Approval, Decision, HitlMode, OnReject, RunId, RunStatus, SessionId};
 
 use crate::Principal;
 use chronicle_wire::CommandOutcome;
@@ -46,6 +46,8 @@ pub struct Turn {
     /// For a run the turn starts.
     pub user_id: Option<String>,
     pub hitl: Option<HitlMode>,
+    /// What a rejection does in a run the turn starts.
+    pub on_reject: Option<OnReject>,
 }
 
 /// What the turn did.
@@ -198,6 +200,7 @@ impl Engine {
             session_id: Some(t.session),
             user_id: t.user_id,
             hitl: t.hitl,
+            on_reject: t.on_reject,
             ..StartRun::default()
         };
         let started = self.start_run(start).await?;

@@ -7,7 +7,7 @@ use anyhow::Context;
 use chronicle_api::{ApiConfig, AppState, Tokens};
 use chronicle_engine::Engine;
 use chronicle_engine::store::{Durability, Options, Store};
-use chronicle_schemas::HitlMode;
+use chronicle_schemas::{HitlMode, OnReject};
 
 #[derive(Debug, clap::Args)]
 #[command(
@@ -26,6 +26,10 @@ pub struct ServeArgs {
     /// HITL policy for runs whose request names none.
     #[arg(long, value_parser = parse_hitl, default_value = "none")]
     hitl_default: HitlMode,
+    /// What a rejected approval does in runs whose request names nothing: `skip` what it gated
+    /// and carry on, or `end_turn` (the run answers with what was rejected and why).
+    #[arg(long, value_parser = parse_on_reject, default_value = "skip")]
+    on_reject: OnReject,
     /// File of `principal token [admin]` lines; requests then need `Authorization: Bearer
     /// <token>`, and each principal sees only its own runs (an `admin` sees all).
     #[arg(long)]
@@ -130,6 +134,11 @@ fn raise_open_files_limit(connections_max: usize) {
     }
 }
 
+pub fn parse_on_reject(s: &str) -> Result<OnReject, String> {
+    serde_json::from_value(serde_json::Value::String(s.to_owned()))
+        .map_err(|_| format!("on_reject must be skip or end_turn, got {s:?}"))
+}
+
 pub fn parse_hitl(s: &str) -> Result<HitlMode, String> {
     serde_json::from_value(serde_json::Value::String(s.to_owned())).map_err(|_| {
         format!("HITL policy must be none, every_todo, categories or tools, got {s:?}")
@@ -195,6 +204,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
         .with_context(|| format!("opening the store in {}", args.data.display()))?;
     let mut settings = args.domain.settings()?;
     settings.defaults.hitl = args.hitl_default;
+    settings.defaults.on_reject = args.on_reject;
     if settings.llm.is_none() {
         tracing::info!(
             "no LLM configured: intent, plan, evaluation and answers come from the rules"

@@ -215,3 +215,78 @@ fn an_http_agent_is_routed_to_by_its_keywords_without_a_model_in_any_domain() {
         }
     }
 }
+
+/// The run's state once its status is one of `statuses`.
+async fn state_when(api: &Client, run: chronicle_schemas::RunId, statuses: &[&str]) -> Value {
+    let deadline = Instant::now() + RUN_TIMEOUT;
+    loop {
+        let state: Value = api.state(run, None).await.unwrap();
+        let status = state["supervisor"]["run_status"].as_str().unwrap_or("");
+        if statuses.contains(&status) {
+            return state;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "run {run} is not {statuses:?}: {state}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[test]
+fn serve_on_reject_end_turn_is_the_default_of_runs_and_a_bad_value_is_refused() {
+    let scratch = tempfile::tempdir().unwrap();
+    let bad = std::process::Command::new(env!("CARGO_BIN_EXE_chronicle"))
+        .args(["serve", "--on-reject", "maybe", "--data"])
+        .arg(scratch.path().join("data-bad"))
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        stderr.contains("on_reject must be skip or end_turn"),
+        "{stderr}"
+    );
+    assert!(!scratch.path().join("data-bad").exists(), "nothing written");
+
+    let data = scratch.path().join("data");
+    let log = scratch.path().join("serve.log");
+    let args = [
+        OsStr::new("--on-reject"),
+        OsStr::new("end_turn"),
+        OsStr::new("--hitl-default"),
+        OsStr::new("every_todo"),
+    ];
+    let serve = Serve::start_with(&data, &args, &log, None);
+    let rt = rt();
+    let state = rt.block_on(async {
+        let api = &serve.api;
+        let req =
+            RunRequest::new("집주인이 전세금 3억을 10억으로 올려달래. 법적으로 해결방법 알려줘");
+        let run = api.start_run(&req).await.unwrap().run_id;
+        state_when(api, run, &["waiting_for_approval"]).await;
+        let pending = api.approvals(run).await.unwrap();
+        let no = chronicle_wire::DecisionRequest {
+            comment: Some("not now".into()),
+            ..chronicle_wire::DecisionRequest::reject()
+        };
+        api.decide(run, &pending[0].id, &no).await.unwrap();
+        state_when(api, run, &["completed", "failed", "cancelled"]).await
+    });
+    let s = &state["supervisor"];
+    assert_eq!(
+        s["run_status"],
+        "completed",
+        "{state}\n{}",
+        serve.log_text()
+    );
+    assert_eq!(s["config"]["on_reject"], "end_turn");
+    assert_eq!(s["final_response"]["type"], "rejected", "{state}");
+    assert!(
+        s["final_response"]["answer"]
+            .as_str()
+            .unwrap()
+            .contains("not now"),
+        "{state}"
+    );
+}

@@ -2,7 +2,7 @@
 //! refuse unknown fields, so a misspelt or smuggled field (`decided_by`) is an error instead of
 //! being ignored.
 
-use chronicle_schemas::{Decision, HitlMode, PlanStep, RunId, RunStatus, Strategy};
+use chronicle_schemas::{Decision, HitlMode, OnReject, PlanStep, RunId, RunStatus, Strategy};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -33,6 +33,10 @@ pub struct RunRequest {
     /// When a human must approve (default: the server's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hitl: Option<HitlMode>,
+    /// What a rejected approval does: `skip` what it gated and carry on, or `end_turn` with an
+    /// answer saying what was rejected (default: the server's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_reject: Option<OnReject>,
     /// How ready TODOs are scheduled (default: the plan's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub strategy: Option<Strategy>,
@@ -158,6 +162,9 @@ pub struct ChatRequest {
     /// The HITL policy of a run the turn starts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hitl: Option<HitlMode>,
+    /// What a rejected approval does in a run the turn starts (see `RunRequest`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_reject: Option<OnReject>,
 }
 
 /// `POST /api/sessions/{thread_id}/resume`: `{"approve": bool}` or `{"response": "..."}`.

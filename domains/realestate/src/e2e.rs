@@ -295,6 +295,7 @@ async fn plain_words_to_a_waiting_run_act_on_it() {
         by: Principal::local(),
         user_id: None,
         hitl: Some(HitlMode::EveryTodo),
+        on_reject: None,
     };
     let run = match engine
         .turn(turn("강남구 아파트 시세 조회"))

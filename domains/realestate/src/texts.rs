@@ -107,6 +107,20 @@ impl Texts for Korean {
             Text::Restored { checkpoint } => {
                 format!("checkpoint {checkpoint} 시점으로 복원되었습니다.")
             }
+            Text::TurnEndedOnReject {
+                todo,
+                agent,
+                tool,
+                by,
+                comment,
+            } => {
+                let what = tool.map_or(" 실행".to_owned(), |t| format!("의 {t} 호출"));
+                let why = comment.map_or(String::new(), |c| format!(" (사유: {c})"));
+                format!(
+                    "{by}님이 {todo}({agent}){what}을 거절하여 요청을 여기서 마칩니다{why}. \
+                     남은 작업은 건너뛰었습니다. 다르게 진행하려면 다시 요청해 주세요."
+                )
+            }
             Text::Help => HELP_KO.to_owned(),
         }
     }

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use chronicle_projections::RunState;
 use chronicle_schemas::{
-    ApprovalId, ApprovalStatus, ExpiryAction, Phase, PlanningState, SupervisorState,
+    ApprovalId, ApprovalStatus, ExpiryAction, OnReject, Phase, PlanningState, SupervisorState,
     SupervisorTodo, Timestamp, TodoId, TodoStatus,
 };
 use serde_json::Value;
@@ -33,6 +33,10 @@ pub(crate) enum Step {
     /// Agents that were running when the process stopped: run again in the same attempt.
     Rerun(Vec<TodoId>),
     SkipRejected(Vec<(TodoId, String)>),
+    /// A person rejected this approval (of a TODO or of an agent's tool call) and the run's
+    /// `on_reject` is `end_turn`: running agents stop, the remaining TODOs are skipped and the
+    /// run answers with the rejection.
+    EndTurn(ApprovalId),
     Evaluate,
     /// A new round: retry these agents, and add TODOs for the agents the evaluation added.
     AddRetries(Vec<String>, Vec<String>, u32),
@@ -100,6 +104,9 @@ struct Awaiting {
 
 fn executing(state: &RunState, p: &PlanningState, running: &Running) -> Step {
     let s = &state.supervisor;
+    if let Some(id) = rejection_ending_turn(s, p) {
+        return Step::EndTurn(id);
+    }
     let orphans: Vec<TodoId> = p
         .todos
         .iter()
@@ -157,6 +164,27 @@ fn executing(state: &RunState, p: &PlanningState, running: &Running) -> Step {
         return Step::Wait;
     }
     after_execution(s, p)
+}
+
+/// Under `on_reject: end_turn`, the approval a person rejected (on the effective history), of a
+/// TODO or of a tool call: the turn ends with it. Derived from the state, so a crash between the
+/// decision and the end of the turn ends it on recovery.
+fn rejection_ending_turn(s: &SupervisorState, p: &PlanningState) -> Option<ApprovalId> {
+    if s.config.on_reject != OnReject::EndTurn {
+        return None;
+    }
+    let rejected = Some(ApprovalStatus::Rejected);
+    let todo = p.todos.iter().find(|t| {
+        t.planned_by().is_none()
+            && t.approval_status == rejected
+            && matches!(t.status, TodoStatus::Skipped | TodoStatus::WaitingApproval)
+    });
+    todo.and_then(|t| t.approval_id.clone()).or_else(|| {
+        s.tool_calls
+            .iter()
+            .find(|c| c.approval_status == rejected)
+            .and_then(|c| c.approval_id.clone())
+    })
 }
 
 /// One at a time, in plan order: the first TODO that can move is the only one that may.
@@ -456,6 +484,44 @@ mod tests {
                 "dependency todo_001 was skipped".into()
             )])
         );
+    }
+
+    #[test]
+    fn under_end_turn_a_rejection_ends_the_turn() {
+        let mut events = upto(0, |e| matches!(e, Event::RunInterrupted { .. }));
+        events.push(Event::ApprovalDecided {
+            approval_id: "apr_001".into(),
+            decision: chronicle_schemas::Decision::Reject,
+            edited_args: None,
+            decided_by: "alice".into(),
+            comment: Some("not this".into()),
+        });
+        events.push(Event::TodoStatusChanged {
+            todo_id: "todo_001".into(),
+            from: TodoStatus::WaitingApproval,
+            to: TodoStatus::Skipped,
+            reason: Some("rejected by alice: not this".into()),
+            attempt: 0,
+            by: chronicle_schemas::Actor::user("alice"),
+        });
+        let mut state = fold(&events);
+        state.supervisor.config.on_reject = OnReject::EndTurn;
+        assert_eq!(
+            next_step(&state, &Running::new(), NOW),
+            Step::EndTurn("apr_001".into())
+        );
+        // Agents still running do not hold the end up: the node stops them.
+        let running: Running = [("todo_002".into(), 1)].into_iter().collect();
+        assert_eq!(
+            next_step(&state, &running, NOW),
+            Step::EndTurn("apr_001".into())
+        );
+        // Under `skip` the next TODO is blocked by the skipped one instead.
+        state.supervisor.config.on_reject = OnReject::Skip;
+        assert!(matches!(
+            next_step(&state, &Running::new(), NOW),
+            Step::Block(_)
+        ));
     }
 
     #[test]

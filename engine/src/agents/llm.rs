@@ -36,6 +36,10 @@ const KEPT_RECENT_MESSAGES: usize = 2;
 /// What the engine adds after an agent's own prompt: how it works inside a run.
 const RUNTIME_PROMPT: &str = "You work by calling the tools you are given. Files live under /workspace/ (every path starts with /workspace/). A person may have to approve some calls: a rejected call is not made, so do not ask for it again. When the task is done, answer without calling a tool; that answer is your result.";
 
+/// How a person's feedback to the agent's TODO is put to the model, as a user message after the
+/// task.
+pub const FEEDBACK_PREFIX: &str = "A person reviewed this step before it ran and said: ";
+
 /// What an `llm` agent is, as a config declares it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LlmAgentConfig {
@@ -122,7 +126,8 @@ impl LlmAgent {
     }
 
     /// The conversation's start: the prompt, then the task (the query, and the TODO's input
-    /// when it has one).
+    /// when it has one), then what a person said when letting the TODO run. The feedback comes
+    /// from the recorded decision, so a re-execution opens with the same messages.
     fn opening(&self, ctx: &AgentContext, input: &Value) -> Vec<Message> {
         let mut task = ctx.query.clone();
         let has_input = match input {
@@ -147,6 +152,11 @@ impl LlmAgent {
             });
         }
         messages.push(Message::User { content: task });
+        if let Some(feedback) = &ctx.turn.feedback {
+            messages.push(Message::User {
+                content: format!("{FEEDBACK_PREFIX}{feedback}"),
+            });
+        }
         messages
     }
 

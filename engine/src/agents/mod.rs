@@ -14,8 +14,8 @@ use std::sync::Arc;
 mod llm;
 
 pub use llm::{
-    CONTEXT_BUDGET_TOKENS_DEFAULT, LlmAgent, LlmAgentConfig, LlmAgentError, MAX_TOOL_CALLS_MAX,
-    MAX_TURNS_DEFAULT, MAX_TURNS_MAX, TOOL_CALLS_PER_TURN_DEFAULT,
+    CONTEXT_BUDGET_TOKENS_DEFAULT, FEEDBACK_PREFIX, LlmAgent, LlmAgentConfig, LlmAgentError,
+    MAX_TOOL_CALLS_MAX, MAX_TURNS_DEFAULT, MAX_TURNS_MAX, TOOL_CALLS_PER_TURN_DEFAULT,
 };
 
 use chronicle_schemas::{RunId, SessionId, TodoId};

@@ -31,11 +31,29 @@ impl Agent for AnalysisTeam {
             }
         }
         let lang = Lang::of(&ctx.query);
-        let result = match change_request(ctx, &input)? {
+        let mut result = match change_request(ctx, &input)? {
             Some(change) => change_analysis(ctx, &f, &change, lang),
             None => market_report(ctx, &f, lang),
         };
+        if let Some(feedback) = &ctx.turn.feedback {
+            with_focus(&mut result, feedback, lang);
+        }
         Ok(AgentOutput { result })
+    }
+}
+
+/// A person's feedback to the analysis is its focus: recorded as `focus`, and said in the
+/// insights so that the answer built from them mentions it.
+fn with_focus(result: &mut Value, feedback: &str, lang: Lang) {
+    result["focus"] = feedback.into();
+    let said = match lang {
+        Lang::Ko => format!("요청하신 관점을 반영했습니다: {feedback}"),
+        Lang::En => format!("Focused as asked: {feedback}"),
+    };
+    if let Some(insights) = result.get_mut("insights").and_then(Value::as_array_mut) {
+        insights.push(said.into());
+    } else {
+        result["insights"] = json!([said]);
     }
 }
 

@@ -123,8 +123,9 @@ impl Filters {
         Ok(f)
     }
 
-    /// The districts asked about: the input's or the intent's `regions`/`region`, else the
-    /// query's. Districts the dataset does not cover, and names that are no Seoul district,
+    /// The districts asked about: those a person's feedback names ("서초구로 해줘" when
+    /// approving), else the input's or the intent's `regions`/`region`, else the query's.
+    /// Districts the dataset does not cover, and names that are no Seoul district,
     /// go to `unknown_regions`; `서울`/`서울특별시` means all of Seoul.
     fn resolve_places(
         &mut self,
@@ -132,6 +133,11 @@ impl Filters {
         input: &Map<String, Value>,
         q: &Query,
     ) -> Result<(), AgentError> {
+        let told = ctx.turn.feedback.as_deref().map(parse_places);
+        if let Some(places) = told.filter(|p| !p.is_empty()) {
+            places.into_iter().for_each(|p| self.add_place(p));
+            return Ok(());
+        }
         let named = match lookup(input, ctx, &["regions", "region"]) {
             Some((v, origin)) => match region_names(v) {
                 Some(names) => Some(names),

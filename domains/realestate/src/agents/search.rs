@@ -690,6 +690,28 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_district_named_in_feedback_replaces_the_one_asked_for() {
+        let mut c = ctx("강남구 아파트 매매 시세 알려줘");
+        let params = json!({"region": "서울특별시 강남구"});
+        c.turn.feedback = Some("서초구로 해줘".into());
+        let out = PropertySearch.run(&c, params).await.unwrap().result;
+        let data = out["data"].as_array().unwrap();
+        assert!(!data.is_empty(), "{out}");
+        assert!(
+            data.iter().all(|l| l["region"] == "서울특별시 서초구"),
+            "{out}"
+        );
+        // Feedback that names no district leaves the search as asked.
+        c.turn.feedback = Some("싼 것부터 보여줘".into());
+        let out = PropertySearch.run(&c, Value::Null).await.unwrap().result;
+        let data = out["data"].as_array().unwrap();
+        assert!(
+            data.iter().all(|l| l["region"] == "서울특별시 강남구"),
+            "{out}"
+        );
+    }
+
+    #[tokio::test]
     async fn no_match_and_unknown_region_say_so() {
         let out = PropertySearch
             .run(&ctx("용산 빌라 월세"), Value::Null)

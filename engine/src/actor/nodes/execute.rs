@@ -4,7 +4,8 @@
 
 use std::time::{Duration, Instant};
 
-use chronicle_schemas::{Actor, Event, Phase, SupervisorTodo, TodoId, TodoStatus};
+use chronicle_projections::RunState;
+use chronicle_schemas::{Actor, ApprovalStatus, Event, Phase, SupervisorTodo, TodoId, TodoStatus};
 use serde_json::{Value, json};
 
 use super::{RunActor, checkpoint, phase_change};
@@ -19,6 +20,26 @@ pub(in crate::actor) fn input_of(t: &SupervisorTodo) -> Value {
         .clone()
         .or_else(|| t.metadata.get("input_mapping").cloned())
         .unwrap_or_else(|| json!({}))
+}
+
+/// What a person told the agent of `t` when letting it run: the edited args' `feedback` (what
+/// an answer in words, `resume {response}`, records), else the decision's comment. Read from
+/// the recorded decision, so a re-run of the attempt gets the same.
+fn feedback_of(state: &RunState, t: &SupervisorTodo) -> Option<String> {
+    if !matches!(
+        t.approval_status,
+        Some(ApprovalStatus::Approved | ApprovalStatus::Edited)
+    ) {
+        return None;
+    }
+    let a = state.approvals.get(t.approval_id.as_ref()?)?;
+    let said = a
+        .edited_args
+        .as_ref()
+        .and_then(|args| args.get("feedback"))
+        .and_then(Value::as_str)
+        .or(a.comment.as_deref())?;
+    Some(said.trim().to_owned()).filter(|s| !s.is_empty())
 }
 
 /// Runs an agent with its timeout, not counting the time it spends inside tool calls (waiting
@@ -129,7 +150,10 @@ impl RunActor {
                 .map(|p| p.analyzed_intent.clone())
                 .unwrap_or(Value::Null),
             team_results: s.team_results.clone(),
-            turn: crate::agents::TurnContext::of(s),
+            turn: crate::agents::TurnContext {
+                feedback: feedback_of(self.state(), t),
+                ..crate::agents::TurnContext::of(s)
+            },
             tools: crate::tools::ToolHost {
                 tx: self.tx.clone(),
             }

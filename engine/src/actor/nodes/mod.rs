@@ -3,6 +3,7 @@
 //! ```text
 //! initialize → analyze_intent → build_plan → [approval] → execute (per TODO) → … → evaluate
 //!   → (retry round: new TODOs for the named agents) → aggregate → generate_response
+//! (a rejection under `on_reject: end_turn` → end_turn: the run answers with the rejection)
 //! ```
 //!
 //! Each node appends its events together with a `Reasoning` note and a `CheckpointSaved`
@@ -23,6 +24,7 @@ use crate::planner::{Intent, PlanContext};
 mod aggregate;
 mod approval;
 mod context;
+mod end_turn;
 mod evaluate;
 mod execute;
 mod initialize;
@@ -43,6 +45,7 @@ impl RunActor {
             Step::BuildPlan => self.build_plan().await,
             Step::Block(list) => self.block(list).await,
             Step::SkipRejected(list) => self.skip_rejected(list).await,
+            Step::EndTurn(todo) => self.end_turn(todo).await,
             Step::RequestApprovals(ids) => self.request_approvals(ids).await,
             Step::ReAsk(list) => self.reask(list).await,
             Step::Start(ids) => self.start_todos(ids).await,
