@@ -23,6 +23,7 @@ mod mailbox;
 mod planner;
 mod principal;
 mod runs;
+mod sessions;
 mod settings;
 mod shared;
 pub mod texts;

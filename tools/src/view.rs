@@ -558,15 +558,7 @@ fn source_str(s: chronicle_schemas::Source) -> &'static str {
 }
 
 /// The answer of a final response (its `answer` field when it has one).
-pub fn response_text(v: &Value) -> String {
-    match v.get("answer").and_then(Value::as_str) {
-        Some(a) => a.to_owned(),
-        None => match v {
-            Value::String(s) => s.clone(),
-            other => other.to_string(),
-        },
-    }
-}
+pub use chronicle_wire::answer_text as response_text;
 
 pub fn status_style(s: TodoStatus) -> Style {
     match s {

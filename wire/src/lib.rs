@@ -33,11 +33,14 @@ pub use names::{ChunkData, EventData};
 pub use requests::{
     CancelRequest, ChatRequest, CommandRequest, DecisionRequest, EventsQuery, ExportQuery,
     InboxQuery, LogQuery, PlanStepRequest, RestoreRequest, ResumeRequest, RunRequest, RunsQuery,
+    SessionsQuery,
     StateQuery, StreamTicketRequest, Verdict,
 };
 pub use views::{
     ApprovalView, ChatCommand, ChatTurn, ChatWaiting, CheckpointEntry, CheckpointList,
     DecisionAccepted, Health, HealthStatus, Inbox, InboxItem, RUNS_PAGE_MAX, RunCancelled, RunList,
-    RunSummary, SessionStatus, SessionView, Started, Status, StorageState, StreamTicket, SubRun,
-    TodoIds, TodoList, TodoSummary,
+    RunSummary, SESSION_TITLE_CHARS_MAX, SESSIONS_PAGE_DEFAULT, SESSIONS_PAGE_MAX,
+    SessionCheckpoints, SessionDeletedView, SessionDetail, SessionList, SessionStatus,
+    SessionSummary, SessionTurn, SessionView, Started, Status, StorageState, StreamTicket, SubRun,
+    TodoIds, TodoList, TodoSummary, TurnCheckpoints, answer_text, session_title,
 };

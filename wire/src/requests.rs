@@ -424,6 +424,22 @@ pub struct RunsQuery {
     pub limit: Option<usize>,
 }
 
+/// `GET /api/v1/sessions?user=&limit=&cursor=`: one page of sessions, the most recently
+/// active first. The server checks the values.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionsQuery {
+    /// Only the sessions of this `user_id`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    /// At most this many sessions (1..=[`crate::SESSIONS_PAGE_MAX`], default
+    /// [`crate::SESSIONS_PAGE_DEFAULT`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<usize>,
+    /// Where the page starts: the previous page's `next_cursor`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cursor: Option<String>,
+}
+
 /// `GET .../events?from=SEQ&follow=BOOL`: a run's event stream.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EventsQuery {

@@ -1,0 +1,294 @@
+//! Sessions as a resource: the sequence of runs started with one `session_id`, each root run a
+//! turn (a sub-agent run belongs to the turn whose `task` call started it). Listing, reading
+//! and deleting them, always as a principal: someone else's session, and a deleted one, are
+//! answered as if they did not exist.
+//!
+//! A delete is a recorded tombstone, not an erasure: every run of the session (its turns and
+//! their sub-agent runs) gets `SessionDeleted` as its last event, a run still going being
+//! cancelled in the same append. The events stay in the log, so the hash chain verifies and the
+//! audit export keeps the decisions; every read refuses the runs from then on. The session's
+//! workspace directory is removed from disk.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use chronicle_projections::RunState;
+use chronicle_schemas::{RunId, SessionId, Timestamp};
+use chronicle_wire::{
+    SESSIONS_PAGE_DEFAULT, SESSIONS_PAGE_MAX, SessionDeletedView, SessionDetail, SessionList,
+    SessionSummary, SessionTurn, SessionsQuery, answer_text, session_title,
+};
+
+use crate::mailbox::Input;
+use crate::shared::Shared;
+use crate::store::RunHead;
+use crate::tools::Workspace;
+use crate::{Error, Principal, Result, runs};
+
+/// Where a listing stands: sessions are listed by last activity, newest first, then by id.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Position {
+    /// Negated, so that ascending order is newest first.
+    newest_first: i64,
+    session: String,
+}
+
+impl Position {
+    fn of(last_activity: Timestamp, session: &SessionId) -> Self {
+        Position {
+            newest_first: -last_activity.as_micros(),
+            session: session.to_string(),
+        }
+    }
+
+    /// The opaque cursor: the position, encoded so that a client does not read it.
+    fn cursor(&self) -> String {
+        URL_SAFE_NO_PAD.encode(format!("{}:{}", self.newest_first, self.session))
+    }
+
+    fn parse(cursor: &str) -> Result<Self> {
+        let bad = || Error::BadCursor(cursor.to_owned());
+        let bytes = URL_SAFE_NO_PAD.decode(cursor).map_err(|_| bad())?;
+        let text = String::from_utf8(bytes).map_err(|_| bad())?;
+        let (micros, session) = text.split_once(':').ok_or_else(bad)?;
+        let newest_first = micros.parse().map_err(|_| bad())?;
+        if session.is_empty() {
+            return Err(bad());
+        }
+        Ok(Position {
+            newest_first,
+            session: session.to_owned(),
+        })
+    }
+}
+
+/// A session a principal may see, as the listing sorts it.
+struct Visible {
+    session: SessionId,
+    /// The session's runs, oldest first.
+    heads: Vec<RunHead>,
+    owner: String,
+    user_id: Option<String>,
+    last_activity: Timestamp,
+}
+
+/// Every session `who` may see (and of `user`, when given): its first run is a root run,
+/// `who`'s (an admin: anyone's), and not deleted.
+fn visible(shared: &Shared, who: &Principal, user: Option<&str>) -> Result<Vec<Visible>> {
+    let mut by_session: HashMap<SessionId, Vec<RunHead>> = HashMap::new();
+    for head in shared.store.runs() {
+        let head = head?;
+        by_session
+            .entry(head.session_id.clone())
+            .or_default()
+            .push(head);
+    }
+    let mut out = Vec::new();
+    for (session, mut heads) in by_session {
+        heads.sort_by_key(|h| (h.created_at, h.run_id));
+        let Some(facts) = shared.facts(heads[0].run_id)? else {
+            continue;
+        };
+        let shown = !facts.child && !facts.deleted && who.may_access(&facts.owner);
+        if !shown || user.is_some_and(|u| facts.user_id.as_deref() != Some(u)) {
+            continue;
+        }
+        let last_activity = heads.iter().map(|h| h.updated_at).max().unwrap_or_default();
+        out.push(Visible {
+            session,
+            heads,
+            owner: facts.owner,
+            user_id: facts.user_id,
+            last_activity,
+        });
+    }
+    Ok(out)
+}
+
+/// One page of the sessions `who` may see, the most recently active first.
+pub(crate) fn list(shared: &Shared, who: &Principal, q: &SessionsQuery) -> Result<SessionList> {
+    let limit = q.limit.unwrap_or(SESSIONS_PAGE_DEFAULT);
+    if limit == 0 || limit > SESSIONS_PAGE_MAX {
+        return Err(Error::PageLimit {
+            limit,
+            max: SESSIONS_PAGE_MAX,
+        });
+    }
+    let after = q.cursor.as_deref().map(Position::parse).transpose()?;
+    let mut sessions: Vec<(Position, Visible)> = visible(shared, who, q.user.as_deref())?
+        .into_iter()
+        .map(|v| (Position::of(v.last_activity, &v.session), v))
+        .filter(|(p, _)| after.as_ref().is_none_or(|a| p > a))
+        .collect();
+    sessions.sort_by(|a, b| a.0.cmp(&b.0));
+    let more = sessions.len() > limit;
+    sessions.truncate(limit);
+    let next_cursor = more
+        .then(|| sessions.last().map(|(p, _)| p.cursor()))
+        .flatten();
+    let sessions = sessions
+        .into_iter()
+        .map(|(_, v)| Ok(summary(&v, &turns(shared, &v.heads)?)))
+        .collect::<Result<_>>()?;
+    Ok(SessionList {
+        sessions,
+        next_cursor,
+    })
+}
+
+/// The turns among a session's runs (its root runs not deleted), oldest first.
+fn turns(shared: &Shared, heads: &[RunHead]) -> Result<Vec<SessionTurn>> {
+    let mut out = Vec::new();
+    for head in heads {
+        match shared.facts(head.run_id)? {
+            Some(f) if !f.child && !f.deleted => {}
+            _ => continue,
+        }
+        let state = runs::state(shared, head.run_id, None)?;
+        out.push(turn(head, &state));
+    }
+    Ok(out)
+}
+
+fn turn(head: &RunHead, state: &RunState) -> SessionTurn {
+    let sup = &state.supervisor;
+    SessionTurn {
+        run_id: head.run_id,
+        query: sup.query.clone(),
+        status: sup.run_status,
+        answer: sup.final_response.as_ref().map(answer_text),
+        started_at: head.created_at,
+        updated_at: head.updated_at,
+    }
+}
+
+fn summary(v: &Visible, turns: &[SessionTurn]) -> SessionSummary {
+    SessionSummary {
+        session_id: v.session.clone(),
+        title: turns
+            .first()
+            .map(|t| session_title(&t.query))
+            .unwrap_or_default(),
+        turns: turns.len(),
+        last_activity: v.last_activity,
+        status: turns.last().map(|t| t.status).unwrap_or_default(),
+        user_id: v.user_id.clone(),
+        owner: v.owner.clone(),
+        created_at: v.heads.first().map(|h| h.created_at).unwrap_or_default(),
+    }
+}
+
+/// The session and all its turns; [`Error::SessionNotFound`] for a session without runs,
+/// someone else's, or a deleted one.
+pub(crate) fn get(shared: &Shared, who: &Principal, session: &SessionId) -> Result<SessionDetail> {
+    let runs = shared.session_runs(who, session)?;
+    let not_found = || Error::SessionNotFound(session.to_string());
+    let first = *runs.first().ok_or_else(not_found)?;
+    let facts = shared.facts(first)?.ok_or_else(not_found)?;
+    if facts.child {
+        return Err(not_found());
+    }
+    let heads: Vec<RunHead> = runs
+        .iter()
+        .filter_map(|r| shared.store.run_head(*r).transpose())
+        .collect::<Result<_, _>>()?;
+    let turns = turns(shared, &heads)?;
+    let v = Visible {
+        session: session.clone(),
+        last_activity: heads.iter().map(|h| h.updated_at).max().unwrap_or_default(),
+        heads,
+        owner: facts.owner,
+        user_id: facts.user_id,
+    };
+    Ok(SessionDetail {
+        session: summary(&v, &turns),
+        turns,
+    })
+}
+
+/// The sub-agent runs `run` started, and theirs, deepest first.
+fn descendants(shared: &Shared, run: RunId) -> Result<Vec<RunId>> {
+    let mut out = Vec::new();
+    let state = runs::state(shared, run, None)?;
+    for child in runs::sub_runs(shared, &state) {
+        if shared.store.run_head(child.run_id)?.is_some() {
+            out.extend(descendants(shared, child.run_id)?);
+            out.push(child.run_id);
+        }
+    }
+    Ok(out)
+}
+
+/// Deletes the session (see the module): every run gets its tombstone through its actor, the
+/// turns newest first, each after its sub-agent runs, and the first turn last, so that a delete
+/// cut short leaves a session that can be deleted again.
+pub(crate) async fn delete(
+    shared: &Arc<Shared>,
+    who: &Principal,
+    session: &SessionId,
+) -> Result<SessionDeletedView> {
+    let detail = get(shared, who, session)?;
+    let mut view = SessionDeletedView {
+        session_id: session.clone(),
+        runs: vec![],
+        cancelled: vec![],
+    };
+    for turn in detail.turns.iter().rev() {
+        // Stop the turn first, so that it starts no sub-agent run while they are tombstoned.
+        let stopped = shared
+            .ask(turn.run_id, |reply| Input::Cancel {
+                by: who.name.clone(),
+                reason: Some("the session was deleted".into()),
+                reply,
+            })
+            .await;
+        match stopped {
+            Ok(()) => view.cancelled.push(turn.run_id),
+            Err(Error::RunFinished { .. }) => {}
+            Err(e) => return Err(e),
+        }
+        for run in descendants(shared, turn.run_id)?
+            .into_iter()
+            .chain([turn.run_id])
+        {
+            if tombstone(shared, who, run).await? {
+                view.cancelled.push(run);
+            }
+            view.runs.push(run);
+        }
+    }
+    remove_workspace(shared, session);
+    Ok(view)
+}
+
+/// Appends `SessionDeleted` to `run` (cancelling it first if it is still going); whether it
+/// cancelled. A run that already has one is left as it is.
+async fn tombstone(shared: &Arc<Shared>, who: &Principal, run: RunId) -> Result<bool> {
+    if shared.facts(run)?.is_none_or(|f| f.deleted) {
+        return Ok(false);
+    }
+    shared
+        .ask(run, |reply| Input::DeleteSession {
+            by: who.name.clone(),
+            reply,
+        })
+        .await
+}
+
+/// Removes the session's workspace directory (sub-agent runs work in their parent's); a
+/// workspace that cannot be removed is logged, as the tombstones are already recorded.
+fn remove_workspace(shared: &Shared, session: &SessionId) {
+    let workspace = Workspace::for_session(&shared.workspaces, session);
+    match std::fs::remove_dir_all(workspace.root()) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => tracing::warn!(
+            session = %session,
+            path = %workspace.root().display(),
+            error = %e,
+            "removing a deleted session's workspace failed"
+        ),
+    }
+}
