@@ -8,7 +8,8 @@ use std::time::Duration;
 use chronicle_projections::RunState;
 use chronicle_schemas::{Approval, ApprovalId, Decision, Envelope, RunId, SessionId};
 use chronicle_wire::{
-    CommandOutcome, Restored, SessionDeletedView, SessionDetail, SessionList, SessionsQuery, SubRun,
+    CommandOutcome, Restored, SessionDeletedView, SessionDetail, SessionList, SessionTurn, SessionsQuery,
+    SubRun,
 };
 use serde_json::Value;
 use tokio_stream::wrappers::ReceiverStream;
@@ -102,6 +103,11 @@ impl Engine {
     /// A session `who` may see, with all its turns, oldest first.
     pub fn session(&self, who: &Principal, session: &SessionId) -> Result<SessionDetail> {
         sessions::get(&self.shared, who, session)
+    }
+
+    /// The turns of a session `who` may see, oldest first.
+    pub fn session_turns(&self, who: &Principal, session: &SessionId) -> Result<Vec<SessionTurn>> {
+        sessions::session_turns(&self.shared, who, session)
     }
 
     /// Deletes a session `who` may see: every run of it gets the tombstone `SessionDeleted`

@@ -12,8 +12,6 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use base64::Engine as _;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use chronicle_projections::RunState;
 use chronicle_schemas::{RunId, SessionId, Timestamp};
 use chronicle_wire::{
@@ -43,23 +41,28 @@ impl Position {
         }
     }
 
-    /// The opaque cursor: the position, encoded so that a client does not read it.
+    /// The opaque cursor: 16 hex digits of the (negated) time, then the session id's bytes in
+    /// hex. Every string of that shape is a position, so only a malformed one is refused.
     fn cursor(&self) -> String {
-        URL_SAFE_NO_PAD.encode(format!("{}:{}", self.newest_first, self.session))
+        format!(
+            "{:016x}{}",
+            self.newest_first as u64,
+            hex::encode(self.session.as_bytes())
+        )
     }
 
     fn parse(cursor: &str) -> Result<Self> {
         let bad = || Error::BadCursor(cursor.to_owned());
-        let bytes = URL_SAFE_NO_PAD.decode(cursor).map_err(|_| bad())?;
-        let text = String::from_utf8(bytes).map_err(|_| bad())?;
-        let (micros, session) = text.split_once(':').ok_or_else(bad)?;
-        let newest_first = micros.parse().map_err(|_| bad())?;
-        if session.is_empty() {
+        let lowercase = cursor.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+        if !lowercase || cursor.len() < 18 {
             return Err(bad());
         }
+        let (time, session) = cursor.split_at(16);
+        let time = u64::from_str_radix(time, 16).map_err(|_| bad())?;
+        let session = hex::decode(session).map_err(|_| bad())?;
         Ok(Position {
-            newest_first,
-            session: session.to_owned(),
+            newest_first: time as i64,
+            session: String::from_utf8_lossy(&session).into_owned(),
         })
     }
 }
@@ -180,20 +183,34 @@ fn summary(v: &Visible, turns: &[SessionTurn]) -> SessionSummary {
     }
 }
 
-/// The session and all its turns; [`Error::SessionNotFound`] for a session without runs,
+/// The heads of a session's runs, oldest first, when `who` may see it.
+fn heads_of(shared: &Shared, who: &Principal, session: &SessionId) -> Result<Vec<RunHead>> {
+    Ok(shared
+        .session_runs(who, session)?
+        .iter()
+        .filter_map(|r| shared.store.run_head(*r).transpose())
+        .collect::<Result<_, _>>()?)
+}
+
+/// The turns of a session `who` may see, oldest first (none for a session of sub-agent runs).
+pub(crate) fn session_turns(
+    shared: &Shared,
+    who: &Principal,
+    session: &SessionId,
+) -> Result<Vec<SessionTurn>> {
+    turns(shared, &heads_of(shared, who, session)?)
+}
+
+/// The session and all its turns; [`Error::SessionNotFound`] for a session without turns,
 /// someone else's, or a deleted one.
 pub(crate) fn get(shared: &Shared, who: &Principal, session: &SessionId) -> Result<SessionDetail> {
-    let runs = shared.session_runs(who, session)?;
     let not_found = || Error::SessionNotFound(session.to_string());
-    let first = *runs.first().ok_or_else(not_found)?;
+    let heads = heads_of(shared, who, session)?;
+    let first = heads.first().ok_or_else(not_found)?.run_id;
     let facts = shared.facts(first)?.ok_or_else(not_found)?;
     if facts.child {
         return Err(not_found());
     }
-    let heads: Vec<RunHead> = runs
-        .iter()
-        .filter_map(|r| shared.store.run_head(*r).transpose())
-        .collect::<Result<_, _>>()?;
     let turns = turns(shared, &heads)?;
     let v = Visible {
         session: session.clone(),
