@@ -90,7 +90,12 @@ async fn seed_004_rest_flow() {
         SessionStatus::Completed
     );
     let cps = c.session_checkpoints("t1").await.unwrap();
-    let nodes: Vec<&str> = cps.latest.checkpoints.iter().map(|c| c.node.as_str()).collect();
+    let nodes: Vec<&str> = cps
+        .latest
+        .checkpoints
+        .iter()
+        .map(|c| c.node.as_str())
+        .collect();
     assert_eq!(
         nodes.iter().filter(|n| **n == "approval").count(),
         2,

@@ -19,6 +19,7 @@ mod limits;
 mod llm_agents;
 mod llm_support;
 mod scenarios;
+mod sessions;
 mod slow_agent;
 mod store;
 mod support;

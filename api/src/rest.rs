@@ -12,9 +12,8 @@ use chronicle_wire::ErrorBody;
 use chronicle_wire::{
     ApprovalView, CancelRequest, ChatCommand, ChatRequest, ChatTurn, ChatWaiting, CheckpointList,
     CommandOutcome, CommandRequest, DecisionAccepted, DecisionRequest, Health, HealthStatus,
-    RestoreRequest, ResumeRequest, RunCancelled, RunRequest, SessionCheckpoints, SessionView, Started,
-    Status,
-    StorageState, TodoIds, TodoList, TurnCheckpoints, tag,
+    RestoreRequest, ResumeRequest, RunCancelled, RunRequest, SessionCheckpoints, SessionView,
+    Started, Status, StorageState, TodoIds, TodoList, TurnCheckpoints, tag,
 };
 use serde::Deserialize;
 use serde::Serialize;

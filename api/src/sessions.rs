@@ -3,13 +3,16 @@
 //! engine's `sessions` module).
 
 use axum::extract::State;
-use chronicle_wire::{ErrorBody, SessionDeletedView, SessionDetail, SessionList, SessionsQuery};
+use chronicle_wire::{
+    DeleteSessionRequest, ErrorBody, SessionDeletedView, SessionDetail, SessionList, SessionsQuery,
+};
 
 use crate::auth::Principal;
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{Path, Query};
+use crate::extract::{Json, Path, Query};
 use crate::openapi::{
-    Forbidden, InsufficientStorage, Internal, SessionsCursor, ThreadId, Unauthorized, Unavailable,
+    Forbidden, InsufficientStorage, Internal, PayloadTooLarge, SessionsCursor, ThreadId,
+    Unauthorized, Unavailable, UnsupportedMediaType,
 };
 use crate::rest::thread_id;
 use crate::state::AppState;
@@ -57,7 +60,7 @@ pub async fn get(
     Ok(axum::Json(st.engine.session(&who, &session)?))
 }
 
-#[utoipa::path(delete, path = "/api/v1/sessions/{session_id}", tag = "sessions", operation_id = "delete_session", security(("bearer" = [])),
+#[utoipa::path(delete, path = "/api/v1/sessions/{session_id}", tag = "sessions", operation_id = "delete_session", request_body = DeleteSessionRequest, security(("bearer" = [])),
     params(("session_id" = inline(ThreadId), Path, description = "The session")),
     responses(
         (status = 200, description = "The session is deleted: each of its runs (turns and sub-agent runs) ends with a `SessionDeleted` event, runs still going were cancelled first, and its workspace directory is removed. The events stay in the log (the chain and the audit export keep them); every read answers 404 for the session and its runs from now on", body = SessionDeletedView),
@@ -65,12 +68,15 @@ pub async fn get(
         (status = 401, response = Unauthorized), (status = 403, response = Forbidden),
         (status = 404, description = "No such session, another principal's, or one already deleted (`not_found`)", body = ErrorBody),
         (status = 409, description = "A run of the session changed at the same moment (`conflict`): try again", body = ErrorBody),
+        (status = 413, response = PayloadTooLarge), (status = 415, response = UnsupportedMediaType),
+        (status = 422, description = "A body other than `{}` (`unprocessable_entity`)", body = ErrorBody),
         (status = 500, response = Internal), (status = 503, response = Unavailable), (status = 507, response = InsufficientStorage),
     ))]
 pub async fn delete(
     State(st): State<AppState>,
     Principal(who): Principal,
     Path(session): Path<String>,
+    Json(DeleteSessionRequest {}): Json<DeleteSessionRequest>,
 ) -> ApiResult<axum::Json<SessionDeletedView>> {
     let session = thread_id(&session)?;
     Ok(axum::Json(st.engine.delete_session(&who, &session).await?))

@@ -10,8 +10,9 @@ use chronicle_wire::{
     ApprovalView, CancelRequest, ChatCommand, ChatRequest, ChatTurn, ChatWaiting, CheckpointList,
     CommandOutcome, CommandRequest, DecisionAccepted, DecisionRequest, ErrorBody, ExportQuery,
     Health, Inbox, InboxQuery, LogQuery, RestoreRequest, Restored, ResumeRequest, RunCancelled,
-    RunList, RunRequest, RunSummary, RunsQuery, SessionCheckpoints, SessionDeletedView, SessionDetail,
-    SessionList, SessionSummary, SessionView, SessionsQuery, Started, StateQuery, Status, TodoList,
+    RunList, RunRequest, RunSummary, RunsQuery, SessionCheckpoints, SessionDeletedView,
+    SessionDetail, SessionList, SessionSummary, SessionView, SessionsQuery, Started, StateQuery,
+    Status, TodoList,
 };
 use reqwest::{Method, RequestBuilder, Response, StatusCode};
 use serde::Serialize;
@@ -455,7 +456,9 @@ impl Client {
     /// `DELETE /api/v1/sessions/{session}`: deletes the session (a recorded tombstone).
     pub async fn delete_session(&self, session: &str) -> Result<SessionDeletedView> {
         let path = format!("/api/v1/sessions/{session}");
-        let rb = self.request(Method::DELETE, &path);
+        let rb = self
+            .request(Method::DELETE, &path)
+            .json(&chronicle_wire::DeleteSessionRequest {});
         self.call(rb, &format!("DELETE {path}")).await
     }
 

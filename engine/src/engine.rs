@@ -8,8 +8,8 @@ use std::time::Duration;
 use chronicle_projections::RunState;
 use chronicle_schemas::{Approval, ApprovalId, Decision, Envelope, RunId, SessionId};
 use chronicle_wire::{
-    CommandOutcome, Restored, SessionDeletedView, SessionDetail, SessionList, SessionTurn, SessionsQuery,
-    SubRun,
+    CommandOutcome, Restored, SessionDeletedView, SessionDetail, SessionList, SessionTurn,
+    SessionsQuery, SubRun,
 };
 use serde_json::Value;
 use tokio_stream::wrappers::ReceiverStream;

@@ -53,7 +53,9 @@ impl Position {
 
     fn parse(cursor: &str) -> Result<Self> {
         let bad = || Error::BadCursor(cursor.to_owned());
-        let lowercase = cursor.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+        let lowercase = cursor
+            .bytes()
+            .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
         if !lowercase || cursor.len() < 18 {
             return Err(bad());
         }

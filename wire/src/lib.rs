@@ -31,10 +31,9 @@ pub use commands::{
 pub use error::{ErrorBody, ErrorDetail};
 pub use names::{ChunkData, EventData};
 pub use requests::{
-    CancelRequest, ChatRequest, CommandRequest, DecisionRequest, EventsQuery, ExportQuery,
-    InboxQuery, LogQuery, PlanStepRequest, RestoreRequest, ResumeRequest, RunRequest, RunsQuery,
-    SessionsQuery,
-    StateQuery, StreamTicketRequest, Verdict,
+    CancelRequest, ChatRequest, CommandRequest, DecisionRequest, DeleteSessionRequest, EventsQuery,
+    ExportQuery, InboxQuery, LogQuery, PlanStepRequest, RestoreRequest, ResumeRequest, RunRequest,
+    RunsQuery, SessionsQuery, StateQuery, StreamTicketRequest, Verdict,
 };
 pub use views::{
     ApprovalView, ChatCommand, ChatTurn, ChatWaiting, CheckpointEntry, CheckpointList,

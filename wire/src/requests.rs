@@ -196,6 +196,13 @@ pub struct CancelRequest {
 #[serde(deny_unknown_fields)]
 pub struct RestoreRequest {}
 
+/// `DELETE /api/v1/sessions/{session_id}`: `{}` (a request that changes state sends JSON, also
+/// without fields).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct DeleteSessionRequest {}
+
 /// `POST /api/v1/stream-tickets`: `{}`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
