@@ -19,7 +19,8 @@ use crate::runs::{self, StartRun, Started};
 use crate::settings::Settings;
 use crate::shared::Shared;
 use crate::store::{self, Store};
-use crate::{Chunk, Live, Principal, Result, actor, sessions};
+use crate::sessions::{self, SessionReader};
+use crate::{Chunk, Live, Principal, Result, actor};
 
 /// The workflow engine; cheap to clone.
 #[derive(Clone)]
@@ -97,17 +98,22 @@ impl Engine {
 
     /// One page of the sessions `who` may see (an admin: all), the most recently active first.
     pub fn sessions(&self, who: &Principal, query: &SessionsQuery) -> Result<SessionList> {
-        sessions::list(&self.shared, who, query)
+        self.session_reader().list(who, query)
     }
 
     /// A session `who` may see, with all its turns, oldest first.
     pub fn session(&self, who: &Principal, session: &SessionId) -> Result<SessionDetail> {
-        sessions::get(&self.shared, who, session)
+        self.session_reader().get(who, session)
+    }
+
+    /// Reads of sessions, with the engine's cache of run facts.
+    pub fn session_reader(&self) -> SessionReader {
+        SessionReader::with(self.shared.store.clone(), self.shared.facts_cache())
     }
 
     /// The turns of a session `who` may see, oldest first.
     pub fn session_turns(&self, who: &Principal, session: &SessionId) -> Result<Vec<SessionTurn>> {
-        sessions::session_turns(&self.shared, who, session)
+        self.session_reader().turns(who, session)
     }
 
     /// Deletes a session `who` may see: every run of it gets the tombstone `SessionDeleted`

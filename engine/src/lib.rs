@@ -39,6 +39,7 @@ pub use error::{Error, PlanError, Result};
 pub use mailbox::RestoreTarget;
 pub use planner::{AgentResult, EvaluationOutcome, Intent, NoPlanner, Plan, PlanContext, Planner};
 pub use principal::Principal;
+pub use sessions::SessionReader;
 pub use runs::{StartRun, Started, check_session_id, child_run_id, is_settled};
 pub use settings::{SUBAGENT_DEPTH_MAX_DEFAULT, Settings};
 pub use store::Store;

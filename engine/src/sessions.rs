@@ -20,8 +20,8 @@ use chronicle_wire::{
 };
 
 use crate::mailbox::Input;
-use crate::shared::Shared;
-use crate::store::RunHead;
+use crate::shared::{Facts, RunFacts, Shared};
+use crate::store::{RunHead, Store};
 use crate::tools::Workspace;
 use crate::{Error, Principal, Result, runs};
 
@@ -81,9 +81,9 @@ struct Visible {
 
 /// Every session `who` may see (and of `user`, when given): its first run is a root run,
 /// `who`'s (an admin: anyone's), and not deleted.
-fn visible(shared: &Shared, who: &Principal, user: Option<&str>) -> Result<Vec<Visible>> {
+fn visible(r: &SessionReader, who: &Principal, user: Option<&str>) -> Result<Vec<Visible>> {
     let mut by_session: HashMap<SessionId, Vec<RunHead>> = HashMap::new();
-    for head in shared.store.runs() {
+    for head in r.store.runs() {
         let head = head?;
         by_session
             .entry(head.session_id.clone())
@@ -93,7 +93,7 @@ fn visible(shared: &Shared, who: &Principal, user: Option<&str>) -> Result<Vec<V
     let mut out = Vec::new();
     for (session, mut heads) in by_session {
         heads.sort_by_key(|h| (h.created_at, h.run_id));
-        let Some(facts) = shared.facts(heads[0].run_id)? else {
+        let Some(facts) = r.facts(heads[0].run_id)? else {
             continue;
         };
         let shown = !facts.child && !facts.deleted && who.may_access(&facts.owner);
@@ -113,7 +113,7 @@ fn visible(shared: &Shared, who: &Principal, user: Option<&str>) -> Result<Vec<V
 }
 
 /// One page of the sessions `who` may see, the most recently active first.
-pub(crate) fn list(shared: &Shared, who: &Principal, q: &SessionsQuery) -> Result<SessionList> {
+fn list(r: &SessionReader, who: &Principal, q: &SessionsQuery) -> Result<SessionList> {
     let limit = q.limit.unwrap_or(SESSIONS_PAGE_DEFAULT);
     if limit == 0 || limit > SESSIONS_PAGE_MAX {
         return Err(Error::PageLimit {
@@ -122,7 +122,7 @@ pub(crate) fn list(shared: &Shared, who: &Principal, q: &SessionsQuery) -> Resul
         });
     }
     let after = q.cursor.as_deref().map(Position::parse).transpose()?;
-    let mut sessions: Vec<(Position, Visible)> = visible(shared, who, q.user.as_deref())?
+    let mut sessions: Vec<(Position, Visible)> = visible(r, who, q.user.as_deref())?
         .into_iter()
         .map(|v| (Position::of(v.last_activity, &v.session), v))
         .filter(|(p, _)| after.as_ref().is_none_or(|a| p > a))
@@ -135,7 +135,7 @@ pub(crate) fn list(shared: &Shared, who: &Principal, q: &SessionsQuery) -> Resul
         .flatten();
     let sessions = sessions
         .into_iter()
-        .map(|(_, v)| Ok(summary(&v, &turns(shared, &v.heads)?)))
+        .map(|(_, v)| Ok(summary(&v, &turns(r, &v.heads)?)))
         .collect::<Result<_>>()?;
     Ok(SessionList {
         sessions,
@@ -144,14 +144,14 @@ pub(crate) fn list(shared: &Shared, who: &Principal, q: &SessionsQuery) -> Resul
 }
 
 /// The turns among a session's runs (its root runs not deleted), oldest first.
-fn turns(shared: &Shared, heads: &[RunHead]) -> Result<Vec<SessionTurn>> {
+fn turns(r: &SessionReader, heads: &[RunHead]) -> Result<Vec<SessionTurn>> {
     let mut out = Vec::new();
     for head in heads {
-        match shared.facts(head.run_id)? {
+        match r.facts(head.run_id)? {
             Some(f) if !f.child && !f.deleted => {}
             _ => continue,
         }
-        let state = runs::state(shared, head.run_id, None)?;
+        let state = runs::durable_state(&r.store, head.run_id, None)?;
         out.push(turn(head, &state));
     }
     Ok(out)
@@ -186,34 +186,24 @@ fn summary(v: &Visible, turns: &[SessionTurn]) -> SessionSummary {
 }
 
 /// The heads of a session's runs, oldest first, when `who` may see it.
-fn heads_of(shared: &Shared, who: &Principal, session: &SessionId) -> Result<Vec<RunHead>> {
-    Ok(shared
-        .session_runs(who, session)?
+fn heads_of(r: &SessionReader, who: &Principal, session: &SessionId) -> Result<Vec<RunHead>> {
+    Ok(r.session_runs(who, session)?
         .iter()
-        .filter_map(|r| shared.store.run_head(*r).transpose())
+        .filter_map(|run| r.store.run_head(*run).transpose())
         .collect::<Result<_, _>>()?)
-}
-
-/// The turns of a session `who` may see, oldest first (none for a session of sub-agent runs).
-pub(crate) fn session_turns(
-    shared: &Shared,
-    who: &Principal,
-    session: &SessionId,
-) -> Result<Vec<SessionTurn>> {
-    turns(shared, &heads_of(shared, who, session)?)
 }
 
 /// The session and all its turns; [`Error::SessionNotFound`] for a session without turns,
 /// someone else's, or a deleted one.
-pub(crate) fn get(shared: &Shared, who: &Principal, session: &SessionId) -> Result<SessionDetail> {
+fn get(r: &SessionReader, who: &Principal, session: &SessionId) -> Result<SessionDetail> {
     let not_found = || Error::SessionNotFound(session.to_string());
-    let heads = heads_of(shared, who, session)?;
+    let heads = heads_of(r, who, session)?;
     let first = heads.first().ok_or_else(not_found)?.run_id;
-    let facts = shared.facts(first)?.ok_or_else(not_found)?;
+    let facts = r.facts(first)?.ok_or_else(not_found)?;
     if facts.child {
         return Err(not_found());
     }
-    let turns = turns(shared, &heads)?;
+    let turns = turns(r, &heads)?;
     let v = Visible {
         session: session.clone(),
         last_activity: heads.iter().map(|h| h.updated_at).max().unwrap_or_default(),
@@ -225,6 +215,49 @@ pub(crate) fn get(shared: &Shared, who: &Principal, session: &SessionId) -> Resu
         session: summary(&v, &turns),
         turns,
     })
+}
+
+/// Reads of sessions on a store: what the engine serves, and what the CLI reads from a data
+/// directory without starting an engine (which would resume its unfinished runs).
+#[derive(Clone, Debug)]
+pub struct SessionReader {
+    store: Store,
+    facts: Arc<Facts>,
+}
+
+impl SessionReader {
+    /// Reads on `store` with a cache of its own.
+    pub fn new(store: Store) -> Self {
+        Self::with(store, Arc::default())
+    }
+
+    pub(crate) fn with(store: Store, facts: Arc<Facts>) -> Self {
+        Self { store, facts }
+    }
+
+    fn facts(&self, run: RunId) -> Result<Option<RunFacts>> {
+        self.facts.get(&self.store, run)
+    }
+
+    fn session_runs(&self, who: &Principal, session: &SessionId) -> Result<Vec<RunId>> {
+        self.facts.session_runs(&self.store, who, session)
+    }
+
+    /// One page of the sessions `who` may see (an admin: all), the most recently active first.
+    pub fn list(&self, who: &Principal, query: &SessionsQuery) -> Result<SessionList> {
+        list(self, who, query)
+    }
+
+    /// A session `who` may see, with all its turns, oldest first.
+    pub fn get(&self, who: &Principal, session: &SessionId) -> Result<SessionDetail> {
+        get(self, who, session)
+    }
+
+    /// The turns of a session `who` may see, oldest first (none for a session of sub-agent
+    /// runs).
+    pub fn turns(&self, who: &Principal, session: &SessionId) -> Result<Vec<SessionTurn>> {
+        turns(self, &heads_of(self, who, session)?)
+    }
 }
 
 /// The sub-agent runs `run` started, and theirs, deepest first.
@@ -248,7 +281,8 @@ pub(crate) async fn delete(
     who: &Principal,
     session: &SessionId,
 ) -> Result<SessionDeletedView> {
-    let detail = get(shared, who, session)?;
+    let reader = SessionReader::with(shared.store.clone(), shared.facts_cache());
+    let detail = reader.get(who, session)?;
     let mut view = SessionDeletedView {
         session_id: session.clone(),
         runs: vec![],

@@ -37,6 +37,97 @@ pub(crate) struct RunFacts {
 /// Runs' facts [`Shared`] remembers before it starts over.
 const OWNERS_CACHED_MAX: usize = 65_536;
 
+/// The cache of [`RunFacts`]: at most [`OWNERS_CACHED_MAX`] runs, then forgotten and read again.
+#[derive(Debug, Default)]
+pub(crate) struct Facts {
+    map: Mutex<HashMap<RunId, RunFacts>>,
+}
+
+impl Facts {
+    /// What is known of `run` from its first and last events; `None` for a run that does not
+    /// exist. Cached (an owner never changes, and a tombstone is a run's last event: nothing
+    /// is appended to a deleted run, so the flag changes only through [`Facts::mark_deleted`]).
+    pub(crate) fn get(&self, store: &Store, run: RunId) -> Result<Option<RunFacts>> {
+        if let Some(facts) = self
+            .map
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&run)
+        {
+            return Ok(Some(facts.clone()));
+        }
+        let Some(head) = store.run_head(run)? else {
+            return Ok(None);
+        };
+        let Some(first) = store.read_run(run, 0, 0).next().transpose()? else {
+            return Ok(None);
+        };
+        let (owner, user_id, child) = match first.event {
+            Event::RunStarted {
+                owner,
+                user_id,
+                parent,
+                ..
+            } => (owner, user_id, parent.is_some()),
+            _ => (None, None, false),
+        };
+        let last = match head.last_seq {
+            0 => None,
+            _ => store.get(head.last_offset)?,
+        };
+        let facts = RunFacts {
+            owner: owner.unwrap_or_else(|| chronicle_schemas::OWNER_OF_OLD_RUNS.to_owned()),
+            user_id,
+            child,
+            deleted: last.is_some_and(|e| matches!(e.event, Event::SessionDeleted { .. })),
+        };
+        self.remember(run, facts.clone());
+        Ok(Some(facts))
+    }
+
+    /// The runs of `session`, oldest first, when `who` may see it (empty for a session without
+    /// runs); [`Error::SessionNotFound`] for someone else's session or a deleted one. A session
+    /// belongs to the owner of its first run, and is deleted once its first run carries the
+    /// tombstone (a delete gives it to that run last, so an interrupted delete can be repeated).
+    pub(crate) fn session_runs(
+        &self,
+        store: &Store,
+        who: &crate::Principal,
+        session: &SessionId,
+    ) -> Result<Vec<RunId>> {
+        let runs = store.session_runs(session)?;
+        let Some(first) = runs.first() else {
+            return Ok(runs);
+        };
+        match self.get(store, *first)? {
+            Some(f) if !f.deleted && who.may_access(&f.owner) => Ok(runs),
+            _ => Err(Error::SessionNotFound(session.to_string())),
+        }
+    }
+
+    /// Caches what a read found, unless the tombstone was recorded meanwhile.
+    fn remember(&self, run: RunId, facts: RunFacts) {
+        let mut owners = self.map.lock().unwrap_or_else(PoisonError::into_inner);
+        if owners.len() >= OWNERS_CACHED_MAX {
+            owners.clear();
+        }
+        owners.entry(run).or_insert(facts);
+    }
+
+    /// Records that `run` (with these facts) now ends with its session's tombstone; called by
+    /// the run's actor right after appending it.
+    pub(crate) fn mark_deleted(&self, run: RunId, facts: RunFacts) {
+        let mut owners = self.map.lock().unwrap_or_else(PoisonError::into_inner);
+        owners.insert(
+            run,
+            RunFacts {
+                deleted: true,
+                ..facts
+            },
+        );
+    }
+}
+
 pub(crate) struct Shared {
     pub store: Store,
     pub settings: Settings,
@@ -46,9 +137,8 @@ pub(crate) struct Shared {
     pub tasks: TaskTracker,
     pub bus: Bus,
     actors: Mutex<HashMap<RunId, mpsc::Sender<Input>>>,
-    /// Runs' facts, read from their first and last events; at most [`OWNERS_CACHED_MAX`],
-    /// then forgotten and read again.
-    owners: Mutex<HashMap<RunId, RunFacts>>,
+    /// Runs' facts, read from their first and last events.
+    facts: Arc<Facts>,
     spawn: SpawnActor,
 }
 
@@ -85,72 +175,24 @@ impl Shared {
             tasks: TaskTracker::new(),
             bus,
             actors: Mutex::new(HashMap::new()),
-            owners: Mutex::new(HashMap::new()),
+            facts: Arc::default(),
             spawn,
         })
     }
 
-    /// What is known of `run` from its first and last events; `None` for a run that does not
-    /// exist. Cached (an owner never changes, and a tombstone is a run's last event: nothing
-    /// is appended to a deleted run, so the flag changes only through [`Shared::mark_deleted`]).
+    /// What is known of `run` without replaying it; `None` for a run that does not exist.
     pub(crate) fn facts(&self, run: RunId) -> Result<Option<RunFacts>> {
-        if let Some(facts) = self
-            .owners
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(&run)
-        {
-            return Ok(Some(facts.clone()));
-        }
-        let Some(head) = self.store.run_head(run)? else {
-            return Ok(None);
-        };
-        let Some(first) = self.store.read_run(run, 0, 0).next().transpose()? else {
-            return Ok(None);
-        };
-        let (owner, user_id, child) = match first.event {
-            Event::RunStarted {
-                owner,
-                user_id,
-                parent,
-                ..
-            } => (owner, user_id, parent.is_some()),
-            _ => (None, None, false),
-        };
-        let last = match head.last_seq {
-            0 => None,
-            _ => self.store.get(head.last_offset)?,
-        };
-        let facts = RunFacts {
-            owner: owner.unwrap_or_else(|| chronicle_schemas::OWNER_OF_OLD_RUNS.to_owned()),
-            user_id,
-            child,
-            deleted: last.is_some_and(|e| matches!(e.event, Event::SessionDeleted { .. })),
-        };
-        self.remember(run, facts.clone());
-        Ok(Some(facts))
+        self.facts.get(&self.store, run)
     }
 
-    /// Caches what a read found, unless the tombstone was recorded meanwhile.
-    fn remember(&self, run: RunId, facts: RunFacts) {
-        let mut owners = self.owners.lock().unwrap_or_else(PoisonError::into_inner);
-        if owners.len() >= OWNERS_CACHED_MAX {
-            owners.clear();
-        }
-        owners.entry(run).or_insert(facts);
-    }
-
-    /// Records that `run` (with these facts) now ends with its session's tombstone; called by
-    /// the run's actor right after appending it.
+    /// Records that `run` (with these facts) now ends with its session's tombstone.
     pub(crate) fn mark_deleted(&self, run: RunId, facts: RunFacts) {
-        let mut owners = self.owners.lock().unwrap_or_else(PoisonError::into_inner);
-        owners.insert(
-            run,
-            RunFacts {
-                deleted: true,
-                ..facts
-            },
-        );
+        self.facts.mark_deleted(run, facts);
+    }
+
+    /// The cache of run facts, shared with the session reads.
+    pub(crate) fn facts_cache(&self) -> Arc<Facts> {
+        self.facts.clone()
     }
 
     /// The principal `run` belongs to; `None` for a run that does not exist.
@@ -169,22 +211,13 @@ impl Shared {
     }
 
     /// The runs of `session`, oldest first, when `who` may see it (empty for a session without
-    /// runs); [`Error::SessionNotFound`] for someone else's session or a deleted one. A session
-    /// belongs to the owner of its first run, and is deleted once its first run carries the
-    /// tombstone (a delete gives it to that run last, so an interrupted delete can be repeated).
+    /// runs); [`Error::SessionNotFound`] for someone else's session or a deleted one.
     pub(crate) fn session_runs(
         &self,
         who: &crate::Principal,
         session: &SessionId,
     ) -> Result<Vec<RunId>> {
-        let runs = self.store.session_runs(session)?;
-        let Some(first) = runs.first() else {
-            return Ok(runs);
-        };
-        match self.facts(*first)? {
-            Some(f) if !f.deleted && who.may_access(&f.owner) => Ok(runs),
-            _ => Err(Error::SessionNotFound(session.to_string())),
-        }
+        self.facts.session_runs(&self.store, who, session)
     }
 
     fn open_mailbox(&self, run: RunId) -> Option<mpsc::Sender<Input>> {
