@@ -16,10 +16,10 @@ use tokio_stream::wrappers::ReceiverStream;
 
 use crate::mailbox::{Input, RestoreTarget};
 use crate::runs::{self, StartRun, Started};
+use crate::sessions::{self, SessionReader};
 use crate::settings::Settings;
 use crate::shared::Shared;
 use crate::store::{self, Store};
-use crate::sessions::{self, SessionReader};
 use crate::{Chunk, Live, Principal, Result, actor};
 
 /// The workflow engine; cheap to clone.

@@ -202,16 +202,7 @@ pub fn date_time(at: Timestamp) -> String {
 }
 
 /// One line of free text: newlines folded, cut at `max` characters with `…`.
-pub fn one_line(text: &str, max: usize) -> String {
-    let folded: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    if folded.chars().count() <= max {
-        folded
-    } else {
-        let mut cut: String = folded.chars().take(max.saturating_sub(1)).collect();
-        cut.push('…');
-        cut
-    }
-}
+pub use chronicle_wire::one_line;
 
 /// The readable line of a stored event (see [`line`]).
 pub fn event_line(env: &Envelope, abandoned: Option<bool>) -> String {

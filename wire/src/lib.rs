@@ -41,5 +41,5 @@ pub use views::{
     RunSummary, SESSION_TITLE_CHARS_MAX, SESSIONS_PAGE_DEFAULT, SESSIONS_PAGE_MAX,
     SessionCheckpoints, SessionDeletedView, SessionDetail, SessionList, SessionStatus,
     SessionSummary, SessionTurn, SessionView, Started, Status, StorageState, StreamTicket, SubRun,
-    TodoIds, TodoList, TodoSummary, TurnCheckpoints, answer_text, session_title,
+    TodoIds, TodoList, TodoSummary, TurnCheckpoints, answer_text, one_line, session_title,
 };

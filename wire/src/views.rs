@@ -295,15 +295,22 @@ pub fn answer_text(final_response: &Value) -> String {
 pub const SESSION_TITLE_CHARS_MAX: usize = 80;
 
 /// A session's title: the first turn's query on one line, cut to [`SESSION_TITLE_CHARS_MAX`]
-/// characters (an ellipsis marks a cut).
+/// characters.
 pub fn session_title(first_query: &str) -> String {
-    let line = first_query.split_whitespace().collect::<Vec<_>>().join(" ");
-    if line.chars().count() <= SESSION_TITLE_CHARS_MAX {
-        return line;
+    one_line(first_query, SESSION_TITLE_CHARS_MAX)
+}
+
+/// One line of free text: whitespace runs folded to one space, cut at `max` characters with
+/// `…`.
+pub fn one_line(text: &str, max: usize) -> String {
+    let folded: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if folded.chars().count() <= max {
+        folded
+    } else {
+        let mut cut: String = folded.chars().take(max.saturating_sub(1)).collect();
+        cut.push('…');
+        cut
     }
-    let mut cut: String = line.chars().take(SESSION_TITLE_CHARS_MAX - 1).collect();
-    cut.push('…');
-    cut
 }
 
 /// One turn of a session: a root run (sub-agent runs belong to the turn that started them).
