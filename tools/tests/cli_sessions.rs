@@ -11,7 +11,7 @@ use chronicle_engine::{Engine, StartRun};
 use chronicle_schemas::{HitlMode, RunStatus, SessionId};
 use serde_json::Value;
 
-use crate::cli_inspect::{Run, chronicle, ok, output};
+use crate::cli_inspect::{Run, ok, output};
 use crate::durability::Serve;
 
 const TOKEN: &str = "tok-sessions-12345678";
