@@ -355,7 +355,7 @@ pub const SESSIONS_PAGE_MAX: usize = 100;
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SessionList {
     pub sessions: Vec<SessionSummary>,
-    /// Pass it as `cursor` for the next page; `None` on the last page. Opaque.
+    /// Pass it as `cursor` for the next page; null on the last page. Opaque.
     pub next_cursor: Option<String>,
 }
 
@@ -389,7 +389,7 @@ pub struct TurnCheckpoints {
 }
 
 /// `GET /api/sessions/{thread_id}/checkpoints`: the latest run's tree (the fields of
-/// [`CheckpointList`], as before), and every turn's, oldest first.
+/// `CheckpointList`, as before), and every turn's, oldest first.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SessionCheckpoints {
