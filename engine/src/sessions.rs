@@ -290,30 +290,50 @@ pub(crate) async fn delete(
     };
     for turn in detail.turns.iter().rev() {
         // Stop the turn first, so that it starts no sub-agent run while they are tombstoned.
-        let stopped = shared
-            .ask(turn.run_id, |reply| Input::Cancel {
-                by: who.name.clone(),
-                reason: Some("the session was deleted".into()),
-                reply,
-            })
-            .await;
-        match stopped {
-            Ok(()) => view.cancelled.push(turn.run_id),
-            Err(Error::RunFinished { .. }) => {}
-            Err(e) => return Err(e),
+        if !turn.status.is_terminal() && stop(shared, who, turn.run_id).await? {
+            view.cancelled.push(turn.run_id);
         }
-        for run in descendants(shared, turn.run_id)?
-            .into_iter()
-            .chain([turn.run_id])
-        {
-            if tombstone(shared, who, run).await? {
-                view.cancelled.push(run);
-            }
-            view.runs.push(run);
-        }
+        let runs = tombstone_turn(shared, who, turn.run_id, &mut view.cancelled).await?;
+        view.runs.extend(runs);
     }
     remove_workspace(shared, session);
     Ok(view)
+}
+
+/// Cancels a run through the existing cancel path; whether it was still going.
+async fn stop(shared: &Arc<Shared>, who: &Principal, run: RunId) -> Result<bool> {
+    let stopped = shared
+        .ask(run, |reply| Input::Cancel {
+            by: who.name.clone(),
+            reason: Some("the session was deleted".into()),
+            reply,
+        })
+        .await;
+    match stopped {
+        Ok(()) => Ok(true),
+        Err(Error::RunFinished { .. }) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// Tombstones a stopped turn's sub-agent runs, then the turn; the runs it covered, and those it
+/// cancelled added to `cancelled`.
+async fn tombstone_turn(
+    shared: &Arc<Shared>,
+    who: &Principal,
+    turn: RunId,
+    cancelled: &mut Vec<RunId>,
+) -> Result<Vec<RunId>> {
+    let runs: Vec<RunId> = descendants(shared, turn)?
+        .into_iter()
+        .chain([turn])
+        .collect();
+    for run in &runs {
+        if tombstone(shared, who, *run).await? {
+            cancelled.push(*run);
+        }
+    }
+    Ok(runs)
 }
 
 /// Appends `SessionDeleted` to `run` (cancelling it first if it is still going); whether it
@@ -343,5 +363,35 @@ fn remove_workspace(shared: &Shared, session: &SessionId) {
             error = %e,
             "removing a deleted session's workspace failed"
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cursor_is_the_position_it_was_made_from_and_only_that_shape_parses() {
+        for (micros, session) in [(0, "a"), (1_764_000_000_000_000, "스레드-1 / x"), (-5, "s")] {
+            let p = Position::of(Timestamp(micros), &SessionId::from(session));
+            assert_eq!(Position::parse(&p.cursor()).unwrap(), p);
+        }
+        let newer = Position::of(Timestamp(2), &SessionId::from("b"));
+        let older = Position::of(Timestamp(1), &SessionId::from("a"));
+        assert!(newer < older, "newest first");
+        for bad in [
+            "",
+            "00",
+            "not-a-cursor",
+            "0000000000000000",
+            "0000000000000000a",
+            "ZZ00000000000000aa",
+            "00000000000000000G",
+        ] {
+            assert!(
+                matches!(Position::parse(bad), Err(Error::BadCursor(_))),
+                "{bad:?}"
+            );
+        }
     }
 }
