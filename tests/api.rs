@@ -90,7 +90,12 @@ async fn seed_004_rest_flow() {
         SessionStatus::Completed
     );
     let cps = c.session_checkpoints("t1").await.unwrap();
-    let nodes: Vec<&str> = cps.checkpoints.iter().map(|c| c.node.as_str()).collect();
+    let nodes: Vec<&str> = cps
+        .latest
+        .checkpoints
+        .iter()
+        .map(|c| c.node.as_str())
+        .collect();
     assert_eq!(
         nodes.iter().filter(|n| **n == "approval").count(),
         2,
@@ -691,7 +696,7 @@ async fn openapi_document_with_tokens_declares_auth_and_every_error() {
             }
         }
     }
-    assert_eq!(operations, 26);
+    assert_eq!(operations, 29);
     // Unsigned integers carry their real range, not a signed format.
     let text = doc.to_string();
     assert!(!text.contains("\"int32\""), "u32 declared as int32");

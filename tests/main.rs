@@ -22,6 +22,7 @@ mod llm_agents;
 mod llm_support;
 mod reject;
 mod scenarios;
+mod sessions;
 mod slow_agent;
 mod store;
 mod support;

@@ -15,6 +15,7 @@ pub mod openapi;
 pub mod rest;
 pub mod runs;
 mod server;
+pub mod sessions;
 pub mod sse;
 mod state;
 pub mod ws;
@@ -73,6 +74,11 @@ pub fn router(state: AppState) -> Router {
         )
         .route("/api/v1/agent/run", post(rest::start_run))
         .route("/api/v1/runs", get(runs::list))
+        .route("/api/v1/sessions", get(sessions::list))
+        .route(
+            "/api/v1/sessions/{session_id}",
+            get(sessions::get).delete(sessions::delete),
+        )
         .route("/api/v1/agent/{run_id}/events", get(sse::run_events))
         .route("/api/v1/agent/{run_id}/status", get(rest::status))
         .route("/api/v1/agent/{run_id}/approvals", get(rest::approvals))

@@ -21,7 +21,7 @@ use utoipa::openapi::{ContentBuilder, Ref, RefOr};
 use utoipa::{OpenApi, PartialSchema, ToResponse, ToSchema};
 
 use crate::state::AppState;
-use crate::{audit, auth, rest, runs, sse, ws};
+use crate::{audit, auth, rest, runs, sessions, sse, ws};
 
 #[derive(Debug, OpenApi)]
 #[openapi(
@@ -30,7 +30,7 @@ use crate::{audit, auth, rest, runs, sse, ws};
         rest::chat, rest::session, rest::resume, rest::session_checkpoints,
         rest::start_run, rest::status, rest::approvals, rest::approval, rest::decide,
         rest::command, rest::todos, rest::state, rest::log, rest::checkpoints, rest::restore, rest::cancel,
-        runs::list, sse::run_events, sse::all_events, audit::inbox, audit::export, ws::handler,
+        runs::list, sessions::list, sessions::get, sessions::delete, sse::run_events, sse::all_events, audit::inbox, audit::export, ws::handler,
         auth::issue_ticket, rest::healthz, rest::metrics, openapi,
     ),
     components(
@@ -298,6 +298,21 @@ impl PartialSchema for ThreadId {
 
 impl ToSchema for ThreadId {}
 
+/// The sessions listing's `cursor`: opaque, as a page's `next_cursor` gives it.
+pub(crate) struct SessionsCursor;
+
+impl PartialSchema for SessionsCursor {
+    fn schema() -> RefOr<Schema> {
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .pattern(Some("^[0-9a-f]{16}([0-9a-f]{2})+$"))
+            .description(Some("A page's `next_cursor`, unchanged"))
+            .into()
+    }
+}
+
+impl ToSchema for SessionsCursor {}
+
 /// The inbox's `older_than`: a duration or an instant.
 pub(crate) struct OlderThan;
 
@@ -455,7 +470,7 @@ error_responses! {
     /// 403, on every route.
     Forbidden = "The request comes from a web page whose `Origin` the server does not allow (`forbidden_origin`)";
     /// 404 of a run route.
-    RunNotFound = "No such run, or another principal's (`not_found`: the same answer)";
+    RunNotFound = "No such run, another principal's, or a run of a deleted session (`not_found`: the same answer)";
     /// 408, on every route with a body.
     RequestTimeout = "The body did not arrive within the server's body-read timeout (`request_timeout`); the connection is closed";
     /// 413, on every route with a body.

@@ -12,8 +12,8 @@ use chronicle_wire::ErrorBody;
 use chronicle_wire::{
     ApprovalView, CancelRequest, ChatCommand, ChatRequest, ChatTurn, ChatWaiting, CheckpointList,
     CommandOutcome, CommandRequest, DecisionAccepted, DecisionRequest, Health, HealthStatus,
-    RestoreRequest, ResumeRequest, RunCancelled, RunRequest, SessionView, Started, Status,
-    StorageState, TodoIds, TodoList, tag,
+    RestoreRequest, ResumeRequest, RunCancelled, RunRequest, SessionCheckpoints, SessionView,
+    Started, Status, StorageState, TodoIds, TodoList, TurnCheckpoints, tag,
 };
 use serde::Deserialize;
 use serde::Serialize;
@@ -56,7 +56,7 @@ pub(crate) fn owned_run(
 }
 
 /// A thread id from a path: what a session id may be (a longer one names no session).
-fn thread_id(s: &str) -> ApiResult<SessionId> {
+pub(crate) fn thread_id(s: &str) -> ApiResult<SessionId> {
     let session = SessionId::from(s);
     chronicle_engine::check_session_id(&session)
         .map_err(|e| ApiError::bad_request(format!("invalid thread id: {e}")))?;
@@ -217,10 +217,10 @@ pub async fn chat(
 #[utoipa::path(get, path = "/api/sessions/{thread_id}", tag = "chat", security(("bearer" = [])),
     params(("thread_id" = inline(ThreadId), Path, description = "The session")),
     responses(
-        (status = 200, description = "The session's latest run: its status, pending approval, final response and supervisor state", body = SessionView),
+        (status = 200, description = "The session's latest run: its status, pending approval, final response and supervisor state; and every turn of the session, oldest first (`turns`)", body = SessionView),
         (status = 400, description = "A bad thread id (`bad_request`), or a `Host` header that names another server (`bad_host`)", body = ErrorBody),
         (status = 401, response = Unauthorized), (status = 403, response = Forbidden),
-        (status = 404, description = "No such session, or another principal's (`not_found`: the same answer)", body = ErrorBody),
+        (status = 404, description = "No such session, another principal's, or a deleted one (`not_found`: the same answer)", body = ErrorBody),
         (status = 500, response = Internal), (status = 503, response = Unavailable),
     ))]
 pub async fn session(
@@ -230,7 +230,9 @@ pub async fn session(
 ) -> JsonResult<SessionView> {
     let run = latest_run(&st, &who, &thread)?;
     let s = state_of(&st, run)?;
+    let turns = st.engine.session_turns(&who, &thread_id(&thread)?)?;
     ok(SessionView {
+        turns,
         thread_id: thread,
         run_id: run,
         status: s.supervisor.run_status.into(),
@@ -251,7 +253,7 @@ pub async fn session(
         (status = 202, description = "The approval was decided; the run is still working after the wait", body = ChatTurn),
         (status = 400, description = "Malformed JSON, a bad thread id or a refused `/command` (`bad_request`, with `help`), or a `Host` header that names another server (`bad_host`)", body = ErrorBody),
         (status = 401, response = Unauthorized), (status = 403, response = Forbidden),
-        (status = 404, description = "No such session, or another principal's (`not_found`)", body = ErrorBody),
+        (status = 404, description = "No such session, another principal's, or a deleted one (`not_found`)", body = ErrorBody),
         (status = 409, description = "The run waits for a human again (`waiting_for_human`, with the approvals), or the answer does not fit the run: nothing pending, several pending, already decided (`conflict`)", body = inline(WaitingForHumanOrConflict)),
         (status = 413, response = PayloadTooLarge), (status = 415, response = UnsupportedMediaType),
         (status = 422, description = "JSON of the wrong shape: neither or both of `approve` and `response`, or a blank `response` (`unprocessable_entity`)", body = ErrorBody),
@@ -290,19 +292,34 @@ pub async fn resume(
 #[utoipa::path(get, path = "/api/sessions/{thread_id}/checkpoints", tag = "chat", security(("bearer" = [])),
     params(("thread_id" = inline(ThreadId), Path, description = "The session")),
     responses(
-        (status = 200, description = "The checkpoint tree of the session's latest run", body = CheckpointList),
+        (status = 200, description = "The checkpoint tree of the session's latest run (`run_id`, `checkpoints`, `head`), and every turn's, oldest first (`turns`)", body = SessionCheckpoints),
         (status = 400, description = "A bad thread id (`bad_request`), or a `Host` header that names another server (`bad_host`)", body = ErrorBody),
         (status = 401, response = Unauthorized), (status = 403, response = Forbidden),
-        (status = 404, description = "No such session, or another principal's (`not_found`)", body = ErrorBody),
+        (status = 404, description = "No such session, another principal's, or a deleted one (`not_found`)", body = ErrorBody),
         (status = 500, response = Internal), (status = 503, response = Unavailable),
     ))]
 pub async fn session_checkpoints(
     State(st): State<AppState>,
     Principal(who): Principal,
     Path(thread): Path<String>,
-) -> JsonResult<CheckpointList> {
+) -> JsonResult<SessionCheckpoints> {
     let run = latest_run(&st, &who, &thread)?;
-    checkpoints_of(&st, run)
+    let latest = checkpoints_of(&st, run)?.0;
+    let turns = st
+        .engine
+        .session_turns(&who, &thread_id(&thread)?)?
+        .into_iter()
+        .map(|t| {
+            let list = checkpoints_of(&st, t.run_id)?.0;
+            Ok(TurnCheckpoints {
+                run_id: t.run_id,
+                query: t.query,
+                checkpoints: list.checkpoints,
+                head: list.head,
+            })
+        })
+        .collect::<ApiResult<_>>()?;
+    ok(SessionCheckpoints { latest, turns })
 }
 
 // ------------------------------------------------------------------ /api/v1/agent
@@ -322,7 +339,7 @@ pub async fn session_checkpoints(
             )),
         (status = 400, description = "Malformed JSON (`bad_request`), or a `Host` header that names another server (`bad_host`)", body = ErrorBody),
         (status = 401, response = Unauthorized), (status = 403, response = Forbidden),
-        (status = 404, description = "`session_id` names another principal's session (`not_found`)", body = ErrorBody),
+        (status = 404, description = "`session_id` names another principal's session, or a deleted one (`not_found`)", body = ErrorBody),
         (status = 409, description = "Another request wrote to the new run at the same moment (`conflict`): try again", body = ErrorBody),
         (status = 413, response = PayloadTooLarge), (status = 415, response = UnsupportedMediaType),
         (status = 422, description = "JSON of the wrong shape, a query that is blank or over 8192 characters, a bad `session_id`, an `approval_timeout_ms` out of range, a fixed plan naming an agent the server does not have or a dependency the plan does not run, an `agent` the server does not have (or a `plan` beside it that is not that agent's one step), or a `user_id` that is not the caller's own (only an admin may name another user) (`unprocessable_entity`); nothing was written", body = ErrorBody),

@@ -60,9 +60,10 @@ impl Enricher {
         }
     }
 
-    /// May `who` see the events of `run`? (An admin sees every run.)
+    /// May `who` see the events of `run`? (An admin sees every run; nobody a deleted
+    /// session's.)
     pub(crate) fn visible_to(&self, who: &chronicle_engine::Principal, run: RunId) -> bool {
-        who.admin || matches!(self.engine.owner(run), Ok(Some(owner)) if who.may_access(&owner))
+        self.engine.authorize(who, run).is_ok()
     }
 
     pub(crate) fn data(&mut self, env: &Envelope) -> EventData {

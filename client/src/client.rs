@@ -10,7 +10,9 @@ use chronicle_wire::{
     ApprovalView, CancelRequest, ChatCommand, ChatRequest, ChatTurn, ChatWaiting, CheckpointList,
     CommandOutcome, CommandRequest, DecisionAccepted, DecisionRequest, ErrorBody, ExportQuery,
     Health, Inbox, InboxQuery, LogQuery, RestoreRequest, Restored, ResumeRequest, RunCancelled,
-    RunList, RunRequest, RunSummary, RunsQuery, SessionView, Started, StateQuery, Status, TodoList,
+    RunList, RunRequest, RunSummary, RunsQuery, SessionCheckpoints, SessionDeletedView,
+    SessionDetail, SessionList, SessionSummary, SessionView, SessionsQuery, Started, StateQuery,
+    Status, TodoList,
 };
 use reqwest::{Method, RequestBuilder, Response, StatusCode};
 use serde::Serialize;
@@ -421,10 +423,43 @@ impl Client {
         self.get(&format!("/api/sessions/{thread}"), &()).await
     }
 
-    /// `GET /api/sessions/{thread}/checkpoints`.
-    pub async fn session_checkpoints(&self, thread: &str) -> Result<CheckpointList> {
+    /// `GET /api/sessions/{thread}/checkpoints`: the latest run's tree, and every turn's.
+    pub async fn session_checkpoints(&self, thread: &str) -> Result<SessionCheckpoints> {
         self.get(&format!("/api/sessions/{thread}/checkpoints"), &())
             .await
+    }
+
+    /// `GET /api/v1/sessions`: one page of sessions, the most recently active first.
+    pub async fn sessions_page(&self, query: &SessionsQuery) -> Result<SessionList> {
+        self.get("/api/v1/sessions", query).await
+    }
+
+    /// Every session `query` matches, the most recently active first, page after page.
+    pub async fn sessions(&self, query: &SessionsQuery) -> Result<Vec<SessionSummary>> {
+        let mut query = query.clone();
+        let mut all = Vec::new();
+        loop {
+            let page = self.sessions_page(&query).await?;
+            all.extend(page.sessions);
+            match page.next_cursor {
+                Some(next) => query.cursor = Some(next),
+                None => return Ok(all),
+            }
+        }
+    }
+
+    /// `GET /api/v1/sessions/{session}`: the session and all its turns.
+    pub async fn session_detail(&self, session: &str) -> Result<SessionDetail> {
+        self.get(&format!("/api/v1/sessions/{session}"), &()).await
+    }
+
+    /// `DELETE /api/v1/sessions/{session}`: deletes the session (a recorded tombstone).
+    pub async fn delete_session(&self, session: &str) -> Result<SessionDeletedView> {
+        let path = format!("/api/v1/sessions/{session}");
+        let rb = self
+            .request(Method::DELETE, &path)
+            .json(&chronicle_wire::DeleteSessionRequest {});
+        self.call(rb, &format!("DELETE {path}")).await
     }
 
     // --------------------------------------------------------------------------- streams

@@ -6,13 +6,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chronicle_projections::RunState;
-use chronicle_schemas::{Approval, ApprovalId, Decision, Envelope, RunId};
-use chronicle_wire::{CommandOutcome, Restored, SubRun};
+use chronicle_schemas::{Approval, ApprovalId, Decision, Envelope, RunId, SessionId};
+use chronicle_wire::{
+    CommandOutcome, Restored, SessionDeletedView, SessionDetail, SessionList, SessionTurn,
+    SessionsQuery, SubRun,
+};
 use serde_json::Value;
 use tokio_stream::wrappers::ReceiverStream;
 
 use crate::mailbox::{Input, RestoreTarget};
 use crate::runs::{self, StartRun, Started};
+use crate::sessions::{self, SessionReader};
 use crate::settings::Settings;
 use crate::shared::Shared;
 use crate::store::{self, Store};
@@ -84,6 +88,43 @@ impl Engine {
     /// also for someone else's run (existence is not disclosed).
     pub fn authorize(&self, who: &Principal, run: RunId) -> Result<()> {
         self.shared.authorize(who, run)
+    }
+
+    /// The runs of `session`, oldest first (empty for a session without runs), when `who` may
+    /// see it; [`crate::Error::SessionNotFound`] for someone else's or a deleted one.
+    pub fn session_runs_of(&self, who: &Principal, session: &SessionId) -> Result<Vec<RunId>> {
+        self.shared.session_runs(who, session)
+    }
+
+    /// One page of the sessions `who` may see (an admin: all), the most recently active first.
+    pub fn sessions(&self, who: &Principal, query: &SessionsQuery) -> Result<SessionList> {
+        self.session_reader().list(who, query)
+    }
+
+    /// A session `who` may see, with all its turns, oldest first.
+    pub fn session(&self, who: &Principal, session: &SessionId) -> Result<SessionDetail> {
+        self.session_reader().get(who, session)
+    }
+
+    /// Reads of sessions, with the engine's cache of run facts.
+    pub fn session_reader(&self) -> SessionReader {
+        SessionReader::with(self.shared.store.clone(), self.shared.facts_cache())
+    }
+
+    /// The turns of a session `who` may see, oldest first.
+    pub fn session_turns(&self, who: &Principal, session: &SessionId) -> Result<Vec<SessionTurn>> {
+        self.session_reader().turns(who, session)
+    }
+
+    /// Deletes a session `who` may see: every run of it gets the tombstone `SessionDeleted`
+    /// (a run still going is cancelled first), reads treat its runs as absent from then on, and
+    /// its workspace directory is removed. The events stay in the log.
+    pub async fn delete_session(
+        &self,
+        who: &Principal,
+        session: &SessionId,
+    ) -> Result<SessionDeletedView> {
+        sessions::delete(&self.shared, who, session).await
     }
 
     /// The principal `run` belongs to; `None` for a run that does not exist.

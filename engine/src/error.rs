@@ -61,6 +61,11 @@ pub enum Error {
         "invalid status {0:?}; one of pending, in_progress, completed, failed, skipped, blocked, waiting_approval"
     )]
     BadStatus(String),
+    /// A `cursor` that no page of this listing gave out.
+    #[error("invalid cursor {0:?}: pass the `next_cursor` of the previous page unchanged")]
+    BadCursor(String),
+    #[error("limit must be 1..={max}, got {limit}")]
+    PageLimit { limit: usize, max: usize },
     /// A slash command that does not parse or cannot be carried out; it is recorded as a
     /// refused `CommandReceived` all the same. `help` is the deployment's command help.
     #[error("{reason}")]

@@ -1,5 +1,5 @@
 //! What a run actor receives, on its one channel: requests from callers (decide, command,
-//! restore, cancel), agents' tool calls, and the outcomes of the agents and tool executions it
+//! restore, cancel, delete), agents' tool calls, and the outcomes of the agents and tool executions it
 //! started. One channel, so the actor serializes everything that happens to its run.
 
 use chronicle_schemas::{Approval, ApprovalId, CheckpointId, Decision, TodoId, ToolCallId};
@@ -50,6 +50,12 @@ pub(crate) enum Input {
         by: String,
         reason: Option<String>,
         reply: oneshot::Sender<Result<()>>,
+    },
+    /// The run's session is deleted: record its tombstone (`SessionDeleted`), cancelling the
+    /// run first when it is still going. Replies whether it was cancelled.
+    DeleteSession {
+        by: String,
+        reply: oneshot::Sender<Result<bool>>,
     },
     /// An agent calls a tool through the run (the tool host).
     ToolCall(ToolCallMsg),

@@ -19,7 +19,7 @@ use chronicle_wire::SubRun;
 
 use crate::error::PlanError;
 use crate::shared::Shared;
-use crate::store;
+use crate::store::{self, Store};
 use crate::tools::{ChildRequest, ToolContext};
 use crate::{Error, Result};
 use crate::{Live, Principal};
@@ -229,28 +229,23 @@ fn user_of(req: &StartRun) -> Result<Option<String>> {
 }
 
 /// A session belongs to the principal of its first run; another principal cannot start a run
-/// in it (nor learn that it exists).
+/// in it (nor learn that it exists), and nobody can in a deleted one.
 fn session_owned_by(shared: &Shared, session: &SessionId, who: &Principal) -> Result<()> {
-    let Some(first) = shared.store.session_runs(session)?.first().copied() else {
-        return Ok(());
-    };
-    match shared.owner(first)? {
-        Some(owner) if !who.may_access(&owner) => Err(Error::SessionNotFound(session.to_string())),
-        _ => Ok(()),
-    }
+    shared.session_runs(who, session).map(drop)
 }
 
 /// The run's projected state now (or right after `seq`), as of its newest *durable* event, so a
 /// reader never sees what a subscriber has not been sent (and a crash could still lose).
 pub(crate) fn state(shared: &Shared, run: RunId, seq: Option<u64>) -> Result<RunState> {
-    let head = shared.store.run_head(run)?.ok_or(Error::RunNotFound(run))?;
-    let durable = shared
-        .store
-        .durable_seq(run)?
-        .unwrap_or(0)
-        .min(head.last_seq);
+    durable_state(&shared.store, run, seq)
+}
+
+/// [`state`] on a store.
+pub(crate) fn durable_state(store: &Store, run: RunId, seq: Option<u64>) -> Result<RunState> {
+    let head = store.run_head(run)?.ok_or(Error::RunNotFound(run))?;
+    let durable = store.durable_seq(run)?.unwrap_or(0).min(head.last_seq);
     let at = seq.map_or(durable, |s| s.min(durable));
-    Ok(shared.store.state_at(run, at)?)
+    Ok(store.state_at(run, at)?)
 }
 
 /// Every event of `run` from `from_seq`: history, then live; no gap, no duplicate.

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use chronicle_schemas::RunId;
+use chronicle_schemas::{Event, RunId, SessionId};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -22,8 +22,111 @@ use crate::{Error, Result};
 /// tool executions it starts).
 pub(crate) type SpawnActor = fn(Arc<Shared>, LiveRun, mpsc::Sender<Input>, mpsc::Receiver<Input>);
 
-/// Owners [`Shared`] remembers before it starts over.
+/// What [`Shared`] knows of a run without replaying it: who owns it, the user it works for,
+/// whether it is a sub-agent run, and whether its session was deleted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct RunFacts {
+    pub owner: String,
+    pub user_id: Option<String>,
+    /// A sub-agent run (`RunStarted.parent` set): part of its parent's turn, not a turn.
+    pub child: bool,
+    /// The run ends with `SessionDeleted`: every read treats it as absent.
+    pub deleted: bool,
+}
+
+/// Runs' facts [`Shared`] remembers before it starts over.
 const OWNERS_CACHED_MAX: usize = 65_536;
+
+/// The cache of [`RunFacts`]: at most [`OWNERS_CACHED_MAX`] runs, then forgotten and read again.
+#[derive(Debug, Default)]
+pub(crate) struct Facts {
+    map: Mutex<HashMap<RunId, RunFacts>>,
+}
+
+impl Facts {
+    /// What is known of `run` from its first and last events; `None` for a run that does not
+    /// exist. Cached (an owner never changes, and a tombstone is a run's last event: nothing
+    /// is appended to a deleted run, so the flag changes only through [`Facts::mark_deleted`]).
+    pub(crate) fn get(&self, store: &Store, run: RunId) -> Result<Option<RunFacts>> {
+        if let Some(facts) = self
+            .map
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&run)
+        {
+            return Ok(Some(facts.clone()));
+        }
+        let Some(head) = store.run_head(run)? else {
+            return Ok(None);
+        };
+        let Some(first) = store.read_run(run, 0, 0).next().transpose()? else {
+            return Ok(None);
+        };
+        let (owner, user_id, child) = match first.event {
+            Event::RunStarted {
+                owner,
+                user_id,
+                parent,
+                ..
+            } => (owner, user_id, parent.is_some()),
+            _ => (None, None, false),
+        };
+        let last = match head.last_seq {
+            0 => None,
+            _ => store.get(head.last_offset)?,
+        };
+        let facts = RunFacts {
+            owner: owner.unwrap_or_else(|| chronicle_schemas::OWNER_OF_OLD_RUNS.to_owned()),
+            user_id,
+            child,
+            deleted: last.is_some_and(|e| matches!(e.event, Event::SessionDeleted { .. })),
+        };
+        self.remember(run, facts.clone());
+        Ok(Some(facts))
+    }
+
+    /// The runs of `session`, oldest first, when `who` may see it (empty for a session without
+    /// runs); [`Error::SessionNotFound`] for someone else's session or a deleted one. A session
+    /// belongs to the owner of its first run, and is deleted once its first run carries the
+    /// tombstone (a delete gives it to that run last, so an interrupted delete can be repeated).
+    pub(crate) fn session_runs(
+        &self,
+        store: &Store,
+        who: &crate::Principal,
+        session: &SessionId,
+    ) -> Result<Vec<RunId>> {
+        let runs = store.session_runs(session)?;
+        let Some(first) = runs.first() else {
+            return Ok(runs);
+        };
+        match self.get(store, *first)? {
+            Some(f) if !f.deleted && who.may_access(&f.owner) => Ok(runs),
+            _ => Err(Error::SessionNotFound(session.to_string())),
+        }
+    }
+
+    /// Caches what a read found, unless the tombstone was recorded meanwhile.
+    fn remember(&self, run: RunId, facts: RunFacts) {
+        let mut owners = self.map.lock().unwrap_or_else(PoisonError::into_inner);
+        if owners.len() >= OWNERS_CACHED_MAX {
+            owners.clear();
+        }
+        owners.entry(run).or_insert(facts);
+    }
+
+    /// Records that `run` (with these facts) now ends with its session's tombstone; called by
+    /// the run's actor right after appending it.
+    pub(crate) fn mark_deleted(&self, run: RunId, facts: RunFacts) {
+        let mut owners = self.map.lock().unwrap_or_else(PoisonError::into_inner);
+        owners.insert(
+            run,
+            RunFacts {
+                deleted: true,
+                ..facts
+            },
+        );
+    }
+}
 
 pub(crate) struct Shared {
     pub store: Store,
@@ -34,9 +137,8 @@ pub(crate) struct Shared {
     pub tasks: TaskTracker,
     pub bus: Bus,
     actors: Mutex<HashMap<RunId, mpsc::Sender<Input>>>,
-    /// Runs' owners, read from their `RunStarted` (an owner never changes); at most
-    /// [`OWNERS_CACHED_MAX`], then forgotten and read again.
-    owners: Mutex<HashMap<RunId, String>>,
+    /// Runs' facts, read from their first and last events.
+    facts: Arc<Facts>,
     spawn: SpawnActor,
 }
 
@@ -73,44 +175,49 @@ impl Shared {
             tasks: TaskTracker::new(),
             bus,
             actors: Mutex::new(HashMap::new()),
-            owners: Mutex::new(HashMap::new()),
+            facts: Arc::default(),
             spawn,
         })
     }
 
-    /// The principal `run` belongs to; `None` for a run that does not exist.
-    pub(crate) fn owner(&self, run: RunId) -> Result<Option<String>> {
-        if let Some(owner) = self
-            .owners
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(&run)
-        {
-            return Ok(Some(owner.clone()));
-        }
-        let Some(first) = self.store.read_run(run, 0, 0).next().transpose()? else {
-            return Ok(None);
-        };
-        let owner = match first.event {
-            chronicle_schemas::Event::RunStarted { owner, .. } => owner,
-            _ => None,
-        }
-        .unwrap_or_else(|| chronicle_schemas::OWNER_OF_OLD_RUNS.to_owned());
-        let mut owners = self.owners.lock().unwrap_or_else(PoisonError::into_inner);
-        if owners.len() >= OWNERS_CACHED_MAX {
-            owners.clear();
-        }
-        owners.insert(run, owner.clone());
-        Ok(Some(owner))
+    /// What is known of `run` without replaying it; `None` for a run that does not exist.
+    pub(crate) fn facts(&self, run: RunId) -> Result<Option<RunFacts>> {
+        self.facts.get(&self.store, run)
     }
 
-    /// `run` exists and `who` may act on it; [`Error::RunNotFound`] otherwise, also when it
-    /// exists but is someone else's (existence is not disclosed).
+    /// Records that `run` (with these facts) now ends with its session's tombstone.
+    pub(crate) fn mark_deleted(&self, run: RunId, facts: RunFacts) {
+        self.facts.mark_deleted(run, facts);
+    }
+
+    /// The cache of run facts, shared with the session reads.
+    pub(crate) fn facts_cache(&self) -> Arc<Facts> {
+        self.facts.clone()
+    }
+
+    /// The principal `run` belongs to; `None` for a run that does not exist.
+    pub(crate) fn owner(&self, run: RunId) -> Result<Option<String>> {
+        Ok(self.facts(run)?.map(|f| f.owner))
+    }
+
+    /// `run` exists, its session is not deleted, and `who` may act on it;
+    /// [`Error::RunNotFound`] otherwise, also when it exists but is someone else's (existence is
+    /// not disclosed).
     pub(crate) fn authorize(&self, who: &crate::Principal, run: RunId) -> Result<()> {
-        match self.owner(run)? {
-            Some(owner) if who.may_access(&owner) => Ok(()),
+        match self.facts(run)? {
+            Some(f) if !f.deleted && who.may_access(&f.owner) => Ok(()),
             _ => Err(Error::RunNotFound(run)),
         }
+    }
+
+    /// The runs of `session`, oldest first, when `who` may see it (empty for a session without
+    /// runs); [`Error::SessionNotFound`] for someone else's session or a deleted one.
+    pub(crate) fn session_runs(
+        &self,
+        who: &crate::Principal,
+        session: &SessionId,
+    ) -> Result<Vec<RunId>> {
+        self.facts.session_runs(&self.store, who, session)
     }
 
     fn open_mailbox(&self, run: RunId) -> Option<mpsc::Sender<Input>> {

@@ -154,16 +154,10 @@ impl Engine {
     }
 
     /// The newest run of a session `who` may see; `None` for a session with no runs, and
-    /// [`Error::SessionNotFound`] for someone else's (existence is not disclosed).
+    /// [`Error::SessionNotFound`] for someone else's or a deleted one (existence is not
+    /// disclosed).
     pub fn latest_run_of(&self, who: &Principal, session: &SessionId) -> Result<Option<RunId>> {
-        let runs = self.store().session_runs(session)?;
-        let (Some(first), Some(last)) = (runs.first(), runs.last()) else {
-            return Ok(None);
-        };
-        match self.owner(*first)? {
-            Some(owner) if who.may_access(&owner) => Ok(Some(*last)),
-            _ => Err(Error::SessionNotFound(session.to_string())),
-        }
+        Ok(self.session_runs_of(who, session)?.last().copied())
     }
 
     /// `run` when it waits for a human.

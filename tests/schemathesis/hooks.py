@@ -16,10 +16,18 @@ import schemathesis
 def map_case(context, case):
     # A case hook, not a body one: body hooks shape only the generated phases, and the coverage
     # phase builds its cases otherwise.
-    if case.operation.path == "/api/v1/agent/run":
+    # A case meant to break the document is left as it is: dropping the part of it that breaks
+    # the document (a plan beside an agent) would turn it into a request the server must take.
+    if case.operation.path == "/api/v1/agent/run" and not _negative(case):
         _plan_dependencies_in_plan(case.body)
         _no_plan_beside_an_agent(case.body)
     return case
+
+
+def _negative(case):
+    generation = getattr(getattr(case, "meta", None), "generation", None)
+    mode = getattr(generation, "mode", None)
+    return getattr(mode, "value", mode) == "negative"
 
 
 def _no_plan_beside_an_agent(body):

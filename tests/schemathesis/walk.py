@@ -143,6 +143,17 @@ call("POST", "/chat", 200, json={"message": "/todos", "thread_id": "walk-chat"})
 # Approving todo_001 lets the run go on to todo_002, where it waits again.
 call("POST", "/api/sessions/{thread_id}/resume", 409, path="/api/sessions/walk-chat/resume", json={"approve": True})
 
+# Sessions: the listing a page at a time, one session, a malformed cursor; then a delete (the
+# chat session, whose run waits for a human: it is cancelled first), after which it is 404.
+page = call("GET", "/api/v1/sessions", 200, path="/api/v1/sessions?limit=1").json()
+if page["next_cursor"]:
+    call("GET", "/api/v1/sessions", 200, path=f"/api/v1/sessions?limit=1&cursor={page['next_cursor']}")
+call("GET", "/api/v1/sessions", 400, path="/api/v1/sessions?cursor=not-a-cursor")
+call("GET", "/api/v1/sessions/{session_id}", 200, path="/api/v1/sessions/walk-session")
+call("DELETE", "/api/v1/sessions/{session_id}", 200, path="/api/v1/sessions/walk-chat", json={})
+call("GET", "/api/v1/sessions/{session_id}", 404, path="/api/v1/sessions/walk-chat")
+call("DELETE", "/api/v1/sessions/{session_id}", 404, path="/api/v1/sessions/walk-chat", json={})
+
 call("GET", "/healthz", 200)
 call("GET", "/metrics", 200)
 print(f"{checked} answers match the document")

@@ -1,5 +1,6 @@
-//! The `chronicle` command line (DESIGN §7): `serve`, `run`, `chat`, `log`, `runs`, `replay` (the
-//! time-travel debugger), `checkpoints`, `restore`, `audit export|verify`, `verify`, `bench`.
+//! The `chronicle` command line (DESIGN §7): `serve`, `run`, `chat`, `log`, `runs`, `sessions`,
+//! `replay` (the time-travel debugger), `checkpoints`, `restore`, `audit export|verify`,
+//! `verify`, `bench`.
 
 mod audit;
 mod bench;
@@ -9,6 +10,7 @@ mod inspect;
 mod replay;
 mod run;
 mod serve;
+mod sessions;
 mod view;
 
 use std::io::{self, Write};
@@ -46,6 +48,8 @@ enum Command {
     Log(inspect::LogArgs),
     /// List the runs of a data directory (or a server) with their status.
     Runs(inspect::RunsArgs),
+    /// List sessions (newest activity first), show one with its turns, or delete one.
+    Sessions(sessions::SessionsArgs),
     /// Show a run's checkpoint tree (from a data directory or a server).
     Checkpoints(inspect::CheckpointsArgs),
     /// Restore a run to a checkpoint or seq (appends RunRestored).
@@ -95,6 +99,7 @@ fn main() -> ExitCode {
         Command::BenchReplayMemory(args) => bench::replay_memory_child(args, &mut out),
         Command::Log(args) => inspect::log(args, &mut out),
         Command::Runs(args) => inspect::runs(args, &mut out),
+        Command::Sessions(args) => sessions::run(args, &mut out),
         Command::Checkpoints(args) => inspect::checkpoints(args, &mut out),
         Command::Restore(args) => inspect::restore(args, &mut out),
         Command::Verify(args) => match inspect::verify(args, &mut out) {

@@ -202,16 +202,7 @@ pub fn date_time(at: Timestamp) -> String {
 }
 
 /// One line of free text: newlines folded, cut at `max` characters with `…`.
-pub fn one_line(text: &str, max: usize) -> String {
-    let folded: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    if folded.chars().count() <= max {
-        folded
-    } else {
-        let mut cut: String = folded.chars().take(max.saturating_sub(1)).collect();
-        cut.push('…');
-        cut
-    }
-}
+pub use chronicle_wire::one_line;
 
 /// The readable line of a stored event (see [`line`]).
 pub fn event_line(env: &Envelope, abandoned: Option<bool>) -> String {
@@ -558,15 +549,7 @@ fn source_str(s: chronicle_schemas::Source) -> &'static str {
 }
 
 /// The answer of a final response (its `answer` field when it has one).
-pub fn response_text(v: &Value) -> String {
-    match v.get("answer").and_then(Value::as_str) {
-        Some(a) => a.to_owned(),
-        None => match v {
-            Value::String(s) => s.clone(),
-            other => other.to_string(),
-        },
-    }
-}
+pub use chronicle_wire::answer_text as response_text;
 
 pub fn status_style(s: TodoStatus) -> Style {
     match s {

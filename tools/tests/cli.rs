@@ -3,6 +3,7 @@ mod cli_agents;
 mod cli_inspect;
 mod cli_remote;
 mod cli_run;
+mod cli_sessions;
 mod durability;
 mod lazyfs;
 mod serve_bounds;

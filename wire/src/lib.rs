@@ -31,13 +31,15 @@ pub use commands::{
 pub use error::{ErrorBody, ErrorDetail};
 pub use names::{ChunkData, EventData};
 pub use requests::{
-    CancelRequest, ChatRequest, CommandRequest, DecisionRequest, EventsQuery, ExportQuery,
-    InboxQuery, LogQuery, PlanStepRequest, RestoreRequest, ResumeRequest, RunRequest, RunsQuery,
-    StateQuery, StreamTicketRequest, Verdict,
+    CancelRequest, ChatRequest, CommandRequest, DecisionRequest, DeleteSessionRequest, EventsQuery,
+    ExportQuery, InboxQuery, LogQuery, PlanStepRequest, RestoreRequest, ResumeRequest, RunRequest,
+    RunsQuery, SessionsQuery, StateQuery, StreamTicketRequest, Verdict,
 };
 pub use views::{
     ApprovalView, ChatCommand, ChatTurn, ChatWaiting, CheckpointEntry, CheckpointList,
     DecisionAccepted, Health, HealthStatus, Inbox, InboxItem, RUNS_PAGE_MAX, RunCancelled, RunList,
-    RunSummary, SessionStatus, SessionView, Started, Status, StorageState, StreamTicket, SubRun,
-    TodoIds, TodoList, TodoSummary,
+    RunSummary, SESSION_TITLE_CHARS_MAX, SESSIONS_PAGE_DEFAULT, SESSIONS_PAGE_MAX,
+    SessionCheckpoints, SessionDeletedView, SessionDetail, SessionList, SessionStatus,
+    SessionSummary, SessionTurn, SessionView, Started, Status, StorageState, StreamTicket, SubRun,
+    TodoIds, TodoList, TodoSummary, TurnCheckpoints, answer_text, one_line, session_title,
 };

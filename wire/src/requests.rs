@@ -203,6 +203,13 @@ pub struct CancelRequest {
 #[serde(deny_unknown_fields)]
 pub struct RestoreRequest {}
 
+/// `DELETE /api/v1/sessions/{session_id}`: `{}` (a request that changes state sends JSON, also
+/// without fields).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct DeleteSessionRequest {}
+
 /// `POST /api/v1/stream-tickets`: `{}`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -429,6 +436,22 @@ pub struct RunsQuery {
     /// Look at most at this many runs (1..=[`crate::RUNS_PAGE_MAX`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<usize>,
+}
+
+/// `GET /api/v1/sessions?user=&limit=&cursor=`: one page of sessions, the most recently
+/// active first. The server checks the values.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionsQuery {
+    /// Only the sessions of this `user_id`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    /// At most this many sessions (1..=[`crate::SESSIONS_PAGE_MAX`], default
+    /// [`crate::SESSIONS_PAGE_DEFAULT`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<usize>,
+    /// Where the page starts: the previous page's `next_cursor`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cursor: Option<String>,
 }
 
 /// `GET .../events?from=SEQ&follow=BOOL`: a run's event stream.

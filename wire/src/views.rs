@@ -262,7 +262,7 @@ impl From<RunStatus> for SessionStatus {
     }
 }
 
-/// `GET /api/sessions/{thread_id}`: the session's latest run.
+/// `GET /api/sessions/{thread_id}`: the session's latest run, and every turn of the session.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SessionView {
@@ -274,6 +274,128 @@ pub struct SessionView {
     /// The run's whole supervisor state (the same as `state.supervisor` of `GET .../state`).
     #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub state: SupervisorState,
+    /// Every turn of the session, oldest first (the latest is the run above).
+    #[serde(default)]
+    pub turns: Vec<SessionTurn>,
+}
+
+/// The text of a final response: its `answer` field when it has one, else the response itself.
+/// Every surface that shows an answer (the session routes, the CLI) shows this one text.
+pub fn answer_text(final_response: &Value) -> String {
+    match final_response.get("answer").and_then(Value::as_str) {
+        Some(a) => a.to_owned(),
+        None => match final_response {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        },
+    }
+}
+
+/// Longest session title, in characters (the first turn's query, cut).
+pub const SESSION_TITLE_CHARS_MAX: usize = 80;
+
+/// A session's title: the first turn's query on one line, cut to [`SESSION_TITLE_CHARS_MAX`]
+/// characters.
+pub fn session_title(first_query: &str) -> String {
+    one_line(first_query, SESSION_TITLE_CHARS_MAX)
+}
+
+/// One line of free text: whitespace runs folded to one space, cut at `max` characters with
+/// `…`.
+pub fn one_line(text: &str, max: usize) -> String {
+    let folded: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if folded.chars().count() <= max {
+        folded
+    } else {
+        let mut cut: String = folded.chars().take(max.saturating_sub(1)).collect();
+        cut.push('…');
+        cut
+    }
+}
+
+/// One turn of a session: a root run (sub-agent runs belong to the turn that started them).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct SessionTurn {
+    pub run_id: RunId,
+    pub query: String,
+    pub status: RunStatus,
+    /// The final response's answer text ([`answer_text`]), once the run has one.
+    pub answer: Option<String>,
+    pub started_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+/// One session in `GET /api/v1/sessions`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct SessionSummary {
+    pub session_id: SessionId,
+    /// The first turn's query, cut to 80 characters.
+    pub title: String,
+    /// How many turns (root runs) the session has.
+    pub turns: usize,
+    /// When any run of the session last changed.
+    pub last_activity: Timestamp,
+    /// The latest turn's run status.
+    pub status: RunStatus,
+    /// The user the session's first run works for.
+    pub user_id: Option<String>,
+    /// The principal the session belongs to.
+    pub owner: String,
+    pub created_at: Timestamp,
+}
+
+/// The default and the largest page of `GET /api/v1/sessions`.
+pub const SESSIONS_PAGE_DEFAULT: usize = 20;
+pub const SESSIONS_PAGE_MAX: usize = 100;
+
+/// `GET /api/v1/sessions`: one page of sessions, the most recently active first.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct SessionList {
+    pub sessions: Vec<SessionSummary>,
+    /// Pass it as `cursor` for the next page; null on the last page. Opaque.
+    pub next_cursor: Option<String>,
+}
+
+/// `GET /api/v1/sessions/{session_id}`: a session and all its turns, oldest first.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct SessionDetail {
+    pub session: SessionSummary,
+    pub turns: Vec<SessionTurn>,
+}
+
+/// `DELETE /api/v1/sessions/{session_id}`: what the tombstone covered.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct SessionDeletedView {
+    pub session_id: SessionId,
+    /// Every run that got the tombstone (`SessionDeleted`): the turns and their sub-agent runs.
+    pub runs: Vec<RunId>,
+    /// The runs that were still going and were cancelled first.
+    pub cancelled: Vec<RunId>,
+}
+
+/// One turn's checkpoints in `GET /api/sessions/{thread_id}/checkpoints`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct TurnCheckpoints {
+    pub run_id: RunId,
+    pub query: String,
+    pub checkpoints: Vec<CheckpointEntry>,
+    pub head: Option<CheckpointId>,
+}
+
+/// `GET /api/sessions/{thread_id}/checkpoints`: the latest run's tree (the fields of
+/// `CheckpointList`, as before), and every turn's, oldest first.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct SessionCheckpoints {
+    #[serde(flatten)]
+    pub latest: CheckpointList,
+    pub turns: Vec<TurnCheckpoints>,
 }
 
 /// The answer to a chat turn (`POST /chat`, `resume`): 200 when the run ended, 202 while it is

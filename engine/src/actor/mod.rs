@@ -268,6 +268,9 @@ impl RunActor {
             Input::Cancel { by, reason, reply } => {
                 let _ = reply.send(self.cancel(&by, reason).await);
             }
+            Input::DeleteSession { by, reply } => {
+                let _ = reply.send(self.delete_session(&by).await);
+            }
             Input::ToolCall(call) => {
                 if let Err(e) = self.on_tool_call(call).await {
                     tracing::error!(%run, error = %e, "recording a tool call failed");
@@ -300,14 +303,48 @@ impl RunActor {
                 status,
             });
         }
+        let cancelled = self.stop(by, reason);
+        self.append(vec![cancelled]).await.map(drop)
+    }
+
+    /// Stops the run's sub-agent runs, agents and tool executions; returns the event that
+    /// records the cancel.
+    fn stop(&mut self, by: &str, reason: Option<String>) -> Event {
         self.cancel_sub_runs(by, None);
         self.abort_agents();
-        self.append(vec![Event::RunCancelled {
+        Event::RunCancelled {
             by: chronicle_schemas::Actor::user(by),
             reason,
-        }])
-        .await
-        .map(drop)
+        }
+    }
+
+    /// Records the session's tombstone as the run's last event, in one append with the cancel
+    /// when the run is still going (a crash keeps both or neither). Replies whether it
+    /// cancelled; a run that already has its tombstone is [`Error::RunNotFound`], as for every
+    /// other request.
+    async fn delete_session(&mut self, by: &str) -> Result<bool> {
+        let run = self.live.run_id();
+        let sup = &self.state().supervisor;
+        if sup.session_deleted {
+            return Err(Error::RunNotFound(run));
+        }
+        let facts = crate::shared::RunFacts {
+            owner: sup.owner.clone(),
+            user_id: sup.user_id.clone(),
+            child: sup.parent.is_some(),
+            deleted: true,
+        };
+        let mut events = Vec::with_capacity(2);
+        let going = !sup.run_status.is_terminal();
+        if going {
+            events.push(self.stop(by, Some("the session was deleted".into())));
+        }
+        events.push(Event::SessionDeleted {
+            by: chronicle_schemas::Actor::user(by),
+        });
+        self.append(events).await?;
+        self.shared.mark_deleted(run, facts);
+        Ok(going)
     }
 
     /// Stops every agent and tool execution of the run; their late outcomes are discarded.
