@@ -5,7 +5,6 @@
 
 use chronicle_projections::RunState;
 use chronicle_schemas::{ContextBudget, Event, PriorTurn};
-use serde_json::Value;
 
 use super::RunActor;
 use crate::Result;
@@ -53,20 +52,9 @@ fn prior_turn(run_id: chronicle_schemas::RunId, state: &RunState) -> PriorTurn {
         answer: s
             .final_response
             .as_ref()
-            .map(answer_text)
+            .map(chronicle_wire::answer_text)
             .unwrap_or_default(),
         status: s.run_status,
-    }
-}
-
-/// A final response as text: its `answer` when it has one.
-pub(crate) fn answer_text(response: &Value) -> String {
-    match response.get("answer").and_then(Value::as_str) {
-        Some(a) => a.to_owned(),
-        None => match response {
-            Value::String(s) => s.clone(),
-            other => other.to_string(),
-        },
     }
 }
 
