@@ -20,7 +20,7 @@ use chronicle_schemas::{
 };
 use chronicle_wire::names::ChunkType;
 use chronicle_wire::names::wire_names;
-use chronicle_wire::{ChunkData, EventData};
+use chronicle_wire::{CheckpointEntry, ChunkData, CommandOutcome, EventData, TodosReply};
 use serde_json::Value;
 
 /// Longest free text (a query, a reasoning note, an answer, an error) a readable line shows
@@ -865,6 +865,148 @@ pub fn write_approval(out: &mut dyn Write, a: &Approval) -> io::Result<()> {
         paint(YELLOW, format!("[INTERRUPT] approval {}", a.approval_id))
     )?;
     writeln!(out, "{}", a.message)
+}
+
+/// The command a reply answers, as a person would type it (to say what plain words were
+/// interpreted as). `None` for a refusal.
+pub fn command_of(outcome: &CommandOutcome) -> Option<String> {
+    Some(match outcome {
+        CommandOutcome::Todos(_) => "/todos".to_owned(),
+        CommandOutcome::Approved(a) => format!("/todo approve {}", a.approval_id),
+        CommandOutcome::ApprovedAll(_) => "/todo approve all".to_owned(),
+        CommandOutcome::Rejected(r) => format!("/todo reject {}", r.approval_id),
+        CommandOutcome::Skipped(s) => format!("/todo skip {}", s.todo_id),
+        CommandOutcome::Added(a) => format!("/todo add {}", a.todo.agent_name),
+        CommandOutcome::Updated(u) => format!("/todo update {} {}", u.todo_id, u.new_status),
+        CommandOutcome::CheckpointList { .. } => "/checkpoint list".to_owned(),
+        CommandOutcome::Restored(r) => format!("/checkpoint restore {}", r.checkpoint_id),
+        CommandOutcome::Help { .. } => "/help".to_owned(),
+        CommandOutcome::Refused { .. } => return None,
+    })
+}
+
+/// A command's reply for a person: a table for `/todos` and `/checkpoint list`, the help, one
+/// line for the rest (a refusal as one `error:` line that points at `/help`).
+pub fn write_command(out: &mut dyn Write, outcome: &CommandOutcome) -> io::Result<()> {
+    match outcome {
+        CommandOutcome::Todos(r) => write_todos(out, r),
+        CommandOutcome::CheckpointList { checkpoints } => write_checkpoints(out, checkpoints),
+        CommandOutcome::Help { help } => writeln!(out, "{help}"),
+        CommandOutcome::Refused { error, .. } => write_error(
+            out,
+            &format!("{} (type /help for the commands)", one_line(error, usize::MAX)),
+        ),
+        CommandOutcome::ApprovedAll(all) => {
+            for a in &all.approved {
+                write_approved(out, a)?;
+            }
+            Ok(())
+        }
+        CommandOutcome::Approved(a) => write_approved(out, a),
+        CommandOutcome::Rejected(r) => {
+            let line = format!("{} rejected ({})", r.todo_id, r.approval_id);
+            writeln!(out, "{}", paint(YELLOW, line))
+        }
+        CommandOutcome::Skipped(s) => writeln!(out, "{} skipped", s.todo_id),
+        CommandOutcome::Added(a) => {
+            let t = &a.todo;
+            let deps: Vec<&str> = t.dependencies.iter().map(|d| d.as_str()).collect();
+            let after = match deps.is_empty() {
+                true => String::new(),
+                false => format!(" after {}", deps.join(", ")),
+            };
+            writeln!(out, "added {} {}{after}", t.id, t.agent_name)
+        }
+        CommandOutcome::Updated(u) => {
+            let status = paint(status_style(u.new_status), u.new_status);
+            writeln!(out, "{} is now {status}", u.todo_id)
+        }
+        CommandOutcome::Restored(r) => writeln!(
+            out,
+            "restored to {} (seq {}); {} of {} TODOs completed",
+            r.checkpoint_id, r.to_seq, r.summary.completed, r.summary.total
+        ),
+    }
+}
+
+fn write_approved(out: &mut dyn Write, a: &chronicle_wire::Approved) -> io::Result<()> {
+    let what = a
+        .todo_id
+        .as_ref()
+        .map_or_else(|| a.approval_id.to_string(), |t| t.to_string());
+    writeln!(
+        out,
+        "{}",
+        paint(GREEN, format!("{what} approved ({})", a.approval_id))
+    )
+}
+
+/// One line of error, never JSON: `error: <message>`.
+pub fn write_error(out: &mut dyn Write, message: &str) -> io::Result<()> {
+    writeln!(out, "{} {}", paint(RED, "error:"), one_line(message, usize::MAX))
+}
+
+/// `/todos`: id, status (coloured), agent, title; then what the run waits for.
+fn write_todos(out: &mut dyn Write, r: &TodosReply) -> io::Result<()> {
+    if r.todos.is_empty() {
+        return writeln!(out, "(no TODOs)");
+    }
+    let current = r.current_todo_id.as_ref();
+    let rows: Vec<Vec<String>> = r
+        .todos
+        .iter()
+        .map(|t| {
+            let marker = if Some(&t.id) == current { "*" } else { "" };
+            vec![
+                format!("{}{marker}", t.id),
+                paint(status_style(t.status), t.status),
+                t.agent_name.clone(),
+                one_line(&t.name, TEXT_CHARS_MAX),
+            ]
+        })
+        .collect();
+    table(out, &["TODO", "STATUS", "AGENT", "TITLE"], &rows)?;
+    let s = &r.summary;
+    writeln!(
+        out,
+        "{} of {} completed{}",
+        s.completed,
+        s.total,
+        match r.pending_approval_ids.len() {
+            0 => String::new(),
+            _ => format!(
+                "; waiting for approval {}",
+                r.pending_approval_ids
+                    .iter()
+                    .map(|a| a.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        }
+    )
+}
+
+/// `/checkpoint list`: id, node, TODOs completed, time; checkpoints a restore left are marked.
+fn write_checkpoints(out: &mut dyn Write, list: &[CheckpointEntry]) -> io::Result<()> {
+    if list.is_empty() {
+        return writeln!(out, "(no checkpoints)");
+    }
+    let rows: Vec<Vec<String>> = list
+        .iter()
+        .map(|c| {
+            let id = match c.abandoned {
+                true => paint(DIM, format!("~{}", c.checkpoint_id)),
+                false => c.checkpoint_id.to_string(),
+            };
+            vec![
+                id,
+                c.node.clone(),
+                c.todos_completed.to_string(),
+                date_time(c.timestamp),
+            ]
+        })
+        .collect();
+    table(out, &["CHECKPOINT", "NODE", "TODOS DONE", "TIME (UTC)"], &rows)
 }
 
 /// Bytes of the supervisor's streamed answer a [`ChunkPrinter`] remembers to tell whether the
