@@ -201,7 +201,8 @@ impl Progress {
             let bar = indicatif::ProgressBar::with_draw_target(
                 None,
                 indicatif::ProgressDrawTarget::stderr(),
-            );
+            )
+            .with_style(indicatif::ProgressStyle::default_spinner());
             bar.set_message("working…");
             bar.enable_steady_tick(std::time::Duration::from_millis(100));
             bar
@@ -350,9 +351,13 @@ impl Chat<'_> {
             return self.error("no run yet: type a query first (or start with --run RUN)");
         }
         let before = self.listen()?;
+        // A server answers a turn once the run has settled (or after its wait): show that the
+        // chat is not stuck meanwhile.
+        let mut progress = Progress::new(self.shows_progress());
         let turned = self
             .rt
             .block_on(self.backend.turn(&self.session, text, self.hitl));
+        progress.clear();
         let turned = match turned {
             Ok(t) => t,
             Err(e) if super::is_refusal(&e) => return self.error(&format!("{e:#}")),
@@ -377,7 +382,10 @@ impl Chat<'_> {
         // An ended run has nothing to stream until a command brings it back.
         let items = match backend::is_terminal(&state) {
             true => None,
-            false => Some(self.rt.block_on(self.backend.events(run, state.next_seq()))?),
+            false => Some(
+                self.rt
+                    .block_on(self.backend.events(run, state.next_seq()))?,
+            ),
         };
         Ok(Some(Listening { run, state, items }))
     }
@@ -400,10 +408,7 @@ impl Chat<'_> {
             let data = json!({"run_id": run, "result": outcome, "interpreted_from": said});
             json_line(self.out, "command", data)?;
         } else {
-            if let (Some(_), Some(command)) = (said, view::command_of(outcome)) {
-                writeln!(self.out, "interpreted as {command}")?;
-            }
-            view::write_command(self.out, outcome)?;
+            view::write_command(self.out, outcome, said)?;
         }
         let continues = matches!(
             outcome,
@@ -523,7 +528,7 @@ impl Chat<'_> {
         plan_first: bool,
     ) -> anyhow::Result<(RunState, view::ChunkPrinter, bool)> {
         let backend = self.backend;
-        let show_progress = !self.json && std::io::stdout().is_terminal();
+        let show_progress = self.shows_progress();
         let mut shown = Shown {
             chunks: view::ChunkPrinter::default(),
             plan: !plan_first,
@@ -581,6 +586,11 @@ impl Chat<'_> {
             }
         }
         Ok(())
+    }
+
+    /// Whether a spinner shows while agents work: for a person on a terminal only.
+    fn shows_progress(&self) -> bool {
+        !self.json && std::io::stdout().is_terminal()
     }
 
     /// `/help`: the deployment's command help (as the engine last gave it, else the embedded

@@ -886,15 +886,26 @@ pub fn command_of(outcome: &CommandOutcome) -> Option<String> {
 }
 
 /// A command's reply for a person: a table for `/todos` and `/checkpoint list`, the help, one
-/// line for the rest (a refusal as one `error:` line that points at `/help`).
-pub fn write_command(out: &mut dyn Write, outcome: &CommandOutcome) -> io::Result<()> {
+/// line for the rest (a refusal as one `error:` line that points at `/help`). When the command
+/// was interpreted from plain words (`said`), the command it was taken for comes first.
+pub fn write_command(
+    out: &mut dyn Write,
+    outcome: &CommandOutcome,
+    said: Option<&str>,
+) -> io::Result<()> {
+    if let (Some(_), Some(command)) = (said, command_of(outcome)) {
+        writeln!(out, "{}", paint(DIM, format!("interpreted as {command}")))?;
+    }
     match outcome {
         CommandOutcome::Todos(r) => write_todos(out, r),
         CommandOutcome::CheckpointList { checkpoints } => write_checkpoints(out, checkpoints),
         CommandOutcome::Help { help } => writeln!(out, "{help}"),
         CommandOutcome::Refused { error, .. } => write_error(
             out,
-            &format!("{} (type /help for the commands)", one_line(error, usize::MAX)),
+            &format!(
+                "{} (type /help for the commands)",
+                one_line(error, usize::MAX)
+            ),
         ),
         CommandOutcome::ApprovedAll(all) => {
             for a in &all.approved {
@@ -943,7 +954,12 @@ fn write_approved(out: &mut dyn Write, a: &chronicle_wire::Approved) -> io::Resu
 
 /// One line of error, never JSON: `error: <message>`.
 pub fn write_error(out: &mut dyn Write, message: &str) -> io::Result<()> {
-    writeln!(out, "{} {}", paint(RED, "error:"), one_line(message, usize::MAX))
+    writeln!(
+        out,
+        "{} {}",
+        paint(RED, "error:"),
+        one_line(message, usize::MAX)
+    )
 }
 
 /// `/todos`: id, status (coloured), agent, title; then what the run waits for.
@@ -1006,7 +1022,11 @@ fn write_checkpoints(out: &mut dyn Write, list: &[CheckpointEntry]) -> io::Resul
             ]
         })
         .collect();
-    table(out, &["CHECKPOINT", "NODE", "TODOS DONE", "TIME (UTC)"], &rows)
+    table(
+        out,
+        &["CHECKPOINT", "NODE", "TODOS DONE", "TIME (UTC)"],
+        &rows,
+    )
 }
 
 /// Bytes of the supervisor's streamed answer a [`ChunkPrinter`] remembers to tell whether the
@@ -1146,6 +1166,74 @@ mod tests {
         let mut unknown = event_data(&env);
         unknown.kind = "FromTheFuture".into();
         assert_eq!(data_line(&unknown), "   7  10:00:00.123  FromTheFuture");
+    }
+
+    fn plain(f: impl FnOnce(&mut Vec<u8>) -> io::Result<()>) -> String {
+        let mut buf = Vec::new();
+        f(&mut buf).unwrap();
+        anstream::adapter::strip_str(&String::from_utf8(buf).unwrap()).to_string()
+    }
+
+    #[test]
+    fn command_replies_read_as_a_line_or_a_table() {
+        let todo = chronicle_schemas::SupervisorTodo {
+            id: TodoId::from("todo_002"),
+            name: "analysis_team 추가 실행".into(),
+            agent_name: "analysis_team".into(),
+            ..Default::default()
+        };
+        let added = CommandOutcome::Added(Box::new(chronicle_wire::Added {
+            status: chronicle_wire::tag::Added::Added,
+            todo: todo.clone(),
+            message: "새 TODO todo_002가 추가되었습니다.".into(),
+        }));
+        let said = Some("분석도 추가해줘");
+        assert_eq!(
+            plain(|o| write_command(o, &added, said)),
+            "interpreted as /todo add analysis_team\nadded todo_002 analysis_team\n"
+        );
+        assert_eq!(
+            plain(|o| write_command(o, &added, None)),
+            "added todo_002 analysis_team\n"
+        );
+        let refused = CommandOutcome::Refused {
+            error: "Unknown command\n(try again)".into(),
+            help: "h".into(),
+        };
+        assert_eq!(command_of(&refused), None);
+        assert_eq!(
+            plain(|o| write_command(o, &refused, said)),
+            "error: Unknown command (try again) (type /help for the commands)\n"
+        );
+        let todos = CommandOutcome::Todos(TodosReply {
+            todos: vec![todo],
+            summary: chronicle_wire::TodoSummary {
+                total: 1,
+                ..Default::default()
+            },
+            current_todo_id: None,
+            checkpoint_id: None,
+            pending_approval_ids: vec![],
+            sub_runs: vec![],
+        });
+        let table = plain(|o| write_command(o, &todos, None));
+        let lines: Vec<Vec<&str>> = table
+            .lines()
+            .map(|l| l.split_whitespace().collect())
+            .collect();
+        assert_eq!(lines[0], ["TODO", "STATUS", "AGENT", "TITLE"]);
+        assert_eq!(
+            lines[1],
+            [
+                "todo_002",
+                "pending",
+                "analysis_team",
+                "analysis_team",
+                "추가",
+                "실행"
+            ]
+        );
+        assert_eq!(lines[2], ["0", "of", "1", "completed"]);
     }
 
     #[test]

@@ -110,7 +110,10 @@ fn chat_reads_as_a_conversation(place: &Place, where_flag: &str) {
     let out = stdout(&o);
     // A banner says what the chat talks to and how to get help and leave.
     let banner = out.lines().next().unwrap_or_default();
-    assert!(banner.starts_with(&format!("chronicle chat ({where_flag}")), "{out}");
+    assert!(
+        banner.starts_with(&format!("chronicle chat ({where_flag}")),
+        "{out}"
+    );
     assert!(
         banner.contains("type /help for commands, /quit to leave"),
         "{out}"
@@ -121,9 +124,17 @@ fn chat_reads_as_a_conversation(place: &Place, where_flag: &str) {
 
     let todos = reply_to(&out, "/todos");
     let mut lines = todos.lines();
-    let header: Vec<&str> = lines.next().unwrap_or_default().split_whitespace().collect();
+    let header: Vec<&str> = lines
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
     assert_eq!(header, ["TODO", "STATUS", "AGENT", "TITLE"], "{todos}");
-    let row: Vec<&str> = lines.next().unwrap_or_default().split_whitespace().collect();
+    let row: Vec<&str> = lines
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
     assert_eq!(
         row[..3],
         ["todo_001*", "waiting_approval", "search_team"],
@@ -152,9 +163,16 @@ fn chat_reads_as_a_conversation(place: &Place, where_flag: &str) {
     let second = reply_to(&out, &format!("/new {SEED_002_QUERY}"));
     assert!(second.contains("is left waiting"), "{second}");
     assert!(second.contains("property_search"), "{second}");
-    assert!(!out.contains(&format!("chronicle> {SCENARIO_2_QUERY}\n/")), "{out}");
+    assert!(
+        !out.contains(&format!("chronicle> {SCENARIO_2_QUERY}\n/")),
+        "{out}"
+    );
     // The run left waiting is named on the way out.
-    assert!(stderr(&o).contains("still waits for approval"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("still waits for approval"),
+        "{}",
+        stderr(&o)
+    );
 
     // Exactly the two runs the script started, both waiting: `clear`, `exit` and the small
     // talk started none, and nothing after `exit` was read.
@@ -180,7 +198,9 @@ fn chat_prints_json_lines(place: &Place) {
     let types: Vec<&str> = lines.iter().filter_map(|l| l["type"].as_str()).collect();
     assert_eq!(
         types,
-        ["started", "approval", "command", "command", "waiting", "help"],
+        [
+            "started", "approval", "command", "command", "waiting", "help"
+        ],
         "{lines:?}"
     );
     let run = &lines[0]["data"]["run_id"];
@@ -236,7 +256,12 @@ fn chat_help_names_the_commands_and_the_chats_own_words() {
     assert_exit(&o, 0);
     let out = stdout(&o);
     let help = reply_to(&out, "/help");
-    for needle in ["/todo approve", "/checkpoint restore", "/new <query>", "/quit"] {
+    for needle in [
+        "/todo approve",
+        "/checkpoint restore",
+        "/new <query>",
+        "/quit",
+    ] {
         assert!(help.contains(needle), "{needle}: {help}");
     }
     let refused = reply_to(&out, "/new");
