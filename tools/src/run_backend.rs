@@ -324,31 +324,55 @@ async fn local_turn(
     })
 }
 
+/// The session's latest run and what it waits for; `None` for a session without runs.
+async fn session_now(client: &Client, session: &SessionId) -> anyhow::Result<Option<Before>> {
+    match client.session(&session.0).await {
+        Ok(view) => {
+            let mut pending = view.state.pending_approval_ids;
+            pending.sort();
+            Ok(Some(Before {
+                run: view.run_id,
+                pending,
+            }))
+        }
+        Err(e) if e.status() == Some(404) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// `POST /chat`. The server answers a turn that started a run only once the run has settled;
+/// so that the chat can stream the run's answer meanwhile, the session is watched while the
+/// request is out, and a new run in it is answered as started at once (the request goes on,
+/// and its answer is then not needed).
 async fn remote_turn(
     client: &Client,
     session: &SessionId,
     text: &str,
     hitl: Option<HitlMode>,
 ) -> anyhow::Result<Turned> {
-    let before = match client.session(&session.0).await {
-        Ok(view) => {
-            let mut pending = view.state.pending_approval_ids;
-            pending.sort();
-            Some(Before {
-                run: view.run_id,
-                pending,
-            })
-        }
-        Err(e) if e.status() == Some(404) => None,
-        Err(e) => return Err(e.into()),
-    };
+    let before = session_now(client, session).await?;
     let req = ChatRequest {
         message: text.to_owned(),
         thread_id: Some(session.0.clone()),
         user_id: None,
         hitl,
     };
-    let (run, waiting) = match client.chat(&req).await {
+    let mut post = tokio::spawn({
+        let client = client.clone();
+        async move { client.chat(&req).await }
+    });
+    let reply = loop {
+        tokio::select! {
+            reply = &mut post => break reply.context("the chat request stopped")?,
+            () = tokio::time::sleep(Duration::from_millis(REMOTE_POLL_MS)) => {
+                let now = session_now(client, session).await?;
+                if let Some(now) = now.filter(|n| before.as_ref().is_none_or(|b| b.run != n.run)) {
+                    return Ok(Turned::Started { run: now.run });
+                }
+            }
+        }
+    };
+    let (run, waiting) = match reply {
         Ok(ChatReply::Command(c)) => {
             return Ok(Turned::Command {
                 run: c.run_id,

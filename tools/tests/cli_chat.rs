@@ -6,12 +6,15 @@
 //! shows what the run waits for; `--json` prints JSON lines. `chronicle runs` then lists exactly
 //! the runs the script started.
 
-use std::process::{Command, Output};
+use std::io::{Read, Write};
+use std::process::{Child, Command, Output, Stdio};
 
+use chronicle_testkit::model::Gate;
 use serde_json::Value;
 
 use crate::cli_run::{
-    SCENARIO_2_QUERY, SEED_002_QUERY, assert_exit, output, path_str, run_cli, stderr, stdout,
+    CHILD_TIMEOUT, MODEL_KEY, SCENARIO_2_QUERY, SEED_002_QUERY, STREAMED_ANSWER, STREAMED_SENTENCE,
+    assert_exit, gated_model, output, path_str, rt, run_cli, stderr, stdout,
 };
 use crate::durability::Serve;
 
@@ -267,4 +270,110 @@ fn chat_help_names_the_commands_and_the_chats_own_words() {
     let refused = reply_to(&out, "/new");
     assert_eq!(refused, "error: /new takes a query: /new <query>\n");
     assert!(place.runs().is_empty());
+}
+
+/// A child process killed when the test ends, however it ends.
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A server answers `POST /chat` only once the run settles (or after a minute); the chat
+/// follows the new run meanwhile and streams its answer: the model writes nothing until the
+/// chat's stream of the run is open, and the answer's beginning is on stdout while the model
+/// still holds its end back (a chat that waited for the server's answer would see the model
+/// call time out first, after 30 s, and no stream at all).
+#[test]
+fn chat_against_a_server_streams_the_answer_while_the_model_writes_it() {
+    let rt = rt();
+    let (first, gate) = (Gate::new(), Gate::new());
+    let model = gated_model(&rt, Some(first.clone()), gate.clone());
+    let dir = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let base = format!("http://127.0.0.1:{port}");
+    let server = Command::new(env!("CARGO_BIN_EXE_chronicle"))
+        .args(["serve", "--addr", &format!("127.0.0.1:{port}"), "--data"])
+        .arg(dir.path().join("store"))
+        .env("CHRONICLE_LLM_BASE_URL", &model.base_url)
+        .env("CHRONICLE_LLM_API_KEY", MODEL_KEY)
+        .env("CHRONICLE_API_TOKEN", TOKEN)
+        .env("RUST_LOG", "warn")
+        .env_remove("CHRONICLE_DATA")
+        .env_remove("CHRONICLE_DOMAIN")
+        .env_remove("CHRONICLE_AGENTS")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let _server = Killed(server);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let mut chat = Command::new(env!("CARGO_BIN_EXE_chronicle"));
+    chat.args(["chat", "--hitl", "none", "--server", &base])
+        .env("NO_COLOR", "1")
+        .env("CHRONICLE_API_TOKEN", TOKEN)
+        .env_remove("CHRONICLE_SERVER")
+        .env_remove("CLICOLOR_FORCE")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let mut child = Killed(chat.spawn().unwrap());
+    let mut stdin = child.0.stdin.take().unwrap();
+    writeln!(stdin, "{SEED_002_QUERY}").unwrap();
+    // The chat's stream of the new run is open (the only stream on the server).
+    let api = chronicle_client::Client::new(&base)
+        .unwrap()
+        .with_token(Some(TOKEN.to_owned()));
+    let streaming = |m: &str| m.lines().any(|l| l.trim() == "chronicle_open_streams 1");
+    let deadline = std::time::Instant::now() + CHILD_TIMEOUT;
+    while !streaming(&rt.block_on(api.metrics()).unwrap()) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the chat never followed the run while the server held its answer"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    first.open();
+    let mut pipe = child.0.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<Vec<u8>>();
+    let reader = std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = pipe.read(&mut buf) {
+            if n == 0 || tx.send(buf[..n].to_vec()).is_err() {
+                break;
+            }
+        }
+    });
+    // At the start of a line: the echoed query follows `chronicle> `.
+    let beginning = "\n강남역 근처 30평대 아파트";
+    let mut out = Vec::new();
+    while !String::from_utf8_lossy(&out).contains(beginning) {
+        match rx.recv_timeout(CHILD_TIMEOUT) {
+            Ok(bytes) => out.extend(bytes),
+            Err(_) => panic!("no streamed answer:\n{}", String::from_utf8_lossy(&out)),
+        }
+    }
+    let so_far = String::from_utf8_lossy(&out).into_owned();
+    assert!(!so_far.contains(STREAMED_SENTENCE), "{so_far}");
+    assert!(so_far.contains("📝 TODO"), "{so_far}");
+    gate.open();
+    drop(stdin);
+    let status = child.0.wait().unwrap();
+    reader.join().unwrap();
+    out.extend(rx.try_iter().flatten());
+    let out = String::from_utf8(out).unwrap();
+    assert!(status.success(), "{out}");
+    assert_eq!(out.matches(STREAMED_SENTENCE).count(), 1, "{out}");
+    assert!(out.lines().any(|l| l == STREAMED_ANSWER), "{out}");
+    assert!(out.contains("✅ completed"), "{out}");
 }

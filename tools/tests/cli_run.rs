@@ -22,7 +22,7 @@ pub(crate) const SEED_002_QUERY: &str = "강남역 근처 30평대 아파트 매
 /// Seed 000 scenario 2's query.
 pub(crate) const SCENARIO_2_QUERY: &str = "강남구 아파트 시세 조회";
 /// Longest a child may take before the test fails (instead of hanging).
-const CHILD_TIMEOUT: Duration = Duration::from_secs(120);
+pub(crate) const CHILD_TIMEOUT: Duration = Duration::from_secs(120);
 const WAIT: Duration = Duration::from_secs(30);
 
 /// The binary with a clean, colourless environment (no LLM, no inherited data dir or token).
@@ -787,16 +787,25 @@ fn remote_run_chat_and_audit_export() {
 // ------------------------------------------------------------------ streamed answers
 
 /// The key of the scripted model.
-const MODEL_KEY: &str = "sk-cli-stream-8Hk3Lm5N";
+pub(crate) const MODEL_KEY: &str = "sk-cli-stream-8Hk3Lm5N";
 /// The answer the scripted model writes, and a sentence of it found nowhere else.
-const STREAMED_ANSWER: &str = "강남역 근처 30평대 아파트 매매 시세는 13억에서 15억 사이입니다. \
+pub(crate) const STREAMED_ANSWER: &str = "강남역 근처 30평대 아파트 매매 시세는 13억에서 15억 사이입니다. \
     역에서 가까울수록 비싸고, 최근 석 달 동안 거래가 조금 늘었습니다.";
-const STREAMED_SENTENCE: &str = "최근 석 달 동안 거래가 조금 늘었습니다.";
+pub(crate) const STREAMED_SENTENCE: &str = "최근 석 달 동안 거래가 조금 늘었습니다.";
 
 /// A model that streams [`STREAMED_ANSWER`] (as the JSON the planner asks for, a few characters
 /// a chunk, waiting at `gate` before its last sentence) to the answer-formatting request, and
 /// refuses every other request (the rules plan).
-fn streaming_model(rt: &tokio::runtime::Runtime, gate: Gate) -> TestServer {
+pub(crate) fn streaming_model(rt: &tokio::runtime::Runtime, gate: Gate) -> TestServer {
+    gated_model(rt, None, gate)
+}
+
+/// [`streaming_model`] that also waits at `first` before it writes anything.
+pub(crate) fn gated_model(
+    rt: &tokio::runtime::Runtime,
+    first: Option<Gate>,
+    gate: Gate,
+) -> TestServer {
     let (before, after) = STREAMED_ANSWER.split_at(STREAMED_ANSWER.find("최근").unwrap());
     let piece = |text: &str| -> Vec<Piece> {
         let chars: Vec<char> = text.chars().collect();
@@ -805,7 +814,8 @@ fn streaming_model(rt: &tokio::runtime::Runtime, gate: Gate) -> TestServer {
             .map(|c| Piece::Content(c.iter().collect()))
             .collect()
     };
-    let mut pieces = vec![Piece::Content("{\"answer\": \"".into())];
+    let mut pieces: Vec<Piece> = first.into_iter().map(Piece::Wait).collect();
+    pieces.push(Piece::Content("{\"answer\": \"".into()));
     pieces.extend(piece(before));
     pieces.push(Piece::Wait(gate));
     pieces.extend(piece(after));
