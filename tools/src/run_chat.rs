@@ -53,8 +53,9 @@ The chat's own words, never sent:
 
 Output: for a person, tables and one-line replies; an error is one `error: ...` line. When stdin
 is piped, each line is echoed after `chronicle> ` so the output reads as the conversation.
---json prints one JSON object per line instead, {\"type\": ..., \"data\": ...}: command,
-started, waiting, chunk, approval, result, help, error.
+--json prints one JSON object per line instead, {\"type\": ..., \"data\": ...}: command
+(a reply, with interpreted_from), started, left_waiting (after /new), waiting (the line started
+nothing), chunk, approval, result, help, error.
 
 Exit codes: 0 the chat ended (EOF or /quit), 2 bad arguments or an operational error.";
 
