@@ -235,17 +235,7 @@ impl Runner<'_> {
         self.chunks.end_line(self.out)?;
         let completed = s.supervisor.run_status == chronicle_schemas::RunStatus::Completed;
         if self.json {
-            json_line(
-                self.out,
-                "result",
-                json!({
-                    "run_id": run,
-                    "status": s.supervisor.run_status.as_str(),
-                    "answer": view::answer(s),
-                    "final_response": s.supervisor.final_response,
-                    "error": (!completed).then(|| view::failure(s)),
-                }),
-            )?;
+            json_line(self.out, "result", result_json(run, s))?;
         } else if completed {
             // Printed already if it streamed.
             let answer = view::answer(s);
@@ -276,17 +266,7 @@ impl Runner<'_> {
         self.chunks.end_line(self.out)?;
         let where_ = self.backend.where_flag();
         if self.json {
-            let list: Vec<Value> = pending
-                .iter()
-                .map(|a| {
-                    json!({
-                        "run_id": run,
-                        "approval_id": a.approval_id,
-                        "todo_id": a.subject.as_ref().map(|s| s.todo_id()),
-                        "message": a.message,
-                    })
-                })
-                .collect();
+            let list: Vec<Value> = pending.iter().map(|a| approval_json(run, a)).collect();
             json_line(
                 self.out,
                 "waiting",
@@ -375,6 +355,28 @@ impl Runner<'_> {
             }
         }
     }
+}
+
+/// The `--json` line of an ended run: `{run_id, status, answer, final_response, error}`.
+pub(crate) fn result_json(run: RunId, s: &RunState) -> Value {
+    let completed = s.supervisor.run_status == chronicle_schemas::RunStatus::Completed;
+    json!({
+        "run_id": run,
+        "status": s.supervisor.run_status.as_str(),
+        "answer": view::answer(s),
+        "final_response": s.supervisor.final_response,
+        "error": (!completed).then(|| view::failure(s)),
+    })
+}
+
+/// The `--json` form of an approval a run waits for: `{run_id, approval_id, todo_id, message}`.
+pub(crate) fn approval_json(run: RunId, a: &Approval) -> Value {
+    json!({
+        "run_id": run,
+        "approval_id": a.approval_id,
+        "todo_id": a.subject.as_ref().map(|s| s.todo_id()),
+        "message": a.message,
+    })
 }
 
 /// An engine or server refusal (a 4xx, or an engine error that is not the store's or a

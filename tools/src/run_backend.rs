@@ -8,15 +8,15 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use chronicle_client::{Client, EventsFrom, StreamEvent, StreamItem};
+use chronicle_client::{ChatReply, Client, EventsFrom, StreamEvent, StreamItem};
 use chronicle_engine::store::{Options, Store};
-use chronicle_engine::{Engine, Live, Principal, StartRun};
+use chronicle_engine::{Engine, Live, Principal, StartRun, Turn, TurnInput, TurnOutcome};
 use chronicle_projections::RunState;
 use chronicle_schemas::{
     Approval, ApprovalId, HitlMode, RunId, RunStatus, SessionId, Strategy, TodoStatus,
 };
 use chronicle_wire::names::{event_data, wire_names};
-use chronicle_wire::{CommandOutcome, DecisionRequest, RunRequest};
+use chronicle_wire::{ChatRequest, CommandOutcome, DecisionRequest, RunRequest};
 use futures_util::{Stream, StreamExt};
 
 use crate::common::{DataArgs, RemoteArgs};
@@ -39,6 +39,32 @@ pub struct StartReq {
     pub session: Option<SessionId>,
     /// Agent mode: this agent drives the run.
     pub agent: Option<String>,
+}
+
+/// What one chat turn did, in the same terms embedded and remote (the engine's `TurnOutcome`).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Turned {
+    /// A slash command ran on the run (a refused one is [`CommandOutcome::Refused`]); `said`
+    /// is the plain words it was interpreted from, when it was not typed as a command.
+    Command {
+        run: RunId,
+        outcome: Box<CommandOutcome>,
+        said: Option<String>,
+    },
+    /// A new run started in the session.
+    Started { run: RunId },
+    /// The run waits for a human: the message started nothing.
+    Waiting { run: RunId },
+    /// The message decided the run's pending approval: the run goes on.
+    Decided { run: RunId },
+}
+
+/// A session's latest run and the approvals it waits for, as a remote turn found it: how a
+/// server's answer, which names only the run, tells a new run, a decision and "still waiting"
+/// apart.
+struct Before {
+    run: RunId,
+    pending: Vec<ApprovalId>,
 }
 
 #[derive(Debug)]
@@ -176,6 +202,35 @@ impl Backend {
         }
     }
 
+    /// One chat turn in `session`: `text` goes through the engine's chat-turn policy (a
+    /// `/command` on the session's latest run, an answer to the approval it waits for, or a
+    /// query that starts a run), embedded as the local principal or as `POST /chat`.
+    pub async fn turn(
+        &self,
+        session: &SessionId,
+        text: &str,
+        hitl: Option<HitlMode>,
+    ) -> anyhow::Result<Turned> {
+        match self {
+            Backend::Local(engine) => local_turn(engine, session, text, hitl).await,
+            Backend::Remote(client) => remote_turn(client, session, text, hitl).await,
+        }
+    }
+
+    /// The deployment's command help, when this process knows it without asking a run (the
+    /// embedded engine's texts; a server's help comes with its replies).
+    pub fn help(&self) -> Option<String> {
+        match self {
+            Backend::Local(engine) => Some(
+                engine
+                    .settings()
+                    .texts
+                    .say(chronicle_engine::texts::Text::Help),
+            ),
+            Backend::Remote(_) => None,
+        }
+    }
+
     /// Runs a slash command; a refused one is [`CommandOutcome::Refused`], as the engine gives it.
     pub async fn command(&self, run: RunId, text: &str) -> anyhow::Result<CommandOutcome> {
         match self {
@@ -236,6 +291,126 @@ impl Backend {
         if let Backend::Local(engine) = self {
             engine.shutdown().await;
         }
+    }
+}
+
+async fn local_turn(
+    engine: &Engine,
+    session: &SessionId,
+    text: &str,
+    hitl: Option<HitlMode>,
+) -> anyhow::Result<Turned> {
+    let turn = Turn {
+        session: session.clone(),
+        run: None,
+        input: TurnInput::Message(text.to_owned()),
+        by: Principal::local(),
+        user_id: None,
+        hitl,
+    };
+    Ok(match engine.turn(turn).await {
+        Ok(TurnOutcome::Command { run, outcome, said }) => Turned::Command { run, outcome, said },
+        Ok(TurnOutcome::Started { run }) => Turned::Started { run },
+        Ok(TurnOutcome::Waiting { run }) => Turned::Waiting { run },
+        Ok(TurnOutcome::Decided { run, .. }) => Turned::Decided { run },
+        // A refused command is an answer, not a failure (it only comes from a session's run).
+        Err(chronicle_engine::Error::Command { reason, help }) => {
+            let Some(run) = engine.latest_run_of(&Principal::local(), session)? else {
+                bail!("{reason}");
+            };
+            refused(run, reason, help)
+        }
+        Err(e) => return Err(e.into()),
+    })
+}
+
+/// The session's latest run and what it waits for; `None` for a session without runs.
+async fn session_now(client: &Client, session: &SessionId) -> anyhow::Result<Option<Before>> {
+    match client.session(&session.0).await {
+        Ok(view) => {
+            let mut pending = view.state.pending_approval_ids;
+            pending.sort();
+            Ok(Some(Before {
+                run: view.run_id,
+                pending,
+            }))
+        }
+        Err(e) if e.status() == Some(404) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// `POST /chat`. The server answers a turn that started a run only once the run has settled;
+/// so that the chat can stream the run's answer meanwhile, the session is watched while the
+/// request is out, and a new run in it is answered as started at once (the request goes on,
+/// and its answer is then not needed).
+async fn remote_turn(
+    client: &Client,
+    session: &SessionId,
+    text: &str,
+    hitl: Option<HitlMode>,
+) -> anyhow::Result<Turned> {
+    let before = session_now(client, session).await?;
+    let req = ChatRequest {
+        message: text.to_owned(),
+        thread_id: Some(session.0.clone()),
+        user_id: None,
+        hitl,
+    };
+    let mut post = tokio::spawn({
+        let client = client.clone();
+        async move { client.chat(&req).await }
+    });
+    let reply = loop {
+        tokio::select! {
+            reply = &mut post => break reply.context("the chat request stopped")?,
+            () = tokio::time::sleep(Duration::from_millis(REMOTE_POLL_MS)) => {
+                let now = session_now(client, session).await?;
+                if let Some(now) = now.filter(|n| before.as_ref().is_none_or(|b| b.run != n.run)) {
+                    return Ok(Turned::Started { run: now.run });
+                }
+            }
+        }
+    };
+    let (run, waiting) = match reply {
+        Ok(ChatReply::Command(c)) => {
+            return Ok(Turned::Command {
+                run: c.run_id,
+                outcome: Box::new(c.result),
+                said: c.interpreted_from,
+            });
+        }
+        Ok(ChatReply::Done(t) | ChatReply::Working(t)) => (t.run_id, None),
+        Ok(ChatReply::Waiting { waiting, .. }) => {
+            let mut ids: Vec<ApprovalId> = waiting.approvals.iter().map(|a| a.id.clone()).collect();
+            ids.sort();
+            (waiting.turn.run_id, Some(ids))
+        }
+        // A refused command (400 with the help) or one the run's state refused (409): an
+        // answer to show, as the engine gives it embedded.
+        Err(chronicle_client::Error::Http { status, body })
+            if (status == 400 && body.help().is_some()) || status == 409 =>
+        {
+            let Some(before) = before else {
+                bail!("{}", body.error.message);
+            };
+            let help = body.help().unwrap_or_default().to_owned();
+            return Ok(refused(before.run, body.error.message, help));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    Ok(match before {
+        Some(b) if b.run == run && waiting.as_ref() == Some(&b.pending) => Turned::Waiting { run },
+        Some(b) if b.run == run => Turned::Decided { run },
+        _ => Turned::Started { run },
+    })
+}
+
+fn refused(run: RunId, error: String, help: String) -> Turned {
+    Turned::Command {
+        run,
+        outcome: Box::new(CommandOutcome::Refused { error, help }),
+        said: None,
     }
 }
 

@@ -20,7 +20,7 @@ use chronicle_schemas::{
 };
 use chronicle_wire::names::ChunkType;
 use chronicle_wire::names::wire_names;
-use chronicle_wire::{ChunkData, EventData};
+use chronicle_wire::{CheckpointEntry, ChunkData, CommandOutcome, EventData, TodosReply};
 use serde_json::Value;
 
 /// Longest free text (a query, a reasoning note, an answer, an error) a readable line shows
@@ -850,6 +850,168 @@ pub fn write_approval(out: &mut dyn Write, a: &Approval) -> io::Result<()> {
     writeln!(out, "{}", a.message)
 }
 
+/// The command a reply answers, as a person would type it (to say what plain words were
+/// interpreted as). `None` for a refusal.
+pub fn command_of(outcome: &CommandOutcome) -> Option<String> {
+    Some(match outcome {
+        CommandOutcome::Todos(_) => "/todos".to_owned(),
+        CommandOutcome::Approved(a) => format!("/todo approve {}", a.approval_id),
+        CommandOutcome::ApprovedAll(_) => "/todo approve all".to_owned(),
+        CommandOutcome::Rejected(r) => format!("/todo reject {}", r.approval_id),
+        CommandOutcome::Skipped(s) => format!("/todo skip {}", s.todo_id),
+        CommandOutcome::Added(a) => format!("/todo add {}", a.todo.agent_name),
+        CommandOutcome::Updated(u) => format!("/todo update {} {}", u.todo_id, u.new_status),
+        CommandOutcome::CheckpointList { .. } => "/checkpoint list".to_owned(),
+        CommandOutcome::Restored(r) => format!("/checkpoint restore {}", r.checkpoint_id),
+        CommandOutcome::Help { .. } => "/help".to_owned(),
+        CommandOutcome::Refused { .. } => return None,
+    })
+}
+
+/// A command's reply for a person: a table for `/todos` and `/checkpoint list`, the help, one
+/// line for the rest (a refusal as one `error:` line that points at `/help`). When the command
+/// was interpreted from plain words (`said`), the command it was taken for comes first.
+pub fn write_command(
+    out: &mut dyn Write,
+    outcome: &CommandOutcome,
+    said: Option<&str>,
+) -> io::Result<()> {
+    if let (Some(_), Some(command)) = (said, command_of(outcome)) {
+        writeln!(out, "{}", paint(DIM, format!("interpreted as {command}")))?;
+    }
+    match outcome {
+        CommandOutcome::Todos(r) => write_todos(out, r),
+        CommandOutcome::CheckpointList { checkpoints } => write_checkpoints(out, checkpoints),
+        CommandOutcome::Help { help } => writeln!(out, "{help}"),
+        CommandOutcome::Refused { error, .. } => write_error(
+            out,
+            &format!(
+                "{} (type /help for the commands)",
+                one_line(error, usize::MAX)
+            ),
+        ),
+        CommandOutcome::ApprovedAll(all) => {
+            for a in &all.approved {
+                write_approved(out, a)?;
+            }
+            Ok(())
+        }
+        CommandOutcome::Approved(a) => write_approved(out, a),
+        CommandOutcome::Rejected(r) => {
+            let line = format!("{} rejected ({})", r.todo_id, r.approval_id);
+            writeln!(out, "{}", paint(YELLOW, line))
+        }
+        CommandOutcome::Skipped(s) => writeln!(out, "{} skipped", s.todo_id),
+        CommandOutcome::Added(a) => {
+            let t = &a.todo;
+            let deps: Vec<&str> = t.dependencies.iter().map(|d| d.as_str()).collect();
+            let after = match deps.is_empty() {
+                true => String::new(),
+                false => format!(" after {}", deps.join(", ")),
+            };
+            writeln!(out, "added {} {}{after}", t.id, t.agent_name)
+        }
+        CommandOutcome::Updated(u) => {
+            let status = paint(status_style(u.new_status), u.new_status);
+            writeln!(out, "{} is now {status}", u.todo_id)
+        }
+        CommandOutcome::Restored(r) => writeln!(
+            out,
+            "restored to {} (seq {}); {} of {} TODOs completed",
+            r.checkpoint_id, r.to_seq, r.summary.completed, r.summary.total
+        ),
+    }
+}
+
+fn write_approved(out: &mut dyn Write, a: &chronicle_wire::Approved) -> io::Result<()> {
+    let what = a
+        .todo_id
+        .as_ref()
+        .map_or_else(|| a.approval_id.to_string(), |t| t.to_string());
+    writeln!(
+        out,
+        "{}",
+        paint(GREEN, format!("{what} approved ({})", a.approval_id))
+    )
+}
+
+/// One line of error, never JSON: `error: <message>`.
+pub fn write_error(out: &mut dyn Write, message: &str) -> io::Result<()> {
+    writeln!(
+        out,
+        "{} {}",
+        paint(RED, "error:"),
+        one_line(message, usize::MAX)
+    )
+}
+
+/// `/todos`: id, status (coloured), agent, title; then what the run waits for.
+fn write_todos(out: &mut dyn Write, r: &TodosReply) -> io::Result<()> {
+    if r.todos.is_empty() {
+        return writeln!(out, "(no TODOs)");
+    }
+    let current = r.current_todo_id.as_ref();
+    let rows: Vec<Vec<String>> = r
+        .todos
+        .iter()
+        .map(|t| {
+            let marker = if Some(&t.id) == current { "*" } else { "" };
+            vec![
+                format!("{}{marker}", t.id),
+                paint(status_style(t.status), t.status),
+                t.agent_name.clone(),
+                one_line(&t.name, TEXT_CHARS_MAX),
+            ]
+        })
+        .collect();
+    table(out, &["TODO", "STATUS", "AGENT", "TITLE"], &rows)?;
+    let s = &r.summary;
+    writeln!(
+        out,
+        "{} of {} completed{}",
+        s.completed,
+        s.total,
+        match r.pending_approval_ids.len() {
+            0 => String::new(),
+            _ => format!(
+                "; waiting for approval {}",
+                r.pending_approval_ids
+                    .iter()
+                    .map(|a| a.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        }
+    )
+}
+
+/// `/checkpoint list`: id, node, TODOs completed, time; checkpoints a restore left are marked.
+fn write_checkpoints(out: &mut dyn Write, list: &[CheckpointEntry]) -> io::Result<()> {
+    if list.is_empty() {
+        return writeln!(out, "(no checkpoints)");
+    }
+    let rows: Vec<Vec<String>> = list
+        .iter()
+        .map(|c| {
+            let id = match c.abandoned {
+                true => paint(DIM, format!("~{}", c.checkpoint_id)),
+                false => c.checkpoint_id.to_string(),
+            };
+            vec![
+                id,
+                c.node.clone(),
+                c.todos_completed.to_string(),
+                date_time(c.timestamp),
+            ]
+        })
+        .collect();
+    table(
+        out,
+        &["CHECKPOINT", "NODE", "TODOS DONE", "TIME (UTC)"],
+        &rows,
+    )
+}
+
 /// Bytes of the supervisor's streamed answer a [`ChunkPrinter`] remembers to tell whether the
 /// final answer was printed already (an answer is at most one event, 64 KiB).
 const STREAMED_ANSWER_BYTES_MAX: usize = 256 * 1024;
@@ -987,6 +1149,74 @@ mod tests {
         let mut unknown = event_data(&env);
         unknown.kind = "FromTheFuture".into();
         assert_eq!(data_line(&unknown), "   7  10:00:00.123  FromTheFuture");
+    }
+
+    fn plain(f: impl FnOnce(&mut Vec<u8>) -> io::Result<()>) -> String {
+        let mut buf = Vec::new();
+        f(&mut buf).unwrap();
+        anstream::adapter::strip_str(&String::from_utf8(buf).unwrap()).to_string()
+    }
+
+    #[test]
+    fn command_replies_read_as_a_line_or_a_table() {
+        let todo = chronicle_schemas::SupervisorTodo {
+            id: TodoId::from("todo_002"),
+            name: "analysis_team 추가 실행".into(),
+            agent_name: "analysis_team".into(),
+            ..Default::default()
+        };
+        let added = CommandOutcome::Added(Box::new(chronicle_wire::Added {
+            status: chronicle_wire::tag::Added::Added,
+            todo: todo.clone(),
+            message: "새 TODO todo_002가 추가되었습니다.".into(),
+        }));
+        let said = Some("분석도 추가해줘");
+        assert_eq!(
+            plain(|o| write_command(o, &added, said)),
+            "interpreted as /todo add analysis_team\nadded todo_002 analysis_team\n"
+        );
+        assert_eq!(
+            plain(|o| write_command(o, &added, None)),
+            "added todo_002 analysis_team\n"
+        );
+        let refused = CommandOutcome::Refused {
+            error: "Unknown command\n(try again)".into(),
+            help: "h".into(),
+        };
+        assert_eq!(command_of(&refused), None);
+        assert_eq!(
+            plain(|o| write_command(o, &refused, said)),
+            "error: Unknown command (try again) (type /help for the commands)\n"
+        );
+        let todos = CommandOutcome::Todos(TodosReply {
+            todos: vec![todo],
+            summary: chronicle_wire::TodoSummary {
+                total: 1,
+                ..Default::default()
+            },
+            current_todo_id: None,
+            checkpoint_id: None,
+            pending_approval_ids: vec![],
+            sub_runs: vec![],
+        });
+        let table = plain(|o| write_command(o, &todos, None));
+        let lines: Vec<Vec<&str>> = table
+            .lines()
+            .map(|l| l.split_whitespace().collect())
+            .collect();
+        assert_eq!(lines[0], ["TODO", "STATUS", "AGENT", "TITLE"]);
+        assert_eq!(
+            lines[1],
+            [
+                "todo_002",
+                "pending",
+                "analysis_team",
+                "analysis_team",
+                "추가",
+                "실행"
+            ]
+        );
+        assert_eq!(lines[2], ["0", "of", "1", "completed"]);
     }
 
     #[test]

@@ -18,11 +18,11 @@ use chronicle_testkit::model::{Gate, Piece, Reply, TestServer};
 use serde_json::Value;
 
 /// Seed 002's example query.
-const SEED_002_QUERY: &str = "강남역 근처 30평대 아파트 매매 시세 알려줘";
+pub(crate) const SEED_002_QUERY: &str = "강남역 근처 30평대 아파트 매매 시세 알려줘";
 /// Seed 000 scenario 2's query.
-const SCENARIO_2_QUERY: &str = "강남구 아파트 시세 조회";
+pub(crate) const SCENARIO_2_QUERY: &str = "강남구 아파트 시세 조회";
 /// Longest a child may take before the test fails (instead of hanging).
-const CHILD_TIMEOUT: Duration = Duration::from_secs(120);
+pub(crate) const CHILD_TIMEOUT: Duration = Duration::from_secs(120);
 const WAIT: Duration = Duration::from_secs(30);
 
 /// The binary with a clean, colourless environment (no LLM, no inherited data dir or token).
@@ -74,22 +74,22 @@ pub(crate) fn output(mut cmd: Command, stdin: &str) -> Output {
     }
 }
 
-fn run_cli(args: &[&str], stdin: &str) -> Output {
+pub(crate) fn run_cli(args: &[&str], stdin: &str) -> Output {
     let mut c = chronicle();
     c.args(args);
     output(c, stdin)
 }
 
-fn stdout(o: &Output) -> String {
+pub(crate) fn stdout(o: &Output) -> String {
     String::from_utf8(o.stdout.clone()).unwrap()
 }
 
-fn stderr(o: &Output) -> String {
+pub(crate) fn stderr(o: &Output) -> String {
     String::from_utf8(o.stderr.clone()).unwrap()
 }
 
 #[track_caller]
-fn assert_exit(o: &Output, code: i32) {
+pub(crate) fn assert_exit(o: &Output, code: i32) {
     assert_eq!(
         o.status.code(),
         Some(code),
@@ -99,7 +99,7 @@ fn assert_exit(o: &Output, code: i32) {
     );
 }
 
-fn path_str(p: &Path) -> &str {
+pub(crate) fn path_str(p: &Path) -> &str {
     p.to_str().unwrap()
 }
 
@@ -112,7 +112,7 @@ pub(crate) fn rt() -> tokio::runtime::Runtime {
 }
 
 /// Every run of a data dir and its state (the store must not be in use).
-fn runs_of(dir: &Path) -> Vec<(RunId, RunState)> {
+pub(crate) fn runs_of(dir: &Path) -> Vec<(RunId, RunState)> {
     let store = Store::open(dir, Options::default()).unwrap();
     let heads: Vec<_> = store.runs().collect::<Result<_, _>>().unwrap();
     heads
@@ -146,18 +146,8 @@ fn chat_walks_seed_000_scenario_2_to_an_answer() {
     let ask_1 = out.find("- TODO ID: todo_001").expect(&out);
     assert!(plan < ask_1, "{out}");
     assert!(out.contains("📋 다음 작업을 실행하시겠습니까?"), "{out}");
-    // `/todo add analysis_team` answers as seed 000 shows it.
-    let added = out.find("\"status\": \"added\"").expect(&out);
-    let todo_2 = &out[added..];
-    assert!(todo_2.contains("\"id\": \"todo_002\""), "{out}");
-    assert!(
-        todo_2.contains("\"name\": \"analysis_team 추가 실행\""),
-        "{out}"
-    );
-    assert!(
-        todo_2.contains("\"agent_name\": \"analysis_team\""),
-        "{out}"
-    );
+    // `/todo add analysis_team` says what it added, in one line.
+    let added = out.find("added todo_002 analysis_team").expect(&out);
     // After the first approval, the run asks for todo_002; after the second, it answers.
     let ask_2 = out.find("- TODO ID: todo_002").expect(&out);
     let done = out.find("✅ completed").expect(&out);
@@ -172,6 +162,7 @@ fn chat_walks_seed_000_scenario_2_to_an_answer() {
     let todos = &s.supervisor.planning_state.as_ref().unwrap().todos;
     assert_eq!(todos.len(), 2);
     assert!(todos.iter().all(|t| t.status == TodoStatus::Completed));
+    assert_eq!(todos[1].name, "analysis_team 추가 실행");
     assert!(
         s.approvals
             .list
@@ -188,7 +179,11 @@ fn chat_without_a_run_explains_and_ends_cleanly() {
         "/todos\n/help\n/quit\n강남구 아파트 시세 조회\n",
     );
     assert_exit(&o, 0);
-    assert!(stderr(&o).contains("no run yet"), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("error: no run yet: type a query first"),
+        "{}",
+        stdout(&o)
+    );
     assert!(stdout(&o).contains("/checkpoint restore"), "{}", stdout(&o));
     // `/quit` left before the query: no run was started.
     assert!(runs_of(dir.path()).is_empty());
@@ -729,7 +724,9 @@ fn remote_run_chat_and_audit_export() {
     );
     assert_exit(&o, 0);
     assert!(
-        stdout(&o).contains("\"current_todo_id\": \"todo_001\""),
+        stdout(&o)
+            .lines()
+            .any(|l| l.starts_with("todo_001*") && l.contains("waiting_approval")),
         "{}",
         stdout(&o)
     );
@@ -790,16 +787,25 @@ fn remote_run_chat_and_audit_export() {
 // ------------------------------------------------------------------ streamed answers
 
 /// The key of the scripted model.
-const MODEL_KEY: &str = "sk-cli-stream-8Hk3Lm5N";
+pub(crate) const MODEL_KEY: &str = "sk-cli-stream-8Hk3Lm5N";
 /// The answer the scripted model writes, and a sentence of it found nowhere else.
-const STREAMED_ANSWER: &str = "강남역 근처 30평대 아파트 매매 시세는 13억에서 15억 사이입니다. \
+pub(crate) const STREAMED_ANSWER: &str = "강남역 근처 30평대 아파트 매매 시세는 13억에서 15억 사이입니다. \
     역에서 가까울수록 비싸고, 최근 석 달 동안 거래가 조금 늘었습니다.";
-const STREAMED_SENTENCE: &str = "최근 석 달 동안 거래가 조금 늘었습니다.";
+pub(crate) const STREAMED_SENTENCE: &str = "최근 석 달 동안 거래가 조금 늘었습니다.";
 
 /// A model that streams [`STREAMED_ANSWER`] (as the JSON the planner asks for, a few characters
 /// a chunk, waiting at `gate` before its last sentence) to the answer-formatting request, and
 /// refuses every other request (the rules plan).
-fn streaming_model(rt: &tokio::runtime::Runtime, gate: Gate) -> TestServer {
+pub(crate) fn streaming_model(rt: &tokio::runtime::Runtime, gate: Gate) -> TestServer {
+    gated_model(rt, None, gate)
+}
+
+/// [`streaming_model`] that also waits at `first` before it writes anything.
+pub(crate) fn gated_model(
+    rt: &tokio::runtime::Runtime,
+    first: Option<Gate>,
+    gate: Gate,
+) -> TestServer {
     let (before, after) = STREAMED_ANSWER.split_at(STREAMED_ANSWER.find("최근").unwrap());
     let piece = |text: &str| -> Vec<Piece> {
         let chars: Vec<char> = text.chars().collect();
@@ -808,7 +814,8 @@ fn streaming_model(rt: &tokio::runtime::Runtime, gate: Gate) -> TestServer {
             .map(|c| Piece::Content(c.iter().collect()))
             .collect()
     };
-    let mut pieces = vec![Piece::Content("{\"answer\": \"".into())];
+    let mut pieces: Vec<Piece> = first.into_iter().map(Piece::Wait).collect();
+    pieces.push(Piece::Content("{\"answer\": \"".into()));
     pieces.extend(piece(before));
     pieces.push(Piece::Wait(gate));
     pieces.extend(piece(after));
