@@ -41,6 +41,13 @@ pub struct StartReq {
     pub agent: Option<String>,
 }
 
+/// Plain words a command was read from, and the command.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Interpreted {
+    pub said: String,
+    pub command: String,
+}
+
 /// What one chat turn did, in the same terms embedded and remote (the engine's `TurnOutcome`).
 #[derive(Clone, Debug, PartialEq)]
 pub enum Turned {
@@ -49,7 +56,7 @@ pub enum Turned {
     Command {
         run: RunId,
         outcome: Box<CommandOutcome>,
-        said: Option<String>,
+        said: Option<Interpreted>,
     },
     /// A new run started in the session.
     Started { run: RunId },
@@ -307,9 +314,19 @@ async fn local_turn(
         by: Principal::local(),
         user_id: None,
         hitl,
+        on_reject: None,
     };
     Ok(match engine.turn(turn).await {
-        Ok(TurnOutcome::Command { run, outcome, said }) => Turned::Command { run, outcome, said },
+        Ok(TurnOutcome::Command {
+            run,
+            command,
+            outcome,
+            said,
+        }) => Turned::Command {
+            run,
+            outcome,
+            said: said.map(|said| Interpreted { said, command }),
+        },
         Ok(TurnOutcome::Started { run }) => Turned::Started { run },
         Ok(TurnOutcome::Waiting { run }) => Turned::Waiting { run },
         Ok(TurnOutcome::Decided { run, .. }) => Turned::Decided { run },
@@ -356,6 +373,7 @@ async fn remote_turn(
         thread_id: Some(session.0.clone()),
         user_id: None,
         hitl,
+        on_reject: None,
     };
     let mut post = tokio::spawn({
         let client = client.clone();
@@ -374,10 +392,11 @@ async fn remote_turn(
     };
     let (run, waiting) = match reply {
         Ok(ChatReply::Command(c)) => {
+            let command = c.command;
             return Ok(Turned::Command {
                 run: c.run_id,
                 outcome: Box::new(c.result),
-                said: c.interpreted_from,
+                said: c.interpreted_from.map(|said| Interpreted { said, command }),
             });
         }
         Ok(ChatReply::Done(t) | ChatReply::Working(t)) => (t.run_id, None),

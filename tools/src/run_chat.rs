@@ -366,7 +366,7 @@ impl Chat<'_> {
         };
         match turned {
             Turned::Command { run, outcome, said } => {
-                self.command(run, &outcome, said.as_deref(), before)
+                self.command(run, &outcome, said.as_ref(), before)
             }
             Turned::Started { run } => self.follow_new(run),
             Turned::Waiting { run } => self.waiting(run),
@@ -396,7 +396,7 @@ impl Chat<'_> {
         &mut self,
         run: RunId,
         outcome: &CommandOutcome,
-        said: Option<&str>,
+        said: Option<&backend::Interpreted>,
         before: Option<Listening>,
     ) -> anyhow::Result<()> {
         self.current = Some(run);
@@ -406,10 +406,14 @@ impl Chat<'_> {
             self.help = Some(help.clone());
         }
         if self.json {
-            let data = json!({"run_id": run, "result": outcome, "interpreted_from": said});
+            let data = json!({
+                "run_id": run, "result": outcome,
+                "interpreted_from": said.map(|s| &s.said),
+                "interpreted_as": said.map(|s| &s.command),
+            });
             json_line(self.out, "command", data)?;
         } else {
-            view::write_command(self.out, outcome, said)?;
+            view::write_command(self.out, outcome, said.map(|s| s.command.as_str()))?;
         }
         let continues = matches!(
             outcome,

@@ -850,33 +850,15 @@ pub fn write_approval(out: &mut dyn Write, a: &Approval) -> io::Result<()> {
     writeln!(out, "{}", a.message)
 }
 
-/// The command a reply answers, as a person would type it (to say what plain words were
-/// interpreted as). `None` for a refusal.
-pub fn command_of(outcome: &CommandOutcome) -> Option<String> {
-    Some(match outcome {
-        CommandOutcome::Todos(_) => "/todos".to_owned(),
-        CommandOutcome::Approved(a) => format!("/todo approve {}", a.approval_id),
-        CommandOutcome::ApprovedAll(_) => "/todo approve all".to_owned(),
-        CommandOutcome::Rejected(r) => format!("/todo reject {}", r.approval_id),
-        CommandOutcome::Skipped(s) => format!("/todo skip {}", s.todo_id),
-        CommandOutcome::Added(a) => format!("/todo add {}", a.todo.agent_name),
-        CommandOutcome::Updated(u) => format!("/todo update {} {}", u.todo_id, u.new_status),
-        CommandOutcome::CheckpointList { .. } => "/checkpoint list".to_owned(),
-        CommandOutcome::Restored(r) => format!("/checkpoint restore {}", r.checkpoint_id),
-        CommandOutcome::Help { .. } => "/help".to_owned(),
-        CommandOutcome::Refused { .. } => return None,
-    })
-}
-
 /// A command's reply for a person: a table for `/todos` and `/checkpoint list`, the help, one
 /// line for the rest (a refusal as one `error:` line that points at `/help`). When the command
-/// was interpreted from plain words (`said`), the command it was taken for comes first.
+/// was read from plain words, the command it was taken for (`interpreted_as`) comes first.
 pub fn write_command(
     out: &mut dyn Write,
     outcome: &CommandOutcome,
-    said: Option<&str>,
+    interpreted_as: Option<&str>,
 ) -> io::Result<()> {
-    if let (Some(_), Some(command)) = (said, command_of(outcome)) {
+    if let Some(command) = interpreted_as {
         writeln!(out, "{}", paint(DIM, format!("interpreted as {command}")))?;
     }
     match outcome {
@@ -1170,7 +1152,7 @@ mod tests {
             todo: todo.clone(),
             message: "새 TODO todo_002가 추가되었습니다.".into(),
         }));
-        let said = Some("분석도 추가해줘");
+        let said = Some("/todo add analysis_team");
         assert_eq!(
             plain(|o| write_command(o, &added, said)),
             "interpreted as /todo add analysis_team\nadded todo_002 analysis_team\n"
@@ -1183,9 +1165,8 @@ mod tests {
             error: "Unknown command\n(try again)".into(),
             help: "h".into(),
         };
-        assert_eq!(command_of(&refused), None);
         assert_eq!(
-            plain(|o| write_command(o, &refused, said)),
+            plain(|o| write_command(o, &refused, None)),
             "error: Unknown command (try again) (type /help for the commands)\n"
         );
         let todos = CommandOutcome::Todos(TodosReply {
