@@ -5,7 +5,7 @@
 
 use std::sync::{Mutex, PoisonError};
 
-use chronicle_schemas::{PlanStep, RunId, Source, Strategy, TodoId};
+use chronicle_schemas::{MemoryKind, PlanStep, RunId, Source, Strategy, TodoId};
 use serde_json::Value;
 
 use crate::agents::Registry;
@@ -59,6 +59,19 @@ pub struct AgentResult {
     pub todo_id: TodoId,
     pub result: Option<Value>,
     pub error: Option<String>,
+}
+
+/// An item a planner remembers of a turn for its user's later turns; the engine records it as
+/// `MemorySaved` with a new `memory_id`, the run's memory user and the run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Remembered {
+    pub kind: MemoryKind,
+    /// What it is about (`deal_type`): a later preference with the same key replaces it.
+    pub key: String,
+    /// The domain's value, for the rules that apply it.
+    pub value: Value,
+    /// The item in words, for people and prompts.
+    pub text: String,
 }
 
 /// What a planner sees of the run, and its way to the model and to the run's narration.
@@ -126,6 +139,17 @@ pub trait Planner: Send + Sync + 'static {
         intent: &Intent,
         results: &[AgentResult],
     ) -> Value;
+
+    /// What to remember of the turn for the user's later turns (a preference the query
+    /// stated, a fact about the user), called when the turn answers. By default nothing.
+    async fn remember(
+        &self,
+        _cx: &PlanContext<'_>,
+        _intent: &Intent,
+        _results: &[AgentResult],
+    ) -> Vec<Remembered> {
+        Vec::new()
+    }
 }
 
 /// The planner of an engine no domain was plugged into: it plans nothing (runs need a plan of

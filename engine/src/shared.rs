@@ -14,6 +14,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::bus::Bus;
 use crate::mailbox::Input;
+use crate::memory::MemoryIndex;
 use crate::settings::Settings;
 use crate::store::{LiveRun, Store};
 use crate::{Error, Result};
@@ -33,6 +34,8 @@ pub(crate) struct Shared {
     pub shutdown: CancellationToken,
     pub tasks: TaskTracker,
     pub bus: Bus,
+    /// Every user's long-term memory (filled by [`crate::Engine::open`]).
+    pub memory: MemoryIndex,
     actors: Mutex<HashMap<RunId, mpsc::Sender<Input>>>,
     /// Runs' owners, read from their `RunStarted` (an owner never changes); at most
     /// [`OWNERS_CACHED_MAX`], then forgotten and read again.
@@ -72,6 +75,7 @@ impl Shared {
             shutdown,
             tasks: TaskTracker::new(),
             bus,
+            memory: MemoryIndex::default(),
             actors: Mutex::new(HashMap::new()),
             owners: Mutex::new(HashMap::new()),
             spawn,

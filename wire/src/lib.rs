@@ -39,5 +39,5 @@ pub use views::{
     ApprovalView, ChatCommand, ChatTurn, ChatWaiting, CheckpointEntry, CheckpointList,
     DecisionAccepted, Health, HealthStatus, Inbox, InboxItem, RUNS_PAGE_MAX, RunCancelled, RunList,
     RunSummary, SessionStatus, SessionView, Started, Status, StorageState, StreamTicket, SubRun,
-    TodoIds, TodoList, TodoSummary,
+    TodoIds, TodoList, TodoSummary, UserMemories,
 };

@@ -27,6 +27,7 @@ use crate::{Error, Result};
 pub mod commands;
 mod decide;
 mod expiry;
+mod forget;
 mod nodes;
 mod restore;
 pub(crate) mod step;
@@ -132,7 +133,14 @@ impl RunActor {
                 self.live = self.shared.store.load(self.live.run_id())?;
                 Err(Error::Concurrent)
             }
-            other => Ok(other?),
+            Ok(envs) => {
+                let owner = &self.state().supervisor.owner;
+                for env in &envs {
+                    self.shared.memory.record(owner, env);
+                }
+                Ok(envs)
+            }
+            Err(e) => Err(e.into()),
         }
     }
 
@@ -262,6 +270,13 @@ impl RunActor {
             }
             Input::Cancel { by, reason, reply } => {
                 let _ = reply.send(self.cancel(&by, reason).await);
+            }
+            Input::Forget {
+                memory_id,
+                by,
+                reply,
+            } => {
+                let _ = reply.send(self.forget(&memory_id, &by).await);
             }
             Input::ToolCall(call) => {
                 if let Err(e) = self.on_tool_call(call).await {

@@ -3,11 +3,14 @@
 //! and through the domain's rules otherwise or whenever the model's answer is unusable.
 
 use chronicle_engine::llm::json_object;
-use chronicle_engine::{AgentResult, EvaluationOutcome, Intent, Plan, PlanContext, Planner};
+use chronicle_engine::{
+    AgentResult, EvaluationOutcome, Intent, Plan, PlanContext, Planner, Remembered,
+};
 use chronicle_generic::{INTENT_GENERAL, Match};
 use chronicle_schemas::{Source, Strategy};
 use serde_json::{Map, Value};
 
+mod memory;
 pub(crate) mod prompts;
 pub(crate) mod rules;
 
@@ -128,7 +131,9 @@ impl Planner for RealEstatePlanner {
                 intent_from_answer(json_object(text)?, &fallback)
             })
             .await;
-        answer.unwrap_or(fallback)
+        let mut intent = answer.unwrap_or(fallback);
+        memory::apply_preferences(cx, &mut intent);
+        intent
     }
 
     async fn plan(&self, cx: &PlanContext<'_>, intent: &Intent) -> Plan {
@@ -216,6 +221,16 @@ impl Planner for RealEstatePlanner {
             add_foreign(&mut response, &composed);
         }
         response
+    }
+
+    /// A deal or property type the query asked for *only* is remembered as a preference.
+    async fn remember(
+        &self,
+        cx: &PlanContext<'_>,
+        _intent: &Intent,
+        _results: &[AgentResult],
+    ) -> Vec<Remembered> {
+        memory::remembered(cx.query)
     }
 }
 

@@ -14,13 +14,14 @@ impl RunActor {
             .settings
             .texts
             .say(Text::RequestReceived { query });
-        let ev = vec![
+        let mut ev = vec![
             Event::PhaseChanged {
                 phase: Phase::Initialization,
             },
             Event::Reasoning { message: note },
-            checkpoint(self.state(), "initialize", 0),
         ];
+        ev.extend(self.load_memory());
+        ev.push(checkpoint(self.state(), "initialize", 0));
         self.append(ev).await.map(drop)
     }
 }

@@ -26,6 +26,7 @@ mod evaluate;
 mod execute;
 mod initialize;
 mod intent;
+mod memory;
 mod plan;
 mod respond;
 

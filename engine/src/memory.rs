@@ -1,0 +1,216 @@
+//! Long-term memory per user: the index of every item saved (`MemorySaved`) and not deleted
+//! (`MemoryDeleted`) over the whole log.
+//!
+//! Whose memory: a run's *memory user* is its `user_id` when it has one, else its owner; items
+//! are kept per (owner principal, user). A run loads only what runs of its own owner saved for
+//! its user; a principal lists and deletes only those too, and an admin lists and deletes
+//! everyone's.
+//!
+//! The index is built when the engine opens, by one pass over the log, and kept up to date by
+//! the run actors: each append holding one of these events updates it once durable. Both ways
+//! go through [`MemoryIndex::record`], which is idempotent by `memory_id` (a deletion seen first
+//! keeps the item out when its save is seen after), so the pass and an append never count an
+//! item twice.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Mutex, PoisonError};
+
+use chronicle_schemas::{Envelope, Event, Memory, MemoryKind, OWNER_OF_OLD_RUNS, RunId};
+
+use crate::Principal;
+use crate::store::{self, Store};
+
+/// A run's memory user: its `user_id` when given, else its owner.
+pub(crate) fn memory_user(user_id: Option<&str>, owner: &str) -> String {
+    user_id.unwrap_or(owner).to_owned()
+}
+
+/// One saved item, with the principal whose run saved it and where in the log it was saved
+/// (newer items have higher offsets).
+#[derive(Clone, Debug)]
+struct Saved {
+    owner: String,
+    offset: u64,
+    memory: Memory,
+}
+
+#[derive(Debug, Default)]
+struct Items {
+    saved: HashMap<String, Saved>,
+    deleted: HashSet<String>,
+}
+
+/// Every item saved and not deleted, by `memory_id`.
+#[derive(Debug, Default)]
+pub(crate) struct MemoryIndex {
+    items: Mutex<Items>,
+}
+
+impl MemoryIndex {
+    /// Takes in everything the log holds now: one pass, in offset order.
+    pub(crate) fn scan(&self, store: &Store) -> store::Result<()> {
+        let mut owners: HashMap<RunId, String> = HashMap::new();
+        for env in store.read_range(0, store.durable_next_offset()) {
+            let env = env?;
+            match &env.event {
+                Event::RunStarted { owner, .. } => {
+                    let owner = owner.as_deref().unwrap_or(OWNER_OF_OLD_RUNS);
+                    owners.insert(env.run_id, owner.to_owned());
+                }
+                Event::MemorySaved { .. } | Event::MemoryDeleted { .. } => {
+                    let owner = owners.get(&env.run_id).map_or(OWNER_OF_OLD_RUNS, |o| o);
+                    self.record(owner, &env);
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Takes a durable event of a run `owner` owns into account (anything but a memory event is
+    /// ignored). Recording the same event twice changes nothing.
+    pub(crate) fn record(&self, owner: &str, env: &Envelope) {
+        if !matches!(
+            env.event,
+            Event::MemorySaved { .. } | Event::MemoryDeleted { .. }
+        ) {
+            return;
+        }
+        let mut items = self.items.lock().unwrap_or_else(PoisonError::into_inner);
+        match &env.event {
+            Event::MemorySaved { memory } if !items.deleted.contains(&memory.memory_id) => {
+                items
+                    .saved
+                    .entry(memory.memory_id.clone())
+                    .or_insert_with(|| Saved {
+                        owner: owner.to_owned(),
+                        offset: env.offset,
+                        memory: memory.clone(),
+                    });
+            }
+            Event::MemoryDeleted { memory_id, .. } => {
+                items.saved.remove(memory_id);
+                items.deleted.insert(memory_id.clone());
+            }
+            _ => {}
+        }
+    }
+
+    /// The items of `user` that `pass` lets through, newest first.
+    fn of_user(&self, user: &str, pass: impl Fn(&Saved) -> bool) -> Vec<Memory> {
+        let items = self.items.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut found: Vec<&Saved> = items
+            .saved
+            .values()
+            .filter(|s| s.memory.user_id == user && pass(s))
+            .collect();
+        found.sort_by_key(|s| std::cmp::Reverse(s.offset));
+        found.into_iter().map(|s| s.memory.clone()).collect()
+    }
+
+    /// What a run of `owner` for `user` loads: at most `max` items, newest first; of the
+    /// preferences with the same key only the newest.
+    pub(crate) fn load(&self, owner: &str, user: &str, max: usize) -> Vec<Memory> {
+        let mut keys = HashSet::new();
+        self.of_user(user, |s| s.owner == owner)
+            .into_iter()
+            .filter(|m| m.kind != MemoryKind::Preference || keys.insert(m.key.clone()))
+            .take(max)
+            .collect()
+    }
+
+    /// The items of `user` that `who` may see (its own runs' ones; an admin: all), newest
+    /// first, superseded preferences included (they can be deleted too).
+    pub(crate) fn visible(&self, who: &Principal, user: &str) -> Vec<Memory> {
+        self.of_user(user, |s| who.may_access(&s.owner))
+    }
+
+    /// The item `memory_id` of `user`, when `who` may see it.
+    pub(crate) fn find(&self, who: &Principal, user: &str, memory_id: &str) -> Option<Memory> {
+        let items = self.items.lock().unwrap_or_else(PoisonError::into_inner);
+        items
+            .saved
+            .get(memory_id)
+            .filter(|s| s.memory.user_id == user && who.may_access(&s.owner))
+            .map(|s| s.memory.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chronicle_schemas::{Actor, Hash, Timestamp};
+    use serde_json::json;
+
+    fn env(offset: u64, event: Event) -> Envelope {
+        Envelope {
+            offset,
+            run_id: RunId(uuid::Uuid::nil()),
+            seq: offset,
+            at: Timestamp(0),
+            prev_hash: Hash::default(),
+            hash: Hash::default(),
+            event,
+        }
+    }
+
+    fn saved(id: &str, kind: MemoryKind, key: &str, value: &str, user: &str) -> Event {
+        Event::MemorySaved {
+            memory: Memory {
+                memory_id: id.into(),
+                kind,
+                key: key.into(),
+                value: json!(value),
+                user_id: user.into(),
+                ..Memory::default()
+            },
+        }
+    }
+
+    fn ids(memories: &[Memory]) -> Vec<&str> {
+        memories.iter().map(|m| m.memory_id.as_str()).collect()
+    }
+
+    #[test]
+    fn the_newest_preference_per_key_is_loaded_within_the_bound() {
+        let index = MemoryIndex::default();
+        let pref = MemoryKind::Preference;
+        index.record("p", &env(1, saved("m1", pref, "deal_type", "sale", "u1")));
+        index.record("p", &env(2, saved("m2", MemoryKind::Fact, "job", "x", "u1")));
+        index.record("p", &env(3, saved("m3", pref, "deal_type", "jeonse", "u1")));
+        index.record("p", &env(4, saved("m4", pref, "deal_type", "sale", "u2")));
+        index.record("q", &env(5, saved("m5", pref, "property_type", "villa", "u1")));
+        assert_eq!(ids(&index.load("p", "u1", 50)), ["m3", "m2"]);
+        assert_eq!(ids(&index.load("p", "u1", 1)), ["m3"]);
+        assert_eq!(ids(&index.load("q", "u1", 50)), ["m5"]);
+        assert_eq!(
+            ids(&index.visible(&Principal::user("p"), "u1")),
+            ["m3", "m2", "m1"]
+        );
+        assert_eq!(
+            ids(&index.visible(&Principal::admin("a"), "u1")),
+            ["m5", "m3", "m2", "m1"]
+        );
+        assert!(index.find(&Principal::user("q"), "u1", "m3").is_none());
+        assert!(index.find(&Principal::user("p"), "u2", "m3").is_none());
+        assert!(index.find(&Principal::user("p"), "u1", "m3").is_some());
+    }
+
+    #[test]
+    fn recording_is_idempotent_and_a_deletion_stays() {
+        let index = MemoryIndex::default();
+        let pref = MemoryKind::Preference;
+        let deleted = Event::MemoryDeleted {
+            memory_id: "m2".into(),
+            by: Actor::user("p"),
+        };
+        index.record("p", &env(1, saved("m1", pref, "deal_type", "sale", "u1")));
+        index.record("p", &env(1, saved("m1", pref, "deal_type", "sale", "u1")));
+        // A deletion seen before its save (a scan racing an append) keeps the item out.
+        index.record("p", &env(3, deleted.clone()));
+        index.record("p", &env(2, saved("m2", pref, "deal_type", "jeonse", "u1")));
+        index.record("p", &env(3, deleted));
+        assert_eq!(ids(&index.load("p", "u1", 50)), ["m1"]);
+        assert_eq!(ids(&index.visible(&Principal::user("p"), "u1")), ["m1"]);
+    }
+}
