@@ -18,6 +18,7 @@ mod engine_crash;
 mod limits;
 mod llm_agents;
 mod llm_support;
+mod memory;
 mod scenarios;
 mod slow_agent;
 mod store;

@@ -176,10 +176,16 @@ mod tests {
         let index = MemoryIndex::default();
         let pref = MemoryKind::Preference;
         index.record("p", &env(1, saved("m1", pref, "deal_type", "sale", "u1")));
-        index.record("p", &env(2, saved("m2", MemoryKind::Fact, "job", "x", "u1")));
+        index.record(
+            "p",
+            &env(2, saved("m2", MemoryKind::Fact, "job", "x", "u1")),
+        );
         index.record("p", &env(3, saved("m3", pref, "deal_type", "jeonse", "u1")));
         index.record("p", &env(4, saved("m4", pref, "deal_type", "sale", "u2")));
-        index.record("q", &env(5, saved("m5", pref, "property_type", "villa", "u1")));
+        index.record(
+            "q",
+            &env(5, saved("m5", pref, "property_type", "villa", "u1")),
+        );
         assert_eq!(ids(&index.load("p", "u1", 50)), ["m3", "m2"]);
         assert_eq!(ids(&index.load("p", "u1", 1)), ["m3"]);
         assert_eq!(ids(&index.load("q", "u1", 50)), ["m5"]);

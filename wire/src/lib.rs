@@ -32,8 +32,8 @@ pub use error::{ErrorBody, ErrorDetail};
 pub use names::{ChunkData, EventData};
 pub use requests::{
     CancelRequest, ChatRequest, CommandRequest, DecisionRequest, EventsQuery, ExportQuery,
-    InboxQuery, LogQuery, PlanStepRequest, RestoreRequest, ResumeRequest, RunRequest, RunsQuery,
-    StateQuery, StreamTicketRequest, Verdict,
+    ForgetRequest, InboxQuery, LogQuery, PlanStepRequest, RestoreRequest, ResumeRequest,
+    RunRequest, RunsQuery, StateQuery, StreamTicketRequest, Verdict,
 };
 pub use views::{
     ApprovalView, ChatCommand, ChatTurn, ChatWaiting, CheckpointEntry, CheckpointList,

@@ -72,7 +72,10 @@ mod tests {
     fn only_a_kind_is_remembered() {
         let r = remembered("강남구 전세만 보여줘");
         assert_eq!(r.len(), 1);
-        assert_eq!((r[0].key.as_str(), &r[0].value), ("deal_type", &json!("jeonse")));
+        assert_eq!(
+            (r[0].key.as_str(), &r[0].value),
+            ("deal_type", &json!("jeonse"))
+        );
         let r = remembered("아파트만 매매만");
         let keys: Vec<&str> = r.iter().map(|r| r.key.as_str()).collect();
         assert_eq!(keys, ["deal_type", "property_type"]);

@@ -246,10 +246,7 @@ mod tests {
             only_property_type("아파트만 보여줘"),
             Some(PropertyType::Apartment)
         );
-        assert_eq!(
-            only_property_type("only villas"),
-            Some(PropertyType::Villa)
-        );
+        assert_eq!(only_property_type("only villas"), Some(PropertyType::Villa));
         assert_eq!(only_property_type("아파트 전세만"), None);
     }
 }
