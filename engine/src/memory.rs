@@ -6,7 +6,7 @@
 //! its user; a principal lists and deletes only those too, and an admin lists and deletes
 //! everyone's.
 //!
-//! The index is built when the engine opens, by one pass over the log, and kept up to date by
+//! The index is built when the engine opens, by one pass over every run's events, and kept up to date by
 //! the run actors: each append holding one of these events updates it once durable. Both ways
 //! go through [`MemoryIndex::record`], which is idempotent by `memory_id` (a deletion seen first
 //! keeps the item out when its save is seen after), so the pass and an append never count an
@@ -47,21 +47,26 @@ pub(crate) struct MemoryIndex {
 }
 
 impl MemoryIndex {
-    /// Takes in everything the log holds now: one pass, in offset order.
+    /// Takes in everything the log holds now: one pass over each run's events. A run whose log
+    /// cannot be read (a damaged record) is left out from there on, with a warning: the engine
+    /// still opens, and reads of that run name the damage.
     pub(crate) fn scan(&self, store: &Store) -> store::Result<()> {
-        let mut owners: HashMap<RunId, String> = HashMap::new();
-        for env in store.read_range(0, store.durable_next_offset()) {
+        for head in store.runs() {
+            let run = head?.run_id;
+            if let Err(e) = self.scan_run(store, run) {
+                tracing::warn!(%run, error = %e, "the memory saved by this run is left out");
+            }
+        }
+        Ok(())
+    }
+
+    fn scan_run(&self, store: &Store, run: RunId) -> store::Result<()> {
+        let mut owner = OWNER_OF_OLD_RUNS.to_owned();
+        for env in store.read_run(run, 0, u64::MAX) {
             let env = env?;
             match &env.event {
-                Event::RunStarted { owner, .. } => {
-                    let owner = owner.as_deref().unwrap_or(OWNER_OF_OLD_RUNS);
-                    owners.insert(env.run_id, owner.to_owned());
-                }
-                Event::MemorySaved { .. } | Event::MemoryDeleted { .. } => {
-                    let owner = owners.get(&env.run_id).map_or(OWNER_OF_OLD_RUNS, |o| o);
-                    self.record(owner, &env);
-                }
-                _ => {}
+                Event::RunStarted { owner: Some(o), .. } => owner.clone_from(o),
+                _ => self.record(&owner, &env),
             }
         }
         Ok(())
