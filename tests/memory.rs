@@ -177,7 +177,7 @@ async fn a_stated_preference_is_remembered_across_sessions_until_it_is_deleted()
     );
     assert_eq!(list["memories"][0]["value"], json!("jeonse"));
     let (_, list) = call(&srv, ROOT, Method::GET, path).await;
-    assert_eq!(memory_ids(&list), [memory.memory_id.clone()]);
+    assert_eq!(memory_ids(&list), std::slice::from_ref(&memory.memory_id));
     let (status, list) = call(&srv, BOB, Method::GET, path).await;
     assert_eq!((status, memory_ids(&list).len()), (StatusCode::OK, 0));
     let (status, _) = call(&srv, BOB, Method::DELETE, &one).await;
