@@ -280,3 +280,100 @@ async fn an_engine_opened_again_rebuilds_the_memory_from_the_log() {
     assert_eq!(loaded(&engine, other), None);
     engine.shutdown().await;
 }
+
+/// A planner that plans nothing (as the engine's own) and remembers one fact of every turn.
+struct Remembering;
+
+#[async_trait::async_trait]
+impl chronicle_engine::Planner for Remembering {
+    async fn intent(&self, cx: &chronicle_engine::PlanContext<'_>) -> chronicle_engine::Intent {
+        chronicle_engine::NoPlanner.intent(cx).await
+    }
+    async fn plan(
+        &self,
+        cx: &chronicle_engine::PlanContext<'_>,
+        intent: &chronicle_engine::Intent,
+    ) -> chronicle_engine::Plan {
+        chronicle_engine::NoPlanner.plan(cx, intent).await
+    }
+    async fn evaluate(
+        &self,
+        cx: &chronicle_engine::PlanContext<'_>,
+        results: &[chronicle_engine::AgentResult],
+    ) -> chronicle_engine::EvaluationOutcome {
+        chronicle_engine::NoPlanner.evaluate(cx, results).await
+    }
+    async fn respond(
+        &self,
+        cx: &chronicle_engine::PlanContext<'_>,
+        intent: &chronicle_engine::Intent,
+        results: &[chronicle_engine::AgentResult],
+    ) -> Value {
+        chronicle_engine::NoPlanner
+            .respond(cx, intent, results)
+            .await
+    }
+    async fn remember(
+        &self,
+        _: &chronicle_engine::PlanContext<'_>,
+        _: &chronicle_engine::Intent,
+        _: &[chronicle_engine::AgentResult],
+    ) -> Vec<chronicle_engine::Remembered> {
+        vec![chronicle_engine::Remembered {
+            kind: MemoryKind::Fact,
+            key: "report_language".into(),
+            value: json!("en"),
+            text: "reads reports in English".into(),
+        }]
+    }
+}
+
+/// An llm agent's system prompt holds what the turn loaded of the user's memory, and the call
+/// records it by hash beside the memory files.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_llm_agent_is_told_what_is_remembered_about_the_user() {
+    use chronicle_testkit::model::{Reply, TestServer};
+    let model = TestServer::start(Some(crate::llm_support::KEY), |_| {
+        Reply::Content("Done.".into())
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut settings = crate::llm_support::settings(&model.base_url);
+    settings.planner = std::sync::Arc::new(Remembering);
+    let store = Store::open(dir.path(), Options::default()).unwrap();
+    let engine = Engine::open(store, settings).await.unwrap();
+    let first = run_as(&engine, Principal::user("p"), "remember me").await;
+    assert_eq!(first.supervisor.saved_memories.len(), 1);
+
+    let req = StartRun {
+        by: Principal::user("p"),
+        query: "How did sales go in March?".into(),
+        agent: Some("analyst".into()),
+        ..StartRun::default()
+    };
+    let run = engine.start_run(req).await.unwrap().run_id;
+    completed(&engine, run).await;
+    let system = model.requests()[0].body["messages"][0]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        system.contains("What you remember about the user:\n- reads reports in English"),
+        "{system}"
+    );
+    let loaded = events(&engine, run)
+        .into_iter()
+        .find_map(|e| match e.event {
+            Event::LlmCalled { loaded, .. } => Some(loaded),
+            _ => None,
+        });
+    let text = "What you remember about the user:\n- reads reports in English\n";
+    assert_eq!(
+        loaded,
+        Some(vec![chronicle_schemas::LoadedFile {
+            source: "user-memory".into(),
+            hash: chronicle_schemas::Hash::of_content(text.as_bytes()),
+        }])
+    );
+    engine.shutdown().await;
+}
