@@ -186,6 +186,15 @@ async fn a_stated_preference_is_remembered_across_sessions_until_it_is_deleted()
     assert_eq!((status, memory_ids(&deleted).len()), (StatusCode::OK, 0));
     let (status, _) = call(&srv, ALICE, Method::DELETE, &format!("{path}/mem_unknown")).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
+    // A deletion without a JSON body is refused like every state-changing request's.
+    let res = srv
+        .http
+        .delete(srv.url(&one))
+        .bearer_auth(ALICE)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::UNSUPPORTED_MEDIA_TYPE);
     assert_eq!(engine.memories(&Principal::user("alice"), "alice").len(), 1);
 
     // Alice deletes it: recorded in the run that saved it, no longer listed nor loaded.

@@ -39,7 +39,7 @@ impl Engine {
     pub async fn open(store: Store, settings: Settings) -> Result<Engine> {
         let shared = Shared::new(store, settings, actor::spawn);
         // Before any actor runs, so no append is missed.
-        shared.memory.scan(&shared.store)?;
+        shared.scan_memory()?;
         let heads: Vec<_> = shared.store.runs().collect::<Result<_, _>>()?;
         let mut recovered = 0;
         for head in heads.into_iter().filter(|h| !h.terminal) {
@@ -160,7 +160,7 @@ impl Engine {
     /// The long-term memory of `user` that `who` may see (what its own runs saved; an admin:
     /// everyone's), newest first.
     pub fn memories(&self, who: &Principal, user: &str) -> Vec<Memory> {
-        self.shared.memory.visible(who, user)
+        self.shared.memory().visible(who, user)
     }
 
     /// Deletes an item of `user`'s memory that `who` may see, recorded in the run that saved
@@ -169,7 +169,7 @@ impl Engine {
         let not_found = || crate::Error::MemoryNotFound(memory_id.to_owned());
         let memory = self
             .shared
-            .memory
+            .memory()
             .find(who, user, memory_id)
             .ok_or_else(not_found)?;
         self.shared

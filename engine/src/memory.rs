@@ -6,11 +6,12 @@
 //! its user; a principal lists and deletes only those too, and an admin lists and deletes
 //! everyone's.
 //!
-//! The index is built when the engine opens, by one pass over every run's events, and kept up to date by
-//! the run actors: each append holding one of these events updates it once durable. Both ways
-//! go through [`MemoryIndex::record`], which is idempotent by `memory_id` (a deletion seen first
-//! keeps the item out when its save is seen after), so the pass and an append never count an
-//! item twice.
+//! The index is built when the engine opens, by one pass over every run's events, and then
+//! follows the log: every read first takes in what became durable since the last one
+//! ([`MemoryIndex::catch_up`]), so whoever has seen an event (a subscriber, a run's state) finds
+//! the index up to date with it. Both ways go through [`MemoryIndex::record`], which is
+//! idempotent by `memory_id` (a deletion seen first keeps the item out when its save is seen
+//! after), so a pass and a catch-up that race never count an item twice.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, PoisonError};
@@ -23,6 +24,10 @@ use crate::store::{self, Store};
 /// A run's memory user: its `user_id` when given, else its owner.
 pub(crate) fn memory_user(user_id: Option<&str>, owner: &str) -> String {
     user_id.unwrap_or(owner).to_owned()
+}
+
+fn is_memory_event(e: &Event) -> bool {
+    matches!(e, Event::MemorySaved { .. } | Event::MemoryDeleted { .. })
 }
 
 /// One saved item, with the principal whose run saved it and where in the log it was saved
@@ -44,6 +49,8 @@ struct Items {
 #[derive(Debug, Default)]
 pub(crate) struct MemoryIndex {
     items: Mutex<Items>,
+    /// The offset the index has taken the log in up to (exclusive).
+    cursor: Mutex<u64>,
 }
 
 impl MemoryIndex {
@@ -51,6 +58,8 @@ impl MemoryIndex {
     /// cannot be read (a damaged record) is left out from there on, with a warning: the engine
     /// still opens, and reads of that run name the damage.
     pub(crate) fn scan(&self, store: &Store) -> store::Result<()> {
+        let mut cursor = self.cursor.lock().unwrap_or_else(PoisonError::into_inner);
+        *cursor = store.durable_next_offset();
         for head in store.runs() {
             let run = head?.run_id;
             if let Err(e) = self.scan_run(store, run) {
@@ -58,6 +67,27 @@ impl MemoryIndex {
             }
         }
         Ok(())
+    }
+
+    /// Takes in the memory events that became durable since the last call (`owner_of` names a
+    /// run's owner). A record that cannot be read is skipped with a warning.
+    pub(crate) fn catch_up(&self, store: &Store, owner_of: impl Fn(RunId) -> Option<String>) {
+        let mut cursor = self.cursor.lock().unwrap_or_else(PoisonError::into_inner);
+        let end = store.durable_next_offset();
+        for env in store.read_range(*cursor, end) {
+            match env {
+                Ok(env) if is_memory_event(&env.event) => {
+                    let owner = owner_of(env.run_id);
+                    self.record(owner.as_deref().unwrap_or(OWNER_OF_OLD_RUNS), &env);
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(error = %e, "memory events after an unreadable record are left out");
+                    break;
+                }
+            }
+        }
+        *cursor = end;
     }
 
     fn scan_run(&self, store: &Store, run: RunId) -> store::Result<()> {
@@ -75,10 +105,7 @@ impl MemoryIndex {
     /// Takes a durable event of a run `owner` owns into account (anything but a memory event is
     /// ignored). Recording the same event twice changes nothing.
     pub(crate) fn record(&self, owner: &str, env: &Envelope) {
-        if !matches!(
-            env.event,
-            Event::MemorySaved { .. } | Event::MemoryDeleted { .. }
-        ) {
+        if !is_memory_event(&env.event) {
             return;
         }
         let mut items = self.items.lock().unwrap_or_else(PoisonError::into_inner);

@@ -34,8 +34,9 @@ pub(crate) struct Shared {
     pub shutdown: CancellationToken,
     pub tasks: TaskTracker,
     pub bus: Bus,
-    /// Every user's long-term memory (filled by [`crate::Engine::open`]).
-    pub memory: MemoryIndex,
+    /// Every user's long-term memory (filled by [`crate::Engine::open`]); read it through
+    /// [`Shared::memory`], which brings it up to date with the log first.
+    memory: MemoryIndex,
     actors: Mutex<HashMap<RunId, mpsc::Sender<Input>>>,
     /// Runs' owners, read from their `RunStarted` (an owner never changes); at most
     /// [`OWNERS_CACHED_MAX`], then forgotten and read again.
@@ -80,6 +81,18 @@ impl Shared {
             owners: Mutex::new(HashMap::new()),
             spawn,
         })
+    }
+
+    /// The memory index, up to date with every durable event.
+    pub(crate) fn memory(&self) -> &MemoryIndex {
+        self.memory
+            .catch_up(&self.store, |run| self.owner(run).ok().flatten());
+        &self.memory
+    }
+
+    /// Builds the memory index from the whole log (before any actor runs).
+    pub(crate) fn scan_memory(&self) -> Result<()> {
+        Ok(self.memory.scan(&self.store)?)
     }
 
     /// The principal `run` belongs to; `None` for a run that does not exist.

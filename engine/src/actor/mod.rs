@@ -133,14 +133,7 @@ impl RunActor {
                 self.live = self.shared.store.load(self.live.run_id())?;
                 Err(Error::Concurrent)
             }
-            Ok(envs) => {
-                let owner = &self.state().supervisor.owner;
-                for env in &envs {
-                    self.shared.memory.record(owner, env);
-                }
-                Ok(envs)
-            }
-            Err(e) => Err(e.into()),
+            other => Ok(other?),
         }
     }
 

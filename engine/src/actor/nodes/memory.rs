@@ -25,7 +25,7 @@ impl RunActor {
         let user_id = self.memory_user()?;
         let owner = &self.state().supervisor.owner;
         let max = self.shared.settings.memories_loaded_max;
-        let memories = self.shared.memory.load(owner, &user_id, max);
+        let memories = self.shared.memory().load(owner, &user_id, max);
         (!memories.is_empty()).then_some(Event::MemoryLoaded { user_id, memories })
     }
 
