@@ -234,6 +234,40 @@ mod tests {
         assert!(index.find(&Principal::user("p"), "u1", "m3").is_some());
     }
 
+    #[tokio::test]
+    async fn a_catch_up_takes_in_what_became_durable_once() {
+        let store = Store::memory();
+        let index = MemoryIndex::default();
+        index.scan(&store).unwrap();
+        let run = RunId(uuid::Uuid::now_v7());
+        let mut live = store.load(run).unwrap();
+        let started = Event::RunStarted {
+            session_id: "s".into(),
+            user_id: Some("u1".into()),
+            request_id: "r".into(),
+            query: "q".into(),
+            config: Default::default(),
+            parent: None,
+            owner: Some("p".into()),
+        };
+        let pref = MemoryKind::Preference;
+        live.append(vec![
+            started,
+            saved("m1", pref, "deal_type", "jeonse", "u1"),
+        ])
+        .await
+        .unwrap();
+        assert!(index.load("p", "u1", 50).is_empty(), "not read yet");
+        let owner_of = |_| Some("p".to_owned());
+        index.catch_up(&store, owner_of);
+        index.catch_up(&store, owner_of);
+        assert_eq!(ids(&index.load("p", "u1", 50)), ["m1"]);
+        // A new index over the same log finds the same.
+        let rebuilt = MemoryIndex::default();
+        rebuilt.scan(&store).unwrap();
+        assert_eq!(ids(&rebuilt.load("p", "u1", 50)), ["m1"]);
+    }
+
     #[test]
     fn recording_is_idempotent_and_a_deletion_stays() {
         let index = MemoryIndex::default();
