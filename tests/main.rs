@@ -20,6 +20,7 @@ mod feedback;
 mod limits;
 mod llm_agents;
 mod llm_support;
+mod memory;
 mod reject;
 mod scenarios;
 mod sessions;

@@ -98,7 +98,8 @@ impl From<EngineError> for ApiError {
             | E::ApprovalNotFound(_)
             | E::TodoNotFound(_)
             | E::CheckpointNotFound(_)
-            | E::SessionNotFound(_) => ApiError::not_found(e.to_string()),
+            | E::SessionNotFound(_)
+            | E::MemoryNotFound(_) => ApiError::not_found(e.to_string()),
             E::BadCursor(_) | E::PageLimit { .. } => ApiError::bad_request(e.to_string()),
             E::Command { reason, help } => {
                 ApiError::bad_request(reason).with(json!({"help": help}))

@@ -11,6 +11,7 @@ mod connection;
 pub mod error;
 mod extract;
 mod limits;
+pub mod memory;
 pub mod openapi;
 pub mod rest;
 pub mod runs;
@@ -24,7 +25,7 @@ use axum::Router;
 use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::middleware::{self, Next};
 use axum::response::Response;
-use axum::routing::{get, post};
+use axum::routing::{delete, get, post};
 
 pub use auth::Tokens;
 pub use error::ApiError;
@@ -100,6 +101,14 @@ pub fn router(state: AppState) -> Router {
             post(rest::restore),
         )
         .route("/api/v1/agent/{run_id}/cancel", post(rest::cancel))
+        .route(
+            "/api/v1/users/{user}/memories",
+            get(memory::list).delete(memory::forget_all),
+        )
+        .route(
+            "/api/v1/users/{user}/memories/{memory_id}",
+            delete(memory::forget),
+        )
         .route("/api/v1/events", get(sse::all_events))
         .route("/api/v1/approvals", get(audit::inbox))
         .route("/api/v1/audit/approvals", get(audit::export))

@@ -21,7 +21,7 @@ use utoipa::openapi::{ContentBuilder, Ref, RefOr};
 use utoipa::{OpenApi, PartialSchema, ToResponse, ToSchema};
 
 use crate::state::AppState;
-use crate::{audit, auth, rest, runs, sessions, sse, ws};
+use crate::{audit, auth, memory, rest, runs, sessions, sse, ws};
 
 #[derive(Debug, OpenApi)]
 #[openapi(
@@ -32,6 +32,7 @@ use crate::{audit, auth, rest, runs, sessions, sse, ws};
         rest::command, rest::todos, rest::state, rest::log, rest::checkpoints, rest::restore, rest::cancel,
         runs::list, sessions::list, sessions::get, sessions::delete, sse::run_events, sse::all_events, audit::inbox, audit::export, ws::handler,
         auth::issue_ticket, rest::healthz, rest::metrics, openapi,
+        memory::list, memory::forget, memory::forget_all,
     ),
     components(
         schemas(chronicle_wire::ErrorBody, chronicle_wire::EventData),

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chronicle_projections::RunState;
-use chronicle_schemas::{Approval, ApprovalId, Decision, Envelope, RunId, SessionId};
+use chronicle_schemas::{Approval, ApprovalId, Decision, Envelope, Memory, RunId, SessionId};
 use chronicle_wire::{
     CommandOutcome, Restored, SessionDeletedView, SessionDetail, SessionList, SessionTurn,
     SessionsQuery, SubRun,
@@ -42,6 +42,8 @@ impl Engine {
     /// running, expiring approvals that expired meanwhile).
     pub async fn open(store: Store, settings: Settings) -> Result<Engine> {
         let shared = Shared::new(store, settings, actor::spawn);
+        // Before any actor runs, so no append is missed.
+        shared.scan_memory()?;
         let heads: Vec<_> = shared.store.runs().collect::<Result<_, _>>()?;
         let mut recovered = 0;
         for head in heads.into_iter().filter(|h| !h.terminal) {
@@ -212,6 +214,44 @@ impl Engine {
                 reply,
             })
             .await
+    }
+
+    /// The long-term memory of `user` that `who` may see (what its own runs saved; an admin:
+    /// everyone's), newest first.
+    pub fn memories(&self, who: &Principal, user: &str) -> Vec<Memory> {
+        self.shared.memory().visible(who, user)
+    }
+
+    /// Deletes an item of `user`'s memory that `who` may see, recorded in the run that saved
+    /// it; [`crate::Error::MemoryNotFound`] for an unknown item or someone else's.
+    pub async fn forget(&self, who: &Principal, user: &str, memory_id: &str) -> Result<Memory> {
+        let not_found = || crate::Error::MemoryNotFound(memory_id.to_owned());
+        let memory = self
+            .shared
+            .memory()
+            .find(who, user, memory_id)
+            .ok_or_else(not_found)?;
+        self.shared
+            .ask(memory.run_id, |reply| Input::Forget {
+                memory_id: memory_id.to_owned(),
+                by: who.name.clone(),
+                reply,
+            })
+            .await
+    }
+
+    /// Deletes every item of `user`'s memory that `who` may see; the items deleted.
+    pub async fn forget_all(&self, who: &Principal, user: &str) -> Result<Vec<Memory>> {
+        let mut deleted = Vec::new();
+        for memory in self.memories(who, user) {
+            match self.forget(who, user, &memory.memory_id).await {
+                Ok(m) => deleted.push(m),
+                // Deleted meanwhile by someone else: nothing left to do for it.
+                Err(crate::Error::MemoryNotFound(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(deleted)
     }
 
     /// The run's projected state now (or right after `seq`), as of its newest *durable* event.

@@ -24,6 +24,8 @@ pub enum Error {
     CheckpointNotFound(CheckpointId),
     #[error("session {0} not found")]
     SessionNotFound(String),
+    #[error("memory {0} not found")]
+    MemoryNotFound(String),
 
     // Refused requests: the caller can fix them.
     #[error("query must not be empty")]

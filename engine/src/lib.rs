@@ -20,6 +20,7 @@ mod error;
 pub mod hitl;
 pub mod llm;
 mod mailbox;
+mod memory;
 mod planner;
 mod principal;
 mod runs;
@@ -39,7 +40,9 @@ pub use chunks::Chunk;
 pub use engine::Engine;
 pub use error::{Error, PlanError, Result};
 pub use mailbox::RestoreTarget;
-pub use planner::{AgentResult, EvaluationOutcome, Intent, NoPlanner, Plan, PlanContext, Planner};
+pub use planner::{
+    AgentResult, EvaluationOutcome, Intent, NoPlanner, Plan, PlanContext, Planner, Remembered,
+};
 pub use principal::Principal;
 pub use runs::{StartRun, Started, check_session_id, child_run_id, is_settled};
 pub use sessions::SessionReader;

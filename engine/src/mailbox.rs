@@ -57,6 +57,12 @@ pub(crate) enum Input {
         by: String,
         reply: oneshot::Sender<Result<bool>>,
     },
+    /// A person deletes an item of long-term memory the run saved (`MemoryDeleted`).
+    Forget {
+        memory_id: String,
+        by: String,
+        reply: oneshot::Sender<Result<chronicle_schemas::Memory>>,
+    },
     /// An agent calls a tool through the run (the tool host).
     ToolCall(ToolCallMsg),
     /// A tool execution the actor started has ended.

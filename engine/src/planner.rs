@@ -6,7 +6,7 @@
 use std::sync::{Mutex, PoisonError};
 
 use chronicle_projections::RunState;
-use chronicle_schemas::{PlanStep, RunId, Source, Strategy, TodoId};
+use chronicle_schemas::{MemoryKind, PlanStep, RunId, Source, Strategy, TodoId};
 use serde_json::Value;
 
 use crate::agents::Registry;
@@ -60,6 +60,19 @@ pub struct AgentResult {
     pub todo_id: TodoId,
     pub result: Option<Value>,
     pub error: Option<String>,
+}
+
+/// An item a planner remembers of a turn for its user's later turns; the engine records it as
+/// `MemorySaved` with a new `memory_id`, the run's memory user and the run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Remembered {
+    pub kind: MemoryKind,
+    /// What it is about (`deal_type`): a later preference with the same key replaces it.
+    pub key: String,
+    /// The domain's value, for the rules that apply it.
+    pub value: Value,
+    /// The item in words, for people and prompts.
+    pub text: String,
 }
 
 /// What a planner sees of the run, and its way to the model and to the run's narration.
@@ -150,6 +163,17 @@ pub trait Planner: Send + Sync + 'static {
     async fn interpret(&self, cx: &PlanContext<'_>, said: &str, run: &RunState) -> Option<String> {
         let _ = run;
         crate::said::by_words(said, cx.agents)
+    }
+
+    /// What to remember of the turn for the user's later turns (a preference the query
+    /// stated, a fact about the user), called when the turn answers. By default nothing.
+    async fn remember(
+        &self,
+        _cx: &PlanContext<'_>,
+        _intent: &Intent,
+        _results: &[AgentResult],
+    ) -> Vec<Remembered> {
+        Vec::new()
     }
 }
 

@@ -57,6 +57,9 @@ pub struct Settings {
     pub skills_dir: Option<PathBuf>,
     /// Where the server-wide memory file (`AGENTS.md` or `agent.md`) of llm agents lives.
     pub memory_dir: Option<PathBuf>,
+    /// Items of a user's long-term memory a turn loads at most (the newest), so that its
+    /// `MemoryLoaded` stays small.
+    pub memories_loaded_max: usize,
 }
 
 impl std::fmt::Debug for Settings {
@@ -94,6 +97,7 @@ impl Default for Settings {
             subagent_depth_max: SUBAGENT_DEPTH_MAX_DEFAULT,
             skills_dir: None,
             memory_dir: None,
+            memories_loaded_max: 50,
         }
     }
 }

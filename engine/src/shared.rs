@@ -14,6 +14,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::bus::Bus;
 use crate::mailbox::Input;
+use crate::memory::MemoryIndex;
 use crate::settings::Settings;
 use crate::store::{LiveRun, Store};
 use crate::{Error, Result};
@@ -136,6 +137,9 @@ pub(crate) struct Shared {
     pub shutdown: CancellationToken,
     pub tasks: TaskTracker,
     pub bus: Bus,
+    /// Every user's long-term memory (filled by [`crate::Engine::open`]); read it through
+    /// [`Shared::memory`], which brings it up to date with the log first.
+    memory: MemoryIndex,
     actors: Mutex<HashMap<RunId, mpsc::Sender<Input>>>,
     /// Runs' facts, read from their first and last events.
     facts: Arc<Facts>,
@@ -174,6 +178,7 @@ impl Shared {
             shutdown,
             tasks: TaskTracker::new(),
             bus,
+            memory: MemoryIndex::default(),
             actors: Mutex::new(HashMap::new()),
             facts: Arc::default(),
             spawn,
@@ -183,6 +188,18 @@ impl Shared {
     /// What is known of `run` without replaying it; `None` for a run that does not exist.
     pub(crate) fn facts(&self, run: RunId) -> Result<Option<RunFacts>> {
         self.facts.get(&self.store, run)
+    }
+
+    /// The memory index, up to date with every durable event.
+    pub(crate) fn memory(&self) -> &MemoryIndex {
+        self.memory
+            .catch_up(&self.store, |run| self.owner(run).ok().flatten());
+        &self.memory
+    }
+
+    /// Builds the memory index from the whole log (before any actor runs).
+    pub(crate) fn scan_memory(&self) -> Result<()> {
+        Ok(self.memory.scan(&self.store)?)
     }
 
     /// Records that `run` (with these facts) now ends with its session's tombstone.

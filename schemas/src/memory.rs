@@ -44,8 +44,7 @@ pub struct Memory {
     /// What it is about (`deal_type`, `district`, ...): a later preference with the same key
     /// replaces an earlier one when memories are loaded.
     pub key: String,
-    /// The domain's value (`"jeonse"`), for the rules that use it.
-    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
+    /// The domain's value (`"jeonse"`: any JSON), for the rules that use it.
     pub value: Value,
     /// The item in words, for people and prompts.
     pub text: String,

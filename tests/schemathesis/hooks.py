@@ -7,6 +7,11 @@ generated request would be refused although it fits the document. The hook drops
 generated plan, the dependencies that name no agent of the plan, and the plan beside an agent;
 it keeps everything else as generated, values of the wrong type included, so requests that do
 not fit the document are still sent as they are.
+
+A `/chat` message that starts with `/` is a command, and which commands exist is the server's
+(an unknown one is refused with 400, recorded): JSON Schema cannot list them, so the hook makes a
+generated message that starts with `/` a question (`?` for the `/`). The walk (walk.py) sends
+real commands.
 """
 
 import schemathesis
@@ -21,6 +26,8 @@ def map_case(context, case):
     if case.operation.path == "/api/v1/agent/run" and not _negative(case):
         _plan_dependencies_in_plan(case.body)
         _no_plan_beside_an_agent(case.body)
+    if case.operation.path == "/chat":
+        _no_generated_command(case.body)
     return case
 
 
@@ -28,6 +35,11 @@ def _negative(case):
     generation = getattr(getattr(case, "meta", None), "generation", None)
     mode = getattr(generation, "mode", None)
     return getattr(mode, "value", mode) == "negative"
+
+
+def _no_generated_command(body):
+    if isinstance(body, dict) and isinstance(body.get("message"), str) and body["message"].startswith("/"):
+        body["message"] = "?" + body["message"][1:]
 
 
 def _no_plan_beside_an_agent(body):

@@ -4,8 +4,9 @@ Schemathesis generates its own ids, so it mostly meets runs that do not exist (4
 gives the document real data: it starts a run that waits for approvals and then reads and acts
 on it through every route — state, log, checkpoints, sessions, the inbox, the audit export, a
 command, a decision, a chat turn that waits for a human, a resume, a restore, a cancel, a finished
-run's stream — and checks that each answer's status is documented for its route and that its
-content type and body match what the document declares for that status.
+run's stream, a user's memory listed and deleted — and checks that each answer's status is
+documented for its route and that its content type and body match what the document declares
+for that status.
 
 Usage: walk.py BASE_URL [TOKEN]
 """
@@ -153,6 +154,22 @@ call("GET", "/api/v1/sessions/{session_id}", 200, path="/api/v1/sessions/walk-se
 call("DELETE", "/api/v1/sessions/{session_id}", 200, path="/api/v1/sessions/walk-chat", json={})
 call("GET", "/api/v1/sessions/{session_id}", 404, path="/api/v1/sessions/walk-chat")
 call("DELETE", "/api/v1/sessions/{session_id}", 404, path="/api/v1/sessions/walk-chat", json={})
+
+# A user's long-term memory: a run states a preference, which is listed, then deleted (again:
+# 404), then every item at once.
+memory_run = call(
+    "POST", "/api/v1/agent/run", 202, json={"query": "강남구 전세만 보여줘", "session_id": "walk-memory"},
+).json()["run_id"]
+wait_for(memory_run, "completed", "a run that states a preference")
+supervisor = call("GET", "/api/v1/agent/{run_id}/state", 200, path=run_path(memory_run, "/state")).json()["supervisor"]
+memories = f"/api/v1/users/{supervisor.get('user_id') or supervisor['owner']}/memories"
+listed = call("GET", "/api/v1/users/{user}/memories", 200, path=memories).json()["memories"]
+if not listed:
+    sys.exit(f"walk: GET {memories} listed nothing after a run that stated a preference")
+one = f"{memories}/{listed[0]['memory_id']}"
+call("DELETE", "/api/v1/users/{user}/memories/{memory_id}", 200, path=one, json={})
+call("DELETE", "/api/v1/users/{user}/memories/{memory_id}", 404, path=one, json={})
+call("DELETE", "/api/v1/users/{user}/memories", 200, path=memories, json={})
 
 call("GET", "/healthz", 200)
 call("GET", "/metrics", 200)

@@ -723,6 +723,7 @@ pub fn state_view(
     {
         field(out, "interrupted", one_line(reason, TEXT_CHARS_MAX))?;
     }
+    write_memory(out, sup)?;
     let teams: Vec<&str> = sup.team_results.keys().map(String::as_str).collect();
     field(
         out,
@@ -781,6 +782,24 @@ pub fn state_view(
     }
     writeln!(out)?;
     todo_table(out, state)
+}
+
+/// The user's long-term memory as the run loaded it (`memory`) and what it saved
+/// (`memory saved`), each only when there is any.
+fn write_memory(out: &mut dyn Write, sup: &chronicle_schemas::SupervisorState) -> io::Result<()> {
+    let texts = |items: Vec<String>| one_line(&items.join("; "), TEXT_CHARS_MAX);
+    if let Some(loaded) = sup.loaded_memories.as_ref().filter(|l| !l.is_empty()) {
+        let items = loaded
+            .iter()
+            .map(|m| m["text"].as_str().unwrap_or_default().to_owned())
+            .collect();
+        writeln!(out, "{:<18}{}", "memory", texts(items))?;
+    }
+    if !sup.saved_memories.is_empty() {
+        let items = sup.saved_memories.iter().map(|m| m.text.clone()).collect();
+        writeln!(out, "{:<18}{}", "memory saved", texts(items))?;
+    }
+    Ok(())
 }
 
 /// The plan as a TODO list: `todo_001  search_team 실행  [pending]  (after todo_000)`.

@@ -250,6 +250,73 @@ fn replay_to_prints_the_state_at_a_seq() {
     assert_eq!(line["data"]["run_id"], run.as_str());
 }
 
+/// Two completed runs of `local`: one states a preference, the next loads it. The second run
+/// and the seq of its `MemoryLoaded`.
+fn memory_fixture(dir: &Path) -> (RunId, u64) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let found = rt.block_on(async {
+        let store = Store::open(dir, Options::default()).unwrap();
+        let settings = chronicle_realestate::settings();
+        let engine = Engine::open(store, settings).await.unwrap();
+        let done = |s: &RunState| s.supervisor.run_status.is_terminal();
+        let mut last = None;
+        for query in ["강남구 전세만 보여줘", "강남구 아파트 시세 알려줘"] {
+            let req = StartRun {
+                query: query.into(),
+                ..StartRun::default()
+            };
+            let run = engine.start_run(req).await.unwrap().run_id;
+            engine.wait_until(run, WAIT, done).await.unwrap();
+            last = Some(run);
+        }
+        let run = last.unwrap();
+        let loaded = engine
+            .store()
+            .read_run(run, 0, u64::MAX)
+            .map(|e| e.unwrap())
+            .find(|e| matches!(e.event, chronicle_schemas::Event::MemoryLoaded { .. }))
+            .unwrap()
+            .seq;
+        engine.shutdown().await;
+        (run, loaded)
+    });
+    drop(rt);
+    drop(Store::open(dir, Options::default()).unwrap());
+    found
+}
+
+#[test]
+fn replay_shows_the_memory_a_run_loaded() {
+    let dir = tempfile::tempdir().unwrap();
+    let (run, seq) = memory_fixture(dir.path());
+    let run = run.to_string();
+    let at = ok(dir.path(), &["replay", &run, "--to", &seq.to_string()]);
+    assert!(
+        at.contains("memory            only jeonse deals (전세)"),
+        "{at}"
+    );
+    let before = ok(
+        dir.path(),
+        &["replay", &run, "--to", &(seq - 1).to_string()],
+    );
+    assert!(!before.contains("jeonse"), "{before}");
+    let json = ok(
+        dir.path(),
+        &["replay", &run, "--to", &seq.to_string(), "--json"],
+    );
+    let line: Value = serde_json::from_str(json.trim()).unwrap();
+    let state = &line["data"]["supervisor"];
+    assert_eq!(state["loaded_memories"][0]["key"], "deal_type");
+    assert_eq!(
+        state["user_preferences"],
+        serde_json::json!({"deal_type": "jeonse"})
+    );
+}
+
 #[test]
 fn replay_diff_prints_what_changed() {
     let f = fixture();

@@ -32,8 +32,8 @@ pub use error::{ErrorBody, ErrorDetail};
 pub use names::{ChunkData, EventData};
 pub use requests::{
     CancelRequest, ChatRequest, CommandRequest, DecisionRequest, DeleteSessionRequest, EventsQuery,
-    ExportQuery, InboxQuery, LogQuery, PlanStepRequest, RestoreRequest, ResumeRequest, RunRequest,
-    RunsQuery, SessionsQuery, StateQuery, StreamTicketRequest, Verdict,
+    ExportQuery, ForgetRequest, InboxQuery, LogQuery, PlanStepRequest, RestoreRequest,
+    ResumeRequest, RunRequest, RunsQuery, SessionsQuery, StateQuery, StreamTicketRequest, Verdict,
 };
 pub use views::{
     ApprovalView, ChatCommand, ChatTurn, ChatWaiting, CheckpointEntry, CheckpointList,
@@ -41,5 +41,6 @@ pub use views::{
     RunSummary, SESSION_TITLE_CHARS_MAX, SESSIONS_PAGE_DEFAULT, SESSIONS_PAGE_MAX,
     SessionCheckpoints, SessionDeletedView, SessionDetail, SessionList, SessionStatus,
     SessionSummary, SessionTurn, SessionView, Started, Status, StorageState, StreamTicket, SubRun,
-    TodoIds, TodoList, TodoSummary, TurnCheckpoints, answer_text, one_line, session_title,
+    TodoIds, TodoList, TodoSummary, TurnCheckpoints, UserMemories, answer_text, one_line,
+    session_title,
 };

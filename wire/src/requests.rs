@@ -216,6 +216,13 @@ pub struct DeleteSessionRequest {}
 #[serde(deny_unknown_fields)]
 pub struct StreamTicketRequest {}
 
+/// `DELETE /api/v1/users/{user}/memories[/{memory_id}]`: `{}` (what is deleted is in the path;
+/// a state-changing request sends JSON).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct ForgetRequest {}
+
 /// What a human decides about an approval. Only an edit carries args, and it must.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Verdict {

@@ -10,6 +10,15 @@ use serde_json::Value;
 
 use crate::tag;
 
+/// `GET /api/v1/users/{user}/memories`: a user's long-term memory as the caller may see it,
+/// newest first; `DELETE` of the same path answers with the items it deleted.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct UserMemories {
+    pub user_id: String,
+    pub memories: Vec<chronicle_schemas::Memory>,
+}
+
 /// `201 {ticket, expires_in_ms}`: a stream ticket, good for one stream (`?ticket=`) until it
 /// expires.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -27,6 +27,7 @@ use crate::{Error, Result};
 pub mod commands;
 mod decide;
 mod expiry;
+mod forget;
 mod nodes;
 mod restore;
 pub(crate) mod step;
@@ -270,6 +271,13 @@ impl RunActor {
             }
             Input::DeleteSession { by, reply } => {
                 let _ = reply.send(self.delete_session(&by).await);
+            }
+            Input::Forget {
+                memory_id,
+                by,
+                reply,
+            } => {
+                let _ = reply.send(self.forget(&memory_id, &by).await);
             }
             Input::ToolCall(call) => {
                 if let Err(e) = self.on_tool_call(call).await {

@@ -43,6 +43,23 @@ pub fn load(
     Ok(found)
 }
 
+/// Where the user's long-term memory shows in the system prompt and in `LlmCalled.loaded`.
+pub const USER_MEMORY_SOURCE: &str = "user-memory";
+
+/// The user's long-term memory (as the turn loaded it) as one more memory text: "What you
+/// remember about the user:" and an item a line. `None` when the turn loaded none.
+pub fn of_user(memories: &[chronicle_schemas::Memory]) -> Option<Memory> {
+    if memories.is_empty() {
+        return None;
+    }
+    let mut text = String::from("What you remember about the user:\n");
+    for m in memories {
+        let said = if m.text.is_empty() { &m.key } else { &m.text };
+        text.push_str(&format!("- {said}\n"));
+    }
+    Some(memory(USER_MEMORY_SOURCE.to_owned(), text.into_bytes()))
+}
+
 /// The system prompt's part about memory: each file's text under its source. Empty without
 /// memory files.
 pub fn prompt(memories: &[Memory]) -> String {
@@ -114,6 +131,24 @@ mod tests {
             text.find("Answer in English.") < text.find("Reports go to reports/."),
             "{text}"
         );
+    }
+
+    #[test]
+    fn the_users_memory_is_one_more_text_with_its_hash() {
+        assert_eq!(of_user(&[]), None);
+        let item = chronicle_schemas::Memory {
+            key: "deal_type".into(),
+            text: "only jeonse deals (전세)".into(),
+            ..Default::default()
+        };
+        let m = of_user(&[item]).unwrap();
+        assert_eq!(m.source, USER_MEMORY_SOURCE);
+        assert_eq!(
+            m.text,
+            "What you remember about the user:\n- only jeonse deals (전세)\n"
+        );
+        assert_eq!(m.hash, Hash::of_content(m.text.as_bytes()));
+        assert!(prompt(&[m]).contains("- only jeonse deals"));
     }
 
     #[test]

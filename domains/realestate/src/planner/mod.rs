@@ -4,13 +4,16 @@
 
 use chronicle_engine::RunState;
 use chronicle_engine::llm::json_object;
-use chronicle_engine::{AgentResult, EvaluationOutcome, Intent, Plan, PlanContext, Planner};
+use chronicle_engine::{
+    AgentResult, EvaluationOutcome, Intent, Plan, PlanContext, Planner, Remembered,
+};
 use chronicle_generic::{INTENT_GENERAL, Match};
 use chronicle_schemas::{Source, Strategy};
 use serde_json::{Map, Value};
 
 mod follow_up;
 mod interpret;
+mod memory;
 pub(crate) mod prompts;
 pub(crate) mod rules;
 
@@ -132,6 +135,7 @@ impl Planner for RealEstatePlanner {
             })
             .await;
         let mut intent = answer.unwrap_or(fallback);
+        memory::apply_preferences(cx, &mut intent);
         follow_up::complete(cx, &mut intent);
         intent
     }
@@ -225,6 +229,16 @@ impl Planner for RealEstatePlanner {
             add_foreign(&mut response, &composed);
         }
         response
+    }
+
+    /// A deal or property type the query asked for *only* is remembered as a preference.
+    async fn remember(
+        &self,
+        cx: &PlanContext<'_>,
+        _intent: &Intent,
+        _results: &[AgentResult],
+    ) -> Vec<Remembered> {
+        memory::remembered(cx.query)
     }
 }
 

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::terms::first_mentioned;
+use super::terms::{find_all_terms, first_mentioned};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub(crate) enum PropertyType {
@@ -131,6 +131,51 @@ pub(crate) fn parse_deal_type(text: &str) -> Option<DealType> {
     first_mentioned(&text.to_lowercase(), DEAL_TYPE_TERMS)
 }
 
+/// The deal type the text asks for *only* (`전세만`, `only jeonse`, `jeonse only`): a lasting
+/// preference, not just this query's condition.
+pub(crate) fn only_deal_type(text: &str) -> Option<DealType> {
+    first_only(&text.to_lowercase(), DEAL_TYPE_TERMS)
+}
+
+/// The property type the text asks for *only* (`아파트만`, `only apartments`).
+pub(crate) fn only_property_type(text: &str) -> Option<PropertyType> {
+    first_only(&text.to_lowercase(), PROPERTY_TYPE_TERMS)
+}
+
+/// The value of the first term of `terms` in `lower` that is marked as the only one wanted (the
+/// longer term at the same place: `반전세만` is 월세).
+fn first_only<T: Copy>(lower: &str, terms: &[(&str, T)]) -> Option<T> {
+    terms
+        .iter()
+        .flat_map(|&(term, v)| {
+            find_all_terms(lower, term)
+                .into_iter()
+                .filter(move |&at| marked_only(lower, at, at + term.len()))
+                .map(move |at| (at, std::cmp::Reverse(term.len()), v))
+        })
+        .min_by_key(|&(at, len, _)| (at, len))
+        .map(|(_, _, v)| v)
+}
+
+/// Whether the term at `start..end` is marked "only": the particle `만` right after it (not the
+/// `만원` of an amount), or the word `only` right before or after it.
+fn marked_only(lower: &str, start: usize, end: usize) -> bool {
+    let after = &lower[end..];
+    let particle = after
+        .strip_prefix('만')
+        .is_some_and(|rest| !rest.starts_with('원'));
+    let before = lower[..start].trim_end();
+    let only_before = before.strip_suffix("only").is_some_and(|rest| {
+        !rest
+            .chars()
+            .next_back()
+            .is_some_and(|c| c.is_ascii_alphanumeric())
+    });
+    let word_after = after.trim_start_matches(|c: char| c.is_ascii_alphabetic());
+    let only_after = word_after.trim_start().starts_with("only");
+    particle || only_before || only_after
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -178,5 +223,30 @@ mod tests {
         );
         assert_eq!(DealType::from_param("lease"), Some(DealType::Jeonse));
         assert_eq!(DealType::from_param("barter"), None);
+    }
+
+    #[test]
+    fn only_one_kind() {
+        let deals = [
+            ("강남구 전세만 보여줘", Some(DealType::Jeonse)),
+            ("월세만", Some(DealType::Monthly)),
+            ("반전세만 찾아줘", Some(DealType::Monthly)),
+            ("매매만 알려줘", Some(DealType::Sale)),
+            ("show me only jeonse in Mapo", Some(DealType::Jeonse)),
+            ("monthly rent only please", Some(DealType::Monthly)),
+            ("강남구 전세 시세", None),
+            ("전세만원", None),
+            ("jeonse deposits", None),
+            ("commonly jeonse", None),
+        ];
+        for (text, want) in deals {
+            assert_eq!(only_deal_type(text), want, "{text}");
+        }
+        assert_eq!(
+            only_property_type("아파트만 보여줘"),
+            Some(PropertyType::Apartment)
+        );
+        assert_eq!(only_property_type("only villas"), Some(PropertyType::Villa));
+        assert_eq!(only_property_type("아파트 전세만"), None);
     }
 }

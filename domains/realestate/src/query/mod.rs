@@ -48,7 +48,10 @@ use serde_json::{Map, Value, json};
 pub(crate) use amounts::{Amount, format_won, group_thousands, parse_amount, parse_amounts};
 pub(crate) use change::{ChangeRequest, Subject, amount_subjects, detect_change_request};
 pub(crate) use dates::{Date, parse_dates, parse_term_months};
-pub(crate) use kinds::{DealType, PropertyType, parse_deal_type, parse_property_type};
+pub(crate) use kinds::{
+    DealType, PropertyType, only_deal_type, only_property_type, parse_deal_type,
+    parse_property_type,
+};
 pub(crate) use parties::party_name;
 pub(crate) use places::{
     PlaceRef, SEOUL, canonical_region, district_name, english_region, names_seoul, parse_places,

@@ -29,6 +29,7 @@ mod evaluate;
 mod execute;
 mod initialize;
 mod intent;
+mod memory;
 mod plan;
 mod respond;
 

@@ -33,21 +33,20 @@ impl RunActor {
             .collect();
         // The answer's text streams to subscribers while the model writes it.
         let cx = self.answer_context(&query);
-        let response = match self.state().supervisor.config.agent.clone() {
+        let (response, saved) = match self.state().supervisor.config.agent.clone() {
             // Agent mode: the agent's answer is the run's.
-            Some(agent) => self.agent_mode_response(&agent),
+            Some(agent) => (self.agent_mode_response(&agent), Vec::new()),
             None => {
-                self.shared
-                    .settings
-                    .planner
-                    .respond(&cx, &intent, &results)
-                    .await
+                let planner = &self.shared.settings.planner;
+                let response = planner.respond(&cx, &intent, &results).await;
+                (response, self.save_memory(&cx, &intent, &results).await)
             }
         };
         ev.extend(planner_events(cx));
         ev.push(Event::ResponseGenerated {
             final_response: response,
         });
+        ev.extend(saved);
         ev.push(checkpoint(self.state(), "generate_response", 0));
         ev.push(Event::PhaseChanged {
             phase: Phase::Finished,

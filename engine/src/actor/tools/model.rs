@@ -4,7 +4,8 @@
 //! model in a task of its own, records `LlmCalled` (the request's hash, the whole answer, token
 //! usage, duration) with a checkpoint, and only then answers the agent.
 //!
-//! Before every call the host puts the memory files and the skills (names and descriptions) into
+//! Before every call the host puts the memory files, the user's long-term memory as the turn
+//! loaded it, and the skills (names and descriptions) into
 //! the system prompt, read afresh so that an edit shows at the next turn; their hashes are
 //! recorded with the call. They are not part of the request's hash: a re-execution is answered
 //! from the log whatever the files hold now.
@@ -34,14 +35,17 @@ struct ContextFiles {
     workspace: Workspace,
     skills_dir: Option<PathBuf>,
     memory_dir: Option<PathBuf>,
+    /// The user's long-term memory as the turn loaded it.
+    user: Vec<chronicle_schemas::Memory>,
 }
 
 impl ContextFiles {
     /// The prompt's memory and skills parts, and what they were read from. A workspace that
     /// cannot be read adds nothing (the agent's own tools will say why).
     fn load(self) -> (String, Vec<LoadedFile>) {
-        let memories =
+        let mut memories =
             memory::load(self.memory_dir.as_deref(), &self.workspace).unwrap_or_default();
+        memories.extend(memory::of_user(&self.user));
         let found = skills::load(self.skills_dir.as_deref(), &self.workspace).unwrap_or_default();
         for problem in &found.problems {
             tracing::warn!(%problem, "a skill is left out");
@@ -258,6 +262,7 @@ impl RunActor {
             workspace: Workspace::for_session(&self.shared.workspaces, session),
             skills_dir: self.shared.settings.skills_dir.clone(),
             memory_dir: self.shared.settings.memory_dir.clone(),
+            user: crate::agents::TurnContext::of(s).memories,
         }
     }
 
