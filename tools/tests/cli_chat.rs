@@ -71,6 +71,29 @@ impl Place {
         }
     }
 
+    /// `chronicle runs --json`: the id of every run, oldest first.
+    fn run_ids(&self) -> Vec<String> {
+        let o = self.cli(&["runs", "--json"], "");
+        assert_exit(&o, 0);
+        stdout(&o)
+            .lines()
+            .map(|l| {
+                let v: Value = serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"));
+                v["data"]["run_id"].as_str().unwrap_or_default().to_owned()
+            })
+            .collect()
+    }
+
+    /// `chronicle log <run> --json`: the run's events, as stored.
+    fn events(&self, run: &str) -> Vec<Value> {
+        let o = self.cli(&["log", run, "--json"], "");
+        assert_exit(&o, 0);
+        stdout(&o)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+            .collect()
+    }
+
     /// `chronicle runs --json`: (query, status) of every run, oldest first.
     fn runs(&self) -> Vec<(String, String)> {
         let o = self.cli(&["runs", "--json"], "");
@@ -220,6 +243,53 @@ fn chat_prints_json_lines(place: &Place) {
         "{lines:?}"
     );
     assert_eq!(place.runs().len(), 1);
+}
+
+/// A conversation that remembers: the follow-up "서초구는?" keeps the first turn's property and
+/// deal type and changes the district, and its run names the first as what it was given; then,
+/// while a run waits, "분석도 추가해줘" is read as `/todo add analysis_team` and starts nothing.
+fn chat_remembers_the_conversation(place: &Place) {
+    let o = place.cli(&["chat"], "강남구 아파트 전세 시세 알려줘\n서초구는?\n");
+    assert_exit(&o, 0);
+    let out = stdout(&o);
+    let follow_up = reply_to(&out, "서초구는?");
+    assert!(
+        follow_up.contains("서초구 아파트 전세") && !follow_up.contains("강남구"),
+        "{follow_up}"
+    );
+    let runs = place.run_ids();
+    assert_eq!(runs.len(), 2, "{out}");
+    let given: Vec<Value> = place
+        .events(&runs[1])
+        .into_iter()
+        .filter_map(|e| {
+            let turns = &e["data"]["event"]["SessionContextLoaded"]["turns"];
+            (!turns.is_null()).then(|| turns[0]["run_id"].clone())
+        })
+        .collect();
+    assert_eq!(given, [Value::String(runs[0].clone())]);
+
+    let script = format!("{SCENARIO_2_QUERY}\n분석도 추가해줘\n/todos\n");
+    let o = place.cli(&["chat", "--hitl", "every_todo"], &script);
+    assert_exit(&o, 0);
+    let out = stdout(&o);
+    let added = reply_to(&out, "분석도 추가해줘");
+    assert!(
+        added.contains("interpreted as /todo add analysis_team") && added.contains("todo_002"),
+        "{added}"
+    );
+    assert!(reply_to(&out, "/todos").contains("analysis_team"), "{out}");
+    assert_eq!(place.run_ids().len(), 3, "{out}");
+}
+
+#[test]
+fn chat_embedded_remembers_the_conversation() {
+    chat_remembers_the_conversation(&Place::embedded());
+}
+
+#[test]
+fn chat_against_a_server_remembers_the_conversation() {
+    chat_remembers_the_conversation(&Place::server());
 }
 
 #[test]
