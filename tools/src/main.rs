@@ -1,4 +1,4 @@
-//! The `chronicle` command line (DESIGN §7): `serve`, `run`, `chat`, `log`, `runs`, `sessions`,
+//! The `chronicle` command line: `serve`, `run`, `chat`, `log`, `runs`, `sessions`,
 //! `replay` (the time-travel debugger), `checkpoints`, `restore`, `audit export|verify`,
 //! `verify`, `bench`.
 
