@@ -13,7 +13,7 @@ use std::io::{IsTerminal, Write};
 use anyhow::Context;
 use chronicle_client::{StreamEvent, StreamItem};
 use chronicle_projections::RunState;
-use chronicle_schemas::{Approval, HitlMode, RunId, Strategy};
+use chronicle_schemas::{Approval, HitlMode, OnReject, RunId, Strategy};
 use chronicle_wire::DecisionRequest;
 use futures_util::StreamExt;
 use serde_json::{Value, json};
@@ -57,6 +57,10 @@ pub struct RunArgs {
     /// default remotely).
     #[arg(long, value_name = "POLICY")]
     hitl: Option<String>,
+    /// What a rejection does: skip (what it gated; the run goes on) | end_turn (the run ends with
+    /// an answer saying what was rejected). Default: the server's (skip embedded).
+    #[arg(long, value_name = "WHAT", value_parser = crate::serve::parse_on_reject)]
+    on_reject: Option<OnReject>,
     /// Execution strategy instead of the plan's: sequential | parallel | dag.
     #[arg(long, value_name = "STRATEGY")]
     strategy: Option<String>,
@@ -94,6 +98,7 @@ pub fn run(args: &RunArgs, out: &mut dyn Write) -> anyhow::Result<Outcome> {
     let req = StartReq {
         query: args.query.clone(),
         hitl,
+        on_reject: args.on_reject,
         strategy,
         session: None,
         agent: args.agent.clone(),

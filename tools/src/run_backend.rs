@@ -13,7 +13,7 @@ use chronicle_engine::store::{Options, Store};
 use chronicle_engine::{Engine, Live, Principal, StartRun, Turn, TurnInput, TurnOutcome};
 use chronicle_projections::RunState;
 use chronicle_schemas::{
-    Approval, ApprovalId, HitlMode, RunId, RunStatus, SessionId, Strategy, TodoStatus,
+    Approval, ApprovalId, HitlMode, OnReject, RunId, RunStatus, SessionId, Strategy, TodoStatus,
 };
 use chronicle_wire::names::{event_data, wire_names};
 use chronicle_wire::{ChatRequest, CommandOutcome, DecisionRequest, RunRequest};
@@ -35,10 +35,18 @@ pub type Events = Pin<Box<dyn Stream<Item = anyhow::Result<StreamItem>> + Send>>
 pub struct StartReq {
     pub query: String,
     pub hitl: Option<HitlMode>,
+    pub on_reject: Option<OnReject>,
     pub strategy: Option<Strategy>,
     pub session: Option<SessionId>,
     /// Agent mode: this agent drives the run.
     pub agent: Option<String>,
+}
+
+/// How the runs a chat turn starts are set up.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TurnOpts {
+    pub hitl: Option<HitlMode>,
+    pub on_reject: Option<OnReject>,
 }
 
 /// Plain words a command was read from, and the command.
@@ -125,6 +133,7 @@ impl Backend {
                         query: req.query,
                         session_id: req.session,
                         hitl: req.hitl,
+                        on_reject: req.on_reject,
                         strategy: req.strategy,
                         agent: req.agent,
                         ..StartRun::default()
@@ -136,6 +145,7 @@ impl Backend {
                 let started = client
                     .start_run(&RunRequest {
                         hitl: req.hitl,
+                        on_reject: req.on_reject,
                         strategy: req.strategy,
                         session_id: req.session.map(|s| s.0),
                         agent: req.agent,
@@ -216,11 +226,11 @@ impl Backend {
         &self,
         session: &SessionId,
         text: &str,
-        hitl: Option<HitlMode>,
+        opts: TurnOpts,
     ) -> anyhow::Result<Turned> {
         match self {
-            Backend::Local(engine) => local_turn(engine, session, text, hitl).await,
-            Backend::Remote(client) => remote_turn(client, session, text, hitl).await,
+            Backend::Local(engine) => local_turn(engine, session, text, opts).await,
+            Backend::Remote(client) => remote_turn(client, session, text, opts).await,
         }
     }
 
@@ -305,7 +315,7 @@ async fn local_turn(
     engine: &Engine,
     session: &SessionId,
     text: &str,
-    hitl: Option<HitlMode>,
+    opts: TurnOpts,
 ) -> anyhow::Result<Turned> {
     let turn = Turn {
         session: session.clone(),
@@ -313,8 +323,8 @@ async fn local_turn(
         input: TurnInput::Message(text.to_owned()),
         by: Principal::local(),
         user_id: None,
-        hitl,
-        on_reject: None,
+        hitl: opts.hitl,
+        on_reject: opts.on_reject,
     };
     Ok(match engine.turn(turn).await {
         Ok(TurnOutcome::Command {
@@ -365,15 +375,15 @@ async fn remote_turn(
     client: &Client,
     session: &SessionId,
     text: &str,
-    hitl: Option<HitlMode>,
+    opts: TurnOpts,
 ) -> anyhow::Result<Turned> {
     let before = session_now(client, session).await?;
     let req = ChatRequest {
         message: text.to_owned(),
         thread_id: Some(session.0.clone()),
         user_id: None,
-        hitl,
-        on_reject: None,
+        hitl: opts.hitl,
+        on_reject: opts.on_reject,
     };
     let mut post = tokio::spawn({
         let client = client.clone();

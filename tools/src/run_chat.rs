@@ -12,7 +12,7 @@ use std::io::{BufRead, IsTerminal, Write};
 
 use chronicle_client::StreamItem;
 use chronicle_projections::RunState;
-use chronicle_schemas::{Event, RunId, SessionId};
+use chronicle_schemas::{Event, OnReject, RunId, SessionId};
 use chronicle_wire::CommandOutcome;
 use chronicle_wire::names::ChunkType;
 use futures_util::StreamExt;
@@ -76,6 +76,10 @@ pub struct ChatArgs {
     /// HITL policy of the runs the chat starts: none | every_todo | categories | tools.
     #[arg(long, value_name = "POLICY")]
     hitl: Option<String>,
+    /// What a rejection does in the runs the chat starts: skip | end_turn (the run ends with an
+    /// answer saying what was rejected). Default: the server's (skip embedded).
+    #[arg(long, value_name = "WHAT", value_parser = crate::serve::parse_on_reject)]
+    on_reject: Option<OnReject>,
     /// Execution strategy of the runs started with `/new`: sequential | parallel | dag (a
     /// query typed as a plain line takes the plan's, as `POST /chat` does).
     #[arg(long, value_name = "STRATEGY")]
@@ -102,7 +106,10 @@ pub fn run(args: &ChatArgs, out: &mut dyn Write) -> anyhow::Result<Outcome> {
     let mut chat = Chat {
         rt: &rt,
         backend: &backend,
-        hitl,
+        opts: backend::TurnOpts {
+            hitl,
+            on_reject: args.on_reject,
+        },
         strategy,
         json: args.json,
         session: SessionId(uuid::Uuid::new_v4().to_string()),
@@ -279,7 +286,7 @@ struct Listening {
 struct Chat<'a> {
     rt: &'a tokio::runtime::Runtime,
     backend: &'a Backend,
-    hitl: Option<chronicle_schemas::HitlMode>,
+    opts: backend::TurnOpts,
     strategy: Option<chronicle_schemas::Strategy>,
     json: bool,
     session: SessionId,
@@ -357,7 +364,7 @@ impl Chat<'_> {
         let mut progress = Progress::new(self.shows_progress());
         let turned = self
             .rt
-            .block_on(self.backend.turn(&self.session, text, self.hitl));
+            .block_on(self.backend.turn(&self.session, text, self.opts));
         progress.clear();
         let turned = match turned {
             Ok(t) => t,
@@ -498,7 +505,8 @@ impl Chat<'_> {
         let left = self.waiting_run()?;
         let req = StartReq {
             query: query.to_owned(),
-            hitl: self.hitl,
+            hitl: self.opts.hitl,
+            on_reject: self.opts.on_reject,
             strategy: self.strategy,
             session: Some(self.session.clone()),
             agent: None,

@@ -447,3 +447,26 @@ fn chat_against_a_server_streams_the_answer_while_the_model_writes_it() {
     assert!(out.lines().any(|l| l == STREAMED_ANSWER), "{out}");
     assert!(out.contains("✅ completed"), "{out}");
 }
+
+/// `--on-reject end_turn`: "거절" said to the waiting run rejects it, and the turn ends with an
+/// answer saying what was rejected; a value that is neither is refused before anything starts.
+#[test]
+fn chat_on_reject_end_turn_ends_the_turn_on_a_rejection() {
+    let place = Place::embedded();
+    let script = format!("{SCENARIO_2_QUERY}\n거절\n");
+    let o = place.cli(
+        &["chat", "--hitl", "every_todo", "--on-reject", "end_turn"],
+        &script,
+    );
+    assert_exit(&o, 0);
+    let out = stdout(&o);
+    let rejected = reply_to(&out, "거절");
+    assert!(rejected.contains("interpreted as /todo reject"), "{rejected}");
+    assert_eq!(
+        place.runs(),
+        [(SCENARIO_2_QUERY.to_owned(), "completed".to_owned())]
+    );
+    let o = place.cli(&["chat", "--on-reject", "maybe"], "");
+    assert_exit(&o, 2);
+    assert!(stderr(&o).contains("skip or end_turn"), "{}", stderr(&o));
+}
