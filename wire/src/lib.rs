@@ -18,6 +18,7 @@
 pub mod audit;
 mod commands;
 mod error;
+pub mod langgraph;
 pub mod names;
 #[cfg(feature = "openapi")]
 pub mod openapi;
