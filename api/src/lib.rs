@@ -11,6 +11,7 @@ mod connection;
 pub mod error;
 mod extract;
 mod limits;
+pub mod langgraph;
 pub mod memory;
 pub mod openapi;
 pub mod rest;
