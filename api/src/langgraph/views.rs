@@ -8,11 +8,12 @@
 //! message list by id and would duplicate messages whose ids changed).
 
 use chronicle_projections::RunState;
-use chronicle_schemas::{Approval, ApprovalId, Checkpoint, Decision, RunId, RunStatus, TodoStatus};
+use chronicle_schemas::{
+    Approval, ApprovalId, Checkpoint, Decision, HitlMode, RunId, RunStatus, TodoStatus,
+};
 use chronicle_wire::answer_text;
 use chronicle_wire::langgraph::{
-    Checkpoint as LgCheckpoint, CheckpointMetadata, Interrupt, Message, Task, ThreadState,
-    ToolCall,
+    Checkpoint as LgCheckpoint, CheckpointMetadata, Interrupt, Message, Task, ThreadState, ToolCall,
 };
 use serde_json::{Map, Value, json};
 use uuid::Uuid;
@@ -24,9 +25,14 @@ pub const ID_NAMESPACE: Uuid = Uuid::from_u128(0x3c1e_7d2a_9b4f_5e60_8a17_c0de_1
 /// The graph id of the supervisor workflow's assistant.
 pub const SUPERVISOR_GRAPH: &str = "supervisor";
 
-/// An assistant's id: uuid5 of the URL namespace and its graph id, as LangGraph derives it.
+/// LangGraph's namespace for assistant ids (one past the standard URL namespace `6ba7b811-…`,
+/// so not the same: the graph `agent` gets LangGraph's well-known `fe096781-…`).
+pub const GRAPH_NAMESPACE: Uuid = Uuid::from_u128(0x6ba7_b821_9dad_11d1_80b4_00c0_4fd4_30c8);
+
+/// An assistant's id: uuid5 of [`GRAPH_NAMESPACE`] and its graph id, as LangGraph derives it, so
+/// a client that computed the id itself finds the assistant.
 pub fn assistant_id(graph_id: &str) -> Uuid {
-    Uuid::new_v5(&Uuid::NAMESPACE_URL, graph_id.as_bytes())
+    Uuid::new_v5(&GRAPH_NAMESPACE, graph_id.as_bytes())
 }
 
 /// A checkpoint's LangGraph id: uuid5 of [`ID_NAMESPACE`] and `"<run_id>/<checkpoint_id>"`
@@ -81,13 +87,7 @@ fn turn_messages(state: &RunState) -> Vec<Message> {
         started.sort_by_key(|(at, _)| *at);
         for (_, step) in started {
             let todo = plan.todo(&step.todo_id);
-            let args = todo
-                .and_then(|t| {
-                    t.effective_input
-                        .clone()
-                        .or_else(|| t.metadata.get("input_mapping").cloned())
-                })
-                .unwrap_or_else(|| json!({}));
+            let args = todo.map_or_else(|| json!({}), |t| t.input());
             let status = todo.map(|t| t.status);
             out.extend(tool_exchange(run, step, args, status));
         }
@@ -235,7 +235,10 @@ impl Point<'_> {
 pub fn parent<'a>(turns: &[&'a RunState], p: Point<'a>) -> Option<Point<'a>> {
     if let Some(id) = &p.checkpoint.parent {
         let checkpoint = turns[p.turn].checkpoints.get(id)?;
-        return Some(Point { turn: p.turn, checkpoint });
+        return Some(Point {
+            turn: p.turn,
+            checkpoint,
+        });
     }
     let turn = p.turn.checked_sub(1)?;
     let prev = &turns[turn].checkpoints;
@@ -269,7 +272,8 @@ fn step(turns: &[&RunState], p: Point<'_>) -> i64 {
 
 /// The node that runs after the node that saved a checkpoint, given the state at it: nothing
 /// once the run ended, `approval` while approvals are pending, then by the node's place in the
-/// supervisor graph (TODOs left to run → `execute_todo`).
+/// supervisor graph (TODOs left to run → `approval` when approvals are on, else
+/// `execute_todo`).
 pub fn next_nodes(node: &str, at: &RunState) -> Vec<String> {
     let s = &at.supervisor;
     if s.run_status.is_terminal() {
@@ -282,11 +286,17 @@ pub fn next_nodes(node: &str, at: &RunState) -> Vec<String> {
         .planning_state
         .as_ref()
         .is_some_and(|p| p.todos.iter().any(|t| !t.status.is_final()));
+    let run_todo = if s.config.hitl == HitlMode::None {
+        "execute_todo"
+    } else {
+        "approval"
+    };
     let next = match node {
         "initialize" => "analyze_intent",
         "analyze_intent" => "build_plan",
-        "build_plan" | "approval" | "execute_todo" | "evaluate" if todos_left => "execute_todo",
-        "build_plan" | "approval" | "execute_todo" => "evaluate",
+        "approval" => "execute_todo",
+        "build_plan" | "execute_todo" | "evaluate" if todos_left => run_todo,
+        "build_plan" | "execute_todo" => "evaluate",
         "evaluate" => "aggregate",
         "aggregate" => "generate_response",
         _ => return Vec::new(),
@@ -481,3 +491,6 @@ fn edit_decision(d: &Value, a: &Approval) -> Result<Value, String> {
         .cloned()
         .ok_or_else(|| "an edited action's \"args\" must be an object".into())
 }
+
+#[cfg(test)]
+mod tests;

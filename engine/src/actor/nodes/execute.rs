@@ -16,10 +16,7 @@ use crate::texts::Text;
 
 /// What a TODO's agent runs with: a human's edited args, else the plan's input mapping.
 pub(in crate::actor) fn input_of(t: &SupervisorTodo) -> Value {
-    t.effective_input
-        .clone()
-        .or_else(|| t.metadata.get("input_mapping").cloned())
-        .unwrap_or_else(|| json!({}))
+    t.input()
 }
 
 /// What a person told the agent of `t` when letting it run: the edited args' `feedback` (what
