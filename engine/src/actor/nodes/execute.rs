@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use chronicle_projections::RunState;
 use chronicle_schemas::{Actor, ApprovalStatus, Event, Phase, SupervisorTodo, TodoId, TodoStatus};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::{RunActor, checkpoint, phase_change};
 use crate::Result;
