@@ -10,6 +10,7 @@ pub mod browser;
 mod connection;
 pub mod error;
 mod extract;
+pub mod langgraph;
 mod limits;
 pub mod memory;
 pub mod openapi;

@@ -169,6 +169,15 @@ pub struct SupervisorTodo {
 }
 
 impl SupervisorTodo {
+    /// The input its agent runs with: the edited args of an `edit` approval, else the plan's
+    /// input mapping, else `{}`.
+    pub fn input(&self) -> Value {
+        self.effective_input
+            .clone()
+            .or_else(|| self.metadata.get("input_mapping").cloned())
+            .unwrap_or_else(|| Value::Object(serde_json::Map::new()))
+    }
+
     /// Seed 000: every dependency is completed.
     pub fn can_start(&self, mut is_completed: impl FnMut(&TodoId) -> bool) -> bool {
         self.dependencies.iter().all(&mut is_completed)

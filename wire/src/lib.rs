@@ -10,7 +10,8 @@
 //! - views: approvals, the checkpoint list, the TODO list, run status, runs, sessions, chat
 //!   turns, health, and the error body `{"error": {"code", "message"}}`;
 //! - [`CommandOutcome`]: every reply a slash command gives;
-//! - [`audit`]: the export's JSON Lines and CSV encodings of `AuditRow`, both ways.
+//! - [`audit`]: the export's JSON Lines and CSV encodings of `AuditRow`, both ways;
+//! - [`langgraph`]: the LangGraph Agent Server shapes (threads, thread states, runs, messages).
 //!
 //! Architecture Invariant: depends on `schemas` only (plus serde); holds no business rules. A
 //! type here says what the JSON looks like, never what the engine decides.
@@ -18,6 +19,7 @@
 pub mod audit;
 mod commands;
 mod error;
+pub mod langgraph;
 pub mod names;
 #[cfg(feature = "openapi")]
 pub mod openapi;

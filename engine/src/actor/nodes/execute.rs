@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use chronicle_projections::RunState;
 use chronicle_schemas::{Actor, ApprovalStatus, Event, Phase, SupervisorTodo, TodoId, TodoStatus};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::{RunActor, checkpoint, phase_change};
 use crate::Result;
@@ -16,10 +16,7 @@ use crate::texts::Text;
 
 /// What a TODO's agent runs with: a human's edited args, else the plan's input mapping.
 pub(in crate::actor) fn input_of(t: &SupervisorTodo) -> Value {
-    t.effective_input
-        .clone()
-        .or_else(|| t.metadata.get("input_mapping").cloned())
-        .unwrap_or_else(|| json!({}))
+    t.input()
 }
 
 /// What a person told the agent of `t` when letting it run: the edited args' `feedback` (what
