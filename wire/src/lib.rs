@@ -10,11 +10,13 @@
 //! - views: approvals, the checkpoint list, the TODO list, run status, runs, sessions, chat
 //!   turns, health, and the error body `{"error": {"code", "message"}}`;
 //! - [`CommandOutcome`]: every reply a slash command gives;
+//! - [`agent_server`]: the bodies of the LangGraph Agent Server routes (`/info`, `/assistants`);
 //! - [`audit`]: the export's JSON Lines and CSV encodings of `AuditRow`, both ways.
 //!
 //! Architecture Invariant: depends on `schemas` only (plus serde); holds no business rules. A
 //! type here says what the JSON looks like, never what the engine decides.
 
+pub mod agent_server;
 pub mod audit;
 mod commands;
 mod error;
