@@ -53,9 +53,9 @@ pub struct Assistant {
 }
 
 /// The most assistants one `POST /assistants/search` page returns.
-pub const ASSISTANTS_PAGE_MAX: u32 = 1000;
+pub const ASSISTANTS_PAGE_MAX: u64 = 1000;
 /// A page's size when the request names none.
-pub const ASSISTANTS_PAGE_DEFAULT: u32 = 10;
+pub const ASSISTANTS_PAGE_DEFAULT: u64 = 10;
 
 /// `POST /assistants/search`: filters (all must hold) and a page. Other fields LangGraph clients
 /// send (`sort_by`, `select`...) are ignored.
@@ -73,12 +73,12 @@ pub struct AssistantSearch {
     #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
     pub metadata: Option<Map<String, Value>>,
     /// The page's size (10 when absent).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::requests::integral::option_u64")]
     #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 1000))]
-    pub limit: Option<u32>,
+    pub limit: Option<u64>,
     /// How many matching assistants to skip.
-    #[serde(default)]
-    pub offset: Option<u32>,
+    #[serde(default, deserialize_with = "crate::requests::integral::option_u64")]
+    pub offset: Option<u64>,
 }
 
 /// `GET /assistants/{assistant_id}/graph`: the graph's nodes and edges.

@@ -107,7 +107,7 @@ fn matches(a: &Assistant, q: &AssistantSearch) -> bool {
             .all(|(k, v)| a.metadata.get(k) == Some(v))
 }
 
-#[utoipa::path(post, path = "/assistants/search", tag = "langgraph", request_body = AssistantSearch, security(("bearer" = [])),
+#[utoipa::path(post, path = "/assistants/search", operation_id = "search_assistants", tag = "langgraph", request_body = AssistantSearch, security(("bearer" = [])),
     responses(
         (status = 200, description = "One page of the assistants that match every filter given: the supervisor workflow first, then one per agent by name", body = Vec<Assistant>,
             headers(
@@ -133,23 +133,22 @@ pub(crate) async fn search(
         )));
     }
     let found: Vec<Assistant> = all(&st).into_iter().filter(|a| matches(a, &q)).collect();
-    let (total, offset) = (found.len(), q.offset.unwrap_or(0) as usize);
-    let page: Vec<Assistant> = found
-        .into_iter()
-        .skip(offset)
-        .take(limit as usize)
-        .collect();
+    let total = found.len();
+    // Both are at most the assistants' count where it matters: beyond, the page is empty.
+    let offset = usize::try_from(q.offset.unwrap_or(0)).unwrap_or(usize::MAX);
+    let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+    let page: Vec<Assistant> = found.into_iter().skip(offset).take(limit).collect();
     let mut res = Json(page).into_response();
     let headers = res.headers_mut();
     headers.insert(X_PAGINATION_TOTAL, HeaderValue::from(total));
-    let next = offset.saturating_add(limit as usize);
+    let next = offset.saturating_add(limit);
     if next < total {
         headers.insert(X_PAGINATION_NEXT, HeaderValue::from(next));
     }
     Ok(res)
 }
 
-#[utoipa::path(get, path = "/assistants/{assistant_id}", tag = "langgraph", security(("bearer" = [])),
+#[utoipa::path(get, path = "/assistants/{assistant_id}", operation_id = "get_assistant", tag = "langgraph", security(("bearer" = [])),
     params(("assistant_id" = String, Path, description = "The assistant's UUID, or its graph id")),
     responses(
         (status = 200, description = "The assistant", body = Assistant),
@@ -175,7 +174,7 @@ pub(crate) struct GraphQuery {
     xray: Option<String>,
 }
 
-#[utoipa::path(get, path = "/assistants/{assistant_id}/graph", tag = "langgraph", security(("bearer" = [])),
+#[utoipa::path(get, path = "/assistants/{assistant_id}/graph", operation_id = "get_assistant_graph", tag = "langgraph", security(("bearer" = [])),
     params(("assistant_id" = String, Path, description = "The assistant's UUID, or its graph id"), GraphQuery),
     responses(
         (status = 200, description = "The graph's nodes and edges", body = AssistantGraph),
@@ -235,7 +234,7 @@ fn drawn(steps: &[&str], edges: &[(&str, &str, bool)]) -> AssistantGraph {
     }
 }
 
-#[utoipa::path(get, path = "/assistants/{assistant_id}/schemas", tag = "langgraph", security(("bearer" = [])),
+#[utoipa::path(get, path = "/assistants/{assistant_id}/schemas", operation_id = "get_assistant_schemas", tag = "langgraph", security(("bearer" = [])),
     params(("assistant_id" = String, Path, description = "The assistant's UUID, or its graph id")),
     responses(
         (status = 200, description = "JSON Schemas of the graph's input, output, state, config and context", body = GraphSchemas),

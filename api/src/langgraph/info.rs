@@ -6,7 +6,7 @@ use chronicle_wire::agent_server::{ServerFlags, ServerInfo};
 use crate::auth::Principal;
 use crate::openapi::{LgBadHost, LgBusy, LgForbidden, LgUnauthorized};
 
-#[utoipa::path(get, path = "/info", tag = "langgraph", security(("bearer" = [])),
+#[utoipa::path(get, path = "/info", operation_id = "langgraph_info", tag = "langgraph", security(("bearer" = [])),
     responses(
         (status = 200, description = "The server's version and the LangGraph features it has (assistants; no crons)", body = ServerInfo),
         (status = 400, response = LgBadHost), (status = 401, response = LgUnauthorized),
