@@ -125,3 +125,60 @@ pub struct GraphSchemas {
     #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub context_schema: Value,
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn an_assistant_is_langgraphs_json() {
+        let a = Assistant {
+            assistant_id: "3dba61cc-373b-5094-96d6-8331cb40a952".into(),
+            graph_id: "supervisor".into(),
+            config: Map::new(),
+            context: Map::new(),
+            metadata: [("created_by".to_owned(), json!("system"))]
+                .into_iter()
+                .collect(),
+            name: "supervisor".into(),
+            description: None,
+            version: 1,
+            created_at: "2026-01-01T00:00:00.000000Z".into(),
+            updated_at: "2026-01-01T00:00:00.000000Z".into(),
+        };
+        let v = serde_json::to_value(&a).unwrap();
+        assert_eq!(
+            v,
+            json!({
+                "assistant_id": "3dba61cc-373b-5094-96d6-8331cb40a952", "graph_id": "supervisor",
+                "config": {}, "context": {}, "metadata": {"created_by": "system"},
+                "name": "supervisor", "description": null, "version": 1,
+                "created_at": "2026-01-01T00:00:00.000000Z", "updated_at": "2026-01-01T00:00:00.000000Z",
+            })
+        );
+        assert_eq!(serde_json::from_value::<Assistant>(v).unwrap(), a);
+    }
+
+    #[test]
+    fn a_search_takes_what_the_sdk_sends() {
+        // `10.0` is the integer 10; fields the server does not use are ignored.
+        let q: AssistantSearch = serde_json::from_value(
+            json!({"limit": 10.0, "offset": 0, "sort_by": "name", "metadata": {"a": 1}}),
+        )
+        .unwrap();
+        assert_eq!((q.limit, q.offset, q.graph_id), (Some(10), Some(0), None));
+        assert_eq!(q.metadata.unwrap()["a"], 1);
+        for bad in [
+            json!({"limit": "ten"}),
+            json!({"offset": -1}),
+            json!({"limit": 1.5}),
+        ] {
+            assert!(
+                serde_json::from_value::<AssistantSearch>(bad.clone()).is_err(),
+                "{bad}"
+            );
+        }
+    }
+}
