@@ -2,7 +2,7 @@
 CARGO ?= cargo
 SHELL := /bin/bash
 
-.PHONY: run test test-deps schemathesis schemathesis-venv bench lint fmt
+.PHONY: run test test-deps schemathesis schemathesis-venv langgraph langgraph-venv bench lint fmt
 
 # The server on 127.0.0.1:8080 with the embedded store in ./.chronicle/, the built-in agents and
 # no LLM key needed. Extra flags: make run ARGS="--hitl-default every_todo".
@@ -17,6 +17,7 @@ test: test-deps
 	@set -o pipefail; $(CARGO) test --workspace --all-targets 2>&1 | tee target/test-output.log
 	@awk '/^test result:/ { p += $$4; f += $$6 } END { printf "%d passed, %d failed\n", p, f }' target/test-output.log
 	@bash tests/schemathesis/run.sh
+	@bash tests/langgraph/run.sh
 
 # Schemathesis alone against the real server (see tests/schemathesis/run.sh); `make test` runs it
 # after the cargo tests.
@@ -37,12 +38,31 @@ schemathesis-venv:
 	         --requirement tests/schemathesis/requirements.txt \
 	    && cp tests/schemathesis/requirements.txt $(SCHEMATHESIS_VENV)/requirements.txt; }
 
+# The real langgraph-sdk alone against the real server (see tests/langgraph/run.sh); `make test`
+# runs it after schemathesis.
+langgraph: langgraph-venv
+	bash tests/langgraph/run.sh
+
+# The Python venv with langgraph-sdk and pytest, pinned in tests/langgraph/requirements.txt; made
+# once and remade only when that file changes (the stamp is a copy of it).
+LANGGRAPH_VENV := target/langgraph-venv
+
+langgraph-venv:
+	@cmp -s tests/langgraph/requirements.txt $(LANGGRAPH_VENV)/requirements.txt 2>/dev/null || { \
+	  echo "make test: installing langgraph-sdk into $(LANGGRAPH_VENV)" >&2; \
+	  command -v python3 >/dev/null 2>&1 && python3 -m venv --help >/dev/null 2>&1 \
+	    || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3 python3-venv >/dev/null; }; \
+	  rm -rf $(LANGGRAPH_VENV) && python3 -m venv $(LANGGRAPH_VENV) \
+	    && $(LANGGRAPH_VENV)/bin/pip install --quiet --disable-pip-version-check \
+	         --requirement tests/langgraph/requirements.txt \
+	    && cp tests/langgraph/requirements.txt $(LANGGRAPH_VENV)/requirements.txt; }
+
 # What the tests need beyond cargo, installed from Debian when missing (and reused when present):
 # `fuse3` for the power-loss test's FUSE mount (it needs /dev/fuse and root: the mount is a plain
 # mount(2); fusermount3 is what a non-root user would need), and `chromium` for the browser-safety
 # tests (a real headless browser on a page of another origin). If an install fails, the tests
 # that need it fail and say why.
-test-deps: schemathesis-venv
+test-deps: schemathesis-venv langgraph-venv
 	@missing=""; \
 	command -v fusermount3 >/dev/null 2>&1 || missing="$$missing fuse3"; \
 	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \

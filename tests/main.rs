@@ -5,6 +5,7 @@ mod api;
 mod api_audit;
 mod api_bounds;
 mod api_browser;
+mod api_langgraph;
 mod api_owners;
 mod api_sse;
 mod api_stream;

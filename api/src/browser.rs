@@ -12,7 +12,8 @@
 //!   `Content-Type: application/json` — a body-less one sends `{}` — so no HTML form or
 //!   `no-cors` fetch (which can only send `text/plain`, form or multipart bodies) can make one.
 //! - **CORS.** Only for the `--cors-origin` list: preflights answered, `Authorization`,
-//!   `Content-Type` and `Last-Event-ID` allowed, the export's headers exposed. No other origin
+//!   `Content-Type` and `Last-Event-ID` allowed, the export's headers and the LangGraph routes'
+//!   (`Content-Location`, `X-Pagination-*`) exposed. No other origin
 //!   is ever told it may read an answer.
 
 use std::net::{IpAddr, SocketAddr};
@@ -111,6 +112,10 @@ impl Site {
                     header::HeaderName::from_static(chronicle_wire::audit::HEAD_OFFSET_HEADER),
                     header::HeaderName::from_static(chronicle_wire::audit::RUN_HEAD_SEQ_HEADER),
                     header::HeaderName::from_static(chronicle_wire::audit::RUN_HEAD_HASH_HEADER),
+                    // What LangGraph clients read: a run's URL and the pages of a search.
+                    header::CONTENT_LOCATION,
+                    header::HeaderName::from_static("x-pagination-total"),
+                    header::HeaderName::from_static("x-pagination-next"),
                 ])
                 .max_age(Duration::from_secs(600)),
         )

@@ -77,6 +77,7 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
+        let message = ErrorMessage(self.message.clone());
         let mut body = ErrorBody::new(self.code, self.message);
         if let Some(extra) = self.extra {
             body = body.with_extra(extra);
@@ -86,6 +87,7 @@ impl IntoResponse for ApiError {
             res.headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from(s));
         }
+        res.extensions_mut().insert(message);
         res
     }
 }
@@ -192,3 +194,8 @@ impl From<StoreError> for ApiError {
 }
 
 pub type ApiResult<T> = Result<T, ApiError>;
+
+/// The message of an error response, kept in the response's extensions so that a surface with
+/// another error shape (the LangGraph routes' `{"detail"}`) can re-say it without parsing bodies.
+#[derive(Clone, Debug)]
+pub struct ErrorMessage(pub String);

@@ -118,6 +118,7 @@ pub fn router(state: AppState) -> Router {
         .route("/healthz", get(rest::healthz))
         .route("/metrics", get(rest::metrics))
         .route("/openapi.json", get(openapi::openapi))
+        .merge(langgraph::routes())
         .route_layer(middleware::from_fn(browser::json_only))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
@@ -128,6 +129,7 @@ pub fn router(state: AppState) -> Router {
     };
     router
         .layer(middleware::from_fn_with_state(state.clone(), browser::guard))
+        .layer(middleware::from_fn(langgraph::detail_errors))
         .layer(middleware::from_fn_with_state(state.clone(), count))
         // Paths only: a query string may hold a stream ticket.
         .layer(

@@ -21,7 +21,7 @@ use utoipa::openapi::{ContentBuilder, Ref, RefOr};
 use utoipa::{OpenApi, PartialSchema, ToResponse, ToSchema};
 
 use crate::state::AppState;
-use crate::{audit, auth, memory, rest, runs, sessions, sse, ws};
+use crate::{audit, auth, langgraph, memory, rest, runs, sessions, sse, ws};
 
 #[derive(Debug, OpenApi)]
 #[openapi(
@@ -33,13 +33,17 @@ use crate::{audit, auth, memory, rest, runs, sessions, sse, ws};
         runs::list, sessions::list, sessions::get, sessions::delete, sse::run_events, sse::all_events, audit::inbox, audit::export, ws::handler,
         auth::issue_ticket, rest::healthz, rest::metrics, openapi,
         memory::list, memory::forget, memory::forget_all,
+        langgraph::info::info, langgraph::assistants::search, langgraph::assistants::get_assistant,
+        langgraph::assistants::graph, langgraph::assistants::schemas,
     ),
     components(
-        schemas(chronicle_wire::ErrorBody, chronicle_wire::EventData),
+        schemas(chronicle_wire::ErrorBody, chronicle_wire::EventData, chronicle_wire::langgraph::Detail),
         responses(
             BadHost, Unauthorized, Forbidden, RunNotFound, RequestTimeout, PayloadTooLarge,
             UnsupportedMediaType, Internal, Unavailable, StreamsUnavailable, TicketsUnavailable,
             Busy, InsufficientStorage,
+            LgBadHost, LgUnauthorized, LgForbidden, LgRequestTimeout, LgPayloadTooLarge,
+            LgUnsupportedMediaType, LgBusy,
         ),
     ),
     modifiers(&BearerAuth),
@@ -282,6 +286,7 @@ fn without_auth(doc: &mut Value) {
             .and_then(Value::as_object_mut)
         {
             responses.remove("Unauthorized");
+            responses.remove("LgUnauthorized");
         }
     }
 }
@@ -442,10 +447,15 @@ fn add<T: ToSchema>(schemas: &mut Vec<(String, RefOr<Schema>)>) {
 // ------------------------------------------------------------------ reusable responses
 
 fn error(description: &str) -> ResponseBuilder {
+    error_of("ErrorBody", description)
+}
+
+/// An error answer with the body schema called `body`.
+fn error_of(body: &str, description: &str) -> ResponseBuilder {
     ResponseBuilder::new().description(description).content(
         "application/json",
         ContentBuilder::new()
-            .schema(Some(Ref::from_schema_name("ErrorBody")))
+            .schema(Some(Ref::from_schema_name(body)))
             .build(),
     )
 }
@@ -484,8 +494,45 @@ error_responses! {
     InsufficientStorage = "The disk is full (`insufficient_storage`): nothing was written; try again once space is freed";
 }
 
+/// The LangGraph routes' shared errors: the same refusals, with the `{"detail"}` body.
+macro_rules! detail_responses {
+    ($($(#[$doc:meta])* $name:ident = $description:expr;)*) => {$(
+        $(#[$doc])*
+        pub(crate) struct $name;
+
+        impl<'r> ToResponse<'r> for $name {
+            fn response() -> (&'r str, RefOr<Response>) {
+                (stringify!($name), error_of("Detail", $description).build().into())
+            }
+        }
+    )*};
+}
+
+detail_responses! {
+    LgBadHost = "A `Host` header that names another server";
+    LgUnauthorized = "No bearer token, or an unknown one";
+    LgForbidden = "The request comes from a web page whose `Origin` the server does not allow";
+    LgRequestTimeout = "The body did not arrive within the server's body-read timeout; the connection is closed";
+    LgPayloadTooLarge = "The body is over the server's limit (256 KiB by default)";
+    LgUnsupportedMediaType = "A request that changes state without `Content-Type: application/json`";
+}
+
+/// 503 of a LangGraph route: the connection cap, with `Retry-After`.
+pub(crate) struct LgBusy;
+
+impl<'r> ToResponse<'r> for LgBusy {
+    fn response() -> (&'r str, RefOr<Response>) {
+        ("LgBusy", capped_of("Detail", &upper_first(BUSY)))
+    }
+}
+
 /// A 503 that may carry `Retry-After` (a full cap is worth retrying).
 fn capped(description: &str) -> RefOr<Response> {
+    capped_of("ErrorBody", description)
+}
+
+/// [`capped`] with the body schema called `body`.
+fn capped_of(body: &str, description: &str) -> RefOr<Response> {
     let retry_after = HeaderBuilder::new()
         .schema(
             ObjectBuilder::new()
@@ -496,7 +543,7 @@ fn capped(description: &str) -> RefOr<Response> {
             "With `too_many_connections`, `too_many_streams` or `too_many_tickets`: seconds to wait before trying again",
         ))
         .build();
-    error(description)
+    error_of(body, description)
         .header("Retry-After", retry_after)
         .build()
         .into()

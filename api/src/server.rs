@@ -116,7 +116,7 @@ async fn refuse(
     retry_after_s: u64,
     limits: Limits,
 ) {
-    let service = service_fn(move |_req| {
+    let service = service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
         let message = format!(
             "the server serves its maximum of {connections_max} connections; try again later"
         );
@@ -124,6 +124,9 @@ async fn refuse(
             ApiError::capped("too_many_connections", message, retry_after_s).into_response();
         res.headers_mut()
             .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        if crate::langgraph::is_route(req.uri().path()) {
+            res = crate::langgraph::as_detail(res);
+        }
         async move { Ok::<_, std::convert::Infallible>(res) }
     });
     let conn = http1::Builder::new()

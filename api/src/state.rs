@@ -160,6 +160,8 @@ pub struct AppState {
     pub site: Arc<Site>,
     /// The open SSE and WebSocket streams, counted against their caps.
     pub(crate) streams: Arc<Streams>,
+    /// When this state was made (the server's start): the LangGraph assistants' creation time.
+    pub started_at: chronicle_schemas::Timestamp,
 }
 
 impl AppState {
@@ -176,6 +178,7 @@ impl AppState {
             tickets: Arc::default(),
             site: Arc::new(site),
             streams,
+            started_at: now(),
         }
     }
 
@@ -189,4 +192,13 @@ impl AppState {
     pub fn chat_wait(&self) -> Duration {
         Duration::from_millis(self.config.chat_wait_ms)
     }
+}
+
+fn now() -> chronicle_schemas::Timestamp {
+    let since_epoch = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    chronicle_schemas::Timestamp::from_micros(
+        i64::try_from(since_epoch.as_micros()).unwrap_or(i64::MAX),
+    )
 }

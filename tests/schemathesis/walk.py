@@ -171,6 +171,16 @@ call("DELETE", "/api/v1/users/{user}/memories/{memory_id}", 200, path=one, json=
 call("DELETE", "/api/v1/users/{user}/memories/{memory_id}", 404, path=one, json={})
 call("DELETE", "/api/v1/users/{user}/memories", 200, path=memories, json={})
 
+# The LangGraph routes, with the assistants' real ids (schemathesis's are mostly unknown: 404).
+call("GET", "/info", 200)
+assistants = call("POST", "/assistants/search", 200, json={"limit": 1000}).json()
+for assistant in (assistants[0]["assistant_id"], assistants[-1]["graph_id"]):
+    call("GET", "/assistants/{assistant_id}", 200, path=f"/assistants/{assistant}")
+    call("GET", "/assistants/{assistant_id}/graph", 200, path=f"/assistants/{assistant}/graph?xray=false")
+    call("GET", "/assistants/{assistant_id}/schemas", 200, path=f"/assistants/{assistant}/schemas")
+call("GET", "/assistants/{assistant_id}", 404, path="/assistants/no-such-graph")
+call("POST", "/assistants/search", 422, json={"limit": 0})
+
 call("GET", "/healthz", 200)
 call("GET", "/metrics", 200)
 print(f"{checked} answers match the document")

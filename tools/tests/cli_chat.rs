@@ -461,7 +461,10 @@ fn chat_on_reject_end_turn_ends_the_turn_on_a_rejection() {
     assert_exit(&o, 0);
     let out = stdout(&o);
     let rejected = reply_to(&out, "거절");
-    assert!(rejected.contains("interpreted as /todo reject"), "{rejected}");
+    assert!(
+        rejected.contains("interpreted as /todo reject"),
+        "{rejected}"
+    );
     assert_eq!(
         place.runs(),
         [(SCENARIO_2_QUERY.to_owned(), "completed".to_owned())]

@@ -11,7 +11,8 @@
 //!   turns, health, and the error body `{"error": {"code", "message"}}`;
 //! - [`CommandOutcome`]: every reply a slash command gives;
 //! - [`audit`]: the export's JSON Lines and CSV encodings of `AuditRow`, both ways;
-//! - [`langgraph`]: the LangGraph Agent Server shapes (threads, thread states, runs, messages).
+//! - [`langgraph`]: the LangGraph Agent Server shapes (info, assistants, threads, thread states,
+//!   runs, messages).
 //!
 //! Architecture Invariant: depends on `schemas` only (plus serde); holds no business rules. A
 //! type here says what the JSON looks like, never what the engine decides.

@@ -342,7 +342,7 @@ impl From<DecisionRequest> for DecisionBody {
 /// Unsigned integers as JSON means them: `1000` and `1000.0` are the same number (and the same
 /// JSON Schema `integer`), while serde takes only the first for an integer type. Anything else
 /// that is not an integer in range is refused as serde refuses it.
-mod integral {
+pub(crate) mod integral {
     use serde::Deserialize;
     use serde::de::{Deserializer, Error, Unexpected};
 
