@@ -24,38 +24,34 @@ test: test-deps
 schemathesis: schemathesis-venv
 	bash tests/schemathesis/run.sh
 
-# The Python venv with schemathesis, its packages pinned in tests/schemathesis/requirements.txt;
-# made once and remade only when that file changes (the stamp is a copy of it).
+# A Python venv ($(1)) with the packages pinned in $(2): made once and remade only when that file
+# changes (the stamp is a copy of it); $(3) names what it is for.
+define python_venv
+	@cmp -s $(2) $(1)/requirements.txt 2>/dev/null || { \
+	  echo "make test: installing $(3) into $(1)" >&2; \
+	  command -v python3 >/dev/null 2>&1 && python3 -m venv --help >/dev/null 2>&1 \
+	    || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3 python3-venv >/dev/null; }; \
+	  rm -rf $(1) && python3 -m venv $(1) \
+	    && $(1)/bin/pip install --quiet --disable-pip-version-check --requirement $(2) \
+	    && cp $(2) $(1)/requirements.txt; }
+endef
+
+# The Python venv with schemathesis, pinned in tests/schemathesis/requirements.txt.
 SCHEMATHESIS_VENV := target/schemathesis-venv
 
 schemathesis-venv:
-	@cmp -s tests/schemathesis/requirements.txt $(SCHEMATHESIS_VENV)/requirements.txt 2>/dev/null || { \
-	  echo "make test: installing schemathesis into $(SCHEMATHESIS_VENV)" >&2; \
-	  command -v python3 >/dev/null 2>&1 && python3 -m venv --help >/dev/null 2>&1 \
-	    || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3 python3-venv >/dev/null; }; \
-	  rm -rf $(SCHEMATHESIS_VENV) && python3 -m venv $(SCHEMATHESIS_VENV) \
-	    && $(SCHEMATHESIS_VENV)/bin/pip install --quiet --disable-pip-version-check \
-	         --requirement tests/schemathesis/requirements.txt \
-	    && cp tests/schemathesis/requirements.txt $(SCHEMATHESIS_VENV)/requirements.txt; }
+	$(call python_venv,$(SCHEMATHESIS_VENV),tests/schemathesis/requirements.txt,schemathesis)
 
 # The real langgraph-sdk alone against the real server (see tests/langgraph/run.sh); `make test`
 # runs it after schemathesis.
 langgraph: langgraph-venv
 	bash tests/langgraph/run.sh
 
-# The Python venv with langgraph-sdk and pytest, pinned in tests/langgraph/requirements.txt; made
-# once and remade only when that file changes (the stamp is a copy of it).
+# The Python venv with langgraph-sdk and pytest, pinned in tests/langgraph/requirements.txt.
 LANGGRAPH_VENV := target/langgraph-venv
 
 langgraph-venv:
-	@cmp -s tests/langgraph/requirements.txt $(LANGGRAPH_VENV)/requirements.txt 2>/dev/null || { \
-	  echo "make test: installing langgraph-sdk into $(LANGGRAPH_VENV)" >&2; \
-	  command -v python3 >/dev/null 2>&1 && python3 -m venv --help >/dev/null 2>&1 \
-	    || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3 python3-venv >/dev/null; }; \
-	  rm -rf $(LANGGRAPH_VENV) && python3 -m venv $(LANGGRAPH_VENV) \
-	    && $(LANGGRAPH_VENV)/bin/pip install --quiet --disable-pip-version-check \
-	         --requirement tests/langgraph/requirements.txt \
-	    && cp tests/langgraph/requirements.txt $(LANGGRAPH_VENV)/requirements.txt; }
+	$(call python_venv,$(LANGGRAPH_VENV),tests/langgraph/requirements.txt,langgraph-sdk)
 
 # What the tests need beyond cargo, installed from Debian when missing (and reused when present):
 # `fuse3` for the power-loss test's FUSE mount (it needs /dev/fuse and root: the mount is a plain

@@ -19,52 +19,13 @@ if [[ ! -x $py ]] || ! "$py" -c 'import langgraph_sdk, pytest, httpx' 2>/dev/nul
   exit 2
 fi
 
-cargo build --quiet -p chronicle-tools
-bin=target/debug/chronicle
-work=$(mktemp -d)
+source tests/serve.sh
 # The reports stay for reading after a run: target/langgraph/{pytest,server}.log.
 logs=target/langgraph
 mkdir -p "$logs"
 token=chronicle-langgraph-token-0123
 origin=http://ui.example
-server_pid=
-cleanup() {
-  if [[ -n $server_pid ]]; then
-    kill "$server_pid" 2>/dev/null || true
-    wait "$server_pid" 2>/dev/null || true
-  fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-env -u OPENAI_API_KEY -u CHRONICLE_LLM_API_KEY -u CHRONICLE_LLM_BASE_URL \
-  CHRONICLE_API_TOKEN=$token NO_COLOR=1 RUST_LOG=warn,chronicle=info \
-  "$bin" serve --addr 127.0.0.1:0 --data "$work/data" --cors-origin "$origin" 2>"$logs/server.log" &
-server_pid=$!
-addr=
-for _ in $(seq 600); do
-  addr=$(grep -o 'chronicle is listening addr=127\.0\.0\.1:[0-9]*' "$logs/server.log" | cut -d= -f2 || true)
-  [[ -n $addr ]] && break
-  kill -0 "$server_pid" 2>/dev/null || break
-  sleep 0.1
-done
-if [[ -z $addr ]]; then
-  echo "langgraph: the server did not start:" >&2
-  cat "$logs/server.log" >&2
-  exit 1
-fi
-base="http://$addr"
-"$py" - "$base/healthz" <<'PY'
-import sys, time, urllib.request
-for _ in range(300):
-    try:
-        if urllib.request.urlopen(sys.argv[1], timeout=2).status == 200:
-            sys.exit(0)
-    except OSError:
-        pass
-    time.sleep(0.1)
-sys.exit("langgraph: /healthz never answered 200")
-PY
+start_server langgraph "$logs/server.log" "$token" --data "$work/data" --cors-origin "$origin"
 
 started=$SECONDS
 status=0
@@ -72,9 +33,7 @@ status=0
 env -u LANGGRAPH_API_KEY -u LANGSMITH_API_KEY -u LANGCHAIN_API_KEY \
   CHRONICLE_URL="$base" CHRONICLE_TOKEN="$token" CHRONICLE_CORS_ORIGIN="$origin" \
   "$py" -m pytest -q -p no:cacheprovider tests/langgraph >"$logs/pytest.log" 2>&1 || status=$?
-kill "$server_pid"
-wait "$server_pid" || true
-server_pid=
+stop_server
 result=$(grep -E '^[0-9]+ (passed|failed)|^=+ .* in [0-9.]+s' "$logs/pytest.log" | tail -n 1 | tr -d '=' | xargs || true)
 sdk=$("$py" -c 'from importlib.metadata import version; print(version("langgraph-sdk"))')
 if [[ $status -ne 0 ]]; then

@@ -35,68 +35,18 @@ if [[ ! -x $st ]]; then
   exit 2
 fi
 
-cargo build --quiet -p chronicle-tools
-bin=target/debug/chronicle
-work=$(mktemp -d)
+py="$venv/bin/python"
+source tests/serve.sh
 # The reports stay for reading after a run: target/schemathesis/{open,bearer}.log and the
 # servers' logs beside them.
 logs=target/schemathesis
 mkdir -p "$logs"
-server_pid=
-cleanup() {
-  if [[ -n $server_pid ]]; then
-    kill "$server_pid" 2>/dev/null || true
-    wait "$server_pid" 2>/dev/null || true
-  fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-# Starts the server on a free loopback port; sets $server_pid and $base.
-start_server() {
-  local name=$1 token=$2
-  mkdir -p "$work/$name"
-  # No model: the rules answer, so runs need nothing from outside.
-  env -u OPENAI_API_KEY -u CHRONICLE_LLM_API_KEY -u CHRONICLE_LLM_BASE_URL \
-    -u CHRONICLE_API_TOKEN ${token:+CHRONICLE_API_TOKEN=$token} NO_COLOR=1 RUST_LOG=warn,chronicle=info \
-    "$bin" serve --addr 127.0.0.1:0 --data "$work/$name/data" 2>"$logs/$name-server.log" &
-  server_pid=$!
-  local addr=
-  for _ in $(seq 600); do
-    addr=$(grep -o 'chronicle is listening addr=127\.0\.0\.1:[0-9]*' "$logs/$name-server.log" | cut -d= -f2 || true)
-    [[ -n $addr ]] && break
-    kill -0 "$server_pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  if [[ -z $addr ]]; then
-    echo "schemathesis: the server did not start:" >&2
-    cat "$logs/$name-server.log" >&2
-    exit 1
-  fi
-  base="http://$addr"
-  "$venv/bin/python" - "$base/healthz" <<'EOF'
-import sys, time, urllib.request
-for _ in range(300):
-    try:
-        if urllib.request.urlopen(sys.argv[1], timeout=2).status == 200:
-            sys.exit(0)
-    except OSError:
-        pass
-    time.sleep(0.1)
-sys.exit("schemathesis: /healthz never answered 200")
-EOF
-}
-
-stop_server() {
-  kill "$server_pid"
-  wait "$server_pid" || true
-  server_pid=
-}
 
 # Runs schemathesis against a fresh server with `name`'s settings; sets $summary.
 fuzz() {
   local name=$1 token=$2
-  start_server "$name" "$token"
+  mkdir -p "$work/$name"
+  start_server schemathesis "$logs/$name-server.log" "$token" --data "$work/$name/data"
   local auth=()
   [[ -n $token ]] && auth=(--header "Authorization: Bearer $token")
   if ! "$venv/bin/python" tests/schemathesis/walk.py "$base" "$token" >"$logs/$name-walk.log" 2>&1; then
