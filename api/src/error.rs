@@ -153,7 +153,9 @@ impl From<StoreError> for ApiError {
             StoreError::EmptyAppend { .. }
             | StoreError::FirstEventNotRunStarted { .. }
             | StoreError::RunStartedNotFirst { .. }
-            | StoreError::BadSessionId { .. } => ApiError::unprocessable(e.to_string()),
+            | StoreError::BadSessionId { .. }
+            | StoreError::BadRecordKey { .. }
+            | StoreError::RecordTooLarge { .. } => ApiError::unprocessable(e.to_string()),
             StoreError::Conflict { .. } => ApiError::conflict(e.to_string()),
             StoreError::StorageFull { .. } => ApiError::new(
                 StatusCode::INSUFFICIENT_STORAGE,

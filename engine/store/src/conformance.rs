@@ -15,7 +15,9 @@ use chronicle_schemas::{
 use proptest::prelude::*;
 use tokio_stream::StreamExt;
 
-use crate::{Error, Options, SESSION_ID_BYTES_MAX, Store};
+use crate::{
+    Error, Options, RECORD_KEY_BYTES_MAX, RECORD_VALUE_BYTES_MAX, SESSION_ID_BYTES_MAX, Store,
+};
 
 /// Makes the stores a case runs against.
 pub trait Factory {
@@ -89,6 +91,11 @@ macro_rules! conformance_tests {
             blobs_are_content_addressed_and_checked,
             an_event_at_the_limit_is_stored_and_one_byte_over_is_refused,
             verify_is_clean_and_reports_the_heads,
+            records_put_get_replace_delete,
+            records_list_by_prefix_in_key_order,
+            bad_record_keys_and_oversized_values_write_nothing,
+            records_survive_a_reopen_and_stay_out_of_verify,
+            a_stopped_store_refuses_record_writes,
         );
         #[test]
         fn the_store_behaves_like_a_map() {
@@ -673,6 +680,148 @@ pub async fn an_event_at_the_limit_is_stored_and_one_byte_over_is_refused(f: &dy
     assert_eq!(env[0].encode().unwrap().len(), EVENT_BYTES_MAX);
     assert_eq!(store.get(1).unwrap().unwrap(), env[0]);
     assert_eq!(assert_dense(&store), 2);
+}
+
+/// A value of every size class (empty, small, and split into many sled values), distinct per
+/// `fill` so a stale piece would show.
+fn record_value(bytes: usize, fill: u8) -> Vec<u8> {
+    (0..bytes).map(|i| fill.wrapping_add((i % 251) as u8)).collect()
+}
+
+/// Every key and value `records("")` lists, for comparing whole stores.
+fn all_records(store: &Store) -> Vec<(String, Vec<u8>)> {
+    store.records("").unwrap()
+}
+
+pub async fn records_put_get_replace_delete(f: &dyn Factory) {
+    let store = f.create(Options::default());
+    assert_eq!(store.record("thread/1").unwrap(), None);
+    for (fill, size) in [(1u8, 10usize), (2, 0), (3, RECORD_VALUE_BYTES_MAX), (4, 5000), (5, 3)] {
+        let value = record_value(size, fill);
+        store.put_record("thread/1", &value).unwrap();
+        assert_eq!(store.record("thread/1").unwrap(), Some(value.clone()), "{size} bytes");
+        assert_eq!(all_records(&store), vec![("thread/1".to_owned(), value)]);
+    }
+    store.put_record("thread/2", b"two").unwrap();
+    store.delete_record("thread/1").unwrap();
+    assert_eq!(store.record("thread/1").unwrap(), None);
+    store.delete_record("thread/1").unwrap();
+    store.delete_record("never/there").unwrap();
+    assert_eq!(
+        all_records(&store),
+        vec![("thread/2".to_owned(), b"two".to_vec())]
+    );
+    // Records are not events.
+    assert_eq!(store.durable_next_offset(), 0);
+}
+
+/// `records(prefix)` is exactly the keys starting with `prefix`, in byte order of their UTF-8.
+pub async fn records_list_by_prefix_in_key_order(f: &dyn Factory) {
+    let store = f.create(Options::default());
+    let keys = [
+        "thread/b", "run/1", "thread/a/x", "threads", "thread/é", "thread/a", "thread0", "thread/",
+        "t",
+    ];
+    for (i, k) in keys.iter().enumerate() {
+        store.put_record(k, &record_value(100 * i, i as u8)).unwrap();
+    }
+    let listed = |prefix: &str| -> Vec<String> {
+        store.records(prefix).unwrap().into_iter().map(|(k, _)| k).collect()
+    };
+    assert_eq!(
+        listed("thread/"),
+        ["thread/", "thread/a", "thread/a/x", "thread/b", "thread/é"]
+    );
+    let mut sorted: Vec<&str> = keys.to_vec();
+    sorted.sort_unstable();
+    assert_eq!(listed(""), sorted);
+    assert_eq!(listed("thread/a"), ["thread/a", "thread/a/x"]);
+    assert_eq!(listed("thread/é"), ["thread/é"]);
+    assert!(listed("nothing").is_empty());
+    assert!(listed("thread/c").is_empty());
+    for (k, v) in store.records("").unwrap() {
+        let i = keys.iter().position(|x| *x == k).unwrap();
+        assert_eq!(v, record_value(100 * i, i as u8), "{k}");
+    }
+}
+
+pub async fn bad_record_keys_and_oversized_values_write_nothing(f: &dyn Factory) {
+    let store = f.create(Options::default());
+    store.put_record("kept", b"before").unwrap();
+    let longest = "k".repeat(RECORD_KEY_BYTES_MAX);
+    store.put_record(&longest, b"at the limit").unwrap();
+    // 257 two-byte characters: 514 bytes though only 257 chars.
+    let too_long = "é".repeat(RECORD_KEY_BYTES_MAX / 2 + 1);
+    let before = all_records(&store);
+    for key in ["", too_long.as_str()] {
+        let err = store.put_record(key, b"v").unwrap_err();
+        assert!(
+            matches!(err, Error::BadRecordKey { bytes, max: RECORD_KEY_BYTES_MAX } if bytes == key.len()),
+            "{err}"
+        );
+        assert!(matches!(
+            store.delete_record(key),
+            Err(Error::BadRecordKey { .. })
+        ));
+    }
+    let over = vec![9u8; RECORD_VALUE_BYTES_MAX + 1];
+    for key in ["kept", "new"] {
+        let err = store.put_record(key, &over).unwrap_err();
+        assert!(
+            matches!(err, Error::RecordTooLarge { bytes, max } if bytes == over.len() && max == RECORD_VALUE_BYTES_MAX),
+            "{err}"
+        );
+    }
+    assert_eq!(all_records(&store), before, "nothing was written");
+    assert_eq!(store.failure(), None, "a refused write does not stop the store");
+}
+
+/// Records outlive a restart as they were acknowledged (large ones whole), and `verify` does
+/// not read them: a store with records and no events verifies as an empty log.
+pub async fn records_survive_a_reopen_and_stay_out_of_verify(f: &dyn Factory) {
+    let store = f.create(Options::default());
+    store.put_record("a", &record_value(RECORD_VALUE_BYTES_MAX, 1)).unwrap();
+    store.put_record("b", b"bee").unwrap();
+    store.put_record("c", &record_value(20_000, 3)).unwrap();
+    store.put_record("c", &record_value(9_000, 4)).unwrap();
+    store.put_record("d", b"gone").unwrap();
+    store.delete_record("d").unwrap();
+    let before = all_records(&store);
+    let store = f.reopen(store);
+    assert_eq!(all_records(&store), before);
+    assert_eq!(store.record("c").unwrap(), Some(record_value(9_000, 4)));
+    assert_eq!(store.record("d").unwrap(), None);
+    let report = store.verify().unwrap();
+    assert!(report.ok() && report.events == 0 && report.heads.is_empty());
+    store.put_record("e", b"after the restart").unwrap();
+    fill_run(&store, 0, 2).await;
+    assert_eq!(assert_dense(&store), 2);
+    assert_eq!(store.records("").unwrap().len(), 4);
+}
+
+/// After a fail-stop, writes of records (and appends and blobs) are refused with `Stopped` and
+/// change nothing; reads still answer.
+pub async fn a_stopped_store_refuses_record_writes(f: &dyn Factory) {
+    let store = f.create(Options::default());
+    store.put_record("kept", b"before").unwrap();
+    store.log.fail_stop("a drill");
+    let stopped = |r: crate::Result<()>| matches!(r, Err(Error::Stopped(why)) if why == "a drill");
+    assert!(stopped(store.put_record("kept", b"after")));
+    assert!(stopped(store.put_record("new", b"after")));
+    assert!(stopped(store.delete_record("kept")));
+    assert!(stopped(store.put_blob(b"blob").map(drop)));
+    let append = store.append(run(0), 0, vec![run_started("s")]).await;
+    assert!(stopped(append.map(drop)));
+    assert_eq!(
+        all_records(&store),
+        vec![("kept".to_owned(), b"before".to_vec())]
+    );
+    assert_eq!(store.failure().as_deref(), Some("a drill"));
+    assert_eq!(*store.watch_failure().borrow(), Some("a drill".to_owned()));
+    assert_eq!(
+        store.health(),
+        crate::StorageHealth::Failed("a drill".into())
+    );
 }
 
 /// `verify` walks a clean log without a problem and reports every run's newest (seq, hash);

@@ -36,6 +36,11 @@ pub enum Error {
         max: usize,
         contains_nul: bool,
     },
+    /// Record keys go into index keys: bounded, and never empty.
+    #[error("a record key must be 1..={max} bytes, got {bytes}")]
+    BadRecordKey { bytes: usize, max: usize },
+    #[error("a record value may be at most {max} bytes, got {bytes}")]
+    RecordTooLarge { bytes: usize, max: usize },
     #[error("corrupt log at offset {offset}: {reason}")]
     Corrupt { offset: u64, reason: String },
     #[error(

@@ -50,8 +50,20 @@ pub type Events<'a> = Box<dyn Iterator<Item = Result<Envelope>> + Send + 'a>;
 ///   length), is idempotent, and is durable when it returns; `read_blob` returns exactly those
 ///   bytes, or [`Error::BlobMissing`](crate::Error::BlobMissing) /
 ///   [`Error::BlobCorrupt`](crate::Error::BlobCorrupt).
-/// - **Failure is fail-stop**: once `failure` is `Some`, no append is acknowledged again; only a
-///   new store (a restart) recovers.
+/// - **Named records** are small mutable values beside the log, by key: `put_record` replaces,
+///   `delete_record` removes (nothing when absent), `records(prefix)` lists in key order (byte
+///   order of the UTF-8 keys). A key is 1..=`RECORD_KEY_BYTES_MAX` (512) bytes and a value at
+///   most `RECORD_VALUE_BYTES_MAX` (`EVENT_BYTES_MAX`), otherwise
+///   [`Error::BadRecordKey`](crate::Error::BadRecordKey) /
+///   [`Error::RecordTooLarge`](crate::Error::RecordTooLarge) and nothing is written. Both writes
+///   are durable when they return (fsynced, in either durability mode). A stopped store refuses
+///   them with [`Error::Stopped`](crate::Error::Stopped); a `put_record` that would leave less
+///   than the disk reserve free is [`Error::StorageFull`](crate::Error::StorageFull) and writes
+///   nothing (a delete is not refused: the reserve is there for such small writes); a failed
+///   fsync stops the store. Records are not events: they are not chained, take no offset, and
+///   `verify` does not read them.
+/// - **Failure is fail-stop**: once `failure` is `Some`, no append, blob or record write is
+///   acknowledged again; only a new store (a restart) recovers.
 ///
 /// Everything else (what an event means, which events a run may hold after its first) is the
 /// engine's business: the store knows nothing of what runs mean.
@@ -123,6 +135,18 @@ pub trait EventLog: Send + Sync + std::fmt::Debug + 'static {
 
     fn read_blob(&self, blob: &BlobRef) -> Result<Vec<u8>>;
 
+    /// Stores `value` under `key`, replacing what was there; durable when it returns.
+    fn put_record(&self, key: &str, value: &[u8]) -> Result<()>;
+
+    /// The value stored under `key`.
+    fn record(&self, key: &str) -> Result<Option<Vec<u8>>>;
+
+    /// Every record whose key starts with `prefix`, in key order.
+    fn records(&self, prefix: &str) -> Result<Vec<(String, Vec<u8>)>>;
+
+    /// Removes the record under `key` (nothing when absent); durable when it returns.
+    fn delete_record(&self, key: &str) -> Result<()>;
+
     /// Whether appends can be taken: failed, short of space, or fine.
     fn health(&self) -> StorageHealth;
 
@@ -131,6 +155,12 @@ pub trait EventLog: Send + Sync + std::fmt::Debug + 'static {
 
     /// Changes to `Some(reason)` once, when the store stops accepting writes.
     fn watch_failure(&self) -> watch::Receiver<Option<String>>;
+
+    /// Stops the store for good, as a failed fsync does (fail-stop): every later write is
+    /// refused with [`Error::Stopped`](crate::Error::Stopped) naming `why`. A fault drill, so
+    /// the conformance suite can check what a stopped store does in every implementation.
+    #[doc(hidden)]
+    fn fail_stop(&self, why: &str);
 
     /// Makes everything acknowledged so far durable now (at shutdown).
     fn flush(&self) -> Result<()>;

@@ -1,5 +1,6 @@
 //! The event log in memory: the same rules as the sled log (offsets, seqs, conflicts, limits, the
-//! encoded and chained records, sessions, snapshots, blobs, verification), behind one mutex and
+//! encoded and chained records, sessions, snapshots, blobs, named records, verification, fail-stop
+//! after [`EventLog::fail_stop`]), behind one mutex and
 //! without a writer thread. An append is durable as soon as it is stored: nothing outlives the
 //! last handle, so there is nothing more to wait for.
 
@@ -16,6 +17,7 @@ use tokio::sync::watch;
 
 use crate::append::{Clock, stage};
 use crate::log::Events;
+use crate::records;
 use crate::verify::{Chains, Problem, VerifyReport};
 use crate::{Error, EventLog, Options, Result, RunHead, StorageHealth};
 
@@ -24,7 +26,7 @@ pub struct MemoryLog {
     opts: Options,
     state: Mutex<State>,
     head_tx: watch::Sender<u64>,
-    /// Never set (nothing here can fail an fsync); kept so watchers wait instead of ending.
+    /// Set only by [`EventLog::fail_stop`] (nothing here can fail an fsync).
     failure_tx: watch::Sender<Option<String>>,
 }
 
@@ -40,6 +42,8 @@ struct State {
     /// Encoded snapshots by (run, seq), decoded on read like the sled store's.
     snapshots: BTreeMap<(RunId, u64), Vec<u8>>,
     blobs: HashMap<Hash, Vec<u8>>,
+    /// Named records by key; a `BTreeMap` of `String` iterates in the keys' byte order.
+    named: BTreeMap<String, Vec<u8>>,
     clock: Clock,
 }
 
@@ -73,6 +77,7 @@ impl MemoryLog {
         expected_seq: u64,
         events: Vec<Event>,
     ) -> Result<Vec<Envelope>> {
+        self.refuse_if_stopped()?;
         let mut st = self.state();
         let at = st.clock.now();
         let offset = st.records.len() as u64;
@@ -96,6 +101,14 @@ impl MemoryLog {
         // Published under the lock, so the head never moves back between two appends.
         self.head_tx.send_replace(st.records.len() as u64);
         Ok(staged.envelopes)
+    }
+
+    /// `Err(Stopped)` once [`EventLog::fail_stop`] was called.
+    fn refuse_if_stopped(&self) -> Result<()> {
+        match self.failure() {
+            Some(why) => Err(Error::Stopped(why)),
+            None => Ok(()),
+        }
     }
 
     /// The record at `offset`, decoded (it was stored by `encode_record`, so this is its check).
@@ -279,6 +292,7 @@ impl EventLog for MemoryLog {
     }
 
     fn put_blob(&self, bytes: &[u8]) -> Result<BlobRef> {
+        self.refuse_if_stopped()?;
         let hash = Hash::of_content(bytes);
         self.state()
             .blobs
@@ -307,12 +321,53 @@ impl EventLog for MemoryLog {
         Ok(bytes)
     }
 
+    fn put_record(&self, key: &str, value: &[u8]) -> Result<()> {
+        records::check(key, Some(value))?;
+        self.refuse_if_stopped()?;
+        self.state().named.insert(key.to_owned(), value.to_vec());
+        Ok(())
+    }
+
+    fn record(&self, key: &str) -> Result<Option<Vec<u8>>> {
+        Ok(self.state().named.get(key).cloned())
+    }
+
+    fn records(&self, prefix: &str) -> Result<Vec<(String, Vec<u8>)>> {
+        let st = self.state();
+        Ok(st
+            .named
+            .range::<str, _>((std::ops::Bound::Included(prefix), std::ops::Bound::Unbounded))
+            .take_while(|(k, _)| k.starts_with(prefix))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect())
+    }
+
+    fn delete_record(&self, key: &str) -> Result<()> {
+        records::check(key, None)?;
+        self.refuse_if_stopped()?;
+        self.state().named.remove(key);
+        Ok(())
+    }
+
     fn health(&self) -> StorageHealth {
-        StorageHealth::Ok
+        match self.failure() {
+            Some(why) => StorageHealth::Failed(why),
+            None => StorageHealth::Ok,
+        }
     }
 
     fn failure(&self) -> Option<String> {
-        None
+        self.failure_tx.borrow().clone()
+    }
+
+    fn fail_stop(&self, why: &str) {
+        self.failure_tx.send_if_modified(|f| {
+            let first = f.is_none();
+            if first {
+                *f = Some(why.to_owned());
+            }
+            first
+        });
     }
 
     fn watch_failure(&self) -> watch::Receiver<Option<String>> {

@@ -19,7 +19,7 @@ const FOLLOW_CHUNK_EVENTS: u64 = 256;
 /// A handle to the event store; cheap to clone.
 #[derive(Clone)]
 pub struct Store {
-    log: Arc<dyn EventLog>,
+    pub(crate) log: Arc<dyn EventLog>,
 }
 
 impl std::fmt::Debug for Store {
@@ -213,6 +213,28 @@ impl Store {
 
     pub fn read_blob(&self, blob: &BlobRef) -> Result<Vec<u8>> {
         self.log.read_blob(blob)
+    }
+
+    /// Stores `value` under `key`, replacing what was there; durable (fsynced) when it returns.
+    /// Named records are small mutable values beside the log (not events: not chained, not
+    /// verified); the rules are on [`EventLog`].
+    pub fn put_record(&self, key: &str, value: &[u8]) -> Result<()> {
+        self.log.put_record(key, value)
+    }
+
+    /// The value stored under `key`.
+    pub fn record(&self, key: &str) -> Result<Option<Vec<u8>>> {
+        self.log.record(key)
+    }
+
+    /// Every record whose key starts with `prefix`, in key order.
+    pub fn records(&self, prefix: &str) -> Result<Vec<(String, Vec<u8>)>> {
+        self.log.records(prefix)
+    }
+
+    /// Removes the record under `key` (nothing when absent); durable when it returns.
+    pub fn delete_record(&self, key: &str) -> Result<()> {
+        self.log.delete_record(key)
     }
 
     /// Caches a projection of `state.run_id` at `state.last_seq`.

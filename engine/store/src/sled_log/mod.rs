@@ -2,7 +2,9 @@
 //!
 //! Trees: `events` (offset → record), `streams` (run ‖ seq → offset), `runs` (run → head),
 //! `sessions` (session ‖ created_at ‖ run → ()), `snapshots` (run ‖ seq → projection cache) and
-//! `meta` (schema version, next offset). One writer thread owns every append: it validates
+//! `meta` (schema version, next offset); and beside the log the named records, `records` and
+//! `record_chunks` (see `records`), written outside the writer and made durable by the same
+//! barrier. One writer thread owns every append: it validates
 //! `expected_seq`, assigns dense offsets and seqs, writes a whole batch of appends as one sled
 //! transaction, passes one durability barrier for the batch (group commit), and only then
 //! acknowledges the callers and publishes the new head to followers.
@@ -18,6 +20,7 @@
 mod blobs;
 mod bodies;
 mod keys;
+mod records;
 mod verify;
 mod writer;
 
@@ -49,6 +52,8 @@ pub(crate) struct Trees {
     pub sessions: sled::Tree,
     pub snapshots: sled::Tree,
     pub meta: sled::Tree,
+    pub records: sled::Tree,
+    pub record_chunks: sled::Tree,
     pub bodies: bodies::BodyFile,
 }
 
@@ -120,6 +125,8 @@ impl SledLog {
             sessions: open_tree("sessions")?,
             snapshots: open_tree("snapshots")?,
             meta: open_tree("meta")?,
+            records: open_tree("records")?,
+            record_chunks: open_tree("record_chunks")?,
             bodies: body_file,
             db,
         });
@@ -206,6 +213,37 @@ impl SledLog {
             .ok()
             .and_then(|t| t.clone())
             .ok_or(Error::Closed)
+    }
+
+    /// Writes a record (or deletes it) and passes a barrier before answering, in either
+    /// durability mode. A failed barrier stops the store.
+    fn write_record(&self, key: &str, value: Option<&[u8]>) -> Result<()> {
+        crate::records::check(key, value)?;
+        self.barrier.stopped()?;
+        if let Some(v) = value {
+            self.check_space(v.len() as u64)?;
+        }
+        let reserve = self.opts.disk_reserve_bytes;
+        let needed = value.map_or(0, |v| v.len() as u64);
+        records::write(&self.trees, key, value).map_err(|e| match e {
+            Error::Sled(sled::Error::Io(e)) => Error::Io(e).or_storage_full(needed, reserve),
+            other => other,
+        })?;
+        self.barrier.run()
+    }
+
+    /// [`Error::StorageFull`] if writing `bytes` would leave less than the reserve free.
+    fn check_space(&self, bytes: u64) -> Result<()> {
+        let reserve = self.opts.disk_reserve_bytes;
+        let available = bodies::available_bytes(&self.dir)?;
+        if available < bytes.saturating_add(reserve) {
+            return Err(Error::StorageFull {
+                needed: bytes,
+                available,
+                reserve,
+            });
+        }
+        Ok(())
     }
 
     fn verify_only(&self, only: Option<RunId>) -> Result<VerifyReport> {
@@ -406,15 +444,7 @@ impl EventLog for SledLog {
             return Err(Error::Stopped(why));
         }
         let reserve = self.opts.disk_reserve_bytes;
-        let needed = bytes.len() as u64 + reserve;
-        let available = bodies::available_bytes(&self.dir)?;
-        if available < needed {
-            return Err(Error::StorageFull {
-                needed: bytes.len() as u64,
-                available,
-                reserve,
-            });
-        }
+        self.check_space(bytes.len() as u64)?;
         blobs::put(&self.dir.join("blobs"), bytes).map_err(|e| match e {
             blobs::PutError::Write(e) => Error::Io(e).or_storage_full(bytes.len() as u64, reserve),
             // A failed fsync is fail-stop, as for the log itself.
@@ -426,6 +456,22 @@ impl EventLog for SledLog {
 
     fn read_blob(&self, blob: &BlobRef) -> Result<Vec<u8>> {
         blobs::read(&self.dir.join("blobs"), &blob.hash)
+    }
+
+    fn put_record(&self, key: &str, value: &[u8]) -> Result<()> {
+        self.write_record(key, Some(value))
+    }
+
+    fn record(&self, key: &str) -> Result<Option<Vec<u8>>> {
+        records::read(&self.trees, key)
+    }
+
+    fn records(&self, prefix: &str) -> Result<Vec<(String, Vec<u8>)>> {
+        records::list(&self.trees, prefix)
+    }
+
+    fn delete_record(&self, key: &str) -> Result<()> {
+        self.write_record(key, None)
     }
 
     fn health(&self) -> StorageHealth {
@@ -445,6 +491,10 @@ impl EventLog for SledLog {
 
     fn watch_failure(&self) -> watch::Receiver<Option<String>> {
         self.failure.clone()
+    }
+
+    fn fail_stop(&self, why: &str) {
+        self.barrier.fail(why);
     }
 
     /// Runs a durability barrier now (in `sync` mode every acknowledgement already passed one).

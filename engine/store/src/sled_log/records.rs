@@ -1,0 +1,132 @@
+//! Named records on sled: the tree `records` (key → head) and `record_chunks` (pieces of values
+//! too large for one sled value).
+//!
+//! No sled value may grow a page past the size sled writes to an unsynced file of its own (see
+//! `bodies`), so a head holds the value itself when key and value fit in
+//! [`SLED_VALUE_BYTES_MAX`], and otherwise only the value's length, its bytes being split into
+//! pieces under `key length ‖ key ‖ piece index`. One sled transaction over both trees replaces
+//! a head with its pieces, so a reader never sees a value half replaced.
+
+use sled::Transactional;
+use sled::transaction::{
+    ConflictableTransactionError, TransactionError, TransactionalTree, UnabortableTransactionError,
+};
+
+use super::{SLED_VALUE_BYTES_MAX, Trees, keys};
+use crate::records::RECORD_KEY_BYTES_MAX;
+use crate::{Error, Result};
+
+/// Most value bytes in one sled value, leaving room for the longest key and a piece's framing.
+const PIECE_BYTES: usize = SLED_VALUE_BYTES_MAX - RECORD_KEY_BYTES_MAX - 8;
+
+/// Head tags: the value follows, or its length (8 bytes) and the value is in pieces.
+const INLINE: u8 = 0;
+const IN_PIECES: u8 = 1;
+
+/// Replaces the value under `key` (`None` deletes it), with its pieces, in one transaction.
+pub(crate) fn write(t: &Trees, key: &str, value: Option<&[u8]>) -> Result<()> {
+    (&t.records, &t.record_chunks)
+        .transaction(|(heads, pieces)| {
+            if let Some(old) = heads.get(key)? {
+                remove_pieces(pieces, key, &old)?;
+            }
+            match value {
+                Some(v) if v.len() <= PIECE_BYTES => {
+                    heads.insert(key, [&[INLINE], v].concat())?;
+                }
+                Some(v) => {
+                    for (i, piece) in (0u32..).zip(v.chunks(PIECE_BYTES)) {
+                        pieces.insert(piece_key(key, i), piece)?;
+                    }
+                    let len = (v.len() as u64).to_be_bytes();
+                    heads.insert(key, [&[IN_PIECES], &len[..]].concat())?;
+                }
+                None => {
+                    heads.remove(key)?;
+                }
+            }
+            Ok::<_, ConflictableTransactionError<()>>(())
+        })
+        .map_err(|e: TransactionError<()>| match e {
+            TransactionError::Storage(e) => Error::Sled(e),
+            TransactionError::Abort(()) => Error::Transaction("aborted".into()),
+        })
+}
+
+/// Removes the pieces a head points at (none for an inline value).
+fn remove_pieces(
+    pieces: &TransactionalTree,
+    key: &str,
+    head: &[u8],
+) -> std::result::Result<(), UnabortableTransactionError> {
+    if let Some(len) = pieces_len(head) {
+        for i in 0..piece_count(len) {
+            pieces.remove(piece_key(key, i))?;
+        }
+    }
+    Ok(())
+}
+
+/// The value under `key`, reassembled from its pieces when it has them.
+pub(crate) fn read(t: &Trees, key: &str) -> Result<Option<Vec<u8>>> {
+    t.records
+        .get(key)?
+        .map(|head| value(t, key, &head))
+        .transpose()
+}
+
+/// Every record whose key starts with `prefix`, in key order.
+pub(crate) fn list(t: &Trees, prefix: &str) -> Result<Vec<(String, Vec<u8>)>> {
+    let mut out = Vec::new();
+    for kv in t.records.scan_prefix(prefix) {
+        let (k, head) = kv?;
+        let key = String::from_utf8(k.to_vec())
+            .map_err(|_| Error::Decode("a record key is not UTF-8".into()))?;
+        let v = value(t, &key, &head)?;
+        out.push((key, v));
+    }
+    Ok(out)
+}
+
+fn value(t: &Trees, key: &str, head: &[u8]) -> Result<Vec<u8>> {
+    let damaged = |why: &str| Error::Decode(format!("record {key:?}: {why}"));
+    match (head.first(), pieces_len(head)) {
+        (Some(&INLINE), _) => Ok(head[1..].to_vec()),
+        (Some(&IN_PIECES), Some(len)) => {
+            let mut v = Vec::with_capacity(len as usize);
+            for i in 0..piece_count(len) {
+                let piece = t
+                    .record_chunks
+                    .get(piece_key(key, i))?
+                    .ok_or_else(|| damaged(&format!("piece {i} is missing")))?;
+                v.extend_from_slice(&piece);
+            }
+            if v.len() as u64 != len {
+                return Err(damaged(&format!("{} bytes, not {len}", v.len())));
+            }
+            Ok(v)
+        }
+        _ => Err(damaged("unknown head")),
+    }
+}
+
+/// The value's length, for a head whose value is in pieces.
+fn pieces_len(head: &[u8]) -> Option<u64> {
+    match head.split_first() {
+        Some((&IN_PIECES, len)) => keys::parse_u64(len),
+        _ => None,
+    }
+}
+
+fn piece_count(len: u64) -> u32 {
+    len.div_ceil(PIECE_BYTES as u64) as u32
+}
+
+/// `key length (u16) ‖ key ‖ index (u32)`: the length makes every key's pieces their own range.
+fn piece_key(key: &str, index: u32) -> Vec<u8> {
+    let mut k = Vec::with_capacity(2 + key.len() + 4);
+    k.extend_from_slice(&(key.len() as u16).to_be_bytes());
+    k.extend_from_slice(key.as_bytes());
+    k.extend_from_slice(&index.to_be_bytes());
+    k
+}
