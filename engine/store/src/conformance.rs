@@ -685,7 +685,9 @@ pub async fn an_event_at_the_limit_is_stored_and_one_byte_over_is_refused(f: &dy
 /// A value of every size class (empty, small, and split into many sled values), distinct per
 /// `fill` so a stale piece would show.
 fn record_value(bytes: usize, fill: u8) -> Vec<u8> {
-    (0..bytes).map(|i| fill.wrapping_add((i % 251) as u8)).collect()
+    (0..bytes)
+        .map(|i| fill.wrapping_add((i % 251) as u8))
+        .collect()
 }
 
 /// Every key and value `records("")` lists, for comparing whole stores.
@@ -696,10 +698,20 @@ fn all_records(store: &Store) -> Vec<(String, Vec<u8>)> {
 pub async fn records_put_get_replace_delete(f: &dyn Factory) {
     let store = f.create(Options::default());
     assert_eq!(store.record("thread/1").unwrap(), None);
-    for (fill, size) in [(1u8, 10usize), (2, 0), (3, RECORD_VALUE_BYTES_MAX), (4, 5000), (5, 3)] {
+    for (fill, size) in [
+        (1u8, 10usize),
+        (2, 0),
+        (3, RECORD_VALUE_BYTES_MAX),
+        (4, 5000),
+        (5, 3),
+    ] {
         let value = record_value(size, fill);
         store.put_record("thread/1", &value).unwrap();
-        assert_eq!(store.record("thread/1").unwrap(), Some(value.clone()), "{size} bytes");
+        assert_eq!(
+            store.record("thread/1").unwrap(),
+            Some(value.clone()),
+            "{size} bytes"
+        );
         assert_eq!(all_records(&store), vec![("thread/1".to_owned(), value)]);
     }
     store.put_record("thread/2", b"two").unwrap();
@@ -719,14 +731,28 @@ pub async fn records_put_get_replace_delete(f: &dyn Factory) {
 pub async fn records_list_by_prefix_in_key_order(f: &dyn Factory) {
     let store = f.create(Options::default());
     let keys = [
-        "thread/b", "run/1", "thread/a/x", "threads", "thread/é", "thread/a", "thread0", "thread/",
+        "thread/b",
+        "run/1",
+        "thread/a/x",
+        "threads",
+        "thread/é",
+        "thread/a",
+        "thread0",
+        "thread/",
         "t",
     ];
     for (i, k) in keys.iter().enumerate() {
-        store.put_record(k, &record_value(100 * i, i as u8)).unwrap();
+        store
+            .put_record(k, &record_value(100 * i, i as u8))
+            .unwrap();
     }
     let listed = |prefix: &str| -> Vec<String> {
-        store.records(prefix).unwrap().into_iter().map(|(k, _)| k).collect()
+        store
+            .records(prefix)
+            .unwrap()
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect()
     };
     assert_eq!(
         listed("thread/"),
@@ -773,14 +799,20 @@ pub async fn bad_record_keys_and_oversized_values_write_nothing(f: &dyn Factory)
         );
     }
     assert_eq!(all_records(&store), before, "nothing was written");
-    assert_eq!(store.failure(), None, "a refused write does not stop the store");
+    assert_eq!(
+        store.failure(),
+        None,
+        "a refused write does not stop the store"
+    );
 }
 
 /// Records outlive a restart as they were acknowledged (large ones whole), and `verify` does
 /// not read them: a store with records and no events verifies as an empty log.
 pub async fn records_survive_a_reopen_and_stay_out_of_verify(f: &dyn Factory) {
     let store = f.create(Options::default());
-    store.put_record("a", &record_value(RECORD_VALUE_BYTES_MAX, 1)).unwrap();
+    store
+        .put_record("a", &record_value(RECORD_VALUE_BYTES_MAX, 1))
+        .unwrap();
     store.put_record("b", b"bee").unwrap();
     store.put_record("c", &record_value(20_000, 3)).unwrap();
     store.put_record("c", &record_value(9_000, 4)).unwrap();

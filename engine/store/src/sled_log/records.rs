@@ -130,3 +130,75 @@ fn piece_key(key: &str, index: u32) -> Vec<u8> {
     k.extend_from_slice(&index.to_be_bytes());
     k
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::records::RECORD_VALUE_BYTES_MAX;
+    use crate::{EventLog, Options, SledLog};
+
+    fn open(dir: &std::path::Path, opts: Options) -> SledLog {
+        SledLog::open(dir, opts).expect("the sled store opens")
+    }
+
+    /// Every entry of both trees, key and value together, fits the sled value limit.
+    fn assert_small(log: &SledLog) {
+        for tree in [&log.trees.records, &log.trees.record_chunks] {
+            for kv in tree.iter() {
+                let (k, v) = kv.unwrap();
+                assert!(
+                    k.len() + v.len() <= SLED_VALUE_BYTES_MAX,
+                    "{} bytes",
+                    k.len() + v.len()
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn large_values_go_in_small_pieces_that_go_when_replaced_or_deleted() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = open(dir.path(), Options::default());
+        let key = "k".repeat(RECORD_KEY_BYTES_MAX);
+        let big = vec![7u8; RECORD_VALUE_BYTES_MAX];
+        log.put_record(&key, &big).unwrap();
+        log.put_record("small", &[1u8; PIECE_BYTES]).unwrap();
+        assert_small(&log);
+        let pieces = log.trees.record_chunks.len();
+        assert_eq!(pieces, RECORD_VALUE_BYTES_MAX.div_ceil(PIECE_BYTES));
+        log.put_record(&key, &big[..PIECE_BYTES + 1]).unwrap();
+        assert_eq!(log.trees.record_chunks.len(), 2, "the surplus pieces went");
+        log.put_record(&key, b"inline").unwrap();
+        assert!(log.trees.record_chunks.is_empty());
+        log.put_record(&key, &big).unwrap();
+        log.delete_record(&key).unwrap();
+        assert!(log.trees.record_chunks.is_empty());
+        assert_eq!(log.records("").unwrap().len(), 1);
+    }
+
+    #[test]
+    fn a_put_that_would_eat_the_disk_reserve_is_refused_and_writes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = open(dir.path(), Options::default());
+        log.put_record("kept", b"before").unwrap();
+        drop(log);
+        // A reserve larger than any disk: every put finds the disk full.
+        let opts = Options {
+            disk_reserve_bytes: u64::MAX / 4,
+            ..Options::default()
+        };
+        let log = open(dir.path(), opts);
+        for key in ["kept", "new"] {
+            let err = log.put_record(key, b"after").unwrap_err();
+            assert!(matches!(err, Error::StorageFull { needed: 5, .. }), "{err}");
+        }
+        assert_eq!(
+            log.records("").unwrap(),
+            [("kept".into(), b"before".to_vec())]
+        );
+        // A delete frees what it can: the reserve is kept for such small writes.
+        log.delete_record("kept").unwrap();
+        assert_eq!(log.record("kept").unwrap(), None);
+        assert_eq!(log.failure(), None);
+    }
+}
