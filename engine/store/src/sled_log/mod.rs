@@ -2,12 +2,12 @@
 //!
 //! Trees: `events` (offset → record), `streams` (run ‖ seq → offset), `runs` (run → head),
 //! `sessions` (session ‖ created_at ‖ run → ()), `snapshots` (run ‖ seq → projection cache) and
-//! `meta` (schema version, next offset); and beside the log the named records, `records` and
+//! `meta` (schema version, next offset); beside the log, the named records in `records` and
 //! `record_chunks` (see `records`), written outside the writer and made durable by the same
-//! barrier. One writer thread owns every append: it validates
-//! `expected_seq`, assigns dense offsets and seqs, writes a whole batch of appends as one sled
-//! transaction, passes one durability barrier for the batch (group commit), and only then
-//! acknowledges the callers and publishes the new head to followers.
+//! barrier. One writer thread owns every append: it validates `expected_seq`, assigns dense
+//! offsets and seqs, writes a whole batch of appends as one sled transaction, passes one
+//! durability barrier for the batch (group commit), and only then acknowledges the callers and
+//! publishes the new head to followers.
 //!
 //! Records over [`SLED_VALUE_BYTES_MAX`] keep a stub in sled and their body in `<data>/bodies`
 //! (see `bodies`), so sled never writes a page to a file of its own.
@@ -220,11 +220,13 @@ impl SledLog {
     fn write_record(&self, key: &str, value: Option<&[u8]>) -> Result<()> {
         crate::records::check(key, value)?;
         self.barrier.stopped()?;
-        if let Some(v) = value {
-            self.check_space(v.len() as u64)?;
+        // sled logs each value and rewrites its page now and then: count every byte twice, as
+        // the writer does for events.
+        let needed = value.map_or(0, |v| 2 * v.len() as u64);
+        if value.is_some() {
+            self.check_space(needed)?;
         }
         let reserve = self.opts.disk_reserve_bytes;
-        let needed = value.map_or(0, |v| v.len() as u64);
         records::write(&self.trees, key, value).map_err(|e| match e {
             Error::Sled(sled::Error::Io(e)) => Error::Io(e).or_storage_full(needed, reserve),
             other => other,

@@ -190,7 +190,10 @@ mod tests {
         let log = open(dir.path(), opts);
         for key in ["kept", "new"] {
             let err = log.put_record(key, b"after").unwrap_err();
-            assert!(matches!(err, Error::StorageFull { needed: 5, .. }), "{err}");
+            assert!(
+                matches!(err, Error::StorageFull { needed: 10, .. }),
+                "{err}"
+            );
         }
         assert_eq!(
             log.records("").unwrap(),
