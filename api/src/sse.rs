@@ -145,7 +145,7 @@ fn last_event_id(headers: &HeaderMap) -> ApiResult<Option<u64>> {
 }
 
 /// An SSE response with the configured keep-alive. Proxies are asked not to buffer it.
-fn sse_response(
+pub(crate) fn sse_response(
     st: &AppState,
     stream: impl Stream<Item = Result<SseEvent, Infallible>> + Send + 'static,
 ) -> Response {

@@ -194,7 +194,7 @@ impl AppState {
     }
 }
 
-fn now() -> chronicle_schemas::Timestamp {
+pub(crate) fn now() -> chronicle_schemas::Timestamp {
     let since_epoch = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();

@@ -81,6 +81,12 @@ impl Engine {
         runs::start(&self.shared, RunId(uuid::Uuid::now_v7()), req).await
     }
 
+    /// [`Engine::start_run`] with the run's id chosen by the caller (a surface whose own id for
+    /// the run is this one); a run that exists already is a conflict and nothing is written.
+    pub async fn start_run_with_id(&self, run_id: RunId, req: StartRun) -> Result<Started> {
+        runs::start(&self.shared, run_id, req).await
+    }
+
     /// The sub-agent runs started by `state`'s `task` calls, with their status.
     pub fn sub_runs(&self, state: &RunState) -> Vec<SubRun> {
         runs::sub_runs(&self.shared, state)

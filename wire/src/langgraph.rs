@@ -284,6 +284,298 @@ pub struct GraphSchemas {
     pub context_schema: Value,
 }
 
+/// `POST /threads`: a new thread (a Chronicle session with no turn yet).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ThreadCreate {
+    /// The thread's id, a UUID (a new one when absent).
+    #[serde(default)]
+    pub thread_id: Option<String>,
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
+    pub metadata: Option<Map<String, Value>>,
+    /// What an existing `thread_id` does: `raise` (409, the default) or `do_nothing` (the
+    /// existing thread is returned).
+    #[serde(default)]
+    pub if_exists: Option<IfExists>,
+}
+
+/// What creating a thread whose id exists does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum IfExists {
+    Raise,
+    DoNothing,
+}
+
+/// The most threads, runs or history entries one page returns.
+pub const PAGE_MAX: u64 = 1000;
+
+/// `POST /threads/search`: filters (all must hold) and a page, newest `updated_at` first unless
+/// `sort_by` / `sort_order` say otherwise.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ThreadSearch {
+    /// Threads whose metadata contains this JSON.
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
+    pub metadata: Option<Map<String, Value>>,
+    /// Threads whose values contain this JSON.
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
+    pub values: Option<Map<String, Value>>,
+    /// Threads with one of these ids.
+    #[serde(default)]
+    pub ids: Option<Vec<String>>,
+    #[serde(default)]
+    pub status: Option<ThreadStatus>,
+    #[serde(default, deserialize_with = "crate::requests::integral::option_u64")]
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 1000))]
+    pub limit: Option<u64>,
+    #[serde(default, deserialize_with = "crate::requests::integral::option_u64")]
+    pub offset: Option<u64>,
+    #[serde(default)]
+    pub sort_by: Option<ThreadSort>,
+    #[serde(default)]
+    pub sort_order: Option<SortOrder>,
+}
+
+/// A thread's status: `busy` while a run works, `interrupted` while one waits for a human,
+/// `error` when the last one failed, else `idle`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum ThreadStatus {
+    Idle,
+    Busy,
+    Interrupted,
+    Error,
+}
+
+impl ThreadStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ThreadStatus::Idle => "idle",
+            ThreadStatus::Busy => "busy",
+            ThreadStatus::Interrupted => "interrupted",
+            ThreadStatus::Error => "error",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum ThreadSort {
+    ThreadId,
+    Status,
+    CreatedAt,
+    UpdatedAt,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum SortOrder {
+    Asc,
+    Desc,
+}
+
+/// `POST /threads/{thread_id}/history`: one page of the thread's checkpoints, newest first.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct HistoryRequest {
+    /// The page's size (10 when absent).
+    #[serde(default, deserialize_with = "crate::requests::integral::option_u64")]
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 1000))]
+    pub limit: Option<u64>,
+    /// Only checkpoints older than this one: its id, a checkpoint object, or
+    /// `{"configurable": {"checkpoint_id"}}`.
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
+    pub before: Option<Value>,
+    /// Only checkpoints whose metadata contains this JSON.
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
+    pub metadata: Option<Map<String, Value>>,
+    /// Accepted for compatibility: the thread has one namespace.
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
+    pub checkpoint: Option<Value>,
+}
+
+/// `POST /threads/{thread_id}/state/checkpoint`: the state at a checkpoint.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct StateAtRequest {
+    /// `{checkpoint_id, thread_id?, checkpoint_ns?}`.
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
+    pub checkpoint: Value,
+}
+
+/// `POST /threads/{thread_id}/state`: values set on the thread's latest turn, recorded as an
+/// event by the caller with a new checkpoint.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct StateUpdate {
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
+    pub values: Option<Value>,
+    /// The node the update is written as (`update` when absent).
+    #[serde(default)]
+    pub as_node: Option<String>,
+    /// Accepted when it names the thread's head: updates go to the latest state.
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
+    pub checkpoint: Option<Value>,
+    #[serde(default)]
+    pub checkpoint_id: Option<String>,
+}
+
+/// The answer to a state update: the checkpoint it made.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct StateUpdated {
+    pub checkpoint: Checkpoint,
+}
+
+/// What a run asks of a thread that is busy: `reject` (409), `enqueue` (wait for the current
+/// run to settle, the default), `interrupt` or `rollback` (cancel it first).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum MultitaskStrategy {
+    Reject,
+    #[default]
+    Enqueue,
+    Interrupt,
+    Rollback,
+}
+
+impl MultitaskStrategy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MultitaskStrategy::Reject => "reject",
+            MultitaskStrategy::Enqueue => "enqueue",
+            MultitaskStrategy::Interrupt => "interrupt",
+            MultitaskStrategy::Rollback => "rollback",
+        }
+    }
+}
+
+/// What a run on an unknown thread does: `reject` (404, the default) or `create` it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum IfNotExists {
+    Reject,
+    Create,
+}
+
+/// A stream mode a run may be watched in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "kebab-case")]
+pub enum StreamMode {
+    Values,
+    Updates,
+    Messages,
+    MessagesTuple,
+    Custom,
+    Debug,
+    Tasks,
+    Checkpoints,
+    Events,
+}
+
+/// `stream_mode`: one mode or a list.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(untagged)]
+pub enum StreamModes {
+    One(StreamMode),
+    Many(Vec<StreamMode>),
+}
+
+impl StreamModes {
+    pub fn list(&self) -> Vec<StreamMode> {
+        match self {
+            StreamModes::One(m) => vec![*m],
+            StreamModes::Many(ms) => ms.clone(),
+        }
+    }
+}
+
+/// `command`: what a run does to a thread that waits (instead of, or besides, new input).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct RunCommand {
+    /// Decides the pending interrupts: `"approve"`, `"reject"`, `{decisions: [...]}`, or
+    /// `{<interrupt id>: <one of those>}` for each.
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
+    pub resume: Option<Value>,
+    /// Values to set first (as `POST /threads/{thread_id}/state` does).
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
+    pub update: Option<Value>,
+    /// `"__end__"` ends the waiting turn.
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
+    pub goto: Option<Value>,
+}
+
+/// A run: `POST /threads/{thread_id}/runs[/stream|/wait]` and `POST /runs[/stream|/wait]`.
+/// Fields LangGraph clients send that change nothing here (`after_seconds`, `webhook`,
+/// `feedback_keys`, `durability`, `interrupt_before`...) are accepted and ignored.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct RunCreate {
+    /// The assistant: its UUID or its graph id.
+    pub assistant_id: String,
+    /// `{messages: [...]}` (the last human message is the query) or `{query}`.
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
+    pub input: Option<Value>,
+    #[serde(default)]
+    pub command: Option<RunCommand>,
+    /// `configurable` may set the run's `hitl`, `user_id`, `on_reject`, `strategy` and
+    /// `approval_timeout_ms`; so may `context`.
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
+    pub config: Option<Map<String, Value>>,
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
+    pub context: Option<Map<String, Value>>,
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
+    pub metadata: Option<Map<String, Value>>,
+    #[serde(default)]
+    pub stream_mode: Option<StreamModes>,
+    #[serde(default)]
+    pub stream_subgraphs: Option<bool>,
+    /// Events carry `id:` (the run's seq) so a client can rejoin with `Last-Event-ID`.
+    #[serde(default)]
+    pub stream_resumable: Option<bool>,
+    /// `cancel` or `continue` (the run goes on when the client leaves: the default here).
+    #[serde(default)]
+    pub on_disconnect: Option<String>,
+    /// Run from this checkpoint: the head is the next turn, an older one a time travel.
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
+    pub checkpoint: Option<Value>,
+    #[serde(default)]
+    pub checkpoint_id: Option<String>,
+    #[serde(default)]
+    pub multitask_strategy: Option<MultitaskStrategy>,
+    #[serde(default)]
+    pub if_not_exists: Option<IfNotExists>,
+    /// For `POST /runs...`: the thread (a new one when absent).
+    #[serde(default)]
+    pub thread_id: Option<String>,
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;

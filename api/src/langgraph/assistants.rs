@@ -83,7 +83,7 @@ fn all(st: &AppState) -> Vec<Assistant> {
 }
 
 /// The assistant `id` names: its UUID or its graph id.
-fn find(st: &AppState, id: &str) -> ApiResult<Assistant> {
+pub(crate) fn find(st: &AppState, id: &str) -> ApiResult<Assistant> {
     all(st)
         .into_iter()
         .find(|a| a.assistant_id.eq_ignore_ascii_case(id) || a.graph_id == id)

@@ -10,6 +10,10 @@
 
 pub(crate) mod assistants;
 pub(crate) mod info;
+mod records;
+pub(crate) mod runs;
+mod stream;
+pub(crate) mod threads;
 pub mod views;
 
 use axum::Router;
@@ -38,6 +42,45 @@ pub(crate) fn routes() -> Router<AppState> {
             "/assistants/{assistant_id}/schemas",
             get(assistants::schemas),
         )
+        .route("/threads", post(threads::create))
+        .route("/threads/search", post(threads::search))
+        .route(
+            "/threads/{thread_id}",
+            get(threads::get).delete(threads::delete),
+        )
+        .route("/threads/{thread_id}/state", get(threads::state))
+        .route(
+            "/threads/{thread_id}/state/checkpoint",
+            post(threads::state_at_checkpoint_post),
+        )
+        .route(
+            "/threads/{thread_id}/state/{checkpoint_id}",
+            get(threads::state_at_checkpoint),
+        )
+        .route("/threads/{thread_id}/history", post(threads::history))
+        .route("/threads/{thread_id}/copy", post(threads::copy))
+        .route(
+            "/threads/{thread_id}/runs",
+            get(runs::list).post(runs::create_on_thread),
+        )
+        .route("/threads/{thread_id}/runs/stream", post(runs::stream_on_thread))
+        .route("/threads/{thread_id}/runs/wait", post(runs::wait_on_thread))
+        .route(
+            "/threads/{thread_id}/runs/{run_id}",
+            get(runs::get).delete(runs::delete),
+        )
+        .route("/threads/{thread_id}/runs/{run_id}/join", get(runs::join))
+        .route(
+            "/threads/{thread_id}/runs/{run_id}/stream",
+            get(runs::join_stream),
+        )
+        .route(
+            "/threads/{thread_id}/runs/{run_id}/cancel",
+            post(runs::cancel),
+        )
+        .route("/runs", post(runs::create_stateless))
+        .route("/runs/stream", post(runs::stream_stateless))
+        .route("/runs/wait", post(runs::wait_stateless))
 }
 
 /// Is `path` one of this API's (answered with `{"detail"}` errors)?

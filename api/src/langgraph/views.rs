@@ -53,6 +53,11 @@ fn derived(run_id: RunId, what: &str) -> Uuid {
     Uuid::new_v5(&ID_NAMESPACE, format!("{}/{what}", run_id.0).as_bytes())
 }
 
+/// The id of a turn's answer message (its live chunks carry it too).
+pub fn answer_message_id(run_id: RunId) -> String {
+    derived_str(run_id, "answer")
+}
+
 fn derived_str(run_id: RunId, what: &str) -> String {
     derived(run_id, what).to_string()
 }
@@ -95,7 +100,7 @@ fn turn_messages(state: &RunState) -> Vec<Message> {
     if let Some(answer) = &s.final_response {
         out.push(Message::new(
             "ai",
-            derived_str(run, "answer"),
+            answer_message_id(run),
             Value::String(answer_text(answer)),
         ));
     }
@@ -185,14 +190,16 @@ pub fn interrupts(state: &RunState) -> Vec<Interrupt> {
         .collect()
 }
 
-/// A thread's status from its latest turn: `busy` while it runs, `interrupted` while it waits
-/// for approval, `error` when it failed, else (finished, cancelled, no turn yet) `idle`.
+/// A thread's status from its latest turn: `error` when it failed, `idle` when it ended
+/// otherwise (or there is no turn yet), `interrupted` while it needs nothing but a human, else
+/// `busy`.
 pub fn thread_status(latest: Option<&RunState>) -> &'static str {
-    match latest.map(|s| s.supervisor.run_status) {
-        Some(RunStatus::Running) => "busy",
-        Some(RunStatus::WaitingForApproval) => "interrupted",
-        Some(RunStatus::Failed) => "error",
-        Some(RunStatus::Completed | RunStatus::Cancelled) | None => "idle",
+    let Some(s) = latest else { return "idle" };
+    match s.supervisor.run_status {
+        RunStatus::Failed => "error",
+        RunStatus::Completed | RunStatus::Cancelled => "idle",
+        _ if chronicle_engine::is_settled(s) => "interrupted",
+        _ => "busy",
     }
 }
 

@@ -1,0 +1,650 @@
+//! LangGraph runs. A run with `input` starts a turn (a Chronicle run whose id is the LangGraph
+//! run's); one with `command.resume` decides the waiting turn's interrupts; `command.goto:
+//! "__end__"` ends it; one with an older `checkpoint` and no input restores the latest turn to
+//! it and lets it go on (time travel). Each is recorded (see [`super::records`]) with the seq
+//! where its part of the Chronicle run starts; its status and stream are read from there.
+
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use chronicle_engine::{
+    Principal as Who, RestoreTarget, RunState, StartRun, is_settled,
+};
+use chronicle_schemas::{HitlMode, OnReject, RunId, RunStatus, Strategy};
+use chronicle_wire::langgraph::{
+    IfNotExists, MultitaskStrategy, Run, RunCreate, StreamMode, StreamModes, ThreadStatus,
+};
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+use uuid::Uuid;
+
+use super::assistants;
+use super::records::{self, RunKind, RunRecord};
+use super::stream::{self, Ask};
+use super::threads::{self, Loaded, checkpoint_id_in, load, uuid_of};
+use super::views;
+use crate::auth::Principal;
+use crate::error::{ApiError, ApiResult};
+use crate::extract::{Json as Body, Path, Query};
+use crate::state::{AppState, now};
+
+/// The run options a LangGraph client may set in `config.configurable` or `context`.
+#[derive(Debug, Default, Deserialize)]
+struct Options {
+    #[serde(default)]
+    hitl: Option<HitlMode>,
+    #[serde(default)]
+    user_id: Option<String>,
+    #[serde(default)]
+    on_reject: Option<OnReject>,
+    #[serde(default)]
+    strategy: Option<Strategy>,
+    #[serde(default)]
+    approval_timeout_ms: Option<u64>,
+}
+
+fn options(req: &RunCreate) -> ApiResult<Options> {
+    let mut merged = Map::new();
+    if let Some(Value::Object(c)) = req.config.as_ref().and_then(|c| c.get("configurable")) {
+        merged.extend(c.clone());
+    }
+    if let Some(c) = &req.context {
+        merged.extend(c.clone());
+    }
+    serde_json::from_value(Value::Object(merged))
+        .map_err(|e| ApiError::unprocessable(format!("a run option in config.configurable or context: {e}")))
+}
+
+/// The query in a run's `input`: `query`, or the last human message of `messages` (its text,
+/// or its text parts joined).
+fn query_of(input: &Value) -> ApiResult<String> {
+    if let Some(q) = input.get("query").and_then(Value::as_str) {
+        return Ok(q.to_owned());
+    }
+    let human = |m: &&Value| {
+        matches!(m.get("type").and_then(Value::as_str), Some("human" | "user"))
+            || m.get("role").and_then(Value::as_str) == Some("user")
+    };
+    let found = match input.get("messages") {
+        Some(Value::Array(ms)) => ms.iter().rev().find(human),
+        Some(m @ Value::Object(_)) => Some(m).filter(human),
+        _ => None,
+    };
+    let text = match found.and_then(|m| m.get("content")) {
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(Value::Array(parts)) => Some(
+            parts
+                .iter()
+                .filter_map(|p| p.as_str().or_else(|| p.get("text").and_then(Value::as_str)))
+                .collect::<Vec<_>>()
+                .join("\n"),
+        ),
+        _ => None,
+    };
+    text.ok_or_else(|| {
+        ApiError::unprocessable(
+            "input must hold `messages` with a human message (its `content` a string or text parts), or `query`",
+        )
+    })
+}
+
+/// The waiting turn of the thread and its pending approvals' run.
+fn waiting(l: &Loaded) -> ApiResult<&RunState> {
+    l.latest_own()
+        .filter(|s| !s.supervisor.run_status.is_terminal() && is_settled(s))
+        .ok_or_else(|| {
+            ApiError::conflict(format!(
+                "thread {} has no pending interrupt to resume",
+                l.id
+            ))
+        })
+}
+
+fn run_of(s: &RunState) -> RunId {
+    s.run_id.unwrap_or(RunId(Uuid::nil()))
+}
+
+/// Makes room on a busy thread as `strategy` says: refuse, wait for the running turn to
+/// settle, or cancel it.
+async fn make_room(st: &AppState, who: &Who, l: &Loaded, strategy: MultitaskStrategy) -> ApiResult<()> {
+    if l.status() != ThreadStatus::Busy {
+        return Ok(());
+    }
+    let run = l.latest().map(run_of).unwrap_or(RunId(Uuid::nil()));
+    match strategy {
+        MultitaskStrategy::Reject => Err(ApiError::conflict(format!(
+            "thread {} is busy with a run; multitask_strategy is reject",
+            l.id
+        ))),
+        MultitaskStrategy::Enqueue => {
+            let wait = Duration::from_millis(st.config.chat_wait_ms);
+            st.engine.wait_settled(run, wait).await?;
+            Ok(())
+        }
+        MultitaskStrategy::Interrupt | MultitaskStrategy::Rollback => {
+            let reason = format!("a new run on the thread ({})", strategy.as_str());
+            st.engine.cancel(run, who, Some(reason)).await?;
+            Ok(())
+        }
+    }
+}
+
+/// What the run does; returns its kind, the Chronicle run and the seq its part starts at.
+async fn act(
+    st: &AppState,
+    who: &Who,
+    l: &Loaded,
+    req: &RunCreate,
+    graph_id: &str,
+    run_id: Uuid,
+) -> ApiResult<(RunKind, RunId, u64)> {
+    let command = req.command.clone().unwrap_or_default();
+    if command.update.is_some() {
+        return Err(ApiError::unprocessable(
+            "command.update is not supported: set values with POST /threads/{thread_id}/state",
+        ));
+    }
+    let commanded = command.resume.is_some() || command.goto.is_some();
+    if commanded && req.input.is_some() {
+        return Err(ApiError::unprocessable(
+            "a run takes `input` or a `command`, not both",
+        ));
+    }
+    if let Some(goto) = &command.goto {
+        if goto != "__end__" {
+            return Err(ApiError::unprocessable(format!(
+                "command.goto can only be \"__end__\" (end the waiting turn), got {goto}"
+            )));
+        }
+        let s = waiting(l)?;
+        let run = run_of(s);
+        let from = s.next_seq();
+        let reason = "ended by the client (goto __end__)".to_owned();
+        st.engine.cancel(run, who, Some(reason)).await?;
+        return Ok((RunKind::End, run, from));
+    }
+    if let Some(resume) = &command.resume {
+        let s = waiting(l)?;
+        let run = run_of(s);
+        let from = s.next_seq();
+        let pending: Vec<_> = s.approvals.pending().collect();
+        let decisions = views::decisions_from_resume(run, resume, &pending)
+            .map_err(ApiError::unprocessable)?;
+        for d in decisions {
+            st.engine
+                .decide(run, d.approval_id, d.decision, d.edited_args, who, d.comment)
+                .await?;
+        }
+        return Ok((RunKind::Resume, run, from));
+    }
+    if let Some(input) = &req.input {
+        let query = query_of(input)?;
+        let o = options(req)?;
+        let mut config = st.engine.settings().defaults.clone();
+        config.plan = None;
+        let run = RunId(run_id);
+        st.engine
+            .start_run_with_id(
+                run,
+                StartRun {
+                    by: who.clone(),
+                    query,
+                    session_id: Some(l.session()),
+                    user_id: o.user_id,
+                    hitl: o.hitl,
+                    on_reject: o.on_reject,
+                    strategy: o.strategy,
+                    approval_timeout_ms: o.approval_timeout_ms,
+                    config: Some(config),
+                    parent: None,
+                    agent: (graph_id != views::SUPERVISOR_GRAPH).then(|| graph_id.to_owned()),
+                },
+            )
+            .await?;
+        st.metrics.runs_started.inc();
+        return Ok((RunKind::Turn, run, 0));
+    }
+    fork(st, who, l, req).await
+}
+
+/// A run from an older checkpoint of the latest turn, without input: the turn is restored to
+/// it and goes on from there.
+async fn fork(st: &AppState, who: &Who, l: &Loaded, req: &RunCreate) -> ApiResult<(RunKind, RunId, u64)> {
+    let id = req
+        .checkpoint
+        .as_ref()
+        .and_then(checkpoint_id_in)
+        .or_else(|| req.checkpoint_id.clone())
+        .ok_or_else(|| {
+            ApiError::unprocessable(
+                "a run needs `input`, a `command`, or an older `checkpoint` to go on from",
+            )
+        })?;
+    let refs = l.refs();
+    let p = threads::point(l, &refs, &id)?;
+    if views::head(&refs) == Some(p) {
+        return Err(ApiError::unprocessable(
+            "the checkpoint is the thread's head: a run from it needs `input` or a `command`",
+        ));
+    }
+    if p.turn + 1 != l.turns.len() || p.turn < l.own_from {
+        return Err(ApiError::conflict(format!(
+            "checkpoint {id} is not of the thread's latest turn: time travel goes back within the latest turn"
+        )));
+    }
+    let s = &l.turns[p.turn];
+    let run = run_of(s);
+    let from = s.next_seq();
+    let target = RestoreTarget::Checkpoint(p.checkpoint.checkpoint_id.clone());
+    st.engine.restore(run, target, who).await?;
+    Ok((RunKind::Fork, run, from))
+}
+
+/// Creates a LangGraph run on `thread` (a new thread when `None`): checks, acts, records.
+async fn launch(st: &AppState, who: &Who, thread: Option<Uuid>, req: &RunCreate) -> ApiResult<(RunRecord, Loaded)> {
+    let assistant = assistants::find(st, &req.assistant_id)?;
+    let store = st.engine.store();
+    let thread = match thread.or(req.thread_id.as_deref().map(|t| uuid_of("thread_id", t)).transpose()?) {
+        Some(t) => t,
+        None => {
+            let t = Uuid::new_v4();
+            records::put_thread(store, &threads::new_record(who, t, Map::new()))?;
+            t
+        }
+    };
+    let l = match load(st, who, thread) {
+        Err(e) if e.status == StatusCode::NOT_FOUND && req.if_not_exists == Some(IfNotExists::Create) && records::thread(store, thread)?.is_none() && store.session_runs(&chronicle_schemas::SessionId(thread.to_string()))?.is_empty() => {
+            records::put_thread(store, &threads::new_record(who, thread, Map::new()))?;
+            load(st, who, thread)?
+        }
+        other => other?,
+    };
+    let strategy = req.multitask_strategy.unwrap_or_default();
+    make_room(st, who, &l, strategy).await?;
+    let l = load(st, who, thread)?;
+    let run_id = Uuid::now_v7();
+    let (kind, chronicle_run, from_seq) = act(st, who, &l, req, &assistant.graph_id, run_id).await?;
+    let mut kwargs = match serde_json::to_value(req) {
+        Ok(Value::Object(m)) => m,
+        _ => Map::new(),
+    };
+    kwargs.remove("assistant_id");
+    let rec = RunRecord {
+        run_id,
+        thread_id: thread,
+        kind,
+        chronicle_run,
+        from_seq,
+        created_at: now(),
+        assistant_id: assistant.assistant_id.clone(),
+        metadata: req.metadata.clone().unwrap_or_default(),
+        kwargs,
+        multitask_strategy: strategy,
+        cancelled: false,
+    };
+    records::put_run(store, &rec)?;
+    let mut thread_rec = l.record.clone();
+    thread_rec.metadata.insert("graph_id".into(), json!(assistant.graph_id));
+    thread_rec.metadata.insert("assistant_id".into(), json!(assistant.assistant_id));
+    thread_rec.updated_at = now();
+    records::put_thread(store, &thread_rec)?;
+    let l = load(st, who, thread)?;
+    Ok((rec, l))
+}
+
+/// The runs of a thread, oldest first, each with the seq where the next one on the same
+/// Chronicle run took over (its part ends before it).
+fn runs_with_ends(st: &AppState, thread: Uuid) -> ApiResult<Vec<(RunRecord, Option<u64>)>> {
+    let all = records::runs(st.engine.store(), thread)?;
+    Ok(all
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let until = all[i + 1..]
+                .iter()
+                .find(|later| later.chronicle_run == r.chronicle_run)
+                .map(|later| later.from_seq.saturating_sub(1));
+            (r.clone(), until)
+        })
+        .collect())
+}
+
+/// A LangGraph run's status: `pending` before its Chronicle run has an event, `running` while
+/// it works, `success` once it ended or waits for a human (or a later run took over), `error`
+/// when it failed, `interrupted` when it was cancelled.
+fn status(st: &AppState, rec: &RunRecord, until: Option<u64>) -> ApiResult<&'static str> {
+    if rec.cancelled {
+        return Ok("interrupted");
+    }
+    if st.engine.store().run_head(rec.chronicle_run)?.is_none() {
+        return Ok("pending");
+    }
+    let s = st.engine.state(rec.chronicle_run, until)?;
+    Ok(match s.supervisor.run_status {
+        RunStatus::Failed => "error",
+        RunStatus::Cancelled if rec.kind != RunKind::End => "interrupted",
+        _ if until.is_some() || s.supervisor.run_status.is_terminal() || is_settled(&s) => "success",
+        _ => "running",
+    })
+}
+
+fn view(st: &AppState, rec: &RunRecord, until: Option<u64>) -> ApiResult<Run> {
+    let created = rec.created_at.to_string();
+    Ok(Run {
+        run_id: rec.run_id.to_string(),
+        thread_id: rec.thread_id.to_string(),
+        assistant_id: rec.assistant_id.clone(),
+        created_at: created.clone(),
+        updated_at: created,
+        status: status(st, rec, until)?.to_owned(),
+        metadata: rec.metadata.clone(),
+        kwargs: rec.kwargs.clone(),
+        multitask_strategy: rec.multitask_strategy.as_str().to_owned(),
+    })
+}
+
+/// The run `run` of thread `thread` that `who` may see, with where its part ends.
+fn find(st: &AppState, who: &Who, thread: &str, run: &str) -> ApiResult<(Loaded, RunRecord, Option<u64>)> {
+    let l = load(st, who, uuid_of("thread_id", thread)?)?;
+    let run = uuid_of("run_id", run)?;
+    let (rec, until) = runs_with_ends(st, l.record.thread_id)?
+        .into_iter()
+        .find(|(r, _)| r.run_id == run)
+        .ok_or_else(|| ApiError::not_found(format!("run {run} not found in thread {}", l.id)))?;
+    Ok((l, rec, until))
+}
+
+fn locations(rec: &RunRecord, res: &mut Response, stream: bool) {
+    let base = format!("/threads/{}/runs/{}", rec.thread_id, rec.run_id);
+    let h = res.headers_mut();
+    if stream && let Ok(v) = HeaderValue::from_str(&format!("{base}/stream")) {
+        h.insert(header::LOCATION, v);
+    }
+    if let Ok(v) = HeaderValue::from_str(&base) {
+        h.insert(header::CONTENT_LOCATION, v);
+    }
+}
+
+/// The turns of `l` before `run`'s (all of them for a new one).
+fn earlier(l: &Loaded, run: RunId) -> Vec<RunState> {
+    l.turns
+        .iter()
+        .take_while(|s| s.run_id != Some(run))
+        .cloned()
+        .collect()
+}
+
+fn modes(m: Option<&StreamModes>) -> Vec<StreamMode> {
+    m.map_or_else(|| vec![StreamMode::Values], StreamModes::list)
+}
+
+async fn create_stream(st: AppState, who: Who, thread: Option<Uuid>, req: RunCreate) -> ApiResult<Response> {
+    let (rec, l) = launch(&st, &who, thread, &req).await?;
+    let ask = Ask {
+        modes: modes(req.stream_mode.as_ref()),
+        resumable: req.stream_resumable.unwrap_or(false),
+        after: None,
+        cancel_on_disconnect: req.on_disconnect.as_deref() == Some("cancel"),
+    };
+    let before = earlier(&l, rec.chronicle_run);
+    let mut res = stream::respond(&st, &who, rec.clone(), before, None, ask)?;
+    locations(&rec, &mut res, true);
+    Ok(res)
+}
+
+/// Waits until `rec`'s part of its Chronicle run settled; the thread's values then (with its
+/// interrupts), or `{"__error__"}` when it failed.
+async fn settled_values(st: &AppState, who: &Who, rec: &RunRecord, until: Option<u64>) -> ApiResult<Value> {
+    if until.is_none() && st.engine.store().run_head(rec.chronicle_run)?.is_some() {
+        let wait = Duration::from_millis(st.config.chat_wait_ms);
+        let from = rec.from_seq;
+        st.engine
+            .wait_until(rec.chronicle_run, wait, |s| {
+                s.next_seq() > from && (s.supervisor.run_status.is_terminal() || is_settled(s))
+            })
+            .await?;
+    }
+    let l = load(st, who, rec.thread_id)?;
+    let latest = l.turns.iter().find(|s| s.run_id == Some(rec.chronicle_run));
+    if let Some(s) = latest
+        && s.supervisor.run_status == RunStatus::Failed
+    {
+        let message = s.supervisor.error_log.last().cloned().unwrap_or_default();
+        return Ok(json!({"__error__": {"error": "RunFailed", "message": message}}));
+    }
+    let refs = l.refs();
+    Ok(match views::head(&refs) {
+        Some(p) => threads::state_of(st, &l, p)?.values,
+        None => json!({}),
+    })
+}
+
+async fn create_wait(st: AppState, who: Who, thread: Option<Uuid>, req: RunCreate) -> ApiResult<Response> {
+    let (rec, _) = launch(&st, &who, thread, &req).await?;
+    let values = settled_values(&st, &who, &rec, None).await?;
+    let mut res = Json(values).into_response();
+    locations(&rec, &mut res, false);
+    Ok(res)
+}
+
+async fn create_background(st: AppState, who: Who, thread: Option<Uuid>, req: RunCreate) -> ApiResult<Response> {
+    let (rec, _) = launch(&st, &who, thread, &req).await?;
+    let mut res = Json(view(&st, &rec, None)?).into_response();
+    locations(&rec, &mut res, false);
+    Ok(res)
+}
+
+pub(crate) async fn stream_on_thread(
+    State(st): State<AppState>,
+    Principal(who): Principal,
+    Path(thread): Path<String>,
+    Body(req): Body<RunCreate>,
+) -> ApiResult<Response> {
+    let thread = uuid_of("thread_id", &thread)?;
+    create_stream(st, who, Some(thread), req).await
+}
+
+pub(crate) async fn stream_stateless(
+    State(st): State<AppState>,
+    Principal(who): Principal,
+    Body(req): Body<RunCreate>,
+) -> ApiResult<Response> {
+    create_stream(st, who, None, req).await
+}
+
+pub(crate) async fn wait_on_thread(
+    State(st): State<AppState>,
+    Principal(who): Principal,
+    Path(thread): Path<String>,
+    Body(req): Body<RunCreate>,
+) -> ApiResult<Response> {
+    let thread = uuid_of("thread_id", &thread)?;
+    create_wait(st, who, Some(thread), req).await
+}
+
+pub(crate) async fn wait_stateless(
+    State(st): State<AppState>,
+    Principal(who): Principal,
+    Body(req): Body<RunCreate>,
+) -> ApiResult<Response> {
+    create_wait(st, who, None, req).await
+}
+
+pub(crate) async fn create_on_thread(
+    State(st): State<AppState>,
+    Principal(who): Principal,
+    Path(thread): Path<String>,
+    Body(req): Body<RunCreate>,
+) -> ApiResult<Response> {
+    let thread = uuid_of("thread_id", &thread)?;
+    create_background(st, who, Some(thread), req).await
+}
+
+pub(crate) async fn create_stateless(
+    State(st): State<AppState>,
+    Principal(who): Principal,
+    Body(req): Body<RunCreate>,
+) -> ApiResult<Response> {
+    create_background(st, who, None, req).await
+}
+
+/// `GET /threads/{thread_id}/runs`: a page, and a status filter.
+#[derive(Debug, Deserialize)]
+pub(crate) struct ListQuery {
+    #[serde(default)]
+    limit: Option<u64>,
+    #[serde(default)]
+    offset: Option<u64>,
+    #[serde(default)]
+    status: Option<String>,
+}
+
+pub(crate) async fn list(
+    State(st): State<AppState>,
+    Principal(who): Principal,
+    Path(thread): Path<String>,
+    Query(q): Query<ListQuery>,
+) -> ApiResult<Response> {
+    let limit = threads::page_limit(q.limit)?;
+    let l = load(&st, &who, uuid_of("thread_id", &thread)?)?;
+    let mut runs = Vec::new();
+    for (rec, until) in runs_with_ends(&st, l.record.thread_id)?.into_iter().rev() {
+        let run = view(&st, &rec, until)?;
+        if q.status.as_ref().is_none_or(|s| *s == run.status) {
+            runs.push(run);
+        }
+    }
+    Ok(threads::paged(runs, q.offset, limit))
+}
+
+pub(crate) async fn get(
+    State(st): State<AppState>,
+    Principal(who): Principal,
+    Path((thread, run)): Path<(String, String)>,
+) -> ApiResult<Json<Run>> {
+    let (_, rec, until) = find(&st, &who, &thread, &run)?;
+    Ok(Json(view(&st, &rec, until)?))
+}
+
+pub(crate) async fn join(
+    State(st): State<AppState>,
+    Principal(who): Principal,
+    Path((thread, run)): Path<(String, String)>,
+) -> ApiResult<Json<Value>> {
+    let (_, rec, until) = find(&st, &who, &thread, &run)?;
+    Ok(Json(settled_values(&st, &who, &rec, until).await?))
+}
+
+/// `GET .../runs/{run_id}/stream`: which modes (the run's own when absent).
+#[derive(Debug, Deserialize)]
+pub(crate) struct JoinStreamQuery {
+    #[serde(default)]
+    stream_mode: Option<StreamMode>,
+    #[serde(default)]
+    cancel_on_disconnect: Option<bool>,
+}
+
+pub(crate) async fn join_stream(
+    State(st): State<AppState>,
+    Principal(who): Principal,
+    Path((thread, run)): Path<(String, String)>,
+    Query(q): Query<JoinStreamQuery>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    let (l, rec, until) = find(&st, &who, &thread, &run)?;
+    let after = match headers.get("last-event-id").map(|v| v.to_str().map(str::trim)) {
+        None => None,
+        Some(Ok("-1")) => None,
+        Some(Ok(s)) => Some(s.parse::<u64>().map_err(|_| {
+            ApiError::bad_request(format!("invalid Last-Event-ID {s:?}: a seq, or -1"))
+        })?),
+        Some(Err(_)) => return Err(ApiError::bad_request("invalid Last-Event-ID")),
+    };
+    let own: Option<StreamModes> = rec
+        .kwargs
+        .get("stream_mode")
+        .and_then(|m| serde_json::from_value(m.clone()).ok());
+    let ask = Ask {
+        modes: q.stream_mode.map_or_else(|| modes(own.as_ref()), |m| vec![m]),
+        resumable: true,
+        after,
+        cancel_on_disconnect: q.cancel_on_disconnect.unwrap_or(false),
+    };
+    let before = earlier(&l, rec.chronicle_run);
+    stream::respond(&st, &who, rec, before, until, ask)
+}
+
+/// `POST .../cancel`: `wait` for the run to end; `action` interrupt (the default) or
+/// rollback (the LangGraph run is forgotten too; the turn's events stay in the log).
+#[derive(Debug, Deserialize)]
+pub(crate) struct CancelQuery {
+    #[serde(default)]
+    wait: Option<bool>,
+    #[serde(default)]
+    action: Option<CancelAction>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum CancelAction {
+    Interrupt,
+    Rollback,
+}
+
+async fn cancel_one(st: &AppState, who: &Who, mut rec: RunRecord, until: Option<u64>, action: CancelAction) -> ApiResult<()> {
+    if !matches!(status(st, &rec, until)?, "pending" | "running") {
+        return Err(ApiError::not_found(format!(
+            "run {} is not pending or running: there is nothing to cancel",
+            rec.run_id
+        )));
+    }
+    let reason = Some(format!("cancelled by the client ({action:?})").to_lowercase());
+    st.engine.cancel(rec.chronicle_run, who, reason).await?;
+    let store = st.engine.store();
+    match action {
+        CancelAction::Interrupt => {
+            rec.cancelled = true;
+            records::put_run(store, &rec)?;
+        }
+        CancelAction::Rollback => records::delete_run(store, &rec)?,
+    }
+    Ok(())
+}
+
+pub(crate) async fn cancel(
+    State(st): State<AppState>,
+    Principal(who): Principal,
+    Path((thread, run)): Path<(String, String)>,
+    Query(q): Query<CancelQuery>,
+) -> ApiResult<StatusCode> {
+    let (_, rec, until) = find(&st, &who, &thread, &run)?;
+    let run = rec.chronicle_run;
+    cancel_one(&st, &who, rec, until, q.action.unwrap_or(CancelAction::Interrupt)).await?;
+    if q.wait.unwrap_or(false) {
+        let wait = Duration::from_millis(st.config.chat_wait_ms);
+        st.engine
+            .wait_until(run, wait, |s| s.supervisor.run_status.is_terminal())
+            .await?;
+        return Ok(StatusCode::NO_CONTENT);
+    }
+    Ok(StatusCode::ACCEPTED)
+}
+
+pub(crate) async fn delete(
+    State(st): State<AppState>,
+    Principal(who): Principal,
+    Path((thread, run)): Path<(String, String)>,
+) -> ApiResult<StatusCode> {
+    let (_, rec, until) = find(&st, &who, &thread, &run)?;
+    if matches!(status(&st, &rec, until)?, "pending" | "running") {
+        return Err(ApiError::conflict(format!(
+            "run {} is still running: cancel it first",
+            rec.run_id
+        )));
+    }
+    records::delete_run(st.engine.store(), &rec)?;
+    Ok(StatusCode::NO_CONTENT)
+}

@@ -1,0 +1,433 @@
+//! Threads: Chronicle sessions, with a record of their own for what a session does not have
+//! (metadata, a creation before any turn, the turns a copy starts from). A thread's values,
+//! status, checkpoints, history and interrupts are views of its turns' folded states.
+
+use std::collections::BTreeMap;
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::{HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use chronicle_engine::Principal as Who;
+use chronicle_schemas::{RunId, SessionId};
+use chronicle_wire::langgraph::{
+    HistoryRequest, IfExists, PAGE_MAX, SortOrder, StateAtRequest, Thread, ThreadCreate,
+    ThreadSearch, ThreadSort, ThreadState, ThreadStatus,
+};
+use serde_json::{Map, Value, json};
+use uuid::Uuid;
+
+use super::records::{self, ThreadRecord};
+use super::views::{self, Point, SUPERVISOR_GRAPH, ThreadRef};
+use crate::auth::Principal;
+use crate::error::{ApiError, ApiResult};
+use crate::extract::{Json as Body, Path};
+use crate::state::{AppState, now};
+use chronicle_engine::RunState;
+
+/// A thread as read now: its record and its turns' states, oldest first (the copied ones
+/// first).
+pub(crate) struct Loaded {
+    pub record: ThreadRecord,
+    pub id: String,
+    pub assistant_id: String,
+    pub turns: Vec<RunState>,
+    /// The index of the first turn that is this thread's own (the ones before were copied).
+    pub own_from: usize,
+}
+
+impl Loaded {
+    pub fn refs(&self) -> Vec<&RunState> {
+        self.turns.iter().collect()
+    }
+
+    pub fn latest(&self) -> Option<&RunState> {
+        self.turns.last()
+    }
+
+    /// The latest turn, when it is this thread's own.
+    pub fn latest_own(&self) -> Option<&RunState> {
+        (self.turns.len() > self.own_from).then(|| self.turns.last()).flatten()
+    }
+
+    pub fn thread_ref(&self) -> ThreadRef<'_> {
+        ThreadRef {
+            thread_id: &self.id,
+            assistant_id: &self.assistant_id,
+        }
+    }
+
+    pub fn session(&self) -> SessionId {
+        SessionId(self.id.clone())
+    }
+
+    pub fn status(&self) -> ThreadStatus {
+        match views::thread_status(self.latest()) {
+            "busy" => ThreadStatus::Busy,
+            "interrupted" => ThreadStatus::Interrupted,
+            "error" => ThreadStatus::Error,
+            _ => ThreadStatus::Idle,
+        }
+    }
+}
+
+/// A thread or run id from a path or a body: a UUID, else 422.
+pub(crate) fn uuid_of(what: &str, s: &str) -> ApiResult<Uuid> {
+    Uuid::parse_str(s).map_err(|_| ApiError::unprocessable(format!("{what} must be a UUID, got {s:?}")))
+}
+
+fn not_found(thread: Uuid) -> ApiError {
+    ApiError::not_found(format!("thread {thread} not found"))
+}
+
+/// Thread `thread` as `who` may see it: its record (made through this API, or, for a session
+/// started through Chronicle's own API, one read from its first run), and its turns.
+pub(crate) fn load(st: &AppState, who: &Who, thread: Uuid) -> ApiResult<Loaded> {
+    let store = st.engine.store();
+    let record = records::thread(store, thread)?;
+    if let Some(r) = &record
+        && !who.may_access(&r.owner)
+    {
+        return Err(not_found(thread));
+    }
+    let session = SessionId(thread.to_string());
+    let runs = match st.engine.session_runs_of(who, &session) {
+        Ok(runs) => runs,
+        Err(chronicle_engine::Error::SessionNotFound(_)) => return Err(not_found(thread)),
+        Err(e) => return Err(e.into()),
+    };
+    let record = match record {
+        Some(r) => r,
+        None => {
+            let first = *runs.first().ok_or_else(|| not_found(thread))?;
+            let owner = st.engine.owner(first)?.unwrap_or_default();
+            let at = st.engine.store().read_run(first, 0, 0).next().transpose()?.map(|e| e.at).unwrap_or_default();
+            ThreadRecord { thread_id: thread, owner, created_at: at, updated_at: at, metadata: Map::new(), copied: Vec::new() }
+        }
+    };
+    let mut turns = Vec::with_capacity(record.copied.len() + runs.len());
+    for (run, seq) in &record.copied {
+        turns.push(st.engine.state(*run, Some(*seq))?);
+    }
+    let own_from = turns.len();
+    for run in runs {
+        turns.push(st.engine.state(run, None)?);
+    }
+    let assistant_id = record
+        .metadata
+        .get("assistant_id")
+        .and_then(Value::as_str)
+        .map_or_else(|| views::assistant_id(SUPERVISOR_GRAPH).to_string(), str::to_owned);
+    Ok(Loaded { id: thread.to_string(), assistant_id, record, turns, own_from })
+}
+
+/// The state `p` is shown with: its run folded up to the event before the run's next
+/// checkpoint (so what happened after it — an interrupt, the answer — belongs to it), or to
+/// the run's end for its last one.
+pub(crate) fn state_at(st: &AppState, l: &Loaded, p: Point<'_>) -> ApiResult<RunState> {
+    let turn = &l.turns[p.turn];
+    let next = turn
+        .checkpoints
+        .checkpoints
+        .iter()
+        .map(|c| c.seq)
+        .filter(|&s| s > p.checkpoint.seq)
+        .min();
+    match next {
+        None => Ok(turn.clone()),
+        Some(seq) => {
+            let run = turn.run_id.unwrap_or(RunId(Uuid::nil()));
+            Ok(st.engine.state(run, Some(seq - 1))?)
+        }
+    }
+}
+
+/// The thread's state at `p`.
+pub(crate) fn state_of(st: &AppState, l: &Loaded, p: Point<'_>) -> ApiResult<ThreadState> {
+    let at = state_at(st, l, p)?;
+    Ok(views::thread_state_at(l.thread_ref(), &l.refs(), p, &at))
+}
+
+/// A thread with no checkpoint yet: empty values, no next node.
+fn empty_state(thread: &str) -> Value {
+    json!({
+        "values": {}, "next": [], "tasks": [], "metadata": {}, "created_at": null,
+        "checkpoint": {"thread_id": thread, "checkpoint_ns": "", "checkpoint_id": null},
+        "parent_checkpoint": null, "interrupts": [],
+    })
+}
+
+/// The thread as LangGraph shows it.
+pub(crate) fn view(st: &AppState, l: &Loaded) -> ApiResult<Thread> {
+    let refs = l.refs();
+    let mut updated = l.record.updated_at;
+    let (values, interrupts) = match views::head(&refs) {
+        Some(p) => {
+            updated = updated.max(p.checkpoint.at);
+            let s = state_of(st, l, p)?;
+            let interrupts: BTreeMap<_, _> = s
+                .tasks
+                .into_iter()
+                .filter(|t| !t.interrupts.is_empty())
+                .map(|t| (t.id, t.interrupts))
+                .collect();
+            (s.values, interrupts)
+        }
+        None => (Value::Null, BTreeMap::new()),
+    };
+    Ok(Thread {
+        thread_id: l.id.clone(),
+        created_at: l.record.created_at.to_string(),
+        updated_at: updated.to_string(),
+        state_updated_at: updated.to_string(),
+        metadata: l.record.metadata.clone(),
+        status: l.status().as_str().to_owned(),
+        config: Map::new(),
+        values,
+        error: None,
+        interrupts,
+    })
+}
+
+/// Does `have` contain `want` (JSON containment: every key of an object with a contained
+/// value, every element of an array in some element)?
+pub(crate) fn contains(have: &Value, want: &Value) -> bool {
+    match (have, want) {
+        (Value::Object(h), Value::Object(w)) => {
+            w.iter().all(|(k, v)| h.get(k).is_some_and(|hv| contains(hv, v)))
+        }
+        (Value::Array(h), Value::Array(w)) => w.iter().all(|v| h.iter().any(|hv| contains(hv, v))),
+        _ => have == want,
+    }
+}
+
+/// A new thread record of `who`'s.
+pub(crate) fn new_record(who: &Who, thread: Uuid, metadata: Map<String, Value>) -> ThreadRecord {
+    let at = now();
+    ThreadRecord { thread_id: thread, owner: who.name.clone(), created_at: at, updated_at: at, metadata, copied: Vec::new() }
+}
+
+/// Is the id taken, by a thread record or by a session of any principal's?
+fn taken(st: &AppState, thread: Uuid) -> ApiResult<bool> {
+    let store = st.engine.store();
+    Ok(records::thread(store, thread)?.is_some()
+        || !store.session_runs(&SessionId(thread.to_string()))?.is_empty())
+}
+
+pub(crate) async fn create(
+    State(st): State<AppState>,
+    Principal(who): Principal,
+    Body(req): Body<ThreadCreate>,
+) -> ApiResult<Json<Thread>> {
+    let thread = match &req.thread_id {
+        Some(id) => uuid_of("thread_id", id)?,
+        None => Uuid::new_v4(),
+    };
+    if taken(&st, thread)? {
+        return match (req.if_exists, load(&st, &who, thread)) {
+            (Some(IfExists::DoNothing), Ok(l)) => Ok(Json(view(&st, &l)?)),
+            _ => Err(ApiError::conflict(format!("thread {thread} already exists"))),
+        };
+    }
+    let record = new_record(&who, thread, req.metadata.unwrap_or_default());
+    records::put_thread(st.engine.store(), &record)?;
+    let l = load(&st, &who, thread)?;
+    Ok(Json(view(&st, &l)?))
+}
+
+pub(crate) async fn get(
+    State(st): State<AppState>,
+    Principal(who): Principal,
+    Path(thread): Path<String>,
+) -> ApiResult<Json<Thread>> {
+    let l = load(&st, &who, uuid_of("thread_id", &thread)?)?;
+    Ok(Json(view(&st, &l)?))
+}
+
+pub(crate) async fn delete(
+    State(st): State<AppState>,
+    Principal(who): Principal,
+    Path(thread): Path<String>,
+) -> ApiResult<StatusCode> {
+    let thread = uuid_of("thread_id", &thread)?;
+    let l = load(&st, &who, thread)?;
+    if l.turns.len() > l.own_from {
+        st.engine.delete_session(&who, &l.session()).await?;
+    }
+    records::delete_thread(st.engine.store(), thread)?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+pub(crate) async fn search(
+    State(st): State<AppState>,
+    Principal(who): Principal,
+    Body(q): Body<ThreadSearch>,
+) -> ApiResult<Response> {
+    let limit = page_limit(q.limit)?;
+    let mut found = Vec::new();
+    for r in records::threads(st.engine.store(), &who)? {
+        let l = match load(&st, &who, r.thread_id) {
+            Ok(l) => l,
+            // Deleted through Chronicle's own API meanwhile.
+            Err(e) if e.status == StatusCode::NOT_FOUND => continue,
+            Err(e) => return Err(e),
+        };
+        let t = view(&st, &l)?;
+        let keep = q.metadata.as_ref().is_none_or(|m| contains(&json!(t.metadata), &json!(m)))
+            && q.values.as_ref().is_none_or(|v| contains(&t.values, &json!(v)))
+            && q.ids.as_ref().is_none_or(|ids| ids.iter().any(|i| i.eq_ignore_ascii_case(&t.thread_id)))
+            && q.status.is_none_or(|s| s.as_str() == t.status);
+        if keep {
+            found.push(t);
+        }
+    }
+    let key = |t: &Thread| match q.sort_by.unwrap_or(ThreadSort::UpdatedAt) {
+        ThreadSort::ThreadId => t.thread_id.clone(),
+        ThreadSort::Status => t.status.clone(),
+        ThreadSort::CreatedAt => t.created_at.clone(),
+        ThreadSort::UpdatedAt => t.updated_at.clone(),
+    };
+    found.sort_by_key(key);
+    if q.sort_order.unwrap_or(SortOrder::Desc) == SortOrder::Desc {
+        found.reverse();
+    }
+    Ok(paged(found, q.offset, limit))
+}
+
+/// A page's size: `limit` (10 when absent) within 1..=1000, else 422.
+pub(crate) fn page_limit(limit: Option<u64>) -> ApiResult<usize> {
+    let limit = limit.unwrap_or(10);
+    if !(1..=PAGE_MAX).contains(&limit) {
+        return Err(ApiError::unprocessable(format!(
+            "limit must be between 1 and {PAGE_MAX}, got {limit}"
+        )));
+    }
+    Ok(limit as usize)
+}
+
+/// One page of `all` as JSON, with `X-Pagination-Total` (and `X-Pagination-Next` when more
+/// follow).
+pub(crate) fn paged<T: serde::Serialize>(all: Vec<T>, offset: Option<u64>, limit: usize) -> Response {
+    let total = all.len();
+    let offset = usize::try_from(offset.unwrap_or(0)).unwrap_or(usize::MAX);
+    let page: Vec<T> = all.into_iter().skip(offset).take(limit).collect();
+    let mut res = Json(page).into_response();
+    let headers = res.headers_mut();
+    headers.insert("x-pagination-total", HeaderValue::from(total));
+    let next = offset.saturating_add(limit);
+    if next < total {
+        headers.insert("x-pagination-next", HeaderValue::from(next));
+    }
+    res
+}
+
+pub(crate) async fn state(
+    State(st): State<AppState>,
+    Principal(who): Principal,
+    Path(thread): Path<String>,
+) -> ApiResult<Json<Value>> {
+    let l = load(&st, &who, uuid_of("thread_id", &thread)?)?;
+    let refs = l.refs();
+    Ok(Json(match views::head(&refs) {
+        Some(p) => json!(state_of(&st, &l, p)?),
+        None => empty_state(&l.id),
+    }))
+}
+
+/// The point of `l` named by checkpoint id `id` (a UUID), else 404.
+pub(crate) fn point<'a>(l: &'a Loaded, refs: &[&'a RunState], id: &str) -> ApiResult<Point<'a>> {
+    let uuid = uuid_of("checkpoint_id", id)?;
+    views::find(refs, uuid).ok_or_else(|| {
+        ApiError::not_found(format!("checkpoint {id} not found in thread {}", l.id))
+    })
+}
+
+pub(crate) async fn state_at_checkpoint(
+    State(st): State<AppState>,
+    Principal(who): Principal,
+    Path((thread, checkpoint)): Path<(String, String)>,
+) -> ApiResult<Json<ThreadState>> {
+    let l = load(&st, &who, uuid_of("thread_id", &thread)?)?;
+    let refs = l.refs();
+    let p = point(&l, &refs, &checkpoint)?;
+    Ok(Json(state_of(&st, &l, p)?))
+}
+
+pub(crate) async fn state_at_checkpoint_post(
+    State(st): State<AppState>,
+    Principal(who): Principal,
+    Path(thread): Path<String>,
+    Body(req): Body<StateAtRequest>,
+) -> ApiResult<Json<ThreadState>> {
+    let l = load(&st, &who, uuid_of("thread_id", &thread)?)?;
+    let id = checkpoint_id_in(&req.checkpoint).ok_or_else(|| {
+        ApiError::unprocessable("checkpoint must be {\"checkpoint_id\": \"<uuid>\"}")
+    })?;
+    let refs = l.refs();
+    let p = point(&l, &refs, &id)?;
+    Ok(Json(state_of(&st, &l, p)?))
+}
+
+/// A checkpoint id given as a string, `{checkpoint_id}` or `{configurable: {checkpoint_id}}`.
+pub(crate) fn checkpoint_id_in(v: &Value) -> Option<String> {
+    match v {
+        Value::String(s) => Some(s.clone()),
+        Value::Object(m) => match m.get("checkpoint_id") {
+            Some(Value::String(s)) => Some(s.clone()),
+            _ => m.get("configurable").and_then(checkpoint_id_in),
+        },
+        _ => None,
+    }
+}
+
+pub(crate) async fn history(
+    State(st): State<AppState>,
+    Principal(who): Principal,
+    Path(thread): Path<String>,
+    Body(req): Body<HistoryRequest>,
+) -> ApiResult<Json<Vec<ThreadState>>> {
+    let limit = page_limit(req.limit)?;
+    let l = load(&st, &who, uuid_of("thread_id", &thread)?)?;
+    let refs = l.refs();
+    let before = match &req.before {
+        None | Some(Value::Null) => None,
+        Some(v) => {
+            let id = checkpoint_id_in(v).ok_or_else(|| {
+                ApiError::unprocessable("before must be a checkpoint id, {\"checkpoint_id\"} or {\"configurable\": {\"checkpoint_id\"}}")
+            })?;
+            Some(point(&l, &refs, &id)?.uuid(&refs))
+        }
+    };
+    let points = views::history(&refs, usize::MAX, before).unwrap_or_default();
+    let want = req.metadata.map(Value::Object);
+    let mut out = Vec::new();
+    for p in points {
+        let s = state_of(&st, &l, p)?;
+        if want.as_ref().is_none_or(|w| contains(&json!(s.metadata), w)) {
+            out.push(s);
+            if out.len() == limit {
+                break;
+            }
+        }
+    }
+    Ok(Json(out))
+}
+
+pub(crate) async fn copy(
+    State(st): State<AppState>,
+    Principal(who): Principal,
+    Path(thread): Path<String>,
+) -> ApiResult<Json<Thread>> {
+    let l = load(&st, &who, uuid_of("thread_id", &thread)?)?;
+    let mut copied = l.record.copied.clone();
+    copied.extend(
+        l.turns[l.own_from..]
+            .iter()
+            .filter_map(|s| Some((s.run_id?, s.last_seq?))),
+    );
+    let mut record = new_record(&who, Uuid::new_v4(), l.record.metadata.clone());
+    record.copied = copied;
+    records::put_thread(st.engine.store(), &record)?;
+    let copy = load(&st, &who, record.thread_id)?;
+    Ok(Json(view(&st, &copy)?))
+}
