@@ -5,8 +5,13 @@
 # The runner sets $py (a Python for the health check) before sourcing; afterwards it has $bin,
 # $work, `start_server` (sets $server_pid and $base) and `stop_server`.
 
-cargo build --quiet -p chronicle-tools
-bin=target/debug/chronicle
+# CHRONICLE_BIN: a `chronicle` binary to use instead of building one.
+if [[ -n ${CHRONICLE_BIN:-} ]]; then
+  bin=$CHRONICLE_BIN
+else
+  cargo build --quiet -p chronicle-tools
+  bin=target/debug/chronicle
+fi
 work=$(mktemp -d)
 server_pid=
 cleanup() {
