@@ -133,13 +133,28 @@ impl Tokens {
                 ));
             }
         };
+        self.of_token(token)
+    }
+
+    fn of_token(&self, token: &str) -> Result<chronicle_engine::Principal, ApiError> {
         self.0
             .get(&blake3::hash(token.as_bytes()))
             .cloned()
             .ok_or_else(|| ApiError::unauthorized("unknown token"))
     }
 
+    /// The principal of a request's `Authorization: Bearer` header or, without one, of its
+    /// `X-Api-Key` header (where LangGraph clients put their key).
     fn of_headers(&self, headers: &HeaderMap) -> Result<chronicle_engine::Principal, ApiError> {
+        if !self.is_empty()
+            && !headers.contains_key(header::AUTHORIZATION)
+            && let Some(key) = headers.get(X_API_KEY)
+        {
+            let key = key
+                .to_str()
+                .map_err(|_| ApiError::unauthorized("the X-Api-Key header is not text"))?;
+            return self.of_token(key.trim());
+        }
         let header = headers
             .get(header::AUTHORIZATION)
             .map(|v| {
@@ -151,7 +166,10 @@ impl Tokens {
     }
 }
 
-/// The authenticated principal of a request, from its `Authorization` header.
+/// The header LangGraph clients send their key in.
+const X_API_KEY: &str = "x-api-key";
+
+/// The authenticated principal of a request, from its `Authorization` header (or `X-Api-Key`).
 #[derive(Clone, Debug)]
 pub struct Principal(pub chronicle_engine::Principal);
 
@@ -171,7 +189,10 @@ pub struct StreamPrincipal(pub chronicle_engine::Principal);
 impl FromRequestParts<AppState> for StreamPrincipal {
     type Rejection = ApiError;
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        if state.tokens.is_empty() || parts.headers.contains_key(header::AUTHORIZATION) {
+        if state.tokens.is_empty()
+            || parts.headers.contains_key(header::AUTHORIZATION)
+            || parts.headers.contains_key(X_API_KEY)
+        {
             return state.tokens.of_headers(&parts.headers).map(StreamPrincipal);
         }
         let ticket = parts

@@ -101,11 +101,12 @@ impl Site {
         Some(
             CorsLayer::new()
                 .allow_origin(AllowOrigin::list(origins))
-                .allow_methods([Method::GET, Method::POST])
+                .allow_methods([Method::GET, Method::POST, Method::DELETE])
                 .allow_headers([
                     header::AUTHORIZATION,
                     header::CONTENT_TYPE,
                     header::HeaderName::from_static("last-event-id"),
+                    header::HeaderName::from_static("x-api-key"),
                 ])
                 .expose_headers([
                     header::RETRY_AFTER,
@@ -114,6 +115,7 @@ impl Site {
                     header::HeaderName::from_static(chronicle_wire::audit::RUN_HEAD_HASH_HEADER),
                     // What LangGraph clients read: a run's URL and the pages of a search.
                     header::CONTENT_LOCATION,
+                    header::LOCATION,
                     header::HeaderName::from_static("x-pagination-total"),
                     header::HeaderName::from_static("x-pagination-next"),
                 ])

@@ -35,6 +35,15 @@ use crate::{audit, auth, langgraph, memory, rest, runs, sessions, sse, ws};
         memory::list, memory::forget, memory::forget_all,
         langgraph::info::info, langgraph::assistants::search, langgraph::assistants::get_assistant,
         langgraph::assistants::graph, langgraph::assistants::schemas,
+        langgraph::threads::create, langgraph::threads::search, langgraph::threads::get,
+        langgraph::threads::delete, langgraph::threads::state,
+        langgraph::threads::state_at_checkpoint, langgraph::threads::state_at_checkpoint_post,
+        langgraph::threads::history, langgraph::threads::copy,
+        langgraph::runs::create_on_thread, langgraph::runs::stream_on_thread,
+        langgraph::runs::wait_on_thread, langgraph::runs::create_stateless,
+        langgraph::runs::stream_stateless, langgraph::runs::wait_stateless, langgraph::runs::list,
+        langgraph::runs::get, langgraph::runs::delete, langgraph::runs::join,
+        langgraph::runs::join_stream, langgraph::runs::cancel,
     ),
     components(
         schemas(chronicle_wire::ErrorBody, chronicle_wire::EventData, chronicle_wire::langgraph::Detail),
@@ -43,7 +52,8 @@ use crate::{audit, auth, langgraph, memory, rest, runs, sessions, sse, ws};
             UnsupportedMediaType, Internal, Unavailable, StreamsUnavailable, TicketsUnavailable,
             Busy, InsufficientStorage,
             LgBadHost, LgUnauthorized, LgForbidden, LgRequestTimeout, LgPayloadTooLarge,
-            LgUnsupportedMediaType, LgBusy,
+            LgUnsupportedMediaType, LgBusy, LgInternal, LgInsufficientStorage,
+            LgThreadNotFound, LgRunNotFound,
         ),
     ),
     modifiers(&BearerAuth),
@@ -515,6 +525,10 @@ detail_responses! {
     LgRequestTimeout = "The body did not arrive within the server's body-read timeout; the connection is closed";
     LgPayloadTooLarge = "The body is over the server's limit (256 KiB by default)";
     LgUnsupportedMediaType = "A request that changes state without `Content-Type: application/json`";
+    LgInternal = "The log is damaged (run `chronicle verify`), or an internal error";
+    LgInsufficientStorage = "The disk is full: nothing was written; try again once space is freed";
+    LgThreadNotFound = "No thread has this id (or it is another principal's, or deleted)";
+    LgRunNotFound = "No thread has this id, or the thread has no run with this id";
 }
 
 /// 503 of a LangGraph route: the connection cap, with `Retry-After`.

@@ -3,22 +3,13 @@ which passes its URL, token and allowed browser origin in CHRONICLE_URL, CHRONIC
 CHRONICLE_CORS_ORIGIN): a LangGraph user gives the SDK the server's plain URL and finds the
 assistants; errors come back as the SDK's typed exceptions."""
 
-import asyncio
-import os
 import uuid
 
 import httpx
 import pytest
-from langgraph_sdk import get_client
+from conftest import AUTH, GRAPH_NAMESPACE, ORIGIN, SUPERVISOR_ID, URL, client, run
 from langgraph_sdk.errors import AuthenticationError, NotFoundError, UnprocessableEntityError
 
-URL = os.environ["CHRONICLE_URL"]
-TOKEN = os.environ["CHRONICLE_TOKEN"]
-ORIGIN = os.environ["CHRONICLE_CORS_ORIGIN"]
-AUTH = {"Authorization": f"Bearer {TOKEN}"}
-# The namespace LangGraph derives graph assistants' ids in.
-GRAPH_NAMESPACE = uuid.UUID("6ba7b821-9dad-11d1-80b4-00c04fd430c8")
-SUPERVISOR_ID = str(uuid.uuid5(GRAPH_NAMESPACE, "supervisor"))
 SUPERVISOR_NODES = [
     "__start__",
     "initialize",
@@ -30,14 +21,6 @@ SUPERVISOR_NODES = [
     "generate_response",
     "__end__",
 ]
-
-
-def client(headers=AUTH):
-    return get_client(url=URL, api_key=None, headers=headers)
-
-
-def run(coro):
-    return asyncio.run(coro)
 
 
 def test_search_finds_the_supervisor_and_one_assistant_per_agent():

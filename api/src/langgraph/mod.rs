@@ -63,7 +63,10 @@ pub(crate) fn routes() -> Router<AppState> {
             "/threads/{thread_id}/runs",
             get(runs::list).post(runs::create_on_thread),
         )
-        .route("/threads/{thread_id}/runs/stream", post(runs::stream_on_thread))
+        .route(
+            "/threads/{thread_id}/runs/stream",
+            post(runs::stream_on_thread),
+        )
         .route("/threads/{thread_id}/runs/wait", post(runs::wait_on_thread))
         .route(
             "/threads/{thread_id}/runs/{run_id}",

@@ -10,9 +10,7 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use chronicle_engine::{
-    Principal as Who, RestoreTarget, RunState, StartRun, is_settled,
-};
+use chronicle_engine::{Principal as Who, RestoreTarget, RunState, StartRun, is_settled};
 use chronicle_schemas::{HitlMode, OnReject, RunId, RunStatus, Strategy};
 use chronicle_wire::langgraph::{
     IfNotExists, MultitaskStrategy, Run, RunCreate, StreamMode, StreamModes, ThreadStatus,
@@ -29,7 +27,12 @@ use super::views;
 use crate::auth::Principal;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Json as Body, Path, Query};
+use crate::openapi::{
+    LgBadHost, LgBusy, LgForbidden, LgInsufficientStorage, LgInternal, LgPayloadTooLarge,
+    LgRequestTimeout, LgRunNotFound, LgThreadNotFound, LgUnauthorized, LgUnsupportedMediaType,
+};
 use crate::state::{AppState, now};
+use chronicle_wire::langgraph::Detail;
 
 /// The run options a LangGraph client may set in `config.configurable` or `context`.
 #[derive(Debug, Default, Deserialize)]
@@ -54,8 +57,11 @@ fn options(req: &RunCreate) -> ApiResult<Options> {
     if let Some(c) = &req.context {
         merged.extend(c.clone());
     }
-    serde_json::from_value(Value::Object(merged))
-        .map_err(|e| ApiError::unprocessable(format!("a run option in config.configurable or context: {e}")))
+    serde_json::from_value(Value::Object(merged)).map_err(|e| {
+        ApiError::unprocessable(format!(
+            "a run option in config.configurable or context: {e}"
+        ))
+    })
 }
 
 /// The query in a run's `input`: `query`, or the last human message of `messages` (its text,
@@ -65,8 +71,10 @@ fn query_of(input: &Value) -> ApiResult<String> {
         return Ok(q.to_owned());
     }
     let human = |m: &&Value| {
-        matches!(m.get("type").and_then(Value::as_str), Some("human" | "user"))
-            || m.get("role").and_then(Value::as_str) == Some("user")
+        matches!(
+            m.get("type").and_then(Value::as_str),
+            Some("human" | "user")
+        ) || m.get("role").and_then(Value::as_str) == Some("user")
     };
     let found = match input.get("messages") {
         Some(Value::Array(ms)) => ms.iter().rev().find(human),
@@ -109,7 +117,12 @@ fn run_of(s: &RunState) -> RunId {
 
 /// Makes room on a busy thread as `strategy` says: refuse, wait for the running turn to
 /// settle, or cancel it.
-async fn make_room(st: &AppState, who: &Who, l: &Loaded, strategy: MultitaskStrategy) -> ApiResult<()> {
+async fn make_room(
+    st: &AppState,
+    who: &Who,
+    l: &Loaded,
+    strategy: MultitaskStrategy,
+) -> ApiResult<()> {
     if l.status() != ThreadStatus::Busy {
         return Ok(());
     }
@@ -171,11 +184,18 @@ async fn act(
         let run = run_of(s);
         let from = s.next_seq();
         let pending: Vec<_> = s.approvals.pending().collect();
-        let decisions = views::decisions_from_resume(run, resume, &pending)
-            .map_err(ApiError::unprocessable)?;
+        let decisions =
+            views::decisions_from_resume(run, resume, &pending).map_err(ApiError::unprocessable)?;
         for d in decisions {
             st.engine
-                .decide(run, d.approval_id, d.decision, d.edited_args, who, d.comment)
+                .decide(
+                    run,
+                    d.approval_id,
+                    d.decision,
+                    d.edited_args,
+                    who,
+                    d.comment,
+                )
                 .await?;
         }
         return Ok((RunKind::Resume, run, from));
@@ -212,7 +232,12 @@ async fn act(
 
 /// A run from an older checkpoint of the latest turn, without input: the turn is restored to
 /// it and goes on from there.
-async fn fork(st: &AppState, who: &Who, l: &Loaded, req: &RunCreate) -> ApiResult<(RunKind, RunId, u64)> {
+async fn fork(
+    st: &AppState,
+    who: &Who,
+    l: &Loaded,
+    req: &RunCreate,
+) -> ApiResult<(RunKind, RunId, u64)> {
     let id = req
         .checkpoint
         .as_ref()
@@ -244,10 +269,20 @@ async fn fork(st: &AppState, who: &Who, l: &Loaded, req: &RunCreate) -> ApiResul
 }
 
 /// Creates a LangGraph run on `thread` (a new thread when `None`): checks, acts, records.
-async fn launch(st: &AppState, who: &Who, thread: Option<Uuid>, req: &RunCreate) -> ApiResult<(RunRecord, Loaded)> {
+async fn launch(
+    st: &AppState,
+    who: &Who,
+    thread: Option<Uuid>,
+    req: &RunCreate,
+) -> ApiResult<(RunRecord, Loaded)> {
     let assistant = assistants::find(st, &req.assistant_id)?;
     let store = st.engine.store();
-    let thread = match thread.or(req.thread_id.as_deref().map(|t| uuid_of("thread_id", t)).transpose()?) {
+    let thread = match thread.or(req
+        .thread_id
+        .as_deref()
+        .map(|t| uuid_of("thread_id", t))
+        .transpose()?)
+    {
         Some(t) => t,
         None => {
             let t = Uuid::new_v4();
@@ -256,7 +291,14 @@ async fn launch(st: &AppState, who: &Who, thread: Option<Uuid>, req: &RunCreate)
         }
     };
     let l = match load(st, who, thread) {
-        Err(e) if e.status == StatusCode::NOT_FOUND && req.if_not_exists == Some(IfNotExists::Create) && records::thread(store, thread)?.is_none() && store.session_runs(&chronicle_schemas::SessionId(thread.to_string()))?.is_empty() => {
+        Err(e)
+            if e.status == StatusCode::NOT_FOUND
+                && req.if_not_exists == Some(IfNotExists::Create)
+                && records::thread(store, thread)?.is_none()
+                && store
+                    .session_runs(&chronicle_schemas::SessionId(thread.to_string()))?
+                    .is_empty() =>
+        {
             records::put_thread(store, &threads::new_record(who, thread, Map::new()))?;
             load(st, who, thread)?
         }
@@ -266,7 +308,8 @@ async fn launch(st: &AppState, who: &Who, thread: Option<Uuid>, req: &RunCreate)
     make_room(st, who, &l, strategy).await?;
     let l = load(st, who, thread)?;
     let run_id = Uuid::now_v7();
-    let (kind, chronicle_run, from_seq) = act(st, who, &l, req, &assistant.graph_id, run_id).await?;
+    let (kind, chronicle_run, from_seq) =
+        act(st, who, &l, req, &assistant.graph_id, run_id).await?;
     let mut kwargs = match serde_json::to_value(req) {
         Ok(Value::Object(m)) => m,
         _ => Map::new(),
@@ -287,8 +330,12 @@ async fn launch(st: &AppState, who: &Who, thread: Option<Uuid>, req: &RunCreate)
     };
     records::put_run(store, &rec)?;
     let mut thread_rec = l.record.clone();
-    thread_rec.metadata.insert("graph_id".into(), json!(assistant.graph_id));
-    thread_rec.metadata.insert("assistant_id".into(), json!(assistant.assistant_id));
+    thread_rec
+        .metadata
+        .insert("graph_id".into(), json!(assistant.graph_id));
+    thread_rec
+        .metadata
+        .insert("assistant_id".into(), json!(assistant.assistant_id));
     thread_rec.updated_at = now();
     records::put_thread(store, &thread_rec)?;
     let l = load(st, who, thread)?;
@@ -326,7 +373,9 @@ fn status(st: &AppState, rec: &RunRecord, until: Option<u64>) -> ApiResult<&'sta
     Ok(match s.supervisor.run_status {
         RunStatus::Failed => "error",
         RunStatus::Cancelled if rec.kind != RunKind::End => "interrupted",
-        _ if until.is_some() || s.supervisor.run_status.is_terminal() || is_settled(&s) => "success",
+        _ if until.is_some() || s.supervisor.run_status.is_terminal() || is_settled(&s) => {
+            "success"
+        }
         _ => "running",
     })
 }
@@ -347,7 +396,12 @@ fn view(st: &AppState, rec: &RunRecord, until: Option<u64>) -> ApiResult<Run> {
 }
 
 /// The run `run` of thread `thread` that `who` may see, with where its part ends.
-fn find(st: &AppState, who: &Who, thread: &str, run: &str) -> ApiResult<(Loaded, RunRecord, Option<u64>)> {
+fn find(
+    st: &AppState,
+    who: &Who,
+    thread: &str,
+    run: &str,
+) -> ApiResult<(Loaded, RunRecord, Option<u64>)> {
     let l = load(st, who, uuid_of("thread_id", thread)?)?;
     let run = uuid_of("run_id", run)?;
     let (rec, until) = runs_with_ends(st, l.record.thread_id)?
@@ -381,7 +435,12 @@ fn modes(m: Option<&StreamModes>) -> Vec<StreamMode> {
     m.map_or_else(|| vec![StreamMode::Values], StreamModes::list)
 }
 
-async fn create_stream(st: AppState, who: Who, thread: Option<Uuid>, req: RunCreate) -> ApiResult<Response> {
+async fn create_stream(
+    st: AppState,
+    who: Who,
+    thread: Option<Uuid>,
+    req: RunCreate,
+) -> ApiResult<Response> {
     let (rec, l) = launch(&st, &who, thread, &req).await?;
     let ask = Ask {
         modes: modes(req.stream_mode.as_ref()),
@@ -397,7 +456,12 @@ async fn create_stream(st: AppState, who: Who, thread: Option<Uuid>, req: RunCre
 
 /// Waits until `rec`'s part of its Chronicle run settled; the thread's values then (with its
 /// interrupts), or `{"__error__"}` when it failed.
-async fn settled_values(st: &AppState, who: &Who, rec: &RunRecord, until: Option<u64>) -> ApiResult<Value> {
+async fn settled_values(
+    st: &AppState,
+    who: &Who,
+    rec: &RunRecord,
+    until: Option<u64>,
+) -> ApiResult<Value> {
     if until.is_none() && st.engine.store().run_head(rec.chronicle_run)?.is_some() {
         let wait = Duration::from_millis(st.config.chat_wait_ms);
         let from = rec.from_seq;
@@ -422,7 +486,12 @@ async fn settled_values(st: &AppState, who: &Who, rec: &RunRecord, until: Option
     })
 }
 
-async fn create_wait(st: AppState, who: Who, thread: Option<Uuid>, req: RunCreate) -> ApiResult<Response> {
+async fn create_wait(
+    st: AppState,
+    who: Who,
+    thread: Option<Uuid>,
+    req: RunCreate,
+) -> ApiResult<Response> {
     let (rec, _) = launch(&st, &who, thread, &req).await?;
     let values = settled_values(&st, &who, &rec, None).await?;
     let mut res = Json(values).into_response();
@@ -430,13 +499,34 @@ async fn create_wait(st: AppState, who: Who, thread: Option<Uuid>, req: RunCreat
     Ok(res)
 }
 
-async fn create_background(st: AppState, who: Who, thread: Option<Uuid>, req: RunCreate) -> ApiResult<Response> {
+async fn create_background(
+    st: AppState,
+    who: Who,
+    thread: Option<Uuid>,
+    req: RunCreate,
+) -> ApiResult<Response> {
     let (rec, _) = launch(&st, &who, thread, &req).await?;
     let mut res = Json(view(&st, &rec, None)?).into_response();
     locations(&rec, &mut res, false);
     Ok(res)
 }
 
+#[utoipa::path(post, path = "/threads/{thread_id}/runs/stream", operation_id = "stream_run", tag = "langgraph", request_body = RunCreate, security(("bearer" = [])),
+    params(("thread_id" = String, Path, description = "The thread: a UUID")),
+    responses(
+        (status = 200, description = "Server-sent events: `metadata` first, then per the stream modes `values`, `updates`, `messages`, `custom`, `debug`, `checkpoints`; interrupts as `updates` with `__interrupt__` and in the final `values`; `error` when the run fails. Ends when the run waits for a human or has ended (its status says so first). With `stream_resumable`, `id:` is the run's event seq",
+            content_type = "text/event-stream", body = String,
+            headers(("Location" = String, description = "The run's stream, to rejoin"), ("Content-Location" = String, description = "The run"))),
+        (status = 400, description = "Malformed JSON, or a `Host` header that names another server", body = Detail),
+        (status = 401, response = LgUnauthorized), (status = 403, response = LgForbidden),
+        (status = 500, response = LgInternal), (status = 503, response = LgBusy),
+        (status = 408, response = LgRequestTimeout), (status = 413, response = LgPayloadTooLarge),
+        (status = 415, response = LgUnsupportedMediaType),
+        (status = 404, description = "No thread has this id (and `if_not_exists` is not `create`), no assistant has this id or graph id, or a `checkpoint` names no checkpoint of the thread", body = Detail),
+        (status = 409, description = "The thread is busy and `multitask_strategy` is `reject`; a `command` for a thread with no pending interrupt; a `checkpoint` that is not of the thread's latest turn", body = Detail),
+        (status = 422, description = "An id that is not a UUID, a field of the wrong type, an unknown stream mode, input without a human message, a resume value that decides nothing pending, both `input` and a `command`, or a run with neither input, command nor an older checkpoint; nothing was done", body = Detail),
+        (status = 507, response = LgInsufficientStorage),
+    ))]
 pub(crate) async fn stream_on_thread(
     State(st): State<AppState>,
     Principal(who): Principal,
@@ -447,6 +537,21 @@ pub(crate) async fn stream_on_thread(
     create_stream(st, who, Some(thread), req).await
 }
 
+#[utoipa::path(post, path = "/runs/stream", operation_id = "stream_stateless_run", tag = "langgraph", request_body = RunCreate, security(("bearer" = [])),
+    responses(
+        (status = 200, description = "Server-sent events: `metadata` first, then per the stream modes `values`, `updates`, `messages`, `custom`, `debug`, `checkpoints`; interrupts as `updates` with `__interrupt__` and in the final `values`; `error` when the run fails. Ends when the run waits for a human or has ended (its status says so first). With `stream_resumable`, `id:` is the run's event seq",
+            content_type = "text/event-stream", body = String,
+            headers(("Location" = String, description = "The run's stream, to rejoin"), ("Content-Location" = String, description = "The run"))),
+        (status = 400, description = "Malformed JSON, or a `Host` header that names another server", body = Detail),
+        (status = 401, response = LgUnauthorized), (status = 403, response = LgForbidden),
+        (status = 500, response = LgInternal), (status = 503, response = LgBusy),
+        (status = 408, response = LgRequestTimeout), (status = 413, response = LgPayloadTooLarge),
+        (status = 415, response = LgUnsupportedMediaType),
+        (status = 404, description = "No thread has this id (and `if_not_exists` is not `create`), no assistant has this id or graph id, or a `checkpoint` names no checkpoint of the thread", body = Detail),
+        (status = 409, description = "The thread is busy and `multitask_strategy` is `reject`; a `command` for a thread with no pending interrupt; a `checkpoint` that is not of the thread's latest turn", body = Detail),
+        (status = 422, description = "An id that is not a UUID, a field of the wrong type, an unknown stream mode, input without a human message, a resume value that decides nothing pending, both `input` and a `command`, or a run with neither input, command nor an older checkpoint; nothing was done", body = Detail),
+        (status = 507, response = LgInsufficientStorage),
+    ))]
 pub(crate) async fn stream_stateless(
     State(st): State<AppState>,
     Principal(who): Principal,
@@ -455,6 +560,21 @@ pub(crate) async fn stream_stateless(
     create_stream(st, who, None, req).await
 }
 
+#[utoipa::path(post, path = "/threads/{thread_id}/runs/wait", operation_id = "wait_run", tag = "langgraph", request_body = RunCreate, security(("bearer" = [])),
+    params(("thread_id" = String, Path, description = "The thread: a UUID")),
+    responses(
+        (status = 200, description = "The thread's values once the run waits for a human (with `__interrupt__`) or has ended; `{\"__error__\": {error, message}}` when it failed", body = serde_json::Value,
+            headers(("Content-Location" = String, description = "The run"))),
+        (status = 400, description = "Malformed JSON, or a `Host` header that names another server", body = Detail),
+        (status = 401, response = LgUnauthorized), (status = 403, response = LgForbidden),
+        (status = 500, response = LgInternal), (status = 503, response = LgBusy),
+        (status = 408, response = LgRequestTimeout), (status = 413, response = LgPayloadTooLarge),
+        (status = 415, response = LgUnsupportedMediaType),
+        (status = 404, description = "No thread has this id (and `if_not_exists` is not `create`), no assistant has this id or graph id, or a `checkpoint` names no checkpoint of the thread", body = Detail),
+        (status = 409, description = "The thread is busy and `multitask_strategy` is `reject`; a `command` for a thread with no pending interrupt; a `checkpoint` that is not of the thread's latest turn", body = Detail),
+        (status = 422, description = "An id that is not a UUID, a field of the wrong type, an unknown stream mode, input without a human message, a resume value that decides nothing pending, both `input` and a `command`, or a run with neither input, command nor an older checkpoint; nothing was done", body = Detail),
+        (status = 507, response = LgInsufficientStorage),
+    ))]
 pub(crate) async fn wait_on_thread(
     State(st): State<AppState>,
     Principal(who): Principal,
@@ -465,6 +585,20 @@ pub(crate) async fn wait_on_thread(
     create_wait(st, who, Some(thread), req).await
 }
 
+#[utoipa::path(post, path = "/runs/wait", operation_id = "wait_stateless_run", tag = "langgraph", request_body = RunCreate, security(("bearer" = [])),
+    responses(
+        (status = 200, description = "The thread's values once the run waits for a human (with `__interrupt__`) or has ended; `{\"__error__\": {error, message}}` when it failed", body = serde_json::Value,
+            headers(("Content-Location" = String, description = "The run"))),
+        (status = 400, description = "Malformed JSON, or a `Host` header that names another server", body = Detail),
+        (status = 401, response = LgUnauthorized), (status = 403, response = LgForbidden),
+        (status = 500, response = LgInternal), (status = 503, response = LgBusy),
+        (status = 408, response = LgRequestTimeout), (status = 413, response = LgPayloadTooLarge),
+        (status = 415, response = LgUnsupportedMediaType),
+        (status = 404, description = "No thread has this id (and `if_not_exists` is not `create`), no assistant has this id or graph id, or a `checkpoint` names no checkpoint of the thread", body = Detail),
+        (status = 409, description = "The thread is busy and `multitask_strategy` is `reject`; a `command` for a thread with no pending interrupt; a `checkpoint` that is not of the thread's latest turn", body = Detail),
+        (status = 422, description = "An id that is not a UUID, a field of the wrong type, an unknown stream mode, input without a human message, a resume value that decides nothing pending, both `input` and a `command`, or a run with neither input, command nor an older checkpoint; nothing was done", body = Detail),
+        (status = 507, response = LgInsufficientStorage),
+    ))]
 pub(crate) async fn wait_stateless(
     State(st): State<AppState>,
     Principal(who): Principal,
@@ -473,6 +607,21 @@ pub(crate) async fn wait_stateless(
     create_wait(st, who, None, req).await
 }
 
+#[utoipa::path(post, path = "/threads/{thread_id}/runs", operation_id = "create_run", tag = "langgraph", request_body = RunCreate, security(("bearer" = [])),
+    params(("thread_id" = String, Path, description = "The thread: a UUID")),
+    responses(
+        (status = 200, description = "The run, started", body = Run,
+            headers(("Content-Location" = String, description = "The run"))),
+        (status = 400, description = "Malformed JSON, or a `Host` header that names another server", body = Detail),
+        (status = 401, response = LgUnauthorized), (status = 403, response = LgForbidden),
+        (status = 500, response = LgInternal), (status = 503, response = LgBusy),
+        (status = 408, response = LgRequestTimeout), (status = 413, response = LgPayloadTooLarge),
+        (status = 415, response = LgUnsupportedMediaType),
+        (status = 404, description = "No thread has this id (and `if_not_exists` is not `create`), no assistant has this id or graph id, or a `checkpoint` names no checkpoint of the thread", body = Detail),
+        (status = 409, description = "The thread is busy and `multitask_strategy` is `reject`; a `command` for a thread with no pending interrupt; a `checkpoint` that is not of the thread's latest turn", body = Detail),
+        (status = 422, description = "An id that is not a UUID, a field of the wrong type, an unknown stream mode, input without a human message, a resume value that decides nothing pending, both `input` and a `command`, or a run with neither input, command nor an older checkpoint; nothing was done", body = Detail),
+        (status = 507, response = LgInsufficientStorage),
+    ))]
 pub(crate) async fn create_on_thread(
     State(st): State<AppState>,
     Principal(who): Principal,
@@ -483,6 +632,20 @@ pub(crate) async fn create_on_thread(
     create_background(st, who, Some(thread), req).await
 }
 
+#[utoipa::path(post, path = "/runs", operation_id = "create_stateless_run", tag = "langgraph", request_body = RunCreate, security(("bearer" = [])),
+    responses(
+        (status = 200, description = "The run, started", body = Run,
+            headers(("Content-Location" = String, description = "The run"))),
+        (status = 400, description = "Malformed JSON, or a `Host` header that names another server", body = Detail),
+        (status = 401, response = LgUnauthorized), (status = 403, response = LgForbidden),
+        (status = 500, response = LgInternal), (status = 503, response = LgBusy),
+        (status = 408, response = LgRequestTimeout), (status = 413, response = LgPayloadTooLarge),
+        (status = 415, response = LgUnsupportedMediaType),
+        (status = 404, description = "No thread has this id (and `if_not_exists` is not `create`), no assistant has this id or graph id, or a `checkpoint` names no checkpoint of the thread", body = Detail),
+        (status = 409, description = "The thread is busy and `multitask_strategy` is `reject`; a `command` for a thread with no pending interrupt; a `checkpoint` that is not of the thread's latest turn", body = Detail),
+        (status = 422, description = "An id that is not a UUID, a field of the wrong type, an unknown stream mode, input without a human message, a resume value that decides nothing pending, both `input` and a `command`, or a run with neither input, command nor an older checkpoint; nothing was done", body = Detail),
+        (status = 507, response = LgInsufficientStorage),
+    ))]
 pub(crate) async fn create_stateless(
     State(st): State<AppState>,
     Principal(who): Principal,
@@ -492,16 +655,35 @@ pub(crate) async fn create_stateless(
 }
 
 /// `GET /threads/{thread_id}/runs`: a page, and a status filter.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub(crate) struct ListQuery {
+    /// The page's size (10 when absent).
     #[serde(default)]
+    #[param(minimum = 1, maximum = 1000)]
     limit: Option<u64>,
+    /// How many runs to skip.
     #[serde(default)]
     offset: Option<u64>,
+    /// Runs with this status only: pending, running, success, error, interrupted.
     #[serde(default)]
     status: Option<String>,
 }
 
+#[utoipa::path(get, path = "/threads/{thread_id}/runs", operation_id = "list_runs", tag = "langgraph", security(("bearer" = [])),
+    params(("thread_id" = String, Path, description = "The thread: a UUID"), ListQuery),
+    responses(
+        (status = 200, description = "One page of the thread's runs, newest first", body = Vec<Run>,
+            headers(
+                ("X-Pagination-Total" = u64, description = "How many runs match, over all pages"),
+                ("X-Pagination-Next" = u64, description = "The `offset` of the next page, when there is one"),
+            )),
+        (status = 400, description = "A malformed query parameter, or a `Host` header that names another server", body = Detail),
+        (status = 401, response = LgUnauthorized), (status = 403, response = LgForbidden),
+        (status = 500, response = LgInternal), (status = 503, response = LgBusy),
+        (status = 404, response = LgThreadNotFound),
+        (status = 422, description = "A `thread_id` that is not a UUID, or a `limit` outside 1..=1000", body = Detail),
+    ))]
 pub(crate) async fn list(
     State(st): State<AppState>,
     Principal(who): Principal,
@@ -520,6 +702,16 @@ pub(crate) async fn list(
     Ok(threads::paged(runs, q.offset, limit))
 }
 
+#[utoipa::path(get, path = "/threads/{thread_id}/runs/{run_id}", operation_id = "get_run", tag = "langgraph", security(("bearer" = [])),
+    params(("thread_id" = String, Path, description = "The thread: a UUID"), ("run_id" = String, Path, description = "The run: a UUID")),
+    responses(
+        (status = 200, description = "The run and its status", body = Run),
+        (status = 400, response = LgBadHost),
+        (status = 401, response = LgUnauthorized), (status = 403, response = LgForbidden),
+        (status = 500, response = LgInternal), (status = 503, response = LgBusy),
+        (status = 404, response = LgRunNotFound),
+        (status = 422, description = "A `thread_id` or `run_id` that is not a UUID", body = Detail),
+    ))]
 pub(crate) async fn get(
     State(st): State<AppState>,
     Principal(who): Principal,
@@ -529,6 +721,16 @@ pub(crate) async fn get(
     Ok(Json(view(&st, &rec, until)?))
 }
 
+#[utoipa::path(get, path = "/threads/{thread_id}/runs/{run_id}/join", operation_id = "join_run", tag = "langgraph", security(("bearer" = [])),
+    params(("thread_id" = String, Path, description = "The thread: a UUID"), ("run_id" = String, Path, description = "The run: a UUID")),
+    responses(
+        (status = 200, description = "The thread's values once the run waits for a human or has ended; `{\"__error__\"}` when it failed", body = serde_json::Value),
+        (status = 400, response = LgBadHost),
+        (status = 401, response = LgUnauthorized), (status = 403, response = LgForbidden),
+        (status = 500, response = LgInternal), (status = 503, response = LgBusy),
+        (status = 404, response = LgRunNotFound),
+        (status = 422, description = "A `thread_id` or `run_id` that is not a UUID", body = Detail),
+    ))]
 pub(crate) async fn join(
     State(st): State<AppState>,
     Principal(who): Principal,
@@ -539,25 +741,66 @@ pub(crate) async fn join(
 }
 
 /// `GET .../runs/{run_id}/stream`: which modes (the run's own when absent).
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Default, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub(crate) struct JoinStreamQuery {
-    #[serde(default)]
-    stream_mode: Option<StreamMode>,
-    #[serde(default)]
+    /// The stream modes, the parameter repeated for each (the run's own when absent).
+    stream_mode: Option<Vec<StreamMode>>,
+    /// Cancel the run when the client leaves before its end.
     cancel_on_disconnect: Option<bool>,
 }
 
+impl JoinStreamQuery {
+    /// From the query's pairs: `stream_mode` may repeat (an empty one is absent).
+    fn parse(pairs: Vec<(String, String)>) -> ApiResult<Self> {
+        let mut q = JoinStreamQuery::default();
+        for (k, v) in pairs {
+            match k.as_str() {
+                "stream_mode" if v.is_empty() => {}
+                "stream_mode" => {
+                    let mode = serde_json::from_value(Value::String(v.clone()))
+                        .map_err(|_| ApiError::bad_request(format!("unknown stream_mode {v:?}")))?;
+                    q.stream_mode.get_or_insert_with(Vec::new).push(mode);
+                }
+                "cancel_on_disconnect" => {
+                    q.cancel_on_disconnect = Some(v.parse().map_err(|_| {
+                        ApiError::bad_request(format!(
+                            "cancel_on_disconnect must be true or false, got {v:?}"
+                        ))
+                    })?);
+                }
+                _ => {}
+            }
+        }
+        Ok(q)
+    }
+}
+
+#[utoipa::path(get, path = "/threads/{thread_id}/runs/{run_id}/stream", operation_id = "join_run_stream", tag = "langgraph", security(("bearer" = [])),
+    params(("thread_id" = String, Path, description = "The thread: a UUID"), ("run_id" = String, Path, description = "The run: a UUID"), JoinStreamQuery,
+        ("Last-Event-ID" = Option<String>, Header, description = "Resume after this event seq; `-1` replays the run from its start")),
+    responses(
+        (status = 200, description = "The run's events as `POST .../runs/stream` sends them (`id:` = event seq), from its start or after `Last-Event-ID`; ends when the run waits for a human or has ended", content_type = "text/event-stream", body = String),
+        (status = 400, description = "A bad `Last-Event-ID` or query parameter, or a `Host` header that names another server", body = Detail),
+        (status = 401, response = LgUnauthorized), (status = 403, response = LgForbidden),
+        (status = 500, response = LgInternal), (status = 503, response = LgBusy),
+        (status = 404, response = LgRunNotFound),
+        (status = 422, description = "A `thread_id` or `run_id` that is not a UUID", body = Detail),
+    ))]
 pub(crate) async fn join_stream(
     State(st): State<AppState>,
     Principal(who): Principal,
     Path((thread, run)): Path<(String, String)>,
-    Query(q): Query<JoinStreamQuery>,
+    Query(pairs): Query<Vec<(String, String)>>,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
+    let q = JoinStreamQuery::parse(pairs)?;
     let (l, rec, until) = find(&st, &who, &thread, &run)?;
-    let after = match headers.get("last-event-id").map(|v| v.to_str().map(str::trim)) {
-        None => None,
-        Some(Ok("-1")) => None,
+    let after = match headers
+        .get("last-event-id")
+        .map(|v| v.to_str().map(str::trim))
+    {
+        None | Some(Ok("-1")) => None,
         Some(Ok(s)) => Some(s.parse::<u64>().map_err(|_| {
             ApiError::bad_request(format!("invalid Last-Event-ID {s:?}: a seq, or -1"))
         })?),
@@ -568,7 +811,7 @@ pub(crate) async fn join_stream(
         .get("stream_mode")
         .and_then(|m| serde_json::from_value(m.clone()).ok());
     let ask = Ask {
-        modes: q.stream_mode.map_or_else(|| modes(own.as_ref()), |m| vec![m]),
+        modes: q.stream_mode.unwrap_or_else(|| modes(own.as_ref())),
         resumable: true,
         after,
         cancel_on_disconnect: q.cancel_on_disconnect.unwrap_or(false),
@@ -579,22 +822,31 @@ pub(crate) async fn join_stream(
 
 /// `POST .../cancel`: `wait` for the run to end; `action` interrupt (the default) or
 /// rollback (the LangGraph run is forgotten too; the turn's events stay in the log).
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub(crate) struct CancelQuery {
+    /// Answer once the turn has ended (204).
     #[serde(default)]
     wait: Option<bool>,
+    /// `interrupt` (the default) or `rollback`.
     #[serde(default)]
     action: Option<CancelAction>,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub(crate) enum CancelAction {
     Interrupt,
     Rollback,
 }
 
-async fn cancel_one(st: &AppState, who: &Who, mut rec: RunRecord, until: Option<u64>, action: CancelAction) -> ApiResult<()> {
+async fn cancel_one(
+    st: &AppState,
+    who: &Who,
+    mut rec: RunRecord,
+    until: Option<u64>,
+    action: CancelAction,
+) -> ApiResult<()> {
     if !matches!(status(st, &rec, until)?, "pending" | "running") {
         return Err(ApiError::not_found(format!(
             "run {} is not pending or running: there is nothing to cancel",
@@ -614,6 +866,18 @@ async fn cancel_one(st: &AppState, who: &Who, mut rec: RunRecord, until: Option<
     Ok(())
 }
 
+#[utoipa::path(post, path = "/threads/{thread_id}/runs/{run_id}/cancel", operation_id = "cancel_run", tag = "langgraph", security(("bearer" = [])),
+    params(("thread_id" = String, Path, description = "The thread: a UUID"), ("run_id" = String, Path, description = "The run: a UUID"), CancelQuery),
+    responses(
+        (status = 202, description = "Cancelled: its turn ends `cancelled` (with `action=rollback` the run is forgotten too)"),
+        (status = 204, description = "With `wait=true`: cancelled, and the turn has ended"),
+        (status = 400, description = "A malformed query parameter, or a `Host` header that names another server", body = Detail),
+        (status = 401, response = LgUnauthorized), (status = 403, response = LgForbidden),
+        (status = 500, response = LgInternal), (status = 503, response = LgBusy),
+        (status = 404, description = "No thread has this id, the thread has no run with this id, or the run is not pending or running", body = Detail),
+        (status = 422, description = "A `thread_id` or `run_id` that is not a UUID", body = Detail),
+        (status = 507, response = LgInsufficientStorage),
+    ))]
 pub(crate) async fn cancel(
     State(st): State<AppState>,
     Principal(who): Principal,
@@ -622,7 +886,14 @@ pub(crate) async fn cancel(
 ) -> ApiResult<StatusCode> {
     let (_, rec, until) = find(&st, &who, &thread, &run)?;
     let run = rec.chronicle_run;
-    cancel_one(&st, &who, rec, until, q.action.unwrap_or(CancelAction::Interrupt)).await?;
+    cancel_one(
+        &st,
+        &who,
+        rec,
+        until,
+        q.action.unwrap_or(CancelAction::Interrupt),
+    )
+    .await?;
     if q.wait.unwrap_or(false) {
         let wait = Duration::from_millis(st.config.chat_wait_ms);
         st.engine
@@ -633,6 +904,18 @@ pub(crate) async fn cancel(
     Ok(StatusCode::ACCEPTED)
 }
 
+#[utoipa::path(delete, path = "/threads/{thread_id}/runs/{run_id}", operation_id = "delete_run", tag = "langgraph", security(("bearer" = [])),
+    params(("thread_id" = String, Path, description = "The thread: a UUID"), ("run_id" = String, Path, description = "The run: a UUID")),
+    responses(
+        (status = 204, description = "The run is forgotten (its turn's events stay in the log)"),
+        (status = 400, response = LgBadHost),
+        (status = 401, response = LgUnauthorized), (status = 403, response = LgForbidden),
+        (status = 500, response = LgInternal), (status = 503, response = LgBusy),
+        (status = 404, response = LgRunNotFound),
+        (status = 409, description = "The run is still pending or running: cancel it first", body = Detail),
+        (status = 422, description = "A `thread_id` or `run_id` that is not a UUID", body = Detail),
+        (status = 507, response = LgInsufficientStorage),
+    ))]
 pub(crate) async fn delete(
     State(st): State<AppState>,
     Principal(who): Principal,

@@ -190,13 +190,15 @@ impl Watch {
     }
 
     fn checkpoint_frames(&mut self, node: &str, env: &Envelope, out: &mut Vec<Frame>) {
-        let now = self.values_now();
+        // The interrupts come with the last frames, as LangGraph sends them: `updates` with
+        // `__interrupt__`, then the values that hold them.
+        let mut now = self.values_now();
+        now.remove("__interrupt__");
         if self.wants(StreamMode::Updates) {
             let before = self.values.as_ref();
             let changed: Map<String, Value> = now
                 .iter()
                 .filter(|(k, v)| before.and_then(|b| b.get(*k)) != Some(*v))
-                .filter(|(k, _)| *k != "__interrupt__")
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect();
             out.push(Frame::new("updates", json!({ node: changed })));
@@ -331,7 +333,9 @@ pub(crate) fn respond(
     ask: Ask,
 ) -> ApiResult<Response> {
     let run = rec.chronicle_run;
-    let from = ask.after.map_or(rec.from_seq, |a| (a + 1).max(rec.from_seq));
+    let from = ask
+        .after
+        .map_or(rec.from_seq, |a| (a + 1).max(rec.from_seq));
     let permit = st.streams.open(&who.name)?;
     let cur = match from {
         0 => RunState::default(),
@@ -362,7 +366,8 @@ pub(crate) fn respond(
         w.new_messages();
         let now = w.values_now();
         if w.wants(StreamMode::Values) {
-            w.queue.push_back(Frame::new("values", Value::Object(now.clone())));
+            w.queue
+                .push_back(Frame::new("values", Value::Object(now.clone())));
         }
         w.values = Some(now);
         let durable = st.engine.store().durable_seq(run)?;
@@ -400,7 +405,10 @@ pub(crate) fn respond(
                 Err(e) => {
                     tracing::error!(error = %e, "langgraph run stream stopped");
                     w.done = true;
-                    vec![Frame::new("error", json!({"error": "StoreError", "message": e.to_string()}))]
+                    vec![Frame::new(
+                        "error",
+                        json!({"error": "StoreError", "message": e.to_string()}),
+                    )]
                 }
             };
             w.queue.extend(frames);

@@ -22,8 +22,13 @@ use super::views::{self, Point, SUPERVISOR_GRAPH, ThreadRef};
 use crate::auth::Principal;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Json as Body, Path};
+use crate::openapi::{
+    LgBadHost, LgBusy, LgForbidden, LgInsufficientStorage, LgInternal, LgPayloadTooLarge,
+    LgRequestTimeout, LgThreadNotFound, LgUnauthorized, LgUnsupportedMediaType,
+};
 use crate::state::{AppState, now};
 use chronicle_engine::RunState;
+use chronicle_wire::langgraph::Detail;
 
 /// A thread as read now: its record and its turns' states, oldest first (the copied ones
 /// first).
@@ -47,7 +52,9 @@ impl Loaded {
 
     /// The latest turn, when it is this thread's own.
     pub fn latest_own(&self) -> Option<&RunState> {
-        (self.turns.len() > self.own_from).then(|| self.turns.last()).flatten()
+        (self.turns.len() > self.own_from)
+            .then(|| self.turns.last())
+            .flatten()
     }
 
     pub fn thread_ref(&self) -> ThreadRef<'_> {
@@ -73,7 +80,8 @@ impl Loaded {
 
 /// A thread or run id from a path or a body: a UUID, else 422.
 pub(crate) fn uuid_of(what: &str, s: &str) -> ApiResult<Uuid> {
-    Uuid::parse_str(s).map_err(|_| ApiError::unprocessable(format!("{what} must be a UUID, got {s:?}")))
+    Uuid::parse_str(s)
+        .map_err(|_| ApiError::unprocessable(format!("{what} must be a UUID, got {s:?}")))
 }
 
 fn not_found(thread: Uuid) -> ApiError {
@@ -101,8 +109,22 @@ pub(crate) fn load(st: &AppState, who: &Who, thread: Uuid) -> ApiResult<Loaded> 
         None => {
             let first = *runs.first().ok_or_else(|| not_found(thread))?;
             let owner = st.engine.owner(first)?.unwrap_or_default();
-            let at = st.engine.store().read_run(first, 0, 0).next().transpose()?.map(|e| e.at).unwrap_or_default();
-            ThreadRecord { thread_id: thread, owner, created_at: at, updated_at: at, metadata: Map::new(), copied: Vec::new() }
+            let at = st
+                .engine
+                .store()
+                .read_run(first, 0, 0)
+                .next()
+                .transpose()?
+                .map(|e| e.at)
+                .unwrap_or_default();
+            ThreadRecord {
+                thread_id: thread,
+                owner,
+                created_at: at,
+                updated_at: at,
+                metadata: Map::new(),
+                copied: Vec::new(),
+            }
         }
     };
     let mut turns = Vec::with_capacity(record.copied.len() + runs.len());
@@ -117,8 +139,17 @@ pub(crate) fn load(st: &AppState, who: &Who, thread: Uuid) -> ApiResult<Loaded> 
         .metadata
         .get("assistant_id")
         .and_then(Value::as_str)
-        .map_or_else(|| views::assistant_id(SUPERVISOR_GRAPH).to_string(), str::to_owned);
-    Ok(Loaded { id: thread.to_string(), assistant_id, record, turns, own_from })
+        .map_or_else(
+            || views::assistant_id(SUPERVISOR_GRAPH).to_string(),
+            str::to_owned,
+        );
+    Ok(Loaded {
+        id: thread.to_string(),
+        assistant_id,
+        record,
+        turns,
+        own_from,
+    })
 }
 
 /// The state `p` is shown with: its run folded up to the event before the run's next
@@ -193,9 +224,9 @@ pub(crate) fn view(st: &AppState, l: &Loaded) -> ApiResult<Thread> {
 /// value, every element of an array in some element)?
 pub(crate) fn contains(have: &Value, want: &Value) -> bool {
     match (have, want) {
-        (Value::Object(h), Value::Object(w)) => {
-            w.iter().all(|(k, v)| h.get(k).is_some_and(|hv| contains(hv, v)))
-        }
+        (Value::Object(h), Value::Object(w)) => w
+            .iter()
+            .all(|(k, v)| h.get(k).is_some_and(|hv| contains(hv, v))),
         (Value::Array(h), Value::Array(w)) => w.iter().all(|v| h.iter().any(|hv| contains(hv, v))),
         _ => have == want,
     }
@@ -204,16 +235,37 @@ pub(crate) fn contains(have: &Value, want: &Value) -> bool {
 /// A new thread record of `who`'s.
 pub(crate) fn new_record(who: &Who, thread: Uuid, metadata: Map<String, Value>) -> ThreadRecord {
     let at = now();
-    ThreadRecord { thread_id: thread, owner: who.name.clone(), created_at: at, updated_at: at, metadata, copied: Vec::new() }
+    ThreadRecord {
+        thread_id: thread,
+        owner: who.name.clone(),
+        created_at: at,
+        updated_at: at,
+        metadata,
+        copied: Vec::new(),
+    }
 }
 
 /// Is the id taken, by a thread record or by a session of any principal's?
 fn taken(st: &AppState, thread: Uuid) -> ApiResult<bool> {
     let store = st.engine.store();
     Ok(records::thread(store, thread)?.is_some()
-        || !store.session_runs(&SessionId(thread.to_string()))?.is_empty())
+        || !store
+            .session_runs(&SessionId(thread.to_string()))?
+            .is_empty())
 }
 
+#[utoipa::path(post, path = "/threads", operation_id = "create_thread", tag = "langgraph", request_body = ThreadCreate, security(("bearer" = [])),
+    responses(
+        (status = 200, description = "The new thread (idle, no values yet); with `if_exists: do_nothing`, the existing one", body = Thread),
+        (status = 400, description = "Malformed JSON, or a `Host` header that names another server", body = Detail),
+        (status = 401, response = LgUnauthorized), (status = 403, response = LgForbidden),
+        (status = 500, response = LgInternal), (status = 503, response = LgBusy),
+        (status = 408, response = LgRequestTimeout), (status = 413, response = LgPayloadTooLarge),
+        (status = 415, response = LgUnsupportedMediaType),
+        (status = 409, description = "A thread with this id exists", body = Detail),
+        (status = 422, description = "A `thread_id` that is not a UUID, or a field of the wrong type", body = Detail),
+        (status = 507, response = LgInsufficientStorage),
+    ))]
 pub(crate) async fn create(
     State(st): State<AppState>,
     Principal(who): Principal,
@@ -226,7 +278,9 @@ pub(crate) async fn create(
     if taken(&st, thread)? {
         return match (req.if_exists, load(&st, &who, thread)) {
             (Some(IfExists::DoNothing), Ok(l)) => Ok(Json(view(&st, &l)?)),
-            _ => Err(ApiError::conflict(format!("thread {thread} already exists"))),
+            _ => Err(ApiError::conflict(format!(
+                "thread {thread} already exists"
+            ))),
         };
     }
     let record = new_record(&who, thread, req.metadata.unwrap_or_default());
@@ -235,6 +289,16 @@ pub(crate) async fn create(
     Ok(Json(view(&st, &l)?))
 }
 
+#[utoipa::path(get, path = "/threads/{thread_id}", operation_id = "get_thread", tag = "langgraph", security(("bearer" = [])),
+    params(("thread_id" = String, Path, description = "The thread: a UUID")),
+    responses(
+        (status = 200, description = "The thread: its status, metadata, values (the latest turn's state with the conversation's `messages`) and pending interrupts", body = Thread),
+        (status = 400, response = LgBadHost),
+        (status = 401, response = LgUnauthorized), (status = 403, response = LgForbidden),
+        (status = 500, response = LgInternal), (status = 503, response = LgBusy),
+        (status = 404, response = LgThreadNotFound),
+        (status = 422, description = "A `thread_id` that is not a UUID", body = Detail),
+    ))]
 pub(crate) async fn get(
     State(st): State<AppState>,
     Principal(who): Principal,
@@ -244,6 +308,17 @@ pub(crate) async fn get(
     Ok(Json(view(&st, &l)?))
 }
 
+#[utoipa::path(delete, path = "/threads/{thread_id}", operation_id = "delete_thread", tag = "langgraph", security(("bearer" = [])),
+    params(("thread_id" = String, Path, description = "The thread: a UUID")),
+    responses(
+        (status = 204, description = "Deleted: its session too (a run still going is cancelled; the events stay in the log)"),
+        (status = 400, response = LgBadHost),
+        (status = 401, response = LgUnauthorized), (status = 403, response = LgForbidden),
+        (status = 500, response = LgInternal), (status = 503, response = LgBusy),
+        (status = 404, response = LgThreadNotFound),
+        (status = 422, description = "A `thread_id` that is not a UUID", body = Detail),
+        (status = 507, response = LgInsufficientStorage),
+    ))]
 pub(crate) async fn delete(
     State(st): State<AppState>,
     Principal(who): Principal,
@@ -258,6 +333,20 @@ pub(crate) async fn delete(
     Ok(StatusCode::NO_CONTENT)
 }
 
+#[utoipa::path(post, path = "/threads/search", operation_id = "search_threads", tag = "langgraph", request_body = ThreadSearch, security(("bearer" = [])),
+    responses(
+        (status = 200, description = "One page of the caller's threads that match every filter, newest `updated_at` first by default", body = Vec<Thread>,
+            headers(
+                ("X-Pagination-Total" = u64, description = "How many threads match, over all pages"),
+                ("X-Pagination-Next" = u64, description = "The `offset` of the next page, when there is one"),
+            )),
+        (status = 400, description = "Malformed JSON, or a `Host` header that names another server", body = Detail),
+        (status = 401, response = LgUnauthorized), (status = 403, response = LgForbidden),
+        (status = 500, response = LgInternal), (status = 503, response = LgBusy),
+        (status = 408, response = LgRequestTimeout), (status = 413, response = LgPayloadTooLarge),
+        (status = 415, response = LgUnsupportedMediaType),
+        (status = 422, description = "A field of the wrong type, or a `limit` outside 1..=1000", body = Detail),
+    ))]
 pub(crate) async fn search(
     State(st): State<AppState>,
     Principal(who): Principal,
@@ -273,9 +362,16 @@ pub(crate) async fn search(
             Err(e) => return Err(e),
         };
         let t = view(&st, &l)?;
-        let keep = q.metadata.as_ref().is_none_or(|m| contains(&json!(t.metadata), &json!(m)))
-            && q.values.as_ref().is_none_or(|v| contains(&t.values, &json!(v)))
-            && q.ids.as_ref().is_none_or(|ids| ids.iter().any(|i| i.eq_ignore_ascii_case(&t.thread_id)))
+        let keep = q
+            .metadata
+            .as_ref()
+            .is_none_or(|m| contains(&json!(t.metadata), &json!(m)))
+            && q.values
+                .as_ref()
+                .is_none_or(|v| contains(&t.values, &json!(v)))
+            && q.ids
+                .as_ref()
+                .is_none_or(|ids| ids.iter().any(|i| i.eq_ignore_ascii_case(&t.thread_id)))
             && q.status.is_none_or(|s| s.as_str() == t.status);
         if keep {
             found.push(t);
@@ -307,7 +403,11 @@ pub(crate) fn page_limit(limit: Option<u64>) -> ApiResult<usize> {
 
 /// One page of `all` as JSON, with `X-Pagination-Total` (and `X-Pagination-Next` when more
 /// follow).
-pub(crate) fn paged<T: serde::Serialize>(all: Vec<T>, offset: Option<u64>, limit: usize) -> Response {
+pub(crate) fn paged<T: serde::Serialize>(
+    all: Vec<T>,
+    offset: Option<u64>,
+    limit: usize,
+) -> Response {
     let total = all.len();
     let offset = usize::try_from(offset.unwrap_or(0)).unwrap_or(usize::MAX);
     let page: Vec<T> = all.into_iter().skip(offset).take(limit).collect();
@@ -321,6 +421,16 @@ pub(crate) fn paged<T: serde::Serialize>(all: Vec<T>, offset: Option<u64>, limit
     res
 }
 
+#[utoipa::path(get, path = "/threads/{thread_id}/state", operation_id = "get_thread_state", tag = "langgraph", security(("bearer" = [])),
+    params(("thread_id" = String, Path, description = "The thread: a UUID")),
+    responses(
+        (status = 200, description = "The thread's state at its head (a `ThreadState`; for a thread with no turn yet, empty values and a `null` checkpoint id)", body = serde_json::Value),
+        (status = 400, response = LgBadHost),
+        (status = 401, response = LgUnauthorized), (status = 403, response = LgForbidden),
+        (status = 500, response = LgInternal), (status = 503, response = LgBusy),
+        (status = 404, response = LgThreadNotFound),
+        (status = 422, description = "A `thread_id` that is not a UUID", body = Detail),
+    ))]
 pub(crate) async fn state(
     State(st): State<AppState>,
     Principal(who): Principal,
@@ -337,11 +447,20 @@ pub(crate) async fn state(
 /// The point of `l` named by checkpoint id `id` (a UUID), else 404.
 pub(crate) fn point<'a>(l: &'a Loaded, refs: &[&'a RunState], id: &str) -> ApiResult<Point<'a>> {
     let uuid = uuid_of("checkpoint_id", id)?;
-    views::find(refs, uuid).ok_or_else(|| {
-        ApiError::not_found(format!("checkpoint {id} not found in thread {}", l.id))
-    })
+    views::find(refs, uuid)
+        .ok_or_else(|| ApiError::not_found(format!("checkpoint {id} not found in thread {}", l.id)))
 }
 
+#[utoipa::path(get, path = "/threads/{thread_id}/state/{checkpoint_id}", operation_id = "get_thread_state_at_checkpoint", tag = "langgraph", security(("bearer" = [])),
+    params(("thread_id" = String, Path, description = "The thread: a UUID"), ("checkpoint_id" = String, Path, description = "A checkpoint of the thread: a UUID")),
+    responses(
+        (status = 200, description = "The thread's state at the checkpoint", body = ThreadState),
+        (status = 400, response = LgBadHost),
+        (status = 401, response = LgUnauthorized), (status = 403, response = LgForbidden),
+        (status = 500, response = LgInternal), (status = 503, response = LgBusy),
+        (status = 404, description = "No thread has this id, or the thread has no checkpoint with this id", body = Detail),
+        (status = 422, description = "A `thread_id` or `checkpoint_id` that is not a UUID", body = Detail),
+    ))]
 pub(crate) async fn state_at_checkpoint(
     State(st): State<AppState>,
     Principal(who): Principal,
@@ -353,6 +472,18 @@ pub(crate) async fn state_at_checkpoint(
     Ok(Json(state_of(&st, &l, p)?))
 }
 
+#[utoipa::path(post, path = "/threads/{thread_id}/state/checkpoint", operation_id = "post_thread_state_at_checkpoint", tag = "langgraph", request_body = StateAtRequest, security(("bearer" = [])),
+    params(("thread_id" = String, Path, description = "The thread: a UUID")),
+    responses(
+        (status = 200, description = "The thread's state at the checkpoint", body = ThreadState),
+        (status = 400, description = "Malformed JSON, or a `Host` header that names another server", body = Detail),
+        (status = 401, response = LgUnauthorized), (status = 403, response = LgForbidden),
+        (status = 500, response = LgInternal), (status = 503, response = LgBusy),
+        (status = 408, response = LgRequestTimeout), (status = 413, response = LgPayloadTooLarge),
+        (status = 415, response = LgUnsupportedMediaType),
+        (status = 404, description = "No thread has this id, or the thread has no checkpoint with this id", body = Detail),
+        (status = 422, description = "A `thread_id` or checkpoint id that is not a UUID, or a `checkpoint` without `checkpoint_id`", body = Detail),
+    ))]
 pub(crate) async fn state_at_checkpoint_post(
     State(st): State<AppState>,
     Principal(who): Principal,
@@ -380,6 +511,18 @@ pub(crate) fn checkpoint_id_in(v: &Value) -> Option<String> {
     }
 }
 
+#[utoipa::path(post, path = "/threads/{thread_id}/history", operation_id = "get_thread_history", tag = "langgraph", request_body = HistoryRequest, security(("bearer" = [])),
+    params(("thread_id" = String, Path, description = "The thread: a UUID")),
+    responses(
+        (status = 200, description = "The thread's states at its checkpoints, all branches, newest first", body = Vec<ThreadState>),
+        (status = 400, description = "Malformed JSON, or a `Host` header that names another server", body = Detail),
+        (status = 401, response = LgUnauthorized), (status = 403, response = LgForbidden),
+        (status = 500, response = LgInternal), (status = 503, response = LgBusy),
+        (status = 408, response = LgRequestTimeout), (status = 413, response = LgPayloadTooLarge),
+        (status = 415, response = LgUnsupportedMediaType),
+        (status = 404, description = "No thread has this id, or `before` names no checkpoint of it", body = Detail),
+        (status = 422, description = "A `thread_id` that is not a UUID, a `limit` outside 1..=1000, or a `before` that names no checkpoint id", body = Detail),
+    ))]
 pub(crate) async fn history(
     State(st): State<AppState>,
     Principal(who): Principal,
@@ -403,7 +546,10 @@ pub(crate) async fn history(
     let mut out = Vec::new();
     for p in points {
         let s = state_of(&st, &l, p)?;
-        if want.as_ref().is_none_or(|w| contains(&json!(s.metadata), w)) {
+        if want
+            .as_ref()
+            .is_none_or(|w| contains(&json!(s.metadata), w))
+        {
             out.push(s);
             if out.len() == limit {
                 break;
@@ -413,6 +559,17 @@ pub(crate) async fn history(
     Ok(Json(out))
 }
 
+#[utoipa::path(post, path = "/threads/{thread_id}/copy", operation_id = "copy_thread", tag = "langgraph", security(("bearer" = [])),
+    params(("thread_id" = String, Path, description = "The thread: a UUID")),
+    responses(
+        (status = 200, description = "A new thread with the same metadata that starts from this one's turns (shown before its own)", body = Thread),
+        (status = 400, response = LgBadHost),
+        (status = 401, response = LgUnauthorized), (status = 403, response = LgForbidden),
+        (status = 500, response = LgInternal), (status = 503, response = LgBusy),
+        (status = 404, response = LgThreadNotFound),
+        (status = 422, description = "A `thread_id` that is not a UUID", body = Detail),
+        (status = 507, response = LgInsufficientStorage),
+    ))]
 pub(crate) async fn copy(
     State(st): State<AppState>,
     Principal(who): Principal,
