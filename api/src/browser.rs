@@ -167,6 +167,18 @@ fn is_json(req: &Request) -> bool {
         .is_some_and(|mime| mime.trim().eq_ignore_ascii_case("application/json"))
 }
 
+/// A request to a LangGraph route with no body and no `Content-Type`: LangGraph clients send
+/// `DELETE`s and fieldless `POST`s (copy, cancel) so. A page of another origin cannot send one
+/// unnoticed: it carries an `Origin`, which the Origin check refuses.
+fn bodiless_langgraph(req: &Request) -> bool {
+    let h = req.headers();
+    let empty = match h.get(header::CONTENT_LENGTH) {
+        Some(len) => len == "0",
+        None => !h.contains_key(header::TRANSFER_ENCODING),
+    };
+    empty && !h.contains_key(header::CONTENT_TYPE) && crate::langgraph::is_route(req.uri().path())
+}
+
 /// The Host and Origin checks, before anything else sees the request.
 pub async fn guard(State(st): State<AppState>, req: Request, next: Next) -> Response {
     match check(&st.site, &req) {
@@ -177,7 +189,7 @@ pub async fn guard(State(st): State<AppState>, req: Request, next: Next) -> Resp
 
 /// The Content-Type check of a request that a route takes (so a wrong method is still 405).
 pub async fn json_only(req: Request, next: Next) -> Response {
-    if changes_state(req.method()) && !is_json(&req) {
+    if changes_state(req.method()) && !is_json(&req) && !bodiless_langgraph(&req) {
         return ApiError::new(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             "unsupported_media_type",
