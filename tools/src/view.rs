@@ -537,6 +537,18 @@ pub fn summary(e: &Event) -> String {
         Event::MemorySaved { memory } => format!("{}: {}", memory.key, text(&memory.text)),
         Event::MemoryDeleted { memory_id, by } => format!("{memory_id} deleted by {by}"),
         Event::SessionDeleted { by } => format!("session deleted by {by}"),
+        Event::ValuesUpdated {
+            values,
+            as_node,
+            by,
+        } => format!(
+            "{} by {by}{}",
+            text(&Value::Object(values.clone()).to_string()),
+            as_node
+                .as_ref()
+                .map(|n| format!(" as {}", text(n)))
+                .unwrap_or_default()
+        ),
     }
 }
 
