@@ -1232,6 +1232,28 @@ mod tests {
     }
 
     #[test]
+    fn a_value_update_shows_its_values_who_and_as_which_node() {
+        let env = envelope(
+            41,
+            Event::ValuesUpdated {
+                values: serde_json::json!({"note": "call\nback", "budget": 5})
+                    .as_object()
+                    .cloned()
+                    .unwrap(),
+                as_node: Some("approval".into()),
+                by: chronicle_schemas::Actor::user("alice"),
+            },
+        );
+        let line = anstream::adapter::strip_str(&event_line(&env, None)).to_string();
+        assert!(
+            line.ends_with(
+                r#"values.updated       {"budget":5,"note":"call\nback"} by user:alice as approval"#
+            ),
+            "{line}"
+        );
+    }
+
+    #[test]
     fn answers_are_one_line_of_text() {
         let env = envelope(
             30,
