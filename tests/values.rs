@@ -182,6 +182,11 @@ async fn refused_value_updates_write_nothing() {
     assert!(matches!(&refused[2].0, Error::OwnStateKey(k) if k == "messages"));
     assert!(matches!(&refused[3].0, Error::OwnStateKey(k) if k == "__interrupt__"));
     assert!(matches!(refused[4].0, Error::RunNotFound(r) if r == run));
+    let huge = update(json!({"note": "x".repeat(70_000)}), alice()).await;
+    assert!(
+        matches!(&huge, Error::Store(e) if e.event_too_large().is_some()),
+        "{huge}"
+    );
     let unknown = RunId(uuid::Uuid::now_v7());
     let e = engine
         .update_values(unknown, map(json!({"note": 1})), None, &alice())
@@ -190,6 +195,11 @@ async fn refused_value_updates_write_nothing() {
     assert!(matches!(e, Error::RunNotFound(r) if r == unknown));
     assert_eq!(last_seq(&engine, run), head_done, "nothing was written");
     assert!(values_of(&engine, run).as_object().unwrap().is_empty());
+    // A deleted session's run is gone for this as for every request.
+    let session = engine.state(run, None).unwrap().supervisor.session_id;
+    engine.delete_session(&alice(), &session).await.unwrap();
+    let gone = update(json!({"note": 1}), alice()).await;
+    assert!(matches!(gone, Error::RunNotFound(r) if r == run), "{gone}");
     engine.shutdown().await;
 }
 
