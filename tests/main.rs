@@ -31,3 +31,4 @@ mod store;
 mod support;
 mod tool_agents;
 mod tools;
+mod values;

@@ -116,7 +116,9 @@ impl From<EngineError> for ApiError {
             | E::ArgsWithoutEdit(_)
             | E::SeqBeyondEnd { .. }
             | E::BadStatus(_)
-            | E::NotYourUser { .. } => ApiError::unprocessable(e.to_string()),
+            | E::NotYourUser { .. }
+            | E::NoValues
+            | E::OwnStateKey(_) => ApiError::unprocessable(e.to_string()),
             E::AlreadyDecided { .. }
             | E::IllegalTransition { .. }
             | E::NothingPending
@@ -126,6 +128,7 @@ impl From<EngineError> for ApiError {
             | E::PastExecution
             | E::NoPlanYet
             | E::TodoLimit(_)
+            | E::RunBusy(_)
             | E::Concurrent => ApiError::conflict(e.to_string()),
             E::Store(e) => e.into(),
             E::ShuttingDown => ApiError::new(

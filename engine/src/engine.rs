@@ -1,17 +1,19 @@
-//! `Engine`: the handle every surface uses. It starts runs, routes decisions, commands, restores
-//! and cancels to each run's actor (starting one on demand), serves state and subscriptions, and
-//! on open recovers every run that is not terminal.
+//! `Engine`: the handle every surface uses. It starts runs, routes decisions, commands, restores,
+//! cancels and value updates to each run's actor (starting one on demand), serves state and
+//! subscriptions, and on open recovers every run that is not terminal.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use chronicle_projections::RunState;
-use chronicle_schemas::{Approval, ApprovalId, Decision, Envelope, Memory, RunId, SessionId};
+use chronicle_schemas::{
+    Approval, ApprovalId, CheckpointId, Decision, Envelope, Memory, RunId, SessionId,
+};
 use chronicle_wire::{
     CommandOutcome, Restored, SessionDeletedView, SessionDetail, SessionList, SessionTurn,
     SessionsQuery, SubRun,
 };
-use serde_json::Value;
+use serde_json::{Map, Value};
 use tokio_stream::wrappers::ReceiverStream;
 
 use crate::mailbox::{Input, RestoreTarget};
@@ -217,6 +219,30 @@ impl Engine {
             .ask(run, |reply| Input::Cancel {
                 by: by.name.clone(),
                 reason: reason.clone(),
+                reply,
+            })
+            .await
+    }
+
+    /// Sets values on the state of a run `by` may act on (LangGraph's `update_state`): records
+    /// `ValuesUpdated`, by them, and a checkpoint whose node is `as_node` (else `update`), in
+    /// one append; returns the checkpoint's id. Refused, writing nothing, for no values
+    /// ([`crate::Error::NoValues`]), a key of the workflow's own state
+    /// ([`crate::Error::OwnStateKey`]: those change through commands) and a run still working
+    /// ([`crate::Error::RunBusy`]); a run that waits for approval or has ended takes them.
+    pub async fn update_values(
+        &self,
+        run: RunId,
+        values: Map<String, Value>,
+        as_node: Option<String>,
+        by: &Principal,
+    ) -> Result<CheckpointId> {
+        self.authorize(by, run)?;
+        self.shared
+            .ask(run, |reply| Input::UpdateValues {
+                values: values.clone(),
+                as_node: as_node.clone(),
+                by: by.name.clone(),
                 reply,
             })
             .await

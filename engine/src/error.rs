@@ -68,6 +68,14 @@ pub enum Error {
     BadCursor(String),
     #[error("limit must be 1..={max}, got {limit}")]
     PageLimit { limit: usize, max: usize },
+    /// Values set on a run must set (or remove) at least one key.
+    #[error("values must name at least one key")]
+    NoValues,
+    /// A key of the values a person sets that the workflow's own state already has.
+    #[error(
+        "{0:?} is a field of the run's own state: it changes through commands, not by setting values"
+    )]
+    OwnStateKey(String),
     /// A slash command that does not parse or cannot be carried out; it is recorded as a
     /// refused `CommandReceived` all the same. `help` is the deployment's command help.
     #[error("{reason}")]
@@ -99,6 +107,9 @@ pub enum Error {
     NoPlanYet,
     #[error("the run already has {0} TODOs, the max_todos limit")]
     TodoLimit(usize),
+    /// Values are set on a settled run only: one that waits for a human or has ended.
+    #[error("the run is busy: values can be set once it waits for approval or has ended")]
+    RunBusy(RunId),
     #[error("the run changed concurrently; try again")]
     Concurrent,
 

@@ -1,10 +1,10 @@
 //! What a run actor receives, on its one channel: requests from callers (decide, command,
-//! restore, cancel, delete), agents' tool calls, and the outcomes of the agents and tool executions it
+//! restore, cancel, delete, set values), agents' tool calls, and the outcomes of the agents and tool executions it
 //! started. One channel, so the actor serializes everything that happens to its run.
 
 use chronicle_schemas::{Approval, ApprovalId, CheckpointId, Decision, TodoId, ToolCallId};
 use chronicle_wire::{CommandOutcome, Restored};
-use serde_json::Value;
+use serde_json::{Map, Value};
 use tokio::sync::oneshot;
 
 use crate::Result;
@@ -62,6 +62,13 @@ pub(crate) enum Input {
         memory_id: String,
         by: String,
         reply: oneshot::Sender<Result<chronicle_schemas::Memory>>,
+    },
+    /// A person sets values on the run's state (`ValuesUpdated` and the checkpoint it makes).
+    UpdateValues {
+        values: Map<String, Value>,
+        as_node: Option<String>,
+        by: String,
+        reply: oneshot::Sender<Result<CheckpointId>>,
     },
     /// An agent calls a tool through the run (the tool host).
     ToolCall(ToolCallMsg),

@@ -14,6 +14,10 @@ pub struct CheckpointList {
     pub head: Option<CheckpointId>,
     /// The branch new checkpoints belong to: the number of restores so far.
     pub branch: u32,
+    /// The seq of a `ValuesUpdated` whose checkpoint (the next event, same append) is still to
+    /// come. Kept in the state so a snapshot taken between the two stays exact.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub update_at: Option<u64>,
 }
 
 impl CheckpointList {
@@ -31,12 +35,16 @@ impl CheckpointList {
     }
 
     pub(crate) fn apply(&mut self, env: &Envelope) {
+        if let Event::ValuesUpdated { .. } = &env.event {
+            self.update_at = Some(env.seq);
+        }
         if let Event::CheckpointSaved {
             checkpoint_id,
             node,
             todos_completed,
         } = &env.event
         {
+            let update = self.update_at.take().is_some_and(|s| s + 1 == env.seq);
             self.checkpoints.push(Checkpoint {
                 checkpoint_id: checkpoint_id.clone(),
                 seq: env.seq,
@@ -45,6 +53,7 @@ impl CheckpointList {
                 todos_completed: *todos_completed,
                 parent: self.head.clone(),
                 branch: self.branch,
+                update,
             });
             self.head = Some(checkpoint_id.clone());
         }
@@ -55,6 +64,12 @@ impl CheckpointList {
     pub(crate) fn on_restore(&mut self, head: Option<CheckpointId>) {
         self.head = head;
         self.branch += 1;
+    }
+
+    /// The checkpoints the workflow's nodes made (all but those of a person's value updates):
+    /// the run's steps so far, across all branches.
+    pub fn steps(&self) -> usize {
+        self.checkpoints.iter().filter(|c| !c.update).count()
     }
 
     /// Checkpoints of the effective history, oldest first.

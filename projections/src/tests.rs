@@ -82,6 +82,8 @@ enum Op {
     Evaluate,
     Aggregate,
     Terminal(u8),
+    /// A person's value update (`ValuesUpdated` and its checkpoint); `None` removes the key.
+    Values(usize, Option<u8>),
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -105,6 +107,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::Evaluate),
         1 => Just(Op::Aggregate),
         1 => (0..3u8).prop_map(Op::Terminal),
+        2 => (0..3usize, prop::option::of(any::<u8>())).prop_map(|(k, v)| Op::Values(k, v)),
     ]
 }
 
@@ -195,6 +198,15 @@ fn materialize(ops: Vec<Op>) -> Vec<Event> {
                     todos_completed: 0,
                 }
             }
+            Op::Values(k, v) => {
+                ev.push(values_updated(json!({ format!("k{k}"): v })));
+                cps.push(seq + 1);
+                Event::CheckpointSaved {
+                    checkpoint_id: CheckpointId(format!("cp_{:03}", cps.len())),
+                    node: "update".into(),
+                    todos_completed: 0,
+                }
+            }
             Op::Restore(f) => {
                 let to_seq = ((seq - 1) as f64 * f) as u64;
                 let cp = cps
@@ -275,6 +287,14 @@ fn materialize(ops: Vec<Op>) -> Vec<Event> {
         ev.push(e);
     }
     ev
+}
+
+fn values_updated(values: serde_json::Value) -> Event {
+    Event::ValuesUpdated {
+        values: values.as_object().cloned().unwrap_or_default(),
+        as_node: None,
+        by: Actor::user("alice"),
+    }
 }
 
 proptest! {
@@ -480,4 +500,51 @@ fn team_states_are_keyed_by_the_declared_team() {
     assert_eq!(seed.filters, json!({"city": "Seoul"}));
     assert_eq!(s.team_results["forecast"], json!({"answer": "sunny"}));
     assert!(s.analysis_team_state.is_none() && s.document_team_state.is_none());
+}
+
+/// Values a person sets merge key by key: a later update replaces a key, `null` removes it; the
+/// state before the first update has none (and serializes without the field); each update's
+/// checkpoint is marked as one and does not count as a step.
+#[test]
+fn values_merge_key_by_key() {
+    let mut events = scenario_1_events();
+    let before = events.len() as u64 - 1;
+    let cp = |n: usize| Event::CheckpointSaved {
+        checkpoint_id: CheckpointId(format!("cp_{n:03}")),
+        node: "update".into(),
+        todos_completed: 0,
+    };
+    let n = events
+        .iter()
+        .filter(|e| matches!(e, Event::CheckpointSaved { .. }))
+        .count();
+    events.extend([
+        values_updated(json!({"note": "call back", "budget": 5})),
+        cp(n + 1),
+        values_updated(json!({"budget": 7, "note": null, "tags": ["a"]})),
+        cp(n + 2),
+    ]);
+    let live = check_live_equals_replay(events.clone(), 3);
+    assert_eq!(
+        serde_json::Value::Object(live.supervisor.values.clone()),
+        json!({"budget": 7, "tags": ["a"]})
+    );
+    let src = VecSource {
+        events: envelopes(RUN, events),
+        snapshots: vec![],
+    };
+    let first = replay(&src, before + 2).unwrap();
+    assert_eq!(
+        serde_json::Value::Object(first.supervisor.values),
+        json!({"note": "call back", "budget": 5})
+    );
+    let earlier = replay(&src, before).unwrap();
+    assert!(earlier.supervisor.values.is_empty());
+    let shown = serde_json::to_value(&earlier.supervisor).unwrap();
+    assert!(shown.get("values").is_none(), "no values, no field");
+    let list = &live.checkpoints;
+    let updates: Vec<bool> = list.checkpoints.iter().map(|c| c.update).collect();
+    assert_eq!(updates.iter().filter(|u| **u).count(), 2);
+    assert!(updates[updates.len() - 2..].iter().all(|u| *u));
+    assert_eq!(list.steps(), n);
 }

@@ -16,4 +16,8 @@ pub struct Checkpoint {
     pub todos_completed: u32,
     pub parent: Option<CheckpointId>,
     pub branch: u32,
+    /// Made by a person setting values (`ValuesUpdated`), not by a node of the workflow: it
+    /// does not count as a step of the run (`max_steps`). Left out when false.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub update: bool,
 }

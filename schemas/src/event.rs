@@ -442,6 +442,17 @@ pub enum Event {
     SessionDeleted {
         by: Actor,
     },
+    /// A person sets values on the run's state (the LangGraph `update_state`), followed in the
+    /// same append by the `CheckpointSaved` it makes. Key by key: a later update replaces a key,
+    /// JSON `null` removes it. Nothing in the workflow reads them; they are shown with the state.
+    /// Allowed on a run that waits for a human or has ended (also after its terminal event).
+    ValuesUpdated {
+        values: serde_json::Map<String, Value>,
+        /// The node the update is recorded as (LangGraph's `as_node`); its checkpoint's node.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        as_node: Option<String>,
+        by: Actor,
+    },
 }
 
 impl Event {
@@ -480,6 +491,7 @@ impl Event {
             Event::MemorySaved { .. } => "MemorySaved",
             Event::MemoryDeleted { .. } => "MemoryDeleted",
             Event::SessionDeleted { .. } => "SessionDeleted",
+            Event::ValuesUpdated { .. } => "ValuesUpdated",
         }
     }
 

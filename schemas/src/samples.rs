@@ -11,7 +11,7 @@ use crate::{
 };
 
 /// Every variant name, in declaration order.
-pub const EVENT_KINDS: [&str; 32] = [
+pub const EVENT_KINDS: [&str; 33] = [
     "RunStarted",
     "PhaseChanged",
     "IntentAnalyzed",
@@ -44,6 +44,7 @@ pub const EVENT_KINDS: [&str; 32] = [
     "MemorySaved",
     "MemoryDeleted",
     "SessionDeleted",
+    "ValuesUpdated",
 ];
 
 /// One event of each variant, with every optional field filled.
@@ -282,6 +283,14 @@ pub fn sample_events() -> Vec<Event> {
             by: Actor::user("alice"),
         },
         Event::SessionDeleted {
+            by: Actor::user("alice"),
+        },
+        Event::ValuesUpdated {
+            values: json!({"note": "call me back", "budget": 5})
+                .as_object()
+                .cloned()
+                .unwrap_or_default(),
+            as_node: Some("approval".into()),
             by: Actor::user("alice"),
         },
     ]

@@ -533,4 +533,9 @@ pub struct SupervisorState {
     pub interrupt_reason: Option<String>,
     pub llm_calls: u32,
     pub commands_received: u32,
+    /// Values a person set on the run (`ValuesUpdated`), merged key by key: a later update
+    /// replaces a key, `null` removes it. The workflow never reads them; they are shown. Left
+    /// out when empty, so states without any serialize as before.
+    #[serde(skip_serializing_if = "serde_json::Map::is_empty")]
+    pub values: serde_json::Map<String, Value>,
 }

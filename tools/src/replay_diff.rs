@@ -122,6 +122,13 @@ pub struct StateDiff {
     pub team_results_changed: Vec<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub team_results_removed: Vec<String>,
+    /// Keys of the values a person set on the run (`ValuesUpdated`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub values_added: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub values_changed: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub values_removed: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub evaluation: Option<Change<Option<EvaluationView>>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -138,6 +145,29 @@ pub struct StateDiff {
     pub checkpoint_head: Option<Change<Option<CheckpointId>>>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub errors_added: Vec<String>,
+}
+
+/// The keys added, changed and removed from `a` to `b`, each sorted.
+fn key_changes<'a>(
+    a: impl IntoIterator<Item = (&'a String, &'a Value)>,
+    b: impl IntoIterator<Item = (&'a String, &'a Value)>,
+) -> (Vec<String>, Vec<String>, Vec<String>) {
+    let a: BTreeMap<&String, &Value> = a.into_iter().collect();
+    let b: BTreeMap<&String, &Value> = b.into_iter().collect();
+    let (mut added, mut changed) = (Vec::new(), Vec::new());
+    for (k, v) in &b {
+        match a.get(k) {
+            None => added.push((*k).clone()),
+            Some(old) if old != v => changed.push((*k).clone()),
+            Some(_) => {}
+        }
+    }
+    let removed = a
+        .keys()
+        .filter(|k| !b.contains_key(*k))
+        .map(|k| (*k).clone())
+        .collect();
+    (added, changed, removed)
 }
 
 fn evaluation_view(s: &RunState) -> Option<EvaluationView> {
@@ -243,20 +273,12 @@ pub fn diff(a: &RunState, b: &RunState) -> StateDiff {
         }
     }
 
-    let (ra, rb): (&BTreeMap<String, Value>, &BTreeMap<String, Value>) =
-        (&sa.team_results, &sb.team_results);
-    for (k, v) in rb {
-        match ra.get(k) {
-            None => d.team_results_added.push(k.clone()),
-            Some(old) if old != v => d.team_results_changed.push(k.clone()),
-            Some(_) => {}
-        }
-    }
-    d.team_results_removed = ra
-        .keys()
-        .filter(|k| !rb.contains_key(*k))
-        .cloned()
-        .collect();
+    (
+        d.team_results_added,
+        d.team_results_changed,
+        d.team_results_removed,
+    ) = key_changes(&sa.team_results, &sb.team_results);
+    (d.values_added, d.values_changed, d.values_removed) = key_changes(&sa.values, &sb.values);
 
     let cps_a: std::collections::HashSet<&CheckpointId> = a
         .checkpoints
@@ -431,6 +453,15 @@ pub fn render(out: &mut dyn Write, d: &StateDiff, indent: &str) -> io::Result<()
     for k in &d.team_results_removed {
         lines.push(paint(RED, format!("- team result: {k}")));
     }
+    for k in &d.values_added {
+        lines.push(paint(GREEN, format!("+ value: {k}")));
+    }
+    for k in &d.values_changed {
+        lines.push(format!("value changed: {k}"));
+    }
+    for k in &d.values_removed {
+        lines.push(paint(RED, format!("- value: {k}")));
+    }
     if let Some(c) = &d.evaluation {
         let e = |v: &Option<EvaluationView>| match v {
             None => "-".to_owned(),
@@ -494,4 +525,41 @@ pub fn render(out: &mut dyn Write, d: &StateDiff, indent: &str) -> io::Result<()
         writeln!(out, "{indent}{l}")?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn with_values(v: Value) -> RunState {
+        let mut s = RunState::default();
+        s.supervisor.values = v.as_object().cloned().unwrap_or_default();
+        s
+    }
+
+    #[test]
+    fn values_a_person_set_show_by_key() {
+        let a = with_values(json!({"note": "x", "budget": 5, "old": true}));
+        let b = with_values(json!({"note": "x", "budget": 7, "tags": ["a"]}));
+        let d = diff(&a, &b);
+        assert_eq!(
+            (
+                d.values_added.clone(),
+                d.values_changed.clone(),
+                d.values_removed.clone()
+            ),
+            (
+                vec!["tags".into()],
+                vec!["budget".into()],
+                vec!["old".into()]
+            )
+        );
+        let mut out = Vec::new();
+        render(&mut out, &d, "").unwrap();
+        let text = anstream::adapter::strip_str(&String::from_utf8(out).unwrap()).to_string();
+        assert_eq!(text, "+ value: tags\nvalue changed: budget\n- value: old\n");
+        assert!(diff(&a, &a).values_added.is_empty());
+    }
 }

@@ -537,6 +537,18 @@ pub fn summary(e: &Event) -> String {
         Event::MemorySaved { memory } => format!("{}: {}", memory.key, text(&memory.text)),
         Event::MemoryDeleted { memory_id, by } => format!("{memory_id} deleted by {by}"),
         Event::SessionDeleted { by } => format!("session deleted by {by}"),
+        Event::ValuesUpdated {
+            values,
+            as_node,
+            by,
+        } => format!(
+            "{} by {by}{}",
+            text(&Value::Object(values.clone()).to_string()),
+            as_node
+                .as_ref()
+                .map(|n| format!(" as {}", text(n)))
+                .unwrap_or_default()
+        ),
     }
 }
 
@@ -646,7 +658,7 @@ pub fn todo_table(out: &mut dyn Write, state: &RunState) -> io::Result<()> {
 }
 
 /// The readable projected state at one seq: phase, statuses, approvals, TODOs, checkpoints, the
-/// results so far and the last reasoning.
+/// results so far, the values a person set, and the last reasoning.
 pub fn state_view(
     out: &mut dyn Write,
     state: &RunState,
@@ -723,7 +735,7 @@ pub fn state_view(
     {
         field(out, "interrupted", one_line(reason, TEXT_CHARS_MAX))?;
     }
-    write_memory(out, sup)?;
+    write_memory_and_values(out, sup)?;
     let teams: Vec<&str> = sup.team_results.keys().map(String::as_str).collect();
     field(
         out,
@@ -785,8 +797,12 @@ pub fn state_view(
 }
 
 /// The user's long-term memory as the run loaded it (`memory`) and what it saved
-/// (`memory saved`), each only when there is any.
-fn write_memory(out: &mut dyn Write, sup: &chronicle_schemas::SupervisorState) -> io::Result<()> {
+/// (`memory saved`), then the values a person set on the run (`values`), each only when there
+/// is any.
+fn write_memory_and_values(
+    out: &mut dyn Write,
+    sup: &chronicle_schemas::SupervisorState,
+) -> io::Result<()> {
     let texts = |items: Vec<String>| one_line(&items.join("; "), TEXT_CHARS_MAX);
     if let Some(loaded) = sup.loaded_memories.as_ref().filter(|l| !l.is_empty()) {
         let items = loaded
@@ -798,6 +814,10 @@ fn write_memory(out: &mut dyn Write, sup: &chronicle_schemas::SupervisorState) -
     if !sup.saved_memories.is_empty() {
         let items = sup.saved_memories.iter().map(|m| m.text.clone()).collect();
         writeln!(out, "{:<18}{}", "memory saved", texts(items))?;
+    }
+    if !sup.values.is_empty() {
+        let values = Value::Object(sup.values.clone()).to_string();
+        writeln!(out, "{:<18}{}", "values", one_line(&values, TEXT_CHARS_MAX))?;
     }
     Ok(())
 }
@@ -1217,6 +1237,51 @@ mod tests {
             ]
         );
         assert_eq!(lines[2], ["0", "of", "1", "completed"]);
+    }
+
+    #[test]
+    fn a_value_update_shows_its_values_who_and_as_which_node() {
+        let env = envelope(
+            41,
+            Event::ValuesUpdated {
+                values: serde_json::json!({"note": "call\nback", "budget": 5})
+                    .as_object()
+                    .cloned()
+                    .unwrap(),
+                as_node: Some("approval".into()),
+                by: chronicle_schemas::Actor::user("alice"),
+            },
+        );
+        let line = anstream::adapter::strip_str(&event_line(&env, None)).to_string();
+        assert!(
+            line.ends_with(
+                r#"values.updated       {"budget":5,"note":"call\nback"} by user:alice as approval"#
+            ),
+            "{line}"
+        );
+    }
+
+    #[test]
+    fn the_state_shows_values_a_person_set_only_when_there_are_any() {
+        let env = envelope(
+            3,
+            Event::Reasoning {
+                message: "m".into(),
+            },
+        );
+        let mut state = RunState::default();
+        let shown = |state: &RunState| plain(|out| state_view(out, state, 3, &env, false));
+        assert!(!shown(&state).contains("values"));
+        state.supervisor.values = serde_json::json!({"note": "call back"})
+            .as_object()
+            .cloned()
+            .unwrap();
+        let text = shown(&state);
+        assert!(
+            text.lines()
+                .any(|l| l == r#"values            {"note":"call back"}"#),
+            "{text}"
+        );
     }
 
     #[test]

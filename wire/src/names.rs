@@ -41,6 +41,7 @@ pub fn wire_names(e: &Event) -> (&'static str, &'static str, &'static str) {
         Event::MemorySaved { .. } => ("memory.saved", "reasoning", "chunk"),
         Event::MemoryDeleted { .. } => ("memory.deleted", "reasoning", "chunk"),
         Event::SessionDeleted { .. } => ("session.deleted", "run", "chunk"),
+        Event::ValuesUpdated { .. } => ("values.updated", "run", "chunk"),
     }
 }
 

@@ -573,6 +573,7 @@ mod tests {
             todos_completed: 1,
             parent: Some("cp_001".into()),
             branch: 0,
+            update: false,
         };
         let list = CheckpointList::new(RUN, Some("cp_002".into()), [(&cp, true)]);
         round_trip(

@@ -34,6 +34,7 @@ pub(crate) mod step;
 #[cfg(test)]
 mod tests;
 mod tools;
+mod values;
 
 use step::{Running, Step};
 
@@ -278,6 +279,14 @@ impl RunActor {
                 reply,
             } => {
                 let _ = reply.send(self.forget(&memory_id, &by).await);
+            }
+            Input::UpdateValues {
+                values,
+                as_node,
+                by,
+                reply,
+            } => {
+                let _ = reply.send(self.update_values(values, as_node, &by).await);
             }
             Input::ToolCall(call) => {
                 if let Err(e) = self.on_tool_call(call).await {

@@ -79,7 +79,7 @@ pub(crate) fn next_step(state: &RunState, running: &Running, now: Timestamp) -> 
 fn over_a_limit(state: &RunState, now: Timestamp) -> Option<String> {
     let s = &state.supervisor;
     let limits = &s.config.limits;
-    let steps = state.checkpoints.checkpoints.len() as u32;
+    let steps = state.checkpoints.steps() as u32;
     if steps >= limits.max_steps {
         return Some(format!(
             "max_steps limit of {} node executions reached",

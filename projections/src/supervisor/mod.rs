@@ -15,6 +15,7 @@ mod lifecycle;
 mod memory;
 mod planning;
 mod tools;
+mod values;
 
 pub(crate) fn apply(s: &mut SupervisorState, env: &Envelope, approvals: &Approvals) {
     use Event::*;
@@ -35,6 +36,7 @@ pub(crate) fn apply(s: &mut SupervisorState, env: &Envelope, approvals: &Approva
         | MemorySaved { .. }
         | MemoryDeleted { .. }
         | SessionDeleted { .. } => memory::apply(s, env),
+        ValuesUpdated { values, .. } => values::apply(s, values),
         // Handled by `RunState::apply`: it replaces the whole effective state.
         RunRestored { .. } => {}
         _ => lifecycle::apply(s, env),

@@ -108,7 +108,6 @@ impl RunActor {
 
 /// The checkpoint closing a node; `just_completed` counts a TODO completed by the same append.
 pub(in crate::actor) fn checkpoint(state: &RunState, node: &str, just_completed: usize) -> Event {
-    let n = state.checkpoints.checkpoints.len() + 1;
     let done = just_completed
         + state
             .supervisor
@@ -116,10 +115,15 @@ pub(in crate::actor) fn checkpoint(state: &RunState, node: &str, just_completed:
             .as_ref()
             .map_or(0, |p| p.completed_todo_ids.len());
     Event::CheckpointSaved {
-        checkpoint_id: CheckpointId(format!("cp_{n:03}")),
+        checkpoint_id: next_checkpoint_id(state),
         node: node.to_owned(),
         todos_completed: done as u32,
     }
+}
+
+/// The id the run's next checkpoint gets: `cp_NNN`, numbered over the whole log.
+pub(in crate::actor) fn next_checkpoint_id(state: &RunState) -> CheckpointId {
+    CheckpointId(format!("cp_{:03}", state.checkpoints.checkpoints.len() + 1))
 }
 
 /// `PhaseChanged` when the node enters a new phase (not repeated within one).
