@@ -38,7 +38,7 @@ use crate::{audit, auth, langgraph, memory, rest, runs, sessions, sse, ws};
         langgraph::threads::create, langgraph::threads::search, langgraph::threads::get,
         langgraph::threads::delete, langgraph::threads::state,
         langgraph::threads::state_at_checkpoint, langgraph::threads::state_at_checkpoint_post,
-        langgraph::threads::history, langgraph::threads::copy,
+        langgraph::threads::history, langgraph::threads::copy, langgraph::threads::update_state,
         langgraph::runs::create_on_thread, langgraph::runs::stream_on_thread,
         langgraph::runs::wait_on_thread, langgraph::runs::create_stateless,
         langgraph::runs::stream_stateless, langgraph::runs::wait_stateless, langgraph::runs::list,

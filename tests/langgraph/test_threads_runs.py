@@ -252,21 +252,23 @@ def test_resume_two_pending_interrupts_by_id():
         t, _ = await interrupted_thread(c, PARALLEL_HITL, FAN_OUT_QUERY)
         two = await c.runs.wait(t, "supervisor", command={"resume": "approve"})
         ids = [i["id"] for i in two["__interrupt__"]]
-        with pytest.raises(httpx.HTTPStatusError) as plain:
-            await c.runs.wait(t, "supervisor", command={"resume": "approve"})
-        with pytest.raises(httpx.HTTPStatusError) as unknown:
-            await c.runs.wait(t, "supervisor", command={"resume": {"0" * 32: "approve"}})
+        with pytest.raises(UnprocessableEntityError) as plain:
+            await c.runs.create(t, "supervisor", command={"resume": "approve"})
+        with pytest.raises(UnprocessableEntityError) as unknown:
+            await c.runs.create(t, "supervisor", command={"resume": {"0" * 32: "approve"}})
         state = await c.threads.get_state(t)
         after = await c.runs.wait(t, "supervisor", command={"resume": {i: "approve" for i in ids}})
-        return two, state, plain.value, unknown.value, after
+        return two, state, plain.value, unknown.value, after, await c.runs.list(t)
 
-    two, state, plain, unknown, after = run(go())
+    two, state, plain, unknown, after, runs = run(go())
     names = sorted(i["value"]["action_requests"][0]["name"] for i in two["__interrupt__"])
     assert names == ["market_analysis", "region_comparison"]
     assert len(state["tasks"][0]["interrupts"]) == 2
+    assert {i["id"] for i in state["interrupts"]} == {i["id"] for i in two["__interrupt__"]}
     # One plain answer for two questions is refused, as is an unknown id; nothing changed.
-    assert plain.response.status_code == 422
-    assert unknown.response.status_code == 422
+    only_detail(plain)
+    only_detail(unknown)
+    assert len(runs) == 3
     # Then the advisor (after both) waits.
     [last] = after["__interrupt__"]
     assert last["value"]["action_requests"][0]["name"] == "investment_advisor"
@@ -296,17 +298,34 @@ def test_goto_end_ends_the_waiting_turn():
         t, _ = await interrupted_thread(c)
         await c.runs.wait(t, "supervisor", command={"goto": "__end__"})
         thread = await c.threads.get(t)
-        with pytest.raises(httpx.HTTPStatusError) as nothing:
-            await c.runs.wait(t, "supervisor", command={"resume": "approve"})
-        with pytest.raises(httpx.HTTPStatusError) as bad_goto:
-            await c.runs.wait(t, "supervisor", command={"goto": "build_plan"})
-        return thread, nothing.value, bad_goto.value
+        state = await c.threads.get_state(t)
+        with pytest.raises(ConflictError) as nothing:
+            await c.runs.create(t, "supervisor", command={"resume": "approve"})
+        with pytest.raises(ConflictError):
+            await c.runs.create(t, "supervisor", command={"goto": "__end__"})
+        return thread, state, nothing.value
 
-    thread, nothing, bad_goto = run(go())
+    thread, state, nothing = run(go())
     assert thread["status"] == "idle"
     assert thread["interrupts"] == {}
-    assert nothing.response.status_code == 409
-    assert bad_goto.response.status_code in (409, 422)
+    assert state["next"] == [] and state["interrupts"] == []
+    only_detail(nothing)
+
+
+def test_goto_elsewhere_is_refused_and_the_interrupt_stays():
+    async def go():
+        c = client()
+        t, [interrupt] = await interrupted_thread(c)
+        with pytest.raises(UnprocessableEntityError) as bad_goto:
+            await c.runs.create(t, "supervisor", command={"goto": "build_plan"})
+        with pytest.raises(UnprocessableEntityError):
+            await c.runs.create(t, "supervisor", command={"resume": "maybe"})
+        return interrupt, bad_goto.value, await c.threads.get_state(t), await c.runs.list(t)
+
+    interrupt, bad_goto, state, runs = run(go())
+    only_detail(bad_goto)
+    assert state["tasks"][0]["interrupts"][0]["id"] == interrupt["id"]
+    assert len(runs) == 1
 
 
 # History and time travel
@@ -325,6 +344,8 @@ def test_history_is_newest_first_pages_with_before_and_matches_get_state():
         old = everything[4]
         at_old = await c.threads.get_state(t, checkpoint_id=old["checkpoint"]["checkpoint_id"])
         at_old_post = await c.threads.get_state(t, checkpoint=old["checkpoint"])
+        inputs = await c.threads.get_history(t, metadata={"source": "input"})
+        assert inputs == everything[-1:]
         with pytest.raises(NotFoundError):
             await c.threads.get_state(t, checkpoint_id=str(uuid.uuid4()))
         with pytest.raises(UnprocessableEntityError):
@@ -341,6 +362,16 @@ def test_history_is_newest_first_pages_with_before_and_matches_get_state():
         assert newer["parent_checkpoint"]["checkpoint_id"] == older["checkpoint"]["checkpoint_id"]
         assert newer["created_at"] >= older["created_at"]
     assert everything[-1]["metadata"]["source"] == "input"
+    for s in everything:
+        assert s["checkpoint"]["thread_id"] == head["checkpoint"]["thread_id"]
+        assert s["checkpoint"]["checkpoint_ns"] == ""
+        meta = s["metadata"]
+        assert meta["graph_id"] == "supervisor" and meta["thread_id"] == s["checkpoint"]["thread_id"]
+        assert meta["run_id"] == head["metadata"]["run_id"]
+        assert isinstance(meta["step"], int)
+    assert [s["metadata"]["step"] for s in everything] == sorted((s["metadata"]["step"] for s in everything), reverse=True)
+    assert head["next"] == [] and head["tasks"] == []
+    assert all(s["next"] for s in everything[1:])
     assert everything[-1]["parent_checkpoint"] is None
     assert first == everything[:3]
     assert by_id == everything[3:6]
@@ -377,6 +408,37 @@ def test_time_travel_from_an_older_checkpoint_forks():
     assert events(parts)[-1] == "values"
 
 
+def test_time_travel_only_goes_back_within_the_latest_turn():
+    async def go():
+        c = client()
+        t = await new_thread(c)
+        await c.runs.wait(t, "supervisor", input=human(), config=NO_HITL)
+        await c.runs.wait(t, "supervisor", input=human(FAN_OUT_QUERY), config=NO_HITL)
+        history = await c.threads.get_history(t, limit=100)
+        latest = history[0]["metadata"]["run_id"]
+        older_turn = next(s for s in history if s["metadata"]["run_id"] != latest)
+        with pytest.raises(ConflictError) as other_turn:
+            await c.runs.create(t, "supervisor", checkpoint=older_turn["checkpoint"])
+        with pytest.raises(UnprocessableEntityError) as at_head:
+            await c.runs.create(t, "supervisor", checkpoint=history[0]["checkpoint"])
+        with pytest.raises(NotFoundError):
+            await c.runs.create(t, "supervisor", checkpoint_id=str(uuid.uuid4()))
+        # Within the latest turn, by `checkpoint_id` too: the turn runs again from there.
+        back = history[3]
+        made = await c.runs.create(t, "supervisor", checkpoint_id=back["checkpoint"]["checkpoint_id"])
+        out = await c.runs.join(t, made["run_id"])
+        return other_turn.value, at_head.value, back, out, await c.threads.get_history(t, limit=100)
+
+    other_turn, at_head, back, out, after = run(go())
+    only_detail(other_turn)
+    only_detail(at_head)
+    forked = [s for s in after if s["metadata"]["source"] == "fork"]
+    assert len(forked) == 1
+    assert forked[0]["parent_checkpoint"]["checkpoint_id"] == back["checkpoint"]["checkpoint_id"]
+    assert out["messages"][-1]["type"] == "ai"
+    assert [m["content"] for m in out["messages"] if m["type"] == "human"][-1] == FAN_OUT_QUERY
+
+
 # Background runs, join, resumable streams, cancel, multitask
 
 
@@ -394,6 +456,7 @@ def test_background_run_join_and_get():
         return made, joined, got, await c.threads.get_state(t)
 
     made, joined, got, state = run(go())
+    assert made["kwargs"]["input"] == human()
     assert made["status"] in ("pending", "running")
     assert made["multitask_strategy"] == "enqueue"
     assert got["status"] == "success"
@@ -508,6 +571,57 @@ def test_multitask_reject_refuses_a_second_run_while_one_runs():
     assert len(runs) == 1
 
 
+def test_a_thread_is_busy_while_its_run_runs():
+    async def go():
+        c = client()
+
+        async def look(t, made):
+            thread = await c.threads.get(t)
+            still = (await c.runs.get(t, made["run_id"]))["status"]
+            # The run ran before and after the thread was read: the thread was busy then.
+            return thread if still in ("pending", "running") else None
+
+        t, made, thread = await while_running(c, look)
+        await c.runs.join(t, made["run_id"])
+        return thread, await c.threads.get(t)
+
+    busy, after = run(go())
+    assert busy["status"] == "busy"
+    assert after["status"] == "idle"
+
+
+def test_delete_a_finished_run():
+    async def go():
+        c = client()
+        t = await new_thread(c)
+        await c.runs.wait(t, "supervisor", input=human(), config=NO_HITL)
+        [done] = await c.runs.list(t)
+        await c.runs.delete(t, done["run_id"])
+        with pytest.raises(NotFoundError):
+            await c.runs.get(t, done["run_id"])
+        return await c.runs.list(t), await c.threads.get(t)
+
+    runs, thread = run(go())
+    assert runs == []
+    # The turn itself stays: the thread's state is its log's.
+    assert thread["values"]["messages"][-1]["type"] == "ai"
+
+
+def test_list_runs_newest_first_with_a_status_filter_and_a_page():
+    async def go():
+        c = client()
+        t, _ = await interrupted_thread(c)
+        await c.runs.wait(t, "supervisor", command={"resume": "approve"})
+        return await c.runs.list(t), await c.runs.list(t, limit=1), await c.runs.list(t, status="error")
+
+    runs, first, errors = run(go())
+    assert len(runs) == 2
+    assert runs[0]["kwargs"]["command"]["resume"] == "approve"
+    assert runs[1]["kwargs"]["input"] == human()
+    assert first == runs[:1]
+    assert errors == []
+
+
 # Messages, errors, stateless runs
 
 
@@ -550,6 +664,31 @@ def test_stateless_wait_and_stream():
     assert set(events(parts)[1:]) == {"values"}
 
 
+def test_stateless_background_run_makes_a_thread():
+    async def go():
+        c = client()
+        made = await c.runs.create(None, "supervisor", input=human(), config=NO_HITL)
+        out = await c.runs.join(made["thread_id"], made["run_id"])
+        return made, out, await c.threads.get(made["thread_id"])
+
+    made, out, thread = run(go())
+    assert out["messages"][-1]["type"] == "ai"
+    assert thread["status"] == "idle"
+    assert thread["values"] == out
+
+
+def test_custom_mode_streams_chronicles_events():
+    async def go():
+        c = client()
+        return await collect(c.runs.stream(None, "supervisor", input=human(), stream_mode="custom", config=NO_HITL))
+
+    parts = run(go())
+    assert events(parts)[0] == "metadata"
+    custom = [p.data for p in parts[1:]]
+    assert custom and set(events(parts)[1:]) == {"custom"}
+    assert all(isinstance(d, dict) and d for d in custom)
+
+
 def test_bad_run_requests_are_typed_errors_and_change_nothing():
     async def go():
         c = client()
@@ -566,6 +705,10 @@ def test_bad_run_requests_are_typed_errors_and_change_nothing():
             await c.runs.create(t, "no-such-graph", input=human())
         with pytest.raises(ConflictError):
             await c.runs.create(t, "supervisor", command={"resume": "approve"})
+        with pytest.raises(UnprocessableEntityError):
+            await c.runs.create(t, "supervisor", input={"messages": [{"type": "human", "content": ""}]})
+        with pytest.raises(UnprocessableEntityError):
+            await c.runs.create(t, "supervisor")
         return no_query.value, await c.runs.list(t), await c.threads.get(t)
 
     no_query, runs, thread = run(go())

@@ -26,7 +26,7 @@ use crate::state::AppState;
 /// The graph id of Chronicle's supervisor workflow.
 pub const SUPERVISOR: &str = "supervisor";
 /// The supervisor workflow's steps, in order.
-const SUPERVISOR_NODES: [&str; 7] = [
+pub(crate) const SUPERVISOR_NODES: [&str; 7] = [
     "initialize",
     "analyze_intent",
     "build_plan",

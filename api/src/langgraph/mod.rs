@@ -48,7 +48,10 @@ pub(crate) fn routes() -> Router<AppState> {
             "/threads/{thread_id}",
             get(threads::get).delete(threads::delete),
         )
-        .route("/threads/{thread_id}/state", get(threads::state))
+        .route(
+            "/threads/{thread_id}/state",
+            get(threads::state).post(threads::update_state),
+        )
         .route(
             "/threads/{thread_id}/state/checkpoint",
             post(threads::state_at_checkpoint_post),

@@ -13,7 +13,8 @@ use axum::response::{IntoResponse, Response};
 use chronicle_engine::{Principal as Who, RestoreTarget, RunState, StartRun, is_settled};
 use chronicle_schemas::{HitlMode, OnReject, RunId, RunStatus, Strategy};
 use chronicle_wire::langgraph::{
-    IfNotExists, MultitaskStrategy, Run, RunCreate, StreamMode, StreamModes, ThreadStatus,
+    IfNotExists, MultitaskStrategy, Run, RunCommand, RunCreate, StreamMode, StreamModes,
+    ThreadStatus,
 };
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -155,50 +156,18 @@ async fn act(
     run_id: Uuid,
 ) -> ApiResult<(RunKind, RunId, u64)> {
     let command = req.command.clone().unwrap_or_default();
+    if command.resume.is_some() || command.goto.is_some() {
+        if req.input.is_some() {
+            return Err(ApiError::unprocessable(
+                "a run takes `input` or a `command`, not both",
+            ));
+        }
+        return commanded(st, who, l, &command).await;
+    }
     if command.update.is_some() {
         return Err(ApiError::unprocessable(
-            "command.update is not supported: set values with POST /threads/{thread_id}/state",
+            "command.update goes with resume or goto; set values alone with POST /threads/{thread_id}/state",
         ));
-    }
-    let commanded = command.resume.is_some() || command.goto.is_some();
-    if commanded && req.input.is_some() {
-        return Err(ApiError::unprocessable(
-            "a run takes `input` or a `command`, not both",
-        ));
-    }
-    if let Some(goto) = &command.goto {
-        if goto != "__end__" {
-            return Err(ApiError::unprocessable(format!(
-                "command.goto can only be \"__end__\" (end the waiting turn), got {goto}"
-            )));
-        }
-        let s = waiting(l)?;
-        let run = run_of(s);
-        let from = s.next_seq();
-        let reason = "ended by the client (goto __end__)".to_owned();
-        st.engine.cancel(run, who, Some(reason)).await?;
-        return Ok((RunKind::End, run, from));
-    }
-    if let Some(resume) = &command.resume {
-        let s = waiting(l)?;
-        let run = run_of(s);
-        let from = s.next_seq();
-        let pending: Vec<_> = s.approvals.pending().collect();
-        let decisions =
-            views::decisions_from_resume(run, resume, &pending).map_err(ApiError::unprocessable)?;
-        for d in decisions {
-            st.engine
-                .decide(
-                    run,
-                    d.approval_id,
-                    d.decision,
-                    d.edited_args,
-                    who,
-                    d.comment,
-                )
-                .await?;
-        }
-        return Ok((RunKind::Resume, run, from));
     }
     if let Some(input) = &req.input {
         let query = query_of(input)?;
@@ -228,6 +197,65 @@ async fn act(
         return Ok((RunKind::Turn, run, 0));
     }
     fork(st, who, l, req).await
+}
+
+/// A run with a command for the waiting turn: `goto: "__end__"` ends it, `resume` decides its
+/// interrupts, `update` sets values first. All of it is checked before anything is written.
+async fn commanded(
+    st: &AppState,
+    who: &Who,
+    l: &Loaded,
+    command: &RunCommand,
+) -> ApiResult<(RunKind, RunId, u64)> {
+    let s = waiting(l)?;
+    let run = run_of(s);
+    let from = s.next_seq();
+    let update = match &command.update {
+        None => None,
+        Some(Value::Object(values)) => Some(values.clone()),
+        Some(_) => {
+            return Err(ApiError::unprocessable(
+                "command.update must be a JSON object",
+            ));
+        }
+    };
+    let decisions = match (&command.goto, &command.resume) {
+        (Some(goto), _) if goto != "__end__" => {
+            return Err(ApiError::unprocessable(format!(
+                "command.goto can only be \"__end__\" (end the waiting turn), got {goto}"
+            )));
+        }
+        (Some(_), _) => None,
+        (None, resume) => {
+            let pending: Vec<_> = s.approvals.pending().collect();
+            let resume = resume.clone().unwrap_or(Value::Null);
+            Some(
+                views::decisions_from_resume(run, &resume, &pending)
+                    .map_err(ApiError::unprocessable)?,
+            )
+        }
+    };
+    if let Some(values) = update {
+        st.engine.update_values(run, values, None, who).await?;
+    }
+    let Some(decisions) = decisions else {
+        let reason = "ended by the client (goto __end__)".to_owned();
+        st.engine.cancel(run, who, Some(reason)).await?;
+        return Ok((RunKind::End, run, from));
+    };
+    for d in decisions {
+        st.engine
+            .decide(
+                run,
+                d.approval_id,
+                d.decision,
+                d.edited_args,
+                who,
+                d.comment,
+            )
+            .await?;
+    }
+    Ok((RunKind::Resume, run, from))
 }
 
 /// A run from an older checkpoint of the latest turn, without input: the turn is restored to

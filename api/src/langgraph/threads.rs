@@ -11,8 +11,9 @@ use axum::response::{IntoResponse, Response};
 use chronicle_engine::Principal as Who;
 use chronicle_schemas::{RunId, SessionId};
 use chronicle_wire::langgraph::{
-    HistoryRequest, IfExists, PAGE_MAX, SortOrder, StateAtRequest, Thread, ThreadCreate,
-    ThreadSearch, ThreadSort, ThreadState, ThreadStatus,
+    Checkpoint as LgCheckpoint, HistoryRequest, IfExists, PAGE_MAX, SortOrder, StateAtRequest,
+    StateUpdate, StateUpdated, Thread, ThreadCreate, ThreadSearch, ThreadSort, ThreadState,
+    ThreadStatus,
 };
 use serde_json::{Map, Value, json};
 use uuid::Uuid;
@@ -587,4 +588,74 @@ pub(crate) async fn copy(
     records::put_thread(st.engine.store(), &record)?;
     let copy = load(&st, &who, record.thread_id)?;
     Ok(Json(view(&st, &copy)?))
+}
+
+#[utoipa::path(post, path = "/threads/{thread_id}/state", operation_id = "update_thread_state", tag = "langgraph", request_body = StateUpdate, security(("bearer" = [])),
+    params(("thread_id" = String, Path, description = "The thread: a UUID")),
+    responses(
+        (status = 200, description = "The values are set on the thread's latest turn, recorded as an event by the caller with a new checkpoint (`source: update`)", body = StateUpdated),
+        (status = 400, description = "Malformed JSON, or a `Host` header that names another server", body = Detail),
+        (status = 401, response = LgUnauthorized), (status = 403, response = LgForbidden),
+        (status = 408, response = LgRequestTimeout), (status = 413, response = LgPayloadTooLarge),
+        (status = 415, response = LgUnsupportedMediaType),
+        (status = 404, response = LgThreadNotFound),
+        (status = 409, description = "The thread has no turn yet, its latest turn is running, or a `checkpoint` that is not the head", body = Detail),
+        (status = 422, description = "A `thread_id` that is not a UUID; `values` that are not a non-empty object or name a key of the workflow's own state; an `as_node` that is not a node of the graph", body = Detail),
+        (status = 500, response = LgInternal), (status = 503, response = LgBusy),
+        (status = 507, response = LgInsufficientStorage),
+    ))]
+pub(crate) async fn update_state(
+    State(st): State<AppState>,
+    Principal(who): Principal,
+    Path(thread): Path<String>,
+    Body(req): Body<StateUpdate>,
+) -> ApiResult<Json<StateUpdated>> {
+    let l = load(&st, &who, uuid_of("thread_id", &thread)?)?;
+    let values = match req.values {
+        Some(Value::Object(m)) => m,
+        _ => return Err(ApiError::unprocessable("values must be a JSON object")),
+    };
+    if let Some(node) = &req.as_node
+        && !super::assistants::SUPERVISOR_NODES.contains(&node.as_str())
+    {
+        return Err(ApiError::unprocessable(format!(
+            "as_node must be a node of the graph ({}), got {node:?}",
+            super::assistants::SUPERVISOR_NODES.join(", ")
+        )));
+    }
+    let refs = l.refs();
+    let named = req
+        .checkpoint
+        .as_ref()
+        .and_then(checkpoint_id_in)
+        .or(req.checkpoint_id.clone());
+    if let Some(id) = named
+        && Some(point(&l, &refs, &id)?) != views::head(&refs)
+    {
+        return Err(ApiError::conflict(
+            "updates go to the thread's head: the checkpoint named is an older one",
+        ));
+    }
+    let latest = l.latest_own().ok_or_else(|| {
+        ApiError::conflict(format!(
+            "thread {} has no turn yet: start a run first",
+            l.id
+        ))
+    })?;
+    let run = latest.run_id.unwrap_or(RunId(Uuid::nil()));
+    let made = st
+        .engine
+        .update_values(run, values, req.as_node, &who)
+        .await?;
+    let now_state = st.engine.state(run, None)?;
+    let checkpoint = now_state.checkpoints.get(&made).ok_or_else(|| {
+        ApiError::internal(format!("checkpoint {made} of run {run} is not in its list"))
+    })?;
+    Ok(Json(StateUpdated {
+        checkpoint: LgCheckpoint {
+            checkpoint_id: views::checkpoint_uuid(run, &checkpoint.checkpoint_id).to_string(),
+            thread_id: l.id.clone(),
+            checkpoint_ns: String::new(),
+        },
+    }))
 }

@@ -158,6 +158,10 @@ pub fn values(state: &RunState, messages: &[Message]) -> Value {
         Ok(Value::Object(m)) => m,
         _ => Map::new(),
     };
+    // Values a person set are shown beside the workflow's own (their keys never collide).
+    if let Some(Value::Object(set)) = v.remove("values") {
+        v.extend(set);
+    }
     v.insert("messages".into(), json!(messages));
     let pending = interrupts(state);
     if !pending.is_empty() {
@@ -253,9 +257,12 @@ pub fn parent<'a>(turns: &[&'a RunState], p: Point<'a>) -> Option<Point<'a>> {
     Some(Point { turn, checkpoint })
 }
 
-/// `input` for a run's first checkpoint, `fork` for the first after a restore (its parent lies
-/// on an earlier branch), else `loop`.
+/// `update` for one made by a state update, `input` for a run's first checkpoint, `fork` for the
+/// first after a restore (its parent lies on an earlier branch), else `loop`.
 pub fn source(turns: &[&RunState], p: Point<'_>) -> &'static str {
+    if p.checkpoint.update {
+        return "update";
+    }
     let Some(parent_id) = &p.checkpoint.parent else {
         return "input";
     };
