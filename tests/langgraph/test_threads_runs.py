@@ -144,14 +144,23 @@ def test_copy_holds_the_same_state_and_goes_its_own_way():
         copy = await c.threads.copy(t)
         original = await c.threads.get_state(t)
         copied = await c.threads.get_state(copy["thread_id"])
+        history = await c.threads.get_history(copy["thread_id"], limit=100)
+        # A new turn on the copy leaves the original as it was.
+        await c.runs.wait(copy["thread_id"], "supervisor", input=human(FAN_OUT_QUERY), config=NO_HITL)
         with pytest.raises(NotFoundError):
             await c.threads.copy(str(uuid.uuid4()))
-        return t, copy, original, copied
+        return t, copy, original, copied, history, await c.threads.get_state(t), await c.threads.get(copy["thread_id"])
 
-    t, copy, original, copied = run(go())
+    t, copy, original, copied, history, still, grown = run(go())
     assert copy["thread_id"] != t
+    assert copy["status"] == "interrupted"
     assert copied["values"]["messages"] == original["values"]["messages"]
     assert copied["checkpoint"]["thread_id"] == copy["thread_id"]
+    assert all(s["checkpoint"]["thread_id"] == copy["thread_id"] for s in history)
+    assert still == original
+    assert grown["values"]["messages"][0] == original["values"]["messages"][0]
+    assert grown["values"]["messages"][-1]["type"] == "ai"
+    assert FAN_OUT_QUERY in [m["content"] for m in grown["values"]["messages"]]
 
 
 # Streams
