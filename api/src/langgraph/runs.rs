@@ -853,12 +853,25 @@ pub(crate) async fn join_stream(
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
 pub(crate) struct CancelQuery {
-    /// Answer once the turn has ended (204).
-    #[serde(default)]
+    /// Answer once the turn has ended (204): `true` or `1`.
+    #[serde(default, deserialize_with = "flag")]
+    #[param(value_type = Option<bool>)]
     wait: Option<bool>,
     /// `interrupt` (the default) or `rollback`.
     #[serde(default)]
     action: Option<CancelAction>,
+}
+
+/// A query flag as LangGraph clients send it: `true`/`false` or `1`/`0`.
+fn flag<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<bool>, D::Error> {
+    let s = String::deserialize(d)?;
+    match s.as_str() {
+        "true" | "1" => Ok(Some(true)),
+        "false" | "0" => Ok(Some(false)),
+        _ => Err(serde::de::Error::custom(format!(
+            "expected true, false, 1 or 0, got {s:?}"
+        ))),
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, utoipa::ToSchema)]
