@@ -54,9 +54,10 @@ def stream_body(extra):
     }
 
 
-def send(h, thread, text, checkpoint, config=None):
+def send(h, thread, text, checkpoint, config=None, message=None):
     """The UI sends a message: the turn's stream, whole."""
-    body = stream_body({"input": {"messages": [human_message(text)]}, "checkpoint": checkpoint})
+    message = message or human_message(text)
+    body = stream_body({"input": {"messages": [message]}, "checkpoint": checkpoint})
     if config:
         body["config"] = config
     with h.stream("POST", f"/threads/{thread}/runs/stream", json=body) as res:
@@ -69,6 +70,12 @@ def head_of(h, thread):
     assert history.status_code == 200, history.text
     states = history.json()
     return states, (states[0]["checkpoint"] if states else None)
+
+
+def content_text(m):
+    """A message's text: its content string, or its text parts joined (the UI sends parts)."""
+    c = m["content"]
+    return c if isinstance(c, str) else "".join(p["text"] for p in c if p.get("type") == "text")
 
 
 def check_message(m):
@@ -109,7 +116,8 @@ def test_the_chat_ui_flow_with_an_approval():
     for event, data, _ in frames:
         if event == "messages":
             message, meta = data
-            check_message(message) if message["type"] != "AIMessageChunk" else None
+            if message["type"] != "AIMessageChunk":
+                check_message(message)
             assert meta["run_id"] == run_id
     last = [d for e, d, _ in frames if e == "values"][-1]
     [interrupt] = last["__interrupt__"]
@@ -123,9 +131,7 @@ def test_the_chat_ui_flow_with_an_approval():
 
     states, head = head_of(h, thread)
     assert states[0]["tasks"][0]["interrupts"][0]["id"] == interrupt["id"]
-    assert states[0]["values"]["messages"][0]["content"] == QUERY or states[0]["values"]["messages"][0]["content"] == [
-        {"type": "text", "text": QUERY}
-    ]
+    assert content_text(states[0]["values"]["messages"][0]) == QUERY
 
     # Approve both TODOs, one at a time, as the UI's buttons do.
     for _ in range(2):
@@ -150,7 +156,7 @@ def test_the_chat_ui_flow_with_an_approval():
     # The sidebar shows the thread by its first message.
     found = h.post("/threads/search", json={"metadata": {"graph_id": "supervisor"}, "limit": 100}).json()
     [mine] = [t for t in found if t["thread_id"] == thread]
-    assert mine["values"]["messages"][0]["content"] in (QUERY, [{"type": "text", "text": QUERY}])
+    assert content_text(mine["values"]["messages"][0]) == QUERY
     assert mine["metadata"]["assistant_id"] == SUPERVISOR_ID
     assert mine["status"] == "idle"
 
@@ -167,14 +173,14 @@ def test_a_second_turn_keeps_both_turns_messages_in_order():
     assert "error" not in [f[0] for f in frames]
     # The stream's messages are the new turn's only.
     streamed = [d[0] for e, d, _ in frames if e == "messages" and d[0]["type"] == "human"]
-    assert [m["content"] for m in streamed] in ([second_query], [[{"type": "text", "text": second_query}]])
+    assert [content_text(m) for m in streamed] == [second_query]
     states, _ = head_of(h, thread)
     both = states[0]["values"]["messages"]
     assert both[: len(first)] == first
-    humans = [m for m in both if m["type"] == "human"]
-    assert len(humans) == 2
-    assert both.index(humans[1]) > both.index(first[-1]) - 0
-    assert both[-1]["type"] == "ai"
+    # The second turn's question, then its work and answer, after the first turn's messages.
+    assert both[len(first)]["type"] == "human" and content_text(both[len(first)]) == second_query
+    assert [content_text(m) for m in both if m["type"] == "human"] == [QUERY, second_query]
+    assert both[-1]["type"] == "ai" and both[-1]["content"]
     assert len({m["id"] for m in both}) == len(both)
 
 
@@ -212,3 +218,16 @@ def test_a_reject_with_a_message_and_the_stream_of_a_run_rejoined():
         again = sse(res)
     strip = lambda fs: [(e, d) for e, d, _ in fs if e != "metadata"]  # noqa: E731
     assert strip(again) == strip(frames)
+
+
+def test_the_uis_message_keeps_its_id():
+    """The UI shows its message at once (optimistic values) under the id it made; LangGraph keeps
+    a message's given id, so the one in the thread's values is the same message."""
+    h = http()
+    thread = h.post("/threads", json={"metadata": {}}).json()["thread_id"]
+    sent = human_message(QUERY)
+    _, frames = send(h, thread, QUERY, None, message=sent)
+    states, _ = head_of(h, thread)
+    first_values = next(d for e, d, _ in frames if e == "values")
+    assert first_values["messages"][0]["id"] == sent["id"]
+    assert states[0]["values"]["messages"][0]["id"] == sent["id"]
