@@ -47,3 +47,14 @@ async def new_thread(c, **kw):
 async def collect(stream):
     """Every part of an SDK stream, in order."""
     return [part async for part in stream]
+
+
+def recording(c):
+    """The requests `c` sends from now on, as `(method, path)`, kept in the returned list."""
+    seen = []
+
+    async def hook(request):
+        seen.append((request.method, request.url.path))
+
+    c.http.client.event_hooks = {"request": [hook], "response": []}
+    return seen

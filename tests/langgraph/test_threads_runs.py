@@ -17,6 +17,7 @@ from conftest import (
     collect,
     human,
     new_thread,
+    recording,
     run,
 )
 from langgraph_sdk.errors import ConflictError, NotFoundError, UnprocessableEntityError
@@ -174,12 +175,16 @@ def test_stream_without_hitl_ends_with_values_and_a_finished_run():
     async def go():
         c = client()
         t = await new_thread(c)
+        sent = recording(c)
         parts = await collect(
             c.runs.stream(t, "supervisor", input=human(), stream_mode=["values", "updates"], config=NO_HITL)
         )
-        return parts, await c.runs.list(t), await c.threads.get(t), await c.threads.get_state(t)
+        return t, sent[:], parts, await c.runs.list(t), await c.threads.get(t), await c.threads.get_state(t)
 
-    parts, runs, thread, state = run(go())
+    t, sent, parts, runs, thread, state = run(go())
+    # The SDK asked once whether the run ended (it had), and did not reconnect to its stream.
+    rid = parts[0].data["run_id"]
+    assert sent == [("POST", f"/threads/{t}/runs/stream"), ("GET", f"/threads/{t}/runs/{rid}")], sent
     names = events(parts)
     assert names[0] == "metadata"
     assert names[-1] == "values"
@@ -205,12 +210,15 @@ def test_stream_with_hitl_stops_at_the_interrupt():
     async def go():
         c = client()
         t = await new_thread(c)
+        sent = recording(c)
         parts = await collect(
             c.runs.stream(t, "supervisor", input=human(), stream_mode=["values", "updates"], config=HITL)
         )
-        return t, parts, await c.threads.get(t), await c.threads.get_state(t), await c.runs.list(t)
+        return t, sent[:], parts, await c.threads.get(t), await c.threads.get_state(t), await c.runs.list(t)
 
-    t, parts, thread, state, runs = run(go())
+    t, sent, parts, thread, state, runs = run(go())
+    # Paused for a human is the run's end: no reconnect.
+    assert [m for m, path in sent if path.endswith("/stream")] == ["POST"], sent
     names = events(parts)
     assert names[0] == "metadata"
     interrupt_updates = [p.data["__interrupt__"] for p in parts if p.event == "updates" and "__interrupt__" in p.data]
