@@ -30,19 +30,24 @@ fn timed_out(e: &(dyn std::error::Error + 'static)) -> Option<ApiError> {
     None
 }
 
+/// The whole body, within the limit and the body-read timeout.
+async fn body<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, ApiError> {
+    Bytes::from_request(req, state).await.map_err(|e| {
+        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::too_large("request body exceeds the limit")
+        } else {
+            timed_out(&e).unwrap_or_else(|| ApiError::bad_request(e.body_text()))
+        }
+    })
+}
+
 #[derive(Debug)]
 pub struct Json<T>(pub T);
 
 impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Json<T> {
     type Rejection = ApiError;
     async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
-        let bytes = Bytes::from_request(req, state).await.map_err(|e| {
-            if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                ApiError::too_large("request body exceeds the limit")
-            } else {
-                timed_out(&e).unwrap_or_else(|| ApiError::bad_request(e.body_text()))
-            }
-        })?;
+        let bytes = body(req, state).await?;
         match axum::Json::<T>::from_bytes(&bytes) {
             // serde reads a struct from an array of its fields too; every body of the API is an
             // object (or `null` where it may be absent), so an array is the wrong shape.
@@ -53,6 +58,19 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Json<T> {
             Err(JsonRejection::JsonDataError(e)) => Err(ApiError::unprocessable(e.body_text())),
             Err(e) => Err(ApiError::bad_request(e.body_text())),
         }
+    }
+}
+
+/// A request body read and set aside, for routes that take none but whose clients may send one
+/// (LangGraph clients send `{}` or nothing): reading it keeps the connection usable for the next
+/// request.
+#[derive(Debug)]
+pub struct Unread;
+
+impl<S: Send + Sync> FromRequest<S> for Unread {
+    type Rejection = ApiError;
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        body(req, state).await.map(|_| Unread)
     }
 }
 

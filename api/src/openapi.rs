@@ -211,9 +211,15 @@ fn link_field_names(doc: &mut Value) {
 }
 
 /// A `text/event-stream` answer is a sequence of events, each `{id, event, data}` with `data` the
-/// JSON of an `EventData` (what clients and schemathesis check each event against).
+/// JSON of an `EventData` (what clients and schemathesis check each event against); a LangGraph
+/// run's are `{event, data, id?}` with `data` any JSON.
 fn server_sent_events(doc: &mut Value) {
     for op in operations(doc) {
+        let name = if op["tags"] == json!(["langgraph"]) {
+            "LgServerSentEvent"
+        } else {
+            "ServerSentEvent"
+        };
         let Some(responses) = op.get_mut("responses").and_then(Value::as_object_mut) else {
             continue;
         };
@@ -221,7 +227,7 @@ fn server_sent_events(doc: &mut Value) {
             .values_mut()
             .filter_map(|r| r.pointer_mut("/content/text~1event-stream"))
         {
-            stream["schema"] = json!({"$ref": "#/components/schemas/ServerSentEvent"});
+            stream["schema"] = json!({"$ref": format!("#/components/schemas/{name}")});
         }
     }
     if let Some(schemas) = doc
@@ -242,6 +248,19 @@ fn server_sent_events(doc: &mut Value) {
                         "contentMediaType": "application/json",
                         "contentSchema": {"$ref": "#/components/schemas/EventData"},
                     },
+                },
+            }),
+        );
+        schemas.insert(
+            "LgServerSentEvent".into(),
+            json!({
+                "description": "One server-sent event of a LangGraph run (keep-alive comments aside)",
+                "type": "object",
+                "required": ["event", "data"],
+                "properties": {
+                    "id": {"type": "string", "description": "The run's event seq, with `stream_resumable` and on a rejoin: the resume point for `Last-Event-ID`"},
+                    "event": {"type": "string", "description": "`metadata`, `values`, `updates`, `messages`, `custom`, `debug`, `checkpoints` or `error`"},
+                    "data": {"type": "string", "contentMediaType": "application/json"},
                 },
             }),
         );
@@ -530,6 +549,21 @@ detail_responses! {
     LgThreadNotFound = "No thread has this id (or it is another principal's, or deleted)";
     LgRunNotFound = "No thread has this id, or the thread has no run with this id";
 }
+
+/// A LangGraph id in a path (thread, run, checkpoint): a UUID.
+pub(crate) struct LgUuid;
+
+impl utoipa::PartialSchema for LgUuid {
+    fn schema() -> RefOr<utoipa::openapi::schema::Schema> {
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .format(Some(utoipa::openapi::SchemaFormat::Custom("uuid".into())))
+            .pattern(Some(chronicle_wire::langgraph::UUID_PATTERN))
+            .into()
+    }
+}
+
+impl ToSchema for LgUuid {}
 
 /// 503 of a LangGraph route: the connection cap, with `Retry-After`.
 pub(crate) struct LgBusy;

@@ -12,6 +12,14 @@ A `/chat` message that starts with `/` is a command, and which commands exist is
 (an unknown one is refused with 400, recorded): JSON Schema cannot list them, so the hook makes a
 generated message that starts with `/` a question (`?` for the `/`). The walk (walk.py) sends
 real commands.
+
+A LangGraph run (`POST .../runs`, `/runs/stream`, `/runs/wait`) needs a human message or a query
+in its `input`, or else a command or a checkpoint that fit the thread's state (a pending
+interrupt, an older checkpoint of its latest turn); its run options in `config.configurable` and
+`context` are those of a Chronicle run. A generated run is made a new turn with a real query and
+no options (tests/langgraph/ drives the commands, checkpoints and options). A state update may
+not set a key of the workflow's own state, nor set nothing: the hook renames such keys (`x_` +
+the key) and gives an empty update one value.
 """
 
 import schemathesis
@@ -28,7 +36,39 @@ def map_case(context, case):
         _no_plan_beside_an_agent(case.body)
     if case.operation.path == "/chat":
         _no_generated_command(case.body)
+    if not _negative(case):
+        if case.operation.path in LANGGRAPH_RUNS and case.operation.method.upper() == "POST":
+            _a_new_turn(case.body)
+        if case.operation.path == "/threads/{thread_id}/state" and case.operation.method.upper() == "POST":
+            _values_of_ones_own(case.body)
     return case
+
+
+LANGGRAPH_RUNS = {
+    "/runs",
+    "/runs/stream",
+    "/runs/wait",
+    "/threads/{thread_id}/runs",
+    "/threads/{thread_id}/runs/stream",
+    "/threads/{thread_id}/runs/wait",
+}
+
+def _a_new_turn(body):
+    if not isinstance(body, dict):
+        return
+    body["input"] = {"query": "강남구 아파트 전세 시세 알려줘"}
+    for key in ("command", "checkpoint", "checkpoint_id", "config", "context"):
+        body.pop(key, None)
+
+
+def _values_of_ones_own(body):
+    if not isinstance(body, dict) or not isinstance(body.get("values"), dict):
+        return
+    values = body["values"]
+    renamed = {}
+    for key, value in values.items():
+        renamed[key if key.startswith("x_") else "x_" + key] = value
+    body["values"] = renamed or {"x_note": 1}
 
 
 def _negative(case):

@@ -284,12 +284,17 @@ pub struct GraphSchemas {
     pub context_schema: Value,
 }
 
+/// What a LangGraph id in a path or a body is (the hyphenated form).
+pub const UUID_PATTERN: &str =
+    "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$";
+
 /// `POST /threads`: a new thread (a Chronicle session with no turn yet).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ThreadCreate {
     /// The thread's id, a UUID (a new one when absent).
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(format = "uuid", pattern = "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"))]
     pub thread_id: Option<String>,
     #[serde(default)]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
@@ -391,9 +396,9 @@ pub struct HistoryRequest {
     #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 1000))]
     pub limit: Option<u64>,
     /// Only checkpoints older than this one: its id, a checkpoint object, or
-    /// `{"configurable": {"checkpoint_id"}}`.
+    /// `{"configurable": {"checkpoint_id"}}` (anything that names no id sets no bound).
     #[serde(default)]
-    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Value>))]
     pub before: Option<Value>,
     /// Only checkpoints whose metadata contains this JSON.
     #[serde(default)]
@@ -401,7 +406,7 @@ pub struct HistoryRequest {
     pub metadata: Option<Map<String, Value>>,
     /// Accepted for compatibility: the thread has one namespace.
     #[serde(default)]
-    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Value>))]
     pub checkpoint: Option<Value>,
 }
 
@@ -409,27 +414,46 @@ pub struct HistoryRequest {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct StateAtRequest {
-    /// `{checkpoint_id, thread_id?, checkpoint_ns?}`.
-    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
-    pub checkpoint: Value,
+    pub checkpoint: CheckpointRef,
+}
+
+/// A checkpoint named in a request: its id (the thread and namespace are the path's).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct CheckpointRef {
+    #[cfg_attr(feature = "openapi", schema(format = "uuid", pattern = "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"))]
+    pub checkpoint_id: String,
+    #[serde(default)]
+    pub thread_id: Option<String>,
+    #[serde(default)]
+    pub checkpoint_ns: Option<String>,
 }
 
 /// `POST /threads/{thread_id}/state`: values set on the thread's latest turn, recorded as an
 /// event by the caller with a new checkpoint.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct StateUpdate {
-    #[serde(default)]
-    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
-    pub values: Option<Value>,
+    /// The values: keys that are not the workflow's own (those change through commands); a
+    /// `null` removes a key set before.
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
+    pub values: Map<String, Value>,
     /// The node the update is written as (`update` when absent).
     #[serde(default)]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(
+            pattern = "^(initialize|analyze_intent|build_plan|execute_todo|evaluate|aggregate|generate_response)$"
+        )
+    )]
     pub as_node: Option<String>,
-    /// Accepted when it names the thread's head: updates go to the latest state.
+    /// Accepted when it names the thread's head (updates go to the latest state); anything
+    /// that names no checkpoint id is no check.
     #[serde(default)]
-    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Value>))]
     pub checkpoint: Option<Value>,
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(format = "uuid", pattern = "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"))]
     pub checkpoint_id: Option<String>,
 }
 
@@ -566,6 +590,7 @@ pub struct RunCreate {
     #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
     pub checkpoint: Option<Value>,
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(format = "uuid", pattern = "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"))]
     pub checkpoint_id: Option<String>,
     #[serde(default)]
     pub multitask_strategy: Option<MultitaskStrategy>,
@@ -573,6 +598,7 @@ pub struct RunCreate {
     pub if_not_exists: Option<IfNotExists>,
     /// For `POST /runs...`: the thread (a new one when absent).
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(format = "uuid", pattern = "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"))]
     pub thread_id: Option<String>,
 }
 

@@ -27,10 +27,11 @@ use super::threads::{self, Loaded, checkpoint_id_in, load, uuid_of};
 use super::views;
 use crate::auth::Principal;
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{Json as Body, Path, Query};
+use crate::extract::{Json as Body, Path, Query, Unread};
 use crate::openapi::{
     LgBadHost, LgBusy, LgForbidden, LgInsufficientStorage, LgInternal, LgPayloadTooLarge,
     LgRequestTimeout, LgRunNotFound, LgThreadNotFound, LgUnauthorized, LgUnsupportedMediaType,
+    LgUuid,
 };
 use crate::state::{AppState, now};
 use chronicle_wire::langgraph::Detail;
@@ -65,24 +66,34 @@ fn options(req: &RunCreate) -> ApiResult<Options> {
     })
 }
 
-/// The query in a run's `input`: `query`, or the last human message of `messages` (its text,
-/// or its text parts joined).
-fn query_of(input: &Value) -> ApiResult<String> {
-    if let Some(q) = input.get("query").and_then(Value::as_str) {
-        return Ok(q.to_owned());
-    }
+/// The last human message of a run's `input.messages` (a list, or one message).
+fn human_message(input: &Value) -> Option<&Value> {
     let human = |m: &&Value| {
         matches!(
             m.get("type").and_then(Value::as_str),
             Some("human" | "user")
         ) || m.get("role").and_then(Value::as_str) == Some("user")
     };
-    let found = match input.get("messages") {
-        Some(Value::Array(ms)) => ms.iter().rev().find(human),
-        Some(m @ Value::Object(_)) => Some(m).filter(human),
+    match input.get("messages")? {
+        Value::Array(ms) => ms.iter().rev().find(human),
+        m @ Value::Object(_) => Some(m).filter(human),
         _ => None,
-    };
-    let text = match found.and_then(|m| m.get("content")) {
+    }
+}
+
+/// The id the client gave the human message of a run's `input`, if it gave one.
+pub(crate) fn given_message_id(input: &Value) -> Option<String> {
+    let id = human_message(input)?.get("id")?.as_str()?;
+    (!id.is_empty()).then(|| id.to_owned())
+}
+
+/// The query in a run's `input`: `query`, or the last human message of `messages` (its text,
+/// or its text parts joined).
+fn query_of(input: &Value) -> ApiResult<String> {
+    if let Some(q) = input.get("query").and_then(Value::as_str) {
+        return Ok(q.to_owned());
+    }
+    let text = match human_message(input).and_then(|m| m.get("content")) {
         Some(Value::String(s)) => Some(s.clone()),
         Some(Value::Array(parts)) => Some(
             parts
@@ -477,7 +488,7 @@ async fn create_stream(
         cancel_on_disconnect: req.on_disconnect.as_deref() == Some("cancel"),
     };
     let before = earlier(&l, rec.chronicle_run);
-    let mut res = stream::respond(&st, &who, rec.clone(), before, None, ask)?;
+    let mut res = stream::respond(&st, &who, rec.clone(), before, l.given, None, ask)?;
     locations(&rec, &mut res, true);
     Ok(res)
 }
@@ -540,7 +551,7 @@ async fn create_background(
 }
 
 #[utoipa::path(post, path = "/threads/{thread_id}/runs/stream", operation_id = "stream_run", tag = "langgraph", request_body = RunCreate, security(("bearer" = [])),
-    params(("thread_id" = String, Path, description = "The thread: a UUID")),
+    params(("thread_id" = inline(LgUuid), Path, description = "The thread: a UUID")),
     responses(
         (status = 200, description = "Server-sent events: `metadata` first, then per the stream modes `values`, `updates`, `messages`, `custom`, `debug`, `checkpoints`; interrupts as `updates` with `__interrupt__` and in the final `values`; `error` when the run fails. Ends when the run waits for a human or has ended (its status says so first). With `stream_resumable`, `id:` is the run's event seq",
             content_type = "text/event-stream", body = String,
@@ -589,7 +600,7 @@ pub(crate) async fn stream_stateless(
 }
 
 #[utoipa::path(post, path = "/threads/{thread_id}/runs/wait", operation_id = "wait_run", tag = "langgraph", request_body = RunCreate, security(("bearer" = [])),
-    params(("thread_id" = String, Path, description = "The thread: a UUID")),
+    params(("thread_id" = inline(LgUuid), Path, description = "The thread: a UUID")),
     responses(
         (status = 200, description = "The thread's values once the run waits for a human (with `__interrupt__`) or has ended; `{\"__error__\": {error, message}}` when it failed", body = serde_json::Value,
             headers(("Content-Location" = String, description = "The run"))),
@@ -636,7 +647,7 @@ pub(crate) async fn wait_stateless(
 }
 
 #[utoipa::path(post, path = "/threads/{thread_id}/runs", operation_id = "create_run", tag = "langgraph", request_body = RunCreate, security(("bearer" = [])),
-    params(("thread_id" = String, Path, description = "The thread: a UUID")),
+    params(("thread_id" = inline(LgUuid), Path, description = "The thread: a UUID")),
     responses(
         (status = 200, description = "The run, started", body = Run,
             headers(("Content-Location" = String, description = "The run"))),
@@ -699,7 +710,7 @@ pub(crate) struct ListQuery {
 }
 
 #[utoipa::path(get, path = "/threads/{thread_id}/runs", operation_id = "list_runs", tag = "langgraph", security(("bearer" = [])),
-    params(("thread_id" = String, Path, description = "The thread: a UUID"), ListQuery),
+    params(("thread_id" = inline(LgUuid), Path, description = "The thread: a UUID"), ListQuery),
     responses(
         (status = 200, description = "One page of the thread's runs, newest first", body = Vec<Run>,
             headers(
@@ -731,7 +742,7 @@ pub(crate) async fn list(
 }
 
 #[utoipa::path(get, path = "/threads/{thread_id}/runs/{run_id}", operation_id = "get_run", tag = "langgraph", security(("bearer" = [])),
-    params(("thread_id" = String, Path, description = "The thread: a UUID"), ("run_id" = String, Path, description = "The run: a UUID")),
+    params(("thread_id" = inline(LgUuid), Path, description = "The thread: a UUID"), ("run_id" = inline(LgUuid), Path, description = "The run: a UUID")),
     responses(
         (status = 200, description = "The run and its status", body = Run),
         (status = 400, response = LgBadHost),
@@ -750,7 +761,7 @@ pub(crate) async fn get(
 }
 
 #[utoipa::path(get, path = "/threads/{thread_id}/runs/{run_id}/join", operation_id = "join_run", tag = "langgraph", security(("bearer" = [])),
-    params(("thread_id" = String, Path, description = "The thread: a UUID"), ("run_id" = String, Path, description = "The run: a UUID")),
+    params(("thread_id" = inline(LgUuid), Path, description = "The thread: a UUID"), ("run_id" = inline(LgUuid), Path, description = "The run: a UUID")),
     responses(
         (status = 200, description = "The thread's values once the run waits for a human or has ended; `{\"__error__\"}` when it failed", body = serde_json::Value),
         (status = 400, response = LgBadHost),
@@ -805,8 +816,8 @@ impl JoinStreamQuery {
 }
 
 #[utoipa::path(get, path = "/threads/{thread_id}/runs/{run_id}/stream", operation_id = "join_run_stream", tag = "langgraph", security(("bearer" = [])),
-    params(("thread_id" = String, Path, description = "The thread: a UUID"), ("run_id" = String, Path, description = "The run: a UUID"), JoinStreamQuery,
-        ("Last-Event-ID" = Option<String>, Header, description = "Resume after this event seq; `-1` replays the run from its start")),
+    params(("thread_id" = inline(LgUuid), Path, description = "The thread: a UUID"), ("run_id" = inline(LgUuid), Path, description = "The run: a UUID"), JoinStreamQuery,
+        ("Last-Event-ID" = Option<String>, Header, pattern = "^(-1|[0-9]{1,19})?$", description = "Resume after this event seq; `-1` replays the run from its start")),
     responses(
         (status = 200, description = "The run's events as `POST .../runs/stream` sends them (`id:` = event seq), from its start or after `Last-Event-ID`; ends when the run waits for a human or has ended", content_type = "text/event-stream", body = String),
         (status = 400, description = "A bad `Last-Event-ID` or query parameter, or a `Host` header that names another server", body = Detail),
@@ -828,7 +839,7 @@ pub(crate) async fn join_stream(
         .get("last-event-id")
         .map(|v| v.to_str().map(str::trim))
     {
-        None | Some(Ok("-1")) => None,
+        None | Some(Ok("-1" | "")) => None,
         Some(Ok(s)) => Some(s.parse::<u64>().map_err(|_| {
             ApiError::bad_request(format!("invalid Last-Event-ID {s:?}: a seq, or -1"))
         })?),
@@ -845,7 +856,7 @@ pub(crate) async fn join_stream(
         cancel_on_disconnect: q.cancel_on_disconnect.unwrap_or(false),
     };
     let before = earlier(&l, rec.chronicle_run);
-    stream::respond(&st, &who, rec, before, until, ask)
+    stream::respond(&st, &who, rec, before, l.given, until, ask)
 }
 
 /// `POST .../cancel`: `wait` for the run to end; `action` interrupt (the default) or
@@ -908,7 +919,7 @@ async fn cancel_one(
 }
 
 #[utoipa::path(post, path = "/threads/{thread_id}/runs/{run_id}/cancel", operation_id = "cancel_run", tag = "langgraph", security(("bearer" = [])),
-    params(("thread_id" = String, Path, description = "The thread: a UUID"), ("run_id" = String, Path, description = "The run: a UUID"), CancelQuery),
+    params(("thread_id" = inline(LgUuid), Path, description = "The thread: a UUID"), ("run_id" = inline(LgUuid), Path, description = "The run: a UUID"), CancelQuery),
     responses(
         (status = 202, description = "Cancelled: its turn ends `cancelled` (with `action=rollback` the run is forgotten too)"),
         (status = 204, description = "With `wait=true`: cancelled, and the turn has ended"),
@@ -924,6 +935,7 @@ pub(crate) async fn cancel(
     Principal(who): Principal,
     Path((thread, run)): Path<(String, String)>,
     Query(q): Query<CancelQuery>,
+    _body: Unread,
 ) -> ApiResult<StatusCode> {
     let (_, rec, until) = find(&st, &who, &thread, &run)?;
     let run = rec.chronicle_run;
@@ -946,7 +958,7 @@ pub(crate) async fn cancel(
 }
 
 #[utoipa::path(delete, path = "/threads/{thread_id}/runs/{run_id}", operation_id = "delete_run", tag = "langgraph", security(("bearer" = [])),
-    params(("thread_id" = String, Path, description = "The thread: a UUID"), ("run_id" = String, Path, description = "The run: a UUID")),
+    params(("thread_id" = inline(LgUuid), Path, description = "The thread: a UUID"), ("run_id" = inline(LgUuid), Path, description = "The run: a UUID")),
     responses(
         (status = 204, description = "The run is forgotten (its turn's events stay in the log)"),
         (status = 400, response = LgBadHost),
@@ -961,6 +973,7 @@ pub(crate) async fn delete(
     State(st): State<AppState>,
     Principal(who): Principal,
     Path((thread, run)): Path<(String, String)>,
+    _body: Unread,
 ) -> ApiResult<StatusCode> {
     let (_, rec, until) = find(&st, &who, &thread, &run)?;
     if matches!(status(&st, &rec, until)?, "pending" | "running") {

@@ -75,6 +75,7 @@ struct Watch {
     ask: Ask,
     /// The thread's turns before this run's (their messages come first).
     earlier: Vec<RunState>,
+    given: views::GivenIds,
     cur: RunState,
     /// The seq this LangGraph run's part of the Chronicle run ends at, when a later one took
     /// over.
@@ -114,7 +115,7 @@ impl Watch {
     fn values_now(&self) -> Map<String, Value> {
         let mut turns: Vec<&RunState> = self.earlier.iter().collect();
         turns.push(&self.cur);
-        match views::values(&self.cur, &views::messages(&turns)) {
+        match views::values(&self.cur, &views::messages(&turns, &self.given)) {
             Value::Object(m) => m,
             _ => Map::new(),
         }
@@ -122,7 +123,7 @@ impl Watch {
 
     /// This turn's messages not sent yet, marked sent.
     fn new_messages(&mut self) -> Vec<Message> {
-        let all = views::messages(&[&self.cur]);
+        let all = views::messages(&[&self.cur], &self.given);
         all.into_iter()
             .filter(|m| self.sent.insert(m.id.clone()))
             .collect()
@@ -329,6 +330,7 @@ pub(crate) fn respond(
     who: &chronicle_engine::Principal,
     rec: RunRecord,
     earlier: Vec<RunState>,
+    given: views::GivenIds,
     until: Option<u64>,
     ask: Ask,
 ) -> ApiResult<Response> {
@@ -345,6 +347,7 @@ pub(crate) fn respond(
     let mut w = Watch {
         st: st.clone(),
         earlier,
+        given,
         cur,
         until,
         events,

@@ -22,10 +22,10 @@ use super::records::{self, ThreadRecord};
 use super::views::{self, Point, SUPERVISOR_GRAPH, ThreadRef};
 use crate::auth::Principal;
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{Json as Body, Path};
+use crate::extract::{Json as Body, Path, Unread};
 use crate::openapi::{
     LgBadHost, LgBusy, LgForbidden, LgInsufficientStorage, LgInternal, LgPayloadTooLarge,
-    LgRequestTimeout, LgThreadNotFound, LgUnauthorized, LgUnsupportedMediaType,
+    LgRequestTimeout, LgThreadNotFound, LgUnauthorized, LgUnsupportedMediaType, LgUuid,
 };
 use crate::state::{AppState, now};
 use chronicle_engine::RunState;
@@ -35,6 +35,8 @@ use chronicle_wire::langgraph::Detail;
 /// first).
 pub(crate) struct Loaded {
     pub record: ThreadRecord,
+    /// The ids the client gave its turns' human messages.
+    pub given: views::GivenIds,
     pub id: String,
     pub assistant_id: String,
     pub turns: Vec<RunState>,
@@ -62,6 +64,7 @@ impl Loaded {
         ThreadRef {
             thread_id: &self.id,
             assistant_id: &self.assistant_id,
+            given: &self.given,
         }
     }
 
@@ -81,7 +84,11 @@ impl Loaded {
 
 /// A thread or run id from a path or a body: a UUID, else 422.
 pub(crate) fn uuid_of(what: &str, s: &str) -> ApiResult<Uuid> {
-    Uuid::parse_str(s)
+    // The hyphenated form only, as the document's pattern says.
+    Some(s)
+        .filter(|s| s.len() == 36)
+        .ok_or(())
+        .and_then(|s| Uuid::parse_str(s).map_err(|_| ()))
         .map_err(|_| ApiError::unprocessable(format!("{what} must be a UUID, got {s:?}")))
 }
 
@@ -144,7 +151,18 @@ pub(crate) fn load(st: &AppState, who: &Who, thread: Uuid) -> ApiResult<Loaded> 
             || views::assistant_id(SUPERVISOR_GRAPH).to_string(),
             str::to_owned,
         );
+    let given = records::runs(st.engine.store(), thread)?
+        .into_iter()
+        .filter(|r| r.kind == records::RunKind::Turn)
+        .filter_map(|r| {
+            Some((
+                r.chronicle_run,
+                super::runs::given_message_id(r.kwargs.get("input")?)?,
+            ))
+        })
+        .collect();
     Ok(Loaded {
+        given,
         id: thread.to_string(),
         assistant_id,
         record,
@@ -291,7 +309,7 @@ pub(crate) async fn create(
 }
 
 #[utoipa::path(get, path = "/threads/{thread_id}", operation_id = "get_thread", tag = "langgraph", security(("bearer" = [])),
-    params(("thread_id" = String, Path, description = "The thread: a UUID")),
+    params(("thread_id" = inline(LgUuid), Path, description = "The thread: a UUID")),
     responses(
         (status = 200, description = "The thread: its status, metadata, values (the latest turn's state with the conversation's `messages`) and pending interrupts", body = Thread),
         (status = 400, response = LgBadHost),
@@ -310,7 +328,7 @@ pub(crate) async fn get(
 }
 
 #[utoipa::path(delete, path = "/threads/{thread_id}", operation_id = "delete_thread", tag = "langgraph", security(("bearer" = [])),
-    params(("thread_id" = String, Path, description = "The thread: a UUID")),
+    params(("thread_id" = inline(LgUuid), Path, description = "The thread: a UUID")),
     responses(
         (status = 204, description = "Deleted: its session too (a run still going is cancelled; the events stay in the log)"),
         (status = 400, response = LgBadHost),
@@ -324,6 +342,7 @@ pub(crate) async fn delete(
     State(st): State<AppState>,
     Principal(who): Principal,
     Path(thread): Path<String>,
+    _body: Unread,
 ) -> ApiResult<StatusCode> {
     let thread = uuid_of("thread_id", &thread)?;
     let l = load(&st, &who, thread)?;
@@ -423,7 +442,7 @@ pub(crate) fn paged<T: serde::Serialize>(
 }
 
 #[utoipa::path(get, path = "/threads/{thread_id}/state", operation_id = "get_thread_state", tag = "langgraph", security(("bearer" = [])),
-    params(("thread_id" = String, Path, description = "The thread: a UUID")),
+    params(("thread_id" = inline(LgUuid), Path, description = "The thread: a UUID")),
     responses(
         (status = 200, description = "The thread's state at its head (a `ThreadState`; for a thread with no turn yet, empty values and a `null` checkpoint id)", body = serde_json::Value),
         (status = 400, response = LgBadHost),
@@ -445,6 +464,18 @@ pub(crate) async fn state(
     }))
 }
 
+/// [`point`], where an id that is not a UUID is not found either (it came in a body field that
+/// may hold any JSON).
+fn known_point<'a>(l: &'a Loaded, refs: &[&'a RunState], id: &str) -> ApiResult<Point<'a>> {
+    match uuid_of("checkpoint_id", id) {
+        Ok(_) => point(l, refs, id),
+        Err(_) => Err(ApiError::not_found(format!(
+            "checkpoint {id:?} not found in thread {}",
+            l.id
+        ))),
+    }
+}
+
 /// The point of `l` named by checkpoint id `id` (a UUID), else 404.
 pub(crate) fn point<'a>(l: &'a Loaded, refs: &[&'a RunState], id: &str) -> ApiResult<Point<'a>> {
     let uuid = uuid_of("checkpoint_id", id)?;
@@ -453,7 +484,7 @@ pub(crate) fn point<'a>(l: &'a Loaded, refs: &[&'a RunState], id: &str) -> ApiRe
 }
 
 #[utoipa::path(get, path = "/threads/{thread_id}/state/{checkpoint_id}", operation_id = "get_thread_state_at_checkpoint", tag = "langgraph", security(("bearer" = [])),
-    params(("thread_id" = String, Path, description = "The thread: a UUID"), ("checkpoint_id" = String, Path, description = "A checkpoint of the thread: a UUID")),
+    params(("thread_id" = inline(LgUuid), Path, description = "The thread: a UUID"), ("checkpoint_id" = inline(LgUuid), Path, description = "A checkpoint of the thread: a UUID")),
     responses(
         (status = 200, description = "The thread's state at the checkpoint", body = ThreadState),
         (status = 400, response = LgBadHost),
@@ -474,7 +505,7 @@ pub(crate) async fn state_at_checkpoint(
 }
 
 #[utoipa::path(post, path = "/threads/{thread_id}/state/checkpoint", operation_id = "post_thread_state_at_checkpoint", tag = "langgraph", request_body = StateAtRequest, security(("bearer" = [])),
-    params(("thread_id" = String, Path, description = "The thread: a UUID")),
+    params(("thread_id" = inline(LgUuid), Path, description = "The thread: a UUID")),
     responses(
         (status = 200, description = "The thread's state at the checkpoint", body = ThreadState),
         (status = 400, description = "Malformed JSON, or a `Host` header that names another server", body = Detail),
@@ -492,11 +523,8 @@ pub(crate) async fn state_at_checkpoint_post(
     Body(req): Body<StateAtRequest>,
 ) -> ApiResult<Json<ThreadState>> {
     let l = load(&st, &who, uuid_of("thread_id", &thread)?)?;
-    let id = checkpoint_id_in(&req.checkpoint).ok_or_else(|| {
-        ApiError::unprocessable("checkpoint must be {\"checkpoint_id\": \"<uuid>\"}")
-    })?;
     let refs = l.refs();
-    let p = point(&l, &refs, &id)?;
+    let p = point(&l, &refs, &req.checkpoint.checkpoint_id)?;
     Ok(Json(state_of(&st, &l, p)?))
 }
 
@@ -513,7 +541,7 @@ pub(crate) fn checkpoint_id_in(v: &Value) -> Option<String> {
 }
 
 #[utoipa::path(post, path = "/threads/{thread_id}/history", operation_id = "get_thread_history", tag = "langgraph", request_body = HistoryRequest, security(("bearer" = [])),
-    params(("thread_id" = String, Path, description = "The thread: a UUID")),
+    params(("thread_id" = inline(LgUuid), Path, description = "The thread: a UUID")),
     responses(
         (status = 200, description = "The thread's states at its checkpoints, all branches, newest first", body = Vec<ThreadState>),
         (status = 400, description = "Malformed JSON, or a `Host` header that names another server", body = Detail),
@@ -533,14 +561,10 @@ pub(crate) async fn history(
     let limit = page_limit(req.limit)?;
     let l = load(&st, &who, uuid_of("thread_id", &thread)?)?;
     let refs = l.refs();
-    let before = match &req.before {
-        None | Some(Value::Null) => None,
-        Some(v) => {
-            let id = checkpoint_id_in(v).ok_or_else(|| {
-                ApiError::unprocessable("before must be a checkpoint id, {\"checkpoint_id\"} or {\"configurable\": {\"checkpoint_id\"}}")
-            })?;
-            Some(point(&l, &refs, &id)?.uuid(&refs))
-        }
+    // A `before` that names no checkpoint id (`null`, `{}`) sets no bound.
+    let before = match req.before.as_ref().and_then(checkpoint_id_in) {
+        None => None,
+        Some(id) => Some(known_point(&l, &refs, &id)?.uuid(&refs)),
     };
     let points = views::history(&refs, usize::MAX, before).unwrap_or_default();
     let want = req.metadata.map(Value::Object);
@@ -561,7 +585,7 @@ pub(crate) async fn history(
 }
 
 #[utoipa::path(post, path = "/threads/{thread_id}/copy", operation_id = "copy_thread", tag = "langgraph", security(("bearer" = [])),
-    params(("thread_id" = String, Path, description = "The thread: a UUID")),
+    params(("thread_id" = inline(LgUuid), Path, description = "The thread: a UUID")),
     responses(
         (status = 200, description = "A new thread with the same metadata that starts from this one's turns (shown before its own)", body = Thread),
         (status = 400, response = LgBadHost),
@@ -575,6 +599,7 @@ pub(crate) async fn copy(
     State(st): State<AppState>,
     Principal(who): Principal,
     Path(thread): Path<String>,
+    _body: Unread,
 ) -> ApiResult<Json<Thread>> {
     let l = load(&st, &who, uuid_of("thread_id", &thread)?)?;
     let mut copied = l.record.copied.clone();
@@ -591,7 +616,7 @@ pub(crate) async fn copy(
 }
 
 #[utoipa::path(post, path = "/threads/{thread_id}/state", operation_id = "update_thread_state", tag = "langgraph", request_body = StateUpdate, security(("bearer" = [])),
-    params(("thread_id" = String, Path, description = "The thread: a UUID")),
+    params(("thread_id" = inline(LgUuid), Path, description = "The thread: a UUID")),
     responses(
         (status = 200, description = "The values are set on the thread's latest turn, recorded as an event by the caller with a new checkpoint (`source: update`)", body = StateUpdated),
         (status = 400, description = "Malformed JSON, or a `Host` header that names another server", body = Detail),
@@ -611,10 +636,7 @@ pub(crate) async fn update_state(
     Body(req): Body<StateUpdate>,
 ) -> ApiResult<Json<StateUpdated>> {
     let l = load(&st, &who, uuid_of("thread_id", &thread)?)?;
-    let values = match req.values {
-        Some(Value::Object(m)) => m,
-        _ => return Err(ApiError::unprocessable("values must be a JSON object")),
-    };
+    let values = req.values;
     if let Some(node) = &req.as_node
         && !super::assistants::SUPERVISOR_NODES.contains(&node.as_str())
     {
@@ -630,7 +652,7 @@ pub(crate) async fn update_state(
         .and_then(checkpoint_id_in)
         .or(req.checkpoint_id.clone());
     if let Some(id) = named
-        && Some(point(&l, &refs, &id)?) != views::head(&refs)
+        && Some(known_point(&l, &refs, &id)?) != views::head(&refs)
     {
         return Err(ApiError::conflict(
             "updates go to the thread's head: the checkpoint named is an older one",

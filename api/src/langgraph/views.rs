@@ -67,22 +67,26 @@ fn run_of(state: &RunState) -> RunId {
     state.run_id.unwrap_or(RunId(Uuid::nil()))
 }
 
+/// The ids clients gave their turns' human messages, by run (agent-chat-ui finds the message it
+/// showed before the server answered by its id); a turn without one gets a derived id.
+pub type GivenIds = std::collections::BTreeMap<RunId, String>;
+
 /// The LangChain messages of a thread, oldest first, from its turns' states (oldest first):
 /// per turn the query as a `human` message; each TODO that started as an `ai` message calling
 /// its agent as a tool (args: the input it ran with), followed by a `tool` message with the
 /// result once it finished; and the final answer as an `ai` message.
-pub fn messages(turns: &[&RunState]) -> Vec<Message> {
-    turns.iter().flat_map(|s| turn_messages(s)).collect()
+pub fn messages(turns: &[&RunState], given: &GivenIds) -> Vec<Message> {
+    turns.iter().flat_map(|s| turn_messages(s, given)).collect()
 }
 
-fn turn_messages(state: &RunState) -> Vec<Message> {
+fn turn_messages(state: &RunState, given: &GivenIds) -> Vec<Message> {
     let run = run_of(state);
     let s = &state.supervisor;
-    let mut out = vec![Message::new(
-        "human",
-        derived_str(run, "human"),
-        Value::String(s.query.clone()),
-    )];
+    let human = given
+        .get(&run)
+        .cloned()
+        .unwrap_or_else(|| derived_str(run, "human"));
+    let mut out = vec![Message::new("human", human, Value::String(s.query.clone()))];
     if let Some(plan) = &s.planning_state {
         let mut started: Vec<_> = plan
             .execution_steps
@@ -212,6 +216,7 @@ pub fn thread_status(latest: Option<&RunState>) -> &'static str {
 pub struct ThreadRef<'a> {
     pub thread_id: &'a str,
     pub assistant_id: &'a str,
+    pub given: &'a GivenIds,
 }
 
 /// A checkpoint of a thread: the turn it belongs to (index into the turns, oldest first) and
@@ -346,7 +351,7 @@ pub fn thread_state_at(
         })
         .collect();
     ThreadState {
-        values: values(at, &messages(&history)),
+        values: values(at, &messages(&history, thread.given)),
         next,
         tasks,
         metadata: CheckpointMetadata {

@@ -58,7 +58,10 @@ fn two_pending() -> RunState {
     fold(RUN_A, ev)
 }
 
+static NO_IDS: GivenIds = GivenIds::new();
+
 const THREAD: ThreadRef<'static> = ThreadRef {
+    given: &NO_IDS,
     thread_id: "thread-scenario-1",
     assistant_id: "3dba61cc-373b-5094-96d6-8331cb40a952",
 };
@@ -101,7 +104,7 @@ fn ids(ms: &[Message]) -> Vec<String> {
 #[test]
 fn a_finished_turn_reads_as_question_tool_calls_results_and_answer() {
     let done = fold(RUN_A, scenario_1_events());
-    let ms = messages(&[&done]);
+    let ms = messages(&[&done], &NO_IDS);
     let kinds: Vec<&str> = ms.iter().map(|m| m.kind.as_str()).collect();
     assert_eq!(kinds, ["human", "ai", "tool", "ai", "tool", "ai"]);
     assert_eq!(ms[0].content, json!(done.supervisor.query));
@@ -132,14 +135,14 @@ fn a_finished_turn_reads_as_question_tool_calls_results_and_answer() {
 fn message_ids_survive_a_reload_and_differ_between_turns() {
     let a = fold(RUN_A, scenario_1_events());
     let b = fold(RUN_B, scenario_1_events());
-    let once = messages(&[&a, &b]);
-    assert_eq!(ids(&once), ids(&messages(&[&a, &b])));
+    let once = messages(&[&a, &b], &NO_IDS);
+    assert_eq!(ids(&once), ids(&messages(&[&a, &b], &NO_IDS)));
     assert_eq!(once.len(), 12);
     assert_ne!(once[0].id, once[6].id);
     assert_eq!(once[6].kind, "human");
     // A turn still waiting shows its question only, with the id it keeps once it finished.
     let w = fold(RUN_A, waiting());
-    let early = messages(&[&w]);
+    let early = messages(&[&w], &NO_IDS);
     assert_eq!(ids(&early), vec![once[0].id.clone()]);
 }
 
@@ -161,7 +164,7 @@ fn a_failed_agent_is_an_error_tool_message() {
         attempt: 1,
         by: Actor::Engine,
     });
-    let ms = messages(&[&fold(RUN_A, ev)]);
+    let ms = messages(&[&fold(RUN_A, ev)], &NO_IDS);
     let tool = ms.last().unwrap();
     assert_eq!(tool.kind, "tool");
     assert_eq!(tool.status.as_deref(), Some("error"));
@@ -171,7 +174,7 @@ fn a_failed_agent_is_an_error_tool_message() {
 #[test]
 fn values_carry_the_state_the_messages_and_pending_interrupts() {
     let w = fold(RUN_A, waiting());
-    let v = values(&w, &messages(&[&w]));
+    let v = values(&w, &messages(&[&w], &NO_IDS));
     assert_eq!(v["query"], json!(w.supervisor.query));
     assert_eq!(v["messages"][0]["type"], "human");
     assert_eq!(v["__interrupt__"], json!(interrupts(&w)));
