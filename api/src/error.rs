@@ -117,8 +117,7 @@ impl From<EngineError> for ApiError {
             | E::SeqBeyondEnd { .. }
             | E::BadStatus(_)
             | E::NotYourUser { .. }
-            | E::NoValues
-            | E::OwnStateKey(_) => ApiError::unprocessable(e.to_string()),
+            | E::NoValues => ApiError::unprocessable(e.to_string()),
             E::AlreadyDecided { .. }
             | E::IllegalTransition { .. }
             | E::NothingPending
@@ -129,6 +128,9 @@ impl From<EngineError> for ApiError {
             | E::NoPlanYet
             | E::TodoLimit(_)
             | E::RunBusy(_)
+            // The key is the workflow's: the request conflicts with who owns that part of the
+            // state (commands change it), as a decision on a decided approval does.
+            | E::OwnStateKey(_)
             | E::Concurrent => ApiError::conflict(e.to_string()),
             E::Store(e) => e.into(),
             E::ShuttingDown => ApiError::new(

@@ -294,7 +294,13 @@ pub const UUID_PATTERN: &str =
 pub struct ThreadCreate {
     /// The thread's id, a UUID (a new one when absent).
     #[serde(default)]
-    #[cfg_attr(feature = "openapi", schema(format = "uuid", pattern = "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"))]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(
+            format = "uuid",
+            pattern = "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+        )
+    )]
     pub thread_id: Option<String>,
     #[serde(default)]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
@@ -421,7 +427,13 @@ pub struct StateAtRequest {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct CheckpointRef {
-    #[cfg_attr(feature = "openapi", schema(format = "uuid", pattern = "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"))]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(
+            format = "uuid",
+            pattern = "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+        )
+    )]
     pub checkpoint_id: String,
     #[serde(default)]
     pub thread_id: Option<String>,
@@ -453,7 +465,13 @@ pub struct StateUpdate {
     #[cfg_attr(feature = "openapi", schema(value_type = Option<Value>))]
     pub checkpoint: Option<Value>,
     #[serde(default)]
-    #[cfg_attr(feature = "openapi", schema(format = "uuid", pattern = "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"))]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(
+            format = "uuid",
+            pattern = "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+        )
+    )]
     pub checkpoint_id: Option<String>,
 }
 
@@ -590,7 +608,13 @@ pub struct RunCreate {
     #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
     pub checkpoint: Option<Value>,
     #[serde(default)]
-    #[cfg_attr(feature = "openapi", schema(format = "uuid", pattern = "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"))]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(
+            format = "uuid",
+            pattern = "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+        )
+    )]
     pub checkpoint_id: Option<String>,
     #[serde(default)]
     pub multitask_strategy: Option<MultitaskStrategy>,
@@ -598,7 +622,13 @@ pub struct RunCreate {
     pub if_not_exists: Option<IfNotExists>,
     /// For `POST /runs...`: the thread (a new one when absent).
     #[serde(default)]
-    #[cfg_attr(feature = "openapi", schema(format = "uuid", pattern = "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"))]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(
+            format = "uuid",
+            pattern = "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+        )
+    )]
     pub thread_id: Option<String>,
 }
 

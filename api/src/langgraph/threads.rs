@@ -373,8 +373,41 @@ pub(crate) async fn search(
     Body(q): Body<ThreadSearch>,
 ) -> ApiResult<Response> {
     let limit = page_limit(q.limit)?;
+    let sort = q.sort_by.unwrap_or(ThreadSort::UpdatedAt);
+    let desc = q.sort_order.unwrap_or(SortOrder::Desc) == SortOrder::Desc;
+    // What the records say is filtered (and, when it can be, sorted and paged) before any
+    // thread's turns are read.
+    let mut candidates: Vec<ThreadRecord> = records::threads(st.engine.store(), &who)?
+        .into_iter()
+        .filter(|r| {
+            q.metadata
+                .as_ref()
+                .is_none_or(|m| contains(&json!(r.metadata), &json!(m)))
+                && q.ids.as_ref().is_none_or(|ids| {
+                    ids.iter()
+                        .any(|i| i.eq_ignore_ascii_case(&r.thread_id.to_string()))
+                })
+        })
+        .collect();
+    let by_record = q.status.is_none() && q.values.is_none() && sort != ThreadSort::Status;
+    let (total, offset) = if by_record {
+        candidates.sort_by_key(|r| match sort {
+            ThreadSort::ThreadId => (r.thread_id.to_string(), r.created_at),
+            ThreadSort::CreatedAt => (String::new(), r.created_at),
+            _ => (String::new(), r.updated_at),
+        });
+        if desc {
+            candidates.reverse();
+        }
+        let total = candidates.len();
+        let offset = usize::try_from(q.offset.unwrap_or(0)).unwrap_or(usize::MAX);
+        candidates = candidates.into_iter().skip(offset).take(limit).collect();
+        (Some(total), offset)
+    } else {
+        (None, 0)
+    };
     let mut found = Vec::new();
-    for r in records::threads(st.engine.store(), &who)? {
+    for r in candidates {
         let l = match load(&st, &who, r.thread_id) {
             Ok(l) => l,
             // Deleted through Chronicle's own API meanwhile.
@@ -383,28 +416,24 @@ pub(crate) async fn search(
         };
         let t = view(&st, &l)?;
         let keep = q
-            .metadata
+            .values
             .as_ref()
-            .is_none_or(|m| contains(&json!(t.metadata), &json!(m)))
-            && q.values
-                .as_ref()
-                .is_none_or(|v| contains(&t.values, &json!(v)))
-            && q.ids
-                .as_ref()
-                .is_none_or(|ids| ids.iter().any(|i| i.eq_ignore_ascii_case(&t.thread_id)))
+            .is_none_or(|v| contains(&t.values, &json!(v)))
             && q.status.is_none_or(|s| s.as_str() == t.status);
         if keep {
             found.push(t);
         }
     }
-    let key = |t: &Thread| match q.sort_by.unwrap_or(ThreadSort::UpdatedAt) {
+    if let Some(total) = total {
+        return Ok(page_of(found, total, offset, limit));
+    }
+    found.sort_by_key(|t| match sort {
         ThreadSort::ThreadId => t.thread_id.clone(),
         ThreadSort::Status => t.status.clone(),
         ThreadSort::CreatedAt => t.created_at.clone(),
         ThreadSort::UpdatedAt => t.updated_at.clone(),
-    };
-    found.sort_by_key(key);
-    if q.sort_order.unwrap_or(SortOrder::Desc) == SortOrder::Desc {
+    });
+    if desc {
         found.reverse();
     }
     Ok(paged(found, q.offset, limit))
@@ -431,6 +460,16 @@ pub(crate) fn paged<T: serde::Serialize>(
     let total = all.len();
     let offset = usize::try_from(offset.unwrap_or(0)).unwrap_or(usize::MAX);
     let page: Vec<T> = all.into_iter().skip(offset).take(limit).collect();
+    page_of(page, total, offset, limit)
+}
+
+/// `page` (at `offset`, of `total` in all) as JSON with the pagination headers.
+fn page_of<T: serde::Serialize>(
+    page: Vec<T>,
+    total: usize,
+    offset: usize,
+    limit: usize,
+) -> Response {
     let mut res = Json(page).into_response();
     let headers = res.headers_mut();
     headers.insert("x-pagination-total", HeaderValue::from(total));
@@ -624,8 +663,8 @@ pub(crate) async fn copy(
         (status = 408, response = LgRequestTimeout), (status = 413, response = LgPayloadTooLarge),
         (status = 415, response = LgUnsupportedMediaType),
         (status = 404, response = LgThreadNotFound),
-        (status = 409, description = "The thread has no turn yet, its latest turn is running, or a `checkpoint` that is not the head", body = Detail),
-        (status = 422, description = "A `thread_id` that is not a UUID; `values` that are not a non-empty object or name a key of the workflow's own state; an `as_node` that is not a node of the graph", body = Detail),
+        (status = 409, description = "The thread has no turn yet, its latest turn is running, a `checkpoint` that is not the head, or `values` naming a key of the workflow's own state (commands change those)", body = Detail),
+        (status = 422, description = "A `thread_id` that is not a UUID, empty `values`, or an `as_node` that is not a node of the graph", body = Detail),
         (status = 500, response = LgInternal), (status = 503, response = LgBusy),
         (status = 507, response = LgInsufficientStorage),
     ))]
