@@ -704,7 +704,7 @@ async fn openapi_document_with_tokens_declares_auth_and_every_error() {
             }
         }
     }
-    assert_eq!(operations, 59);
+    assert_eq!(operations, 60);
     // Unsigned integers carry their real range, not a signed format.
     let text = doc.to_string();
     assert!(!text.contains("\"int32\""), "u32 declared as int32");

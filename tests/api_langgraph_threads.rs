@@ -258,12 +258,6 @@ async fn bad_requests_change_nothing() {
         (
             Method::POST,
             format!("/threads/{id}/history"),
-            Some(json!({"before": 7})),
-            422,
-        ),
-        (
-            Method::POST,
-            format!("/threads/{id}/history"),
             Some(json!({"before": uuid::Uuid::new_v4().to_string()})),
             404,
         ),
@@ -388,5 +382,144 @@ async fn threads_and_runs_outlive_a_restart() {
     assert_eq!(runs_after, runs);
     let (_, after) = call(&srv, ALICE, Method::POST, &history, all()).await;
     assert_eq!(after, before, "the same checkpoints, ids and states");
+    srv.stop().await;
+}
+
+/// The events of a finished SSE body: `(event, data)` in order.
+fn sse_events(body: &str) -> Vec<(String, Value)> {
+    body.split("\n\n")
+        .filter_map(|block| {
+            let field = |name: &str| {
+                block
+                    .lines()
+                    .find_map(|l| l.strip_prefix(name).map(str::trim_start))
+            };
+            Some((
+                field("event:")?.to_owned(),
+                serde_json::from_str(field("data:")?).ok()?,
+            ))
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_run_streams_error_and_waits_to_an_error_value() {
+    // A plan longer than the run's TODO limit fails the run: this query plans two.
+    let mut settings = chronicle_realestate::settings();
+    settings.defaults.limits.max_todos = 1;
+    let srv = crate::api_support::server_settings(tokens(), settings, Default::default()).await;
+    let (_, t) = call(&srv, ALICE, Method::POST, "/threads", Some(json!({}))).await;
+    let id = t["thread_id"].as_str().unwrap().to_owned();
+    let body = json!({"assistant_id": "supervisor", "input": {"query": QUERY}, "stream_mode": ["values", "updates"]});
+    let res = srv
+        .http
+        .post(srv.url(&format!("/threads/{id}/runs/stream")))
+        .bearer_auth(ALICE)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    let location = res.headers()["content-location"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let events = sse_events(&res.text().await.unwrap());
+    assert_eq!(events.first().unwrap().0, "metadata", "{events:?}");
+    let (last, data) = events.last().unwrap();
+    assert_eq!(last, "error", "{events:?}");
+    assert_eq!(data["error"], "RunFailed");
+    assert!(!data["message"].as_str().unwrap().is_empty(), "{data}");
+    // The run is marked failed by the time the stream closed; so is the thread.
+    let (_, run) = call(&srv, ALICE, Method::GET, &location, None).await;
+    assert_eq!(run["status"], "error", "{run}");
+    let (_, thread) = call(&srv, ALICE, Method::GET, &format!("/threads/{id}"), None).await;
+    assert_eq!(thread["status"], "error");
+
+    // `wait` answers 200 with `__error__`; a stateless one too.
+    let (s, values) = call(&srv, ALICE, Method::POST, "/runs/wait", Some(body)).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(values["__error__"]["error"], "RunFailed", "{values}");
+    assert_eq!(values["__error__"]["message"], data["message"]);
+    srv.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_many_cancels_what_runs_and_only_the_callers() {
+    let srv = server(tokens(), None).await;
+    let (_, t) = call(&srv, ALICE, Method::POST, "/threads", Some(json!({}))).await;
+    let id = t["thread_id"].as_str().unwrap().to_owned();
+    // A turn that waits for approval stays settled: nothing of it is running.
+    let body = json!({"assistant_id": "supervisor", "input": {"query": QUERY},
+                      "config": {"configurable": {"hitl": "every_todo"}}});
+    let (s, values) = call(
+        &srv,
+        ALICE,
+        Method::POST,
+        &format!("/threads/{id}/runs/wait"),
+        Some(body),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{values}");
+    assert!(values["__interrupt__"].is_array(), "{values}");
+    let before = srv.offsets();
+    let refused = [
+        (json!({}), StatusCode::UNPROCESSABLE_ENTITY),
+        (
+            json!({"run_ids": [uuid::Uuid::new_v4().to_string()]}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+        (
+            json!({"thread_id": "nope"}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+        (
+            json!({"thread_id": uuid::Uuid::new_v4().to_string()}),
+            StatusCode::NOT_FOUND,
+        ),
+    ];
+    for (body, status) in refused {
+        let (s, b) = call(
+            &srv,
+            ALICE,
+            Method::POST,
+            "/runs/cancel",
+            Some(body.clone()),
+        )
+        .await;
+        assert_eq!(s, status, "{body}: {b}");
+    }
+    // Bob's cancel of Alice's thread is not found; everyone's "all" leaves Alice's alone.
+    let (s, _) = call(
+        &srv,
+        BOB,
+        Method::POST,
+        "/runs/cancel",
+        Some(json!({"thread_id": id})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    let (s, _) = call(
+        &srv,
+        BOB,
+        Method::POST,
+        "/runs/cancel",
+        Some(json!({"status": "all"})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::NO_CONTENT);
+    // Alice's own: the run is settled, so nothing is running to cancel.
+    let (s, _) = call(
+        &srv,
+        ALICE,
+        Method::POST,
+        "/runs/cancel",
+        Some(json!({"thread_id": id, "status": "running"})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::NO_CONTENT);
+    assert_eq!(srv.offsets(), before, "nothing was cancelled");
+    let (_, thread) = call(&srv, ALICE, Method::GET, &format!("/threads/{id}"), None).await;
+    assert_eq!(thread["status"], "interrupted");
     srv.stop().await;
 }

@@ -43,7 +43,7 @@ use crate::{audit, auth, langgraph, memory, rest, runs, sessions, sse, ws};
         langgraph::runs::wait_on_thread, langgraph::runs::create_stateless,
         langgraph::runs::stream_stateless, langgraph::runs::wait_stateless, langgraph::runs::list,
         langgraph::runs::get, langgraph::runs::delete, langgraph::runs::join,
-        langgraph::runs::join_stream, langgraph::runs::cancel,
+        langgraph::runs::join_stream, langgraph::runs::cancel, langgraph::runs::cancel_many,
     ),
     components(
         schemas(chronicle_wire::ErrorBody, chronicle_wire::EventData, chronicle_wire::langgraph::Detail),

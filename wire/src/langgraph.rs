@@ -632,6 +632,37 @@ pub struct RunCreate {
     pub thread_id: Option<String>,
 }
 
+/// `POST /runs/cancel`: cancel every pending or running run that matches: these runs of a
+/// thread, every run of a thread, or (with `status`) every run of the caller's threads.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct RunsCancel {
+    #[serde(default)]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(
+            format = "uuid",
+            pattern = "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+        )
+    )]
+    pub thread_id: Option<String>,
+    /// Only these runs of `thread_id`.
+    #[serde(default)]
+    pub run_ids: Option<Vec<String>>,
+    /// `pending`, `running` or `all` (both).
+    #[serde(default)]
+    pub status: Option<CancelStatus>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum CancelStatus {
+    Pending,
+    Running,
+    All,
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;

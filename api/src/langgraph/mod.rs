@@ -85,6 +85,7 @@ pub(crate) fn routes() -> Router<AppState> {
             post(runs::cancel),
         )
         .route("/runs", post(runs::create_stateless))
+        .route("/runs/cancel", post(runs::cancel_many))
         .route("/runs/stream", post(runs::stream_stateless))
         .route("/runs/wait", post(runs::wait_stateless))
 }

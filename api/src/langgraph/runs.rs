@@ -13,8 +13,8 @@ use axum::response::{IntoResponse, Response};
 use chronicle_engine::{Principal as Who, RestoreTarget, RunState, StartRun, is_settled};
 use chronicle_schemas::{HitlMode, OnReject, RunId, RunStatus, Strategy};
 use chronicle_wire::langgraph::{
-    IfNotExists, MultitaskStrategy, Run, RunCommand, RunCreate, StreamMode, StreamModes,
-    ThreadStatus,
+    CancelStatus, IfNotExists, MultitaskStrategy, Run, RunCommand, RunCreate, RunsCancel,
+    StreamMode, StreamModes, ThreadStatus,
 };
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -218,9 +218,6 @@ async fn commanded(
     l: &Loaded,
     command: &RunCommand,
 ) -> ApiResult<(RunKind, RunId, u64)> {
-    let s = waiting(l)?;
-    let run = run_of(s);
-    let from = s.next_seq();
     let update = match &command.update {
         None => None,
         Some(Value::Object(values)) => Some(values.clone()),
@@ -230,12 +227,15 @@ async fn commanded(
             ));
         }
     };
+    if let Some(goto) = command.goto.as_ref().filter(|g| *g != "__end__") {
+        return Err(ApiError::unprocessable(format!(
+            "command.goto can only be \"__end__\" (end the waiting turn), got {goto}"
+        )));
+    }
+    let s = waiting(l)?;
+    let run = run_of(s);
+    let from = s.next_seq();
     let decisions = match (&command.goto, &command.resume) {
-        (Some(goto), _) if goto != "__end__" => {
-            return Err(ApiError::unprocessable(format!(
-                "command.goto can only be \"__end__\" (end the waiting turn), got {goto}"
-            )));
-        }
         (Some(_), _) => None,
         (None, resume) => {
             let pending: Vec<_> = s.approvals.pending().collect();
@@ -983,5 +983,76 @@ pub(crate) async fn delete(
         )));
     }
     records::delete_run(st.engine.store(), &rec)?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// `POST /runs/cancel?action=`.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(crate) struct CancelManyQuery {
+    /// `interrupt` (the default) or `rollback`.
+    #[serde(default)]
+    action: Option<CancelAction>,
+}
+
+#[utoipa::path(post, path = "/runs/cancel", operation_id = "cancel_runs", tag = "langgraph", request_body = RunsCancel, security(("bearer" = [])),
+    params(CancelManyQuery),
+    responses(
+        (status = 204, description = "Every pending or running run that matched is cancelled"),
+        (status = 400, description = "Malformed JSON or query, or a `Host` header that names another server", body = Detail),
+        (status = 401, response = LgUnauthorized), (status = 403, response = LgForbidden),
+        (status = 408, response = LgRequestTimeout), (status = 413, response = LgPayloadTooLarge),
+        (status = 415, response = LgUnsupportedMediaType),
+        (status = 404, response = LgThreadNotFound),
+        (status = 422, description = "Neither `thread_id` nor `status`, `run_ids` without `thread_id`, or an id that is not a UUID", body = Detail),
+        (status = 500, response = LgInternal), (status = 503, response = LgBusy),
+        (status = 507, response = LgInsufficientStorage),
+    ))]
+pub(crate) async fn cancel_many(
+    State(st): State<AppState>,
+    Principal(who): Principal,
+    Query(q): Query<CancelManyQuery>,
+    Body(req): Body<RunsCancel>,
+) -> ApiResult<StatusCode> {
+    let threads = match (&req.thread_id, req.status) {
+        (Some(t), _) => vec![uuid_of("thread_id", t)?],
+        (None, Some(_)) if req.run_ids.is_none() => records::threads(st.engine.store(), &who)?
+            .into_iter()
+            .map(|r| r.thread_id)
+            .collect(),
+        _ => {
+            return Err(ApiError::unprocessable(
+                "name a `thread_id` (and perhaps its `run_ids`), or a `status` for all your runs",
+            ));
+        }
+    };
+    let wanted: Option<Vec<Uuid>> = req
+        .run_ids
+        .as_ref()
+        .map(|ids| ids.iter().map(|id| uuid_of("run_id", id)).collect())
+        .transpose()?;
+    let action = q.action.unwrap_or(CancelAction::Interrupt);
+    for thread in threads {
+        match load(&st, &who, thread) {
+            Ok(_) => {}
+            // Among all the caller's threads, one deleted through Chronicle's own API is skipped.
+            Err(e) if req.thread_id.is_none() && e.status == StatusCode::NOT_FOUND => continue,
+            Err(e) => return Err(e),
+        }
+        for (rec, until) in runs_with_ends(&st, thread)? {
+            if wanted.as_ref().is_some_and(|w| !w.contains(&rec.run_id)) {
+                continue;
+            }
+            let status = status(&st, &rec, until)?;
+            let matches = match req.status.unwrap_or(CancelStatus::All) {
+                CancelStatus::Pending => status == "pending",
+                CancelStatus::Running => status == "running",
+                CancelStatus::All => matches!(status, "pending" | "running"),
+            };
+            if matches {
+                cancel_one(&st, &who, rec, until, action).await?;
+            }
+        }
+    }
     Ok(StatusCode::NO_CONTENT)
 }
