@@ -180,7 +180,8 @@ async fn langgraph_routes_answer_errors_as_detail() {
         400,
     )
     .await;
-    detail(get("/threads/not-yet-served").await.unwrap(), 404).await;
+    detail(get("/threads/not-a-uuid").await.unwrap(), 422).await;
+    detail(get("/threads/a/b/c/d/e").await.unwrap(), 404).await;
 
     let post = |body: &'static str, ct: &'static str| {
         srv.http

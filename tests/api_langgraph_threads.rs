@@ -3,40 +3,13 @@
 //! sees all), the `X-Api-Key` header LangGraph clients send, bad requests that change nothing
 //! (neither the log nor the thread records), and thread records that outlive a restart.
 
-use chronicle_api::Tokens;
 use chronicle_engine::store::{Options, Store};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::api_support::{Server, server, server_on};
+use crate::api_support::{ALICE, BOB, ROOT, Server, call, principals, server, server_on};
 
-const ALICE: &str = "tok-alice-123456";
-const BOB: &str = "tok-bob-1234567890";
-const ROOT: &str = "tok-root-1234567890";
 const QUERY: &str = "강남구 아파트 전세 시세 알려줘";
-
-fn tokens() -> Tokens {
-    Tokens::parse(&format!("alice {ALICE}\nbob {BOB}\nroot {ROOT} admin\n")).unwrap()
-}
-
-/// One request as `token` (sent as a bearer token): its status and JSON body (`null` when
-/// there is none or it is a stream).
-async fn call(
-    srv: &Server,
-    token: &str,
-    method: Method,
-    path: &str,
-    body: Option<Value>,
-) -> (StatusCode, Value) {
-    let mut req = srv.http.request(method, srv.url(path)).bearer_auth(token);
-    if let Some(b) = body {
-        req = req.json(&b);
-    }
-    let res = req.send().await.unwrap();
-    let status = res.status();
-    let text = res.text().await.unwrap();
-    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
-}
 
 /// Named records of the LangGraph API in the store (threads and runs).
 fn records(srv: &Server) -> usize {
@@ -75,7 +48,7 @@ async fn thread_with_a_turn(srv: &Server, token: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn another_principals_thread_is_not_found_anywhere_and_an_admin_sees_it() {
-    let srv = server(tokens(), None).await;
+    let srv = server(principals(), None).await;
     let id = thread_with_a_turn(&srv, ALICE).await;
     let (_, runs) = call(
         &srv,
@@ -174,7 +147,7 @@ async fn another_principals_thread_is_not_found_anywhere_and_an_admin_sees_it() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_x_api_key_header_is_a_token() {
-    let srv = server(tokens(), None).await;
+    let srv = server(principals(), None).await;
     let res = srv
         .http
         .post(srv.url("/threads"))
@@ -206,7 +179,7 @@ async fn the_x_api_key_header_is_a_token() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_requests_change_nothing() {
-    let srv = server(tokens(), None).await;
+    let srv = server(principals(), None).await;
     let id = thread_with_a_turn(&srv, ALICE).await;
     let before = (srv.offsets(), records(&srv));
     let run = |body: Value, status: u16| {
@@ -337,7 +310,7 @@ async fn threads_and_runs_outlive_a_restart() {
         server_on(
             tempfile::tempdir().unwrap(),
             store,
-            tokens(),
+            principals(),
             chronicle_realestate::settings(),
             Default::default(),
         )
@@ -407,7 +380,7 @@ async fn a_failing_run_streams_error_and_waits_to_an_error_value() {
     // A plan longer than the run's TODO limit fails the run: this query plans two.
     let mut settings = chronicle_realestate::settings();
     settings.defaults.limits.max_todos = 1;
-    let srv = crate::api_support::server_settings(tokens(), settings, Default::default()).await;
+    let srv = crate::api_support::server_settings(principals(), settings, Default::default()).await;
     let (_, t) = call(&srv, ALICE, Method::POST, "/threads", Some(json!({}))).await;
     let id = t["thread_id"].as_str().unwrap().to_owned();
     let body = json!({"assistant_id": "supervisor", "input": {"query": QUERY}, "stream_mode": ["values", "updates"]});
@@ -446,7 +419,7 @@ async fn a_failing_run_streams_error_and_waits_to_an_error_value() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancel_many_cancels_what_runs_and_only_the_callers() {
-    let srv = server(tokens(), None).await;
+    let srv = server(principals(), None).await;
     let (_, t) = call(&srv, ALICE, Method::POST, "/threads", Some(json!({}))).await;
     let id = t["thread_id"].as_str().unwrap().to_owned();
     // A turn that waits for approval stays settled: nothing of it is running.

@@ -7,7 +7,6 @@
 
 use std::time::Duration;
 
-use chronicle_api::Tokens;
 use chronicle_engine::store::{Options, Store};
 use chronicle_engine::{Principal, child_run_id};
 use chronicle_schemas::{Event, HitlMode, RunConfig, RunId, RunStatus, SessionId};
@@ -17,44 +16,11 @@ use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
-use crate::api_support::{Server, server, server_on};
+use crate::api_support::{ALICE, BOB, ROOT, Server, call, principals, server, server_on};
 use crate::engine::completed;
 
-const ALICE: &str = "tok-alice-123456";
-const BOB: &str = "tok-bob-1234567890";
-const ROOT: &str = "tok-root-1234567890";
 const WAIT: Duration = Duration::from_secs(20);
 const QUERY: &str = "집주인이 전세금 3억을 10억으로 올려달래. 법적으로 해결방법 알려줘";
-
-fn tokens() -> Tokens {
-    Tokens::parse(&format!("alice {ALICE}\nbob {BOB}\nroot {ROOT} admin\n")).unwrap()
-}
-
-/// One raw request as `token`: its status and, unless it is a stream, its JSON body.
-async fn call(
-    srv: &Server,
-    token: &str,
-    method: Method,
-    path: &str,
-    body: Option<Value>,
-) -> (StatusCode, Value) {
-    let mut req = srv.http.request(method, srv.url(path)).bearer_auth(token);
-    if let Some(body) = body {
-        req = req.json(&body);
-    }
-    let res = req.send().await.unwrap();
-    let status = res.status();
-    let json = res
-        .headers()
-        .get("content-type")
-        .is_some_and(|t| t.as_bytes().starts_with(b"application/json"));
-    let body = if json {
-        res.json().await.unwrap()
-    } else {
-        Value::Null
-    };
-    (status, body)
-}
 
 /// A run of `token`'s, started over the API in `session`.
 async fn start(srv: &Server, token: &str, session: &str, hitl: &str) -> RunId {
@@ -129,7 +95,7 @@ struct World {
 }
 
 async fn world() -> World {
-    let srv = server(tokens(), None).await;
+    let srv = server(principals(), None).await;
     let a = start(&srv, ALICE, "s-alice", "every_todo").await;
     let s = srv.engine.wait_settled(a, WAIT).await.unwrap();
     assert_eq!(s.supervisor.run_status, RunStatus::WaitingForApproval);
@@ -542,7 +508,11 @@ async fn the_all_runs_stream_and_the_websocket_show_each_their_own() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_child_run_belongs_to_its_parents_owner() {
-    let srv = server(tokens(), Some(crate::tool_agents::registry(None, false))).await;
+    let srv = server(
+        principals(),
+        Some(crate::tool_agents::registry(None, false)),
+    )
+    .await;
     let calls = json!([{"tool": "task", "args": {"description": "look it up", "subagent_type": "sub_worker"}}]);
     let body = json!({"query": "delegate", "hitl": "none", "plan": [{"agent_name": "tool_runner", "input_mapping": {"calls": calls}, "timeout": 30}]});
     let (status, started) = call(&srv, ALICE, Method::POST, "/api/v1/agent/run", Some(body)).await;
@@ -597,7 +567,7 @@ async fn runs_from_before_owners_belong_to_local() {
     let srv = server_on(
         dir,
         store,
-        tokens(),
+        principals(),
         chronicle_realestate::settings(),
         Default::default(),
     )

@@ -9,6 +9,8 @@ use chronicle_api::{ApiConfig, AppState, Tokens};
 use chronicle_engine::agents::Registry;
 use chronicle_engine::store::{Options, Store};
 use chronicle_engine::{Engine, Settings};
+use reqwest::{Method, StatusCode};
+use serde_json::Value;
 
 pub struct Server {
     pub base: String,
@@ -109,4 +111,42 @@ impl Server {
     pub fn offsets(&self) -> u64 {
         self.engine.store().durable_next_offset()
     }
+}
+
+/// The tokens of ownership tests: `alice` and `bob`, two ordinary principals, and `root`, an
+/// admin ([`principals`]).
+pub const ALICE: &str = "tok-alice-123456";
+pub const BOB: &str = "tok-bob-1234567890";
+pub const ROOT: &str = "tok-root-1234567890";
+
+/// Tokens for `alice`, `bob` and `root` (admin).
+pub fn principals() -> Tokens {
+    Tokens::parse(&format!("alice {ALICE}\nbob {BOB}\nroot {ROOT} admin\n")).unwrap()
+}
+
+/// One raw request as `token`: its status and, unless it is a stream, its JSON body (`null`
+/// when it has none).
+pub async fn call(
+    srv: &Server,
+    token: &str,
+    method: Method,
+    path: &str,
+    body: Option<Value>,
+) -> (StatusCode, Value) {
+    let mut req = srv.http.request(method, srv.url(path)).bearer_auth(token);
+    if let Some(body) = body {
+        req = req.json(&body);
+    }
+    let res = req.send().await.unwrap();
+    let status = res.status();
+    let json = res
+        .headers()
+        .get("content-type")
+        .is_some_and(|t| t.as_bytes().starts_with(b"application/json"));
+    let body = if json {
+        res.json().await.unwrap()
+    } else {
+        Value::Null
+    };
+    (status, body)
 }

@@ -6,41 +6,16 @@
 
 use std::time::Duration;
 
-use chronicle_api::Tokens;
 use chronicle_engine::Principal;
 use chronicle_schemas::{Actor, Event, RunId, RunStatus};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::api_support::{Server, server};
+use crate::api_support::{ALICE, BOB, ROOT, Server, call, principals, server};
 
-const ALICE: &str = "tok-alice-123456";
-const BOB: &str = "tok-bob-1234567890";
-const ROOT: &str = "tok-root-1234567890";
 const WAIT: Duration = Duration::from_secs(30);
 const FIRST: &str = "집주인이 전세금 3억을 10억으로 올려달래. 법적으로 해결방법 알려줘";
 const SECOND: &str = "강남구 아파트 시세 알려줘";
-
-fn tokens() -> Tokens {
-    Tokens::parse(&format!("alice {ALICE}\nbob {BOB}\nroot {ROOT} admin\n")).unwrap()
-}
-
-async fn call(
-    srv: &Server,
-    token: &str,
-    method: Method,
-    path: &str,
-    body: Option<Value>,
-) -> (StatusCode, Value) {
-    let mut req = srv.http.request(method, srv.url(path)).bearer_auth(token);
-    if let Some(body) = body {
-        req = req.json(&body);
-    }
-    let res = req.send().await.unwrap();
-    let status = res.status();
-    let text = res.text().await.unwrap();
-    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
-}
 
 async fn get(srv: &Server, token: &str, path: &str) -> (StatusCode, Value) {
     call(srv, token, Method::GET, path, None).await
@@ -82,7 +57,7 @@ fn ids(list: &Value) -> Vec<String> {
 
 #[tokio::test]
 async fn sessions_are_listed_read_and_deleted_by_their_owner_only() {
-    let srv = server(tokens(), None).await;
+    let srv = server(principals(), None).await;
     let a1 = turn(&srv, "alice-one", FIRST).await;
     let a2 = turn(&srv, "alice-one", SECOND).await;
     let b1 = turn(&srv, "alice-two", SECOND).await;
@@ -268,7 +243,7 @@ async fn sessions_are_listed_read_and_deleted_by_their_owner_only() {
 
 #[tokio::test]
 async fn deleting_a_session_cancels_its_waiting_run_and_empties_the_inbox() {
-    let srv = server(tokens(), None).await;
+    let srv = server(principals(), None).await;
     let run = start(&srv, ALICE, "alice-waits", FIRST, "every_todo").await;
     let s = srv.engine.wait_settled(run, WAIT).await.unwrap();
     assert_eq!(s.supervisor.run_status, RunStatus::WaitingForApproval);

@@ -53,7 +53,8 @@ use crate::{audit, auth, langgraph, memory, rest, runs, sessions, sse, ws};
             Busy, InsufficientStorage,
             LgBadHost, LgUnauthorized, LgForbidden, LgRequestTimeout, LgPayloadTooLarge,
             LgUnsupportedMediaType, LgBusy, LgInternal, LgInsufficientStorage,
-            LgThreadNotFound, LgRunNotFound,
+            LgThreadNotFound, LgRunNotFound, LgBadBody, LgRunNotStarted, LgRunConflict,
+            LgRunRefused,
         ),
     ),
     modifiers(&BearerAuth),
@@ -547,6 +548,10 @@ detail_responses! {
     LgInternal = "The log is damaged (run `chronicle verify`), or an internal error";
     LgInsufficientStorage = "The disk is full: nothing was written; try again once space is freed";
     LgThreadNotFound = "No thread has this id (or it is another principal's, or deleted)";
+    LgBadBody = "Malformed JSON, or a `Host` header that names another server";
+    LgRunNotStarted = "No thread has this id (and `if_not_exists` is not `create`), no assistant has this id or graph id, or a `checkpoint` names no checkpoint of the thread";
+    LgRunConflict = "The thread is busy and `multitask_strategy` is `reject`; a `command` for a thread with no pending interrupt; a `checkpoint` that is not of the thread's latest turn; nothing was done";
+    LgRunRefused = "An id that is not a UUID, a field of the wrong type, an unknown stream mode, input without a human message, a resume value that decides nothing pending, both `input` and a `command`, or a run with neither input, command nor an older checkpoint; nothing was done";
     LgRunNotFound = "No thread has this id, or the thread has no run with this id";
 }
 

@@ -210,11 +210,6 @@ pub struct Assistant {
     pub updated_at: String,
 }
 
-/// The most assistants one `POST /assistants/search` page returns.
-pub const ASSISTANTS_PAGE_MAX: u64 = 1000;
-/// A page's size when the request names none.
-pub const ASSISTANTS_PAGE_DEFAULT: u64 = 10;
-
 /// `POST /assistants/search`: filters (all must hold) and a page. Other fields LangGraph clients
 /// send (`sort_by`, `select`...) are ignored.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

@@ -5,11 +5,9 @@
 
 use axum::Json;
 use axum::extract::State;
-use axum::http::{HeaderName, HeaderValue};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use chronicle_wire::langgraph::{
-    ASSISTANTS_PAGE_DEFAULT, ASSISTANTS_PAGE_MAX, Assistant, AssistantGraph, AssistantSearch,
-    Detail, GraphEdge, GraphNode, GraphSchemas,
+    Assistant, AssistantGraph, AssistantSearch, Detail, GraphEdge, GraphNode, GraphSchemas,
 };
 use serde_json::{Map, json};
 
@@ -47,8 +45,6 @@ const SUPERVISOR_EDGES: [(&str, &str, bool); 9] = [
     ("evaluate", "aggregate", true),
     ("aggregate", "generate_response", false),
 ];
-const X_PAGINATION_TOTAL: HeaderName = HeaderName::from_static("x-pagination-total");
-const X_PAGINATION_NEXT: HeaderName = HeaderName::from_static("x-pagination-next");
 
 fn assistant(st: &AppState, graph_id: &str, description: &str) -> Assistant {
     let started = st.started_at.to_string();
@@ -118,26 +114,9 @@ pub(crate) async fn search(
     _who: Principal,
     Body(q): Body<AssistantSearch>,
 ) -> ApiResult<Response> {
-    let limit = q.limit.unwrap_or(ASSISTANTS_PAGE_DEFAULT);
-    if !(1..=ASSISTANTS_PAGE_MAX).contains(&limit) {
-        return Err(ApiError::unprocessable(format!(
-            "limit must be between 1 and {ASSISTANTS_PAGE_MAX}, got {limit}"
-        )));
-    }
+    let limit = super::page_limit(q.limit)?;
     let found: Vec<Assistant> = all(&st).into_iter().filter(|a| matches(a, &q)).collect();
-    let total = found.len();
-    // Both are at most the assistants' count where it matters: beyond, the page is empty.
-    let offset = usize::try_from(q.offset.unwrap_or(0)).unwrap_or(usize::MAX);
-    let limit = usize::try_from(limit).unwrap_or(usize::MAX);
-    let page: Vec<Assistant> = found.into_iter().skip(offset).take(limit).collect();
-    let mut res = Json(page).into_response();
-    let headers = res.headers_mut();
-    headers.insert(X_PAGINATION_TOTAL, HeaderValue::from(total));
-    let next = offset.saturating_add(limit);
-    if next < total {
-        headers.insert(X_PAGINATION_NEXT, HeaderValue::from(next));
-    }
-    Ok(res)
+    Ok(super::paged(found, q.offset, limit))
 }
 
 #[utoipa::path(get, path = "/assistants/{assistant_id}", operation_id = "get_assistant", tag = "langgraph", security(("bearer" = [])),

@@ -16,16 +16,19 @@ mod stream;
 pub(crate) mod threads;
 pub mod views;
 
-use axum::Router;
 use axum::body::Body;
 use axum::extract::Request;
+use axum::http::HeaderValue;
 use axum::http::header;
 use axum::middleware::Next;
+use axum::response::IntoResponse;
 use axum::response::Response;
 use axum::routing::{get, post};
+use axum::{Json, Router};
 use chronicle_wire::langgraph::Detail;
+use chronicle_wire::langgraph::PAGE_MAX;
 
-use crate::error::ErrorMessage;
+use crate::error::{ApiError, ApiResult, ErrorMessage};
 use crate::state::AppState;
 
 /// The first segments of this API's paths; none is one of Chronicle's own.
@@ -88,6 +91,47 @@ pub(crate) fn routes() -> Router<AppState> {
         .route("/runs/cancel", post(runs::cancel_many))
         .route("/runs/stream", post(runs::stream_stateless))
         .route("/runs/wait", post(runs::wait_stateless))
+}
+
+/// A page's size: `limit` (10 when absent) within 1..=1000, else 422.
+pub(crate) fn page_limit(limit: Option<u64>) -> ApiResult<usize> {
+    let limit = limit.unwrap_or(10);
+    if !(1..=PAGE_MAX).contains(&limit) {
+        return Err(ApiError::unprocessable(format!(
+            "limit must be between 1 and {PAGE_MAX}, got {limit}"
+        )));
+    }
+    Ok(limit as usize)
+}
+
+/// One page of `all` as JSON, with `X-Pagination-Total` (and `X-Pagination-Next` when more
+/// follow).
+pub(crate) fn paged<T: serde::Serialize>(
+    all: Vec<T>,
+    offset: Option<u64>,
+    limit: usize,
+) -> Response {
+    let total = all.len();
+    let offset = usize::try_from(offset.unwrap_or(0)).unwrap_or(usize::MAX);
+    let page: Vec<T> = all.into_iter().skip(offset).take(limit).collect();
+    page_of(page, total, offset, limit)
+}
+
+/// `page` (at `offset`, of `total` in all) as JSON with the pagination headers.
+pub(crate) fn page_of<T: serde::Serialize>(
+    page: Vec<T>,
+    total: usize,
+    offset: usize,
+    limit: usize,
+) -> Response {
+    let mut res = Json(page).into_response();
+    let headers = res.headers_mut();
+    headers.insert("x-pagination-total", HeaderValue::from(total));
+    let next = offset.saturating_add(limit);
+    if next < total {
+        headers.insert("x-pagination-next", HeaderValue::from(next));
+    }
+    res
 }
 
 /// Is `path` one of this API's (answered with `{"detail"}` errors)?

@@ -29,9 +29,9 @@ use crate::auth::Principal;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Json as Body, Path, Query, Unread};
 use crate::openapi::{
-    LgBadHost, LgBusy, LgForbidden, LgInsufficientStorage, LgInternal, LgPayloadTooLarge,
-    LgRequestTimeout, LgRunNotFound, LgThreadNotFound, LgUnauthorized, LgUnsupportedMediaType,
-    LgUuid,
+    LgBadBody, LgBadHost, LgBusy, LgForbidden, LgInsufficientStorage, LgInternal,
+    LgPayloadTooLarge, LgRequestTimeout, LgRunConflict, LgRunNotFound, LgRunNotStarted,
+    LgRunRefused, LgThreadNotFound, LgUnauthorized, LgUnsupportedMediaType, LgUuid,
 };
 use crate::state::{AppState, now};
 use chronicle_wire::langgraph::Detail;
@@ -556,14 +556,14 @@ async fn create_background(
         (status = 200, description = "Server-sent events: `metadata` first, then per the stream modes `values`, `updates`, `messages`, `custom`, `debug`, `checkpoints`; interrupts as `updates` with `__interrupt__` and in the final `values`; `error` when the run fails. Ends when the run waits for a human or has ended (its status says so first). With `stream_resumable`, `id:` is the run's event seq",
             content_type = "text/event-stream", body = String,
             headers(("Location" = String, description = "The run's stream, to rejoin"), ("Content-Location" = String, description = "The run"))),
-        (status = 400, description = "Malformed JSON, or a `Host` header that names another server", body = Detail),
+        (status = 400, response = LgBadBody),
         (status = 401, response = LgUnauthorized), (status = 403, response = LgForbidden),
         (status = 500, response = LgInternal), (status = 503, response = LgBusy),
         (status = 408, response = LgRequestTimeout), (status = 413, response = LgPayloadTooLarge),
         (status = 415, response = LgUnsupportedMediaType),
-        (status = 404, description = "No thread has this id (and `if_not_exists` is not `create`), no assistant has this id or graph id, or a `checkpoint` names no checkpoint of the thread", body = Detail),
-        (status = 409, description = "The thread is busy and `multitask_strategy` is `reject`; a `command` for a thread with no pending interrupt; a `checkpoint` that is not of the thread's latest turn", body = Detail),
-        (status = 422, description = "An id that is not a UUID, a field of the wrong type, an unknown stream mode, input without a human message, a resume value that decides nothing pending, both `input` and a `command`, or a run with neither input, command nor an older checkpoint; nothing was done", body = Detail),
+        (status = 404, response = LgRunNotStarted),
+        (status = 409, response = LgRunConflict),
+        (status = 422, response = LgRunRefused),
         (status = 507, response = LgInsufficientStorage),
     ))]
 pub(crate) async fn stream_on_thread(
@@ -581,14 +581,14 @@ pub(crate) async fn stream_on_thread(
         (status = 200, description = "Server-sent events: `metadata` first, then per the stream modes `values`, `updates`, `messages`, `custom`, `debug`, `checkpoints`; interrupts as `updates` with `__interrupt__` and in the final `values`; `error` when the run fails. Ends when the run waits for a human or has ended (its status says so first). With `stream_resumable`, `id:` is the run's event seq",
             content_type = "text/event-stream", body = String,
             headers(("Location" = String, description = "The run's stream, to rejoin"), ("Content-Location" = String, description = "The run"))),
-        (status = 400, description = "Malformed JSON, or a `Host` header that names another server", body = Detail),
+        (status = 400, response = LgBadBody),
         (status = 401, response = LgUnauthorized), (status = 403, response = LgForbidden),
         (status = 500, response = LgInternal), (status = 503, response = LgBusy),
         (status = 408, response = LgRequestTimeout), (status = 413, response = LgPayloadTooLarge),
         (status = 415, response = LgUnsupportedMediaType),
-        (status = 404, description = "No thread has this id (and `if_not_exists` is not `create`), no assistant has this id or graph id, or a `checkpoint` names no checkpoint of the thread", body = Detail),
-        (status = 409, description = "The thread is busy and `multitask_strategy` is `reject`; a `command` for a thread with no pending interrupt; a `checkpoint` that is not of the thread's latest turn", body = Detail),
-        (status = 422, description = "An id that is not a UUID, a field of the wrong type, an unknown stream mode, input without a human message, a resume value that decides nothing pending, both `input` and a `command`, or a run with neither input, command nor an older checkpoint; nothing was done", body = Detail),
+        (status = 404, response = LgRunNotStarted),
+        (status = 409, response = LgRunConflict),
+        (status = 422, response = LgRunRefused),
         (status = 507, response = LgInsufficientStorage),
     ))]
 pub(crate) async fn stream_stateless(
@@ -604,14 +604,14 @@ pub(crate) async fn stream_stateless(
     responses(
         (status = 200, description = "The thread's values once the run waits for a human (with `__interrupt__`) or has ended; `{\"__error__\": {error, message}}` when it failed", body = serde_json::Value,
             headers(("Content-Location" = String, description = "The run"))),
-        (status = 400, description = "Malformed JSON, or a `Host` header that names another server", body = Detail),
+        (status = 400, response = LgBadBody),
         (status = 401, response = LgUnauthorized), (status = 403, response = LgForbidden),
         (status = 500, response = LgInternal), (status = 503, response = LgBusy),
         (status = 408, response = LgRequestTimeout), (status = 413, response = LgPayloadTooLarge),
         (status = 415, response = LgUnsupportedMediaType),
-        (status = 404, description = "No thread has this id (and `if_not_exists` is not `create`), no assistant has this id or graph id, or a `checkpoint` names no checkpoint of the thread", body = Detail),
-        (status = 409, description = "The thread is busy and `multitask_strategy` is `reject`; a `command` for a thread with no pending interrupt; a `checkpoint` that is not of the thread's latest turn", body = Detail),
-        (status = 422, description = "An id that is not a UUID, a field of the wrong type, an unknown stream mode, input without a human message, a resume value that decides nothing pending, both `input` and a `command`, or a run with neither input, command nor an older checkpoint; nothing was done", body = Detail),
+        (status = 404, response = LgRunNotStarted),
+        (status = 409, response = LgRunConflict),
+        (status = 422, response = LgRunRefused),
         (status = 507, response = LgInsufficientStorage),
     ))]
 pub(crate) async fn wait_on_thread(
@@ -628,14 +628,14 @@ pub(crate) async fn wait_on_thread(
     responses(
         (status = 200, description = "The thread's values once the run waits for a human (with `__interrupt__`) or has ended; `{\"__error__\": {error, message}}` when it failed", body = serde_json::Value,
             headers(("Content-Location" = String, description = "The run"))),
-        (status = 400, description = "Malformed JSON, or a `Host` header that names another server", body = Detail),
+        (status = 400, response = LgBadBody),
         (status = 401, response = LgUnauthorized), (status = 403, response = LgForbidden),
         (status = 500, response = LgInternal), (status = 503, response = LgBusy),
         (status = 408, response = LgRequestTimeout), (status = 413, response = LgPayloadTooLarge),
         (status = 415, response = LgUnsupportedMediaType),
-        (status = 404, description = "No thread has this id (and `if_not_exists` is not `create`), no assistant has this id or graph id, or a `checkpoint` names no checkpoint of the thread", body = Detail),
-        (status = 409, description = "The thread is busy and `multitask_strategy` is `reject`; a `command` for a thread with no pending interrupt; a `checkpoint` that is not of the thread's latest turn", body = Detail),
-        (status = 422, description = "An id that is not a UUID, a field of the wrong type, an unknown stream mode, input without a human message, a resume value that decides nothing pending, both `input` and a `command`, or a run with neither input, command nor an older checkpoint; nothing was done", body = Detail),
+        (status = 404, response = LgRunNotStarted),
+        (status = 409, response = LgRunConflict),
+        (status = 422, response = LgRunRefused),
         (status = 507, response = LgInsufficientStorage),
     ))]
 pub(crate) async fn wait_stateless(
@@ -651,14 +651,14 @@ pub(crate) async fn wait_stateless(
     responses(
         (status = 200, description = "The run, started", body = Run,
             headers(("Content-Location" = String, description = "The run"))),
-        (status = 400, description = "Malformed JSON, or a `Host` header that names another server", body = Detail),
+        (status = 400, response = LgBadBody),
         (status = 401, response = LgUnauthorized), (status = 403, response = LgForbidden),
         (status = 500, response = LgInternal), (status = 503, response = LgBusy),
         (status = 408, response = LgRequestTimeout), (status = 413, response = LgPayloadTooLarge),
         (status = 415, response = LgUnsupportedMediaType),
-        (status = 404, description = "No thread has this id (and `if_not_exists` is not `create`), no assistant has this id or graph id, or a `checkpoint` names no checkpoint of the thread", body = Detail),
-        (status = 409, description = "The thread is busy and `multitask_strategy` is `reject`; a `command` for a thread with no pending interrupt; a `checkpoint` that is not of the thread's latest turn", body = Detail),
-        (status = 422, description = "An id that is not a UUID, a field of the wrong type, an unknown stream mode, input without a human message, a resume value that decides nothing pending, both `input` and a `command`, or a run with neither input, command nor an older checkpoint; nothing was done", body = Detail),
+        (status = 404, response = LgRunNotStarted),
+        (status = 409, response = LgRunConflict),
+        (status = 422, response = LgRunRefused),
         (status = 507, response = LgInsufficientStorage),
     ))]
 pub(crate) async fn create_on_thread(
@@ -675,14 +675,14 @@ pub(crate) async fn create_on_thread(
     responses(
         (status = 200, description = "The run, started", body = Run,
             headers(("Content-Location" = String, description = "The run"))),
-        (status = 400, description = "Malformed JSON, or a `Host` header that names another server", body = Detail),
+        (status = 400, response = LgBadBody),
         (status = 401, response = LgUnauthorized), (status = 403, response = LgForbidden),
         (status = 500, response = LgInternal), (status = 503, response = LgBusy),
         (status = 408, response = LgRequestTimeout), (status = 413, response = LgPayloadTooLarge),
         (status = 415, response = LgUnsupportedMediaType),
-        (status = 404, description = "No thread has this id (and `if_not_exists` is not `create`), no assistant has this id or graph id, or a `checkpoint` names no checkpoint of the thread", body = Detail),
-        (status = 409, description = "The thread is busy and `multitask_strategy` is `reject`; a `command` for a thread with no pending interrupt; a `checkpoint` that is not of the thread's latest turn", body = Detail),
-        (status = 422, description = "An id that is not a UUID, a field of the wrong type, an unknown stream mode, input without a human message, a resume value that decides nothing pending, both `input` and a `command`, or a run with neither input, command nor an older checkpoint; nothing was done", body = Detail),
+        (status = 404, response = LgRunNotStarted),
+        (status = 409, response = LgRunConflict),
+        (status = 422, response = LgRunRefused),
         (status = 507, response = LgInsufficientStorage),
     ))]
 pub(crate) async fn create_stateless(
@@ -729,7 +729,7 @@ pub(crate) async fn list(
     Path(thread): Path<String>,
     Query(q): Query<ListQuery>,
 ) -> ApiResult<Response> {
-    let limit = threads::page_limit(q.limit)?;
+    let limit = super::page_limit(q.limit)?;
     let l = load(&st, &who, uuid_of("thread_id", &thread)?)?;
     let mut runs = Vec::new();
     for (rec, until) in runs_with_ends(&st, l.record.thread_id)?.into_iter().rev() {
@@ -738,7 +738,7 @@ pub(crate) async fn list(
             runs.push(run);
         }
     }
-    Ok(threads::paged(runs, q.offset, limit))
+    Ok(super::paged(runs, q.offset, limit))
 }
 
 #[utoipa::path(get, path = "/threads/{thread_id}/runs/{run_id}", operation_id = "get_run", tag = "langgraph", security(("bearer" = [])),

@@ -6,14 +6,13 @@ use std::collections::BTreeMap;
 
 use axum::Json;
 use axum::extract::State;
-use axum::http::{HeaderValue, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::http::StatusCode;
+use axum::response::Response;
 use chronicle_engine::Principal as Who;
 use chronicle_schemas::{RunId, SessionId};
 use chronicle_wire::langgraph::{
-    Checkpoint as LgCheckpoint, HistoryRequest, IfExists, PAGE_MAX, SortOrder, StateAtRequest,
-    StateUpdate, StateUpdated, Thread, ThreadCreate, ThreadSearch, ThreadSort, ThreadState,
-    ThreadStatus,
+    Checkpoint as LgCheckpoint, HistoryRequest, IfExists, SortOrder, StateAtRequest, StateUpdate,
+    StateUpdated, Thread, ThreadCreate, ThreadSearch, ThreadSort, ThreadState, ThreadStatus,
 };
 use serde_json::{Map, Value, json};
 use uuid::Uuid;
@@ -24,8 +23,9 @@ use crate::auth::Principal;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Json as Body, Path, Unread};
 use crate::openapi::{
-    LgBadHost, LgBusy, LgForbidden, LgInsufficientStorage, LgInternal, LgPayloadTooLarge,
-    LgRequestTimeout, LgThreadNotFound, LgUnauthorized, LgUnsupportedMediaType, LgUuid,
+    LgBadBody, LgBadHost, LgBusy, LgForbidden, LgInsufficientStorage, LgInternal,
+    LgPayloadTooLarge, LgRequestTimeout, LgThreadNotFound, LgUnauthorized, LgUnsupportedMediaType,
+    LgUuid,
 };
 use crate::state::{AppState, now};
 use chronicle_engine::RunState;
@@ -276,7 +276,7 @@ fn taken(st: &AppState, thread: Uuid) -> ApiResult<bool> {
 #[utoipa::path(post, path = "/threads", operation_id = "create_thread", tag = "langgraph", request_body = ThreadCreate, security(("bearer" = [])),
     responses(
         (status = 200, description = "The new thread (idle, no values yet); with `if_exists: do_nothing`, the existing one", body = Thread),
-        (status = 400, description = "Malformed JSON, or a `Host` header that names another server", body = Detail),
+        (status = 400, response = LgBadBody),
         (status = 401, response = LgUnauthorized), (status = 403, response = LgForbidden),
         (status = 500, response = LgInternal), (status = 503, response = LgBusy),
         (status = 408, response = LgRequestTimeout), (status = 413, response = LgPayloadTooLarge),
@@ -360,7 +360,7 @@ pub(crate) async fn delete(
                 ("X-Pagination-Total" = u64, description = "How many threads match, over all pages"),
                 ("X-Pagination-Next" = u64, description = "The `offset` of the next page, when there is one"),
             )),
-        (status = 400, description = "Malformed JSON, or a `Host` header that names another server", body = Detail),
+        (status = 400, response = LgBadBody),
         (status = 401, response = LgUnauthorized), (status = 403, response = LgForbidden),
         (status = 500, response = LgInternal), (status = 503, response = LgBusy),
         (status = 408, response = LgRequestTimeout), (status = 413, response = LgPayloadTooLarge),
@@ -372,7 +372,7 @@ pub(crate) async fn search(
     Principal(who): Principal,
     Body(q): Body<ThreadSearch>,
 ) -> ApiResult<Response> {
-    let limit = page_limit(q.limit)?;
+    let limit = super::page_limit(q.limit)?;
     let sort = q.sort_by.unwrap_or(ThreadSort::UpdatedAt);
     let desc = q.sort_order.unwrap_or(SortOrder::Desc) == SortOrder::Desc;
     // What the records say is filtered (and, when it can be, sorted and paged) before any
@@ -425,7 +425,7 @@ pub(crate) async fn search(
         }
     }
     if let Some(total) = total {
-        return Ok(page_of(found, total, offset, limit));
+        return Ok(super::page_of(found, total, offset, limit));
     }
     found.sort_by_key(|t| match sort {
         ThreadSort::ThreadId => t.thread_id.clone(),
@@ -436,48 +436,7 @@ pub(crate) async fn search(
     if desc {
         found.reverse();
     }
-    Ok(paged(found, q.offset, limit))
-}
-
-/// A page's size: `limit` (10 when absent) within 1..=1000, else 422.
-pub(crate) fn page_limit(limit: Option<u64>) -> ApiResult<usize> {
-    let limit = limit.unwrap_or(10);
-    if !(1..=PAGE_MAX).contains(&limit) {
-        return Err(ApiError::unprocessable(format!(
-            "limit must be between 1 and {PAGE_MAX}, got {limit}"
-        )));
-    }
-    Ok(limit as usize)
-}
-
-/// One page of `all` as JSON, with `X-Pagination-Total` (and `X-Pagination-Next` when more
-/// follow).
-pub(crate) fn paged<T: serde::Serialize>(
-    all: Vec<T>,
-    offset: Option<u64>,
-    limit: usize,
-) -> Response {
-    let total = all.len();
-    let offset = usize::try_from(offset.unwrap_or(0)).unwrap_or(usize::MAX);
-    let page: Vec<T> = all.into_iter().skip(offset).take(limit).collect();
-    page_of(page, total, offset, limit)
-}
-
-/// `page` (at `offset`, of `total` in all) as JSON with the pagination headers.
-fn page_of<T: serde::Serialize>(
-    page: Vec<T>,
-    total: usize,
-    offset: usize,
-    limit: usize,
-) -> Response {
-    let mut res = Json(page).into_response();
-    let headers = res.headers_mut();
-    headers.insert("x-pagination-total", HeaderValue::from(total));
-    let next = offset.saturating_add(limit);
-    if next < total {
-        headers.insert("x-pagination-next", HeaderValue::from(next));
-    }
-    res
+    Ok(super::paged(found, q.offset, limit))
 }
 
 #[utoipa::path(get, path = "/threads/{thread_id}/state", operation_id = "get_thread_state", tag = "langgraph", security(("bearer" = [])),
@@ -547,7 +506,7 @@ pub(crate) async fn state_at_checkpoint(
     params(("thread_id" = inline(LgUuid), Path, description = "The thread: a UUID")),
     responses(
         (status = 200, description = "The thread's state at the checkpoint", body = ThreadState),
-        (status = 400, description = "Malformed JSON, or a `Host` header that names another server", body = Detail),
+        (status = 400, response = LgBadBody),
         (status = 401, response = LgUnauthorized), (status = 403, response = LgForbidden),
         (status = 500, response = LgInternal), (status = 503, response = LgBusy),
         (status = 408, response = LgRequestTimeout), (status = 413, response = LgPayloadTooLarge),
@@ -583,7 +542,7 @@ pub(crate) fn checkpoint_id_in(v: &Value) -> Option<String> {
     params(("thread_id" = inline(LgUuid), Path, description = "The thread: a UUID")),
     responses(
         (status = 200, description = "The thread's states at its checkpoints, all branches, newest first", body = Vec<ThreadState>),
-        (status = 400, description = "Malformed JSON, or a `Host` header that names another server", body = Detail),
+        (status = 400, response = LgBadBody),
         (status = 401, response = LgUnauthorized), (status = 403, response = LgForbidden),
         (status = 500, response = LgInternal), (status = 503, response = LgBusy),
         (status = 408, response = LgRequestTimeout), (status = 413, response = LgPayloadTooLarge),
@@ -597,7 +556,7 @@ pub(crate) async fn history(
     Path(thread): Path<String>,
     Body(req): Body<HistoryRequest>,
 ) -> ApiResult<Json<Vec<ThreadState>>> {
-    let limit = page_limit(req.limit)?;
+    let limit = super::page_limit(req.limit)?;
     let l = load(&st, &who, uuid_of("thread_id", &thread)?)?;
     let refs = l.refs();
     // A `before` that names no checkpoint id (`null`, `{}`) sets no bound.
@@ -658,7 +617,7 @@ pub(crate) async fn copy(
     params(("thread_id" = inline(LgUuid), Path, description = "The thread: a UUID")),
     responses(
         (status = 200, description = "The values are set on the thread's latest turn, recorded as an event by the caller with a new checkpoint (`source: update`)", body = StateUpdated),
-        (status = 400, description = "Malformed JSON, or a `Host` header that names another server", body = Detail),
+        (status = 400, response = LgBadBody),
         (status = 401, response = LgUnauthorized), (status = 403, response = LgForbidden),
         (status = 408, response = LgRequestTimeout), (status = 413, response = LgPayloadTooLarge),
         (status = 415, response = LgUnsupportedMediaType),
