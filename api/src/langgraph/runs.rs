@@ -127,6 +127,15 @@ fn run_of(s: &RunState) -> RunId {
     s.run_id.unwrap_or(RunId(Uuid::nil()))
 }
 
+/// What can be checked of a run without the thread's state, before a busy thread's turn is
+/// cancelled to make room for it: the input's query and the run options.
+fn check(req: &RunCreate) -> ApiResult<()> {
+    if let Some(input) = &req.input {
+        query_of(input)?;
+    }
+    options(req).map(drop)
+}
+
 /// Makes room on a busy thread as `strategy` says: refuse, wait for the running turn to
 /// settle, or cancel it.
 async fn make_room(
@@ -343,6 +352,7 @@ async fn launch(
         }
         other => other?,
     };
+    check(req)?;
     let strategy = req.multitask_strategy.unwrap_or_default();
     make_room(st, who, &l, strategy).await?;
     let l = load(st, who, thread)?;

@@ -1,5 +1,5 @@
 //! A LangGraph run's SSE stream, made from its Chronicle run's events as they become durable:
-//! `metadata` first, then per checkpoint `updates` (`{node: what changed}`) and `values` (the
+//! `metadata` first, a new turn's input as `values`, then per checkpoint `updates` (`{node: what changed}`) and `values` (the
 //! whole state), the conversation's new messages (`messages`, and the answer's live chunks),
 //! each Chronicle event as `custom`, and at the end the interrupts (`updates` with
 //! `__interrupt__`, then the final `values`), or `error`. The stream ends once the run needs a
@@ -148,6 +148,12 @@ impl Watch {
             _ => None,
         };
         self.message_frames(node.as_deref().unwrap_or(""), &mut out);
+        // A new turn's input comes first as `values`, as LangGraph sends it.
+        if env.seq == 0 && self.wants(StreamMode::Values) {
+            let input = self.values_now();
+            out.push(Frame::new("values", Value::Object(input.clone())));
+            self.values = Some(input);
+        }
         if let Some(node) = node {
             self.checkpoint_frames(&node, env, &mut out);
         }
