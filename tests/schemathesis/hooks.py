@@ -18,7 +18,9 @@ in its `input`, or else a command or a checkpoint that fit the thread's state (a
 interrupt, an older checkpoint of its latest turn); its run options in `config.configurable` and
 `context` are those of a Chronicle run. A generated run is made a new turn with a real query and
 no options (tests/langgraph/ drives the commands, checkpoints and options). A state update may
-not set nothing (422): the hook gives an empty update one value. (A key of the workflow's own
+not set nothing (422): the hook gives an empty update one value. A bulk cancel names a thread
+(perhaps with some of its runs) or a status: the hook gives one that names neither the status
+`all`, and drops `run_ids` that name no thread. (A key of the workflow's own
 state is a conflict, 409, which a generated request may meet.)
 """
 
@@ -41,6 +43,8 @@ def map_case(context, case):
             _a_new_turn(case.body)
         if case.operation.path == "/threads/{thread_id}/state" and case.operation.method.upper() == "POST":
             _some_values(case.body)
+        if case.operation.path == "/runs/cancel":
+            _a_bulk_cancel_names_what(case.body)
     return case
 
 
@@ -93,3 +97,12 @@ def _plan_dependencies_in_plan(body):
         deps = step.get("dependencies")
         if isinstance(deps, list):
             step["dependencies"] = [d for d in deps if not isinstance(d, str) or d in agents]
+
+
+def _a_bulk_cancel_names_what(body):
+    if not isinstance(body, dict):
+        return
+    if body.get("thread_id") is None:
+        body.pop("run_ids", None)
+        if body.get("status") is None:
+            body["status"] = "all"

@@ -909,14 +909,21 @@ async fn cancel_one(
     until: Option<u64>,
     action: CancelAction,
 ) -> ApiResult<()> {
-    if !matches!(status(st, &rec, until)?, "pending" | "running") {
-        return Err(ApiError::not_found(format!(
+    let nothing = || {
+        ApiError::not_found(format!(
             "run {} is not pending or running: there is nothing to cancel",
             rec.run_id
-        )));
+        ))
+    };
+    if !matches!(status(st, &rec, until)?, "pending" | "running") {
+        return Err(nothing());
     }
     let reason = Some(format!("cancelled by the client ({action:?})").to_lowercase());
-    st.engine.cancel(rec.chronicle_run, who, reason).await?;
+    match st.engine.cancel(rec.chronicle_run, who, reason).await {
+        // It ended between the look and the cancel.
+        Err(chronicle_engine::Error::RunFinished { .. }) => return Err(nothing()),
+        other => other?,
+    }
     let store = st.engine.store();
     match action {
         CancelAction::Interrupt => {
@@ -1014,7 +1021,7 @@ pub(crate) struct CancelManyQuery {
         (status = 408, response = LgRequestTimeout), (status = 413, response = LgPayloadTooLarge),
         (status = 415, response = LgUnsupportedMediaType),
         (status = 404, response = LgThreadNotFound),
-        (status = 422, description = "Neither `thread_id` nor `status`, `run_ids` without `thread_id`, or an id that is not a UUID", body = Detail),
+        (status = 422, description = "Neither `thread_id` nor `status`, `run_ids` without `thread_id`, or a `thread_id` that is not a UUID", body = Detail),
         (status = 500, response = LgInternal), (status = 503, response = LgBusy),
         (status = 507, response = LgInsufficientStorage),
     ))]
@@ -1036,11 +1043,12 @@ pub(crate) async fn cancel_many(
             ));
         }
     };
-    let wanted: Option<Vec<Uuid>> = req
-        .run_ids
-        .as_ref()
-        .map(|ids| ids.iter().map(|id| uuid_of("run_id", id)).collect())
-        .transpose()?;
+    // An id that is not a UUID names no run.
+    let wanted: Option<Vec<Uuid>> = req.run_ids.as_ref().map(|ids| {
+        ids.iter()
+            .filter_map(|id| uuid_of("run_id", id).ok())
+            .collect()
+    });
     let action = q.action.unwrap_or(CancelAction::Interrupt);
     for thread in threads {
         match load(&st, &who, thread) {
@@ -1059,8 +1067,13 @@ pub(crate) async fn cancel_many(
                 CancelStatus::Running => status == "running",
                 CancelStatus::All => matches!(status, "pending" | "running"),
             };
-            if matches {
-                cancel_one(&st, &who, rec, until, action).await?;
+            if !matches {
+                continue;
+            }
+            match cancel_one(&st, &who, rec, until, action).await {
+                // Ended meanwhile: nothing left to cancel.
+                Err(e) if e.status == StatusCode::NOT_FOUND => {}
+                other => other?,
             }
         }
     }

@@ -484,34 +484,32 @@ pub(crate) fn point<'a>(l: &'a Loaded, refs: &[&'a RunState], id: &str) -> ApiRe
 #[utoipa::path(get, path = "/threads/{thread_id}/state/{checkpoint_id}", operation_id = "get_thread_state_at_checkpoint", tag = "langgraph", security(("bearer" = [])),
     params(("thread_id" = inline(LgUuid), Path, description = "The thread: a UUID"), ("checkpoint_id" = inline(LgUuid), Path, description = "A checkpoint of the thread: a UUID")),
     responses(
-        (status = 200, description = "The thread's state at the checkpoint", body = ThreadState),
+        (status = 200, description = "The thread's state at the checkpoint (a `ThreadState`; for a thread with no checkpoint yet, its empty state with a `null` checkpoint id)", body = serde_json::Value),
         (status = 400, response = LgBadHost),
         (status = 401, response = LgUnauthorized), (status = 403, response = LgForbidden),
         (status = 500, response = LgInternal), (status = 503, response = LgBusy),
-        (status = 404, description = "No thread has this id, or the thread has no checkpoint with this id", body = Detail),
+        (status = 404, description = "No thread has this id, or the thread has checkpoints and none with this id", body = Detail),
         (status = 422, description = "A `thread_id` or `checkpoint_id` that is not a UUID", body = Detail),
     ))]
 pub(crate) async fn state_at_checkpoint(
     State(st): State<AppState>,
     Principal(who): Principal,
     Path((thread, checkpoint)): Path<(String, String)>,
-) -> ApiResult<Json<ThreadState>> {
+) -> ApiResult<Json<Value>> {
     let l = load(&st, &who, uuid_of("thread_id", &thread)?)?;
-    let refs = l.refs();
-    let p = point(&l, &refs, &checkpoint)?;
-    Ok(Json(state_of(&st, &l, p)?))
+    state_at_id(&st, &l, &checkpoint).map(Json)
 }
 
 #[utoipa::path(post, path = "/threads/{thread_id}/state/checkpoint", operation_id = "post_thread_state_at_checkpoint", tag = "langgraph", request_body = StateAtRequest, security(("bearer" = [])),
     params(("thread_id" = inline(LgUuid), Path, description = "The thread: a UUID")),
     responses(
-        (status = 200, description = "The thread's state at the checkpoint", body = ThreadState),
+        (status = 200, description = "The thread's state at the checkpoint (a `ThreadState`; for a thread with no checkpoint yet, its empty state with a `null` checkpoint id)", body = serde_json::Value),
         (status = 400, response = LgBadBody),
         (status = 401, response = LgUnauthorized), (status = 403, response = LgForbidden),
         (status = 500, response = LgInternal), (status = 503, response = LgBusy),
         (status = 408, response = LgRequestTimeout), (status = 413, response = LgPayloadTooLarge),
         (status = 415, response = LgUnsupportedMediaType),
-        (status = 404, description = "No thread has this id, or the thread has no checkpoint with this id", body = Detail),
+        (status = 404, description = "No thread has this id, or the thread has checkpoints and none with this id", body = Detail),
         (status = 422, description = "A `thread_id` or checkpoint id that is not a UUID, or a `checkpoint` without `checkpoint_id`", body = Detail),
     ))]
 pub(crate) async fn state_at_checkpoint_post(
@@ -519,11 +517,21 @@ pub(crate) async fn state_at_checkpoint_post(
     Principal(who): Principal,
     Path(thread): Path<String>,
     Body(req): Body<StateAtRequest>,
-) -> ApiResult<Json<ThreadState>> {
+) -> ApiResult<Json<Value>> {
     let l = load(&st, &who, uuid_of("thread_id", &thread)?)?;
+    state_at_id(&st, &l, &req.checkpoint.checkpoint_id).map(Json)
+}
+
+/// The thread's state at checkpoint `id`; a thread with no checkpoint yet is at its empty
+/// state whatever the id (as on a LangGraph server), one with checkpoints answers 404 for an
+/// id that is none of them.
+fn state_at_id(st: &AppState, l: &Loaded, id: &str) -> ApiResult<Value> {
+    uuid_of("checkpoint_id", id)?;
     let refs = l.refs();
-    let p = point(&l, &refs, &req.checkpoint.checkpoint_id)?;
-    Ok(Json(state_of(&st, &l, p)?))
+    if views::head(&refs).is_none() {
+        return Ok(empty_state(&l.id));
+    }
+    Ok(json!(state_of(st, l, point(l, &refs, id)?)?))
 }
 
 /// A checkpoint id given as a string, `{checkpoint_id}` or `{configurable: {checkpoint_id}}`.
