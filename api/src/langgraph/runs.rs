@@ -1061,7 +1061,15 @@ pub(crate) async fn cancel_many(
             if wanted.as_ref().is_some_and(|w| !w.contains(&rec.run_id)) {
                 continue;
             }
-            let status = status(&st, &rec, until)?;
+            // Ended runs are most of them: known so from the log's head, without a fold.
+            let ended = rec.cancelled
+                || until.is_some()
+                || st
+                    .engine
+                    .store()
+                    .run_head(rec.chronicle_run)?
+                    .is_some_and(|h| h.terminal);
+            let status = if ended { "ended" } else { status(&st, &rec, until)? };
             let matches = match req.status.unwrap_or(CancelStatus::All) {
                 CancelStatus::Pending => status == "pending",
                 CancelStatus::Running => status == "running",
