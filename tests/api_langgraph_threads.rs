@@ -191,6 +191,19 @@ async fn bad_requests_change_nothing() {
         )
     };
     let cases = [
+        // A refused stateless run leaves no thread behind.
+        (
+            Method::POST,
+            "/runs/wait".to_owned(),
+            Some(json!({"assistant_id": "supervisor", "input": {"messages": []}})),
+            422,
+        ),
+        (
+            Method::POST,
+            "/runs".to_owned(),
+            Some(json!({"assistant_id": "supervisor", "command": {"goto": "__end__"}})),
+            409,
+        ),
         (
             Method::POST,
             "/threads".to_owned(),

@@ -17,10 +17,10 @@ A LangGraph run (`POST .../runs`, `/runs/stream`, `/runs/wait`) needs a human me
 in its `input`, or else a command or a checkpoint that fit the thread's state (a pending
 interrupt, an older checkpoint of its latest turn); its run options in `config.configurable` and
 `context` are those of a Chronicle run. A generated run is made a new turn with a real query and
-no options (tests/langgraph/ drives the commands, checkpoints and options). Every turn is real
-work, and every later read of its thread folds it: after the first RUNS_PER_OPERATION of an
-operation, a generated run names an assistant that does not exist (404), so the server's state
-stays small and the run stays quick. A state update may
+no options, for the supervisor (tests/langgraph/ drives the commands, checkpoints, options and
+assistants). Every turn is real work, and every later read of its thread folds it: after the
+first RUNS_PER_OPERATION of an operation, a generated run ends the thread's waiting turn
+(`goto: "__end__"`; 409 when none waits), so the server's state stays small. A state update may
 not set nothing (422): the hook gives an empty update one value. A bulk cancel names a thread
 (perhaps with some of its runs) or a status: the hook gives one that names neither the status
 `all`, and drops `run_ids` that name no thread. (A key of the workflow's own
@@ -69,11 +69,13 @@ def _a_new_turn(path, body):
         return
     made = _runs_made.get(path, 0)
     _runs_made[path] = made + 1
-    if made >= RUNS_PER_OPERATION:
-        body["assistant_id"] = "no-such-graph"
-    body["input"] = {"query": "강남구 아파트 전세 시세 알려줘"}
-    for key in ("command", "checkpoint", "checkpoint_id", "config", "context"):
+    for key in ("command", "checkpoint", "checkpoint_id", "config", "context", "input"):
         body.pop(key, None)
+    body["assistant_id"] = "supervisor"
+    if made < RUNS_PER_OPERATION:
+        body["input"] = {"query": "강남구 아파트 전세 시세 알려줘"}
+    else:
+        body["command"] = {"goto": "__end__"}
 
 
 def _some_values(body):

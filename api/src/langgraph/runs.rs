@@ -325,37 +325,40 @@ async fn launch(
 ) -> ApiResult<(RunRecord, Loaded)> {
     let assistant = assistants::find(st, &req.assistant_id)?;
     let store = st.engine.store();
-    let thread = match thread.or(req
-        .thread_id
-        .as_deref()
-        .map(|t| uuid_of("thread_id", t))
-        .transpose()?)
-    {
-        Some(t) => t,
-        None => {
-            let t = Uuid::new_v4();
-            records::put_thread(store, &threads::new_record(who, t, Map::new()))?;
-            t
-        }
+    let named = match thread {
+        Some(t) => Some(t),
+        None => req
+            .thread_id
+            .as_deref()
+            .map(|t| uuid_of("thread_id", t))
+            .transpose()?,
     };
-    let l = match load(st, who, thread) {
-        Err(e)
-            if e.status == StatusCode::NOT_FOUND
-                && req.if_not_exists == Some(IfNotExists::Create)
-                && records::thread(store, thread)?.is_none()
-                && store
-                    .session_runs(&chronicle_schemas::SessionId(thread.to_string()))?
-                    .is_empty() =>
-        {
-            records::put_thread(store, &threads::new_record(who, thread, Map::new()))?;
-            load(st, who, thread)?
-        }
-        other => other?,
+    // A new thread (a stateless run's, or `if_not_exists: create`) is written with the run's
+    // record, once the run started: a refused run leaves nothing behind.
+    let (thread, fresh) = match named {
+        None => (Uuid::new_v4(), true),
+        Some(t) => match load(st, who, t) {
+            Err(e)
+                if e.status == StatusCode::NOT_FOUND
+                    && req.if_not_exists == Some(IfNotExists::Create)
+                    && !threads::taken(st, t)? =>
+            {
+                (t, true)
+            }
+            other => {
+                other?;
+                (t, false)
+            }
+        },
     };
     check(req)?;
-    let strategy = req.multitask_strategy.unwrap_or_default();
-    make_room(st, who, &l, strategy).await?;
-    let l = load(st, who, thread)?;
+    let l = if fresh {
+        threads::fresh(who, thread)
+    } else {
+        let strategy = req.multitask_strategy.unwrap_or_default();
+        make_room(st, who, &load(st, who, thread)?, strategy).await?;
+        load(st, who, thread)?
+    };
     let run_id = Uuid::now_v7();
     let (kind, chronicle_run, from_seq) =
         act(st, who, &l, req, &assistant.graph_id, run_id).await?;
@@ -374,7 +377,7 @@ async fn launch(
         assistant_id: assistant.assistant_id.clone(),
         metadata: req.metadata.clone().unwrap_or_default(),
         kwargs,
-        multitask_strategy: strategy,
+        multitask_strategy: req.multitask_strategy.unwrap_or_default(),
         cancelled: false,
     };
     records::put_run(store, &rec)?;
@@ -1069,7 +1072,11 @@ pub(crate) async fn cancel_many(
                     .store()
                     .run_head(rec.chronicle_run)?
                     .is_some_and(|h| h.terminal);
-            let status = if ended { "ended" } else { status(&st, &rec, until)? };
+            let status = if ended {
+                "ended"
+            } else {
+                status(&st, &rec, until)?
+            };
             let matches = match req.status.unwrap_or(CancelStatus::All) {
                 CancelStatus::Pending => status == "pending",
                 CancelStatus::Running => status == "running",

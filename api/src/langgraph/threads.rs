@@ -251,6 +251,18 @@ pub(crate) fn contains(have: &Value, want: &Value) -> bool {
     }
 }
 
+/// A thread of `who`'s that is not written yet (its first run writes it): no turn, no metadata.
+pub(crate) fn fresh(who: &Who, thread: Uuid) -> Loaded {
+    Loaded {
+        record: new_record(who, thread, Map::new()),
+        given: views::GivenIds::new(),
+        id: thread.to_string(),
+        assistant_id: views::assistant_id(SUPERVISOR_GRAPH).to_string(),
+        turns: Vec::new(),
+        own_from: 0,
+    }
+}
+
 /// A new thread record of `who`'s.
 pub(crate) fn new_record(who: &Who, thread: Uuid, metadata: Map<String, Value>) -> ThreadRecord {
     let at = now();
@@ -265,7 +277,7 @@ pub(crate) fn new_record(who: &Who, thread: Uuid, metadata: Map<String, Value>) 
 }
 
 /// Is the id taken, by a thread record or by a session of any principal's?
-fn taken(st: &AppState, thread: Uuid) -> ApiResult<bool> {
+pub(crate) fn taken(st: &AppState, thread: Uuid) -> ApiResult<bool> {
     let store = st.engine.store();
     Ok(records::thread(store, thread)?.is_some()
         || !store
