@@ -73,12 +73,7 @@ impl Loaded {
     }
 
     pub fn status(&self) -> ThreadStatus {
-        match views::thread_status(self.latest()) {
-            "busy" => ThreadStatus::Busy,
-            "interrupted" => ThreadStatus::Interrupted,
-            "error" => ThreadStatus::Error,
-            _ => ThreadStatus::Idle,
-        }
+        views::thread_status(self.latest())
     }
 }
 

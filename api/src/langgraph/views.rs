@@ -13,7 +13,8 @@ use chronicle_schemas::{
 };
 use chronicle_wire::answer_text;
 use chronicle_wire::langgraph::{
-    Checkpoint as LgCheckpoint, CheckpointMetadata, Interrupt, Message, Task, ThreadState, ToolCall,
+    Checkpoint as LgCheckpoint, CheckpointMetadata, Interrupt, Message, Task, ThreadState,
+    ThreadStatus, ToolCall,
 };
 use serde_json::{Map, Value, json};
 use uuid::Uuid;
@@ -201,13 +202,15 @@ pub fn interrupts(state: &RunState) -> Vec<Interrupt> {
 /// A thread's status from its latest turn: `error` when it failed, `idle` when it ended
 /// otherwise (or there is no turn yet), `interrupted` while it needs nothing but a human, else
 /// `busy`.
-pub fn thread_status(latest: Option<&RunState>) -> &'static str {
-    let Some(s) = latest else { return "idle" };
+pub fn thread_status(latest: Option<&RunState>) -> ThreadStatus {
+    let Some(s) = latest else {
+        return ThreadStatus::Idle;
+    };
     match s.supervisor.run_status {
-        RunStatus::Failed => "error",
-        RunStatus::Completed | RunStatus::Cancelled => "idle",
-        _ if chronicle_engine::is_settled(s) => "interrupted",
-        _ => "busy",
+        RunStatus::Failed => ThreadStatus::Error,
+        RunStatus::Completed | RunStatus::Cancelled => ThreadStatus::Idle,
+        _ if chronicle_engine::is_settled(s) => ThreadStatus::Interrupted,
+        _ => ThreadStatus::Busy,
     }
 }
 

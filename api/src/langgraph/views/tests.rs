@@ -217,25 +217,28 @@ fn an_interrupt_is_an_actionable_request_with_a_stable_hex_id() {
 
 #[test]
 fn thread_status_follows_the_latest_turn() {
-    assert_eq!(thread_status(None), "idle");
+    assert_eq!(thread_status(None), ThreadStatus::Idle);
     let running = fold(RUN_A, until(checkpoint_named("cp_002")));
-    assert_eq!(thread_status(Some(&running)), "busy");
-    assert_eq!(thread_status(Some(&fold(RUN_A, waiting()))), "interrupted");
+    assert_eq!(thread_status(Some(&running)), ThreadStatus::Busy);
+    assert_eq!(
+        thread_status(Some(&fold(RUN_A, waiting()))),
+        ThreadStatus::Interrupted
+    );
     assert_eq!(
         thread_status(Some(&fold(RUN_A, scenario_1_events()))),
-        "idle"
+        ThreadStatus::Idle
     );
     let mut ev = waiting();
     ev.push(Event::RunFailed {
         error: "boom".into(),
     });
-    assert_eq!(thread_status(Some(&fold(RUN_A, ev))), "error");
+    assert_eq!(thread_status(Some(&fold(RUN_A, ev))), ThreadStatus::Error);
     let mut ev = waiting();
     ev.push(Event::RunCancelled {
         by: Actor::Engine,
         reason: None,
     });
-    assert_eq!(thread_status(Some(&fold(RUN_A, ev))), "idle");
+    assert_eq!(thread_status(Some(&fold(RUN_A, ev))), ThreadStatus::Idle);
 }
 
 fn point<'a>(turns: &[&'a RunState], turn: usize, cp: &str) -> Point<'a> {
