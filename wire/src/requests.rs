@@ -82,7 +82,7 @@ pub struct PlanStepRequest {
     /// The agent's input (any JSON value).
     #[serde(default)]
     pub input_mapping: Value,
-    /// Seconds.
+    /// Seconds the agent may work (0 or absent: the run's agent timeout).
     #[serde(default, deserialize_with = "integral::u64")]
     pub timeout: u64,
     /// Retries after a failure.

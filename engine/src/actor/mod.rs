@@ -8,6 +8,14 @@
 //! Every node appends its events in one append (one atomic batch): a crash keeps a node's events
 //! all or none, so recovery simply decides the next step again from what is stored. (With a model
 //! configured, the phase change announcing a model call goes first, on its own: see `nodes`.)
+//!
+//! The run's own steps, and the outcomes of its agents, are only *written* (`append_written`):
+//! they need no barrier of their own, because nothing outside the run has seen them yet, and a
+//! crash that loses them is a crash before them (recovery decides the same steps again). The run
+//! waits for durability ([`RunActor::durable`]) only where something outside acts on what it
+//! wrote: before it starts an agent that acts outside the engine, before a model call, and before
+//! it answers a request (requests append durably). Readers see only durable events. So the
+//! barriers of a run's steps are shared, with each other and with other runs.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -72,7 +80,16 @@ pub(crate) struct RunActor {
     tool_tasks: HashMap<ToolCallId, (TodoId, AbortHandle)>,
     /// Model calls in flight, by the TODO whose agent made them and their position.
     model_tasks: HashMap<(TodoId, u32), AbortHandle>,
+    /// Appends are only written, not waited durable: set while the run takes its own steps and
+    /// records its agents' outcomes (see the module documentation).
+    write_only: bool,
+    /// Answers to requests whose events were only written: sent once they are durable (see
+    /// [`RunActor::durable`]), so a decision and the steps it unblocks share one barrier.
+    acks: Vec<Ack>,
 }
+
+/// Sends a request's answer once its events are durable, or the store's error.
+type Ack = Box<dyn FnOnce(std::result::Result<(), store::Error>) + Send + Sync>;
 
 /// Starts the actor of a run on its state and mailbox (the engine's [`crate::shared::SpawnActor`]).
 pub(crate) fn spawn(
@@ -92,6 +109,8 @@ pub(crate) fn spawn(
         parked: HashMap::new(),
         tool_tasks: HashMap::new(),
         model_tasks: HashMap::new(),
+        write_only: false,
+        acks: Vec::new(),
     };
     tasks.spawn(actor.run(rx));
 }
@@ -128,7 +147,12 @@ impl RunActor {
     }
 
     async fn append(&mut self, events: Vec<Event>) -> Result<Vec<Envelope>> {
-        match self.live.append(events).await {
+        let appended = if self.write_only {
+            self.live.append_written(events).await
+        } else {
+            self.live.append(events).await
+        };
+        match appended {
             Err(store::Error::Conflict { .. }) => {
                 // Someone else wrote to this run (an actor being replaced): start from the log.
                 self.live = self.shared.store.load(self.live.run_id())?;
@@ -136,6 +160,25 @@ impl RunActor {
             }
             other => Ok(other?),
         }
+    }
+
+    /// Waits until everything the run wrote is durable: before something outside the run acts
+    /// on it.
+    /// The answers waiting for it are sent then.
+    async fn durable(&mut self) -> Result<()> {
+        let done = self.live.durable().await;
+        for ack in self.acks.drain(..) {
+            ack(done.as_ref().map(drop).map_err(store::Error::same_again));
+        }
+        Ok(done?)
+    }
+
+    /// Runs `f` with appends only written (see the module documentation).
+    async fn written<T>(&mut self, f: impl AsyncFnOnce(&mut Self) -> T) -> T {
+        self.write_only = true;
+        let r = f(self).await;
+        self.write_only = false;
+        r
     }
 
     /// The agents running now, as [`step::next_step`] sees them.
@@ -154,7 +197,12 @@ impl RunActor {
             // refused with the full-disk error), and a timer looks again.
             let mut full = self.storage_full();
             if !full {
-                match self.progress().await {
+                let progress = self.progress().await;
+                if !self.acks.is_empty() {
+                    // Errors reach the waiting requests; the next step sees the store's state.
+                    let _ = self.durable().await;
+                }
+                match progress {
                     Progress::Waiting => {}
                     // The step wrote nothing: it runs again once there may be space.
                     Progress::Full => full = true,
@@ -219,8 +267,12 @@ impl RunActor {
         }
     }
 
-    /// Performs steps until the run has to wait for something.
+    /// Performs steps until the run has to wait for something; they are only written.
     async fn advance(&mut self) -> Result<()> {
+        self.written(Self::steps).await
+    }
+
+    async fn steps(&mut self) -> Result<()> {
         for _ in 0..STEPS_PER_ADVANCE_MAX {
             let step = step::next_step(self.state(), &self.running(), now());
             if step == Step::Wait {
@@ -246,10 +298,22 @@ impl RunActor {
                 comment,
                 reply,
             } => {
-                let r = self
-                    .decide(&approval_id, decision, edited_args, &by, comment, vec![])
+                // Answered once durable, together with the steps the decision unblocks (the
+                // next agent's start): one barrier for both.
+                let decided = self
+                    .written(async |a| {
+                        a.decide(&approval_id, decision, edited_args, &by, comment, vec![])
+                            .await
+                    })
                     .await;
-                let _ = reply.send(r);
+                match decided {
+                    Ok(answer) => self.acks.push(Box::new(move |durable| {
+                        let _ = reply.send(durable.map(|()| answer).map_err(Error::from));
+                    })),
+                    Err(e) => {
+                        let _ = reply.send(Err(e));
+                    }
+                }
                 self.resume_parked_logged().await;
             }
             Input::Command { text, by, reply } => {

@@ -217,6 +217,10 @@ impl LlmAgent {
 
 #[async_trait::async_trait]
 impl Agent for LlmAgent {
+    /// Model and tool calls go through the run, which records them first.
+    fn acts_outside(&self) -> bool {
+        false
+    }
     fn info(&self) -> &AgentInfo {
         &self.config.info
     }

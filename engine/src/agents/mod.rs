@@ -165,6 +165,15 @@ pub trait Agent: Send + Sync + 'static {
 
     async fn run(&self, ctx: &AgentContext, input: Value) -> Result<AgentOutput, AgentError>;
 
+    /// Whether the agent may act outside the engine by itself (an HTTP request, a file, a
+    /// message): then it starts only once the record of its start is durable. An agent that
+    /// only computes from its input, or acts only through its context (tool calls and model
+    /// calls go through the run, which records them durably first), returns `false` and starts
+    /// at once; a crash before its start is durable re-runs it, with nothing outside repeated.
+    fn acts_outside(&self) -> bool {
+        true
+    }
+
     fn name(&self) -> &str {
         &self.info().name
     }

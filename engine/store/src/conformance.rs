@@ -96,6 +96,7 @@ macro_rules! conformance_tests {
             bad_record_keys_and_oversized_values_write_nothing,
             records_survive_a_reopen_and_stay_out_of_verify,
             a_stopped_store_refuses_record_writes,
+            written_appends_are_durable_once_waited_for,
         );
         #[test]
         fn the_store_behaves_like_a_map() {
@@ -854,6 +855,47 @@ pub async fn a_stopped_store_refuses_record_writes(f: &dyn Factory) {
         store.health(),
         crate::StorageHealth::Failed("a drill".into())
     );
+}
+
+/// Appends only written keep every rule of `append` (dense offsets and seqs, conflicts write
+/// nothing, snapshots when due); once `wait_durable` covers them they are durable and survive a
+/// reopen; a stopped store refuses both.
+pub async fn written_appends_are_durable_once_waited_for(f: &dyn Factory) {
+    let store = f.create(Options {
+        snapshot_interval_events: 5,
+        ..Options::default()
+    });
+    let r = run(31);
+    let mut live = store.load(r).unwrap();
+    let events = fixtures::scenario_1_events();
+    let total = events.len() as u64;
+    let mut next = 0;
+    for chunk in events.chunks(3) {
+        let envs = live.append_written(chunk.to_vec()).await.unwrap();
+        for env in &envs {
+            assert_eq!((env.offset, env.seq), (next, next));
+            next += 1;
+        }
+    }
+    let stale = store.append_written(r, 1, vec![note(1)]).await.unwrap_err();
+    assert!(matches!(stale, Error::Conflict { expected: 1, actual, .. } if actual == total));
+    live.durable().await.unwrap();
+    assert!(store.durable_next_offset() >= total);
+    assert_eq!(store.durable_seq(r).unwrap(), Some(total - 1));
+    for seq in (4..total).step_by(5) {
+        let snap = store.latest_snapshot(r, seq).unwrap();
+        assert_eq!(snap.and_then(|s| s.last_seq), Some(seq));
+    }
+    let expected = live.state().clone();
+    drop(live);
+    let store = f.reopen(store);
+    assert_eq!(assert_dense(&store), total);
+    assert_eq!(store.load(r).unwrap().state(), &expected);
+    store.log.fail_stop("a drill");
+    let stopped = |r: crate::Result<()>| matches!(r, Err(Error::Stopped(why)) if why == "a drill");
+    assert!(stopped(store.wait_durable(total).await));
+    let refused = store.append_written(r, total, vec![note(2)]).await;
+    assert!(stopped(refused.map(drop)));
 }
 
 /// `verify` walks a clean log without a problem and reports every run's newest (seq, hash);

@@ -89,7 +89,7 @@ impl Error {
     }
 
     /// An error of the same kind and message, for the other callers of a refused batch.
-    pub(crate) fn same_again(&self) -> Error {
+    pub fn same_again(&self) -> Error {
         match self {
             Error::StorageFull {
                 needed,

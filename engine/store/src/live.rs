@@ -12,6 +12,9 @@ pub struct LiveRun {
     store: Store,
     run_id: RunId,
     state: RunState,
+    /// One past the newest offset this run wrote with `append_written` and has not yet seen
+    /// durable; 0 when there is none.
+    written_next: u64,
 }
 
 impl Store {
@@ -26,6 +29,7 @@ impl Store {
             store: self.clone(),
             run_id,
             state,
+            written_next: 0,
         })
     }
 }
@@ -40,15 +44,52 @@ impl LiveRun {
     }
 
     /// Appends `events` after the last applied one; a concurrent writer makes this a
-    /// `Conflict` (reload and decide again). Returns the stored envelopes, already applied.
+    /// `Conflict` (reload and decide again). Returns the stored envelopes, already applied, once
+    /// they (and everything this run wrote before) are durable.
     pub async fn append(&mut self, events: Vec<Event>) -> Result<Vec<Envelope>> {
         let envs = self
             .store
             .append(self.run_id, self.state.next_seq(), events)
             .await?;
+        self.written_next = 0;
+        self.apply(&envs)?;
+        Ok(envs)
+    }
+
+    /// [`LiveRun::append`] that returns once the events are written, before they are durable
+    /// (see [`Store::append_written`]): the caller calls [`LiveRun::durable`] before anything
+    /// outside the run may see their effect. When a snapshot is due it waits for durability
+    /// first, so that no snapshot outlives the events it folds.
+    pub async fn append_written(&mut self, events: Vec<Event>) -> Result<Vec<Envelope>> {
+        let envs = self
+            .store
+            .append_written(self.run_id, self.state.next_seq(), events)
+            .await?;
+        if let Some(last) = envs.last() {
+            self.written_next = last.offset + 1;
+        }
+        let interval = self.store.options().snapshot_interval_events;
+        if envs.iter().any(|e| snapshot::is_due(e.seq, interval)) {
+            self.durable().await?;
+        }
+        self.apply(&envs)?;
+        Ok(envs)
+    }
+
+    /// Waits until everything this run wrote is durable.
+    pub async fn durable(&mut self) -> Result<()> {
+        if self.written_next > 0 {
+            self.store.wait_durable(self.written_next).await?;
+            self.written_next = 0;
+        }
+        Ok(())
+    }
+
+    /// Applies stored envelopes, and caches a snapshot whenever one is due.
+    fn apply(&mut self, envs: &[Envelope]) -> Result<()> {
         let interval = self.store.options().snapshot_interval_events;
         let src = self.store.source(self.run_id);
-        for env in &envs {
+        for env in envs {
             self.state.apply(env, &src)?;
             // A snapshot is a cache: the append is already durable, so failing to cache it
             // must not turn an acknowledged append into an error.
@@ -58,6 +99,6 @@ impl LiveRun {
                 tracing::warn!(run = %self.run_id, seq = env.seq, error = %e, "snapshot not written");
             }
         }
-        Ok(envs)
+        Ok(())
     }
 }

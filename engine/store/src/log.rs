@@ -84,6 +84,36 @@ pub trait EventLog: Send + Sync + std::fmt::Debug + 'static {
         events: Vec<Event>,
     ) -> Result<Vec<Envelope>>;
 
+    /// [`EventLog::append`] with the same rules and checks, but it returns once the events are
+    /// written in the log's order, before they are durable: nothing written this way may be
+    /// acknowledged to anyone until [`EventLog::wait_durable`] covers its offsets. A crash may
+    /// lose such appends (whole ones, the newest), never an acknowledged one. A run's actor uses
+    /// it for the steps between two acknowledgements, so they share one barrier.
+    async fn append_written(
+        &self,
+        run_id: RunId,
+        expected_seq: u64,
+        events: Vec<Event>,
+    ) -> Result<Vec<Envelope>> {
+        self.append(run_id, expected_seq, events).await
+    }
+
+    /// Returns once every event below `next_offset` is as durable as an acknowledged append
+    /// (at once for a log whose appends are acknowledged when written), or the store stopped.
+    async fn wait_durable(&self, next_offset: u64) -> Result<()> {
+        let _ = next_offset;
+        match self.failure() {
+            Some(why) => Err(crate::Error::Stopped(why)),
+            None => Ok(()),
+        }
+    }
+
+    /// Durability barriers (flush + fsync) passed since the store opened: what a benchmark
+    /// divides by the work done. A log with no barriers says 0.
+    fn barriers(&self) -> u64 {
+        0
+    }
+
     /// [`EventLog::append`] for callers outside an async runtime.
     fn append_blocking(
         &self,

@@ -72,6 +72,27 @@ impl Store {
         self.log.append(run_id, expected_seq, events).await
     }
 
+    /// [`Store::append`] that returns once the events are written, before they are durable:
+    /// nothing written this way may be acknowledged before [`Store::wait_durable`] covers it.
+    pub async fn append_written(
+        &self,
+        run_id: RunId,
+        expected_seq: u64,
+        events: Vec<Event>,
+    ) -> Result<Vec<Envelope>> {
+        self.log.append_written(run_id, expected_seq, events).await
+    }
+
+    /// Returns once every event below `next_offset` is as durable as an acknowledged append.
+    pub async fn wait_durable(&self, next_offset: u64) -> Result<()> {
+        self.log.wait_durable(next_offset).await
+    }
+
+    /// Durability barriers passed since the store opened (0 for a log without barriers).
+    pub fn barriers(&self) -> u64 {
+        self.log.barriers()
+    }
+
     /// `append` for callers outside an async runtime.
     pub fn append_blocking(
         &self,

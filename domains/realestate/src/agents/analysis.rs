@@ -17,6 +17,10 @@ pub struct AnalysisTeam;
 
 #[async_trait::async_trait]
 impl Agent for AnalysisTeam {
+    /// It computes over the bundled dataset; what it asks goes through the run.
+    fn acts_outside(&self) -> bool {
+        false
+    }
     fn info(&self) -> &AgentInfo {
         declared("analysis_team")
     }

@@ -184,6 +184,10 @@ pub struct DocumentTeam;
 
 #[async_trait::async_trait]
 impl Agent for DocumentTeam {
+    /// It computes over the bundled dataset; what it asks goes through the run.
+    fn acts_outside(&self) -> bool {
+        false
+    }
     fn info(&self) -> &AgentInfo {
         declared("document_team")
     }

@@ -265,6 +265,10 @@ pub struct MarketAnalysis;
 
 #[async_trait::async_trait]
 impl Agent for MarketAnalysis {
+    /// It computes over the bundled dataset; what it asks goes through the run.
+    fn acts_outside(&self) -> bool {
+        false
+    }
     fn info(&self) -> &AgentInfo {
         declared("market_analysis")
     }
@@ -308,6 +312,10 @@ type Compared = (MarketView, Option<u64>, usize);
 
 #[async_trait::async_trait]
 impl Agent for RegionComparison {
+    /// It computes over the bundled dataset; what it asks goes through the run.
+    fn acts_outside(&self) -> bool {
+        false
+    }
     fn info(&self) -> &AgentInfo {
         declared("region_comparison")
     }
@@ -525,6 +533,10 @@ type Scored = (f64, MarketView, Rating);
 
 #[async_trait::async_trait]
 impl Agent for InvestmentAdvisor {
+    /// It computes over the bundled dataset; what it asks goes through the run.
+    fn acts_outside(&self) -> bool {
+        false
+    }
     fn info(&self) -> &AgentInfo {
         declared("investment_advisor")
     }

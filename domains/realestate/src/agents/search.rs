@@ -58,6 +58,10 @@ pub struct SearchTeam;
 
 #[async_trait::async_trait]
 impl Agent for SearchTeam {
+    /// It computes over the bundled dataset; what it asks goes through the run.
+    fn acts_outside(&self) -> bool {
+        false
+    }
     fn info(&self) -> &AgentInfo {
         declared("search_team")
     }
@@ -453,6 +457,10 @@ pub struct PropertySearch;
 
 #[async_trait::async_trait]
 impl Agent for PropertySearch {
+    /// It computes over the bundled dataset; what it asks goes through the run.
+    fn acts_outside(&self) -> bool {
+        false
+    }
     fn info(&self) -> &AgentInfo {
         declared("property_search")
     }

@@ -126,6 +126,15 @@ impl RunActor {
             starts.push((t, attempt, input));
         }
         self.append(ev).await?;
+        // An agent that acts outside the engine starts only once its start is durable: what it
+        // does is never done without a record of it.
+        let registry = &self.shared.settings.registry;
+        if starts
+            .iter()
+            .any(|(t, ..)| registry.get(&t.agent_name).is_none_or(|a| a.acts_outside()))
+        {
+            self.durable().await?;
+        }
         for (t, attempt, input) in starts {
             self.spawn_agent(&t, attempt, input);
         }
@@ -173,6 +182,8 @@ impl RunActor {
             .metadata
             .get("timeout")
             .and_then(Value::as_u64)
+            // A plan step without a timeout (0) has the run's agent timeout, not 0 s.
+            .filter(|&secs| secs > 0)
             .map_or(limit_ms, |secs| secs.saturating_mul(1000).min(limit_ms))
             .max(1);
         let agent = self.shared.settings.registry.get(&t.agent_name).cloned();
@@ -202,7 +213,7 @@ impl RunActor {
     /// attempt stays running meanwhile).
     pub(in crate::actor) async fn on_agent_done_retrying(&mut self, done: AgentDone) {
         let (again, running) = (done.clone(), self.running.get(&done.todo_id).cloned());
-        match self.on_agent_done(done).await {
+        match self.written(async |a| a.on_agent_done(done).await).await {
             Err(e) if e.is_storage_full() => {
                 if let Some(r) = running {
                     self.running.insert(again.todo_id.clone(), r);

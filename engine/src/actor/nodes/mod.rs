@@ -97,11 +97,15 @@ impl RunActor {
     /// what the run is doing while the model works (a crash in between re-runs the node, which
     /// announces nothing again: the phase has been entered). Without a model the planner
     /// answers at once, and they are the first of the node's events, in its one append.
+    /// The model is called only once what the run wrote before is durable.
     async fn announce(&mut self, events: Vec<Event>) -> Result<Vec<Event>> {
-        if events.is_empty() || self.shared.settings.llm.is_none() {
+        if self.shared.settings.llm.is_none() {
             return Ok(events);
         }
-        self.append(events).await?;
+        if !events.is_empty() {
+            self.append(events).await?;
+        }
+        self.durable().await?;
         Ok(Vec::new())
     }
 }

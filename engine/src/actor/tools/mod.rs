@@ -210,6 +210,11 @@ impl RunActor {
 
     /// Parked calls whose approval was decided (or expired, or cancelled) go on.
     async fn resume_parked(&mut self) -> Result<()> {
+        if self.parked.is_empty() {
+            return Ok(());
+        }
+        // A decision that releases a call may only be written: durable before the call runs.
+        self.durable().await?;
         let ids: Vec<ToolCallId> = self.parked.keys().cloned().collect();
         for id in ids {
             let Some(rec) = self.recorded(&id) else {

@@ -61,6 +61,8 @@ pub(crate) struct AppendRequest {
     pub run_id: RunId,
     pub expected_seq: u64,
     pub events: Vec<Event>,
+    /// Answer after the batch's barrier (`append`) rather than once written (`append_written`).
+    pub durable: bool,
     pub reply: oneshot::Sender<Result<Vec<Envelope>>>,
 }
 
@@ -207,6 +209,28 @@ impl SledLog {
         })
     }
 
+    /// Queues an append for the writer, which stores it with its batch and answers once it is
+    /// written (`durable: false`), or after a barrier that covers it (`sync`), or right after
+    /// its transaction (`async`).
+    async fn queue(
+        &self,
+        run_id: RunId,
+        expected_seq: u64,
+        events: Vec<Event>,
+        durable: bool,
+    ) -> Result<Vec<Envelope>> {
+        let (reply, rx) = oneshot::channel();
+        let req = AppendRequest {
+            run_id,
+            expected_seq,
+            events,
+            durable,
+            reply,
+        };
+        self.sender()?.send(req).await.map_err(|_| Error::Closed)?;
+        rx.await.map_err(|_| Error::Closed)?
+    }
+
     fn sender(&self) -> Result<mpsc::Sender<AppendRequest>> {
         self.tx
             .lock()
@@ -263,23 +287,53 @@ impl EventLog for SledLog {
         Some(&self.dir)
     }
 
-    /// Queues the append for the writer, which stores it with its batch and answers after the
-    /// batch's barrier (`sync`) or right after its transaction (`async`).
     async fn append(
         &self,
         run_id: RunId,
         expected_seq: u64,
         events: Vec<Event>,
     ) -> Result<Vec<Envelope>> {
-        let (reply, rx) = oneshot::channel();
-        let req = AppendRequest {
-            run_id,
-            expected_seq,
-            events,
-            reply,
-        };
-        self.sender()?.send(req).await.map_err(|_| Error::Closed)?;
-        rx.await.map_err(|_| Error::Closed)?
+        self.queue(run_id, expected_seq, events, true).await
+    }
+
+    /// Answered right after the batch's transaction; the barrier thread makes it durable with
+    /// the next barrier.
+    async fn append_written(
+        &self,
+        run_id: RunId,
+        expected_seq: u64,
+        events: Vec<Event>,
+    ) -> Result<Vec<Envelope>> {
+        self.queue(run_id, expected_seq, events, false).await
+    }
+
+    async fn wait_durable(&self, next_offset: u64) -> Result<()> {
+        let mut failure = self.failure.clone();
+        if self.opts.durability == Durability::Async {
+            return failure
+                .borrow_and_update()
+                .clone()
+                .map_or(Ok(()), |why| Err(Error::Stopped(why)));
+        }
+        let mut head = self.head_rx.clone();
+        loop {
+            if let Some(why) = failure.borrow_and_update().clone() {
+                return Err(Error::Stopped(why));
+            }
+            if *head.borrow_and_update() >= next_offset {
+                return Ok(());
+            }
+            tokio::select! {
+                r = head.changed() => r.map_err(|_| Error::Closed)?,
+                r = failure.changed() => r.map_err(|_| Error::Closed)?,
+            }
+        }
+    }
+
+    fn barriers(&self) -> u64 {
+        self.barrier
+            .passed
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     fn append_blocking(
@@ -293,6 +347,7 @@ impl EventLog for SledLog {
             run_id,
             expected_seq,
             events,
+            durable: true,
             reply,
         };
         self.sender()?

@@ -1,9 +1,12 @@
 //! The single writer and the durability barrier.
 //!
 //! Group commit: the writer blocks for one append request, then takes every request already
-//! queued (up to `append_batch_events_max` events), writes them all in one sled transaction and
-//! runs one barrier for the batch. While it waits on the barrier new requests queue up, so under
-//! load each barrier covers many appends.
+//! queued (up to `append_batch_events_max` events) and writes them all in one sled transaction.
+//! In `sync` mode the barrier runs on a thread of its own: the writer hands it the answers of
+//! the batch's appends and goes on with the next batch while the barrier runs, and each barrier
+//! covers every batch written before it started, so under load one barrier covers many appends.
+//! Appends made with `append_written` are answered as soon as their batch is written; the
+//! barrier thread still makes them durable with the next barrier.
 //!
 //! The barrier is sled's `flush` *plus* `fdatasync` of sled's data file, because sled 0.34's flush
 //! issues `sync_file_range` on Linux, which survives a killed process but not a power loss. Before
@@ -47,6 +50,8 @@ pub(crate) struct Barrier {
     failure: Arc<watch::Sender<Option<String>>>,
     /// One past the newest offset written to sled (async mode publishes up to it after a barrier).
     written_next: AtomicU64,
+    /// Barriers passed since the store opened.
+    pub(crate) passed: AtomicU64,
     stop: Mutex<Option<std_mpsc::Sender<()>>>,
     stop_rx: Mutex<Option<std_mpsc::Receiver<()>>>,
 }
@@ -66,6 +71,7 @@ impl Barrier {
             synced_blobs: Mutex::new(HashSet::new()),
             failure,
             written_next: AtomicU64::new(0),
+            passed: AtomicU64::new(0),
             stop: Mutex::new(Some(tx)),
             stop_rx: Mutex::new(Some(rx)),
         })
@@ -80,6 +86,7 @@ impl Barrier {
             .and_then(|()| Ok(self.db.flush().map(|_| ())?))
             .and_then(|()| Ok(self.data_file.sync_data()?));
         done.map_err(|e| self.fail(&format!("durability barrier failed: {e}")))?;
+        self.passed.fetch_add(1, Ordering::Relaxed);
         // Another path (the body file, a blob) may have failed meanwhile: acknowledge nothing.
         self.stopped()
     }
@@ -161,22 +168,72 @@ pub(crate) fn spawn(
         .barrier
         .written_next
         .store(start.next_offset, Ordering::SeqCst);
+    let sync = opts.durability == Durability::Sync;
+    let barrier_thread = if sync {
+        Some(spawn_barrier_thread(
+            start.barrier.clone(),
+            start.head_tx.clone(),
+        )?)
+    } else {
+        None
+    };
     let mut w = Writer {
         trees: start.trees,
         barrier: start.barrier,
         head_tx: start.head_tx,
+        barrier_thread,
         dir: start.dir,
         next_offset: start.next_offset,
         bodies_end: start.bodies_end,
         heads: HashMap::new(),
         clock: Clock::default(),
-        sync: opts.durability == Durability::Sync,
         batch_events_max: opts.append_batch_events_max.max(1),
         disk_reserve_bytes: opts.disk_reserve_bytes,
     };
     Ok(std::thread::Builder::new()
         .name("chronicle-writer".into())
         .spawn(move || w.run(rx))?)
+}
+
+/// Answers waiting for the barrier that makes their appends durable.
+type Waiting = Vec<(Reply, Vec<Envelope>)>;
+
+type Reply = tokio::sync::oneshot::Sender<Result<Vec<Envelope>>>;
+
+/// Sync mode: runs a barrier whenever the writer handed over a written batch, covering every
+/// batch written before it started, then publishes the new head and answers the appends that
+/// waited for it.
+fn spawn_barrier_thread(
+    barrier: Arc<Barrier>,
+    head_tx: Arc<watch::Sender<u64>>,
+) -> Result<(std_mpsc::Sender<Waiting>, JoinHandle<()>)> {
+    let (tx, rx) = std_mpsc::channel::<Waiting>();
+    let handle = std::thread::Builder::new()
+        .name("chronicle-barrier".into())
+        .spawn(move || {
+            while let Ok(mut waiting) = rx.recv() {
+                while let Ok(more) = rx.try_recv() {
+                    waiting.extend(more);
+                }
+                // Read before the barrier: everything below it was written before it started.
+                let upto = barrier.written_next.load(Ordering::SeqCst);
+                match barrier.run() {
+                    Ok(()) => {
+                        publish(&head_tx, upto);
+                        for (reply, envelopes) in waiting {
+                            let _ = reply.send(Ok(envelopes));
+                        }
+                    }
+                    // Fail-stop: the barrier recorded why; nothing it covered is acknowledged.
+                    Err(e) => {
+                        for (reply, _) in waiting {
+                            let _ = reply.send(Err(e.same_again()));
+                        }
+                    }
+                }
+            }
+        })?;
+    Ok((tx, handle))
 }
 
 /// Async mode: a barrier every `interval_ms`, then subscribers may see what it covered.
@@ -224,19 +281,22 @@ struct Writer {
     trees: Arc<Trees>,
     barrier: Arc<Barrier>,
     head_tx: Arc<watch::Sender<u64>>,
+    /// Sync mode: the barrier thread, and where the writer hands it written batches.
+    barrier_thread: Option<(std_mpsc::Sender<Waiting>, JoinHandle<()>)>,
     dir: PathBuf,
     next_offset: u64,
     bodies_end: u64,
     heads: HashMap<RunId, RunHead>,
     clock: Clock,
-    sync: bool,
     batch_events_max: usize,
     disk_reserve_bytes: u64,
 }
 
 /// One accepted append, encoded and waiting for the transaction.
 struct Pending {
-    reply: tokio::sync::oneshot::Sender<Result<Vec<Envelope>>>,
+    reply: Reply,
+    /// Answer after a barrier rather than once written.
+    durable: bool,
     append: Staged,
 }
 
@@ -256,8 +316,12 @@ impl Writer {
             }
             self.commit(batch);
         }
-        // The queue closed: the store is shutting down. Make everything written durable (a
-        // stopped store runs no barrier).
+        // The queue closed: the store is shutting down. The barrier thread answers what it
+        // holds; then make everything written durable (a stopped store runs no barrier).
+        if let Some((tx, handle)) = self.barrier_thread.take() {
+            drop(tx);
+            let _ = handle.join();
+        }
         if self.barrier.stopped().is_ok() && self.barrier.run().is_ok() {
             publish(&self.head_tx, self.next_offset);
         }
@@ -319,6 +383,7 @@ impl Writer {
                     new_heads.insert(req.run_id, append.head.clone());
                     staged.push(Pending {
                         reply: req.reply,
+                        durable: req.durable,
                         append,
                     });
                 }
@@ -346,15 +411,26 @@ impl Writer {
         self.next_offset = offset;
         self.heads.extend(new_heads);
         self.barrier.written_next.store(offset, Ordering::SeqCst);
-        if self.sync {
-            if let Err(e) = self.barrier.run() {
-                // The batch is in sled but its durability is unknown: acknowledge nothing.
-                return self.refuse_all(staged, e);
+        let Some((barrier_tx, _)) = &self.barrier_thread else {
+            for s in staged {
+                let _ = s.reply.send(Ok(s.append.envelopes));
             }
-            publish(&self.head_tx, offset);
-        }
+            return;
+        };
+        let mut waiting = Vec::new();
         for s in staged {
-            let _ = s.reply.send(Ok(s.append.envelopes));
+            if s.durable {
+                waiting.push((s.reply, s.append.envelopes));
+            } else {
+                let _ = s.reply.send(Ok(s.append.envelopes));
+            }
+        }
+        // Also with no one waiting: the batch is made durable (and visible) by the next barrier.
+        if let Err(std_mpsc::SendError(waiting)) = barrier_tx.send(waiting) {
+            let e = self.barrier.fail("the barrier thread stopped");
+            for (reply, _) in waiting {
+                let _ = reply.send(Err(e.same_again()));
+            }
         }
     }
 
