@@ -5,25 +5,19 @@
 
 use std::sync::Arc;
 
-use chronicle_engine::agents::RoutingHints;
-use chronicle_engine::agents::{Agent, AgentContext, AgentError, AgentInfo, AgentOutput, Registry};
+use chronicle_engine::agents::{
+    Agent, AgentContext, AgentError, AgentInfo, AgentOutput, RoutingHints,
+};
 use serde_json::{Value, json};
 use sha1::{Digest, Sha1};
 
 use crate::rules::{AGENTS, Role, prefix};
 
 /// One mock agent: what it declares, and the function that makes its result.
+#[derive(Debug)]
 pub struct MockAgent {
     info: AgentInfo,
     work: fn(&AgentContext) -> Value,
-}
-
-impl std::fmt::Debug for MockAgent {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MockAgent")
-            .field("name", &self.info.name)
-            .finish()
-    }
 }
 
 impl MockAgent {
@@ -51,13 +45,13 @@ impl Agent for MockAgent {
 }
 
 /// The domain's agents: search, analysis and document.
-pub fn registry() -> Registry {
+pub fn agents() -> Vec<Arc<MockAgent>> {
     let works: [fn(&AgentContext) -> Value; 3] = [search, analysis, document];
-    let mut registry = Registry::empty();
-    for (role, work) in AGENTS.iter().zip(works) {
-        registry.register(Arc::new(MockAgent::new(role, work)));
-    }
-    registry
+    AGENTS
+        .iter()
+        .zip(works)
+        .map(|(role, work)| Arc::new(MockAgent::new(role, work)))
+        .collect()
 }
 
 /// The first 8 hex digits of the SHA-1 of `parts` joined by `|`: the search agent's source

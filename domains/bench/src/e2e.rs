@@ -145,7 +145,18 @@ async fn a_full_run_completes_with_small_results_and_a_short_answer() {
             "summary": "found 3 sources for: Research the latest listings in Gangnam, analyze the trends ",
         })
     );
-    assert_eq!(results["analysis_team"]["inputs"], json!(["todo_001"]));
+    assert_eq!(
+        results["analysis_team"],
+        json!({
+            "agent": "analysis_team",
+            "insights": [
+                "insight 0 on Research the latest listings i",
+                "insight 1 on Research the latest listings i",
+            ],
+            "inputs": ["todo_001"],
+            "confidence": 0.87,
+        })
+    );
     assert_eq!(
         results["document_team"]["document"],
         "# Report\n\nResearch the latest listings in Gangnam, analyze the trends and write a short re\

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use chronicle_engine::Settings;
 use chronicle_engine::texts::English;
 
-pub use agents::{MockAgent, registry};
+pub use agents::{MockAgent, agents};
 pub use planner::BenchPlanner;
 pub use rules::{
     AGENTS, BENCH_QUERY, BenchPlan, INTENT_ANALYSIS, INTENT_REPORT, Role, aggregate, answer_text,
@@ -28,11 +28,8 @@ pub use rules::{
 /// `settings` with this domain plugged in: its three mock agents added to the registry, its
 /// planner, English texts.
 pub fn install(mut settings: Settings) -> Settings {
-    let own = registry();
-    for info in own.infos() {
-        if let Some(a) = own.get(&info.name) {
-            settings.registry.register(a.clone());
-        }
+    for agent in agents() {
+        settings.registry.register(agent);
     }
     settings.planner = Arc::new(BenchPlanner);
     settings.texts = Arc::new(English);
