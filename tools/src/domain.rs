@@ -17,6 +17,9 @@ pub enum Domain {
     /// Any agents, from `--agents`: a query goes to the agents whose keywords or examples match
     /// it (or whom a configured model picks), and their replies are the answer.
     Generic,
+    /// The peers' benchmark workflow: keyword rules plan up to three mock agents that return
+    /// small fixed results (equal work for comparisons).
+    Bench,
 }
 
 #[derive(Clone, Debug, clap::Args)]
@@ -90,6 +93,7 @@ impl DomainArgs {
         let mut settings = match self.domain {
             Domain::Realestate => chronicle_realestate::install(settings),
             Domain::Generic => chronicle_generic::install(settings),
+            Domain::Bench => chronicle_bench::install(settings),
         };
         if let Some(path) = &self.agents {
             let n =

@@ -1,5 +1,6 @@
 //! The `chronicle` binary, black-box: one integration-test binary for the CLI.
 mod cli_agents;
+mod cli_bench;
 mod cli_chat;
 mod cli_inspect;
 mod cli_remote;

@@ -26,7 +26,7 @@ pub(crate) const CHILD_TIMEOUT: Duration = Duration::from_secs(120);
 const WAIT: Duration = Duration::from_secs(30);
 
 /// The binary with a clean, colourless environment (no LLM, no inherited data dir or token).
-fn chronicle() -> Command {
+pub(crate) fn chronicle() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_chronicle"));
     c.env("NO_COLOR", "1")
         .env_remove("CLICOLOR_FORCE")
