@@ -17,8 +17,8 @@ pub enum Domain {
     /// Any agents, from `--agents`: a query goes to the agents whose keywords or examples match
     /// it (or whom a configured model picks), and their replies are the answer.
     Generic,
-    /// The peers' benchmark workflow: keyword rules plan up to three mock agents that return
-    /// small fixed results (equal work for comparisons).
+    /// The benchmark workflow that Restate and LangGraph comparisons run too: keyword rules plan
+    /// up to three mock agents that return small fixed results (equal work for comparisons).
     Bench,
 }
 

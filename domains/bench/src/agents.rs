@@ -37,6 +37,11 @@ impl Agent for MockAgent {
         &self.info
     }
 
+    /// It returns a fixed result computed from its context.
+    fn acts_outside(&self) -> bool {
+        false
+    }
+
     async fn run(&self, ctx: &AgentContext, _input: Value) -> Result<AgentOutput, AgentError> {
         Ok(AgentOutput {
             result: (self.work)(ctx),

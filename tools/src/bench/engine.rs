@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use chronicle_engine::store::{self, Options, Store};
-use chronicle_engine::{Engine, Principal, RestoreTarget, StartRun};
+use chronicle_engine::{Engine, Principal, RestoreTarget, Settings, StartRun};
 use chronicle_schemas::{
     Decision, Envelope, Event, HitlMode, Limits, PlanStep, RunConfig, RunId, Strategy,
 };
@@ -29,6 +29,8 @@ use super::{Plan, median, ms, percentile, progress};
 
 /// The issue's targets.
 const RUNS_PER_S_TARGET: f64 = 1_000.0;
+/// Equal work in-process, 64 at a time.
+const EQUAL_RUNS_PER_S_TARGET: f64 = 2_000.0;
 const RUN_BYTES_TARGET: f64 = 10_000.0;
 /// A resume may cost one fsync plus this much.
 const RESUME_SLACK_MS: f64 = 1.0;
@@ -134,9 +136,9 @@ async fn until_completed(events: &mut Events, run: RunId) -> Result<Arc<Envelope
 }
 
 /// One run from `start_run` to its durable `RunCompleted`, as a subscriber sees it.
-async fn full_run(engine: &Engine, config: &RunConfig) -> Result<(RunId, Duration)> {
+async fn full_run(engine: &Engine, req: &StartRun) -> Result<(RunId, Duration)> {
     let t = Instant::now();
-    let run = engine.start_run(start_req(config)).await?.run_id;
+    let run = engine.start_run(req.clone()).await?.run_id;
     let mut events = engine.subscribe(run, 0)?.into_inner();
     until_completed(&mut events, run).await?;
     Ok((run, t.elapsed()))
@@ -175,7 +177,7 @@ impl RunPhase {
 /// `concurrency` clients, each running full runs back to back for `window`.
 async fn run_phase(
     engine: &Engine,
-    config: &RunConfig,
+    req: &StartRun,
     concurrency: usize,
     window: Duration,
 ) -> Result<RunPhase> {
@@ -185,13 +187,13 @@ async fn run_phase(
     let gate = Arc::new(tokio::sync::Barrier::new(concurrency));
     let mut tasks = tokio::task::JoinSet::new();
     for _ in 0..concurrency {
-        let (engine, config, gate) = (engine.clone(), config.clone(), gate.clone());
+        let (engine, req, gate) = (engine.clone(), req.clone(), gate.clone());
         tasks.spawn(async move {
             gate.wait().await;
             let start = Instant::now();
             let mut out = Vec::new();
             while start.elapsed() < window {
-                out.push(full_run(&engine, &config).await?);
+                out.push(full_run(&engine, &req).await?);
             }
             anyhow::Ok((start, Instant::now(), out))
         });
@@ -232,6 +234,24 @@ async fn run_phase(
         commits: stamps.len() as u64,
         barriers,
     })
+}
+
+/// What a phase of full runs did, for a row's note.
+fn phase_note(p: &mut RunPhase) -> String {
+    let (p50, p99) = p50_p99(&mut p.lat_ms);
+    format!(
+        "start_run → RunCompleted seen by a subscriber: p50 {} ms, p99 {} ms; {} runs in {} s; \
+         CPU {} ms per run; {} events in {} group commits ({} per commit); {} barriers per run",
+        num(p50),
+        num(p99),
+        num(p.runs as f64),
+        num(p.secs),
+        num(p.cpu_secs * 1000.0 / p.runs as f64),
+        num(p.events as f64),
+        num(p.commits as f64),
+        num(p.events as f64 / p.commits as f64),
+        num(p.barriers as f64 / p.runs as f64),
+    )
 }
 
 /// The stored size of runs, from their records as the store holds them.
@@ -304,11 +324,16 @@ fn disk_bytes(dir: &Path) -> u64 {
         .sum()
 }
 
+/// An engine on a new store in `dir` with the demo's domain: built-in agents, no LLM (rules
+/// only), `sync` durability.
 fn open_engine(rt: &Runtime, dir: &Path) -> Result<Engine> {
+    open_engine_with(rt, dir, chronicle_realestate::settings())
+}
+
+fn open_engine_with(rt: &Runtime, dir: &Path, settings: Settings) -> Result<Engine> {
     let store = Store::open(dir, Options::default())
         .with_context(|| format!("opening a store in {}", dir.display()))?;
-    // The defaults: built-in agents, no LLM (rules only), `sync` durability.
-    Ok(rt.block_on(Engine::open(store, chronicle_realestate::settings()))?)
+    Ok(rt.block_on(Engine::open(store, settings))?)
 }
 
 /// Stops the engine; the store closes (joining its writer) when `engine` drops, outside the
@@ -421,13 +446,13 @@ fn full_runs(rt: &Runtime, root: &Path, plan: &Plan) -> Result<Vec<Row>> {
     let fsync_before = append::fsync_rate(root, plan.engine_fsync_window)?;
     let dir = root.join("engine-runs");
     let engine = open_engine(rt, &dir)?;
-    let config = run_config(HitlMode::None, PLAN.len());
+    let req = start_req(&run_config(HitlMode::None, PLAN.len()));
     let many = plan.engine_runs_many;
 
     progress(&format!("engine: {WARMUP_RUNS} warm-up runs"));
     rt.block_on(async {
         for _ in 0..WARMUP_RUNS {
-            full_run(&engine, &config).await?;
+            full_run(&engine, &req).await?;
         }
         anyhow::Ok(())
     })?;
@@ -435,12 +460,12 @@ fn full_runs(rt: &Runtime, root: &Path, plan: &Plan) -> Result<Vec<Row>> {
         "engine: full runs, 1 at a time, {:.1} s",
         plan.engine_window_1.as_secs_f64()
     ));
-    let mut one = rt.block_on(run_phase(&engine, &config, 1, plan.engine_window_1))?;
+    let mut one = rt.block_on(run_phase(&engine, &req, 1, plan.engine_window_1))?;
     progress(&format!(
         "engine: full runs, {many} at a time, {:.1} s",
         plan.engine_window_n.as_secs_f64()
     ));
-    let mut n = rt.block_on(run_phase(&engine, &config, many, plan.engine_window_n))?;
+    let mut n = rt.block_on(run_phase(&engine, &req, many, plan.engine_window_n))?;
 
     progress("engine: sizing stored runs");
     let mut sizes = Sizes::default();
@@ -467,22 +492,6 @@ fn full_runs(rt: &Runtime, root: &Path, plan: &Plan) -> Result<Vec<Row>> {
     let (barrier_p50, barrier_p99) = p50_p99(&mut barrier);
 
     let appends = sizes.per_run(sizes.appends);
-    let phase_note = |p: &mut RunPhase| {
-        let (p50, p99) = p50_p99(&mut p.lat_ms);
-        format!(
-            "start_run → RunCompleted seen by a subscriber: p50 {} ms, p99 {} ms; {} runs in {} s; \
-             CPU {} ms per run; {} events in {} group commits ({} per commit); {} barriers per run",
-            num(p50),
-            num(p99),
-            num(p.runs as f64),
-            num(p.secs),
-            num(p.cpu_secs * 1000.0 / p.runs as f64),
-            num(p.events as f64),
-            num(p.commits as f64),
-            num(p.events as f64 / p.commits as f64),
-            num(p.barriers as f64 / p.runs as f64),
-        )
-    };
     let one_rate = one.rate();
     let n_rate = n.rate();
     let one_note = format!(
@@ -652,7 +661,7 @@ fn long_run(rt: &Runtime, root: &Path, plan: &Plan) -> Result<Vec<Row>> {
         ..run_config(HitlMode::None, todos)
     };
     progress(&format!("engine: one {todos}-TODO run"));
-    let (run, run_d) = rt.block_on(full_run(&engine, &config))?;
+    let (run, run_d) = rt.block_on(full_run(&engine, &start_req(&config)))?;
     let store = engine.store().clone();
     let mut sizes = Sizes::default();
     sizes.add(&store, run)?;
@@ -841,9 +850,76 @@ fn long_run(rt: &Runtime, root: &Path, plan: &Plan) -> Result<Vec<Row>> {
     ])
 }
 
+/// The benchmark domain's workflow (the work the Restate and LangGraph comparisons run: three
+/// mock agents with results of about 200 B and an answer of about 400 B), planned by its rules
+/// from its query: runs one and many at a time, with what they store.
+fn equal_work(rt: &Runtime, root: &Path, plan: &Plan) -> Result<Vec<Row>> {
+    let dir = root.join("engine-equal");
+    let engine = open_engine_with(rt, &dir, chronicle_bench::settings())?;
+    let req = StartRun {
+        query: chronicle_bench::BENCH_QUERY.into(),
+        user_id: Some("bench".into()),
+        ..StartRun::default()
+    };
+    let many = plan.engine_runs_many;
+    progress("engine, equal work: warm-up, then full runs 1 and many at a time");
+    let (mut one, mut n) = rt.block_on(async {
+        for _ in 0..WARMUP_RUNS {
+            full_run(&engine, &req).await?;
+        }
+        let one = run_phase(&engine, &req, 1, plan.engine_window_1).await?;
+        let n = run_phase(&engine, &req, many, plan.engine_window_n).await?;
+        anyhow::Ok((one, n))
+    })?;
+    let mut sizes = Sizes::default();
+    for run in one.ids.iter().take(SIZED_RUNS_MAX) {
+        sizes.add(engine.store(), *run)?;
+    }
+    close_engine(rt, engine);
+    let runs_total = WARMUP_RUNS + one.runs + n.runs;
+    let disk = disk_bytes(&dir);
+    plan.discard(&dir);
+    let bytes_per_run = sizes.per_run(sizes.bytes);
+    Ok(vec![
+        Row::new(
+            "equal_runs_1",
+            "equal work: full runs, 1 at a time",
+            one.rate(),
+            "runs/s",
+        )
+        .note(phase_note(&mut one)),
+        Row::new(
+            "equal_runs_n",
+            format!("equal work: full runs, {many} at a time"),
+            n.rate(),
+            "runs/s",
+        )
+        .note(format!(
+            "{}; {}",
+            target_min(n.rate(), EQUAL_RUNS_PER_S_TARGET, "2,000 runs/s"),
+            phase_note(&mut n)
+        )),
+        Row::new(
+            "equal_bytes_per_run",
+            "equal work: bytes stored per run (encoded records)",
+            bytes_per_run / 1000.0,
+            "KB",
+        )
+        .note(format!(
+            "{} events and {} appends per run; largest: {}; sled on disk {} KB per run ({} runs)",
+            num(sizes.per_run(sizes.events)),
+            num(sizes.per_run(sizes.appends)),
+            sizes.top_kinds(),
+            num(disk as f64 / 1000.0 / runs_total as f64),
+            num(runs_total as f64),
+        )),
+    ])
+}
+
 pub(super) fn section(rt: &Runtime, root: &Path, plan: &Plan) -> Result<Vec<Row>> {
     append::settle();
     let mut rows = full_runs(rt, root, plan)?;
+    rows.extend(equal_work(rt, root, plan)?);
     rows.extend(long_run(rt, root, plan)?);
     Ok(rows)
 }
