@@ -268,8 +268,11 @@ impl RunActor {
     }
 
     /// Performs steps until the run has to wait for something; they are only written.
+    /// Then asks for a barrier, which the run does not wait for.
     async fn advance(&mut self) -> Result<()> {
-        self.written(Self::steps).await
+        let done = self.written(Self::steps).await;
+        self.live.request_barrier();
+        done
     }
 
     async fn steps(&mut self) -> Result<()> {

@@ -85,6 +85,15 @@ impl LiveRun {
         Ok(())
     }
 
+    /// Asks for a barrier if the run wrote events not yet known durable, without waiting: a run
+    /// does so whenever it has nothing more to do for now, so that what it wrote becomes
+    /// durable and visible soon.
+    pub fn request_barrier(&self) {
+        if self.written_next > 0 {
+            self.store.request_barrier();
+        }
+    }
+
     /// Applies stored envelopes, and caches a snapshot whenever one is due.
     fn apply(&mut self, envs: &[Envelope]) -> Result<()> {
         let interval = self.store.options().snapshot_interval_events;

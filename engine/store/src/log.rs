@@ -108,6 +108,11 @@ pub trait EventLog: Send + Sync + std::fmt::Debug + 'static {
         }
     }
 
+    /// Asks for a barrier soon, without waiting for it: what was only written becomes durable
+    /// (and visible to followers) even if no one waits for it. A log without barriers does
+    /// nothing.
+    fn request_barrier(&self) {}
+
     /// Durability barriers (flush + fsync) passed since the store opened: what a benchmark
     /// divides by the work done. A log with no barriers says 0.
     fn barriers(&self) -> u64 {

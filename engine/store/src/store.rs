@@ -88,6 +88,11 @@ impl Store {
         self.log.wait_durable(next_offset).await
     }
 
+    /// Asks for a barrier soon, without waiting for it (see [`EventLog::request_barrier`]).
+    pub fn request_barrier(&self) {
+        self.log.request_barrier();
+    }
+
     /// Durability barriers passed since the store opened (0 for a log without barriers).
     pub fn barriers(&self) -> u64 {
         self.log.barriers()

@@ -73,6 +73,8 @@ pub struct SledLog {
     trees: Arc<Trees>,
     opts: Options,
     tx: Mutex<Option<mpsc::Sender<AppendRequest>>>,
+    /// Sync mode: the barrier thread's queue, for `request_barrier`.
+    barrier_tx: Mutex<Option<std::sync::mpsc::Sender<writer::Waiting>>>,
     head_rx: watch::Receiver<u64>,
     threads: Mutex<Vec<JoinHandle<()>>>,
     barrier: Arc<writer::Barrier>,
@@ -84,6 +86,7 @@ impl Drop for SledLog {
         // Closing the queue ends the writer (after a last barrier); joining makes sure sled is
         // closed before a reopen in the same process.
         self.tx.lock().map(|mut t| t.take()).ok();
+        self.barrier_tx.lock().map(|mut t| t.take()).ok();
         self.barrier.stop();
         if let Ok(mut threads) = self.threads.lock() {
             for t in threads.drain(..) {
@@ -178,18 +181,31 @@ impl SledLog {
         let (head_tx, head_rx) = watch::channel(next_offset);
         let head_tx = Arc::new(head_tx);
         let (tx, rx) = mpsc::channel(opts.write_queue_requests.max(1));
-        let mut threads = vec![writer::spawn(
-            writer::Start {
-                trees: trees.clone(),
-                barrier: barrier.clone(),
-                head_tx: head_tx.clone(),
-                dir: dir.clone(),
-                next_offset,
-                bodies_end,
-            },
-            rx,
-            &opts,
-        )?];
+        let mut threads = Vec::new();
+        let barrier_tx = if opts.durability == Durability::Sync {
+            let (barrier_tx, handle) =
+                writer::spawn_barrier_thread(barrier.clone(), head_tx.clone())?;
+            threads.push(handle);
+            Some(barrier_tx)
+        } else {
+            None
+        };
+        threads.insert(
+            0,
+            writer::spawn(
+                writer::Start {
+                    trees: trees.clone(),
+                    barrier: barrier.clone(),
+                    head_tx: head_tx.clone(),
+                    dir: dir.clone(),
+                    next_offset,
+                    bodies_end,
+                    barrier_tx: barrier_tx.clone(),
+                },
+                rx,
+                &opts,
+            )?,
+        );
         if opts.durability == Durability::Async {
             threads.push(writer::spawn_flusher(
                 barrier.clone(),
@@ -202,6 +218,7 @@ impl SledLog {
             trees,
             opts,
             tx: Mutex::new(Some(tx)),
+            barrier_tx: Mutex::new(barrier_tx),
             head_rx,
             threads: Mutex::new(threads),
             barrier,
@@ -316,6 +333,9 @@ impl EventLog for SledLog {
                 .map_or(Ok(()), |why| Err(Error::Stopped(why)));
         }
         let mut head = self.head_rx.clone();
+        if *head.borrow() < next_offset {
+            self.request_barrier();
+        }
         loop {
             if let Some(why) = failure.borrow_and_update().clone() {
                 return Err(Error::Stopped(why));
@@ -327,6 +347,12 @@ impl EventLog for SledLog {
                 r = head.changed() => r.map_err(|_| Error::Closed)?,
                 r = failure.changed() => r.map_err(|_| Error::Closed)?,
             }
+        }
+    }
+
+    fn request_barrier(&self) {
+        if let Ok(Some(tx)) = self.barrier_tx.lock().as_deref() {
+            let _ = tx.send(Vec::new());
         }
     }
 

@@ -5,8 +5,9 @@
 //! In `sync` mode the barrier runs on a thread of its own: the writer hands it the answers of
 //! the batch's appends and goes on with the next batch while the barrier runs, and each barrier
 //! covers every batch written before it started, so under load one barrier covers many appends.
-//! Appends made with `append_written` are answered as soon as their batch is written; the
-//! barrier thread still makes them durable with the next barrier.
+//! Appends made with `append_written` are answered as soon as their batch is written and ask for
+//! no barrier: the next one covers them, run when someone waits for durability or asks for it
+//! (`request_barrier`, which a run does whenever it has nothing more to do for now).
 //!
 //! The barrier is sled's `flush` *plus* `fdatasync` of sled's data file, because sled 0.34's flush
 //! issues `sync_file_range` on Linux, which survives a killed process but not a power loss. Before
@@ -36,7 +37,7 @@ use tokio::sync::{mpsc, watch};
 use super::bodies::{self, SLED_VALUE_BYTES_MAX};
 use super::{AppendRequest, Trees, keys};
 use crate::append::{Clock, Staged, stage};
-use crate::{Durability, Error, Options, Result, RunHead};
+use crate::{Error, Options, Result, RunHead};
 /// Heads kept in the writer's memory before the cache is dropped and refilled from `runs`.
 const HEAD_CACHE_RUNS_MAX: usize = 100_000;
 
@@ -157,6 +158,8 @@ pub(crate) struct Start {
     pub next_offset: u64,
     /// Where the next body goes in the body file.
     pub bodies_end: u64,
+    /// Sync mode: the barrier thread's queue.
+    pub barrier_tx: Option<std_mpsc::Sender<Waiting>>,
 }
 
 pub(crate) fn spawn(
@@ -168,20 +171,11 @@ pub(crate) fn spawn(
         .barrier
         .written_next
         .store(start.next_offset, Ordering::SeqCst);
-    let sync = opts.durability == Durability::Sync;
-    let barrier_thread = if sync {
-        Some(spawn_barrier_thread(
-            start.barrier.clone(),
-            start.head_tx.clone(),
-        )?)
-    } else {
-        None
-    };
     let mut w = Writer {
         trees: start.trees,
         barrier: start.barrier,
         head_tx: start.head_tx,
-        barrier_thread,
+        barrier_tx: start.barrier_tx,
         dir: start.dir,
         next_offset: start.next_offset,
         bodies_end: start.bodies_end,
@@ -196,14 +190,14 @@ pub(crate) fn spawn(
 }
 
 /// Answers waiting for the barrier that makes their appends durable.
-type Waiting = Vec<(Reply, Vec<Envelope>)>;
+pub(crate) type Waiting = Vec<(Reply, Vec<Envelope>)>;
 
 type Reply = tokio::sync::oneshot::Sender<Result<Vec<Envelope>>>;
 
-/// Sync mode: runs a barrier whenever the writer handed over a written batch, covering every
-/// batch written before it started, then publishes the new head and answers the appends that
-/// waited for it.
-fn spawn_barrier_thread(
+/// Sync mode: runs a barrier whenever it is handed answers to send (or an empty list: a
+/// request), covering every batch written before it started, then publishes the new head and
+/// sends the answers. With nothing new written since the last barrier it only answers.
+pub(crate) fn spawn_barrier_thread(
     barrier: Arc<Barrier>,
     head_tx: Arc<watch::Sender<u64>>,
 ) -> Result<(std_mpsc::Sender<Waiting>, JoinHandle<()>)> {
@@ -217,7 +211,12 @@ fn spawn_barrier_thread(
                 }
                 // Read before the barrier: everything below it was written before it started.
                 let upto = barrier.written_next.load(Ordering::SeqCst);
-                match barrier.run() {
+                let covered = *head_tx.borrow() >= upto;
+                match if covered {
+                    barrier.stopped()
+                } else {
+                    barrier.run()
+                } {
                     Ok(()) => {
                         publish(&head_tx, upto);
                         for (reply, envelopes) in waiting {
@@ -281,8 +280,8 @@ struct Writer {
     trees: Arc<Trees>,
     barrier: Arc<Barrier>,
     head_tx: Arc<watch::Sender<u64>>,
-    /// Sync mode: the barrier thread, and where the writer hands it written batches.
-    barrier_thread: Option<(std_mpsc::Sender<Waiting>, JoinHandle<()>)>,
+    /// Sync mode: where the writer hands the barrier thread the answers that wait for it.
+    barrier_tx: Option<std_mpsc::Sender<Waiting>>,
     dir: PathBuf,
     next_offset: u64,
     bodies_end: u64,
@@ -316,12 +315,9 @@ impl Writer {
             }
             self.commit(batch);
         }
-        // The queue closed: the store is shutting down. The barrier thread answers what it
-        // holds; then make everything written durable (a stopped store runs no barrier).
-        if let Some((tx, handle)) = self.barrier_thread.take() {
-            drop(tx);
-            let _ = handle.join();
-        }
+        // The queue closed: the store is shutting down. Make everything written durable (a
+        // stopped store runs no barrier).
+        self.barrier_tx.take();
         if self.barrier.stopped().is_ok() && self.barrier.run().is_ok() {
             publish(&self.head_tx, self.next_offset);
         }
@@ -411,7 +407,7 @@ impl Writer {
         self.next_offset = offset;
         self.heads.extend(new_heads);
         self.barrier.written_next.store(offset, Ordering::SeqCst);
-        let Some((barrier_tx, _)) = &self.barrier_thread else {
+        let Some(barrier_tx) = &self.barrier_tx else {
             for s in staged {
                 let _ = s.reply.send(Ok(s.append.envelopes));
             }
@@ -425,7 +421,9 @@ impl Writer {
                 let _ = s.reply.send(Ok(s.append.envelopes));
             }
         }
-        // Also with no one waiting: the batch is made durable (and visible) by the next barrier.
+        if waiting.is_empty() {
+            return;
+        }
         if let Err(std_mpsc::SendError(waiting)) = barrier_tx.send(waiting) {
             let e = self.barrier.fail("the barrier thread stopped");
             for (reply, _) in waiting {
