@@ -12,7 +12,6 @@ use chronicle_schemas::{
     SessionId, Strategy, ToolCallId,
 };
 use serde_json::{Value, json};
-use tokio_stream::StreamExt;
 use tokio_stream::wrappers::ReceiverStream;
 
 use chronicle_wire::SubRun;
@@ -272,7 +271,7 @@ pub(crate) fn subscribe_live(
     Ok(shared.bus.subscribe_live(run, from_seq))
 }
 
-/// Waits until `done(state)` holds, re-checking after each event of the run (or `timeout`).
+/// Waits until `done(state)` holds at the run's newest durable event (or `timeout`).
 pub(crate) async fn wait_until(
     shared: &Shared,
     run: RunId,
@@ -280,27 +279,30 @@ pub(crate) async fn wait_until(
     done: impl Fn(&RunState) -> bool,
 ) -> Result<RunState> {
     let deadline = tokio::time::Instant::now() + timeout;
-    let mut events = subscribe(shared, run, 0)?;
+    let mut events = subscribe(shared, run, 0)?.into_inner();
+    let src = shared.store.source(run);
+    // The subscription's events folded as they come (nothing is read twice). `done` is asked
+    // only at the run's newest durable event: an append's events become durable together, so
+    // the state it sees is never halfway through one, and a reader sees what a subscriber saw.
+    let mut state = RunState::default();
     loop {
-        let state = state(shared, run, None)?;
-        if done(&state) {
+        if events.is_empty()
+            && state.last_seq.is_some()
+            && state.last_seq == shared.store.durable_seq(run)?
+            && done(&state)
+        {
             return Ok(state);
         }
-        // Skip ahead to what is already stored, then wait for the next event.
-        let next = state.next_seq();
-        loop {
-            match tokio::time::timeout_at(deadline, events.next()).await {
-                Err(_) => {
-                    return Err(Error::Timeout {
-                        run,
-                        after: timeout,
-                    });
-                }
-                Ok(None) => return Err(Error::ShuttingDown),
-                Ok(Some(Err(e))) => return Err(e.into()),
-                Ok(Some(Ok(env))) if env.seq + 1 >= next => break,
-                Ok(Some(Ok(_))) => {}
+        match tokio::time::timeout_at(deadline, events.recv()).await {
+            Err(_) => {
+                return Err(Error::Timeout {
+                    run,
+                    after: timeout,
+                });
             }
+            Ok(None) => return Err(Error::ShuttingDown),
+            Ok(Some(Err(e))) => return Err(e.into()),
+            Ok(Some(Ok(env))) => state.apply(&env, &src)?,
         }
     }
 }
