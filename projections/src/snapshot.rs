@@ -2,9 +2,11 @@
 //! from the log: `[format byte][blake3 of body: 32][msgpack named body]`. A snapshot that fails
 //! its checksum or does not decode is ignored, never trusted.
 
+use chronicle_schemas::{Envelope, Event};
+
 use crate::RunState;
 
-/// Take a snapshot after every this many events of a run (DESIGN §4's K).
+/// Take a snapshot after every this many events of a run.
 pub const SNAPSHOT_INTERVAL_EVENTS: u64 = 1000;
 
 const SNAPSHOT_FORMAT_V1: u8 = 1;
@@ -34,4 +36,36 @@ pub fn decode(bytes: &[u8]) -> Option<RunState> {
 /// Whether a snapshot is due right after the event with this seq.
 pub fn is_due(seq: u64, interval: u64) -> bool {
     interval > 0 && (seq + 1).is_multiple_of(interval)
+}
+
+/// When a run that is being written takes its snapshots: every `interval` events ([`is_due`]),
+/// and also at a checkpoint, or at the run's end, once a quarter of `interval` events passed
+/// since the newest one. Restores land on checkpoints and reads of a finished run start at its
+/// end, so a long run's restores and reads fold at most that quarter from a snapshot.
+#[derive(Clone, Debug)]
+pub struct Schedule {
+    interval: u64,
+    /// Events applied since the newest snapshot (or since the schedule began).
+    since: u64,
+}
+
+impl Schedule {
+    pub fn new(interval: u64) -> Self {
+        Schedule { interval, since: 0 }
+    }
+
+    /// Whether a snapshot is due right after `env`, counting it.
+    pub fn due(&mut self, env: &Envelope) -> bool {
+        if self.interval == 0 {
+            return false;
+        }
+        self.since += 1;
+        let landing = matches!(env.event, Event::CheckpointSaved { .. }) || env.event.is_terminal();
+        let due =
+            is_due(env.seq, self.interval) || (landing && self.since >= (self.interval / 4).max(1));
+        if due {
+            self.since = 0;
+        }
+        due
+    }
 }

@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 
-use chronicle_projections::{fixtures, replay_from_zero};
+use chronicle_projections::{fixtures, replay_from_zero, snapshot};
 use chronicle_schemas::{
     Actor, EVENT_BYTES_MAX, Envelope, Event, Hash, RunId, SessionId, Timestamp, encode_record,
 };
@@ -582,14 +582,24 @@ pub async fn live_run_applies_and_snapshots_as_it_appends(f: &dyn Factory) {
         live.state(),
         &replay_from_zero(&store.source(r), total - 1).unwrap()
     );
-    for seq in 0..total {
-        let due = (seq + 1) % 5 == 0;
+    // Every 5 events, and at checkpoints and the end once 1 (5 / 4) event passed since.
+    let mut schedule = snapshot::Schedule::new(5);
+    let mut at_checkpoints = 0;
+    for env in store.read_run(r, 0, total - 1) {
+        let env = env.unwrap();
+        let seq = env.seq;
+        let due = schedule.due(&env);
+        at_checkpoints += usize::from(due && (seq + 1) % 5 != 0);
         let snap = store
             .latest_snapshot(r, seq)
             .unwrap()
             .and_then(|s| s.last_seq);
         assert_eq!(snap == Some(seq), due, "seq {seq}: snapshot at {snap:?}");
     }
+    assert!(
+        at_checkpoints > 0,
+        "the scenario has checkpoints between the counted snapshots"
+    );
     // A second writer that loaded the same head loses, and the first one's state is untouched.
     let mut stale = store.load(r).unwrap();
     live.append(vec![note(1)]).await.unwrap();

@@ -15,6 +15,8 @@ pub struct LiveRun {
     /// One past the newest offset this run wrote with `append_written` and has not yet seen
     /// durable; 0 when there is none.
     written_next: u64,
+    /// When the next snapshot is due.
+    snapshots: snapshot::Schedule,
 }
 
 impl Store {
@@ -30,6 +32,7 @@ impl Store {
             run_id,
             state,
             written_next: 0,
+            snapshots: snapshot::Schedule::new(self.options().snapshot_interval_events),
         })
     }
 }
@@ -68,8 +71,8 @@ impl LiveRun {
         if let Some(last) = envs.last() {
             self.written_next = last.offset + 1;
         }
-        let interval = self.store.options().snapshot_interval_events;
-        if envs.iter().any(|e| snapshot::is_due(e.seq, interval)) {
+        let mut probe = self.snapshots.clone();
+        if envs.iter().any(|e| probe.due(e)) {
             self.durable().await?;
         }
         self.apply(&envs)?;
@@ -96,13 +99,12 @@ impl LiveRun {
 
     /// Applies stored envelopes, and caches a snapshot whenever one is due.
     fn apply(&mut self, envs: &[Envelope]) -> Result<()> {
-        let interval = self.store.options().snapshot_interval_events;
         let src = self.store.source(self.run_id);
         for env in envs {
             self.state.apply(env, &src)?;
             // A snapshot is a cache: the append is already durable, so failing to cache it
             // must not turn an acknowledged append into an error.
-            if snapshot::is_due(env.seq, interval)
+            if self.snapshots.due(env)
                 && let Err(e) = self.store.put_snapshot(&self.state)
             {
                 tracing::warn!(run = %self.run_id, seq = env.seq, error = %e, "snapshot not written");
