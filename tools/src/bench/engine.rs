@@ -350,7 +350,7 @@ struct Resume {
     decided_ms: f64,
     started_ms: f64,
     /// Appends from `ApprovalDecided` to `AgentStarted`, both included (distinct `at` stamps),
-    /// each waited for by the run, one after the other.
+    /// which share the barrier the decision's answer waits for.
     appends: usize,
 }
 
@@ -572,7 +572,7 @@ fn full_runs(rt: &Runtime, root: &Path, plan: &Plan) -> Result<Vec<Row>> {
                 "ms",
             )
             .note(format!(
-                "{}; {} decisions, one at a time, every_todo; the TODO's AgentStarted as a subscriber sees it; {} appends from ApprovalDecided to AgentStarted, one after the other; LangGraph 1.2 + SQLite: {LANGGRAPH_RESUME}",
+                "{}; {} decisions, one at a time, every_todo; the TODO's AgentStarted as a subscriber sees it; {} appends from ApprovalDecided to AgentStarted, made durable by one barrier; LangGraph 1.2 + SQLite: {LANGGRAPH_RESUME}",
                 target_max(s50, target, &shown),
                 num(hitl.len() as f64),
                 num(hitl.iter().map(|r| r.appends as f64).sum::<f64>() / hitl.len() as f64),
