@@ -66,6 +66,26 @@ pub(crate) struct AppendRequest {
     pub reply: oneshot::Sender<Result<Vec<Envelope>>>,
 }
 
+impl AppendRequest {
+    /// A request and where its answer arrives.
+    fn new(
+        run_id: RunId,
+        expected_seq: u64,
+        events: Vec<Event>,
+        durable: bool,
+    ) -> (Self, oneshot::Receiver<Result<Vec<Envelope>>>) {
+        let (reply, rx) = oneshot::channel();
+        let req = AppendRequest {
+            run_id,
+            expected_seq,
+            events,
+            durable,
+            reply,
+        };
+        (req, rx)
+    }
+}
+
 /// The event log in a data directory: sled in `dir/sled`, large record bodies in `dir/bodies`,
 /// blobs in `dir/blobs`.
 pub struct SledLog {
@@ -236,14 +256,7 @@ impl SledLog {
         events: Vec<Event>,
         durable: bool,
     ) -> Result<Vec<Envelope>> {
-        let (reply, rx) = oneshot::channel();
-        let req = AppendRequest {
-            run_id,
-            expected_seq,
-            events,
-            durable,
-            reply,
-        };
+        let (req, rx) = AppendRequest::new(run_id, expected_seq, events, durable);
         self.sender()?.send(req).await.map_err(|_| Error::Closed)?;
         rx.await.map_err(|_| Error::Closed)?
     }
@@ -313,8 +326,7 @@ impl EventLog for SledLog {
         self.queue(run_id, expected_seq, events, true).await
     }
 
-    /// Answered right after the batch's transaction; the barrier thread makes it durable with
-    /// the next barrier.
+    /// Answered right after the batch's transaction; the next barrier makes it durable.
     async fn append_written(
         &self,
         run_id: RunId,
@@ -368,14 +380,7 @@ impl EventLog for SledLog {
         expected_seq: u64,
         events: Vec<Event>,
     ) -> Result<Vec<Envelope>> {
-        let (reply, rx) = oneshot::channel();
-        let req = AppendRequest {
-            run_id,
-            expected_seq,
-            events,
-            durable: true,
-            reply,
-        };
+        let (req, rx) = AppendRequest::new(run_id, expected_seq, events, true);
         self.sender()?
             .blocking_send(req)
             .map_err(|_| Error::Closed)?;
