@@ -163,8 +163,7 @@ impl RunActor {
     }
 
     /// Waits until everything the run wrote is durable: before something outside the run acts
-    /// on it.
-    /// The answers waiting for it are sent then.
+    /// on it. The answers waiting for it are sent then.
     async fn durable(&mut self) -> Result<()> {
         let done = self.live.durable().await;
         for ack in self.acks.drain(..) {
@@ -196,19 +195,22 @@ impl RunActor {
             // may call a model) and outcomes wait; requests are still answered (their writes are
             // refused with the full-disk error), and a timer looks again.
             let mut full = self.storage_full();
+            let mut stop = false;
             if !full {
-                let progress = self.progress().await;
-                if !self.acks.is_empty() {
-                    // Errors reach the waiting requests; the next step sees the store's state.
-                    let _ = self.durable().await;
-                }
-                match progress {
+                match self.progress().await {
                     Progress::Waiting => {}
                     // The step wrote nothing: it runs again once there may be space.
                     Progress::Full => full = true,
                     // The store is unusable (closing or broken): stop; recovery resumes the run.
-                    Progress::Stop => return,
+                    Progress::Stop => stop = true,
                 }
+            }
+            if !self.acks.is_empty() {
+                // Errors reach the waiting requests; the next step sees the store's state.
+                let _ = self.durable().await;
+            }
+            if stop {
+                return;
             }
             if self.state().supervisor.run_status.is_terminal() && self.running.is_empty() {
                 // Answer what is already queued (commands on a finished run), then stop.
