@@ -154,7 +154,9 @@ impl RunActor {
         };
         match appended {
             Err(store::Error::Conflict { .. }) => {
-                // Someone else wrote to this run (an actor being replaced): start from the log.
+                // Someone else wrote to this run (an actor being replaced): start from the log,
+                // once what this run wrote is durable (answers may be waiting on it).
+                self.live.durable().await?;
                 self.live = self.shared.store.load(self.live.run_id())?;
                 Err(Error::Concurrent)
             }
