@@ -441,6 +441,41 @@ fn p50_p99(xs: &mut [f64]) -> (f64, f64) {
     (median(xs), percentile(xs, 0.99))
 }
 
+/// Warm-up runs, then full runs one at a time and `engine_runs_many` at a time, and the stored
+/// size of some of the former.
+fn one_and_many(
+    rt: &Runtime,
+    engine: &Engine,
+    req: &StartRun,
+    plan: &Plan,
+    what: &str,
+) -> Result<(RunPhase, RunPhase, Sizes)> {
+    let many = plan.engine_runs_many;
+    progress(&format!("{what}: {WARMUP_RUNS} warm-up runs"));
+    rt.block_on(async {
+        for _ in 0..WARMUP_RUNS {
+            full_run(engine, req).await?;
+        }
+        anyhow::Ok(())
+    })?;
+    progress(&format!(
+        "{what}: full runs, 1 at a time, {:.1} s",
+        plan.engine_window_1.as_secs_f64()
+    ));
+    let one = rt.block_on(run_phase(engine, req, 1, plan.engine_window_1))?;
+    progress(&format!(
+        "{what}: full runs, {many} at a time, {:.1} s",
+        plan.engine_window_n.as_secs_f64()
+    ));
+    let n = rt.block_on(run_phase(engine, req, many, plan.engine_window_n))?;
+    progress(&format!("{what}: sizing stored runs"));
+    let mut sizes = Sizes::default();
+    for run in one.ids.iter().take(SIZED_RUNS_MAX) {
+        sizes.add(engine.store(), *run)?;
+    }
+    Ok((one, n, sizes))
+}
+
 fn full_runs(rt: &Runtime, root: &Path, plan: &Plan) -> Result<Vec<Row>> {
     progress("engine: fsync (before)");
     let fsync_before = append::fsync_rate(root, plan.engine_fsync_window)?;
@@ -448,30 +483,7 @@ fn full_runs(rt: &Runtime, root: &Path, plan: &Plan) -> Result<Vec<Row>> {
     let engine = open_engine(rt, &dir)?;
     let req = start_req(&run_config(HitlMode::None, PLAN.len()));
     let many = plan.engine_runs_many;
-
-    progress(&format!("engine: {WARMUP_RUNS} warm-up runs"));
-    rt.block_on(async {
-        for _ in 0..WARMUP_RUNS {
-            full_run(&engine, &req).await?;
-        }
-        anyhow::Ok(())
-    })?;
-    progress(&format!(
-        "engine: full runs, 1 at a time, {:.1} s",
-        plan.engine_window_1.as_secs_f64()
-    ));
-    let mut one = rt.block_on(run_phase(&engine, &req, 1, plan.engine_window_1))?;
-    progress(&format!(
-        "engine: full runs, {many} at a time, {:.1} s",
-        plan.engine_window_n.as_secs_f64()
-    ));
-    let mut n = rt.block_on(run_phase(&engine, &req, many, plan.engine_window_n))?;
-
-    progress("engine: sizing stored runs");
-    let mut sizes = Sizes::default();
-    for run in one.ids.iter().take(SIZED_RUNS_MAX) {
-        sizes.add(engine.store(), *run)?;
-    }
+    let (mut one, mut n, sizes) = one_and_many(rt, &engine, &req, plan, "engine")?;
     let mut hitl = Vec::new();
     if plan.hitl_decisions > 0 {
         progress(&format!(
@@ -862,19 +874,7 @@ fn equal_work(rt: &Runtime, root: &Path, plan: &Plan) -> Result<Vec<Row>> {
         ..StartRun::default()
     };
     let many = plan.engine_runs_many;
-    progress("engine, equal work: warm-up, then full runs 1 and many at a time");
-    let (mut one, mut n) = rt.block_on(async {
-        for _ in 0..WARMUP_RUNS {
-            full_run(&engine, &req).await?;
-        }
-        let one = run_phase(&engine, &req, 1, plan.engine_window_1).await?;
-        let n = run_phase(&engine, &req, many, plan.engine_window_n).await?;
-        anyhow::Ok((one, n))
-    })?;
-    let mut sizes = Sizes::default();
-    for run in one.ids.iter().take(SIZED_RUNS_MAX) {
-        sizes.add(engine.store(), *run)?;
-    }
+    let (mut one, mut n, sizes) = one_and_many(rt, &engine, &req, plan, "engine, equal work")?;
     close_engine(rt, engine);
     let runs_total = WARMUP_RUNS + one.runs + n.runs;
     let disk = disk_bytes(&dir);

@@ -201,31 +201,29 @@ impl SledLog {
         let (head_tx, head_rx) = watch::channel(next_offset);
         let head_tx = Arc::new(head_tx);
         let (tx, rx) = mpsc::channel(opts.write_queue_requests.max(1));
-        let mut threads = Vec::new();
-        let barrier_tx = if opts.durability == Durability::Sync {
-            let (barrier_tx, handle) =
-                writer::spawn_barrier_thread(barrier.clone(), head_tx.clone())?;
-            threads.push(handle);
-            Some(barrier_tx)
-        } else {
-            None
+        let barrier_thread = match opts.durability {
+            Durability::Sync => Some(writer::spawn_barrier_thread(
+                barrier.clone(),
+                head_tx.clone(),
+            )?),
+            Durability::Async => None,
         };
-        threads.insert(
-            0,
-            writer::spawn(
-                writer::Start {
-                    trees: trees.clone(),
-                    barrier: barrier.clone(),
-                    head_tx: head_tx.clone(),
-                    dir: dir.clone(),
-                    next_offset,
-                    bodies_end,
-                    barrier_tx: barrier_tx.clone(),
-                },
-                rx,
-                &opts,
-            )?,
-        );
+        let barrier_tx = barrier_thread.as_ref().map(|(tx, _)| tx.clone());
+        // The writer is joined first: it ends with a last barrier, then the barrier thread ends.
+        let mut threads = vec![writer::spawn(
+            writer::Start {
+                trees: trees.clone(),
+                barrier: barrier.clone(),
+                head_tx: head_tx.clone(),
+                dir: dir.clone(),
+                next_offset,
+                bodies_end,
+                barrier_tx: barrier_tx.clone(),
+            },
+            rx,
+            &opts,
+        )?];
+        threads.extend(barrier_thread.map(|(_, handle)| handle));
         if opts.durability == Durability::Async {
             threads.push(writer::spawn_flusher(
                 barrier.clone(),
@@ -337,13 +335,12 @@ impl EventLog for SledLog {
     }
 
     async fn wait_durable(&self, next_offset: u64) -> Result<()> {
+        // In async mode an append is acknowledged once written: nothing to wait for.
+        let next_offset = match self.opts.durability {
+            Durability::Async => 0,
+            Durability::Sync => next_offset,
+        };
         let mut failure = self.failure.clone();
-        if self.opts.durability == Durability::Async {
-            return failure
-                .borrow_and_update()
-                .clone()
-                .map_or(Ok(()), |why| Err(Error::Stopped(why)));
-        }
         let mut head = self.head_rx.clone();
         if *head.borrow() < next_offset {
             self.request_barrier();

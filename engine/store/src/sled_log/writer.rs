@@ -211,12 +211,12 @@ pub(crate) fn spawn_barrier_thread(
                 }
                 // Read before the barrier: everything below it was written before it started.
                 let upto = barrier.written_next.load(Ordering::SeqCst);
-                let covered = *head_tx.borrow() >= upto;
-                match if covered {
+                let done = if *head_tx.borrow() >= upto {
                     barrier.stopped()
                 } else {
                     barrier.run()
-                } {
+                };
+                match done {
                     Ok(()) => {
                         publish(&head_tx, upto);
                         for (reply, envelopes) in waiting {
