@@ -461,3 +461,161 @@ async fn an_append_that_would_eat_the_disk_reserve_is_refused_and_writes_nothing
     assert_eq!(assert_dense(&store), 1);
     assert_eq!(store.failure(), None);
 }
+
+// ------------------------------------------------------------ groups: an append in one value
+
+/// Run 0 starts with one event; run 1 appends `n` notes of about `bytes` each in one append;
+/// run 0 adds one more. Returns the store (events at offsets 0, 1..=n+1, n+2).
+async fn one_large_append(dir: &std::path::Path, n: u64, bytes: usize) -> Store {
+    let store = open(dir);
+    store
+        .append(run(0), 0, vec![run_started("a")])
+        .await
+        .unwrap();
+    let mut events = vec![run_started("b")];
+    events.extend((0..n).map(|i| reasoning(bytes, char::from(b'a' + (i % 26) as u8))));
+    store.append(run(1), 0, events).await.unwrap();
+    store.append(run(0), 1, vec![note(7)]).await.unwrap();
+    store
+}
+
+#[tokio::test]
+async fn an_append_is_one_sled_value_and_reads_from_any_offset_or_seq() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = one_large_append(dir.path(), 5, 50).await;
+    let all: Vec<_> = store.read_range(0, u64::MAX).map(Result::unwrap).collect();
+    assert_eq!(all.len(), 8);
+    // Reads that start and end inside the group.
+    let middle: Vec<u64> = store.read_range(3, 5).map(|e| e.unwrap().offset).collect();
+    assert_eq!(middle, [3, 4]);
+    for env in &all {
+        assert_eq!(store.get(env.offset).unwrap().as_ref(), Some(env));
+    }
+    assert_eq!(store.get(8).unwrap(), None);
+    let seqs: Vec<u64> = store
+        .read_run(run(1), 2, 4)
+        .map(|e| e.unwrap().seq)
+        .collect();
+    assert_eq!(seqs, [2, 3, 4]);
+    let tail: Vec<u64> = store
+        .read_run(run(1), 5, 99)
+        .map(|e| e.unwrap().seq)
+        .collect();
+    assert_eq!(tail, [5]);
+    assert_eq!(store.durable_seq(run(1)).unwrap(), Some(5));
+    drop(store);
+    let keys = with_sled(dir.path(), |events, _| events.len());
+    assert_eq!(keys, 3, "three appends, three values");
+    let store = open(dir.path());
+    assert_eq!(assert_dense(&store), 8);
+    assert_eq!(
+        store
+            .read_range(0, u64::MAX)
+            .map(Result::unwrap)
+            .collect::<Vec<_>>(),
+        all
+    );
+}
+
+#[tokio::test]
+async fn an_append_larger_than_a_sled_value_takes_several() {
+    use chronicle_engine::store::SLED_VALUE_BYTES_MAX;
+    let dir = tempfile::tempdir().unwrap();
+    let store = one_large_append(dir.path(), 12, 1500).await;
+    let seqs: Vec<u64> = store
+        .read_run(run(1), 4, 9)
+        .map(|e| e.unwrap().seq)
+        .collect();
+    assert_eq!(seqs, [4, 5, 6, 7, 8, 9]);
+    drop(store);
+    let values = sled_value_sizes(dir.path());
+    assert!(
+        values.iter().all(|&v| v <= SLED_VALUE_BYTES_MAX),
+        "{values:?}"
+    );
+    let groups = with_sled(dir.path(), |events, _| events.len());
+    assert!((4..15).contains(&groups), "{groups} values for 3 appends");
+    assert_eq!(assert_dense(&open(dir.path())), 15);
+}
+
+#[tokio::test]
+async fn a_damaged_group_is_named_by_its_first_offset() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(one_large_append(dir.path(), 5, 50).await);
+    with_sled(dir.path(), |events, _| {
+        let v = events.get(1u64.to_be_bytes()).unwrap().unwrap();
+        events
+            .insert(1u64.to_be_bytes(), &v[..v.len() - 3])
+            .unwrap();
+    });
+    let store = Store::open(dir.path(), no_tail_check()).unwrap();
+    let problem = store.verify().unwrap().problem.expect("damage found");
+    assert_eq!((problem.offset, problem.run_id), (1, Some(run(1))));
+    assert!(problem.reason.contains("framing"), "{}", problem.reason);
+    assert!(matches!(
+        store.get(3),
+        Err(Error::Corrupt { offset: 1, .. })
+    ));
+}
+
+#[tokio::test]
+async fn repair_drops_an_undecodable_final_record_from_its_group() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    store
+        .append(run(0), 0, vec![run_started("a")])
+        .await
+        .unwrap();
+    let events = vec![run_started("b"), note(1), note(2), note(3), note(4)];
+    store.append(run(1), 0, events).await.unwrap();
+    drop(store);
+    // Damage the last record's body: the end of run 1's group, the end of the log.
+    with_sled(dir.path(), |events, _| {
+        let mut v = events.get(1u64.to_be_bytes()).unwrap().unwrap().to_vec();
+        *v.last_mut().unwrap() ^= 0x01;
+        events.insert(1u64.to_be_bytes(), v).unwrap();
+    });
+    assert!(matches!(
+        Store::open(dir.path(), Options::default()),
+        Err(Error::Corrupt { offset: 5, .. })
+    ));
+    let repaired = Options {
+        repair_truncate_tail: true,
+        ..Options::default()
+    };
+    let store = Store::open(dir.path(), repaired).unwrap();
+    let rolled = store.run_head(run(1)).unwrap().unwrap();
+    assert_eq!((rolled.last_seq, rolled.last_offset), (3, 4));
+    assert_eq!(assert_dense(&store), 5);
+    store.append(run(1), 4, vec![note(9)]).await.unwrap();
+    let seqs: Vec<u64> = store
+        .read_run(run(1), 0, 99)
+        .map(|e| e.unwrap().seq)
+        .collect();
+    assert_eq!(seqs, [0, 1, 2, 3, 4]);
+    // run 0's second event went with the test's cut: the log is runs 0 (seq 0) and 1 (0..=4).
+    assert_eq!(assert_dense(&store), 6);
+}
+
+#[tokio::test]
+async fn a_store_of_one_record_per_value_opens_and_is_marked_with_the_current_version() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = populate(dir.path(), 9).await;
+    with_sled(dir.path(), |_, meta| {
+        meta.insert("schema_version", &1u64.to_be_bytes()).unwrap()
+    });
+    let store = open(dir.path());
+    assert_eq!(assert_dense(&store), 9);
+    let (r, seq) = index[8];
+    store
+        .append(r, seq + 1, vec![note(1), note(2)])
+        .await
+        .unwrap();
+    let seqs: Vec<u64> = store.read_run(r, 0, 99).map(|e| e.unwrap().seq).collect();
+    assert_eq!(seqs, [0, 1, 2, 3, 4]);
+    drop(store);
+    let version = with_sled(dir.path(), |_, meta| {
+        meta.get("schema_version").unwrap().unwrap()
+    });
+    assert_eq!(version.as_ref(), SCHEMA_VERSION.to_be_bytes());
+}

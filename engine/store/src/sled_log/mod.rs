@@ -1,8 +1,9 @@
 //! The event log on sled.
 //!
-//! Trees: `events` (offset → record), `streams` (run ‖ seq → offset), `runs` (run → head),
-//! `sessions` (session ‖ created_at ‖ run → ()), `snapshots` (run ‖ seq → projection cache) and
-//! `meta` (schema version, next offset); beside the log, the named records in `records` and
+//! Trees: `events` (offset → the records of one append from that offset on, see `groups`),
+//! `streams` (run ‖ seq → the offset and count of that group), `runs` (run → head), `sessions`
+//! (session ‖ created_at ‖ run → ()), `snapshots` (run ‖ seq → projection cache) and `meta`
+//! (schema version, next offset); beside the log, the named records in `records` and
 //! `record_chunks` (see `records`), written outside the writer and made durable by the same
 //! barrier. One writer thread owns every append: it validates `expected_seq`, assigns dense
 //! offsets and seqs, writes a whole batch of appends as one sled transaction, passes one
@@ -19,6 +20,7 @@
 
 mod blobs;
 mod bodies;
+mod groups;
 mod keys;
 mod records;
 mod verify;
@@ -38,11 +40,14 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::log::Events;
 use crate::{Durability, Error, EventLog, Options, Result, RunHead, StorageHealth, VerifyReport};
+use groups::Group;
 
 pub use bodies::SLED_VALUE_BYTES_MAX;
 
-/// The on-disk schema version kept in `meta`.
-pub const SCHEMA_VERSION: u64 = 1;
+/// The on-disk schema version kept in `meta`. Version 2 stores an append's records as groups
+/// (see `groups`); a version 1 store (one record per value) reads the same way and is marked 2
+/// when opened, so an older binary refuses it rather than misreading a group.
+pub const SCHEMA_VERSION: u64 = 2;
 
 pub(crate) struct Trees {
     pub db: sled::Db,
@@ -177,6 +182,12 @@ impl SledLog {
                 sync_tree_entries(&dir)?;
             }
             Some(SCHEMA_VERSION) => {}
+            Some(1) => {
+                trees
+                    .meta
+                    .insert("schema_version", &SCHEMA_VERSION.to_be_bytes())?;
+                trees.db.flush()?;
+            }
             Some(v) => {
                 return Err(Error::SchemaVersion {
                     found: v,
@@ -408,22 +419,36 @@ impl EventLog for SledLog {
 
     fn get(&self, offset: u64) -> Result<Option<Envelope>> {
         let t = &self.trees;
-        t.events
-            .get(keys::offset_key(offset))
-            .map_err(|e| unreadable(offset, &e))?
-            .map(|v| decode_stored(t, offset, &v))
+        let Some(group) = Group::holding(t, offset)? else {
+            return Ok(None);
+        };
+        group
+            .record(offset)?
+            .map(|r| decode_stored(t, offset, r))
             .transpose()
     }
 
     fn read_range(&self, from: u64, to: u64) -> Events<'_> {
-        let range = keys::offset_key(from)..keys::offset_key(to.max(from));
         let t = &self.trees;
+        // The group holding `from` may start before it.
+        let start = match Group::holding(t, from) {
+            Ok(g) => g.map_or(from, |g| g.first),
+            Err(e) => return Box::new(std::iter::once(Err(e))),
+        };
+        let range = keys::offset_key(start)..keys::offset_key(to.max(from));
         let mut next = from;
-        Box::new(t.events.range(range).map(move |kv| {
-            let (k, v) = kv.map_err(|e| unreadable(next, &e))?;
-            let offset = keys::parse_u64(&k).unwrap_or(u64::MAX);
-            next = offset.saturating_add(1);
-            decode_stored(t, offset, &v)
+        Box::new(t.events.range(range).flat_map(move |kv| {
+            let group = kv
+                .map_err(|e| unreadable(next, &e))
+                .and_then(|(k, v)| Group::new(&k, v));
+            match group {
+                Ok(g) => {
+                    let envelopes = g.envelopes(t, from, to);
+                    next = g.first + envelopes.len() as u64;
+                    envelopes
+                }
+                Err(e) => vec![Err(e)],
+            }
         }))
     }
 
@@ -431,21 +456,34 @@ impl EventLog for SledLog {
         if to_seq < from_seq {
             return Box::new(std::iter::empty());
         }
-        let range = keys::stream_key(run_id, from_seq)..=keys::stream_key(run_id, to_seq);
         let t = &self.trees;
-        Box::new(t.streams.range(range).map(move |kv| {
-            let (_, off) = kv?;
-            let offset = keys::parse_u64(&off)
-                .ok_or_else(|| Error::Decode("streams value is not a u64".into()))?;
-            let rec = t
-                .events
-                .get(off)
-                .map_err(|e| unreadable(offset, &e))?
-                .ok_or_else(|| Error::Corrupt {
-                    offset,
-                    reason: format!("indexed by run {run_id} but missing"),
-                })?;
-            decode_stored(t, offset, &rec)
+        // The entry of the group holding `from_seq` may be keyed by an earlier seq.
+        let floor = keys::stream_key(run_id, 0)..=keys::stream_key(run_id, from_seq);
+        let start = match t.streams.range(floor).next_back().transpose() {
+            Ok(Some((k, _))) => keys::parse_u64(&k[16..]).unwrap_or(from_seq),
+            Ok(None) => from_seq,
+            Err(e) => return Box::new(std::iter::once(Err(e.into()))),
+        };
+        let range = keys::stream_key(run_id, start)..=keys::stream_key(run_id, to_seq);
+        Box::new(t.streams.range(range).flat_map(move |kv| {
+            match run_group(t, run_id, kv) {
+                Ok(g) => g
+                    .envelopes(t, g.first, u64::MAX)
+                    .into_iter()
+                    .filter(|e| {
+                        e.as_ref()
+                            .map_or(true, |e| (from_seq..=to_seq).contains(&e.seq))
+                    })
+                    .map(|e| match e {
+                        Ok(e) if e.run_id != run_id => Err(Error::Corrupt {
+                            offset: e.offset,
+                            reason: format!("indexed by run {run_id} but of run {}", e.run_id),
+                        }),
+                        other => other,
+                    })
+                    .collect(),
+                Err(e) => vec![Err(e)],
+            }
         }))
     }
 
@@ -466,11 +504,15 @@ impl EventLog for SledLog {
         {
             return Ok(Some(head.last_seq));
         }
+        // A group is written in one transaction, so it is durable whole or not at all.
         let range = keys::stream_key(run_id, 0)..=keys::stream_key(run_id, u64::MAX);
         for kv in self.trees.streams.range(range).rev() {
-            let (k, off) = kv?;
-            if keys::parse_u64(&off).is_some_and(|o| o < durable) {
-                return Ok(keys::parse_u64(&k[16..]));
+            let (k, v) = kv?;
+            let seq = keys::parse_u64(&k[16..]).unwrap_or(0);
+            let (first, count) = groups::parse_stream_value(&v)
+                .ok_or_else(|| groups::malformed_stream(run_id, seq))?;
+            if first < durable {
+                return Ok(Some(seq + count - 1));
             }
         }
         Ok(None)
@@ -623,6 +665,23 @@ fn open_waiting_for_lock(config: &sled::Config, wait_ms: u64) -> Result<sled::Db
 
 /// Tag of a `snapshots` value that holds a blob's hash and size instead of the snapshot.
 const SNAPSHOT_IN_BLOB: u8 = 0xFF;
+
+/// The group a `streams` entry of `run` points at.
+fn run_group(t: &Trees, run: RunId, kv: sled::Result<(sled::IVec, sled::IVec)>) -> Result<Group> {
+    let (k, v) = kv?;
+    let seq = keys::parse_u64(&k[16..]).unwrap_or(0);
+    let (first, _) =
+        groups::parse_stream_value(&v).ok_or_else(|| groups::malformed_stream(run, seq))?;
+    let value = t
+        .events
+        .get(keys::offset_key(first))
+        .map_err(|e| unreadable(first, &e))?
+        .ok_or_else(|| Error::Corrupt {
+            offset: first,
+            reason: format!("indexed by run {run} seq {seq} but missing"),
+        })?;
+    Group::new(&keys::offset_key(first), value)
+}
 
 /// A sled read that failed, named by the event offset it was reading.
 fn unreadable(offset: u64, e: &sled::Error) -> Error {

@@ -4,6 +4,7 @@
 
 use chronicle_schemas::{Hash, RunId};
 
+use super::groups::{self, Group};
 use super::{Trees, decode_head, decode_stored, keys};
 use crate::verify::{Chains, Problem, VerifyReport};
 use crate::{Error, Result};
@@ -20,79 +21,40 @@ pub(crate) fn verify(t: &Trees, only: Option<RunId>) -> Result<VerifyReport> {
     let mut report = VerifyReport::default();
     let mut chains = Chains::default();
     let mut expected = 0u64;
-    let problem = |offset: u64, reason: String| {
-        Some(Problem {
-            offset,
-            run_id: None,
-            seq: None,
-            reason,
-        })
-    };
     for kv in t.events.iter() {
-        let (k, v) = match kv {
-            Ok(kv) => kv,
-            Err(e) => {
-                report.problem = problem(expected, format!("sled cannot read the record: {e}"));
+        let group = kv
+            .map_err(|e| problem(expected, format!("sled cannot read the record: {e}")).into())
+            .and_then(|(k, v)| {
+                Group::new(&k, v).map_err(|_| {
+                    problem(expected, format!("malformed key of {} bytes", k.len())).into()
+                })
+            });
+        let checked = group.and_then(|g| {
+            if g.first != expected {
+                let reason = format!("missing; the next stored offset is {}", g.first);
+                return Err(problem(expected, reason).into());
+            }
+            check_group(t, &g, only, &mut chains, &mut report)
+        });
+        match checked {
+            Ok(next) => expected = next,
+            Err(Checked::Problem(p)) => {
+                report.problem = Some(p);
                 break;
             }
-        };
-        let Some(offset) = keys::parse_u64(&k) else {
-            report.problem = problem(expected, format!("malformed key of {} bytes", k.len()));
-            break;
-        };
-        if offset != expected {
-            report.problem = problem(
-                expected,
-                format!("missing; the next stored offset is {offset}"),
-            );
-            break;
+            Err(Checked::Failed(e)) => return Err(e),
         }
-        expected += 1;
-        let env = match decode_stored(t, offset, &v) {
-            Ok(env) => env,
-            Err(Error::Corrupt { reason, .. }) => {
-                report.problem = problem(offset, reason);
-                break;
-            }
-            Err(e) => return Err(e),
-        };
-        report.events += 1;
-        if only.is_some_and(|r| r != env.run_id) {
-            continue;
-        }
-        if let Err(reason) = chains.check(&env) {
-            report.problem = problem(offset, reason);
-            break;
-        }
-        match t
-            .streams
-            .get(keys::stream_key(env.run_id, env.seq))?
-            .and_then(|o| keys::parse_u64(&o))
-        {
-            Some(o) if o == offset => {}
-            other => {
-                report.problem = problem(
-                    offset,
-                    format!(
-                        "streams index for run {} seq {} says {other:?}",
-                        env.run_id, env.seq
-                    ),
-                );
-                break;
-            }
-        }
-        chains.extend(&env);
     }
     report.next_offset = expected;
     if report.problem.is_none() {
         let meta_next = next_offset(t)?;
         if meta_next != expected {
-            report.problem = problem(
+            report.problem = Some(problem(
                 expected.min(meta_next),
                 format!(
                     "log ends at offset {expected} but meta records {meta_next}: truncated tail"
                 ),
-            );
+            ));
         }
     }
     if report.problem.is_none() {
@@ -102,7 +64,7 @@ pub(crate) fn verify(t: &Trees, only: Option<RunId>) -> Result<VerifyReport> {
                 continue;
             }
             if let Some(reason) = chains.disagrees_with(&head) {
-                report.problem = problem(head.last_offset, reason);
+                report.problem = Some(problem(head.last_offset, reason));
                 break;
             }
         }
@@ -115,20 +77,96 @@ pub(crate) fn verify(t: &Trees, only: Option<RunId>) -> Result<VerifyReport> {
     Ok(report)
 }
 
-/// The run and seq whose `streams` entry points at `offset` (a scan: only for reporting).
+/// Why verification stopped: a problem with the log, or a failure to read it at all.
+enum Checked {
+    Problem(Problem),
+    Failed(Error),
+}
+
+fn problem(offset: u64, reason: String) -> Problem {
+    Problem {
+        offset,
+        run_id: None,
+        seq: None,
+        reason,
+    }
+}
+
+impl From<Problem> for Checked {
+    fn from(p: Problem) -> Self {
+        Checked::Problem(p)
+    }
+}
+
+/// Checks one group: its records decode, hash and chain, belong to one run at consecutive seqs,
+/// and its `streams` entry points at it. Returns the offset after it.
+fn check_group(
+    t: &Trees,
+    g: &Group,
+    only: Option<RunId>,
+    chains: &mut Chains,
+    report: &mut VerifyReport,
+) -> Result<u64, Checked> {
+    let records = g.records().map_err(|e| corrupt_at(g.first, e))?;
+    let mut first: Option<(RunId, u64)> = None;
+    for (offset, rec) in (g.first..).zip(&records) {
+        let env = decode_stored(t, offset, rec).map_err(|e| corrupt_at(offset, e))?;
+        report.events += 1;
+        match first {
+            None => first = Some((env.run_id, env.seq)),
+            Some((run, seq)) if env.run_id == run && env.seq == seq + offset - g.first => {}
+            Some((run, seq)) => {
+                let reason = format!(
+                    "in the group of run {run} from seq {seq} but is run {} seq {}",
+                    env.run_id, env.seq
+                );
+                return Err(problem(offset, reason).into());
+            }
+        }
+        if only.is_some_and(|r| r != env.run_id) {
+            continue;
+        }
+        chains
+            .check(&env)
+            .map_err(|reason| problem(offset, reason))?;
+        chains.extend(&env);
+    }
+    let Some((run, seq)) = first.filter(|(run, _)| only.is_none_or(|r| r == *run)) else {
+        return Ok(g.first + records.len() as u64);
+    };
+    let indexed = t
+        .streams
+        .get(keys::stream_key(run, seq))
+        .map_err(|e| Checked::Failed(e.into()))?;
+    let indexed = indexed.as_deref().and_then(groups::parse_stream_value);
+    if indexed != Some((g.first, records.len() as u64)) {
+        let reason = format!("streams index for run {run} seq {seq} says {indexed:?}");
+        return Err(problem(g.first, reason).into());
+    }
+    Ok(g.first + records.len() as u64)
+}
+
+/// A record that does not decode is a problem at its offset; anything else stops verification.
+fn corrupt_at(offset: u64, e: Error) -> Checked {
+    match e {
+        Error::Corrupt { reason, .. } => problem(offset, reason).into(),
+        other => Checked::Failed(other),
+    }
+}
+
+/// The run and seq whose `streams` entry covers `offset` (a scan: only for reporting).
 fn indexed_as(t: &Trees, offset: u64) -> Option<(RunId, u64)> {
-    let want = keys::offset_key(offset);
     t.streams
         .iter()
         .filter_map(|kv| kv.ok())
         .find_map(|(k, v)| {
-            (v.as_ref() == want.as_slice() && k.len() == 24).then(|| {
-                let run = u128::from_be_bytes(k[..16].try_into().expect("16 bytes"));
-                (
-                    RunId::from_u128(run),
-                    keys::parse_u64(&k[16..]).unwrap_or(0),
-                )
-            })
+            let (first, count) = groups::parse_stream_value(&v)?;
+            if k.len() != 24 || !(first..first.saturating_add(count)).contains(&offset) {
+                return None;
+            }
+            let run = u128::from_be_bytes(k[..16].try_into().expect("16 bytes"));
+            let seq = keys::parse_u64(&k[16..]).unwrap_or(0);
+            Some((RunId::from_u128(run), seq + offset - first))
         })
 }
 
@@ -139,11 +177,13 @@ pub(crate) fn check_tail(t: &Trees, tail: u64, repair: bool) -> Result<()> {
         return Ok(());
     }
     let meta_next = next_offset(t)?;
-    let last_key = t
-        .events
-        .last()?
-        .map(|(k, _)| keys::parse_u64(&k).unwrap_or(u64::MAX));
-    let stored_next = last_key.map_or(0, |k| k.saturating_add(1));
+    let stored_next = match t.events.last()? {
+        Some((k, v)) => {
+            let g = Group::new(&k, v)?;
+            g.first + g.records()?.len() as u64
+        }
+        None => 0,
+    };
     if stored_next != meta_next {
         return Err(Error::Corrupt {
             offset: stored_next.min(meta_next),
@@ -152,43 +192,28 @@ pub(crate) fn check_tail(t: &Trees, tail: u64, repair: bool) -> Result<()> {
     }
     let from = meta_next.saturating_sub(tail);
     for offset in from..meta_next {
-        let Some(rec) = t.events.get(keys::offset_key(offset))? else {
-            return Err(Error::Corrupt {
-                offset,
-                reason: "missing".into(),
-            });
+        let missing = || Error::Corrupt {
+            offset,
+            reason: "missing".into(),
         };
-        let env = match decode_stored(t, offset, &rec) {
+        let group = Group::holding(t, offset)?.ok_or_else(missing)?;
+        let rec = group.record(offset)?.ok_or_else(missing)?;
+        let env = match decode_stored(t, offset, rec) {
             Ok(env) => env,
             Err(e) if repair && offset + 1 == meta_next => {
-                return drop_final_record(t, offset, &e.to_string());
+                return drop_final_record(t, &group, &e.to_string());
             }
             Err(e) => return Err(e),
         };
         let want_prev = if env.seq == 0 {
             Hash::ZERO
         } else {
-            let prev_off = t
-                .streams
-                .get(keys::stream_key(env.run_id, env.seq - 1))?
-                .and_then(|o| keys::parse_u64(&o))
-                .ok_or_else(|| Error::Corrupt {
+            let prev_off =
+                groups::offset_of(t, env.run_id, env.seq - 1)?.ok_or_else(|| Error::Corrupt {
                     offset,
                     reason: format!("run {} seq {} has no predecessor", env.run_id, env.seq),
                 })?;
-            let prev = t
-                .events
-                .get(keys::offset_key(prev_off))?
-                .ok_or_else(|| Error::Corrupt {
-                    offset: prev_off,
-                    reason: "missing".into(),
-                })?;
-            chronicle_schemas::peek_record_header(&prev)
-                .map_err(|e| Error::Corrupt {
-                    offset: prev_off,
-                    reason: e.to_string(),
-                })?
-                .hash
+            record_header(t, prev_off)?.hash
         };
         if env.prev_hash != want_prev {
             return Err(Error::Corrupt {
@@ -200,7 +225,25 @@ pub(crate) fn check_tail(t: &Trees, tail: u64, repair: bool) -> Result<()> {
     Ok(())
 }
 
-fn drop_final_record(t: &Trees, offset: u64, why: &str) -> Result<()> {
+/// The header of the record at `offset` (its hash), without decoding the body.
+fn record_header(t: &Trees, offset: u64) -> Result<chronicle_schemas::RecordHeader> {
+    let missing = || Error::Corrupt {
+        offset,
+        reason: "missing".into(),
+    };
+    let group = Group::holding(t, offset)?.ok_or_else(missing)?;
+    let rec = group.record(offset)?.ok_or_else(missing)?;
+    chronicle_schemas::peek_record_header(rec).map_err(|e| Error::Corrupt {
+        offset,
+        reason: e.to_string(),
+    })
+}
+
+/// Drops the last record of the log, the last of `group`; its run's head rolls back to the
+/// record before.
+fn drop_final_record(t: &Trees, group: &Group, why: &str) -> Result<()> {
+    let records = group.records()?;
+    let offset = group.first + records.len() as u64 - 1;
     tracing::warn!(
         offset,
         reason = why,
@@ -216,30 +259,42 @@ fn drop_final_record(t: &Trees, offset: u64, why: &str) -> Result<()> {
             break;
         }
     }
-    t.events.remove(keys::offset_key(offset))?;
+    let kept = &records[..records.len() - 1];
+    if kept.is_empty() {
+        t.events.remove(keys::offset_key(offset))?;
+    } else {
+        t.events
+            .insert(keys::offset_key(group.first), groups::encode(kept).as_ref())?;
+    }
     t.meta.insert("next_offset", &offset.to_be_bytes())?;
     if let Some((k, mut head)) = owner {
-        t.streams
-            .remove(keys::stream_key(head.run_id, head.last_seq))?;
+        let group_seq = head.last_seq - kept.len() as u64;
+        let stream = keys::stream_key(head.run_id, group_seq);
+        if kept.is_empty() {
+            t.streams.remove(stream)?;
+        } else {
+            t.streams
+                .insert(stream, groups::stream_value(group.first, kept.len()))?;
+        }
         if head.last_seq == 0 {
             t.runs.remove(k)?;
         } else {
-            let prev_off = t
-                .streams
-                .get(keys::stream_key(head.run_id, head.last_seq - 1))?
-                .and_then(|o| keys::parse_u64(&o))
-                .ok_or_else(|| Error::Corrupt {
-                    offset,
-                    reason: "no predecessor to roll back to".into(),
+            let prev_off =
+                groups::offset_of(t, head.run_id, head.last_seq - 1)?.ok_or_else(|| {
+                    Error::Corrupt {
+                        offset,
+                        reason: "no predecessor to roll back to".into(),
+                    }
                 })?;
-            let prev = t
-                .events
-                .get(keys::offset_key(prev_off))?
-                .ok_or_else(|| Error::Corrupt {
-                    offset: prev_off,
-                    reason: "missing".into(),
-                })?;
-            let env = decode_stored(t, prev_off, &prev)?;
+            let prev = Group::holding(t, prev_off)?.ok_or_else(|| Error::Corrupt {
+                offset: prev_off,
+                reason: "missing".into(),
+            })?;
+            let rec = prev.record(prev_off)?.ok_or_else(|| Error::Corrupt {
+                offset: prev_off,
+                reason: "missing".into(),
+            })?;
+            let env = decode_stored(t, prev_off, rec)?;
             head.last_seq = env.seq;
             head.last_hash = env.hash;
             head.last_offset = prev_off;

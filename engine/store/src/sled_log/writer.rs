@@ -35,7 +35,7 @@ use sled::transaction::{ConflictableTransactionError, TransactionError};
 use tokio::sync::{mpsc, watch};
 
 use super::bodies::{self, SLED_VALUE_BYTES_MAX};
-use super::{AppendRequest, Trees, keys};
+use super::{AppendRequest, Trees, groups, keys};
 use crate::append::{Clock, Staged, stage};
 use crate::{Error, Options, Result, RunHead};
 /// Heads kept in the writer's memory before the cache is dropped and refilled from `runs`.
@@ -500,6 +500,7 @@ impl Writer {
     }
 
     /// One sled transaction over the five log trees, so a crash keeps all of a batch or none.
+    /// Each append's records go in as groups (one `events` value and one `streams` entry each).
     fn write(
         &self,
         staged: &[Pending],
@@ -516,17 +517,27 @@ impl Writer {
                 ))
             })
             .collect::<Result<_>>()?;
+        let mut groups = Vec::new();
+        for s in staged {
+            let (envelopes, records) = (&s.append.envelopes, &s.append.records);
+            let mut at = 0;
+            for n in groups::split(records) {
+                let first = &envelopes[at];
+                groups.push((
+                    keys::offset_key(first.offset),
+                    groups::encode(&records[at..at + n]),
+                    keys::stream_key(first.run_id, first.seq),
+                    groups::stream_value(first.offset, n),
+                ));
+                at += n;
+            }
+        }
         let t = &self.trees;
         (&t.events, &t.streams, &t.runs, &t.sessions, &t.meta)
             .transaction(|(events, streams, runs, sess, meta)| {
-                for s in staged {
-                    for (env, rec) in s.append.envelopes.iter().zip(&s.append.records) {
-                        events.insert(&keys::offset_key(env.offset), rec.as_slice())?;
-                        streams.insert(
-                            &keys::stream_key(env.run_id, env.seq),
-                            &keys::offset_key(env.offset),
-                        )?;
-                    }
+                for (offset, value, stream, position) in &groups {
+                    events.insert(offset, value.as_ref())?;
+                    streams.insert(stream, position.as_slice())?;
                 }
                 for (run, head) in &heads {
                     runs.insert(run.as_bytes(), head.as_slice())?;
