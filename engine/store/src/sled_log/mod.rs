@@ -22,6 +22,7 @@ mod blobs;
 mod bodies;
 mod groups;
 mod keys;
+mod recent;
 mod records;
 mod verify;
 mod writer;
@@ -104,6 +105,8 @@ pub struct SledLog {
     threads: Mutex<Vec<JoinHandle<()>>>,
     barrier: Arc<writer::Barrier>,
     failure: watch::Receiver<Option<String>>,
+    /// The newest written events, decoded (what followers read next).
+    recent: Arc<recent::Recent>,
 }
 
 impl Drop for SledLog {
@@ -203,6 +206,7 @@ impl SledLog {
             )
         })??;
         let next_offset = verify::next_offset(&trees)?;
+        let recent = Arc::new(recent::Recent::new(next_offset));
         let (failure_tx, failure) = watch::channel(None);
         let barrier = Arc::new(writer::Barrier::new(
             &trees,
@@ -230,6 +234,7 @@ impl SledLog {
                 next_offset,
                 bodies_end,
                 barrier_tx: barrier_tx.clone(),
+                recent: recent.clone(),
             },
             rx,
             &opts,
@@ -252,6 +257,7 @@ impl SledLog {
             threads: Mutex::new(threads),
             barrier,
             failure,
+            recent,
         })
     }
 
@@ -418,6 +424,9 @@ impl EventLog for SledLog {
     }
 
     fn get(&self, offset: u64) -> Result<Option<Envelope>> {
+        if let Some(env) = self.recent.range(offset, offset.saturating_add(1)) {
+            return Ok(env.into_iter().next());
+        }
         let t = &self.trees;
         let Some(group) = Group::holding(t, offset)? else {
             return Ok(None);
@@ -429,6 +438,9 @@ impl EventLog for SledLog {
     }
 
     fn read_range(&self, from: u64, to: u64) -> Events<'_> {
+        if let Some(envs) = self.recent.range(from, to) {
+            return Box::new(envs.into_iter().map(Ok));
+        }
         let t = &self.trees;
         // The group holding `from` may start before it.
         let start = match Group::holding(t, from) {

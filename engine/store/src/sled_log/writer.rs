@@ -35,6 +35,7 @@ use sled::transaction::{ConflictableTransactionError, TransactionError};
 use tokio::sync::{mpsc, watch};
 
 use super::bodies::{self, SLED_VALUE_BYTES_MAX};
+use super::recent::Recent;
 use super::{AppendRequest, Trees, groups, keys};
 use crate::append::{Clock, Staged, stage};
 use crate::{Error, Options, Result, RunHead};
@@ -160,6 +161,7 @@ pub(crate) struct Start {
     pub bodies_end: u64,
     /// Sync mode: the barrier thread's queue.
     pub barrier_tx: Option<std_mpsc::Sender<Waiting>>,
+    pub recent: Arc<Recent>,
 }
 
 pub(crate) fn spawn(
@@ -176,6 +178,7 @@ pub(crate) fn spawn(
         barrier: start.barrier,
         head_tx: start.head_tx,
         barrier_tx: start.barrier_tx,
+        recent: start.recent,
         dir: start.dir,
         next_offset: start.next_offset,
         bodies_end: start.bodies_end,
@@ -282,6 +285,7 @@ struct Writer {
     head_tx: Arc<watch::Sender<u64>>,
     /// Sync mode: where the writer hands the barrier thread the answers that wait for it.
     barrier_tx: Option<std_mpsc::Sender<Waiting>>,
+    recent: Arc<Recent>,
     dir: PathBuf,
     next_offset: u64,
     bodies_end: u64,
@@ -406,6 +410,10 @@ impl Writer {
         }
         self.next_offset = offset;
         self.heads.extend(new_heads);
+        self.recent.push(staged.iter().flat_map(|s| {
+            let a = &s.append;
+            a.envelopes.iter().zip(a.records.iter().map(Vec::as_slice))
+        }));
         self.barrier.written_next.store(offset, Ordering::SeqCst);
         let Some(barrier_tx) = &self.barrier_tx else {
             for s in staged {
