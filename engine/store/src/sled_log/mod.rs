@@ -438,6 +438,9 @@ impl EventLog for SledLog {
     }
 
     fn read_range(&self, from: u64, to: u64) -> Events<'_> {
+        if from >= to {
+            return Box::new(std::iter::empty());
+        }
         if let Some(envs) = self.recent.range(from, to) {
             return Box::new(envs.into_iter().map(Ok));
         }

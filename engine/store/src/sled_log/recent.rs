@@ -11,9 +11,10 @@ use std::sync::Mutex;
 
 use chronicle_schemas::{Envelope, RECORD_FORMAT_EXTERNAL};
 
-/// Events kept. Records in sled are at most 4 KiB, so this bounds the memory too; a record
-/// whose body is stored out of line (up to 64 KiB) is not kept.
+/// Events kept, and the bytes of their records (a record whose body is stored out of line, up to
+/// 64 KiB, is not kept at all).
 const RECENT_EVENTS_MAX: usize = 4096;
+const RECENT_BYTES_MAX: usize = 2 << 20;
 
 #[derive(Debug)]
 pub(crate) struct Recent(Mutex<Events>);
@@ -22,7 +23,10 @@ pub(crate) struct Recent(Mutex<Events>);
 struct Events {
     /// The offset of `envelopes[0]`.
     start: u64,
-    envelopes: VecDeque<Envelope>,
+    /// Each with the length of its record.
+    envelopes: VecDeque<(Envelope, usize)>,
+    /// The sum of those lengths.
+    bytes: usize,
 }
 
 impl Recent {
@@ -31,6 +35,7 @@ impl Recent {
         Recent(Mutex::new(Events {
             start: next_offset,
             envelopes: VecDeque::new(),
+            bytes: 0,
         }))
     }
 
@@ -41,19 +46,23 @@ impl Recent {
         for (env, record) in written {
             // What is kept is always one dense range: start over where it would break.
             if record.first() == Some(&RECORD_FORMAT_EXTERNAL) {
-                events.envelopes.clear();
-                events.start = env.offset + 1;
+                events.clear(env.offset + 1);
                 continue;
             }
             if env.offset != events.start + events.envelopes.len() as u64 {
-                events.envelopes.clear();
-                events.start = env.offset;
+                events.clear(env.offset);
             }
-            if events.envelopes.len() == RECENT_EVENTS_MAX {
-                events.envelopes.pop_front();
+            while events.envelopes.len() == RECENT_EVENTS_MAX
+                || events.bytes + record.len() > RECENT_BYTES_MAX
+            {
+                let Some((_, len)) = events.envelopes.pop_front() else {
+                    break;
+                };
+                events.bytes -= len;
                 events.start += 1;
             }
-            events.envelopes.push_back(env.clone());
+            events.envelopes.push_back((env.clone(), record.len()));
+            events.bytes += record.len();
         }
     }
 
@@ -66,7 +75,16 @@ impl Recent {
         }
         let skip = (from - events.start) as usize;
         let take = (to - from) as usize;
-        Some(events.envelopes.range(skip..skip + take).cloned().collect())
+        let kept = events.envelopes.range(skip..skip + take);
+        Some(kept.map(|(env, _)| env.clone()).collect())
+    }
+}
+
+impl Events {
+    fn clear(&mut self, start: u64) {
+        self.envelopes.clear();
+        self.bytes = 0;
+        self.start = start;
     }
 }
 
@@ -114,30 +132,35 @@ mod tests {
     }
 
     #[test]
-    fn keeps_the_newest_and_skips_records_stored_out_of_line() {
+    fn keeps_the_newest_within_its_bounds() {
         let recent = Recent::new(0);
-        push(&recent, 0..(RECENT_EVENTS_MAX as u64 + 3), &[1]);
+        let n = RECENT_EVENTS_MAX as u64;
+        push(&recent, 0..n + 3, &[1]);
         assert_eq!(recent.range(2, 4), None, "dropped");
-        assert!(recent.range(3, RECENT_EVENTS_MAX as u64 + 3).is_some());
-        push(
-            &recent,
-            (RECENT_EVENTS_MAX as u64 + 3)..(RECENT_EVENTS_MAX as u64 + 4),
-            &[RECORD_FORMAT_EXTERNAL],
-        );
-        let next = RECENT_EVENTS_MAX as u64 + 4;
-        push(&recent, next..next + 2, &[1]);
+        assert!(recent.range(3, n + 3).is_some());
+        // Larger records: bounded by their bytes.
+        let big = vec![1u8; RECENT_BYTES_MAX / 4];
+        let envs: Vec<Envelope> = (n + 3..n + 9).map(env).collect();
+        recent.push(envs.iter().map(|e| (e, big.as_slice())));
+        assert_eq!(recent.range(n + 4, n + 9), None);
+        assert_eq!(recent.range(n + 5, n + 9).map(|v| v.len()), Some(4));
+    }
+
+    #[test]
+    fn never_serves_across_a_record_stored_out_of_line_or_a_gap() {
+        let recent = Recent::new(0);
+        push(&recent, 0..3, &[1]);
+        push(&recent, 3..4, &[RECORD_FORMAT_EXTERNAL]);
+        push(&recent, 4..6, &[1]);
         assert_eq!(
-            recent.range(next - 1, next + 1),
+            recent.range(2, 5),
             None,
             "the out-of-line record is not kept"
         );
-        assert_eq!(
-            offsets(recent.range(next, next + 2)),
-            Some(vec![next, next + 1])
-        );
-        // A gap (nothing else writes, but never serve across one) starts over.
-        push(&recent, next + 5..next + 6, &[1]);
-        assert_eq!(recent.range(next, next + 2), None);
-        assert_eq!(recent.range(next + 5, next + 6).map(|v| v.len()), Some(1));
+        assert_eq!(offsets(recent.range(4, 6)), Some(vec![4, 5]));
+        // Nothing else writes, but a gap would start over too.
+        push(&recent, 9..10, &[1]);
+        assert_eq!(recent.range(4, 6), None);
+        assert_eq!(offsets(recent.range(9, 10)), Some(vec![9]));
     }
 }
