@@ -99,7 +99,8 @@ pub(crate) fn parse_stream_value(v: &[u8]) -> Option<(u64, u64)> {
     let offset = u64::from_be_bytes(v.get(..8)?.try_into().ok()?);
     match v.len() {
         8 => Some((offset, 1)),
-        12 => Some((offset, u32::from_be_bytes(v[8..].try_into().ok()?) as u64)),
+        12 => Some((offset, u32::from_be_bytes(v[8..].try_into().ok()?) as u64))
+            .filter(|(_, count)| *count > 0),
         _ => None,
     }
 }
@@ -234,5 +235,6 @@ mod tests {
         assert_eq!(parse_stream_value(&stream_value(7, 3)), Some((7, 3)));
         assert_eq!(stream_value(7, 1), 7u64.to_be_bytes());
         assert_eq!(parse_stream_value(&[0; 9]), None);
+        assert_eq!(parse_stream_value(&[0; 12]), None, "a group of no records");
     }
 }

@@ -450,7 +450,7 @@ impl EventLog for SledLog {
             Ok(g) => g.map_or(from, |g| g.first),
             Err(e) => return Box::new(std::iter::once(Err(e))),
         };
-        let range = keys::offset_key(start)..keys::offset_key(to.max(from));
+        let range = keys::offset_key(start)..keys::offset_key(to);
         let mut next = from;
         Box::new(t.events.range(range).flat_map(move |kv| {
             let group = kv
@@ -459,7 +459,9 @@ impl EventLog for SledLog {
             match group {
                 Ok(g) => {
                     let envelopes = g.envelopes(t, from, to);
-                    next = g.first + envelopes.len() as u64;
+                    if let Some(Ok(last)) = envelopes.last() {
+                        next = last.offset + 1;
+                    }
                     envelopes
                 }
                 Err(e) => vec![Err(e)],

@@ -161,6 +161,7 @@ pub(crate) struct Start {
     pub bodies_end: u64,
     /// Sync mode: the barrier thread's queue.
     pub barrier_tx: Option<std_mpsc::Sender<Waiting>>,
+    /// Where each written batch goes for followers to read without sled.
     pub recent: Arc<Recent>,
 }
 
