@@ -611,22 +611,28 @@ fn verify_passes_then_names_the_offset_of_a_corrupted_event() {
         (Some("verify"), Some(true))
     );
 
-    // Flip one byte near the end of the record at offset 7, with sled opened directly.
-    let target = 7u64;
-    {
+    // Flip one byte near the end of the sled value holding offset 7, with sled opened directly.
+    // A value holds one append's records, so the byte belongs to the last record of it.
+    let target = {
         let db = sled::Config::new()
             .path(data.join("sled"))
             .flush_every_ms(None)
             .open()
             .unwrap();
         let events = db.open_tree("events").unwrap();
-        let key = target.to_be_bytes();
-        let mut rec = events.get(key).unwrap().unwrap().to_vec();
-        let i = rec.len() - 3;
-        rec[i] ^= 0x20;
-        events.insert(key, rec).unwrap();
+        let (key, value) = events
+            .range(..=7u64.to_be_bytes())
+            .next_back()
+            .unwrap()
+            .unwrap();
+        let (next, _) = events.range(key.as_ref()..).nth(1).unwrap().unwrap();
+        let mut value = value.to_vec();
+        let i = value.len() - 3;
+        value[i] ^= 0x20;
+        events.insert(key, value).unwrap();
         db.flush().unwrap();
-    }
+        u64::from_be_bytes(next.as_ref().try_into().unwrap()) - 1
+    };
     let bad = run(&data, &["verify"]);
     assert_eq!(bad.code, 1, "{}{}", bad.stdout, bad.stderr);
     let last = bad.stdout.lines().last().unwrap();
