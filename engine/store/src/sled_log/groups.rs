@@ -108,7 +108,7 @@ pub(crate) fn parse_stream_value(v: &[u8]) -> Option<(u64, u64)> {
 /// One stored `events` value: the records from offset `first` on.
 pub(crate) struct Group {
     pub first: u64,
-    value: sled::IVec,
+    pub value: sled::IVec,
 }
 
 impl Group {
@@ -144,7 +144,7 @@ impl Group {
         let records = self.records()?;
         Ok(offset
             .checked_sub(self.first)
-            .and_then(|i| records.get(i as usize).copied()))
+            .and_then(|i| records.get(usize::try_from(i).ok()?).copied()))
     }
 
     /// Its events with offsets in `from..to`, decoded (a body stored out of line is read).

@@ -184,13 +184,7 @@ impl SledLog {
                 trees.db.flush()?;
                 sync_tree_entries(&dir)?;
             }
-            Some(SCHEMA_VERSION) => {}
-            Some(1) => {
-                trees
-                    .meta
-                    .insert("schema_version", &SCHEMA_VERSION.to_be_bytes())?;
-                trees.db.flush()?;
-            }
+            Some(SCHEMA_VERSION | 1) => {}
             Some(v) => {
                 return Err(Error::SchemaVersion {
                     found: v,
@@ -205,6 +199,13 @@ impl SledLog {
                 opts.repair_truncate_tail,
             )
         })??;
+        // A version 1 store reads as it is; once its tail checked out, it is marked version 2.
+        if trees.meta.get("schema_version")?.as_deref() != Some(&SCHEMA_VERSION.to_be_bytes()) {
+            trees
+                .meta
+                .insert("schema_version", &SCHEMA_VERSION.to_be_bytes())?;
+            trees.db.flush()?;
+        }
         let next_offset = verify::next_offset(&trees)?;
         let recent = Arc::new(recent::Recent::new(next_offset));
         let (failure_tx, failure) = watch::channel(None);
@@ -484,13 +485,14 @@ impl EventLog for SledLog {
         let range = keys::stream_key(run_id, start)..=keys::stream_key(run_id, to_seq);
         Box::new(t.streams.range(range).flat_map(move |kv| {
             match run_group(t, run_id, kv) {
-                Ok(g) => g
-                    .envelopes(t, g.first, u64::MAX)
+                // Only the records of the seqs asked for are decoded.
+                Ok((seq, g)) => g
+                    .envelopes(
+                        t,
+                        g.first.saturating_add(from_seq.saturating_sub(seq)),
+                        g.first.saturating_add((to_seq - seq).saturating_add(1)),
+                    )
                     .into_iter()
-                    .filter(|e| {
-                        e.as_ref()
-                            .map_or(true, |e| (from_seq..=to_seq).contains(&e.seq))
-                    })
                     .map(|e| match e {
                         Ok(e) if e.run_id != run_id => Err(Error::Corrupt {
                             offset: e.offset,
@@ -683,8 +685,12 @@ fn open_waiting_for_lock(config: &sled::Config, wait_ms: u64) -> Result<sled::Db
 /// Tag of a `snapshots` value that holds a blob's hash and size instead of the snapshot.
 const SNAPSHOT_IN_BLOB: u8 = 0xFF;
 
-/// The group a `streams` entry of `run` points at.
-fn run_group(t: &Trees, run: RunId, kv: sled::Result<(sled::IVec, sled::IVec)>) -> Result<Group> {
+/// The first seq of a `streams` entry of `run`, and the group it points at.
+fn run_group(
+    t: &Trees,
+    run: RunId,
+    kv: sled::Result<(sled::IVec, sled::IVec)>,
+) -> Result<(u64, Group)> {
     let (k, v) = kv?;
     let seq = keys::parse_u64(&k[16..]).unwrap_or(0);
     let (first, _) =
@@ -697,7 +703,7 @@ fn run_group(t: &Trees, run: RunId, kv: sled::Result<(sled::IVec, sled::IVec)>) 
             offset: first,
             reason: format!("indexed by run {run} seq {seq} but missing"),
         })?;
-    Group::new(&keys::offset_key(first), value)
+    Ok((seq, Group { first, value }))
 }
 
 /// A sled read that failed, named by the event offset it was reading.

@@ -42,6 +42,8 @@ impl Recent {
     /// Takes in a batch just written: its envelopes, in offset order, each with its stored
     /// record.
     pub fn push<'a>(&self, written: impl Iterator<Item = (&'a Envelope, &'a [u8])>) {
+        // Cloned before the lock is taken: readers wait only for the moves.
+        let written: Vec<(Envelope, &[u8])> = written.map(|(e, r)| (e.clone(), r)).collect();
         let mut events = self.0.lock().unwrap_or_else(|p| p.into_inner());
         for (env, record) in written {
             // What is kept is always one dense range: start over where it would break.
@@ -61,7 +63,7 @@ impl Recent {
                 events.bytes -= len;
                 events.start += 1;
             }
-            events.envelopes.push_back((env.clone(), record.len()));
+            events.envelopes.push_back((env, record.len()));
             events.bytes += record.len();
         }
     }
