@@ -161,6 +161,22 @@ impl Group {
     }
 }
 
+/// Runs `f` on the record stored at `offset`; a record that is not stored is
+/// [`Error::Corrupt`].
+pub(crate) fn with_record<T>(
+    t: &Trees,
+    offset: u64,
+    f: impl FnOnce(&[u8]) -> Result<T>,
+) -> Result<T> {
+    let missing = || Error::Corrupt {
+        offset,
+        reason: "missing".into(),
+    };
+    let group = Group::holding(t, offset)?.ok_or_else(missing)?;
+    let record = group.record(offset)?.ok_or_else(missing)?;
+    f(record)
+}
+
 /// Where a run's seq `seq` is stored: the offset of its record, if the run has that seq.
 pub(crate) fn offset_of(t: &Trees, run: RunId, seq: u64) -> Result<Option<u64>> {
     let range = keys::stream_key(run, 0)..=keys::stream_key(run, seq);

@@ -4,6 +4,9 @@
 
 use chronicle_schemas::{Hash, RunId};
 
+use sled::Transactional;
+use sled::transaction::{ConflictableTransactionError, TransactionError};
+
 use super::groups::{self, Group};
 use super::{Trees, decode_head, decode_stored, keys};
 use crate::verify::{Chains, Problem, VerifyReport};
@@ -192,16 +195,10 @@ pub(crate) fn check_tail(t: &Trees, tail: u64, repair: bool) -> Result<()> {
     }
     let from = meta_next.saturating_sub(tail);
     for offset in from..meta_next {
-        let missing = || Error::Corrupt {
-            offset,
-            reason: "missing".into(),
-        };
-        let group = Group::holding(t, offset)?.ok_or_else(missing)?;
-        let rec = group.record(offset)?.ok_or_else(missing)?;
-        let env = match decode_stored(t, offset, rec) {
+        let env = match groups::with_record(t, offset, |rec| decode_stored(t, offset, rec)) {
             Ok(env) => env,
-            Err(e) if repair && offset + 1 == meta_next => {
-                return drop_final_record(t, &group, &e.to_string());
+            Err(Error::Corrupt { reason, .. }) if repair && offset + 1 == meta_next => {
+                return drop_final_record(t, offset, &reason);
             }
             Err(e) => return Err(e),
         };
@@ -213,7 +210,13 @@ pub(crate) fn check_tail(t: &Trees, tail: u64, repair: bool) -> Result<()> {
                     offset,
                     reason: format!("run {} seq {} has no predecessor", env.run_id, env.seq),
                 })?;
-            record_header(t, prev_off)?.hash
+            groups::with_record(t, prev_off, |rec| {
+                chronicle_schemas::peek_record_header(rec).map_err(|e| Error::Corrupt {
+                    offset: prev_off,
+                    reason: e.to_string(),
+                })
+            })?
+            .hash
         };
         if env.prev_hash != want_prev {
             return Err(Error::Corrupt {
@@ -225,30 +228,21 @@ pub(crate) fn check_tail(t: &Trees, tail: u64, repair: bool) -> Result<()> {
     Ok(())
 }
 
-/// The header of the record at `offset` (its hash), without decoding the body.
-fn record_header(t: &Trees, offset: u64) -> Result<chronicle_schemas::RecordHeader> {
-    let missing = || Error::Corrupt {
-        offset,
-        reason: "missing".into(),
-    };
-    let group = Group::holding(t, offset)?.ok_or_else(missing)?;
-    let rec = group.record(offset)?.ok_or_else(missing)?;
-    chronicle_schemas::peek_record_header(rec).map_err(|e| Error::Corrupt {
-        offset,
-        reason: e.to_string(),
-    })
-}
-
-/// Drops the last record of the log, the last of `group`; its run's head rolls back to the
-/// record before.
-fn drop_final_record(t: &Trees, group: &Group, why: &str) -> Result<()> {
-    let records = group.records()?;
-    let offset = group.first + records.len() as u64 - 1;
+/// Drops the last record of the log, at `offset` (the last of its group), in one sled
+/// transaction; its run's head rolls back to the record before.
+fn drop_final_record(t: &Trees, offset: u64, why: &str) -> Result<()> {
     tracing::warn!(
         offset,
         reason = why,
         "dropping the undecodable final record (--repair-truncate-tail)"
     );
+    let group = Group::holding(t, offset)?.ok_or_else(|| Error::Corrupt {
+        offset,
+        reason: "missing".into(),
+    })?;
+    let records = group.records()?;
+    let kept = &records[..records.len() - 1];
+    let kept_value = (!kept.is_empty()).then(|| groups::encode(kept).into_owned());
     // The record's run is unknown (it does not decode); the head that points at it names it.
     let mut owner = None;
     for kv in t.runs.iter() {
@@ -259,50 +253,57 @@ fn drop_final_record(t: &Trees, group: &Group, why: &str) -> Result<()> {
             break;
         }
     }
-    let kept = &records[..records.len() - 1];
-    if kept.is_empty() {
-        t.events.remove(keys::offset_key(offset))?;
-    } else {
-        t.events
-            .insert(keys::offset_key(group.first), groups::encode(kept).as_ref())?;
-    }
-    t.meta.insert("next_offset", &offset.to_be_bytes())?;
-    if let Some((k, mut head)) = owner {
+    // What the run's `streams` entry and head become.
+    let mut run_writes = None;
+    if let Some((k, head)) = owner {
         let group_seq = head.last_seq - kept.len() as u64;
         let stream = keys::stream_key(head.run_id, group_seq);
-        if kept.is_empty() {
-            t.streams.remove(stream)?;
-        } else {
-            t.streams
-                .insert(stream, groups::stream_value(group.first, kept.len()))?;
-        }
-        if head.last_seq == 0 {
-            t.runs.remove(k)?;
-        } else {
-            let prev_off =
-                groups::offset_of(t, head.run_id, head.last_seq - 1)?.ok_or_else(|| {
-                    Error::Corrupt {
-                        offset,
-                        reason: "no predecessor to roll back to".into(),
-                    }
-                })?;
-            let prev = Group::holding(t, prev_off)?.ok_or_else(|| Error::Corrupt {
-                offset: prev_off,
-                reason: "missing".into(),
-            })?;
-            let rec = prev.record(prev_off)?.ok_or_else(|| Error::Corrupt {
-                offset: prev_off,
-                reason: "missing".into(),
-            })?;
-            let env = decode_stored(t, prev_off, rec)?;
-            head.last_seq = env.seq;
-            head.last_hash = env.hash;
-            head.last_offset = prev_off;
-            head.terminal = env.event.is_terminal();
-            let bytes = rmp_serde::to_vec_named(&head).map_err(|e| Error::Decode(e.to_string()))?;
-            t.runs.insert(k, bytes)?;
-        }
+        let position = (!kept.is_empty()).then(|| groups::stream_value(group.first, kept.len()));
+        let head = match head.last_seq {
+            0 => None,
+            _ => Some(rolled_back(t, head, offset)?),
+        };
+        run_writes = Some((k, head, stream, position));
     }
+    (&t.events, &t.meta, &t.streams, &t.runs)
+        .transaction(|(events, meta, streams, runs)| {
+            let key = keys::offset_key(group.first);
+            match &kept_value {
+                Some(v) => events.insert(&key, v.as_slice())?,
+                None => events.remove(&key)?,
+            };
+            meta.insert("next_offset", &offset.to_be_bytes())?;
+            if let Some((k, head, stream, position)) = &run_writes {
+                match position {
+                    Some(p) => streams.insert(stream, p.as_slice())?,
+                    None => streams.remove(stream)?,
+                };
+                match head {
+                    Some(h) => runs.insert(k, h.as_slice())?,
+                    None => runs.remove(k)?,
+                };
+            }
+            Ok::<_, ConflictableTransactionError<()>>(())
+        })
+        .map_err(|e: TransactionError<()>| match e {
+            TransactionError::Storage(e) => Error::Sled(e),
+            TransactionError::Abort(()) => Error::Transaction("aborted".into()),
+        })?;
     t.db.flush()?;
     Ok(())
+}
+
+/// `head` rolled back to the run's record before the one at `offset`, encoded.
+fn rolled_back(t: &Trees, mut head: crate::RunHead, offset: u64) -> Result<Vec<u8>> {
+    let prev_off =
+        groups::offset_of(t, head.run_id, head.last_seq - 1)?.ok_or_else(|| Error::Corrupt {
+            offset,
+            reason: "no predecessor to roll back to".into(),
+        })?;
+    let env = groups::with_record(t, prev_off, |rec| decode_stored(t, prev_off, rec))?;
+    head.last_seq = env.seq;
+    head.last_hash = env.hash;
+    head.last_offset = prev_off;
+    head.terminal = env.event.is_terminal();
+    rmp_serde::to_vec_named(&head).map_err(|e| Error::Decode(e.to_string()))
 }
