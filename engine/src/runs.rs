@@ -286,11 +286,10 @@ pub(crate) async fn wait_until(
     // the state it sees is never halfway through one, and a reader sees what a subscriber saw.
     let mut state = RunState::default();
     loop {
-        // `done` first: it is cheap, and mostly false while the run works.
         if events.is_empty()
             && state.last_seq.is_some()
-            && done(&state)
             && state.last_seq == shared.store.durable_seq(run)?
+            && done(&state)
         {
             return Ok(state);
         }
