@@ -6,15 +6,17 @@
 //! pushes each batch once it is in sled, so this never holds anything sled does not; a range it
 //! does not hold whole is read from sled as before.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 
-use chronicle_schemas::{Envelope, RECORD_FORMAT_EXTERNAL};
+use chronicle_schemas::{Envelope, RECORD_FORMAT_EXTERNAL, RunId};
 
 /// Events kept, and the bytes of their records (a record whose body is stored out of line, up to
 /// 64 KiB, is not kept at all).
 const RECENT_EVENTS_MAX: usize = 4096;
 const RECENT_BYTES_MAX: usize = 2 << 20;
+/// Runs whose newest written event is kept (the map starts over when it is full).
+const RECENT_RUNS_MAX: usize = 65_536;
 
 #[derive(Debug)]
 pub(crate) struct Recent(Mutex<Events>);
@@ -27,6 +29,8 @@ struct Events {
     envelopes: VecDeque<(Envelope, usize)>,
     /// The sum of those lengths.
     bytes: usize,
+    /// Per run written to since the map started: the offset and seq of its newest event.
+    newest: HashMap<RunId, (u64, u64)>,
 }
 
 impl Recent {
@@ -36,6 +40,7 @@ impl Recent {
             start: next_offset,
             envelopes: VecDeque::new(),
             bytes: 0,
+            newest: HashMap::new(),
         }))
     }
 
@@ -46,6 +51,10 @@ impl Recent {
         let written: Vec<(Envelope, &[u8])> = written.map(|(e, r)| (e.clone(), r)).collect();
         let mut events = self.0.lock().unwrap_or_else(|p| p.into_inner());
         for (env, record) in written {
+            if events.newest.len() == RECENT_RUNS_MAX && !events.newest.contains_key(&env.run_id) {
+                events.newest.clear();
+            }
+            events.newest.insert(env.run_id, (env.offset, env.seq));
             // What is kept is always one dense range: start over where it would break.
             if record.first() == Some(&RECORD_FORMAT_EXTERNAL) {
                 events.clear(env.offset + 1);
@@ -66,6 +75,13 @@ impl Recent {
             events.envelopes.push_back((env, record.len()));
             events.bytes += record.len();
         }
+    }
+
+    /// The offset and seq of the newest event written to `run`, if the run was written to
+    /// since the map started (every later write to it updates it).
+    pub fn newest(&self, run: RunId) -> Option<(u64, u64)> {
+        let events = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        events.newest.get(&run).copied()
     }
 
     /// The events at offsets `from..to`, if every one of them is kept.
@@ -146,6 +162,17 @@ mod tests {
         recent.push(envs.iter().map(|e| (e, big.as_slice())));
         assert_eq!(recent.range(n + 4, n + 9), None);
         assert_eq!(recent.range(n + 5, n + 9).map(|v| v.len()), Some(4));
+    }
+
+    #[test]
+    fn knows_the_newest_event_of_each_run_written_to() {
+        let recent = Recent::new(0);
+        push(&recent, 0..3, &[1]);
+        assert_eq!(recent.newest(RunId::from_u128(1)), Some((2, 2)));
+        // Also for a record that is not kept.
+        push(&recent, 3..4, &[RECORD_FORMAT_EXTERNAL]);
+        assert_eq!(recent.newest(RunId::from_u128(1)), Some((3, 3)));
+        assert_eq!(recent.newest(RunId::from_u128(2)), None);
     }
 
     #[test]
