@@ -177,18 +177,26 @@ pub(crate) fn with_record<T>(
     f(record)
 }
 
-/// Where a run's seq `seq` is stored: the offset of its record, if the run has that seq.
-pub(crate) fn offset_of(t: &Trees, run: RunId, seq: u64) -> Result<Option<u64>> {
+/// The `streams` entry of `run` with the greatest seq `≤ seq`: its seq, first offset and count.
+pub(crate) fn stream_floor(t: &Trees, run: RunId, seq: u64) -> Result<Option<(u64, u64, u64)>> {
     let range = keys::stream_key(run, 0)..=keys::stream_key(run, seq);
     let Some((k, v)) = t.streams.range(range).next_back().transpose()? else {
         return Ok(None);
     };
-    let key_seq = keys::parse_u64(&k[16..]).unwrap_or(u64::MAX);
+    let key_seq = keys::stream_seq(&k);
     let (first, count) = parse_stream_value(&v).ok_or_else(|| malformed_stream(run, key_seq))?;
-    Ok(seq
-        .checked_sub(key_seq)
-        .filter(|i| *i < count)
-        .map(|i| first + i))
+    Ok(Some((key_seq, first, count)))
+}
+
+/// Where a run's seq `seq` is stored: the offset of its record, if the run has that seq.
+pub(crate) fn offset_of(t: &Trees, run: RunId, seq: u64) -> Result<Option<u64>> {
+    Ok(
+        stream_floor(t, run, seq)?.and_then(|(key_seq, first, count)| {
+            seq.checked_sub(key_seq)
+                .filter(|i| *i < count)
+                .map(|i| first + i)
+        }),
+    )
 }
 
 pub(crate) fn malformed_stream(run: RunId, seq: u64) -> Error {

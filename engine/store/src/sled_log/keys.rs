@@ -19,6 +19,11 @@ pub(crate) fn stream_key(run: RunId, seq: u64) -> [u8; 24] {
     k
 }
 
+/// The seq of a `run_id ‖ seq` key (0 for a malformed one; verification names those).
+pub(crate) fn stream_seq(k: &[u8]) -> u64 {
+    k.get(16..).and_then(parse_u64).unwrap_or(0)
+}
+
 /// Timestamps may be negative in principle; flipping the sign bit keeps them ordered as u64.
 fn time_bytes(t: Timestamp) -> [u8; 8] {
     ((t.as_micros() as u64) ^ (1 << 63)).to_be_bytes()

@@ -476,11 +476,9 @@ impl EventLog for SledLog {
         }
         let t = &self.trees;
         // The entry of the group holding `from_seq` may be keyed by an earlier seq.
-        let floor = keys::stream_key(run_id, 0)..=keys::stream_key(run_id, from_seq);
-        let start = match t.streams.range(floor).next_back().transpose() {
-            Ok(Some((k, _))) => keys::parse_u64(&k[16..]).unwrap_or(from_seq),
-            Ok(None) => from_seq,
-            Err(e) => return Box::new(std::iter::once(Err(e.into()))),
+        let start = match groups::stream_floor(t, run_id, from_seq) {
+            Ok(floor) => floor.map_or(from_seq, |(seq, _, _)| seq),
+            Err(e) => return Box::new(std::iter::once(Err(e))),
         };
         let range = keys::stream_key(run_id, start)..=keys::stream_key(run_id, to_seq);
         Box::new(t.streams.range(range).flat_map(move |kv| {
@@ -533,7 +531,7 @@ impl EventLog for SledLog {
         let range = keys::stream_key(run_id, 0)..=keys::stream_key(run_id, u64::MAX);
         for kv in self.trees.streams.range(range).rev() {
             let (k, v) = kv?;
-            let seq = keys::parse_u64(&k[16..]).unwrap_or(0);
+            let seq = keys::stream_seq(&k);
             let (first, count) = groups::parse_stream_value(&v)
                 .ok_or_else(|| groups::malformed_stream(run_id, seq))?;
             if first < durable {
@@ -698,7 +696,7 @@ fn run_group(
     kv: sled::Result<(sled::IVec, sled::IVec)>,
 ) -> Result<(u64, Group)> {
     let (k, v) = kv?;
-    let seq = keys::parse_u64(&k[16..]).unwrap_or(0);
+    let seq = keys::stream_seq(&k);
     let (first, _) =
         groups::parse_stream_value(&v).ok_or_else(|| groups::malformed_stream(run, seq))?;
     let value = t

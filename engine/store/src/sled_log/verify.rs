@@ -168,7 +168,7 @@ fn indexed_as(t: &Trees, offset: u64) -> Option<(RunId, u64)> {
                 return None;
             }
             let run = u128::from_be_bytes(k[..16].try_into().expect("16 bytes"));
-            let seq = keys::parse_u64(&k[16..]).unwrap_or(0);
+            let seq = keys::stream_seq(&k);
             Some((RunId::from_u128(run), seq + offset - first))
         })
 }
