@@ -129,6 +129,78 @@ impl Facts {
     }
 }
 
+/// Events the states kept by [`IdleRuns`] may fold in all, before the oldest are dropped: a
+/// run's state grows with its events, so this bounds the memory they take (a few MB for a run of
+/// hundreds of TODOs, a few KB for a short one).
+const IDLE_EVENTS_MAX: u64 = 20_000;
+
+/// The states of runs whose actors stopped (the run ended), newest last: a command, restore or
+/// decision on a run that just ended, the common case, starts its actor from here instead of
+/// replaying the run. A state is used only while the run's newest event is the one it folds,
+/// so it is always what a replay would give.
+#[derive(Debug, Default)]
+pub(crate) struct IdleRuns {
+    inner: Mutex<IdleInner>,
+}
+
+#[derive(Debug, Default)]
+struct IdleInner {
+    runs: HashMap<RunId, LiveRun>,
+    /// Oldest first; an entry whose run is no longer in `runs` (taken since) is skipped.
+    order: std::collections::VecDeque<RunId>,
+    events: u64,
+}
+
+fn events_of(live: &LiveRun) -> u64 {
+    live.state().next_seq()
+}
+
+impl IdleRuns {
+    /// Keeps the state of a run whose actor stops (with what it wrote and has not seen durable
+    /// yet, so the next actor waits for it as this one would have).
+    pub(crate) fn keep(&self, live: LiveRun) {
+        let run = live.run_id();
+        let size = events_of(&live);
+        if size > IDLE_EVENTS_MAX {
+            return;
+        }
+        let mut dropped = Vec::new();
+        let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        inner.events += size;
+        if let Some(old) = inner.runs.insert(run, live) {
+            inner.events -= events_of(&old);
+            dropped.push(old);
+        } else {
+            inner.order.push_back(run);
+        }
+        while inner.events > IDLE_EVENTS_MAX {
+            let Some(oldest) = inner.order.pop_front() else {
+                break;
+            };
+            if let Some(old) = inner.runs.remove(&oldest) {
+                inner.events -= events_of(&old);
+                dropped.push(old);
+            }
+        }
+        if inner.order.len() > 2 * inner.runs.len() + 64 {
+            let IdleInner { runs, order, .. } = &mut *inner;
+            order.retain(|r| runs.contains_key(r));
+        }
+        drop(inner);
+        // Large states are freed outside the lock.
+        drop(dropped);
+    }
+
+    /// The kept state of `run` when it still folds the run's newest event, `last_seq`.
+    pub(crate) fn take(&self, run: RunId, last_seq: u64) -> Option<LiveRun> {
+        let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        let live = inner.runs.remove(&run)?;
+        inner.events -= events_of(&live);
+        drop(inner);
+        (live.state().last_seq == Some(last_seq)).then_some(live)
+    }
+}
+
 pub(crate) struct Shared {
     pub store: Store,
     pub settings: Settings,
@@ -141,6 +213,8 @@ pub(crate) struct Shared {
     /// [`Shared::memory`], which brings it up to date with the log first.
     memory: MemoryIndex,
     actors: Mutex<HashMap<RunId, mpsc::Sender<Input>>>,
+    /// The states of runs that ended recently, for their next actor.
+    pub idle: IdleRuns,
     /// Runs' facts, read from their first and last events.
     facts: Arc<Facts>,
     spawn: SpawnActor,
@@ -180,6 +254,7 @@ impl Shared {
             bus,
             memory: MemoryIndex::default(),
             actors: Mutex::new(HashMap::new()),
+            idle: IdleRuns::default(),
             facts: Arc::default(),
             spawn,
         })
@@ -257,10 +332,13 @@ impl Shared {
         if self.shutdown.is_cancelled() {
             return Err(Error::ShuttingDown);
         }
-        if self.store.run_head(run)?.is_none() {
+        let Some(head) = self.store.run_head(run)? else {
             return Err(Error::RunNotFound(run));
-        }
-        let live = self.store.load(run)?;
+        };
+        let live = match self.idle.take(run, head.last_seq) {
+            Some(live) => live,
+            None => self.store.load(run)?,
+        };
         let (tx, rx) = mpsc::channel(self.settings.actor_mailbox_messages.max(1));
         if let Some(input) = input {
             // A fresh channel has room for one input.

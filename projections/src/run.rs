@@ -53,6 +53,16 @@ impl RunState {
 
     /// Folds one event. Only a `RunRestored` reads from `src` (to rebuild the restored point).
     pub fn apply<S: EventSource>(&mut self, env: &Envelope, src: &S) -> Result<(), S::Error> {
+        self.apply_replacing(env, src).map(drop)
+    }
+
+    /// [`RunState::apply`] that hands back the supervisor state a `RunRestored` replaced, so
+    /// that the caller can free it off its own path (a long run's state is megabytes of values).
+    pub fn apply_replacing<S: EventSource>(
+        &mut self,
+        env: &Envelope,
+        src: &S,
+    ) -> Result<Option<SupervisorState>, S::Error> {
         debug_assert_eq!(
             env.seq,
             self.next_seq(),
@@ -67,19 +77,21 @@ impl RunState {
             // A restore can only point backwards; clamp so a malformed event cannot recurse.
             let target = (*to_seq).min(env.seq.saturating_sub(1));
             let past = replay(src, target)?;
-            self.supervisor = past.supervisor;
+            let replaced = std::mem::replace(&mut self.supervisor, past.supervisor);
             self.supervisor.restored_from = Some(checkpoint_id.clone());
             self.checkpoints
                 .on_restore(self.supervisor.last_checkpoint_id.clone());
             self.approvals.apply(env);
-        } else {
-            self.approvals.apply(env);
-            supervisor::apply(&mut self.supervisor, env, &self.approvals);
-            self.checkpoints.apply(env);
+            self.run_id = Some(env.run_id);
+            self.last_seq = Some(env.seq);
+            return Ok(Some(replaced));
         }
+        self.approvals.apply(env);
+        supervisor::apply(&mut self.supervisor, env, &self.approvals);
+        self.checkpoints.apply(env);
         self.run_id = Some(env.run_id);
         self.last_seq = Some(env.seq);
-        Ok(())
+        Ok(None)
     }
 }
 

@@ -215,13 +215,17 @@ impl RunActor {
                 return;
             }
             if self.state().supervisor.run_status.is_terminal() && self.running.is_empty() {
-                // Answer what is already queued (commands on a finished run), then stop.
+                // Answer what is already queued (commands on a finished run), then stop, and
+                // leave the state for the run's next actor.
                 match rx.try_recv() {
                     Ok(input) => {
                         self.on_input(input, false).await;
                         continue;
                     }
-                    Err(_) => return,
+                    Err(_) => {
+                        self.shared.idle.keep(self.live);
+                        return;
+                    }
                 }
             }
             let expiry = self.next_expiry();

@@ -52,12 +52,15 @@ impl RunActor {
             .filter(|c| !kept.contains(c))
             .collect();
         self.cancel_children(by, abandoned);
+        // The plan is only read: a long run's steps hold every agent's result.
+        let empty = Default::default();
         let p = self
             .state()
             .supervisor
             .planning_state
-            .clone()
-            .unwrap_or_default();
+            .as_ref()
+            .unwrap_or(&empty);
+        let (summary, current_todo_id) = (todo::summary(p), p.current_todo_id.clone());
         let message = self.shared.settings.texts.say(Text::Restored {
             checkpoint: checkpoint_id.as_str(),
         });
@@ -65,8 +68,8 @@ impl RunActor {
             status: tag::Restored::default(),
             checkpoint_id,
             to_seq,
-            summary: todo::summary(&p),
-            current_todo_id: p.current_todo_id,
+            summary,
+            current_todo_id,
             message,
         })
     }

@@ -101,7 +101,9 @@ impl LiveRun {
     fn apply(&mut self, envs: &[Envelope]) -> Result<()> {
         let src = self.store.source(self.run_id);
         for env in envs {
-            self.state.apply(env, &src)?;
+            if let Some(replaced) = self.state.apply_replacing(env, &src)? {
+                free_elsewhere(replaced);
+            }
             // A snapshot is a cache: the append is already durable, so failing to cache it
             // must not turn an acknowledged append into an error.
             if self.snapshots.due(env)
@@ -111,5 +113,15 @@ impl LiveRun {
             }
         }
         Ok(())
+    }
+}
+
+/// Frees a value on a blocking thread when there is a runtime (a restore replaces a run's whole
+/// state, and freeing a long run's takes about a millisecond the restore's answer need not wait
+/// for); otherwise here.
+fn free_elsewhere<T: Send + 'static>(value: T) {
+    match tokio::runtime::Handle::try_current() {
+        Ok(rt) => drop(rt.spawn_blocking(move || drop(value))),
+        Err(_) => drop(value),
     }
 }

@@ -16,11 +16,13 @@ pub(super) fn parse(args: &[&str]) -> std::result::Result<Command, String> {
 impl RunActor {
     pub(super) async fn todos(&mut self, received: Event) -> Result<TodosReply> {
         let state = self.state();
-        let p = state.supervisor.planning_state.clone().unwrap_or_default();
+        // Only the TODOs are cloned: the plan's steps hold every agent's result.
+        let empty = Default::default();
+        let p = state.supervisor.planning_state.as_ref().unwrap_or(&empty);
         let out = TodosReply {
-            summary: todo::summary(&p),
-            todos: p.todos,
-            current_todo_id: p.current_todo_id,
+            summary: todo::summary(p),
+            todos: p.todos.clone(),
+            current_todo_id: p.current_todo_id.clone(),
             checkpoint_id: state.checkpoints.head.clone(),
             pending_approval_ids: state.supervisor.pending_approval_ids.clone(),
             sub_runs: runs::sub_runs(&self.shared, state),
