@@ -384,3 +384,79 @@ impl Shared {
         Err(Error::ShuttingDown)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use chronicle_schemas::{Actor, Event};
+
+    use super::*;
+
+    /// A run of `events + 1` events in `store` (its start, then commands), loaded for appending.
+    async fn run_of(store: &Store, events: usize) -> LiveRun {
+        let mut live = store.load(RunId(uuid::Uuid::now_v7())).unwrap();
+        live.append(vec![Event::RunStarted {
+            session_id: "s".into(),
+            user_id: None,
+            request_id: "r".into(),
+            query: "q".into(),
+            config: Default::default(),
+            parent: None,
+            owner: Some("p".into()),
+        }])
+        .await
+        .unwrap();
+        let said = |i: usize| Event::CommandReceived {
+            command: format!("/todos {i}"),
+            by: Actor::user("p"),
+            accepted: true,
+            said: None,
+        };
+        for from in (0..events).step_by(500) {
+            let batch = (from..events.min(from + 500)).map(said).collect();
+            live.append(batch).await.unwrap();
+        }
+        live
+    }
+
+    #[tokio::test]
+    async fn a_kept_state_is_taken_once_and_only_at_the_runs_newest_event() {
+        let store = Store::memory();
+        let idle = IdleRuns::default();
+        let live = run_of(&store, 2).await;
+        let run = live.run_id();
+        let state = live.state().clone();
+        idle.keep(live);
+        assert!(idle.take(run, 1).is_none(), "the run moved on since");
+        assert!(idle.take(run, 2).is_none(), "a miss forgets the state");
+
+        let live = store.load(run).unwrap();
+        idle.keep(live);
+        let taken = idle.take(run, 2).expect("kept at seq 2");
+        assert_eq!(taken.state(), &state);
+        assert!(idle.take(run, 2).is_none(), "taken once");
+        assert!(idle.take(RunId(uuid::Uuid::now_v7()), 0).is_none());
+    }
+
+    #[tokio::test]
+    async fn kept_states_fold_at_most_the_event_budget_oldest_dropped_first() {
+        let store = Store::memory();
+        let idle = IdleRuns::default();
+        let per_run = IDLE_EVENTS_MAX / 4;
+        let mut runs = Vec::new();
+        for _ in 0..5 {
+            let live = run_of(&store, per_run as usize - 1).await;
+            runs.push(live.run_id());
+            idle.keep(live);
+        }
+        let last = per_run - 1;
+        assert!(idle.take(runs[0], last).is_none(), "the oldest made room");
+        for run in &runs[1..] {
+            assert!(idle.take(*run, last).is_some());
+        }
+        // A state larger than the whole budget is not kept.
+        let big = run_of(&store, IDLE_EVENTS_MAX as usize).await;
+        let run = big.run_id();
+        idle.keep(big);
+        assert!(idle.take(run, IDLE_EVENTS_MAX).is_none());
+    }
+}
