@@ -133,11 +133,15 @@ impl Facts {
 /// run's state grows with its events, so this bounds the memory they take (a few MB for a run of
 /// hundreds of TODOs, a few KB for a short one).
 const IDLE_EVENTS_MAX: u64 = 20_000;
+/// Runs shorter than this are not kept: they load from the log in well under a millisecond, and
+/// keeping the many short runs of a busy engine would only free their states later, colder.
+const IDLE_EVENTS_MIN: u64 = 256;
 
-/// The states of runs whose actors stopped (the run ended), newest last: a command, restore or
-/// decision on a run that just ended, the common case, starts its actor from here instead of
-/// replaying the run. A state is used only while the run's newest event is the one it folds,
-/// so it is always what a replay would give.
+/// The states of long runs whose actors stopped (the run ended), newest last: a command, restore
+/// or decision on a run that just ended, the common case, starts its actor from here instead of
+/// loading the run's newest snapshot (megabytes for a run of hundreds of TODOs). A state is used
+/// only while the run's newest event is the one it folds, so it is always what a replay would
+/// give.
 #[derive(Debug, Default)]
 pub(crate) struct IdleRuns {
     inner: Mutex<IdleInner>,
@@ -161,7 +165,7 @@ impl IdleRuns {
     pub(crate) fn keep(&self, live: LiveRun) {
         let run = live.run_id();
         let size = events_of(&live);
-        if size > IDLE_EVENTS_MAX {
+        if !(IDLE_EVENTS_MIN..=IDLE_EVENTS_MAX).contains(&size) {
             return;
         }
         let mut dropped = Vec::new();
@@ -422,18 +426,27 @@ mod tests {
     async fn a_kept_state_is_taken_once_and_only_at_the_runs_newest_event() {
         let store = Store::memory();
         let idle = IdleRuns::default();
-        let live = run_of(&store, 2).await;
+        let last = IDLE_EVENTS_MIN;
+        let live = run_of(&store, last as usize).await;
         let run = live.run_id();
         let state = live.state().clone();
         idle.keep(live);
-        assert!(idle.take(run, 1).is_none(), "the run moved on since");
-        assert!(idle.take(run, 2).is_none(), "a miss forgets the state");
+        assert!(idle.take(run, last - 1).is_none(), "the run moved on since");
+        assert!(idle.take(run, last).is_none(), "a miss forgets the state");
 
         let live = store.load(run).unwrap();
         idle.keep(live);
-        let taken = idle.take(run, 2).expect("kept at seq 2");
+        let taken = idle.take(run, last).expect("kept at its last seq");
         assert_eq!(taken.state(), &state);
-        assert!(idle.take(run, 2).is_none(), "taken once");
+        assert!(idle.take(run, last).is_none(), "taken once");
+
+        let short = run_of(&store, IDLE_EVENTS_MIN as usize - 2).await;
+        let run = short.run_id();
+        idle.keep(short);
+        assert!(
+            idle.take(run, IDLE_EVENTS_MIN - 2).is_none(),
+            "a short run loads from the log"
+        );
         assert!(idle.take(RunId(uuid::Uuid::now_v7()), 0).is_none());
     }
 
