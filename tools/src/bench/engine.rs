@@ -247,8 +247,16 @@ fn many_targets(p: &RunPhase) -> String {
     format!(
         "{}; CPU {}; barriers {}",
         target_min(p.rate(), RUNS_PER_S_TARGET, "2,000 runs/s"),
-        target_max(per_run(p.cpu_secs * 1000.0), CPU_PER_RUN_TARGET_MS, "1 ms per run"),
-        target_max(per_run(p.barriers as f64), BARRIERS_PER_RUN_TARGET, "3 per run"),
+        target_max(
+            per_run(p.cpu_secs * 1000.0),
+            CPU_PER_RUN_TARGET_MS,
+            "1 ms per run"
+        ),
+        target_max(
+            per_run(p.barriers as f64),
+            BARRIERS_PER_RUN_TARGET,
+            "3 per run"
+        ),
     )
 }
 

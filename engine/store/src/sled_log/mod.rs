@@ -515,11 +515,9 @@ impl EventLog for SledLog {
     /// A batch being made durable right now is excluded.
     fn durable_seq(&self, run_id: RunId) -> Result<Option<u64>> {
         let durable = self.durable_next_offset();
-        // Most often the run's newest event is durable: the writer's last word on the run, or
-        // its head, says so without a scan.
-        if let Some((offset, seq)) = self.recent.newest(run_id)
-            && offset < durable
-        {
+        // Most often the run's newest writes tell (a barrier makes whole batches durable), or
+        // its head says so, without a scan.
+        if let Some(seq) = self.recent.durable_seq(run_id, durable) {
             return Ok(Some(seq));
         }
         if let Some(head) = self.run_head(run_id)?

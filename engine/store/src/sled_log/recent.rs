@@ -15,8 +15,10 @@ use chronicle_schemas::{Envelope, RECORD_FORMAT_EXTERNAL, RunId};
 /// 64 KiB, is not kept at all).
 const RECENT_EVENTS_MAX: usize = 4096;
 const RECENT_BYTES_MAX: usize = 2 << 20;
-/// Runs whose newest written event is kept (the map starts over when it is full).
+/// Runs whose newest writes are kept (the map starts over when it is full).
 const RECENT_RUNS_MAX: usize = 65_536;
+/// Writes (batches) kept per run.
+const WRITES_PER_RUN: usize = 4;
 
 #[derive(Debug)]
 pub(crate) struct Recent(Mutex<Events>);
@@ -29,8 +31,39 @@ struct Events {
     envelopes: VecDeque<(Envelope, usize)>,
     /// The sum of those lengths.
     bytes: usize,
-    /// Per run written to since the map started: the offset and seq of its newest event.
-    newest: HashMap<RunId, (u64, u64)>,
+    /// Per run written to since the map started: its newest writes.
+    newest: HashMap<RunId, Writes>,
+}
+
+/// The offset and seq of a run's last event in each of its newest writes (batches), oldest
+/// first. A barrier makes whole batches durable, so the run's newest durable event is the last
+/// event of its newest durable write.
+#[derive(Debug, Default)]
+struct Writes {
+    last: [(u64, u64); WRITES_PER_RUN],
+    len: usize,
+}
+
+impl Writes {
+    /// Records the run's event at `offset` written by the batch that starts at `batch_start`.
+    fn note(&mut self, batch_start: u64, offset: u64, seq: u64) {
+        match self.len {
+            n if n > 0 && self.last[n - 1].0 >= batch_start => self.last[n - 1] = (offset, seq),
+            WRITES_PER_RUN => {
+                self.last.rotate_left(1);
+                self.last[WRITES_PER_RUN - 1] = (offset, seq);
+            }
+            n => {
+                self.last[n] = (offset, seq);
+                self.len += 1;
+            }
+        }
+    }
+
+    #[cfg(test)]
+    fn newest(&self) -> Option<(u64, u64)> {
+        self.len.checked_sub(1).map(|n| self.last[n])
+    }
 }
 
 impl Recent {
@@ -49,12 +82,16 @@ impl Recent {
     pub fn push<'a>(&self, written: impl Iterator<Item = (&'a Envelope, &'a [u8])>) {
         // Cloned before the lock is taken: readers wait only for the moves.
         let written: Vec<(Envelope, &[u8])> = written.map(|(e, r)| (e.clone(), r)).collect();
+        let Some(batch_start) = written.first().map(|(e, _)| e.offset) else {
+            return;
+        };
         let mut events = self.0.lock().unwrap_or_else(|p| p.into_inner());
         for (env, record) in written {
             if events.newest.len() == RECENT_RUNS_MAX && !events.newest.contains_key(&env.run_id) {
                 events.newest.clear();
             }
-            events.newest.insert(env.run_id, (env.offset, env.seq));
+            let writes = events.newest.entry(env.run_id).or_default();
+            writes.note(batch_start, env.offset, env.seq);
             // What is kept is always one dense range: start over where it would break.
             if record.first() == Some(&RECORD_FORMAT_EXTERNAL) {
                 events.clear(env.offset + 1);
@@ -79,9 +116,23 @@ impl Recent {
 
     /// The offset and seq of the newest event written to `run`, if the run was written to
     /// since the map started (every later write to it updates it).
+    #[cfg(test)]
     pub fn newest(&self, run: RunId) -> Option<(u64, u64)> {
         let events = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        events.newest.get(&run).copied()
+        events.newest.get(&run).and_then(Writes::newest)
+    }
+
+    /// The seq of `run`'s newest event below offset `durable` (everything below it is durable),
+    /// when one of the run's kept writes is; `None` when this cannot tell (the run was not
+    /// written to since the map started, or none of its kept writes is below `durable`).
+    pub fn durable_seq(&self, run: RunId, durable: u64) -> Option<u64> {
+        let events = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let writes = events.newest.get(&run)?;
+        writes.last[..writes.len]
+            .iter()
+            .rev()
+            .find(|(offset, _)| *offset < durable)
+            .map(|&(_, seq)| seq)
     }
 
     /// The events at offsets `from..to`, if every one of them is kept.
@@ -173,6 +224,26 @@ mod tests {
         push(&recent, 3..4, &[RECORD_FORMAT_EXTERNAL]);
         assert_eq!(recent.newest(RunId::from_u128(1)), Some((3, 3)));
         assert_eq!(recent.newest(RunId::from_u128(2)), None);
+    }
+
+    #[test]
+    fn tells_a_runs_durable_seq_from_its_newest_writes() {
+        let recent = Recent::new(0);
+        let run = RunId::from_u128(1);
+        // Six batches of two events of the run; the barrier covers whole batches.
+        for b in 0..6 {
+            push(&recent, b * 2..b * 2 + 2, &[1]);
+        }
+        assert_eq!(recent.durable_seq(run, 12), Some(11), "all durable");
+        assert_eq!(
+            recent.durable_seq(run, 10),
+            Some(9),
+            "the newest batch is not"
+        );
+        assert_eq!(recent.durable_seq(run, 6), Some(5), "the oldest write kept");
+        assert_eq!(recent.durable_seq(run, 4), None, "older than what is kept");
+        assert_eq!(recent.durable_seq(RunId::from_u128(2), 12), None);
+        assert_eq!(recent.newest(run), Some((11, 11)));
     }
 
     #[test]
