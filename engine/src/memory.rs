@@ -74,13 +74,12 @@ impl MemoryIndex {
     pub(crate) fn catch_up(&self, store: &Store, owner_of: impl Fn(RunId) -> Option<String>) {
         let mut cursor = self.cursor.lock().unwrap_or_else(PoisonError::into_inner);
         let end = store.durable_next_offset();
-        for env in store.read_range(*cursor, end) {
+        for env in store.read_range_where(*cursor, end, is_memory_event) {
             match env {
-                Ok(env) if is_memory_event(&env.event) => {
+                Ok(env) => {
                     let owner = owner_of(env.run_id);
                     self.record(owner.as_deref().unwrap_or(OWNER_OF_OLD_RUNS), &env);
                 }
-                Ok(_) => {}
                 Err(e) => {
                     tracing::warn!(error = %e, "memory events after an unreadable record are left out");
                     break;

@@ -412,6 +412,17 @@ pub async fn reads_keep_their_bounds(f: &dyn Factory) {
     assert_eq!(offsets(7, 2), [] as [u64; 0]);
     assert_eq!(offsets(10, u64::MAX), [] as [u64; 0]);
     assert_eq!(offsets(u64::MAX, u64::MAX), [] as [u64; 0]);
+    let starts = |from, to| -> Vec<u64> {
+        let started = |e: &Event| matches!(e, Event::RunStarted { .. });
+        store
+            .read_range_where(from, to, started)
+            .map(|e| e.unwrap().offset)
+            .collect()
+    };
+    assert_eq!(starts(0, 10), [0, 6]);
+    assert_eq!(starts(1, 10), [6]);
+    assert_eq!(starts(1, 6), [] as [u64; 0]);
+    assert_eq!(starts(7, 2), [] as [u64; 0]);
     let seqs = |r, from, to| -> Vec<u64> {
         store
             .read_run(run(r), from, to)

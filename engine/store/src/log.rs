@@ -14,6 +14,11 @@ use crate::{Options, Result, VerifyReport};
 /// Events in order, each read or the reason it could not be.
 pub type Events<'a> = Box<dyn Iterator<Item = Result<Envelope>> + Send + 'a>;
 
+/// The events `keep` takes, and every error.
+pub(crate) fn only(events: Events<'_>, keep: fn(&Event) -> bool) -> Events<'_> {
+    Box::new(events.filter(move |e| e.as_ref().map_or(true, |e| keep(&e.event))))
+}
+
 /// One append-only log of events shared by all runs. Every implementation keeps these rules, and
 /// the conformance suite checks each of them against every implementation:
 ///
@@ -141,6 +146,12 @@ pub trait EventLog: Send + Sync + std::fmt::Debug + 'static {
 
     /// Events with offsets in `from..to`, in order (empty when `to <= from`).
     fn read_range(&self, from: u64, to: u64) -> Events<'_>;
+
+    /// [`EventLog::read_range`] of only the events `keep` takes (and any error): a reader that
+    /// wants a few kinds out of every event need not have the others cloned or decoded for it.
+    fn read_range_where(&self, from: u64, to: u64, keep: fn(&Event) -> bool) -> Events<'_> {
+        only(self.read_range(from, to), keep)
+    }
 
     /// A run's events with seq in `from_seq..=to_seq`, in order (empty when `to_seq < from_seq`).
     fn read_run(&self, run_id: RunId, from_seq: u64, to_seq: u64) -> Events<'_>;

@@ -173,6 +173,16 @@ impl Store {
         self.log.read_range(from, to)
     }
 
+    /// Events with offsets in `from..to` that `keep` takes, in order (errors included).
+    pub fn read_range_where(
+        &self,
+        from: u64,
+        to: u64,
+        keep: fn(&Event) -> bool,
+    ) -> impl Iterator<Item = Result<Envelope>> + Send + '_ {
+        self.log.read_range_where(from, to, keep)
+    }
+
     /// A run's events with seq in `from_seq..=to_seq`, in order.
     pub fn read_run(
         &self,

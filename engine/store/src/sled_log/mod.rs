@@ -470,6 +470,13 @@ impl EventLog for SledLog {
         }))
     }
 
+    fn read_range_where(&self, from: u64, to: u64, keep: fn(&Event) -> bool) -> Events<'_> {
+        match self.recent.range_where(from, to, keep) {
+            Some(envs) => Box::new(envs.into_iter().map(Ok)),
+            None => crate::log::only(self.read_range(from, to), keep),
+        }
+    }
+
     fn read_run(&self, run_id: RunId, from_seq: u64, to_seq: u64) -> Events<'_> {
         if to_seq < from_seq {
             return Box::new(std::iter::empty());

@@ -9,7 +9,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 
-use chronicle_schemas::{Envelope, RECORD_FORMAT_EXTERNAL, RunId};
+use chronicle_schemas::{Envelope, Event, RECORD_FORMAT_EXTERNAL, RunId};
 
 /// Events kept, and the bytes of their records (a record whose body is stored out of line, up to
 /// 64 KiB, is not kept at all).
@@ -137,6 +137,16 @@ impl Recent {
 
     /// The events at offsets `from..to`, if every one of them is kept.
     pub fn range(&self, from: u64, to: u64) -> Option<Vec<Envelope>> {
+        self.range_where(from, to, |_| true)
+    }
+
+    /// Of the events at offsets `from..to`, those `keep` takes, if every one of them is kept.
+    pub fn range_where(
+        &self,
+        from: u64,
+        to: u64,
+        keep: fn(&Event) -> bool,
+    ) -> Option<Vec<Envelope>> {
         let events = self.0.lock().unwrap_or_else(|p| p.into_inner());
         let end = events.start + events.envelopes.len() as u64;
         if from < events.start || to > end || from >= to {
@@ -145,7 +155,11 @@ impl Recent {
         let skip = (from - events.start) as usize;
         let take = (to - from) as usize;
         let kept = events.envelopes.range(skip..skip + take);
-        Some(kept.map(|(env, _)| env.clone()).collect())
+        Some(
+            kept.filter(|(env, _)| keep(&env.event))
+                .map(|(env, _)| env.clone())
+                .collect(),
+        )
     }
 }
 
