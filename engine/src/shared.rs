@@ -131,7 +131,7 @@ impl Facts {
 
 /// Events the states kept by [`IdleRuns`] may fold in all, before the oldest are dropped: a
 /// run's state grows with its events, so this bounds the memory they take (a few MB for a run of
-/// hundreds of TODOs, a few KB for a short one).
+/// hundreds of TODOs with the demo's results; more where results are larger).
 const IDLE_EVENTS_MAX: u64 = 20_000;
 /// Runs shorter than this are not kept: they load from the log in well under a millisecond, and
 /// keeping the many short runs of a busy engine would only free their states later, colder.
@@ -149,10 +149,20 @@ pub(crate) struct IdleRuns {
 
 #[derive(Debug, Default)]
 struct IdleInner {
-    runs: HashMap<RunId, LiveRun>,
-    /// Oldest first; an entry whose run is no longer in `runs` (taken since) is skipped.
-    order: std::collections::VecDeque<RunId>,
+    /// Each state with the number it was kept under.
+    runs: HashMap<RunId, (u64, LiveRun)>,
+    /// Oldest first, by the number each state was kept under; an entry whose state is gone
+    /// (taken, or kept again under a newer number) is skipped.
+    order: std::collections::VecDeque<(RunId, u64)>,
+    /// The number the next state is kept under.
+    next: u64,
     events: u64,
+}
+
+impl IdleInner {
+    fn is_current(&self, (run, n): &(RunId, u64)) -> bool {
+        self.runs.get(run).is_some_and(|(kept, _)| kept == n)
+    }
 }
 
 fn events_of(live: &LiveRun) -> u64 {
@@ -170,38 +180,56 @@ impl IdleRuns {
         }
         let mut dropped = Vec::new();
         let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        let n = inner.next;
+        inner.next += 1;
         inner.events += size;
-        if let Some(old) = inner.runs.insert(run, live) {
+        if let Some((_, old)) = inner.runs.insert(run, (n, live)) {
             inner.events -= events_of(&old);
             dropped.push(old);
-        } else {
-            inner.order.push_back(run);
         }
+        inner.order.push_back((run, n));
         while inner.events > IDLE_EVENTS_MAX {
             let Some(oldest) = inner.order.pop_front() else {
                 break;
             };
-            if let Some(old) = inner.runs.remove(&oldest) {
+            if inner.is_current(&oldest)
+                && let Some((_, old)) = inner.runs.remove(&oldest.0)
+            {
                 inner.events -= events_of(&old);
                 dropped.push(old);
             }
         }
         if inner.order.len() > 2 * inner.runs.len() + 64 {
-            let IdleInner { runs, order, .. } = &mut *inner;
-            order.retain(|r| runs.contains_key(r));
+            let order = std::mem::take(&mut inner.order);
+            inner.order = order.into_iter().filter(|e| inner.is_current(e)).collect();
         }
         drop(inner);
-        // Large states are freed outside the lock.
-        drop(dropped);
+        for old in dropped {
+            old.discard();
+        }
     }
 
     /// The kept state of `run` when it still folds the run's newest event, `last_seq`.
     pub(crate) fn take(&self, run: RunId, last_seq: u64) -> Option<LiveRun> {
         let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-        let live = inner.runs.remove(&run)?;
+        let (_, live) = inner.runs.remove(&run)?;
         inner.events -= events_of(&live);
         drop(inner);
-        (live.state().last_seq == Some(last_seq)).then_some(live)
+        if live.state().last_seq == Some(last_seq) {
+            Some(live)
+        } else {
+            live.discard();
+            None
+        }
+    }
+
+    #[cfg(test)]
+    fn queued(&self) -> usize {
+        self.inner
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .order
+            .len()
     }
 }
 
@@ -361,6 +389,7 @@ impl Shared {
         if let Some(old) = raced {
             // Another caller started an actor meanwhile: this one is dropped unstarted and the
             // input goes there instead.
+            live.discard();
             let mut rx = rx;
             if let Ok(input) = rx.try_recv() {
                 old.send(input).await.map_err(|_| Error::ShuttingDown)?;
@@ -448,6 +477,42 @@ mod tests {
             "a short run loads from the log"
         );
         assert!(idle.take(RunId(uuid::Uuid::now_v7()), 0).is_none());
+    }
+
+    #[tokio::test]
+    async fn a_run_kept_and_taken_again_and_again_stays_one_entry_and_is_evicted_by_age() {
+        let store = Store::memory();
+        let idle = IdleRuns::default();
+        let per_run = IDLE_EVENTS_MAX / 4;
+        let hot = run_of(&store, per_run as usize - 1).await;
+        let (hot_run, last) = (hot.run_id(), per_run - 1);
+        idle.keep(hot);
+        let mut others = Vec::new();
+        for _ in 0..2 {
+            let live = run_of(&store, per_run as usize - 1).await;
+            others.push(live.run_id());
+            idle.keep(live);
+        }
+        // A run polled again and again (each command takes its state and leaves it again).
+        for _ in 0..1000 {
+            let live = idle.take(hot_run, last).expect("kept");
+            idle.keep(live);
+        }
+        assert!(
+            idle.queued() <= 3 * 2 + 64,
+            "{} entries queued",
+            idle.queued()
+        );
+        // Now the newest: the two kept before it are the oldest and go first.
+        for _ in 0..2 {
+            let live = run_of(&store, per_run as usize - 1).await;
+            idle.keep(live);
+        }
+        assert!(idle.take(others[0], last).is_none(), "the oldest made room");
+        assert!(
+            idle.take(hot_run, last).is_some(),
+            "kept: used most recently"
+        );
     }
 
     #[tokio::test]

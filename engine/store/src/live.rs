@@ -46,6 +46,12 @@ impl LiveRun {
         &self.state
     }
 
+    /// Drops the run's state off the caller's path (see [`free_elsewhere`]): a long run's
+    /// state is megabytes of values.
+    pub fn discard(self) {
+        free_elsewhere(self.state);
+    }
+
     /// Appends `events` after the last applied one; a concurrent writer makes this a
     /// `Conflict` (reload and decide again). Returns the stored envelopes, already applied, once
     /// they (and everything this run wrote before) are durable.

@@ -261,6 +261,53 @@ mod tests {
     }
 
     #[test]
+    fn a_batch_of_several_runs_and_appends_counts_as_one_write_of_each() {
+        let recent = Recent::new(0);
+        let (a, b) = (RunId::from_u128(1), RunId::from_u128(2));
+        let of = |run: RunId, offset: u64, seq: u64| Envelope {
+            run_id: run,
+            seq,
+            ..env(offset)
+        };
+        // One batch: two appends of `a` around one of `b`; then a batch of `b` alone.
+        let first = [of(a, 0, 0), of(a, 1, 1), of(b, 2, 0), of(a, 3, 2)];
+        recent.push(first.iter().map(|e| (e, &[1u8][..])));
+        let second = [of(b, 4, 1)];
+        recent.push(second.iter().map(|e| (e, &[1u8][..])));
+        assert_eq!(
+            recent.durable_seq(a, 4),
+            Some(2),
+            "the whole first batch is durable"
+        );
+        assert_eq!(recent.durable_seq(b, 4), Some(0));
+        assert_eq!(recent.durable_seq(b, 5), Some(1));
+        assert_eq!(recent.durable_seq(a, 0), None, "nothing durable yet");
+        // Four more batches of `a`: its first batch is no longer kept, so a durable head inside
+        // that history cannot be told from memory.
+        for offset in 5..9 {
+            let batch = [of(a, offset, offset - 2)];
+            recent.push(batch.iter().map(|e| (e, &[1u8][..])));
+        }
+        assert_eq!(recent.durable_seq(a, 9), Some(6));
+        assert_eq!(recent.durable_seq(a, 6), Some(3));
+        assert_eq!(recent.durable_seq(a, 5), None, "older than what is kept");
+    }
+
+    #[test]
+    fn a_filtered_range_clones_only_what_it_keeps() {
+        let recent = Recent::new(0);
+        let mut envs: Vec<Envelope> = (0..6).map(env).collect();
+        envs[4].event = Event::RunCompleted {
+            total_execution_time_ms: 0,
+        };
+        recent.push(envs.iter().map(|e| (e, &[1u8][..])));
+        let completed = |e: &Event| matches!(e, Event::RunCompleted { .. });
+        assert_eq!(offsets(recent.range_where(0, 6, completed)), Some(vec![4]));
+        assert_eq!(offsets(recent.range_where(0, 4, completed)), Some(vec![]));
+        assert_eq!(recent.range_where(0, 7, completed), None, "not held whole");
+    }
+
+    #[test]
     fn never_serves_across_a_record_stored_out_of_line_or_a_gap() {
         let recent = Recent::new(0);
         push(&recent, 0..3, &[1]);
