@@ -76,6 +76,16 @@ pub enum Error {
     Decode(String),
 }
 
+/// A sled transaction whose closure never aborts: a storage error, or (never) an abort.
+impl From<sled::transaction::TransactionError<()>> for Error {
+    fn from(e: sled::transaction::TransactionError<()>) -> Self {
+        match e {
+            sled::transaction::TransactionError::Storage(e) => Error::Sled(e),
+            sled::transaction::TransactionError::Abort(()) => Error::Transaction("aborted".into()),
+        }
+    }
+}
+
 impl Error {
     /// The size limit an event of the append exceeded, if that is what this is.
     pub fn event_too_large(&self) -> Option<(usize, usize)> {

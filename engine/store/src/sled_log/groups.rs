@@ -183,9 +183,14 @@ pub(crate) fn stream_floor(t: &Trees, run: RunId, seq: u64) -> Result<Option<(u6
     let Some((k, v)) = t.streams.range(range).next_back().transpose()? else {
         return Ok(None);
     };
-    let key_seq = keys::stream_seq(&k);
-    let (first, count) = parse_stream_value(&v).ok_or_else(|| malformed_stream(run, key_seq))?;
-    Ok(Some((key_seq, first, count)))
+    stream_entry(run, &k, &v).map(Some)
+}
+
+/// A `streams` entry of `run`: its seq, first offset and count.
+pub(crate) fn stream_entry(run: RunId, k: &[u8], v: &[u8]) -> Result<(u64, u64, u64)> {
+    let seq = keys::stream_seq(k);
+    let (first, count) = parse_stream_value(v).ok_or_else(|| malformed_stream(run, seq))?;
+    Ok((seq, first, count))
 }
 
 /// Where a run's seq `seq` is stored: the offset of its record, if the run has that seq.

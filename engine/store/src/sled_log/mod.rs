@@ -536,9 +536,7 @@ impl EventLog for SledLog {
         let range = keys::stream_key(run_id, 0)..=keys::stream_key(run_id, u64::MAX);
         for kv in self.trees.streams.range(range).rev() {
             let (k, v) = kv?;
-            let seq = keys::stream_seq(&k);
-            let (first, count) = groups::parse_stream_value(&v)
-                .ok_or_else(|| groups::malformed_stream(run_id, seq))?;
+            let (seq, first, count) = groups::stream_entry(run_id, &k, &v)?;
             if first < durable {
                 return Ok(Some(seq + count - 1));
             }
@@ -701,9 +699,7 @@ fn run_group(
     kv: sled::Result<(sled::IVec, sled::IVec)>,
 ) -> Result<(u64, Group)> {
     let (k, v) = kv?;
-    let seq = keys::stream_seq(&k);
-    let (first, _) =
-        groups::parse_stream_value(&v).ok_or_else(|| groups::malformed_stream(run, seq))?;
+    let (seq, first, _) = groups::stream_entry(run, &k, &v)?;
     let value = t
         .events
         .get(keys::offset_key(first))

@@ -47,10 +47,7 @@ pub(crate) fn write(t: &Trees, key: &str, value: Option<&[u8]>) -> Result<()> {
             }
             Ok::<_, ConflictableTransactionError<()>>(())
         })
-        .map_err(|e: TransactionError<()>| match e {
-            TransactionError::Storage(e) => Error::Sled(e),
-            TransactionError::Abort(()) => Error::Transaction("aborted".into()),
-        })
+        .map_err(|e: TransactionError<()>| Error::from(e))
 }
 
 /// Removes the pieces a head points at (none for an inline value).

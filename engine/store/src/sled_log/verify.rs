@@ -285,10 +285,7 @@ fn drop_final_record(t: &Trees, offset: u64, why: &str) -> Result<()> {
             }
             Ok::<_, ConflictableTransactionError<()>>(())
         })
-        .map_err(|e: TransactionError<()>| match e {
-            TransactionError::Storage(e) => Error::Sled(e),
-            TransactionError::Abort(()) => Error::Transaction("aborted".into()),
-        })?;
+        .map_err(|e: TransactionError<()>| Error::from(e))?;
     t.db.flush()?;
     Ok(())
 }

@@ -557,9 +557,6 @@ impl Writer {
                 meta.insert("next_offset", &next_offset.to_be_bytes())?;
                 Ok::<_, ConflictableTransactionError<()>>(())
             })
-            .map_err(|e: TransactionError<()>| match e {
-                TransactionError::Storage(e) => Error::Sled(e),
-                TransactionError::Abort(()) => Error::Transaction("aborted".into()),
-            })
+            .map_err(|e: TransactionError<()>| Error::from(e))
     }
 }
