@@ -5,7 +5,9 @@
 
 use std::collections::BTreeMap;
 
-use chronicle_engine::store::{Durability, Error, Options, SCHEMA_VERSION, Store};
+use chronicle_engine::store::{
+    Durability, Error, Options, SCHEMA_VERSION, SLED_VALUE_BYTES_MAX, Store, plain_events_value,
+};
 use chronicle_schemas::{Event, RunId, SessionId};
 use tokio_stream::StreamExt;
 
@@ -75,6 +77,12 @@ fn with_sled<T>(dir: &std::path::Path, f: impl FnOnce(&sled::Tree, &sled::Tree) 
     out
 }
 
+/// The plain bytes of the `events` value under `key` (stored compressed or not); a test that
+/// damages them stores them back plain, which the store reads as well.
+fn plain(events: &sled::Tree, key: [u8; 8]) -> Vec<u8> {
+    plain_events_value(&events.get(key).unwrap().unwrap()).unwrap()
+}
+
 fn no_tail_check() -> Options {
     Options {
         open_verify_tail_events: 0,
@@ -89,7 +97,7 @@ async fn a_flipped_byte_is_reported_at_its_offset() {
         populate(dir.path(), 30).await;
         with_sled(dir.path(), |events, _| {
             let key = target.to_be_bytes();
-            let mut rec = events.get(key).unwrap().unwrap().to_vec();
+            let mut rec = plain(events, key);
             let i = rec.len() - 3;
             rec[i] ^= 0x20;
             events.insert(key, rec).unwrap();
@@ -283,10 +291,19 @@ async fn a_store_of_another_schema_version_is_refused() {
 
 // ------------------------------------------------------------ large records and the body file
 
+/// A reasoning event of `bytes` letters that do not compress (the store keeps what compresses
+/// below the sled value limit inline), drawn from a sequence seeded by `fill`.
 fn reasoning(bytes: usize, fill: char) -> Event {
-    Event::Reasoning {
-        message: fill.to_string().repeat(bytes),
-    }
+    let mut x = u64::from(fill) | 1 << 32;
+    let message = (0..bytes)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            char::from(b'A' + (x % 58) as u8)
+        })
+        .collect();
+    Event::Reasoning { message }
 }
 
 /// Appends one RunStarted and `sizes.len()` events of those sizes to run 0; returns the store.
@@ -320,7 +337,6 @@ fn sled_value_sizes(dir: &std::path::Path) -> Vec<usize> {
 
 #[tokio::test]
 async fn large_records_keep_sled_values_small_and_sled_writes_no_blob_file() {
-    use chronicle_engine::store::SLED_VALUE_BYTES_MAX;
     let dir = tempfile::tempdir().unwrap();
     // 40-60 KB events, the size that made sled write unsynced page files of its own.
     let sizes: Vec<usize> = (0..60).map(|i| 40_000 + (i * 337) % 20_000).collect();
@@ -413,7 +429,6 @@ async fn a_body_file_cut_short_names_the_first_record_it_lost() {
 
 #[tokio::test]
 async fn large_snapshots_go_to_blob_files_and_read_back() {
-    use chronicle_engine::store::SLED_VALUE_BYTES_MAX;
     let dir = tempfile::tempdir().unwrap();
     let store = open(dir.path());
     let r = run(7);
@@ -519,7 +534,6 @@ async fn an_append_is_one_sled_value_and_reads_from_any_offset_or_seq() {
 
 #[tokio::test]
 async fn an_append_larger_than_a_sled_value_takes_several() {
-    use chronicle_engine::store::SLED_VALUE_BYTES_MAX;
     let dir = tempfile::tempdir().unwrap();
     let store = one_large_append(dir.path(), 12, 1500).await;
     let seqs: Vec<u64> = store
@@ -543,7 +557,7 @@ async fn a_damaged_group_is_named_by_its_first_offset() {
     let dir = tempfile::tempdir().unwrap();
     drop(one_large_append(dir.path(), 5, 50).await);
     with_sled(dir.path(), |events, _| {
-        let v = events.get(1u64.to_be_bytes()).unwrap().unwrap();
+        let v = plain(events, 1u64.to_be_bytes());
         events
             .insert(1u64.to_be_bytes(), &v[..v.len() - 3])
             .unwrap();
@@ -571,7 +585,7 @@ async fn repair_drops_an_undecodable_final_record_from_its_group() {
     drop(store);
     // Damage the last record's body: the end of run 1's group, the end of the log.
     with_sled(dir.path(), |events, _| {
-        let mut v = events.get(1u64.to_be_bytes()).unwrap().unwrap().to_vec();
+        let mut v = plain(events, 1u64.to_be_bytes());
         *v.last_mut().unwrap() ^= 0x01;
         events.insert(1u64.to_be_bytes(), v).unwrap();
     });
@@ -626,7 +640,7 @@ async fn a_run_read_decodes_only_the_seqs_it_asks_for() {
     drop(one_large_append(dir.path(), 5, 50).await);
     // Damage the body of run 1's seq 1 (offset 2), inside its group; the framing stays intact.
     with_sled(dir.path(), |events, _| {
-        let mut v = events.get(1u64.to_be_bytes()).unwrap().unwrap().to_vec();
+        let mut v = plain(events, 1u64.to_be_bytes());
         let count = u16::from_be_bytes([v[1], v[2]]) as usize;
         let len = |i: usize| u32::from_be_bytes(v[3 + 4 * i..7 + 4 * i].try_into().unwrap());
         let at = 3 + 4 * count + len(0) as usize + len(1) as usize - 2;
@@ -646,4 +660,134 @@ async fn a_run_read_decodes_only_the_seqs_it_asks_for() {
         all[1]
     );
     assert_eq!(store.verify().unwrap().problem.unwrap().offset, 2);
+}
+
+// ----------------------------------------------------------------------- compressed values
+
+/// The first byte of every `events` value of the store in `dir`.
+fn value_formats(dir: &std::path::Path) -> Vec<u8> {
+    let db = open_sled(dir);
+    let events = db.open_tree("events").unwrap();
+    events.iter().map(|kv| kv.unwrap().1[0]).collect()
+}
+
+#[tokio::test]
+async fn values_are_stored_compressed_and_stores_written_either_way_read_the_same() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(one_large_append(dir.path(), 5, 50).await);
+    let formats = value_formats(dir.path());
+    assert_eq!(formats.len(), 3, "three appends, three values");
+    assert!(
+        formats.iter().all(|&f| f == 0x81),
+        "compressed values: {formats:x?}"
+    );
+    let compressed = open(dir.path());
+    let written: Vec<_> = compressed
+        .read_range(0, u64::MAX)
+        .map(Result::unwrap)
+        .collect();
+    drop(compressed);
+    // A store opened without compression reads them, and adds plain values beside them.
+    let plain_opts = || Options {
+        compress_values: false,
+        ..Options::default()
+    };
+    let store = Store::open(dir.path(), plain_opts()).unwrap();
+    assert_eq!(
+        store
+            .read_range(0, u64::MAX)
+            .map(Result::unwrap)
+            .collect::<Vec<_>>(),
+        written
+    );
+    store
+        .append(run(1), 6, vec![note(8), note(9)])
+        .await
+        .unwrap();
+    drop(store);
+    let formats = value_formats(dir.path());
+    assert_eq!(formats.last(), Some(&0x80), "a plain group: {formats:x?}");
+    // Both kinds read back, chain and verify, with compression on again.
+    let store = open(dir.path());
+    assert_eq!(assert_dense(&store), 10);
+    let seqs: Vec<u64> = store
+        .read_run(run(1), 0, 99)
+        .map(|e| e.unwrap().seq)
+        .collect();
+    assert_eq!(seqs, (0..=7).collect::<Vec<_>>());
+}
+
+#[tokio::test]
+async fn a_large_record_that_compresses_stays_inline_and_one_that_does_not_goes_out_of_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    store
+        .append(run(0), 0, vec![run_started("s")])
+        .await
+        .unwrap();
+    let repetitive = Event::Reasoning {
+        message: "the same line of a report, again and again\n".repeat(600),
+    };
+    store
+        .append(run(0), 1, vec![repetitive.clone()])
+        .await
+        .unwrap();
+    let body_file = dir.path().join("bodies");
+    let body_bytes = || std::fs::metadata(&body_file).map_or(0, |m| m.len());
+    assert_eq!(
+        body_bytes(),
+        0,
+        "a 26 KB record that compresses stays in sled"
+    );
+    store
+        .append(run(0), 2, vec![reasoning(26_000, 'q')])
+        .await
+        .unwrap();
+    assert!(
+        body_bytes() > 20_000,
+        "one that does not compress goes out of line"
+    );
+    drop(store);
+    let largest = sled_value_sizes(dir.path()).into_iter().max().unwrap();
+    assert!(
+        largest <= SLED_VALUE_BYTES_MAX,
+        "a sled value of {largest} bytes"
+    );
+    let store = open(dir.path());
+    assert_eq!(assert_dense(&store), 3);
+    assert_eq!(store.get(1).unwrap().unwrap().event, repetitive);
+}
+
+#[tokio::test]
+async fn a_damaged_compressed_value_is_named_by_its_first_offset() {
+    // Cut short, or naming a dictionary this store does not have.
+    for damage in [
+        (|v: &mut Vec<u8>| v.truncate(v.len() - 4)) as fn(&mut Vec<u8>),
+        |v| v[1] = 9,
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        drop(one_large_append(dir.path(), 5, 50).await);
+        with_sled(dir.path(), |events, _| {
+            let mut v = events.get(1u64.to_be_bytes()).unwrap().unwrap().to_vec();
+            assert_eq!(v[0], 0x81, "stored compressed");
+            damage(&mut v);
+            events.insert(1u64.to_be_bytes(), v).unwrap();
+        });
+        match Store::open(dir.path(), Options::default()) {
+            Err(Error::Corrupt { offset, reason }) => {
+                assert_eq!(offset, 1, "{reason}");
+                assert!(reason.contains("compressed"), "{reason}");
+            }
+            other => panic!("open must refuse, got {other:?}"),
+        }
+        let store = Store::open(dir.path(), no_tail_check()).unwrap();
+        let problem = store.verify().unwrap().problem.expect("damage found");
+        assert_eq!((problem.offset, problem.run_id), (1, Some(run(1))));
+        assert!(problem.reason.contains("compressed"), "{}", problem.reason);
+        assert!(matches!(
+            store.get(4),
+            Err(Error::Corrupt { offset: 1, .. })
+        ));
+        assert!(store.get(7).unwrap().is_some(), "the next value reads");
+    }
 }

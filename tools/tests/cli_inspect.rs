@@ -626,7 +626,7 @@ fn verify_passes_then_names_the_offset_of_a_corrupted_event() {
             .unwrap()
             .unwrap();
         let (next, _) = events.range(key.as_ref()..).nth(1).unwrap().unwrap();
-        let mut value = value.to_vec();
+        let mut value = chronicle_engine::store::plain_events_value(&value).unwrap();
         let i = value.len() - 3;
         value[i] ^= 0x20;
         events.insert(key, value).unwrap();

@@ -48,6 +48,9 @@ pub struct Options {
     /// [`Error::StorageFull`](crate::Error::StorageFull) before anything is written (sled cannot
     /// recover from a write that fails for lack of space without a restart).
     pub disk_reserve_bytes: u64,
+    /// Store each append's records compressed (zstd with a dictionary of the event shapes) when
+    /// that makes them smaller. Either way the store reads both.
+    pub compress_values: bool,
 }
 
 impl Default for Options {
@@ -64,6 +67,7 @@ impl Default for Options {
             snapshot_interval_events: chronicle_projections::SNAPSHOT_INTERVAL_EVENTS,
             open_lock_wait_ms: 3000,
             disk_reserve_bytes: 64 * 1024 * 1024,
+            compress_values: true,
         }
     }
 }

@@ -18,6 +18,7 @@ use std::borrow::Cow;
 use chronicle_schemas::{Envelope, RECORD_FORMAT_EXTERNAL, RECORD_FORMAT_V1, RunId};
 
 use super::bodies::SLED_VALUE_BYTES_MAX;
+use super::compress::{self, COMPRESSED_FORMAT};
 use super::{Trees, decode_stored, keys, unreadable};
 use crate::{Error, Result};
 
@@ -27,7 +28,13 @@ pub(crate) const GROUP_FORMAT: u8 = 0x80;
 const COUNT_BYTES: usize = 2;
 const LENGTH_BYTES: usize = 4;
 
-const _: () = assert!(GROUP_FORMAT != RECORD_FORMAT_V1 && GROUP_FORMAT != RECORD_FORMAT_EXTERNAL);
+const _: () = assert!(
+    GROUP_FORMAT != RECORD_FORMAT_V1
+        && GROUP_FORMAT != RECORD_FORMAT_EXTERNAL
+        && COMPRESSED_FORMAT != RECORD_FORMAT_V1
+        && COMPRESSED_FORMAT != RECORD_FORMAT_EXTERNAL
+        && COMPRESSED_FORMAT != GROUP_FORMAT
+);
 
 /// Splits `records` into runs of consecutive records whose group stays within the sled value
 /// limit; returns the number of records in each group, in order.
@@ -108,7 +115,34 @@ pub(crate) fn parse_stream_value(v: &[u8]) -> Option<(u64, u64)> {
 /// One stored `events` value: the records from offset `first` on.
 pub(crate) struct Group {
     pub first: u64,
-    pub value: sled::IVec,
+    value: Plain,
+}
+
+/// A stored value's plain bytes: the value itself, or what it decompressed to.
+enum Plain {
+    Stored(sled::IVec),
+    Inflated(Vec<u8>),
+}
+
+impl std::ops::Deref for Plain {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Plain::Stored(v) => v,
+            Plain::Inflated(v) => v,
+        }
+    }
+}
+
+/// The `events` value that stores `records` (at least one): their group, compressed when
+/// `compress` is on and that makes it smaller.
+pub(crate) fn value<R: AsRef<[u8]>>(records: &[R], compress: bool) -> Cow<'_, [u8]> {
+    let plain = encode(records);
+    if compress {
+        compress::pack(plain)
+    } else {
+        plain
+    }
 }
 
 impl Group {
@@ -128,6 +162,21 @@ impl Group {
             offset: 0,
             reason: format!("malformed events key of {} bytes", k.len()),
         })?;
+        Group::at(first, value)
+    }
+
+    /// The group stored at offset `first`; a compressed value is inflated here.
+    pub fn at(first: u64, value: sled::IVec) -> Result<Group> {
+        let value = match compress::unpack(&value) {
+            Ok(Cow::Borrowed(_)) => Plain::Stored(value),
+            Ok(Cow::Owned(plain)) => Plain::Inflated(plain),
+            Err(why) => {
+                return Err(Error::Corrupt {
+                    offset: first,
+                    reason: format!("the compressed group of records stored here {why}"),
+                });
+            }
+        };
         Ok(Group { first, value })
     }
 

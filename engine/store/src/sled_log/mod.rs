@@ -20,6 +20,7 @@
 
 mod blobs;
 mod bodies;
+mod compress;
 mod groups;
 mod keys;
 mod recent;
@@ -689,6 +690,14 @@ fn open_waiting_for_lock(config: &sled::Config, wait_ms: u64) -> Result<sled::Db
     }
 }
 
+/// The plain bytes of a stored `events` value (a compressed one inflated), which the store reads
+/// exactly as it reads the stored value: for tools and tests that examine or damage a store with
+/// sled opened directly.
+#[doc(hidden)]
+pub fn plain_events_value(value: &[u8]) -> std::result::Result<Vec<u8>, String> {
+    compress::unpack(value).map(std::borrow::Cow::into_owned)
+}
+
 /// Tag of a `snapshots` value that holds a blob's hash and size instead of the snapshot.
 const SNAPSHOT_IN_BLOB: u8 = 0xFF;
 
@@ -708,7 +717,7 @@ fn run_group(
             offset: first,
             reason: format!("indexed by run {run} seq {seq} but missing"),
         })?;
-    Ok((seq, Group { first, value }))
+    Ok((seq, Group::at(first, value)?))
 }
 
 /// A sled read that failed, named by the event offset it was reading.

@@ -28,8 +28,9 @@ pub(crate) fn verify(t: &Trees, only: Option<RunId>) -> Result<VerifyReport> {
         let group = kv
             .map_err(|e| problem(expected, format!("sled cannot read the record: {e}")).into())
             .and_then(|(k, v)| {
-                Group::new(&k, v).map_err(|_| {
-                    problem(expected, format!("malformed key of {} bytes", k.len())).into()
+                Group::new(&k, v).map_err(|e| match (keys::parse_u64(&k), e) {
+                    (Some(first), Error::Corrupt { reason, .. }) => problem(first, reason).into(),
+                    _ => problem(expected, format!("malformed key of {} bytes", k.len())).into(),
                 })
             });
         let checked = group.and_then(|g| {

@@ -35,6 +35,7 @@ use sled::transaction::{ConflictableTransactionError, TransactionError};
 use tokio::sync::{mpsc, watch};
 
 use super::bodies::{self, SLED_VALUE_BYTES_MAX};
+use super::compress;
 use super::recent::Recent;
 use super::{AppendRequest, Trees, groups, keys};
 use crate::append::{Clock, Staged, stage};
@@ -187,6 +188,7 @@ pub(crate) fn spawn(
         clock: Clock::default(),
         batch_events_max: opts.append_batch_events_max.max(1),
         disk_reserve_bytes: opts.disk_reserve_bytes,
+        compress: opts.compress_values,
     };
     Ok(std::thread::Builder::new()
         .name("chronicle-writer".into())
@@ -294,6 +296,8 @@ struct Writer {
     clock: Clock,
     batch_events_max: usize,
     disk_reserve_bytes: u64,
+    /// Store `events` values compressed (see `compress`).
+    compress: bool,
 }
 
 /// One accepted append, encoded and waiting for the transaction.
@@ -472,7 +476,13 @@ impl Writer {
     /// leaves stubs in their place. A failed write changes nothing; a failed fsync stops the
     /// store.
     fn move_large_bodies(&mut self, staged: &mut [Pending]) -> Result<()> {
-        let large = |r: &Vec<u8>| r.len() > SLED_VALUE_BYTES_MAX;
+        // A large record that compresses below the limit stays inline, as a group of its own.
+        let compress = self.compress;
+        let large = |r: &Vec<u8>| {
+            r.len() > SLED_VALUE_BYTES_MAX
+                && !(compress
+                    && compress::compress(r).is_some_and(|c| c.len() <= SLED_VALUE_BYTES_MAX))
+        };
         let bodies: Vec<&[u8]> = staged
             .iter()
             .flat_map(|s| &s.append.records)
@@ -534,7 +544,7 @@ impl Writer {
                 let first = &envelopes[at];
                 groups.push((
                     keys::offset_key(first.offset),
-                    groups::encode(&records[at..at + n]),
+                    groups::value(&records[at..at + n], self.compress),
                     keys::stream_key(first.run_id, first.seq),
                     groups::stream_value(first.offset, n),
                 ));
