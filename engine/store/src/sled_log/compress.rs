@@ -97,9 +97,18 @@ pub(crate) fn unpack(value: &[u8]) -> Result<Cow<'_, [u8]>, String> {
             *d = Some(new);
         }
         let d = d.as_mut().expect("set above");
-        d.decompress(frame, PLAIN_BYTES_MAX)
-            .map(Cow::Owned)
-            .map_err(|e| format!("does not decompress: {e}"))
+        // The frame states its size: allocate exactly that, and never more than a value holds.
+        let size = match zstd::zstd_safe::get_frame_content_size(frame) {
+            Ok(Some(n)) if n <= PLAIN_BYTES_MAX as u64 => n as usize,
+            Ok(Some(n)) => return Err(format!("claims {n} bytes, more than a value holds")),
+            Ok(None) | Err(_) => return Err("does not state its size".into()),
+        };
+        let mut plain = Vec::with_capacity(size);
+        match d.decompress_to_buffer(frame, &mut plain) {
+            Ok(n) if n == size => Ok(Cow::Owned(plain)),
+            Ok(n) => Err(format!("holds {n} bytes but states {size}")),
+            Err(e) => Err(format!("does not decompress: {e}")),
+        }
     })
 }
 
