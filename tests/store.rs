@@ -612,13 +612,28 @@ async fn repair_drops_an_undecodable_final_record_from_its_group() {
 }
 
 #[tokio::test]
-async fn a_store_of_one_record_per_value_opens_and_is_marked_with_the_current_version() {
-    let dir = tempfile::tempdir().unwrap();
-    let index = populate(dir.path(), 9).await;
-    with_sled(dir.path(), |_, meta| {
-        meta.insert("schema_version", &1u64.to_be_bytes()).unwrap()
-    });
-    let store = open(dir.path());
+async fn a_store_of_plain_values_opens_and_is_marked_with_the_current_version() {
+    // Version 1 and 2 stores hold plain values (version 1: one record each, as here).
+    for old in [1u64, 2] {
+        let dir = tempfile::tempdir().unwrap();
+        let index = populate(dir.path(), 9).await;
+        with_sled(dir.path(), |events, meta| {
+            for kv in events.iter() {
+                let (k, v) = kv.unwrap();
+                events.insert(k, plain_events_value(&v).unwrap()).unwrap();
+            }
+            meta.insert("schema_version", &old.to_be_bytes()).unwrap()
+        });
+        assert!(
+            value_formats(dir.path()).iter().all(|&f| f == 1),
+            "plain records"
+        );
+        opens_and_is_marked_current(dir.path(), &index).await;
+    }
+}
+
+async fn opens_and_is_marked_current(dir: &std::path::Path, index: &[(RunId, u64)]) {
+    let store = open(dir);
     assert_eq!(assert_dense(&store), 9);
     let (r, seq) = index[8];
     store
@@ -628,9 +643,7 @@ async fn a_store_of_one_record_per_value_opens_and_is_marked_with_the_current_ve
     let seqs: Vec<u64> = store.read_run(r, 0, 99).map(|e| e.unwrap().seq).collect();
     assert_eq!(seqs, [0, 1, 2, 3, 4]);
     drop(store);
-    let version = with_sled(dir.path(), |_, meta| {
-        meta.get("schema_version").unwrap().unwrap()
-    });
+    let version = with_sled(dir, |_, meta| meta.get("schema_version").unwrap().unwrap());
     assert_eq!(version.as_ref(), SCHEMA_VERSION.to_be_bytes());
 }
 

@@ -47,9 +47,10 @@ use groups::Group;
 pub use bodies::SLED_VALUE_BYTES_MAX;
 
 /// The on-disk schema version kept in `meta`. Version 2 stores an append's records as groups
-/// (see `groups`); a version 1 store (one record per value) reads the same way and is marked 2
-/// when opened, so an older binary refuses it rather than misreading a group.
-pub const SCHEMA_VERSION: u64 = 2;
+/// (see `groups`); version 3 stores values compressed (see `compress`). A store of an earlier
+/// version (one record per value, or plain groups) reads the same way and is marked 3 when
+/// opened, so an older binary refuses it rather than misreading a group or a compressed value.
+pub const SCHEMA_VERSION: u64 = 3;
 
 pub(crate) struct Trees {
     pub db: sled::Db,
@@ -185,7 +186,7 @@ impl SledLog {
                 trees.db.flush()?;
                 sync_tree_entries(&dir)?;
             }
-            Some(SCHEMA_VERSION | 1) => {}
+            Some(1..=SCHEMA_VERSION) => {}
             Some(v) => {
                 return Err(Error::SchemaVersion {
                     found: v,
@@ -200,7 +201,7 @@ impl SledLog {
                 opts.repair_truncate_tail,
             )
         })??;
-        // A version 1 store reads as it is; once its tail checked out, it is marked version 2.
+        // An earlier version reads as it is; once its tail checked out, it is marked current.
         if trees.meta.get("schema_version")?.as_deref() != Some(&SCHEMA_VERSION.to_be_bytes()) {
             trees
                 .meta
@@ -813,6 +814,12 @@ fn sync_tree_entries(dir: &Path) -> Result<()> {
     Ok(())
 }
 
+/// A `runs` value: the head's fields in order (it is rewritten with every append to its run, so
+/// it carries no field names). Heads stored as named maps by earlier versions decode the same.
+pub(crate) fn encode_head(head: &RunHead) -> Result<Vec<u8>> {
+    rmp_serde::to_vec(head).map_err(|e| Error::Decode(format!("run head: {e}")))
+}
+
 pub(crate) fn decode_head(bytes: &[u8]) -> Result<RunHead> {
     rmp_serde::from_slice(bytes).map_err(|e| Error::Decode(format!("run head: {e}")))
 }
@@ -820,4 +827,40 @@ pub(crate) fn decode_head(bytes: &[u8]) -> Result<RunHead> {
 #[cfg(test)]
 mod conformance {
     crate::conformance_tests!(crate::conformance::Sled::default());
+}
+
+#[cfg(test)]
+mod heads {
+    use chronicle_schemas::{Hash, RunId, SessionId, Timestamp};
+
+    use super::{decode_head, encode_head};
+    use crate::RunHead;
+
+    #[test]
+    fn heads_are_stored_without_field_names_and_named_ones_still_read() {
+        let head = RunHead {
+            run_id: RunId::from_u128(7),
+            last_seq: 12,
+            last_hash: Hash([3; 32]),
+            last_offset: 9_000,
+            session_id: SessionId::from("ses_0123456789abcdef"),
+            created_at: Timestamp::from_micros(1_790_000_000_000_000),
+            updated_at: Timestamp::from_micros(1_790_000_000_250_000),
+            terminal: true,
+        };
+        let stored = encode_head(&head).unwrap();
+        let named = rmp_serde::to_vec_named(&head).unwrap();
+        assert!(
+            stored.len() + 60 < named.len(),
+            "{} vs {}",
+            stored.len(),
+            named.len()
+        );
+        assert_eq!(decode_head(&stored).unwrap(), head);
+        assert_eq!(
+            decode_head(&named).unwrap(),
+            head,
+            "as earlier versions stored it"
+        );
+    }
 }

@@ -8,7 +8,7 @@ use sled::Transactional;
 use sled::transaction::{ConflictableTransactionError, TransactionError};
 
 use super::groups::{self, Group};
-use super::{Trees, decode_head, decode_stored, keys};
+use super::{Trees, decode_head, decode_stored, encode_head, keys};
 use crate::verify::{Chains, Problem, VerifyReport};
 use crate::{Error, Result};
 
@@ -303,5 +303,5 @@ fn rolled_back(t: &Trees, mut head: crate::RunHead, offset: u64) -> Result<Vec<u
     head.last_hash = env.hash;
     head.last_offset = prev_off;
     head.terminal = env.event.is_terminal();
-    rmp_serde::to_vec_named(&head).map_err(|e| Error::Decode(e.to_string()))
+    encode_head(&head)
 }

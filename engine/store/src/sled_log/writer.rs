@@ -37,7 +37,7 @@ use tokio::sync::{mpsc, watch};
 use super::bodies::{self, SLED_VALUE_BYTES_MAX};
 use super::compress;
 use super::recent::Recent;
-use super::{AppendRequest, Trees, groups, keys};
+use super::{AppendRequest, Trees, encode_head, groups, keys};
 use crate::append::{Clock, Staged, stage};
 use crate::{Error, Options, Result, RunHead};
 /// Heads kept in the writer's memory before the cache is dropped and refilled from `runs`.
@@ -529,12 +529,7 @@ impl Writer {
     ) -> Result<()> {
         let heads: Vec<(RunId, Vec<u8>)> = heads
             .iter()
-            .map(|(run, h)| {
-                Ok((
-                    *run,
-                    rmp_serde::to_vec_named(h).map_err(|e| Error::Decode(e.to_string()))?,
-                ))
-            })
+            .map(|(run, h)| Ok((*run, encode_head(h)?)))
             .collect::<Result<_>>()?;
         let mut groups = Vec::new();
         for s in staged {
