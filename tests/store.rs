@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use chronicle_engine::store::{
     Durability, Error, Options, SCHEMA_VERSION, SLED_VALUE_BYTES_MAX, Store, plain_events_value,
+    stored_record_bytes,
 };
 use chronicle_schemas::{Event, RunId, SessionId};
 use tokio_stream::StreamExt;
@@ -760,7 +761,22 @@ async fn a_large_record_that_compresses_stays_inline_and_one_that_does_not_goes_
         body_bytes() > 20_000,
         "one that does not compress goes out of line"
     );
+    let encoded: u64 = store
+        .read_range(0, u64::MAX)
+        .map(|e| e.unwrap().encode().unwrap().len() as u64)
+        .sum();
     drop(store);
+    // What the records take as stored: the body as it is, the rest compressed.
+    let stored = stored_record_bytes(dir.path()).unwrap();
+    assert!(
+        (body_bytes()..body_bytes() + 2_000).contains(&stored),
+        "{stored} stored, {} in the body file, {encoded} encoded",
+        body_bytes()
+    );
+    assert!(
+        encoded > stored + 20_000,
+        "{encoded} encoded, {stored} stored"
+    );
     let largest = sled_value_sizes(dir.path()).into_iter().max().unwrap();
     assert!(
         largest <= SLED_VALUE_BYTES_MAX,

@@ -30,6 +30,8 @@ pub use log::{EventLog, Events, RunHead, StorageHealth};
 pub use memory_log::MemoryLog;
 pub use options::{Durability, Options};
 pub use records::{RECORD_KEY_BYTES_MAX, RECORD_VALUE_BYTES_MAX};
-pub use sled_log::{SCHEMA_VERSION, SLED_VALUE_BYTES_MAX, SledLog, plain_events_value};
+pub use sled_log::{
+    SCHEMA_VERSION, SLED_VALUE_BYTES_MAX, SledLog, plain_events_value, stored_record_bytes,
+};
 pub use store::{RunSource, Store, Tail};
 pub use verify::{Problem, VerifyReport};

@@ -519,6 +519,7 @@ fn full_runs(rt: &Runtime, root: &Path, plan: &Plan) -> Result<Vec<Row>> {
     close_engine(rt, engine);
     let runs_total = WARMUP_RUNS + one.runs + n.runs + hitl.len().div_ceil(PLAN.len());
     let disk = disk_bytes(&dir);
+    let stored = chronicle_engine::store::stored_record_bytes(&dir)?;
     plan.discard(&dir);
 
     progress("engine: fsync (after) and store barrier");
@@ -581,8 +582,9 @@ fn full_runs(rt: &Runtime, root: &Path, plan: &Plan) -> Result<Vec<Row>> {
             "KB",
         )
         .note(format!(
-            "largest: {}; sled on disk {} KB per run, {} ({} MB for {} runs, with indexes and sled's own space); LangGraph 1.2 + SQLite: {LANGGRAPH_RUN_BYTES}",
+            "largest: {}; stored compressed {} KB per run; sled on disk {} KB per run, {} ({} MB for {} runs, with indexes and sled's own space); LangGraph 1.2 + SQLite: {LANGGRAPH_RUN_BYTES}",
             sizes.top_kinds(),
+            num(stored as f64 / runs_total as f64 / 1000.0),
             num(disk_per_run / 1000.0),
             target_max(disk_per_run, RUN_DISK_TARGET, "10 KB"),
             num(disk as f64 / 1e6),
@@ -920,6 +922,7 @@ fn equal_work(rt: &Runtime, root: &Path, plan: &Plan) -> Result<Vec<Row>> {
     close_engine(rt, engine);
     let runs_total = WARMUP_RUNS + one.runs + n.runs;
     let disk = disk_bytes(&dir);
+    let stored = chronicle_engine::store::stored_record_bytes(&dir)?;
     plan.discard(&dir);
     let bytes_per_run = sizes.per_run(sizes.bytes);
     let disk_per_run = disk as f64 / runs_total as f64;
@@ -949,10 +952,11 @@ fn equal_work(rt: &Runtime, root: &Path, plan: &Plan) -> Result<Vec<Row>> {
             "KB",
         )
         .note(format!(
-            "{} events and {} appends per run; largest: {}; sled on disk {} KB per run, {} ({} runs)",
+            "{} events and {} appends per run; largest: {}; stored compressed {} KB per run; sled on disk {} KB per run, {} ({} runs)",
             num(sizes.per_run(sizes.events)),
             num(sizes.per_run(sizes.appends)),
             sizes.top_kinds(),
+            num(stored as f64 / runs_total as f64 / 1000.0),
             num(disk_per_run / 1000.0),
             target_max(disk_per_run, EQUAL_RUN_DISK_TARGET, "3 KB"),
             num(runs_total as f64),

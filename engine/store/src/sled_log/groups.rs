@@ -4,7 +4,9 @@
 //! a log fragment and, now and then, a page rewrite), and a run's appends carry a few events
 //! each. So the writer stores an append's records as one `events` value under the offset of the
 //! first, with one `streams` entry under the run and seq of the first; a group never grows past
-//! [`SLED_VALUE_BYTES_MAX`], so an append too large for one value takes several groups.
+//! [`SLED_VALUE_BYTES_MAX`], so an append too large for one value takes several groups (a record
+//! over it that compresses below it is a group of its own). The value stored is the group,
+//! compressed when that makes it smaller (see `compress`).
 //!
 //! Layout: a group of one record is the record itself (as every store before groups wrote it);
 //! a group of several is `[GROUP_FORMAT][count: u16][length: u32 × count][records]` (big-endian).

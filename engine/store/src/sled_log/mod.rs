@@ -1,6 +1,7 @@
 //! The event log on sled.
 //!
-//! Trees: `events` (offset → the records of one append from that offset on, see `groups`),
+//! Trees: `events` (offset → the records of one append from that offset on, see `groups`,
+//! usually compressed, see `compress`),
 //! `streams` (run ‖ seq → the offset and count of that group), `runs` (run → head), `sessions`
 //! (session ‖ created_at ‖ run → ()), `snapshots` (run ‖ seq → projection cache) and `meta`
 //! (schema version, next offset); beside the log, the named records in `records` and
@@ -10,8 +11,8 @@
 //! durability barrier for the batch (group commit), and only then acknowledges the callers and
 //! publishes the new head to followers.
 //!
-//! Records over [`SLED_VALUE_BYTES_MAX`] keep a stub in sled and their body in `<data>/bodies`
-//! (see `bodies`), so sled never writes a page to a file of its own.
+//! Records over [`SLED_VALUE_BYTES_MAX`] that do not compress below it keep a stub in sled and
+//! their body in `<data>/bodies` (see `bodies`), so sled never writes a page to a file of its own.
 //!
 //! Failures: a write refused for lack of disk space is [`Error::StorageFull`] and changes
 //! nothing; the next append tries again. A failed fsync (or any failure after a batch reached
@@ -697,6 +698,21 @@ fn open_waiting_for_lock(config: &sled::Config, wait_ms: u64) -> Result<sled::Db
 #[doc(hidden)]
 pub fn plain_events_value(value: &[u8]) -> std::result::Result<Vec<u8>, String> {
     compress::unpack(value).map(std::borrow::Cow::into_owned)
+}
+
+/// Bytes of the log's records as the closed store in `dir` keeps them: sled's `events` values
+/// (mostly compressed) and the body file; sled's own space and the indexes are not counted.
+pub fn stored_record_bytes(dir: impl AsRef<Path>) -> Result<u64> {
+    let dir = dir.as_ref();
+    let config = sled::Config::new()
+        .path(dir.join("sled"))
+        .flush_every_ms(None);
+    let db = open_waiting_for_lock(&config, Options::default().open_lock_wait_ms)?;
+    let mut bytes = std::fs::metadata(dir.join("bodies")).map_or(0, |m| m.len());
+    for kv in db.open_tree("events")?.iter() {
+        bytes += kv?.1.len() as u64;
+    }
+    Ok(bytes)
 }
 
 /// Tag of a `snapshots` value that holds a blob's hash and size instead of the snapshot.
