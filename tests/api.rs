@@ -724,13 +724,14 @@ async fn a_run_whose_record_is_damaged_is_answered_with_corrupt_log_naming_the_o
     let run = crate::support::run(0xC0);
     {
         let store = crate::support::open(dir.path());
-        let big = |c: &str| Event::Reasoning {
-            message: c.repeat(20_000),
+        // Text that does not compress, so that the events' bodies go to the body file.
+        let big = |seed| Event::Reasoning {
+            message: chronicle_testkit::incompressible_text(20_000, seed),
         };
         let events = vec![
             crate::support::run_started("s"),
-            big("a"),
-            big("b"),
+            big(1),
+            big(2),
             Event::RunFailed {
                 error: "done".into(),
             },

@@ -292,19 +292,12 @@ async fn a_store_of_another_schema_version_is_refused() {
 
 // ------------------------------------------------------------ large records and the body file
 
-/// A reasoning event of `bytes` letters that do not compress (the store keeps what compresses
-/// below the sled value limit inline), drawn from a sequence seeded by `fill`.
+/// A reasoning event of `bytes` letters that do not compress (see `incompressible_text`), drawn
+/// from a sequence seeded by `fill`.
 fn reasoning(bytes: usize, fill: char) -> Event {
-    let mut x = u64::from(fill) | 1 << 32;
-    let message = (0..bytes)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            char::from(b'A' + (x % 58) as u8)
-        })
-        .collect();
-    Event::Reasoning { message }
+    Event::Reasoning {
+        message: chronicle_testkit::incompressible_text(bytes, u64::from(fill)),
+    }
 }
 
 /// Appends one RunStarted and `sizes.len()` events of those sizes to run 0; returns the store.

@@ -978,7 +978,7 @@ fn large_event_store() -> (tempfile::TempDir, RunId) {
     store.append_blocking(run, 0, vec![started]).unwrap();
     for seq in 1..=3 {
         let big = chronicle_schemas::Event::Reasoning {
-            message: "z".repeat(30_000),
+            message: chronicle_testkit::incompressible_text(30_000, seq),
         };
         store.append_blocking(run, seq, vec![big]).unwrap();
     }

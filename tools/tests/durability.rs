@@ -213,7 +213,9 @@ fn large_result_agent(rt: &tokio::runtime::Runtime, dir: &Path) -> PathBuf {
                 let mut k = n.lock().unwrap();
                 *k += 1;
                 let size = LARGE_MIN + (*k * 7919) % (LARGE_MAX - LARGE_MIN);
-                axum::Json(json!({"report": "r".repeat(size), "n": *k}))
+                // Reports that do not compress, so that their events' bodies go to the body file.
+                let report = chronicle_testkit::incompressible_text(size, *k as u64);
+                axum::Json(json!({"report": report, "n": *k}))
             }
         }),
     );
@@ -311,7 +313,8 @@ async fn client_loop(api: Client, seed: usize, acked: Arc<Mutex<Acked>>, stop: A
             tokio::time::sleep(Duration::from_millis(10)).await;
         };
         let size = LARGE_MIN + (k * 104_729) % (LARGE_MAX - LARGE_MIN);
-        let decision = DecisionRequest::approve().with_comment("c".repeat(size));
+        let comment = chronicle_testkit::incompressible_text(size, k as u64);
+        let decision = DecisionRequest::approve().with_comment(comment);
         if accepted(
             api.decide(run, &approval, &decision).await,
             "decide",
@@ -432,6 +435,11 @@ fn power_loss_never_loses_an_acknowledged_run_or_decision() {
     assert!(
         before_fsync > 0,
         "no cycle lost power right before an fsync"
+    );
+    let bodies = std::fs::metadata(data.join("bodies")).map_or(0, |m| m.len());
+    assert!(
+        bodies > LARGE_MIN as u64,
+        "the large records went to the body file: {bodies} bytes"
     );
 }
 
