@@ -607,10 +607,19 @@ async fn repair_drops_an_undecodable_final_record_from_its_group() {
 
 #[tokio::test]
 async fn a_store_of_plain_values_opens_and_is_marked_with_the_current_version() {
-    // Version 1 and 2 stores hold plain values (version 1: one record each, as here).
+    // Version 1 stores hold one plain record per value; version 2 ones also plain groups.
     for old in [1u64, 2] {
         let dir = tempfile::tempdir().unwrap();
-        let index = populate(dir.path(), 9).await;
+        let mut index = populate(dir.path(), 9).await;
+        if old == 2 {
+            let (r, seq) = index[8];
+            let store = open(dir.path());
+            store
+                .append(r, seq + 1, vec![note(10), note(11)])
+                .await
+                .unwrap();
+            index[8].1 = seq + 2;
+        }
         with_sled(dir.path(), |events, meta| {
             for kv in events.iter() {
                 let (k, v) = kv.unwrap();
@@ -618,24 +627,29 @@ async fn a_store_of_plain_values_opens_and_is_marked_with_the_current_version() 
             }
             meta.insert("schema_version", &old.to_be_bytes()).unwrap()
         });
+        let formats = value_formats(dir.path());
         assert!(
-            value_formats(dir.path()).iter().all(|&f| f == 1),
-            "plain records"
+            formats.iter().all(|&f| f == 1 || f == 0x80),
+            "plain: {formats:x?}"
         );
-        opens_and_is_marked_current(dir.path(), &index).await;
+        assert_eq!(formats.contains(&0x80), old == 2, "{formats:x?}");
+        let events = if old == 2 { 11 } else { 9 };
+        opens_and_is_marked_current(dir.path(), events, index[8]).await;
     }
 }
 
-async fn opens_and_is_marked_current(dir: &std::path::Path, index: &[(RunId, u64)]) {
+/// Opens the store of `events` events, the newest of run and seq `last`, appends two more to
+/// that run, and checks it is marked with the current version.
+async fn opens_and_is_marked_current(dir: &std::path::Path, events: u64, last: (RunId, u64)) {
     let store = open(dir);
-    assert_eq!(assert_dense(&store), 9);
-    let (r, seq) = index[8];
+    assert_eq!(assert_dense(&store), events);
+    let (r, seq) = last;
     store
         .append(r, seq + 1, vec![note(1), note(2)])
         .await
         .unwrap();
     let seqs: Vec<u64> = store.read_run(r, 0, 99).map(|e| e.unwrap().seq).collect();
-    assert_eq!(seqs, [0, 1, 2, 3, 4]);
+    assert_eq!(seqs, (0..=seq + 2).collect::<Vec<_>>());
     drop(store);
     let version = with_sled(dir, |_, meta| meta.get("schema_version").unwrap().unwrap());
     assert_eq!(version.as_ref(), SCHEMA_VERSION.to_be_bytes());
@@ -812,4 +826,98 @@ async fn a_damaged_compressed_value_is_named_by_its_first_offset() {
         ));
         assert!(store.get(7).unwrap().is_some(), "the next value reads");
     }
+}
+
+#[tokio::test]
+async fn a_final_value_that_does_not_inflate_is_dropped_by_repair_and_refused_without() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    store
+        .append(run(0), 0, vec![run_started("a")])
+        .await
+        .unwrap();
+    store
+        .append(run(0), 1, vec![note(1), note(2)])
+        .await
+        .unwrap();
+    store.append(run(0), 3, vec![note(3)]).await.unwrap();
+    drop(store);
+    // The last value holds one record (offset 3), stored compressed: cut its frame short.
+    with_sled(dir.path(), |events, _| {
+        let mut v = events.get(3u64.to_be_bytes()).unwrap().unwrap().to_vec();
+        assert_eq!(v[0], 0x81, "stored compressed");
+        v.truncate(v.len() - 3);
+        events.insert(3u64.to_be_bytes(), v).unwrap();
+    });
+    match Store::open(dir.path(), Options::default()) {
+        Err(Error::Corrupt { offset: 3, reason }) => {
+            assert!(reason.contains("compressed"), "{reason}")
+        }
+        other => panic!("open must refuse, got {other:?}"),
+    }
+    let repaired = Options {
+        repair_truncate_tail: true,
+        ..Options::default()
+    };
+    let store = Store::open(dir.path(), repaired).unwrap();
+    let head = store.run_head(run(0)).unwrap().unwrap();
+    assert_eq!((head.last_seq, head.last_offset), (2, 2));
+    assert_eq!(assert_dense(&store), 3);
+    store.append(run(0), 3, vec![note(9)]).await.unwrap();
+    assert_eq!(assert_dense(&store), 4);
+}
+
+#[tokio::test]
+async fn a_byte_that_inflates_to_other_bytes_fails_a_hash_in_its_group() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(one_large_append(dir.path(), 5, 50).await);
+    // Find a flipped byte of the compressed group (offsets 1..=6) that still inflates, to other
+    // bytes: the records' hashes catch what the frame (which has no checksum) lets through.
+    with_sled(dir.path(), |events, _| {
+        let v = events.get(1u64.to_be_bytes()).unwrap().unwrap().to_vec();
+        let plain = plain_events_value(&v).unwrap();
+        let damaged = (2..v.len())
+            .rev()
+            .map(|i| {
+                let mut d = v.clone();
+                d[i] ^= 0x01;
+                d
+            })
+            .find(|d| plain_events_value(d).is_ok_and(|p| p != plain && p.len() == plain.len()))
+            .expect("a flip that inflates to other bytes of the same length");
+        events.insert(1u64.to_be_bytes(), damaged).unwrap();
+    });
+    let store = Store::open(dir.path(), no_tail_check()).unwrap();
+    let problem = store.verify().unwrap().problem.expect("damage found");
+    assert!((1..=6).contains(&problem.offset), "{problem:?}");
+    assert_eq!(problem.run_id, Some(run(1)), "{}", problem.reason);
+}
+
+#[tokio::test]
+async fn a_store_whose_sled_files_are_gone_is_refused_not_opened_empty() {
+    let dir = tempfile::tempdir().unwrap();
+    populate(dir.path(), 6).await;
+    let marker = dir.path().join("store");
+    assert!(marker.exists(), "a new store marks its directory");
+    // A store made before the marker existed gets it when opened.
+    std::fs::remove_file(&marker).unwrap();
+    assert_eq!(assert_dense(&open(dir.path())), 6);
+    assert!(marker.exists());
+    // Small records only: the body file is empty, and still the lost log is noticed.
+    assert_eq!(
+        std::fs::metadata(dir.path().join("bodies")).map_or(0, |m| m.len()),
+        0
+    );
+    std::fs::remove_dir_all(dir.path().join("sled")).unwrap();
+    match Store::open(dir.path(), Options::default()) {
+        Err(Error::Unopenable(why)) => assert!(why.contains("lost or emptied"), "{why}"),
+        other => panic!("open must refuse, got {other:?}"),
+    }
+    assert!(
+        matches!(
+            Store::open(dir.path(), Options::default()),
+            Err(Error::Unopenable(_))
+        ),
+        "refused again: the refused open started nothing over"
+    );
 }

@@ -137,9 +137,11 @@ pub fn note(i: u64) -> Event {
     }
 }
 
+/// A reasoning event of `bytes` letters that do not compress, so that a large one is stored out
+/// of line (see `chronicle_testkit::incompressible_text`).
 fn reasoning(bytes: usize, fill: char) -> Event {
     Event::Reasoning {
-        message: fill.to_string().repeat(bytes),
+        message: chronicle_testkit::incompressible_text(bytes, u64::from(fill)),
     }
 }
 

@@ -3,7 +3,8 @@
 //! sled 0.34 writes any tree page larger than a quarter of its 512 KiB segment to a file of its
 //! own under `sled/blobs/` and never fsyncs it; after a power loss such a file can be empty and
 //! sled refuses to open at all. So no sled value may grow a page that far: a record over
-//! [`SLED_VALUE_BYTES_MAX`] keeps only a fixed-size stub in sled, and its body is appended here.
+//! [`SLED_VALUE_BYTES_MAX`] that does not compress below it keeps only a fixed-size stub in sled,
+//! and its body is appended here as it is.
 //!
 //! The writer appends the bodies of a batch and `fdatasync`s this file *before* the sled
 //! transaction that references them, so a stub that survives a crash always points at durable

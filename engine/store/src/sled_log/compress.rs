@@ -32,13 +32,12 @@ const DICTIONARY_1: &[u8] = include_bytes!("events-1.zdict");
 /// zstd's level: its default, the best size for the time on values of about a kilobyte.
 const LEVEL: i32 = 3;
 
-/// The most a value can hold uncompressed: a group, or one record that stays inline only because
-/// it compresses below the sled value limit.
-const PLAIN_BYTES_MAX: usize = if EVENT_BYTES_MAX > SLED_VALUE_BYTES_MAX {
-    EVENT_BYTES_MAX
-} else {
-    SLED_VALUE_BYTES_MAX
-};
+/// The most a value inflates to: a group (at most the sled value limit), or one record that
+/// stays inline only because it compresses below that limit (at most the event limit). Fixed, so
+/// that lowering a limit never makes a stored value unreadable.
+const PLAIN_BYTES_MAX: usize = 64 * 1024;
+const _: () =
+    assert!(EVENT_BYTES_MAX <= PLAIN_BYTES_MAX && SLED_VALUE_BYTES_MAX <= PLAIN_BYTES_MAX);
 
 static ENCODER: LazyLock<EncoderDictionary<'static>> =
     LazyLock::new(|| EncoderDictionary::copy(DICTIONARY_1, LEVEL));
@@ -79,21 +78,21 @@ pub(crate) fn pack(value: Cow<'_, [u8]>) -> Cow<'_, [u8]> {
 
 /// The plain bytes of a stored value: itself unless it is compressed. A compressed value that
 /// does not decompress (damaged, an unknown dictionary, or larger than any value can be) is an
-/// error saying why.
+/// error saying why, worded to follow "the value".
 pub(crate) fn unpack(value: &[u8]) -> Result<Cow<'_, [u8]>, String> {
     let Some((&COMPRESSED_FORMAT, rest)) = value.split_first() else {
         return Ok(Cow::Borrowed(value));
     };
     let Some((&id, frame)) = rest.split_first() else {
-        return Err("a compressed value without its dictionary id".into());
+        return Err("has no dictionary id".into());
     };
     if id != DICTIONARY_ID {
-        return Err(format!("compressed with unknown dictionary {id}"));
+        return Err(format!("names unknown dictionary {id}"));
     }
     DECOMPRESSOR.with_borrow_mut(|d| {
         if d.is_none() {
             let new = zstd::bulk::Decompressor::with_prepared_dictionary(&DECODER)
-                .map_err(|e| format!("zstd cannot start: {e}"))?;
+                .map_err(|e| format!("cannot be inflated: zstd cannot start: {e}"))?;
             *d = Some(new);
         }
         let d = d.as_mut().expect("set above");
@@ -148,7 +147,7 @@ mod tests {
         assert!(unpack(&packed[..packed.len() - 2]).is_err(), "cut short");
         let mut other = packed.clone();
         other[1] = 9;
-        assert!(unpack(&other).unwrap_err().contains("dictionary 9"));
+        assert_eq!(unpack(&other).unwrap_err(), "names unknown dictionary 9");
         assert!(unpack(&[COMPRESSED_FORMAT]).is_err(), "no id");
         // A frame that claims more than any value holds is refused before it is inflated.
         let huge = zstd::bulk::compress(&vec![0u8; PLAIN_BYTES_MAX + 1], 1).unwrap();

@@ -175,7 +175,7 @@ impl Group {
             Err(why) => {
                 return Err(Error::Corrupt {
                     offset: first,
-                    reason: format!("the compressed group of records stored here {why}"),
+                    reason: format!("the compressed value of records stored here {why}"),
                 });
             }
         };

@@ -178,15 +178,24 @@ impl SledLog {
                     "sled holds no log but the body file has {bodies_end} bytes of records: sled's files were lost or emptied"
                 )));
             }
+            None if dir.join(STORE_MARKER).exists() => {
+                return Err(Error::Unopenable(format!(
+                    "sled holds no log but {} says a store was created here: sled's files were lost or emptied",
+                    dir.join(STORE_MARKER).display()
+                )));
+            }
             None => {
                 // A new store: make it durable before anything references it (sled creates
-                // its files without syncing their directory entries).
+                // its files without syncing their directory entries), then mark the directory.
                 trees
                     .meta
                     .insert("schema_version", &SCHEMA_VERSION.to_be_bytes())?;
                 trees.db.flush()?;
                 sync_tree_entries(&dir)?;
+                mark_store(&dir)?;
             }
+            // A store created before the marker existed gets it now.
+            Some(1..=SCHEMA_VERSION) if !dir.join(STORE_MARKER).exists() => mark_store(&dir)?,
             Some(1..=SCHEMA_VERSION) => {}
             Some(v) => {
                 return Err(Error::SchemaVersion {
@@ -812,6 +821,19 @@ fn unopenable_or(e: sled::Error, what: &str) -> Error {
 
 /// fsyncs the directories (and sled's files) a new store created, so a power loss right after
 /// the first acknowledgement cannot lose a directory entry.
+/// The file that says a data directory holds a store. It is written once the new store's sled is
+/// durable, so a sled that holds no log beside it lost its files (and is refused rather than
+/// opened as an empty log).
+const STORE_MARKER: &str = "store";
+
+fn mark_store(dir: &Path) -> Result<()> {
+    let path = dir.join(STORE_MARKER);
+    std::fs::write(&path, "a Chronicle store: its log is in sled/\n")?;
+    std::fs::File::open(&path)?.sync_all()?;
+    std::fs::File::open(dir)?.sync_all()?;
+    Ok(())
+}
+
 fn sync_tree_entries(dir: &Path) -> Result<()> {
     for file in ["sled/conf", "sled/db"] {
         if let Ok(f) = std::fs::File::open(dir.join(file)) {

@@ -182,10 +182,17 @@ pub(crate) fn check_tail(t: &Trees, tail: u64, repair: bool) -> Result<()> {
     }
     let meta_next = next_offset(t)?;
     let stored_next = match t.events.last()? {
-        Some((k, v)) => {
-            let g = Group::new(&k, v)?;
-            g.first + g.records()?.len() as u64
-        }
+        Some((k, v)) => match Group::new(&k, v) {
+            Ok(g) => g.first + g.records()?.len() as u64,
+            // A final value of one record that does not even inflate: that record is the one
+            // repair drops.
+            Err(Error::Corrupt { reason, .. })
+                if repair && meta_next > 0 && keys::parse_u64(&k) == Some(meta_next - 1) =>
+            {
+                return drop_final_record(t, meta_next - 1, &reason);
+            }
+            Err(e) => return Err(e),
+        },
         None => 0,
     };
     if stored_next != meta_next {
@@ -237,13 +244,29 @@ fn drop_final_record(t: &Trees, offset: u64, why: &str) -> Result<()> {
         reason = why,
         "dropping the undecodable final record (--repair-truncate-tail)"
     );
-    let group = Group::holding(t, offset)?.ok_or_else(|| Error::Corrupt {
+    let missing = || Error::Corrupt {
         offset,
         reason: "missing".into(),
-    })?;
-    let records = group.records()?;
-    let kept = &records[..records.len() - 1];
-    let kept_value = (!kept.is_empty()).then(|| groups::encode(kept).into_owned());
+    };
+    // The value that holds it, written back without it (or removed). A value that does not even
+    // inflate can only go whole: when it holds nothing else (its key is the record's offset).
+    let (first, kept, kept_value) = match Group::holding(t, offset) {
+        Ok(group) => {
+            let group = group.ok_or_else(missing)?;
+            let records = group.records()?;
+            let kept = &records[..records.len() - 1];
+            let value = (!kept.is_empty()).then(|| groups::encode(kept).into_owned());
+            (group.first, kept.len(), value)
+        }
+        Err(e) => {
+            let floor = t.events.range(..=keys::offset_key(offset)).next_back();
+            let key = floor.transpose()?.and_then(|(k, _)| keys::parse_u64(&k));
+            if key != Some(offset) {
+                return Err(e);
+            }
+            (offset, 0, None)
+        }
+    };
     // The record's run is unknown (it does not decode); the head that points at it names it.
     let mut owner = None;
     for kv in t.runs.iter() {
@@ -257,9 +280,9 @@ fn drop_final_record(t: &Trees, offset: u64, why: &str) -> Result<()> {
     // What the run's `streams` entry and head become.
     let mut run_writes = None;
     if let Some((k, head)) = owner {
-        let group_seq = head.last_seq - kept.len() as u64;
+        let group_seq = head.last_seq - kept as u64;
         let stream = keys::stream_key(head.run_id, group_seq);
-        let position = (!kept.is_empty()).then(|| groups::stream_value(group.first, kept.len()));
+        let position = (kept > 0).then(|| groups::stream_value(first, kept));
         let head = match head.last_seq {
             0 => None,
             _ => Some(rolled_back(t, head, offset)?),
@@ -268,7 +291,7 @@ fn drop_final_record(t: &Trees, offset: u64, why: &str) -> Result<()> {
     }
     (&t.events, &t.meta, &t.streams, &t.runs)
         .transaction(|(events, meta, streams, runs)| {
-            let key = keys::offset_key(group.first);
+            let key = keys::offset_key(first);
             match &kept_value {
                 Some(v) => events.insert(&key, v.as_slice())?,
                 None => events.remove(&key)?,

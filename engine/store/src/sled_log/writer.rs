@@ -478,16 +478,21 @@ impl Writer {
     fn move_large_bodies(&mut self, staged: &mut [Pending]) -> Result<()> {
         // A large record that compresses below the limit stays inline, as a group of its own.
         let compress = self.compress;
-        let large = |r: &Vec<u8>| {
-            r.len() > SLED_VALUE_BYTES_MAX
-                && !(compress
-                    && compress::compress(r).is_some_and(|c| c.len() <= SLED_VALUE_BYTES_MAX))
-        };
+        let out_of_line: Vec<bool> = staged
+            .iter()
+            .flat_map(|s| &s.append.records)
+            .map(|r| {
+                r.len() > SLED_VALUE_BYTES_MAX
+                    && !(compress
+                        && compress::compress(r).is_some_and(|c| c.len() <= SLED_VALUE_BYTES_MAX))
+            })
+            .collect();
         let bodies: Vec<&[u8]> = staged
             .iter()
             .flat_map(|s| &s.append.records)
-            .filter(|r| large(r))
-            .map(|r| &r[RECORD_HEADER_BYTES..])
+            .zip(&out_of_line)
+            .filter(|(_, out)| **out)
+            .map(|(r, _)| &r[RECORD_HEADER_BYTES..])
             .collect();
         if bodies.is_empty() {
             return Ok(());
@@ -505,10 +510,11 @@ impl Writer {
                 .fail(&format!("fsync of the body file failed: {e}")));
         }
         let mut positions = positions.into_iter();
+        let mut out_of_line = out_of_line.into_iter();
         for s in staged.iter_mut() {
             let a = &mut s.append;
             for (env, rec) in a.envelopes.iter().zip(a.records.iter_mut()) {
-                if large(rec) {
+                if out_of_line.next() == Some(true) {
                     let at = positions.next().expect("one position per large record");
                     *rec = external_stub(rec, env.run_id, env.seq, at)
                         .map_err(|e| Error::Decode(e.to_string()))?;
