@@ -84,6 +84,15 @@ fn plain(events: &sled::Tree, key: [u8; 8]) -> Vec<u8> {
     plain_events_value(&events.get(key).unwrap().unwrap()).unwrap()
 }
 
+/// Opens the store in `dir` with `repair_truncate_tail`.
+fn open_repairing(dir: &std::path::Path) -> Store {
+    let repair = Options {
+        repair_truncate_tail: true,
+        ..Options::default()
+    };
+    Store::open(dir, repair).unwrap()
+}
+
 fn no_tail_check() -> Options {
     Options {
         open_verify_tail_events: 0,
@@ -186,11 +195,7 @@ async fn repair_drops_only_an_undecodable_final_record() {
         Store::open(dir.path(), Options::default()),
         Err(Error::Corrupt { offset: 9, .. })
     ));
-    let repaired = Options {
-        repair_truncate_tail: true,
-        ..Options::default()
-    };
-    let store = Store::open(dir.path(), repaired).unwrap();
+    let store = open_repairing(dir.path());
     assert_eq!(assert_dense(&store), 9);
     let (r, seq) = index[9];
     let head = store.run_head(r).unwrap().unwrap();
@@ -587,11 +592,7 @@ async fn repair_drops_an_undecodable_final_record_from_its_group() {
         Store::open(dir.path(), Options::default()),
         Err(Error::Corrupt { offset: 5, .. })
     ));
-    let repaired = Options {
-        repair_truncate_tail: true,
-        ..Options::default()
-    };
-    let store = Store::open(dir.path(), repaired).unwrap();
+    let store = open_repairing(dir.path());
     let rolled = store.run_head(run(1)).unwrap().unwrap();
     assert_eq!((rolled.last_seq, rolled.last_offset), (3, 4));
     assert_eq!(assert_dense(&store), 5);
@@ -855,11 +856,7 @@ async fn a_final_value_that_does_not_inflate_is_dropped_by_repair_and_refused_wi
         }
         other => panic!("open must refuse, got {other:?}"),
     }
-    let repaired = Options {
-        repair_truncate_tail: true,
-        ..Options::default()
-    };
-    let store = Store::open(dir.path(), repaired).unwrap();
+    let store = open_repairing(dir.path());
     let head = store.run_head(run(0)).unwrap().unwrap();
     assert_eq!((head.last_seq, head.last_offset), (2, 2));
     assert_eq!(assert_dense(&store), 3);
