@@ -7,6 +7,7 @@ use chronicle_schemas::{Hash, RunId};
 use sled::Transactional;
 use sled::transaction::{ConflictableTransactionError, TransactionError};
 
+use super::compress;
 use super::groups::{self, Group};
 use super::{Trees, decode_head, decode_stored, encode_head, keys};
 use crate::verify::{Chains, Problem, VerifyReport};
@@ -249,7 +250,8 @@ fn drop_final_record(t: &Trees, offset: u64, why: &str) -> Result<()> {
         reason: "missing".into(),
     };
     // The value that holds it, written back without it (or removed). A value that does not even
-    // inflate can only go whole: when it holds nothing else (its key is the record's offset).
+    // inflate can only go whole: when it holds nothing else (it is stored under the record's
+    // offset).
     let (first, kept, kept_value) = match Group::holding(t, offset) {
         Ok(group) => {
             let group = group.ok_or_else(missing)?;
@@ -259,9 +261,8 @@ fn drop_final_record(t: &Trees, offset: u64, why: &str) -> Result<()> {
             (group.first, kept.len(), value)
         }
         Err(e) => {
-            let floor = t.events.range(..=keys::offset_key(offset)).next_back();
-            let key = floor.transpose()?.and_then(|(k, _)| keys::parse_u64(&k));
-            if key != Some(offset) {
+            let value = t.events.get(keys::offset_key(offset))?;
+            if value.is_none_or(|v| compress::unpack(&v).is_ok()) {
                 return Err(e);
             }
             (offset, 0, None)
