@@ -872,6 +872,7 @@ async fn a_decision_at_the_event_limit_is_recorded_and_one_byte_over_is_413() {
     assert_eq!(decided.status, chronicle_schemas::ApprovalStatus::Approved);
     assert_eq!(decided.comment.as_deref().map(str::len), Some(at_limit));
     assert!(s.offsets() > before);
-    assert!(s.engine.store().verify().unwrap().ok());
+    let report = s.engine.store().verify().unwrap();
+    assert!(report.ok(), "{:?}", report.problem);
     s.stop().await;
 }

@@ -918,3 +918,34 @@ async fn a_store_whose_sled_files_are_gone_is_refused_not_opened_empty() {
         "refused again: the refused open started nothing over"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verify_checks_the_log_as_it_stood_while_appends_go_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = std::sync::Arc::new(open(dir.path()));
+    let writers: Vec<_> = (0..4u128)
+        .map(|k| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                store
+                    .append(run(k), 0, vec![run_started("s")])
+                    .await
+                    .unwrap();
+                for seq in 1..300 {
+                    store.append(run(k), seq, vec![note(seq)]).await.unwrap();
+                }
+            })
+        })
+        .collect();
+    let mut checked = 0;
+    while writers.iter().any(|w| !w.is_finished()) {
+        let report = tokio::task::block_in_place(|| store.verify().unwrap());
+        assert!(report.ok(), "{:?}", report.problem);
+        checked += 1;
+    }
+    for w in writers {
+        w.await.unwrap();
+    }
+    assert!(checked > 0);
+    assert_eq!(assert_dense(&store), 1200);
+}
