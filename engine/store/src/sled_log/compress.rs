@@ -68,14 +68,6 @@ pub(crate) fn compress(plain: &[u8]) -> Option<Vec<u8>> {
     })
 }
 
-/// `value` compressed if that makes it smaller, else itself.
-pub(crate) fn pack(value: Cow<'_, [u8]>) -> Cow<'_, [u8]> {
-    match compress(&value) {
-        Some(packed) => Cow::Owned(packed),
-        None => value,
-    }
-}
-
 /// The plain bytes of a stored value: itself unless it is compressed. A compressed value that
 /// does not decompress (damaged, an unknown dictionary, or larger than any value can be) is an
 /// error saying why, worded to follow "the value".
@@ -137,7 +129,7 @@ mod tests {
         let noise: Vec<u8> = (0..200u32)
             .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
             .collect();
-        assert_eq!(pack(Cow::Borrowed(&noise)), &noise[..]);
+        assert_eq!(compress(&noise), None);
         assert_eq!(unpack(&noise).unwrap(), &noise[..]);
     }
 

@@ -140,10 +140,9 @@ impl std::ops::Deref for Plain {
 /// `compress` is on and that makes it smaller.
 pub(crate) fn value<R: AsRef<[u8]>>(records: &[R], compress: bool) -> Cow<'_, [u8]> {
     let plain = encode(records);
-    if compress {
-        compress::pack(plain)
-    } else {
-        plain
+    match compress.then(|| compress::compress(&plain)).flatten() {
+        Some(packed) => Cow::Owned(packed),
+        None => plain,
     }
 }
 

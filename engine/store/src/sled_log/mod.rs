@@ -819,8 +819,6 @@ fn unopenable_or(e: sled::Error, what: &str) -> Error {
     }
 }
 
-/// fsyncs the directories (and sled's files) a new store created, so a power loss right after
-/// the first acknowledgement cannot lose a directory entry.
 /// The file that says a data directory holds a store. It is written once the new store's sled is
 /// durable, so a sled that holds no log beside it lost its files (and is refused rather than
 /// opened as an empty log).
@@ -834,6 +832,8 @@ fn mark_store(dir: &Path) -> Result<()> {
     Ok(())
 }
 
+/// fsyncs the directories (and sled's files) a new store created, so a power loss right after
+/// the first acknowledgement cannot lose a directory entry.
 fn sync_tree_entries(dir: &Path) -> Result<()> {
     for file in ["sled/conf", "sled/db"] {
         if let Ok(f) = std::fs::File::open(dir.join(file)) {
