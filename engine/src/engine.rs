@@ -331,10 +331,8 @@ impl Engine {
         runs::wait_until(&self.shared, run, timeout, done).await
     }
 
-    /// Waits until the run needs nothing but a human or has ended ([`runs::is_settled`]), and
-    /// returns its state then, as of its newest durable event; a [`crate::Error::Timeout`]
-    /// after `timeout`.
+    /// Waits until the run needs nothing but a human or has ended ([`runs::is_settled`]).
     pub async fn wait_settled(&self, run: RunId, timeout: Duration) -> Result<RunState> {
-        runs::wait_settled(&self.shared, run, timeout).await
+        self.wait_until(run, timeout, runs::is_settled).await
     }
 }

@@ -24,7 +24,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use chronicle_projections::RunState;
 use chronicle_schemas::{Envelope, Event, Payload, SupervisorTodo, Timestamp, TodoId, ToolCallId};
 use serde_json::Value;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
 
 use crate::mailbox::{Input, Waiter};
@@ -86,8 +86,6 @@ pub(crate) struct RunActor {
     /// Answers to requests whose events were only written: sent once they are durable (see
     /// [`RunActor::durable`]), so a decision and the steps it unblocks share one barrier.
     acks: Vec<Ack>,
-    /// Those waiting for the run to settle ([`Input::Settled`]).
-    settled: Vec<oneshot::Sender<Result<RunState>>>,
 }
 
 /// Sends a request's answer once its events are durable, or the store's error.
@@ -113,7 +111,6 @@ pub(crate) fn spawn(
         model_tasks: HashMap::new(),
         write_only: false,
         acks: Vec::new(),
-        settled: Vec::new(),
     };
     tasks.spawn(actor.run(rx));
 }
@@ -214,9 +211,6 @@ impl RunActor {
                 // Errors reach the waiting requests; the next step sees the store's state.
                 let _ = self.durable().await;
             }
-            if !self.settled.is_empty() && crate::runs::is_settled(self.state()) {
-                self.answer_settled().await;
-            }
             if stop {
                 return;
             }
@@ -255,19 +249,6 @@ impl RunActor {
                     return;
                 }
             }
-        }
-    }
-
-    /// Answers those waiting for the run to settle with its state, once what it wrote is
-    /// durable: the state a reader would see, without a second fold of the run for them.
-    async fn answer_settled(&mut self) {
-        let done = self.live.durable().await;
-        for reply in self.settled.drain(..) {
-            let answer = match &done {
-                Ok(()) => Ok(self.live.state().clone()),
-                Err(e) => Err(e.same_again().into()),
-            };
-            let _ = reply.send(answer);
         }
     }
 
@@ -381,11 +362,6 @@ impl RunActor {
                 reply,
             } => {
                 let _ = reply.send(self.update_values(values, as_node, &by).await);
-            }
-            Input::Settled { reply } => {
-                // Answered where the run waits (see `run`); a waiter that gave up is forgotten.
-                self.settled.retain(|r| !r.is_closed());
-                self.settled.push(reply);
             }
             Input::ToolCall(call) => {
                 if let Err(e) = self.on_tool_call(call).await {
