@@ -211,8 +211,7 @@ pub struct ExecutionStepState {
     pub progress_percentage: u8,
     pub started_at: Option<Timestamp>,
     pub completed_at: Option<Timestamp>,
-    /// The agent's result; a snapshot keeps it as bytes until it is read.
-    pub result: Option<crate::LazyValue>,
+    pub result: Option<Value>,
     pub error: Option<String>,
     /// The TODO this step mirrors.
     pub todo_id: TodoId,
