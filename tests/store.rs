@@ -922,7 +922,7 @@ async fn a_store_whose_sled_files_are_gone_is_refused_not_opened_empty() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn verify_checks_the_log_as_it_stood_while_appends_go_on() {
     let dir = tempfile::tempdir().unwrap();
-    let store = std::sync::Arc::new(open(dir.path()));
+    let store = open(dir.path());
     let writers: Vec<_> = (0..4u128)
         .map(|k| {
             let store = store.clone();
