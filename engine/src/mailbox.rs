@@ -5,7 +5,7 @@
 use chronicle_schemas::{Approval, ApprovalId, CheckpointId, Decision, TodoId, ToolCallId};
 use chronicle_wire::{CommandOutcome, Restored};
 use serde_json::{Map, Value};
-use tokio::sync::oneshot;
+use tokio::sync::{mpsc, oneshot};
 
 use crate::Result;
 use crate::agents::{AgentError, AgentOutput};
@@ -97,6 +97,25 @@ impl Input {
     }
 }
 
+/// Waits for the answer to an input sent to an actor's `mailbox`; `None` when the actor ended
+/// without answering it.
+///
+/// Waiting on the reply alone could wait forever. An input sent while the actor ends can be
+/// left in the closed mailbox (tokio's mpsc does not drain a value sent through a permit taken
+/// before its receiver was dropped), and then nothing drops it, nor its reply sender, while any
+/// handle of the mailbox lives: the engine keeps one for the run. An actor sends every answer
+/// before it ends, so a closed mailbox means no answer is coming.
+pub(crate) async fn answer<T>(
+    mailbox: &mpsc::Sender<Input>,
+    reply: oneshot::Receiver<T>,
+) -> Option<T> {
+    tokio::select! {
+        biased;
+        r = reply => r.ok(),
+        () = mailbox.closed() => None,
+    }
+}
+
 /// An agent's outcome, tagged with the attempt and the actor epoch it was started in.
 #[derive(Clone, Debug)]
 pub(crate) struct AgentDone {
@@ -159,4 +178,45 @@ pub(crate) struct ModelDone {
     pub outcome: std::result::Result<ChatResponse, String>,
     pub duration_ms: u64,
     pub waiter: ModelWaiter,
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn cancel(reply: oneshot::Sender<Result<()>>) -> Input {
+        Input::Cancel {
+            by: "alice".into(),
+            reason: None,
+            reply,
+        }
+    }
+
+    #[tokio::test]
+    async fn an_answer_sent_before_the_actor_ended_is_taken() {
+        let (tx, mut rx) = mpsc::channel(1);
+        let (reply, answered) = oneshot::channel();
+        tx.send(cancel(reply)).await.unwrap();
+        let Some(Input::Cancel { reply, .. }) = rx.recv().await else {
+            panic!("the input is in the mailbox");
+        };
+        reply.send(Ok(())).unwrap();
+        drop(rx);
+        assert!(matches!(answer(&tx, answered).await, Some(Ok(()))));
+    }
+
+    /// The input of a send that raced the actor's end stays in the closed mailbox, its reply
+    /// sender with it: the wait must end on the closed mailbox, not on the reply.
+    #[tokio::test]
+    async fn an_input_left_in_a_closed_mailbox_is_not_waited_for() {
+        let (tx, rx) = mpsc::channel(1);
+        let permit = tx.reserve().await.unwrap();
+        drop(rx);
+        let (reply, answered) = oneshot::channel::<Result<()>>();
+        permit.send(cancel(reply));
+        let waited = tokio::time::timeout(Duration::from_secs(30), answer(&tx, answered)).await;
+        assert!(matches!(waited, Ok(None)), "{waited:?}");
+    }
 }

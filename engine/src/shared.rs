@@ -350,13 +350,17 @@ impl Shared {
     }
 
     /// Hands `input` to the actor of `run`, starting one when there is none (or the last one
-    /// finished). A new actor gets the input in its mailbox *before* it starts, so an actor of a
-    /// finished run always answers what it was started for.
-    pub(crate) async fn deliver(self: &Arc<Self>, run: RunId, input: Option<Input>) -> Result<()> {
+    /// finished), and returns the actor's mailbox. A new actor gets the input in its mailbox
+    /// *before* it starts, so an actor of a finished run always answers what it was started for.
+    pub(crate) async fn deliver(
+        self: &Arc<Self>,
+        run: RunId,
+        input: Option<Input>,
+    ) -> Result<mpsc::Sender<Input>> {
         let input = match (self.open_mailbox(run), input) {
-            (Some(_), None) => return Ok(()),
+            (Some(tx), None) => return Ok(tx),
             (Some(tx), Some(input)) => match tx.send(input).await {
-                Ok(()) => return Ok(()),
+                Ok(()) => return Ok(tx),
                 Err(back) => Some(back.0),
             },
             (None, input) => input,
@@ -394,10 +398,10 @@ impl Shared {
             if let Ok(input) = rx.try_recv() {
                 old.send(input).await.map_err(|_| Error::ShuttingDown)?;
             }
-            return Ok(());
+            return Ok(old);
         }
-        (self.spawn)(self.clone(), live, tx, rx);
-        Ok(())
+        (self.spawn)(self.clone(), live, tx.clone(), rx);
+        Ok(tx)
     }
 
     /// Sends an input built by `make` and awaits its reply; a reply lost to an actor that was
@@ -409,8 +413,8 @@ impl Shared {
     ) -> Result<T> {
         for _ in 0..2 {
             let (reply, rx) = oneshot::channel();
-            self.deliver(run, Some(make(reply))).await?;
-            if let Ok(r) = rx.await {
+            let mailbox = self.deliver(run, Some(make(reply))).await?;
+            if let Some(r) = crate::mailbox::answer(&mailbox, rx).await {
                 return r;
             }
         }

@@ -169,7 +169,9 @@ impl ToolHandle {
             .send(make(inner, index, reply))
             .await
             .map_err(|_| stopped())?;
-        rx.await.map_err(|_| stopped())?
+        crate::mailbox::answer(&inner.tx, rx)
+            .await
+            .ok_or_else(stopped)?
     }
 
     /// How long this attempt has spent inside tool and model calls so far.
