@@ -9,11 +9,15 @@ use crate::RunState;
 /// Take a snapshot after every this many events of a run.
 pub const SNAPSHOT_INTERVAL_EVENTS: u64 = 1000;
 
+/// Agent results written in place.
 const SNAPSHOT_FORMAT_V1: u8 = 1;
+/// Agent results as their own msgpack bytes (`LazyValue`); what is written now. A reader of
+/// format 1 only would not decode them, so the byte says which.
+const SNAPSHOT_FORMAT_V2: u8 = 2;
 
 pub fn encode(state: &RunState) -> Vec<u8> {
     let mut buf = Vec::with_capacity(4096);
-    buf.push(SNAPSHOT_FORMAT_V1);
+    buf.push(SNAPSHOT_FORMAT_V2);
     buf.extend_from_slice(&[0u8; 32]);
     // RunState holds only plain data and string-keyed maps: encoding cannot fail.
     rmp_serde::encode::write_named(&mut buf, state).expect("RunState encodes");
@@ -24,7 +28,7 @@ pub fn encode(state: &RunState) -> Vec<u8> {
 
 /// `None` for anything that is not an intact snapshot of this format.
 pub fn decode(bytes: &[u8]) -> Option<RunState> {
-    if bytes.len() < 33 || bytes[0] != SNAPSHOT_FORMAT_V1 {
+    if bytes.len() < 33 || ![SNAPSHOT_FORMAT_V1, SNAPSHOT_FORMAT_V2].contains(&bytes[0]) {
         return None;
     }
     if blake3::hash(&bytes[33..]).as_bytes() != &bytes[1..33] {

@@ -439,6 +439,9 @@ fn corrupt_snapshot_is_ignored() {
     };
     let mut bytes = snapshot::encode(&replay(&src, 10).unwrap());
     assert!(snapshot::decode(&bytes).is_some());
+    let mut unknown_format = bytes.clone();
+    unknown_format[0] = 3;
+    assert!(snapshot::decode(&unknown_format).is_none());
     let mid = bytes.len() / 2;
     bytes[mid] ^= 0xff;
     assert!(snapshot::decode(&bytes).is_none());

@@ -13,6 +13,7 @@ mod envelope;
 mod event;
 mod hash;
 mod ids;
+mod lazy;
 mod memory;
 #[cfg(feature = "openapi")]
 mod openapi;
@@ -42,6 +43,7 @@ pub use hash::{Hash, chain_hash};
 pub use ids::{
     ApprovalId, CheckpointId, RunId, SESSION_ID_CHARS_MAX, SessionId, TodoId, ToolCallId,
 };
+pub use lazy::LazyValue;
 pub use memory::{Memory, MemoryKind, PriorTurn};
 pub use state::{
     AgentStart, AnalysisTeamState, DocumentTeamState, Evaluation, ExecutionStepState,

@@ -211,7 +211,8 @@ pub struct ExecutionStepState {
     pub progress_percentage: u8,
     pub started_at: Option<Timestamp>,
     pub completed_at: Option<Timestamp>,
-    pub result: Option<Value>,
+    /// The agent's result; a snapshot keeps it as bytes until it is read.
+    pub result: Option<crate::LazyValue>,
     pub error: Option<String>,
     /// The TODO this step mirrors.
     pub todo_id: TodoId,

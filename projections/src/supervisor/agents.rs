@@ -44,7 +44,7 @@ pub(super) fn apply(s: &mut SupervisorState, env: &Envelope) {
             push_unique(&mut s.completed_teams, agent);
             s.team_results.insert(agent.clone(), value.clone());
             if let Some(step) = step_mut(s, todo_id) {
-                step.result = Some(value.clone());
+                step.result = Some(value.clone().into());
                 step.error = None;
             }
             team_finished(s, todo_id, Some(&value), None, *duration_ms, env);
