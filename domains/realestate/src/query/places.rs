@@ -4,9 +4,10 @@
 
 use std::sync::LazyLock;
 
+use aho_corasick::AhoCorasick;
 use serde::Deserialize;
 
-use super::terms::find_all_terms;
+use super::terms::{find_all_terms, is_term_at};
 use crate::agents::data::DATASET;
 
 /// The city every district belongs to; a query that names it and no district asks about all of
@@ -110,24 +111,48 @@ pub(crate) fn parse_places(text: &str) -> Vec<PlaceRef> {
     out
 }
 
+/// One automaton for every alias of [`PLACE_ALIASES`] (pattern `i` is alias `i`): a query is
+/// scanned once, not once per alias.
+static PLACE_FINDER: LazyLock<AhoCorasick> = LazyLock::new(|| {
+    AhoCorasick::new(PLACE_ALIASES.iter().map(|(alias, _)| alias))
+        .expect("the place aliases build an automaton")
+});
+
 /// `(start, end, place)` of every place name in `lower`, in order, none inside another.
 fn place_hits(lower: &str) -> Vec<(usize, usize, &'static PlaceRef)> {
-    let mut hits: Vec<(usize, usize, &PlaceRef)> = Vec::new();
-    for (alias, place) in PLACE_ALIASES.iter() {
-        for pos in find_all_terms(lower, alias) {
-            hits.push((pos, pos + alias.len(), place));
-        }
-    }
-    hits.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
     let mut out = Vec::new();
     let mut covered_to = 0;
-    for hit in hits {
+    for hit in alias_hits(lower) {
         if hit.0 >= covered_to {
             covered_to = hit.1;
             out.push(hit);
         }
     }
     out
+}
+
+/// `(start, end, place)` of every alias in `lower` where [`find_all_terms`] finds it, by start,
+/// the longer first.
+fn alias_hits(lower: &str) -> Vec<(usize, usize, &'static PlaceRef)> {
+    let mut hits: Vec<(usize, usize, usize)> = Vec::new();
+    // Each alias left to right, none overlapping an earlier one of the same alias (the
+    // automaton reports those too), then the term rule: as a search for that alias alone.
+    let mut alias_end = vec![0; PLACE_ALIASES.len()];
+    for m in PLACE_FINDER.find_overlapping_iter(lower) {
+        let i = m.pattern().as_usize();
+        if m.is_empty() || m.start() < alias_end[i] {
+            continue;
+        }
+        alias_end[i] = m.end();
+        if is_term_at(lower, &PLACE_ALIASES[i].0, m.start()) {
+            hits.push((m.start(), m.end(), i));
+        }
+    }
+    // Of the aliases at the same place, the one listed first (the dataset's) comes first.
+    hits.sort_by_key(|&(start, end, i)| (start, std::cmp::Reverse(end), i));
+    hits.into_iter()
+        .map(|(start, end, i)| (start, end, &PLACE_ALIASES[i].1))
+        .collect()
 }
 
 /// Whether `text` names Seoul itself (`서울`, `Seoul`) outside a place name (`서울숲역`).
@@ -217,6 +242,40 @@ mod tests {
         assert_eq!(canonical_region("부산광역시 해운대구"), None);
         assert_eq!(english_region("서울특별시 강남구"), "Gangnam-gu, Seoul");
         assert_eq!(district_name("서울특별시 강남구"), "강남구");
+    }
+
+    /// Every alias, alone, doubled, inside longer words and beside each other, is found where
+    /// searching for each alias on its own finds it.
+    #[test]
+    fn one_scan_finds_what_a_search_per_alias_finds() {
+        fn per_alias(lower: &str) -> Vec<(usize, usize, &'static PlaceRef)> {
+            let mut hits = Vec::new();
+            for (alias, place) in PLACE_ALIASES.iter() {
+                for pos in find_all_terms(lower, alias) {
+                    hits.push((pos, pos + alias.len(), place));
+                }
+            }
+            hits.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
+            hits
+        }
+        let aliases: Vec<&str> = PLACE_ALIASES.iter().map(|(a, _)| a.as_str()).collect();
+        let mut texts = Vec::new();
+        for (i, a) in aliases.iter().enumerate() {
+            let b = aliases[(i * 7 + 3) % aliases.len()];
+            texts.extend([
+                (*a).to_owned(),
+                format!("{a}{a}"),
+                format!("{a}s and {b}ing, {a}-{b}"),
+                format!("x{a}x {b}{a} 근처"),
+                format!(
+                    "{}{a}",
+                    &a[..a.len() - a.chars().next_back().map_or(0, char::len_utf8)]
+                ),
+            ]);
+        }
+        for text in &texts {
+            assert_eq!(alias_hits(text), per_alias(text), "{text}");
+        }
     }
 
     /// The district table holds Seoul's 25 districts, and every district of the dataset is one

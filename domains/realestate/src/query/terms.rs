@@ -72,11 +72,15 @@ pub(crate) fn find_all_terms(text: &str, term: &str) -> Vec<usize> {
     if term.is_empty() {
         return Vec::new();
     }
-    let english = term.is_ascii();
     text.match_indices(term)
         .map(|(i, _)| i)
-        .filter(|&i| !english || is_english_word(text, i, i + term.len()))
+        .filter(|&i| is_term_at(text, term, i))
         .collect()
+}
+
+/// Whether `term`, found in `text` at byte `start`, counts there (see [`find_all_terms`]).
+pub(crate) fn is_term_at(text: &str, term: &str, start: usize) -> bool {
+    !term.is_ascii() || is_english_word(text, start, start + term.len())
 }
 
 pub(crate) fn find_term(text: &str, term: &str) -> Option<usize> {
