@@ -535,7 +535,11 @@ async fn an_agents_chunks_name_its_todo_and_come_between_its_start_and_its_resul
             }
         });
     }
-    let at = |s: &str| seen.iter().position(|x| x == s).unwrap();
+    let at = |s: &str| {
+        seen.iter()
+            .position(|x| x == s)
+            .unwrap_or_else(|| panic!("no {s} in {seen:?}"))
+    };
     assert!(
         at("AgentStarted") < at("reasoning.chunk:thinking"),
         "{seen:?}"

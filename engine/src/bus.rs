@@ -2,7 +2,8 @@
 //! no gap and no duplicate; and beside them, the live chunks of the run's model answers.
 //!
 //! One follower task tails the store's durable log (so subscribers only ever see events that
-//! passed their durability barrier) and broadcasts each event to its run's channel. A subscriber
+//! passed their durability barrier) and broadcasts each event to its run's channel; the newest
+//! events come from the log's memory, shared, so an event nobody follows costs no copy. A subscriber
 //! subscribes to the channel *before* reading history from the log, then forwards live events,
 //! dropping any seq it already sent. A subscriber that lags behind the broadcast buffer is never
 //! waited for: it re-reads what it missed from the log and carries on. So a slow subscriber costs
@@ -36,6 +37,9 @@ type Channels = Arc<Mutex<HashMap<RunId, RunChannels>>>;
 /// Events one subscriber holds for its reader at most (its channel), and reads from the log at
 /// once (one chunk of history).
 pub const SUBSCRIBER_BUFFER_EVENTS: usize = 16;
+
+/// Most events the follower reads from the log at once.
+const FOLLOW_CHUNK_EVENTS: u64 = 256;
 
 /// Chunks of every run buffered for the all-runs streams (allocated once, when the bus starts).
 pub const ALL_RUNS_BUFFER_CHUNKS: usize = 256;
@@ -121,7 +125,8 @@ impl Bus {
             shutdown: shutdown.clone(),
         };
         let runs = bus.runs.clone();
-        let mut tail = store.follow(store.durable_next_offset());
+        // Pulled here rather than through a follower task and its channel: one task, no hop.
+        let mut tail = store.tail(store.durable_next_offset(), FOLLOW_CHUNK_EVENTS);
         tokio::spawn(async move {
             loop {
                 let next = tokio::select! {
@@ -133,7 +138,7 @@ impl Bus {
                         let run = env.run_id;
                         let mut runs = runs.lock().unwrap_or_else(PoisonError::into_inner);
                         if let Some(ch) = runs.get(&run)
-                            && ch.events.send(Arc::new(env)).is_err()
+                            && ch.events.send(env).is_err()
                         {
                             // Nobody listens any more: drop the channels.
                             runs.remove(&run);

@@ -331,8 +331,10 @@ impl Engine {
         runs::wait_until(&self.shared, run, timeout, done).await
     }
 
-    /// Waits until the run needs nothing but a human or has ended ([`runs::is_settled`]).
+    /// Waits until the run needs nothing but a human or has ended ([`runs::is_settled`]), and
+    /// returns its state then, as of its newest durable event; a [`crate::Error::Timeout`]
+    /// after `timeout`.
     pub async fn wait_settled(&self, run: RunId, timeout: Duration) -> Result<RunState> {
-        self.wait_until(run, timeout, runs::is_settled).await
+        runs::wait_settled(&self.shared, run, timeout).await
     }
 }

@@ -1,7 +1,8 @@
 //! What a run actor receives, on its one channel: requests from callers (decide, command,
-//! restore, cancel, delete, set values), agents' tool calls, and the outcomes of the agents and tool executions it
+//! restore, cancel, delete, set values, wait until settled), agents' tool calls, and the outcomes of the agents and tool executions it
 //! started. One channel, so the actor serializes everything that happens to its run.
 
+use chronicle_projections::RunState;
 use chronicle_schemas::{Approval, ApprovalId, CheckpointId, Decision, TodoId, ToolCallId};
 use chronicle_wire::{CommandOutcome, Restored};
 use serde_json::{Map, Value};
@@ -69,6 +70,11 @@ pub(crate) enum Input {
         as_node: Option<String>,
         by: String,
         reply: oneshot::Sender<Result<CheckpointId>>,
+    },
+    /// Someone waits for the run to settle ([`crate::runs::is_settled`]): answered with the
+    /// run's state once it has, and everything the run wrote is durable.
+    Settled {
+        reply: oneshot::Sender<Result<RunState>>,
     },
     /// An agent calls a tool through the run (the tool host).
     ToolCall(ToolCallMsg),

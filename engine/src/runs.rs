@@ -17,6 +17,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use chronicle_wire::SubRun;
 
 use crate::error::PlanError;
+use crate::mailbox::Input;
 use crate::shared::Shared;
 use crate::store::{self, Store};
 use crate::tools::{ChildRequest, ToolContext};
@@ -278,7 +279,9 @@ pub(crate) async fn wait_until(
     timeout: Duration,
     done: impl Fn(&RunState) -> bool,
 ) -> Result<RunState> {
-    let deadline = tokio::time::Instant::now() + timeout;
+    // One timer for the whole wait, not one per event.
+    let deadline = tokio::time::sleep(timeout);
+    tokio::pin!(deadline);
     let mut events = subscribe(shared, run, 0)?.into_inner();
     let src = shared.store.source(run);
     // The subscription's events folded as they come (nothing is read twice). `done` is asked
@@ -293,18 +296,46 @@ pub(crate) async fn wait_until(
         {
             return Ok(state);
         }
-        match tokio::time::timeout_at(deadline, events.recv()).await {
-            Err(_) => {
+        let next = tokio::select! {
+            biased;
+            next = events.recv() => next,
+            () = &mut deadline => {
                 return Err(Error::Timeout {
                     run,
                     after: timeout,
                 });
             }
-            Ok(None) => return Err(Error::ShuttingDown),
-            Ok(Some(Err(e))) => return Err(e.into()),
-            Ok(Some(Ok(env))) => state.apply(&env, &src)?,
+        };
+        match next {
+            None => return Err(Error::ShuttingDown),
+            Some(Err(e)) => return Err(e.into()),
+            Some(Ok(env)) => state.apply(&env, &src)?,
         }
     }
+}
+
+/// [`wait_until`] [`is_settled`], asked of the run's actor: it answers where it waits, with the
+/// state it holds, so nothing folds the run a second time (an ended run's actor is started
+/// again for it, as for a command).
+pub(crate) async fn wait_settled(
+    shared: &Arc<Shared>,
+    run: RunId,
+    timeout: Duration,
+) -> Result<RunState> {
+    // A run that ended and is durable needs no actor (and waits for no busy one).
+    if let Some(head) = shared.store.run_head(run)?
+        && head.terminal
+        && shared.store.durable_seq(run)? == Some(head.last_seq)
+    {
+        return state(shared, run, None);
+    }
+    let asked = shared.ask(run, |reply| Input::Settled { reply });
+    tokio::time::timeout(timeout, asked)
+        .await
+        .unwrap_or(Err(Error::Timeout {
+            run,
+            after: timeout,
+        }))
 }
 
 /// The run needs nothing but a human, or has ended: terminal, or waiting for an approval with

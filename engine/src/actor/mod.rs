@@ -24,7 +24,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use chronicle_projections::RunState;
 use chronicle_schemas::{Envelope, Event, Payload, SupervisorTodo, Timestamp, TodoId, ToolCallId};
 use serde_json::Value;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio::task::AbortHandle;
 
 use crate::mailbox::{Input, Waiter};
@@ -55,8 +55,8 @@ enum Progress {
     Waiting,
     /// The disk is full: steps and outcomes wait for space.
     Full,
-    /// The store cannot be used any more.
-    Stop,
+    /// The store cannot be used any more, for this reason.
+    Stop(store::Error),
 }
 
 /// Steps one `advance` may take before it gives up: a run that keeps finding work without
@@ -86,6 +86,8 @@ pub(crate) struct RunActor {
     /// Answers to requests whose events were only written: sent once they are durable (see
     /// [`RunActor::durable`]), so a decision and the steps it unblocks share one barrier.
     acks: Vec<Ack>,
+    /// Those waiting for the run to settle ([`Input::Settled`]).
+    settled: Vec<oneshot::Sender<Result<RunState>>>,
 }
 
 /// Sends a request's answer once its events are durable, or the store's error.
@@ -111,6 +113,7 @@ pub(crate) fn spawn(
         model_tasks: HashMap::new(),
         write_only: false,
         acks: Vec::new(),
+        settled: Vec::new(),
     };
     tasks.spawn(actor.run(rx));
 }
@@ -197,21 +200,27 @@ impl RunActor {
             // may call a model) and outcomes wait; requests are still answered (their writes are
             // refused with the full-disk error), and a timer looks again.
             let mut full = self.storage_full();
-            let mut stop = false;
+            let mut stop = None;
             if !full {
                 match self.progress().await {
                     Progress::Waiting => {}
                     // The step wrote nothing: it runs again once there may be space.
                     Progress::Full => full = true,
                     // The store is unusable (closing or broken): stop; recovery resumes the run.
-                    Progress::Stop => stop = true,
+                    Progress::Stop(e) => stop = Some(e),
                 }
             }
             if !self.acks.is_empty() {
                 // Errors reach the waiting requests; the next step sees the store's state.
                 let _ = self.durable().await;
             }
-            if stop {
+            if !self.settled.is_empty() && crate::runs::is_settled(self.state()) {
+                self.answer_settled().await;
+            }
+            if let Some(e) = stop {
+                for reply in self.settled.drain(..) {
+                    let _ = reply.send(Err(e.same_again().into()));
+                }
                 return;
             }
             if self.state().supervisor.run_status.is_terminal() && self.running.is_empty() {
@@ -252,6 +261,22 @@ impl RunActor {
         }
     }
 
+    /// Answers those waiting for the run to settle with its state, once what it wrote is
+    /// durable: the state a reader would see, without a second fold of the run for them.
+    async fn answer_settled(&mut self) {
+        let done = self.live.durable().await;
+        for reply in self.settled.drain(..) {
+            if reply.is_closed() {
+                continue;
+            }
+            let answer = match &done {
+                Ok(()) => Ok(self.live.state().clone()),
+                Err(e) => Err(e.same_again().into()),
+            };
+            let _ = reply.send(answer);
+        }
+    }
+
     /// The outcomes that waited for space, then steps until the run must wait.
     async fn progress(&mut self) -> Progress {
         while let Some(input) = self.deferred.pop_front() {
@@ -264,12 +289,10 @@ impl RunActor {
             Ok(()) => Progress::Waiting,
             Err(e) => {
                 tracing::error!(run = %self.live.run_id(), error = %e, "run step failed");
-                if e.is_storage_full() {
-                    Progress::Full
-                } else if matches!(e, Error::Store(_)) {
-                    Progress::Stop
-                } else {
-                    Progress::Waiting
+                match e {
+                    e if e.is_storage_full() => Progress::Full,
+                    Error::Store(e) => Progress::Stop(e),
+                    _ => Progress::Waiting,
                 }
             }
         }
@@ -362,6 +385,11 @@ impl RunActor {
                 reply,
             } => {
                 let _ = reply.send(self.update_values(values, as_node, &by).await);
+            }
+            Input::Settled { reply } => {
+                // Answered where the run waits (see `run`); a waiter that gave up is forgotten.
+                self.settled.retain(|r| !r.is_closed());
+                self.settled.push(reply);
             }
             Input::ToolCall(call) => {
                 if let Err(e) = self.on_tool_call(call).await {

@@ -21,11 +21,13 @@ use crate::{Engine, Error, RestoreTarget, Settings, StartRun};
 
 const WAIT: Duration = Duration::from_secs(10);
 
-/// Answers each call with the next scripted outcome, then succeeds; counts its calls.
+/// Answers each call with the next scripted outcome, then succeeds; counts its calls. A gated
+/// one waits for its gate to open first.
 struct Scripted {
     info: AgentInfo,
     script: Mutex<VecDeque<Result<Value, AgentError>>>,
     calls: Mutex<u32>,
+    gate: Option<Arc<tokio::sync::Notify>>,
 }
 
 impl Scripted {
@@ -34,6 +36,16 @@ impl Scripted {
             info: AgentInfo::new(name, "test", "a scripted agent"),
             script: Mutex::new(script.into()),
             calls: Mutex::new(0),
+            gate: None,
+        })
+    }
+
+    fn gated(name: &str, gate: Arc<tokio::sync::Notify>) -> Arc<Scripted> {
+        Arc::new(Scripted {
+            info: AgentInfo::new(name, "test", "a gated agent"),
+            script: Mutex::default(),
+            calls: Mutex::new(0),
+            gate: Some(gate),
         })
     }
 
@@ -49,6 +61,9 @@ impl Agent for Scripted {
     }
 
     async fn run(&self, ctx: &AgentContext, _input: Value) -> Result<AgentOutput, AgentError> {
+        if let Some(gate) = &self.gate {
+            gate.notified().await;
+        }
         *self.calls.lock().unwrap() += 1;
         let next = self.script.lock().unwrap().pop_front();
         next.unwrap_or_else(|| Ok(json!({"answer": format!("{} done", self.info.name)})))
@@ -166,6 +181,35 @@ async fn a_failed_required_todo_fails_the_run_and_an_optional_one_blocks_its_dep
     assert_eq!(status(&s, "todo_001"), TodoStatus::Skipped);
     assert_eq!(status(&s, "todo_002"), TodoStatus::Blocked);
     assert_eq!(c.calls(), 0, "a blocked TODO never runs");
+}
+
+#[tokio::test]
+async fn a_wait_for_the_run_to_settle_is_answered_once_it_has_and_after_its_actor_stopped() {
+    let gate = Arc::new(tokio::sync::Notify::new());
+    let engine = engine(&[Scripted::gated("a", gate.clone())]).await;
+    let run = start(&engine, HitlMode::None, vec![step("a", &[], false)]).await;
+    // Its agent is working: the run has not settled, so a short wait times out.
+    let err = engine
+        .wait_settled(run, Duration::from_millis(50))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Timeout { .. }), "{err}");
+    let waiting = {
+        let engine = engine.clone();
+        tokio::spawn(async move { engine.wait_settled(run, WAIT).await })
+    };
+    gate.notify_one();
+    let s = waiting.await.unwrap().unwrap();
+    assert_eq!(s.supervisor.run_status, RunStatus::Completed);
+    // The state a reader sees: as of the run's newest event, durable.
+    assert_eq!(s, engine.state(run, None).unwrap());
+    // Once the run has ended and is durable, the answer is read from the log, actor or not.
+    assert_eq!(engine.wait_settled(run, WAIT).await.unwrap(), s);
+    let unknown = RunId(uuid::Uuid::now_v7());
+    assert!(matches!(
+        engine.wait_settled(unknown, WAIT).await,
+        Err(Error::RunNotFound(r)) if r == unknown
+    ));
 }
 
 #[tokio::test]

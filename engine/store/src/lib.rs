@@ -26,7 +26,7 @@ pub mod conformance;
 pub use append::SESSION_ID_BYTES_MAX;
 pub use error::{Error, Result};
 pub use live::LiveRun;
-pub use log::{EventLog, Events, RunHead, StorageHealth};
+pub use log::{EventLog, Events, RunHead, SharedEvents, StorageHealth};
 pub use memory_log::MemoryLog;
 pub use options::{Durability, Options};
 pub use records::{RECORD_KEY_BYTES_MAX, RECORD_VALUE_BYTES_MAX};

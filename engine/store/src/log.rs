@@ -2,6 +2,7 @@
 //! the vocabulary it speaks (run heads, storage health).
 
 use std::path::Path;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use chronicle_projections::RunState;
@@ -13,6 +14,9 @@ use crate::{Options, Result, VerifyReport};
 
 /// Events in order, each read or the reason it could not be.
 pub type Events<'a> = Box<dyn Iterator<Item = Result<Envelope>> + Send + 'a>;
+
+/// [`Events`], each shared rather than owned.
+pub type SharedEvents<'a> = Box<dyn Iterator<Item = Result<Arc<Envelope>>> + Send + 'a>;
 
 /// The events `keep` takes, and every error.
 pub(crate) fn only(events: Events<'_>, keep: fn(&Event) -> bool) -> Events<'_> {
@@ -146,6 +150,13 @@ pub trait EventLog: Send + Sync + std::fmt::Debug + 'static {
 
     /// Events with offsets in `from..to`, in order (empty when `to <= from`).
     fn read_range(&self, from: u64, to: u64) -> Events<'_>;
+
+    /// [`EventLog::read_range`] with each event shared: a log that keeps its newest events in
+    /// memory hands them out without copying them (a follower reads every event right after it
+    /// is written).
+    fn read_range_shared(&self, from: u64, to: u64) -> SharedEvents<'_> {
+        Box::new(self.read_range(from, to).map(|e| e.map(Arc::new)))
+    }
 
     /// [`EventLog::read_range`] of only the events `keep` takes (and any error): a reader that
     /// wants a few kinds out of every event need not have the others cloned or decoded for it.

@@ -196,7 +196,7 @@ impl Store {
     /// Follows the log from `from` (a global offset): first what is durable, then every new
     /// durable event as it arrives. Offsets are dense and read in order, so the stream never
     /// skips or repeats one. Ends when the receiver is dropped or the store closes.
-    pub fn follow(&self, from: u64) -> ReceiverStream<Result<Envelope>> {
+    pub fn follow(&self, from: u64) -> ReceiverStream<Result<Arc<Envelope>>> {
         let (tx, rx) = mpsc::channel(self.options().follow_buffer_events.max(1));
         let mut tail = self.tail(from, FOLLOW_CHUNK_EVENTS);
         tokio::spawn(async move {
@@ -334,7 +334,7 @@ pub struct Tail {
     head: watch::Receiver<u64>,
     next: u64,
     chunk_events: u64,
-    ready: std::vec::IntoIter<Envelope>,
+    ready: std::vec::IntoIter<Arc<Envelope>>,
 }
 
 impl std::fmt::Debug for Tail {
@@ -345,8 +345,9 @@ impl std::fmt::Debug for Tail {
 
 impl Tail {
     /// The next durable event, waiting for one to become durable; `None` once the store is
-    /// closed. Cancel-safe: an event read is kept for the next call.
-    pub async fn next(&mut self) -> Option<Result<Envelope>> {
+    /// closed. Cancel-safe: an event read is kept for the next call. Shared: the newest events
+    /// come from the log's memory without a copy.
+    pub async fn next(&mut self) -> Option<Result<Arc<Envelope>>> {
         loop {
             if let Some(env) = self.ready.next() {
                 return Some(Ok(env));
@@ -355,7 +356,7 @@ impl Tail {
             if self.next < durable {
                 let end = durable.min(self.next + self.chunk_events);
                 let log = self.log.upgrade()?;
-                let chunk: Result<Vec<_>> = log.read_range(self.next, end).collect();
+                let chunk: Result<Vec<_>> = log.read_range_shared(self.next, end).collect();
                 drop(log);
                 let chunk = match chunk {
                     Ok(chunk) if chunk.len() as u64 == end - self.next => chunk,

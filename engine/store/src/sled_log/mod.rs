@@ -41,7 +41,7 @@ use chronicle_schemas::{
 };
 use tokio::sync::{mpsc, oneshot, watch};
 
-use crate::log::Events;
+use crate::log::{Events, SharedEvents};
 use crate::{Durability, Error, EventLog, Options, Result, RunHead, StorageHealth, VerifyReport};
 use groups::Group;
 
@@ -438,7 +438,7 @@ impl EventLog for SledLog {
 
     fn get(&self, offset: u64) -> Result<Option<Envelope>> {
         if let Some(env) = self.recent.range(offset, offset.saturating_add(1)) {
-            return Ok(env.into_iter().next());
+            return Ok(env.into_iter().next().map(Arc::unwrap_or_clone));
         }
         let t = &self.trees;
         let Some(group) = Group::holding(t, offset)? else {
@@ -455,7 +455,7 @@ impl EventLog for SledLog {
             return Box::new(std::iter::empty());
         }
         if let Some(envs) = self.recent.range(from, to) {
-            return Box::new(envs.into_iter().map(Ok));
+            return Box::new(envs.into_iter().map(|e| Ok(Arc::unwrap_or_clone(e))));
         }
         let t = &self.trees;
         // The group holding `from` may start before it.
@@ -482,9 +482,16 @@ impl EventLog for SledLog {
         }))
     }
 
+    fn read_range_shared(&self, from: u64, to: u64) -> SharedEvents<'_> {
+        match self.recent.range(from, to) {
+            Some(envs) => Box::new(envs.into_iter().map(Ok)),
+            None => Box::new(self.read_range(from, to).map(|e| e.map(Arc::new))),
+        }
+    }
+
     fn read_range_where(&self, from: u64, to: u64, keep: fn(&Event) -> bool) -> Events<'_> {
         match self.recent.range_where(from, to, keep) {
-            Some(envs) => Box::new(envs.into_iter().map(Ok)),
+            Some(envs) => Box::new(envs.into_iter().map(|e| Ok(Arc::unwrap_or_clone(e)))),
             None => crate::log::only(self.read_range(from, to), keep),
         }
     }

@@ -2,12 +2,13 @@
 //!
 //! Every event is read again right after it is written: the bus follows the log to feed the
 //! subscriptions, and the memory index catches up with it. Read from sled, each of those reads
-//! looks the group up, checks its hash and decodes it again; from here it is a clone. The writer
+//! looks the group up, checks its hash and decodes it again; from here it is a shared pointer
+//! (or a clone, for a reader that needs its own copy). The writer
 //! pushes each batch once it is in sled, so this never holds anything sled does not; a range it
 //! does not hold whole is read from sled as before.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use chronicle_schemas::{Envelope, Event, RECORD_FORMAT_EXTERNAL, RunId};
 
@@ -28,7 +29,7 @@ struct Events {
     /// The offset of `envelopes[0]`.
     start: u64,
     /// Each with the length of its record.
-    envelopes: VecDeque<(Envelope, usize)>,
+    envelopes: VecDeque<(Arc<Envelope>, usize)>,
     /// The sum of those lengths.
     bytes: usize,
     /// Per run written to since the map started: its newest writes.
@@ -81,7 +82,8 @@ impl Recent {
     /// record.
     pub fn push<'a>(&self, written: impl Iterator<Item = (&'a Envelope, &'a [u8])>) {
         // Cloned before the lock is taken: readers wait only for the moves.
-        let written: Vec<(Envelope, &[u8])> = written.map(|(e, r)| (e.clone(), r)).collect();
+        let written: Vec<(Arc<Envelope>, &[u8])> =
+            written.map(|(e, r)| (Arc::new(e.clone()), r)).collect();
         let Some(batch_start) = written.first().map(|(e, _)| e.offset) else {
             return;
         };
@@ -136,7 +138,7 @@ impl Recent {
     }
 
     /// The events at offsets `from..to`, if every one of them is kept.
-    pub fn range(&self, from: u64, to: u64) -> Option<Vec<Envelope>> {
+    pub fn range(&self, from: u64, to: u64) -> Option<Vec<Arc<Envelope>>> {
         self.range_where(from, to, |_| true)
     }
 
@@ -146,7 +148,7 @@ impl Recent {
         from: u64,
         to: u64,
         keep: fn(&Event) -> bool,
-    ) -> Option<Vec<Envelope>> {
+    ) -> Option<Vec<Arc<Envelope>>> {
         let events = self.0.lock().unwrap_or_else(|p| p.into_inner());
         let end = events.start + events.envelopes.len() as u64;
         if from < events.start || to > end || from >= to {
@@ -196,7 +198,7 @@ mod tests {
         recent.push(envs.iter().map(|e| (e, record)));
     }
 
-    fn offsets(envs: Option<Vec<Envelope>>) -> Option<Vec<u64>> {
+    fn offsets(envs: Option<Vec<Arc<Envelope>>>) -> Option<Vec<u64>> {
         envs.map(|v| v.into_iter().map(|e| e.offset).collect())
     }
 
