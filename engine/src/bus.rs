@@ -222,7 +222,10 @@ impl Bus {
         tokio::spawn(async move {
             let mut next = from_seq;
             // History, up to what is durable; anything newer arrives through `live`.
-            if catch_up(&store, run, &mut next, &tx).await.is_err() {
+            if catch_up(&store, run, &mut next, u64::MAX, &tx)
+                .await
+                .is_err()
+            {
                 return;
             }
             // A chunk whose preceding events are not sent yet (at most one: the channel keeps
@@ -246,9 +249,12 @@ impl Bus {
                     chunk = next_chunk(&mut live.chunks), if held.is_none() => {
                         if let Some(chunk) = chunk {
                             // The events before it are durable: read them from the log rather
-                            // than wait for the broadcast.
+                            // than wait for the broadcast, and only them, so that it goes out
+                            // before the events written after it.
                             if chunk.after_seq >= next
-                                && catch_up(&store, run, &mut next, &tx).await.is_err()
+                                && catch_up(&store, run, &mut next, chunk.after_seq, &tx)
+                                    .await
+                                    .is_err()
                             {
                                 return;
                             }
@@ -265,7 +271,7 @@ impl Bus {
                         }
                         // A gap (or a lag): read what is missing from the log.
                         Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {
-                            if catch_up(&store, run, &mut next, &tx).await.is_err() {
+                            if catch_up(&store, run, &mut next, u64::MAX, &tx).await.is_err() {
                                 return;
                             }
                         }
@@ -374,19 +380,21 @@ impl Drop for Listener {
     }
 }
 
-/// Sends every durable event of `run` from `*next` on and advances `*next`, reading the log one
-/// chunk at a time.
+/// Sends every durable event of `run` from `*next` up to seq `upto` and advances `*next`,
+/// reading the log one chunk at a time.
 async fn catch_up<T: Item>(
     store: &Store,
     run: RunId,
     next: &mut u64,
+    upto: u64,
     tx: &mpsc::Sender<Result<T, store::Error>>,
 ) -> Result<(), ()> {
     let durable = store.durable_next_offset();
     let chunk = SUBSCRIBER_BUFFER_EVENTS as u64;
-    loop {
-        let batch: Vec<_> = store.read_run(run, *next, *next + chunk - 1).collect();
-        let complete = batch.len() as u64 == chunk;
+    while *next <= upto {
+        let last = (*next + chunk - 1).min(upto);
+        let batch: Vec<_> = store.read_run(run, *next, last).collect();
+        let complete = batch.len() as u64 == last - *next + 1;
         for item in batch {
             match item {
                 Ok(env) if env.offset >= durable => return Ok(()),
@@ -404,4 +412,5 @@ async fn catch_up<T: Item>(
             return Ok(());
         }
     }
+    Ok(())
 }

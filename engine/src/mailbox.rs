@@ -110,15 +110,16 @@ impl Input {
 /// left in the closed mailbox (tokio's mpsc does not drain a value sent through a permit taken
 /// before its receiver was dropped), and then nothing drops it, nor its reply sender, while any
 /// handle of the mailbox lives: the engine keeps one for the run. An actor sends every answer
-/// before it ends, so a closed mailbox means no answer is coming.
+/// before it ends, so once the mailbox is closed the answer is there or never comes.
 pub(crate) async fn answer<T>(
     mailbox: &mpsc::Sender<Input>,
-    reply: oneshot::Receiver<T>,
+    mut reply: oneshot::Receiver<T>,
 ) -> Option<T> {
     tokio::select! {
         biased;
-        r = reply => r.ok(),
-        () = mailbox.closed() => None,
+        r = &mut reply => r.ok(),
+        // The answer may have come between the two polls, just before the actor ended.
+        () = mailbox.closed() => reply.try_recv().ok(),
     }
 }
 
