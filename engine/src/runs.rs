@@ -315,8 +315,8 @@ pub(crate) async fn wait_until(
 }
 
 /// [`wait_until`] [`is_settled`], asked of the run's actor: it answers where it waits, with the
-/// state it holds, so nothing folds the run a second time (an ended run's actor is started
-/// again for it, as for a command).
+/// state it holds, so nothing folds the run a second time. A run that ended and is durable is
+/// read from the log instead.
 pub(crate) async fn wait_settled(
     shared: &Arc<Shared>,
     run: RunId,
