@@ -327,7 +327,7 @@ pub(crate) async fn wait_settled(
         && head.terminal
         && shared.store.durable_seq(run)? == Some(head.last_seq)
     {
-        return state(shared, run, None);
+        return Ok(shared.store.state_at(run, head.last_seq)?);
     }
     let asked = shared.ask(run, |reply| Input::Settled { reply });
     tokio::time::timeout(timeout, asked)
