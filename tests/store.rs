@@ -162,6 +162,100 @@ async fn a_truncated_tail_is_detected() {
     assert!(problem.reason.contains("truncated"), "{}", problem.reason);
 }
 
+/// What a crash can leave of a batch: some or all of its groups, index entries, sessions and run
+/// heads, but not its end mark (`meta`'s next offset, written last). Open drops all of it and the
+/// log goes on from the end mark.
+#[tokio::test]
+async fn open_drops_a_batch_that_a_crash_left_without_its_end_mark() {
+    let (going, new, ended) = (run(0), run(7), run(1));
+    // How far the batch got: everything but the end mark, or its groups and index entries only
+    // (the old heads still in place).
+    for heads_written in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        // Offsets 0..9: runs 0, 1 and 2 with seqs 0..3 each; run 1 then ends at offset 9.
+        populate(dir.path(), 9).await;
+        {
+            let store = open(dir.path());
+            let done = Event::RunFailed {
+                error: "over".into(),
+            };
+            store.append(ended, 3, vec![done]).await.unwrap();
+        }
+        let (old_heads, old_sessions) = {
+            let db = open_sled(dir.path());
+            let runs = db.open_tree("runs").unwrap();
+            let heads: Vec<_> = [going, new, ended]
+                .iter()
+                .map(|r| runs.get(r.as_bytes()).unwrap())
+                .collect();
+            let sessions = db.open_tree("sessions").unwrap().len();
+            (heads, sessions)
+        };
+        let before: Vec<_> = {
+            let store = open(dir.path());
+            let all = store.read_range(0, u64::MAX).map(Result::unwrap).collect();
+            // The batch: run 0 goes on, run 7 starts, and the ended run gets a command.
+            store
+                .append(going, 3, vec![note(100), note(101)])
+                .await
+                .unwrap();
+            let started = vec![run_started("s7"), note(102)];
+            store.append(new, 0, started).await.unwrap();
+            store.append(ended, 4, vec![note(103)]).await.unwrap();
+            all
+        };
+        {
+            let db = open_sled(dir.path());
+            db.open_tree("meta")
+                .unwrap()
+                .insert("next_offset", &10u64.to_be_bytes())
+                .unwrap();
+            if !heads_written {
+                let runs = db.open_tree("runs").unwrap();
+                for (r, head) in [going, new, ended].iter().zip(&old_heads) {
+                    match head {
+                        Some(h) => runs.insert(r.as_bytes(), h).unwrap(),
+                        None => runs.remove(r.as_bytes()).unwrap(),
+                    };
+                }
+            }
+            db.flush().unwrap();
+        }
+        let store = open(dir.path());
+        assert_eq!(assert_dense(&store), 10, "heads written: {heads_written}");
+        let after: Vec<_> = store.read_range(0, u64::MAX).map(Result::unwrap).collect();
+        assert_eq!(after, before);
+        let head = store.run_head(going).unwrap().unwrap();
+        assert_eq!((head.last_seq, head.last_offset), (2, 6));
+        assert_eq!(head.last_hash, before[6].hash);
+        assert_eq!(head.updated_at, before[6].at);
+        assert!(!head.terminal);
+        let head = store.run_head(ended).unwrap().unwrap();
+        assert_eq!((head.last_seq, head.terminal), (3, true));
+        assert!(store.run_head(new).unwrap().is_none());
+        assert!(
+            store
+                .session_runs(&SessionId::from("s7"))
+                .unwrap()
+                .is_empty()
+        );
+        // The log goes on where the end mark says, for old runs and for the dropped new one.
+        store.append(going, 3, vec![note(200)]).await.unwrap();
+        store.append(new, 0, vec![run_started("s7")]).await.unwrap();
+        drop(store);
+        let store = open(dir.path());
+        assert_eq!(assert_dense(&store), 12);
+        assert_eq!(
+            store.session_runs(&SessionId::from("s7")).unwrap(),
+            vec![new]
+        );
+        assert_eq!(store.runs().count(), 4);
+        drop(store);
+        let sessions = open_sled(dir.path()).open_tree("sessions").unwrap().len();
+        assert_eq!(sessions, old_sessions + 1);
+    }
+}
+
 #[tokio::test]
 async fn a_run_cut_short_is_detected_by_its_head() {
     let dir = tempfile::tempdir().unwrap();

@@ -6,10 +6,10 @@
 //! [`SLED_VALUE_BYTES_MAX`] that does not compress below it keeps only a fixed-size stub in sled,
 //! and its body is appended here as it is.
 //!
-//! The writer appends the bodies of a batch and `fdatasync`s this file *before* the sled
-//! transaction that references them, so a stub that survives a crash always points at durable
+//! The writer appends the bodies of a batch and `fdatasync`s this file *before* it writes the
+//! stubs that reference them to sled, so a stub that survives a crash always points at durable
 //! bytes, whatever the kernel wrote back on its own. The file only grows; bytes past the last
-//! referenced body (a batch that crashed before its transaction) are never read.
+//! referenced body (a batch that crashed before it was written whole) are never read.
 
 use std::fs::{File, OpenOptions};
 use std::io;

@@ -1,8 +1,7 @@
 //! Record groups: several consecutive records of one append in one sled value.
 //!
-//! Each sled insert costs about the same whatever its size (a transaction entry, a page lookup,
-//! a log fragment and, now and then, a page rewrite), and a run's appends carry a few events
-//! each. So the writer stores an append's records as one `events` value under the offset of the
+//! Each sled insert costs about the same whatever its size (a page lookup, a log fragment and,
+//! now and then, a page rewrite), and a run's appends carry a few events each. So the writer stores an append's records as one `events` value under the offset of the
 //! first, with one `streams` entry under the run and seq of the first; a group never grows past
 //! [`SLED_VALUE_BYTES_MAX`], so an append too large for one value takes several groups (a record
 //! over it that compresses below it is a group of its own). The value stored is the group,

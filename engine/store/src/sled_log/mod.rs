@@ -7,7 +7,8 @@
 //! (schema version, next offset); beside the log, the named records in `records` and
 //! `record_chunks` (see `records`), written outside the writer and made durable by the same
 //! barrier. One writer thread owns every append: it validates `expected_seq`, assigns dense
-//! offsets and seqs, writes a whole batch of appends as one sled transaction, passes one
+//! offsets and seqs, writes a whole batch of appends to sled (its end marked by `meta`'s next
+//! offset, so that open can drop a batch a crash cut short), passes one
 //! durability barrier for the batch (group commit), and only then acknowledges the callers and
 //! publishes the new head to followers.
 //!
@@ -204,6 +205,7 @@ impl SledLog {
                 });
             }
         }
+        catching_panics(|| verify::drop_unfinished_batch(&trees))??;
         catching_panics(|| {
             verify::check_tail(
                 &trees,
@@ -276,7 +278,7 @@ impl SledLog {
 
     /// Queues an append for the writer, which stores it with its batch and answers once it is
     /// written (`durable: false`), or after a barrier that covers it (`sync`), or right after
-    /// its transaction (`async`).
+    /// it is written (`async`).
     async fn queue(
         &self,
         run_id: RunId,
@@ -354,7 +356,7 @@ impl EventLog for SledLog {
         self.queue(run_id, expected_seq, events, true).await
     }
 
-    /// Answered right after the batch's transaction; the next barrier makes it durable.
+    /// Answered right after the batch is written; the next barrier makes it durable.
     async fn append_written(
         &self,
         run_id: RunId,
@@ -551,7 +553,7 @@ impl EventLog for SledLog {
         {
             return Ok(Some(head.last_seq));
         }
-        // A group is written in one transaction, so it is durable whole or not at all.
+        // A group is one sled value, so it is durable whole or not at all.
         let range = keys::stream_key(run_id, 0)..=keys::stream_key(run_id, u64::MAX);
         for kv in self.trees.streams.range(range).rev() {
             let (k, v) = kv?;

@@ -1,8 +1,11 @@
 //! Verification of the sled log: dense offsets, decodable records, intact hashes, unbroken
 //! per-run chains, and a `streams` index, `runs` heads and `meta.next_offset` that agree with the
-//! records. Also the open-time check of the tail, and its repair.
+//! records. Also the open-time check of the tail, and its repair, and dropping a batch that a
+//! crash cut short.
 
-use chronicle_schemas::{Hash, RunId};
+use std::collections::HashMap;
+
+use chronicle_schemas::{Event, Hash, RunId};
 
 use sled::Transactional;
 use sled::transaction::{ConflictableTransactionError, TransactionError};
@@ -13,7 +16,8 @@ use super::{Trees, decode_head, decode_stored, encode_head, keys};
 use crate::verify::{Chains, Problem, VerifyReport};
 use crate::{Error, Result};
 
-/// One past the newest stored offset, per `meta` (written in the same transaction as events).
+/// One past the newest stored offset, per `meta` (written after each batch's events, as its end
+/// mark).
 pub(crate) fn next_offset(t: &Trees) -> Result<u64> {
     Ok(t.meta
         .get("next_offset")?
@@ -22,8 +26,8 @@ pub(crate) fn next_offset(t: &Trees) -> Result<u64> {
 }
 
 pub(crate) fn verify(t: &Trees, only: Option<RunId>) -> Result<VerifyReport> {
-    // A live store may append while this runs: verify the log as it stood at the start. Groups
-    // and `meta` are written in one transaction, so every group below `meta` is whole.
+    // A live store may append while this runs: verify the log as it stood at the start. `meta`
+    // is written after a batch's groups and index entries, so every group below it is whole.
     let meta_next = next_offset(t)?;
     let mut report = VerifyReport::default();
     let mut chains = Chains::default();
@@ -84,8 +88,8 @@ pub(crate) fn verify(t: &Trees, only: Option<RunId>) -> Result<VerifyReport> {
     Ok(report)
 }
 
-/// Whether the log now holds `offset`: appended since verification started. sled may show one
-/// tree of a transaction before another, so an append whose run head is already visible gets a
+/// Whether the log now holds `offset`: appended since verification started. The writer updates
+/// a batch's run heads before its `meta`, so an append whose run head is already visible gets a
 /// moment to show its `meta` too; in a store that nobody appends to, a head past the end of the
 /// log is damage, found after that moment.
 fn appended_past(t: &Trees, offset: u64) -> Result<bool> {
@@ -256,6 +260,89 @@ pub(crate) fn check_tail(t: &Trees, tail: u64, repair: bool) -> Result<()> {
     Ok(())
 }
 
+/// Drops what a batch left past `meta`'s next offset when the process or the machine stopped
+/// while the writer wrote it. The writer puts a batch's groups, index entries and run heads into
+/// sled before `meta`, and sled recovers a prefix of its writes; so groups past `meta` are one
+/// batch that was never acknowledged (an append is answered only once `meta` is written, and, if
+/// durable, after a barrier). They go, with their `streams` entries, the sessions of the runs
+/// they started, and the run heads they moved, which roll back to the run's event before them.
+/// Groups that do not decode are refused like any damaged record.
+pub(crate) fn drop_unfinished_batch(t: &Trees) -> Result<()> {
+    let meta_next = next_offset(t)?;
+    let mut groups = Vec::new();
+    for kv in t.events.range(keys::offset_key(meta_next)..) {
+        let (k, v) = kv?;
+        groups.push(Group::new(&k, v)?);
+    }
+    if groups.is_empty() {
+        return Ok(());
+    }
+    // Per run, the first seq the batch wrote and whether it ended or restored the run; the
+    // index entries and sessions it added.
+    let mut runs_written: HashMap<RunId, (u64, bool)> = HashMap::new();
+    let mut streams = Vec::new();
+    let mut sessions = Vec::new();
+    for g in &groups {
+        for (offset, rec) in (g.first..).zip(g.records()?) {
+            let env = decode_stored(t, offset, rec)?;
+            if offset == g.first {
+                streams.push(keys::stream_key(env.run_id, env.seq));
+            }
+            let (first, ends) = runs_written.entry(env.run_id).or_insert((env.seq, false));
+            *first = (*first).min(env.seq);
+            *ends |= env.event.is_terminal() || matches!(env.event, Event::RunRestored { .. });
+            if let Event::RunStarted { session_id, .. } = &env.event {
+                sessions.push(keys::session_key(session_id, env.at, env.run_id));
+            }
+        }
+    }
+    let mut heads = Vec::new();
+    for (run, (first_seq, ends)) in runs_written {
+        let Some(v) = t.runs.get(run.as_bytes())? else {
+            continue;
+        };
+        let head = decode_head(&v)?;
+        // A head the batch had not reached yet stays as it is.
+        if head.last_offset < meta_next {
+            continue;
+        }
+        // Unless the batch ended or restored the run, it is as finished as it was before.
+        let terminal = (!ends).then_some(head.terminal);
+        let rolled = match first_seq {
+            0 => None,
+            seq => Some(rolled_back(t, head, seq - 1, terminal)?),
+        };
+        heads.push((run, rolled));
+    }
+    tracing::warn!(
+        from = meta_next,
+        groups = groups.len(),
+        "dropping the unfinished append batch a crash left past the end of the log"
+    );
+    (&t.events, &t.streams, &t.runs, &t.sessions)
+        .transaction(|(events, streams_tree, runs, sess)| {
+            for g in &groups {
+                events.remove(&keys::offset_key(g.first))?;
+            }
+            for k in &streams {
+                streams_tree.remove(k)?;
+            }
+            for k in &sessions {
+                sess.remove(k.as_slice())?;
+            }
+            for (run, head) in &heads {
+                match head {
+                    Some(h) => runs.insert(run.as_bytes(), h.as_slice())?,
+                    None => runs.remove(run.as_bytes())?,
+                };
+            }
+            Ok::<_, ConflictableTransactionError<()>>(())
+        })
+        .map_err(|e: TransactionError<()>| Error::from(e))?;
+    t.db.flush()?;
+    Ok(())
+}
+
 /// Drops the last record of the log, at `offset` (the last of its group), in one sled
 /// transaction; its run's head rolls back to the record before.
 fn drop_final_record(t: &Trees, offset: u64, why: &str) -> Result<()> {
@@ -305,7 +392,7 @@ fn drop_final_record(t: &Trees, offset: u64, why: &str) -> Result<()> {
         let position = (kept > 0).then(|| groups::stream_value(first, kept));
         let head = match head.last_seq {
             0 => None,
-            _ => Some(rolled_back(t, head, offset)?),
+            seq => Some(rolled_back(t, head, seq - 1, None)?),
         };
         run_writes = Some((k, head, stream, position));
     }
@@ -334,17 +421,55 @@ fn drop_final_record(t: &Trees, offset: u64, why: &str) -> Result<()> {
     Ok(())
 }
 
-/// `head` rolled back to the run's record before the one at `offset`, encoded.
-fn rolled_back(t: &Trees, mut head: crate::RunHead, offset: u64) -> Result<Vec<u8>> {
-    let prev_off =
-        groups::offset_of(t, head.run_id, head.last_seq - 1)?.ok_or_else(|| Error::Corrupt {
-            offset,
-            reason: "no predecessor to roll back to".into(),
-        })?;
-    let env = groups::with_record(t, prev_off, |rec| decode_stored(t, prev_off, rec))?;
+/// `head` rolled back to the run's event at `seq`, encoded; whether the run is finished there
+/// is `terminal`, or read from the run's events when not known.
+fn rolled_back(
+    t: &Trees,
+    mut head: crate::RunHead,
+    seq: u64,
+    terminal: Option<bool>,
+) -> Result<Vec<u8>> {
+    let offset = groups::offset_of(t, head.run_id, seq)?.ok_or_else(|| Error::Corrupt {
+        offset: head.last_offset,
+        reason: format!(
+            "run {} has no seq {seq} to roll its head back to",
+            head.run_id
+        ),
+    })?;
+    let env = groups::with_record(t, offset, |rec| decode_stored(t, offset, rec))?;
     head.last_seq = env.seq;
     head.last_hash = env.hash;
-    head.last_offset = prev_off;
-    head.terminal = env.event.is_terminal();
+    head.last_offset = offset;
+    head.updated_at = env.at;
+    head.terminal = match terminal {
+        Some(known) => known,
+        None => terminal_at(t, head.run_id, seq)?,
+    };
     encode_head(&head)
+}
+
+/// Whether a run is finished as of its event at `seq`: its newest terminal event up to there
+/// comes after its newest restore (events may follow a run's end, such as commands on it).
+fn terminal_at(t: &Trees, run: RunId, seq: u64) -> Result<bool> {
+    let range = keys::stream_key(run, 0)..=keys::stream_key(run, seq);
+    for kv in t.streams.range(range).rev() {
+        let (k, v) = kv?;
+        let (key_seq, first, count) = groups::stream_entry(run, &k, &v)?;
+        let group = Group::holding(t, first)?.ok_or_else(|| Error::Corrupt {
+            offset: first,
+            reason: "missing".into(),
+        })?;
+        // Only the events up to `seq`: those after it may be what is being dropped.
+        let end = first + count.min(seq - key_seq + 1);
+        for env in group.envelopes(t, first, end).into_iter().rev() {
+            let env = env?;
+            if env.event.is_terminal() {
+                return Ok(true);
+            }
+            if matches!(env.event, Event::RunRestored { .. }) {
+                return Ok(false);
+            }
+        }
+    }
+    Ok(false)
 }

@@ -1,7 +1,8 @@
 //! The single writer and the durability barrier.
 //!
 //! Group commit: the writer blocks for one append request, then takes every request already
-//! queued (up to `append_batch_events_max` events) and writes them all in one sled transaction.
+//! queued (up to `append_batch_events_max` events) and writes them all to sled, with an end mark
+//! that makes a crashed batch recognizable (see `Writer::write`).
 //! In `sync` mode the barrier runs on a thread of its own: the writer hands it the answers of
 //! the batch's appends and goes on with the next batch while the barrier runs, and each barrier
 //! covers every batch written before it started, so under load one barrier covers many appends.
@@ -11,7 +12,7 @@
 //!
 //! The barrier is sled's `flush` *plus* `fdatasync` of sled's data file, because sled 0.34's flush
 //! issues `sync_file_range` on Linux, which survives a killed process but not a power loss. Before
-//! the sled transaction, the bodies of the batch's large records are written to the body file and
+//! the batch goes to sled, the bodies of the batch's large records are written to the body file and
 //! fdatasynced (see `bodies`). As a backstop the barrier also fsyncs any file sled put under
 //! `sled/blobs/` since the last barrier (the value limit means there should be none).
 //!
@@ -30,8 +31,6 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use chronicle_schemas::{Envelope, RECORD_HEADER_BYTES, RunId, external_stub};
-use sled::Transactional;
-use sled::transaction::{ConflictableTransactionError, TransactionError};
 use tokio::sync::{mpsc, watch};
 
 use super::bodies::{self, SLED_VALUE_BYTES_MAX};
@@ -300,7 +299,7 @@ struct Writer {
     compress: bool,
 }
 
-/// One accepted append, encoded and waiting for the transaction.
+/// One accepted append, encoded and waiting to be written.
 struct Pending {
     reply: Reply,
     /// Answer after a barrier rather than once written.
@@ -410,7 +409,7 @@ impl Writer {
             // sled keeps an I/O error for good: nothing it holds can be trusted to reach disk.
             let e = self
                 .barrier
-                .fail(&format!("append transaction failed: {e}"));
+                .fail(&format!("writing an append batch to sled failed: {e}"));
             return self.refuse_all(staged, e);
         }
         self.next_offset = offset;
@@ -524,8 +523,13 @@ impl Writer {
         Ok(())
     }
 
-    /// One sled transaction over the five log trees, so a crash keeps all of a batch or none.
-    /// Each append's records go in as groups (one `events` value and one `streams` entry each).
+    /// Plain sled inserts, each append's records as groups (one `events` value and one `streams`
+    /// entry each), then the heads, the new sessions and, last, `meta`'s `next_offset`: the
+    /// batch's end mark. sled recovers a prefix of its writes, so after a crash every group
+    /// below `next_offset` is whole with its index entries, and whatever lies past it is a batch
+    /// that was never acknowledged, which open drops (`verify::drop_unfinished_batch`). A sled
+    /// transaction would keep the batch whole by itself, but costs several times these inserts
+    /// and writes sled's log buffer out twice.
     fn write(
         &self,
         staged: &[Pending],
@@ -537,37 +541,29 @@ impl Writer {
             .iter()
             .map(|(run, h)| Ok((*run, encode_head(h)?)))
             .collect::<Result<_>>()?;
-        let mut groups = Vec::new();
+        let t = &self.trees;
         for s in staged {
             let (envelopes, records) = (&s.append.envelopes, &s.append.records);
             let mut at = 0;
             for n in groups::split(records) {
                 let first = &envelopes[at];
-                groups.push((
-                    keys::offset_key(first.offset),
-                    groups::value(&records[at..at + n], self.compress),
+                let value = groups::value(&records[at..at + n], self.compress);
+                t.events
+                    .insert(keys::offset_key(first.offset), value.as_ref())?;
+                t.streams.insert(
                     keys::stream_key(first.run_id, first.seq),
                     groups::stream_value(first.offset, n),
-                ));
+                )?;
                 at += n;
             }
         }
-        let t = &self.trees;
-        (&t.events, &t.streams, &t.runs, &t.sessions, &t.meta)
-            .transaction(|(events, streams, runs, sess, meta)| {
-                for (offset, value, stream, position) in &groups {
-                    events.insert(offset, value.as_ref())?;
-                    streams.insert(stream, position.as_slice())?;
-                }
-                for (run, head) in &heads {
-                    runs.insert(run.as_bytes(), head.as_slice())?;
-                }
-                for k in sessions {
-                    sess.insert(k.as_slice(), &[])?;
-                }
-                meta.insert("next_offset", &next_offset.to_be_bytes())?;
-                Ok::<_, ConflictableTransactionError<()>>(())
-            })
-            .map_err(|e: TransactionError<()>| Error::from(e))
+        for (run, head) in heads {
+            t.runs.insert(run.as_bytes(), head)?;
+        }
+        for k in sessions {
+            t.sessions.insert(k.as_slice(), &[])?;
+        }
+        t.meta.insert("next_offset", &next_offset.to_be_bytes())?;
+        Ok(())
     }
 }
