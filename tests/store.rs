@@ -194,9 +194,12 @@ async fn open_drops_a_batch_that_a_crash_left_without_its_end_mark() {
         let before: Vec<_> = {
             let store = open(dir.path());
             let all = store.read_range(0, u64::MAX).map(Result::unwrap).collect();
-            // The batch: run 0 goes on, run 7 starts, and the ended run gets a command.
+            // The batch: run 0 goes on and ends, run 7 starts, and the ended run gets a note.
+            let failed = Event::RunFailed {
+                error: "dropped".into(),
+            };
             store
-                .append(going, 3, vec![note(100), note(101)])
+                .append(going, 3, vec![note(100), failed])
                 .await
                 .unwrap();
             let started = vec![run_started("s7"), note(102)];
@@ -205,11 +208,12 @@ async fn open_drops_a_batch_that_a_crash_left_without_its_end_mark() {
             all
         };
         {
+            // The end mark of the batch before, and the batch's own record of its offsets.
             let db = open_sled(dir.path());
-            db.open_tree("meta")
-                .unwrap()
-                .insert("next_offset", &10u64.to_be_bytes())
-                .unwrap();
+            let meta = db.open_tree("meta").unwrap();
+            meta.insert("next_offset", &10u64.to_be_bytes()).unwrap();
+            let batch = [10u64.to_be_bytes(), 15u64.to_be_bytes()].concat();
+            meta.insert("batch", batch).unwrap();
             if !heads_written {
                 let runs = db.open_tree("runs").unwrap();
                 for (r, head) in [going, new, ended].iter().zip(&old_heads) {
@@ -239,6 +243,14 @@ async fn open_drops_a_batch_that_a_crash_left_without_its_end_mark() {
                 .unwrap()
                 .is_empty()
         );
+        // No index entry leads past the end any more.
+        for (r, n) in [(going, 3), (new, 0), (ended, 4)] {
+            let seqs: Vec<u64> = store
+                .read_run(r, 0, u64::MAX)
+                .map(|e| e.unwrap().seq)
+                .collect();
+            assert_eq!(seqs, (0..n).collect::<Vec<_>>(), "run {r}");
+        }
         // The log goes on where the end mark says, for old runs and for the dropped new one.
         store.append(going, 3, vec![note(200)]).await.unwrap();
         store.append(new, 0, vec![run_started("s7")]).await.unwrap();
@@ -253,6 +265,29 @@ async fn open_drops_a_batch_that_a_crash_left_without_its_end_mark() {
         drop(store);
         let sessions = open_sled(dir.path()).open_tree("sessions").unwrap().len();
         assert_eq!(sessions, old_sessions + 1);
+    }
+}
+
+/// Records past the end mark that no unfinished batch explains are damage (or a `meta` gone
+/// wrong), never dropped: open refuses and changes nothing.
+#[tokio::test]
+async fn open_refuses_records_past_the_end_mark_that_no_batch_explains() {
+    let behind = 6u64.to_be_bytes().to_vec();
+    let cases: [(&str, Vec<u8>); 2] = [("behind", behind), ("malformed", vec![0, 0, 9])];
+    for (what, next_offset) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        populate(dir.path(), 9).await;
+        with_sled(dir.path(), |_, meta| {
+            meta.insert("next_offset", next_offset).unwrap()
+        });
+        match Store::open(dir.path(), Options::default()) {
+            Err(Error::Corrupt { reason, .. }) => {
+                assert!(reason.contains("meta"), "{what}: {reason}")
+            }
+            other => panic!("{what}: open must refuse, got {other:?}"),
+        }
+        let events = with_sled(dir.path(), |events, _| events.len());
+        assert_eq!(events, 9, "{what}: nothing dropped");
     }
 }
 

@@ -11,6 +11,19 @@ pub(crate) fn parse_u64(bytes: &[u8]) -> Option<u64> {
     Some(u64::from_be_bytes(bytes.try_into().ok()?))
 }
 
+/// `meta`'s `batch`: `start ‖ end`, the offsets of the batch the writer is writing (or wrote last).
+pub(crate) fn batch_value(start: u64, end: u64) -> [u8; 16] {
+    let mut v = [0u8; 16];
+    v[..8].copy_from_slice(&start.to_be_bytes());
+    v[8..].copy_from_slice(&end.to_be_bytes());
+    v
+}
+
+/// The `start..end` of a `batch` value.
+pub(crate) fn parse_batch(v: &[u8]) -> Option<std::ops::Range<u64>> {
+    Some(parse_u64(v.get(..8)?)?..parse_u64(v.get(8..)?)?)
+}
+
 /// `run_id ‖ seq`: a run's events are one contiguous key range.
 pub(crate) fn stream_key(run: RunId, seq: u64) -> [u8; 24] {
     let mut k = [0u8; 24];

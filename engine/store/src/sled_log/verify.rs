@@ -17,12 +17,15 @@ use crate::verify::{Chains, Problem, VerifyReport};
 use crate::{Error, Result};
 
 /// One past the newest stored offset, per `meta` (written after each batch's events, as its end
-/// mark).
+/// mark); 0 before the first batch. A malformed value is damage.
 pub(crate) fn next_offset(t: &Trees) -> Result<u64> {
-    Ok(t.meta
-        .get("next_offset")?
-        .and_then(|v| keys::parse_u64(&v))
-        .unwrap_or(0))
+    match t.meta.get("next_offset")? {
+        None => Ok(0),
+        Some(v) => keys::parse_u64(&v).ok_or_else(|| Error::Corrupt {
+            offset: 0,
+            reason: format!("meta's next offset is malformed ({} bytes)", v.len()),
+        }),
+    }
 }
 
 pub(crate) fn verify(t: &Trees, only: Option<RunId>) -> Result<VerifyReport> {
@@ -261,12 +264,14 @@ pub(crate) fn check_tail(t: &Trees, tail: u64, repair: bool) -> Result<()> {
 }
 
 /// Drops what a batch left past `meta`'s next offset when the process or the machine stopped
-/// while the writer wrote it. The writer puts a batch's groups, index entries and run heads into
-/// sled before `meta`, and sled recovers a prefix of its writes; so groups past `meta` are one
-/// batch that was never acknowledged (an append is answered only once `meta` is written, and, if
+/// while the writer wrote it. The writer records the offsets a batch takes (`meta`'s `batch`),
+/// then puts its groups, index entries and run heads into sled, and its end mark (`meta`'s next
+/// offset) last; sled recovers a prefix of its writes. So groups past the end mark are that one
+/// batch, never acknowledged (an append is answered only once the end mark is written, and, if
 /// durable, after a barrier). They go, with their `streams` entries, the sessions of the runs
 /// they started, and the run heads they moved, which roll back to the run's event before them.
-/// Groups that do not decode are refused like any damaged record.
+/// Records past the end mark that no unfinished batch explains (`meta` damaged or behind), or
+/// that do not decode, are refused as damage: nothing that may have been acknowledged is dropped.
 pub(crate) fn drop_unfinished_batch(t: &Trees) -> Result<()> {
     let meta_next = next_offset(t)?;
     let mut groups = Vec::new();
@@ -274,8 +279,21 @@ pub(crate) fn drop_unfinished_batch(t: &Trees) -> Result<()> {
         let (k, v) = kv?;
         groups.push(Group::new(&k, v)?);
     }
-    if groups.is_empty() {
+    let Some(last) = groups.last() else {
         return Ok(());
+    };
+    let batch = t.meta.get("batch")?.and_then(|v| keys::parse_batch(&v));
+    let stored_end = last.first + last.records()?.len() as u64;
+    let explained = batch.as_ref().is_some_and(|b| {
+        b.start == meta_next && groups[0].first == meta_next && stored_end <= b.end
+    });
+    if !explained {
+        return Err(Error::Corrupt {
+            offset: meta_next,
+            reason: format!(
+                "records up to offset {stored_end} lie past the end of the log that meta records ({meta_next}), and no unfinished batch explains them (meta's batch: {batch:?})"
+            ),
+        });
     }
     // Per run, the first seq the batch wrote and whether it ended or restored the run; the
     // index entries and sessions it added.

@@ -523,11 +523,12 @@ impl Writer {
         Ok(())
     }
 
-    /// Plain sled inserts, each append's records as groups (one `events` value and one `streams`
-    /// entry each), then the heads, the new sessions and, last, `meta`'s `next_offset`: the
-    /// batch's end mark. sled recovers a prefix of its writes, so after a crash every group
-    /// below `next_offset` is whole with its index entries, and whatever lies past it is a batch
-    /// that was never acknowledged, which open drops (`verify::drop_unfinished_batch`). A sled
+    /// Plain sled inserts: first `meta`'s `batch` (the offsets the batch is about to take), then
+    /// each append's records as groups (one `events` value and one `streams` entry each), the
+    /// heads, the new sessions and, last, `meta`'s `next_offset`: the batch's end mark. sled
+    /// recovers a prefix of its writes, so after a crash every group below `next_offset` is whole
+    /// with its index entries, and whatever lies past it is within the batch `batch` names, which
+    /// was never acknowledged and which open drops (`verify::drop_unfinished_batch`). A sled
     /// transaction would keep the batch whole by itself, but costs several times these inserts
     /// and writes sled's log buffer out twice.
     fn write(
@@ -542,6 +543,8 @@ impl Writer {
             .map(|(run, h)| Ok((*run, encode_head(h)?)))
             .collect::<Result<_>>()?;
         let t = &self.trees;
+        t.meta
+            .insert("batch", &keys::batch_value(self.next_offset, next_offset))?;
         for s in staged {
             let (envelopes, records) = (&s.append.envelopes, &s.append.records);
             let mut at = 0;
