@@ -599,9 +599,10 @@ impl EventLog for SledLog {
                         hash: Hash(value[1..33].try_into().expect("32 bytes")),
                         bytes: keys::parse_u64(&value[33..]).unwrap_or(0),
                     };
+                    // Read back under its content hash: verified already.
                     self.read_blob(&blob)
                         .ok()
-                        .and_then(|b| snapshot::decode(&b))
+                        .and_then(|b| snapshot::decode_verified(&b))
                 }
                 _ => snapshot::decode(&value),
             };
