@@ -38,9 +38,6 @@ type Channels = Arc<Mutex<HashMap<RunId, RunChannels>>>;
 /// once (one chunk of history).
 pub const SUBSCRIBER_BUFFER_EVENTS: usize = 16;
 
-/// Most events the follower reads from the log at once.
-const FOLLOW_CHUNK_EVENTS: u64 = 256;
-
 /// Chunks of every run buffered for the all-runs streams (allocated once, when the bus starts).
 pub const ALL_RUNS_BUFFER_CHUNKS: usize = 256;
 
@@ -126,7 +123,7 @@ impl Bus {
         };
         let runs = bus.runs.clone();
         // Pulled here rather than through a follower task and its channel: one task, no hop.
-        let mut tail = store.tail(store.durable_next_offset(), FOLLOW_CHUNK_EVENTS);
+        let mut tail = store.tail(store.durable_next_offset(), store::FOLLOW_CHUNK_EVENTS);
         tokio::spawn(async move {
             loop {
                 let next = tokio::select! {

@@ -18,6 +18,11 @@ pub type Events<'a> = Box<dyn Iterator<Item = Result<Envelope>> + Send + 'a>;
 /// [`Events`], each shared rather than owned.
 pub type SharedEvents<'a> = Box<dyn Iterator<Item = Result<Arc<Envelope>>> + Send + 'a>;
 
+/// `events`, each shared.
+pub(crate) fn shared(events: Events<'_>) -> SharedEvents<'_> {
+    Box::new(events.map(|e| e.map(Arc::new)))
+}
+
 /// The events `keep` takes, and every error.
 pub(crate) fn only(events: Events<'_>, keep: fn(&Event) -> bool) -> Events<'_> {
     Box::new(events.filter(move |e| e.as_ref().map_or(true, |e| keep(&e.event))))
@@ -155,7 +160,7 @@ pub trait EventLog: Send + Sync + std::fmt::Debug + 'static {
     /// memory hands them out without copying them (a follower reads every event right after it
     /// is written).
     fn read_range_shared(&self, from: u64, to: u64) -> SharedEvents<'_> {
-        Box::new(self.read_range(from, to).map(|e| e.map(Arc::new)))
+        shared(self.read_range(from, to))
     }
 
     /// [`EventLog::read_range`] of only the events `keep` takes (and any error): a reader that

@@ -14,7 +14,7 @@ use crate::{
 };
 
 /// Most events a follower reads at once, so a far-behind follower holds no long read open.
-const FOLLOW_CHUNK_EVENTS: u64 = 256;
+pub const FOLLOW_CHUNK_EVENTS: u64 = 256;
 
 /// A handle to the event store; cheap to clone.
 #[derive(Clone)]

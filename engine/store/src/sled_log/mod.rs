@@ -487,7 +487,7 @@ impl EventLog for SledLog {
     fn read_range_shared(&self, from: u64, to: u64) -> SharedEvents<'_> {
         match self.recent.range(from, to) {
             Some(envs) => Box::new(envs.into_iter().map(Ok)),
-            None => Box::new(self.read_range(from, to).map(|e| e.map(Arc::new))),
+            None => crate::log::shared(self.read_range(from, to)),
         }
     }
 
