@@ -597,3 +597,105 @@ async fn runs_from_before_owners_belong_to_local() {
     );
     srv.engine.shutdown().await;
 }
+
+/// Two principals start the first run of one session at the same moment (released together by
+/// a barrier), over `/api/v1/agent/run` and over `POST /chat`, many times: exactly one gets its
+/// run, the other 404 (as for someone else's session), and the session shows its owner only
+/// their own run, on every read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_first_runs_of_one_session_at_once_one_wins() {
+    const TRIES: usize = 40;
+    let srv = std::sync::Arc::new(server(principals(), None).await);
+    for i in 0..TRIES {
+        let session = format!("race-{i}");
+        let barrier = std::sync::Arc::new(tokio::sync::Barrier::new(2));
+        let racers = [ALICE, BOB].map(|token| {
+            let (srv, barrier, session) = (srv.clone(), barrier.clone(), session.clone());
+            tokio::spawn(async move {
+                let (path, body) = match i % 2 {
+                    0 => (
+                        "/api/v1/agent/run",
+                        json!({"query": QUERY, "session_id": session, "hitl": "every_todo"}),
+                    ),
+                    _ => (
+                        "/chat",
+                        json!({"message": QUERY, "thread_id": session, "hitl": "every_todo"}),
+                    ),
+                };
+                barrier.wait().await;
+                call(&srv, token, Method::POST, path, Some(body)).await
+            })
+        });
+        let mut won = Vec::new();
+        for (token, racer) in [ALICE, BOB].into_iter().zip(racers) {
+            let (status, body) = racer.await.unwrap();
+            match status {
+                StatusCode::ACCEPTED | StatusCode::OK | StatusCode::CONFLICT
+                    if body.get("run_id").is_some() || body.get("turn").is_some() =>
+                {
+                    won.push(token)
+                }
+                StatusCode::NOT_FOUND => {}
+                other => panic!("{session}: {other} {body}"),
+            }
+        }
+        assert_eq!(won.len(), 1, "{session}: exactly one first run: {won:?}");
+        let (winner, loser) = match won[0] {
+            ALICE => (ALICE, BOB),
+            _ => (BOB, ALICE),
+        };
+        let (status, view) = call(
+            &srv,
+            winner,
+            Method::GET,
+            &format!("/api/sessions/{session}"),
+            None,
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK, "{view}");
+        let owner = if winner == ALICE { "alice" } else { "bob" };
+        assert_eq!(view["state"]["owner"], owner, "{session}: {view}");
+        assert_eq!(view["turns"].as_array().unwrap().len(), 1, "{view}");
+        let (status, _) = call(
+            &srv,
+            loser,
+            Method::GET,
+            &format!("/api/sessions/{session}"),
+            None,
+        )
+        .await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{session}");
+        let (status, runs) = call(
+            &srv,
+            winner,
+            Method::GET,
+            &format!("/api/v1/runs?session_id={session}"),
+            None,
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(runs["runs"].as_array().unwrap().len(), 1, "{runs}");
+    }
+}
+
+/// A session holding another principal's run (as a race before claims could leave it, or an
+/// admin's run in a user's session): its owner's reads of the session never show that run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_shows_its_reader_only_the_runs_they_may_read() {
+    let srv = server(principals(), None).await;
+    let mine = start(&srv, ALICE, "shared-s", "none").await;
+    completed(&srv.engine, mine).await;
+    // An admin may start a run in anyone's session.
+    let admins = start(&srv, ROOT, "shared-s", "none").await;
+    completed(&srv.engine, admins).await;
+    let (status, view) = call(&srv, ALICE, Method::GET, "/api/sessions/shared-s", None).await;
+    assert_eq!(status, StatusCode::OK, "{view}");
+    assert_eq!(view["run_id"], json!(mine), "{view}");
+    let turns: Vec<&Value> = view["turns"].as_array().unwrap().iter().collect();
+    assert_eq!(turns.len(), 1, "{view}");
+    let (_, detail) = call(&srv, ALICE, Method::GET, "/api/v1/sessions/shared-s", None).await;
+    assert_eq!(detail["turns"].as_array().unwrap().len(), 1, "{detail}");
+    // The admin sees both.
+    let (_, detail) = call(&srv, ROOT, Method::GET, "/api/v1/sessions/shared-s", None).await;
+    assert_eq!(detail["turns"].as_array().unwrap().len(), 2, "{detail}");
+}

@@ -14,6 +14,7 @@ mod api_support;
 mod api_tools;
 mod api_ws;
 mod commands;
+mod consistency;
 mod conversations;
 mod crash;
 mod engine;

@@ -228,9 +228,9 @@ pub async fn session(
     Principal(who): Principal,
     Path(thread): Path<String>,
 ) -> JsonResult<SessionView> {
-    let run = latest_run(&st, &who, &thread)?;
-    let s = state_of(&st, run)?;
-    let turns = st.engine.session_turns(&who, &thread_id(&thread)?)?;
+    // The latest turn and the state shown beside it are one read: one answer never says two
+    // things of the run.
+    let (turns, run, s) = st.engine.session_latest(&who, &thread_id(&thread)?)?;
     ok(SessionView {
         turns,
         thread_id: thread,
@@ -303,14 +303,20 @@ pub async fn session_checkpoints(
     Principal(who): Principal,
     Path(thread): Path<String>,
 ) -> JsonResult<SessionCheckpoints> {
-    let run = latest_run(&st, &who, &thread)?;
-    let latest = checkpoints_of(&st, run)?.0;
-    let turns = st
-        .engine
-        .session_turns(&who, &thread_id(&thread)?)?
+    let (turns, run, s) = st.engine.session_latest(&who, &thread_id(&thread)?)?;
+    let latest = CheckpointList::new(
+        run,
+        s.checkpoints.head.clone(),
+        s.checkpoints.with_abandoned(),
+    );
+    let turns = turns
         .into_iter()
         .map(|t| {
-            let list = checkpoints_of(&st, t.run_id)?.0;
+            // The latest turn's tree is the one above (one read).
+            let list = match t.run_id == run {
+                true => latest.clone(),
+                false => checkpoints_of(&st, t.run_id)?.0,
+            };
             Ok(TurnCheckpoints {
                 run_id: t.run_id,
                 query: t.query,

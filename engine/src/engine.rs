@@ -22,7 +22,7 @@ use crate::sessions::{self, SessionReader};
 use crate::settings::Settings;
 use crate::shared::Shared;
 use crate::store::{self, Store};
-use crate::{Chunk, Live, Principal, Result, actor};
+use crate::{Chunk, Error, Live, Principal, Result, actor};
 
 /// The workflow engine; cheap to clone.
 #[derive(Clone)]
@@ -124,6 +124,28 @@ impl Engine {
     /// The turns of a session `who` may see, oldest first.
     pub fn session_turns(&self, who: &Principal, session: &SessionId) -> Result<Vec<SessionTurn>> {
         self.session_reader().turns(who, session)
+    }
+
+    /// The turns of a session `who` may see, oldest first, with the latest turn's run and the
+    /// state that turn was made from, read once ([`Error::SessionNotFound`] for a session
+    /// without turns).
+    pub fn session_latest(
+        &self,
+        who: &Principal,
+        session: &SessionId,
+    ) -> Result<(Vec<SessionTurn>, RunId, RunState)> {
+        match self.session_reader().latest(who, session)? {
+            (turns, Some((run, state))) => Ok((turns, run, state)),
+            (_, None) => Err(Error::SessionNotFound(session.to_string())),
+        }
+    }
+
+    /// Claims a session that has no runs yet for `who`, so that nobody else can start one in it
+    /// (a LangGraph thread made before its first run); [`Error::SessionNotFound`] when it is
+    /// someone else's, claimed or not.
+    pub fn claim_session(&self, who: &Principal, session: &SessionId) -> Result<()> {
+        runs::check_session_id(session)?;
+        runs::claim_session(&self.shared, session, who)
     }
 
     /// Deletes a session `who` may see: every run of it gets the tombstone `SessionDeleted`

@@ -196,7 +196,7 @@ pub(crate) async fn start(shared: &Arc<Shared>, run_id: RunId, req: StartRun) ->
     let session_id = match req.session_id.clone() {
         Some(session) => {
             check_session_id(&session)?;
-            session_owned_by(shared, &session, &req.by)?;
+            claim_session(shared, &session, &req.by)?;
             session
         }
         None => SessionId(uuid::Uuid::new_v4().to_string()),
@@ -228,10 +228,30 @@ fn user_of(req: &StartRun) -> Result<Option<String>> {
     }
 }
 
+/// The record that says whose a session is, written once, before its first run.
+const SESSION_CLAIM_PREFIX: &str = "session/owner/";
+
 /// A session belongs to the principal of its first run; another principal cannot start a run
 /// in it (nor learn that it exists), and nobody can in a deleted one.
-fn session_owned_by(shared: &Shared, session: &SessionId, who: &Principal) -> Result<()> {
-    shared.session_runs(who, session).map(drop)
+///
+/// Checking the first run and then appending one is not atomic: two principals starting the
+/// first run of one session at once would both find it empty. So a session without runs is
+/// claimed first, with a record only one caller can create ([`Store::put_record_if_absent`]):
+/// the caller who created it may go on, every other one is answered as for someone else's
+/// session. (A session id the server made up needs no claim: nobody else can name it.)
+pub(crate) fn claim_session(shared: &Shared, session: &SessionId, who: &Principal) -> Result<()> {
+    if !shared.session_runs(who, session)?.is_empty() {
+        return Ok(());
+    }
+    let key = format!("{SESSION_CLAIM_PREFIX}{session}");
+    match shared
+        .store
+        .put_record_if_absent(&key, who.name.as_bytes())?
+    {
+        None => Ok(()),
+        Some(owner) if owner == who.name.as_bytes() => Ok(()),
+        Some(_) => Err(Error::SessionNotFound(session.to_string())),
+    }
 }
 
 /// The run's projected state now (or right after `seq`), as of its newest *durable* event, so a

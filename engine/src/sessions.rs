@@ -145,7 +145,16 @@ fn list(r: &SessionReader, who: &Principal, q: &SessionsQuery) -> Result<Session
 
 /// The turns among a session's runs (its root runs not deleted), oldest first.
 fn turns(r: &SessionReader, heads: &[RunHead]) -> Result<Vec<SessionTurn>> {
+    Ok(turns_and_latest(r, heads)?.0)
+}
+
+/// A session's turns, oldest first, and the latest one's run with the state its turn was made
+/// from (`None` without turns): one read, so the turn and the state never say two things.
+pub type TurnsAndLatest = (Vec<SessionTurn>, Option<(RunId, RunState)>);
+
+fn turns_and_latest(r: &SessionReader, heads: &[RunHead]) -> Result<TurnsAndLatest> {
     let mut out = Vec::new();
+    let mut latest = None;
     for head in heads {
         match r.facts(head.run_id)? {
             Some(f) if !f.child && !f.deleted => {}
@@ -153,8 +162,9 @@ fn turns(r: &SessionReader, heads: &[RunHead]) -> Result<Vec<SessionTurn>> {
         }
         let state = runs::durable_state(&r.store, head.run_id, None)?;
         out.push(turn(head, &state));
+        latest = Some((head.run_id, state));
     }
-    Ok(out)
+    Ok((out, latest))
 }
 
 fn turn(head: &RunHead, state: &RunState) -> SessionTurn {
@@ -257,6 +267,12 @@ impl SessionReader {
     /// runs).
     pub fn turns(&self, who: &Principal, session: &SessionId) -> Result<Vec<SessionTurn>> {
         turns(self, &heads_of(self, who, session)?)
+    }
+
+    /// Every turn of a session `who` may see, oldest first, with the latest turn's run and the
+    /// state that turn was made from (`None` for a session without turns).
+    pub fn latest(&self, who: &Principal, session: &SessionId) -> Result<TurnsAndLatest> {
+        turns_and_latest(self, &heads_of(self, who, session)?)
     }
 }
 

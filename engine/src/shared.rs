@@ -86,10 +86,13 @@ impl Facts {
         Ok(Some(facts))
     }
 
-    /// The runs of `session`, oldest first, when `who` may see it (empty for a session without
-    /// runs); [`Error::SessionNotFound`] for someone else's session or a deleted one. A session
-    /// belongs to the owner of its first run, and is deleted once its first run carries the
-    /// tombstone (a delete gives it to that run last, so an interrupted delete can be repeated).
+    /// The runs of `session` `who` may see, oldest first, when `who` may see the session (empty
+    /// for a session without runs); [`Error::SessionNotFound`] for someone else's session or a
+    /// deleted one. A session belongs to the owner of its first run, and is deleted once its
+    /// first run carries the tombstone (a delete gives it to that run last, so an interrupted
+    /// delete can be repeated). Another principal's run in one's session (an admin's, or one
+    /// that got in before sessions were claimed) is left out: a session never shows a run its
+    /// reader could not read by its id.
     pub(crate) fn session_runs(
         &self,
         store: &Store,
@@ -101,9 +104,19 @@ impl Facts {
             return Ok(runs);
         };
         match self.get(store, *first)? {
-            Some(f) if !f.deleted && who.may_access(&f.owner) => Ok(runs),
-            _ => Err(Error::SessionNotFound(session.to_string())),
+            Some(f) if !f.deleted && who.may_access(&f.owner) => {}
+            _ => return Err(Error::SessionNotFound(session.to_string())),
         }
+        let mut visible = Vec::with_capacity(runs.len());
+        for run in runs {
+            if self
+                .get(store, run)?
+                .is_some_and(|f| who.may_access(&f.owner))
+            {
+                visible.push(run);
+            }
+        }
+        Ok(visible)
     }
 
     /// Caches what a read found, unless the tombstone was recorded meanwhile.

@@ -6,7 +6,7 @@
 //! Compiled for this crate's tests, and for other crates with the `conformance` feature.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use chronicle_projections::{fixtures, replay_from_zero, snapshot};
 use chronicle_schemas::{
@@ -92,6 +92,7 @@ macro_rules! conformance_tests {
             an_event_at_the_limit_is_stored_and_one_byte_over_is_refused,
             verify_is_clean_and_reports_the_heads,
             records_put_get_replace_delete,
+            racing_puts_if_absent_exactly_one_stores,
             records_list_by_prefix_in_key_order,
             bad_record_keys_and_oversized_values_write_nothing,
             records_survive_a_reopen_and_stay_out_of_verify,
@@ -749,6 +750,67 @@ pub async fn records_put_get_replace_delete(f: &dyn Factory) {
     );
     // Records are not events.
     assert_eq!(store.durable_next_offset(), 0);
+}
+
+/// `put_record_if_absent`: of sixteen callers racing for one key, exactly one stores and every
+/// other one is answered that value; what was stored stays (also across a reopen), large values
+/// included, and a bad key or value writes nothing.
+pub async fn racing_puts_if_absent_exactly_one_stores(f: &dyn Factory) {
+    let store = f.create(Options::default());
+    for (round, size) in [(0u8, 5usize), (1, 5000), (2, RECORD_VALUE_BYTES_MAX)] {
+        let key = format!("claim/{round}");
+        let barrier = Arc::new(std::sync::Barrier::new(16));
+        let racers: Vec<_> = (0..16u8)
+            .map(|i| {
+                let (store, barrier, key) = (store.clone(), barrier.clone(), key.clone());
+                std::thread::spawn(move || {
+                    let mine = record_value(size, i + 1);
+                    barrier.wait();
+                    (
+                        mine.clone(),
+                        store.put_record_if_absent(&key, &mine).unwrap(),
+                    )
+                })
+            })
+            .collect();
+        let answers: Vec<(Vec<u8>, Option<Vec<u8>>)> =
+            racers.into_iter().map(|r| r.join().unwrap()).collect();
+        let winners: Vec<&Vec<u8>> = answers
+            .iter()
+            .filter(|(_, there)| there.is_none())
+            .map(|(mine, _)| mine)
+            .collect();
+        assert_eq!(winners.len(), 1, "{size} bytes: exactly one stores");
+        let stored = winners[0].clone();
+        for (_, there) in &answers {
+            if let Some(there) = there {
+                assert_eq!(there, &stored, "a loser is answered the winner's value");
+            }
+        }
+        assert_eq!(store.record(&key).unwrap(), Some(stored.clone()));
+        assert_eq!(
+            store.put_record_if_absent(&key, b"late").unwrap(),
+            Some(stored)
+        );
+    }
+    assert!(matches!(
+        store.put_record_if_absent("", b"v"),
+        Err(Error::BadRecordKey { .. })
+    ));
+    let over = record_value(RECORD_VALUE_BYTES_MAX + 1, 9);
+    assert!(matches!(
+        store.put_record_if_absent("claim/over", &over),
+        Err(Error::RecordTooLarge { .. })
+    ));
+    let store = f.reopen(store);
+    assert_eq!(
+        store
+            .put_record_if_absent("claim/0", b"after")
+            .unwrap()
+            .map(|v| v.len()),
+        Some(5)
+    );
+    assert_eq!(store.record("claim/over").unwrap(), None);
 }
 
 /// `records(prefix)` is exactly the keys starting with `prefix`, in byte order of their UTF-8.

@@ -22,16 +22,25 @@ pub struct LiveRun {
 impl Store {
     /// Loads a run's current state (from its newest snapshot, then the log) for appending. A run
     /// with no events yet loads as an empty state whose next seq is 0.
+    ///
+    /// The state folds every event written, durable or not (another writer of the run may have
+    /// stopped before its last events were durable): the loaded run remembers to wait for them
+    /// before its state is shown to anyone ([`LiveRun::durable`]), so an answer never says more
+    /// than a read after it shows.
     pub fn load(&self, run_id: RunId) -> Result<LiveRun> {
-        let state = match self.run_head(run_id)? {
-            Some(head) => self.state_at(run_id, head.last_seq)?,
-            None => RunState::default(),
+        let (state, written_next) = match self.run_head(run_id)? {
+            Some(head) => {
+                let pending = head.last_offset >= self.durable_next_offset();
+                let written_next = if pending { head.last_offset + 1 } else { 0 };
+                (self.state_at(run_id, head.last_seq)?, written_next)
+            }
+            None => (RunState::default(), 0),
         };
         Ok(LiveRun {
             store: self.clone(),
             run_id,
             state,
-            written_next: 0,
+            written_next,
             snapshots: snapshot::Schedule::new(self.options().snapshot_interval_events),
         })
     }

@@ -65,7 +65,9 @@ pub(crate) fn only(events: Events<'_>, keep: fn(&Event) -> bool) -> Events<'_> {
 ///   bytes, or [`Error::BlobMissing`](crate::Error::BlobMissing) /
 ///   [`Error::BlobCorrupt`](crate::Error::BlobCorrupt).
 /// - **Named records** are small mutable values beside the log, by key: `put_record` replaces,
-///   `delete_record` removes (nothing when absent), `records(prefix)` lists in key order (byte
+///   `put_record_if_absent` stores only where no record is (of callers racing for one key,
+///   exactly one stores; the others get the value it stored), `delete_record` removes (nothing
+///   when absent), `records(prefix)` lists in key order (byte
 ///   order of the UTF-8 keys). A key is 1..=`RECORD_KEY_BYTES_MAX` (512) bytes and a value at
 ///   most `RECORD_VALUE_BYTES_MAX` (`EVENT_BYTES_MAX`), otherwise
 ///   [`Error::BadRecordKey`](crate::Error::BadRecordKey) /
@@ -199,6 +201,11 @@ pub trait EventLog: Send + Sync + std::fmt::Debug + 'static {
 
     /// Stores `value` under `key`, replacing what was there; durable when it returns.
     fn put_record(&self, key: &str, value: &[u8]) -> Result<()>;
+
+    /// Stores `value` under `key` when no record is there: `None` when it stored it (durable
+    /// when this returns), else the value already there, untouched. Atomic: of callers racing
+    /// for one key, exactly one stores.
+    fn put_record_if_absent(&self, key: &str, value: &[u8]) -> Result<Option<Vec<u8>>>;
 
     /// The value stored under `key`.
     fn record(&self, key: &str) -> Result<Option<Vec<u8>>>;

@@ -328,6 +328,17 @@ impl EventLog for MemoryLog {
         Ok(())
     }
 
+    fn put_record_if_absent(&self, key: &str, value: &[u8]) -> Result<Option<Vec<u8>>> {
+        records::check(key, Some(value))?;
+        self.refuse_if_stopped()?;
+        let mut st = self.state();
+        if let Some(there) = st.named.get(key) {
+            return Ok(Some(there.clone()));
+        }
+        st.named.insert(key.to_owned(), value.to_vec());
+        Ok(None)
+    }
+
     fn record(&self, key: &str) -> Result<Option<Vec<u8>>> {
         Ok(self.state().named.get(key).cloned())
     }

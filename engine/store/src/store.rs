@@ -258,6 +258,12 @@ impl Store {
         self.log.put_record(key, value)
     }
 
+    /// Stores `value` under `key` when no record is there: `None` when it stored it (durable
+    /// when this returns), else the value already there (see [`EventLog`]).
+    pub fn put_record_if_absent(&self, key: &str, value: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.log.put_record_if_absent(key, value)
+    }
+
     /// The value stored under `key`.
     pub fn record(&self, key: &str) -> Result<Option<Vec<u8>>> {
         self.log.record(key)

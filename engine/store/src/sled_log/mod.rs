@@ -302,6 +302,17 @@ impl SledLog {
     /// Writes a record (or deletes it) and passes a barrier before answering, in either
     /// durability mode. A failed barrier stops the store.
     fn write_record(&self, key: &str, value: Option<&[u8]>) -> Result<()> {
+        self.write_record_to(key, value, false).map(drop)
+    }
+
+    /// Writes (or with `value: None` deletes) the record under `key`; with `if_absent`, only
+    /// where no record is, answering the value there instead.
+    fn write_record_to(
+        &self,
+        key: &str,
+        value: Option<&[u8]>,
+        if_absent: bool,
+    ) -> Result<Option<Vec<u8>>> {
         crate::records::check(key, value)?;
         self.barrier.stopped()?;
         // sled logs each value and rewrites its page now and then: count every byte twice, as
@@ -311,11 +322,15 @@ impl SledLog {
             self.check_space(needed)?;
         }
         let reserve = self.opts.disk_reserve_bytes;
-        records::write(&self.trees, key, value).map_err(|e| match e {
+        let there = records::write(&self.trees, key, value, if_absent).map_err(|e| match e {
             Error::Sled(sled::Error::Io(e)) => Error::Io(e).or_storage_full(needed, reserve),
             other => other,
         })?;
-        self.barrier.run()
+        if there.is_some() {
+            return Ok(there);
+        }
+        self.barrier.run()?;
+        Ok(None)
     }
 
     /// [`Error::StorageFull`] if writing `bytes` would leave less than the reserve free.
@@ -641,6 +656,10 @@ impl EventLog for SledLog {
 
     fn put_record(&self, key: &str, value: &[u8]) -> Result<()> {
         self.write_record(key, Some(value))
+    }
+
+    fn put_record_if_absent(&self, key: &str, value: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.write_record_to(key, Some(value), true)
     }
 
     fn record(&self, key: &str) -> Result<Option<Vec<u8>>> {

@@ -23,14 +23,24 @@ const PIECE_BYTES: usize = SLED_VALUE_BYTES_MAX - RECORD_KEY_BYTES_MAX - 8;
 const INLINE: u8 = 0;
 const IN_PIECES: u8 = 1;
 
-/// Replaces the value under `key` (`None` deletes it), with its pieces, in one transaction.
-pub(crate) fn write(t: &Trees, key: &str, value: Option<&[u8]>) -> Result<()> {
-    (&t.records, &t.record_chunks)
+/// Replaces the value under `key` (`None` deletes it), with its pieces, in one transaction. With
+/// `if_absent`, a key that has a record keeps it, and its value is answered instead (`None`
+/// when the value was written).
+pub(crate) fn write(
+    t: &Trees,
+    key: &str,
+    new: Option<&[u8]>,
+    if_absent: bool,
+) -> Result<Option<Vec<u8>>> {
+    let there = (&t.records, &t.record_chunks)
         .transaction(|(heads, pieces)| {
             if let Some(old) = heads.get(key)? {
+                if if_absent {
+                    return Ok(Some(old));
+                }
                 remove_pieces(pieces, key, &old)?;
             }
-            match value {
+            match new {
                 Some(v) if v.len() <= PIECE_BYTES => {
                     heads.insert(key, [&[INLINE], v].concat())?;
                 }
@@ -45,9 +55,11 @@ pub(crate) fn write(t: &Trees, key: &str, value: Option<&[u8]>) -> Result<()> {
                     heads.remove(key)?;
                 }
             }
-            Ok::<_, ConflictableTransactionError<()>>(())
+            Ok::<_, ConflictableTransactionError<()>>(None)
         })
-        .map_err(|e: TransactionError<()>| Error::from(e))
+        .map_err(|e: TransactionError<()>| Error::from(e))?;
+    // The head found in the transaction; its pieces (if any) are read after it.
+    there.map(|head| value(t, key, &head)).transpose()
 }
 
 /// Removes the pieces a head points at (none for an inline value).
