@@ -290,6 +290,104 @@ async fn an_engine_opened_again_rebuilds_the_memory_from_the_log() {
     engine.shutdown().await;
 }
 
+/// What a run of a deleted session saved is deleted with it: never listed or loaded again, a
+/// deletion of it finds nothing (so nothing is appended after the tombstone), and after a
+/// restart the session stays deleted. A log written before that was so (a memory deletion
+/// appended after the tombstone) keeps the session deleted too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_of_a_deleted_session_goes_with_it_and_the_session_stays_deleted() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine_in(dir.path()).await;
+    let p = Principal::user("p");
+    let session = chronicle_schemas::SessionId::from("p-chat");
+    let req = StartRun {
+        by: p.clone(),
+        query: STATES_ONLY.into(),
+        session_id: Some(session.clone()),
+        ..StartRun::default()
+    };
+    let run = engine.start_run(req).await.unwrap().run_id;
+    let saved = completed(&engine, run).await.supervisor.saved_memories;
+    assert_eq!(saved.len(), 1, "{saved:?}");
+    // A second session whose memory stays, and whose run gets a deletion after its tombstone the
+    // way older servers wrote it.
+    let old = chronicle_schemas::SessionId::from("p-old");
+    let req = StartRun {
+        by: p.clone(),
+        query: "아파트만 보여줘".into(),
+        session_id: Some(old.clone()),
+        ..StartRun::default()
+    };
+    let old_run = engine.start_run(req).await.unwrap().run_id;
+    let old_saved = completed(&engine, old_run).await.supervisor.saved_memories;
+    assert_eq!(engine.memories(&p, "p").len(), 2);
+
+    engine.delete_session(&p, &session).await.unwrap();
+    let left: Vec<String> = engine
+        .memories(&p, "p")
+        .into_iter()
+        .map(|m| m.memory_id)
+        .collect();
+    assert_eq!(
+        left,
+        vec![old_saved[0].memory_id.clone()],
+        "the deleted session's item is gone"
+    );
+    assert!(matches!(
+        engine.forget(&p, "p", &saved[0].memory_id).await,
+        Err(chronicle_engine::Error::MemoryNotFound(_))
+    ));
+    let later = run_as(&engine, p.clone(), PRICES).await;
+    let loaded_ids: Vec<String> = loaded(&engine, later.run_id.unwrap())
+        .unwrap_or_default()
+        .into_iter()
+        .map(|m| m.memory_id)
+        .collect();
+    assert_eq!(
+        loaded_ids, left,
+        "a new turn loads nothing of the deleted session"
+    );
+    let last = events(&engine, run).last().unwrap().event.clone();
+    assert!(matches!(last, Event::SessionDeleted { .. }), "{last:?}");
+    engine.shutdown().await;
+    drop(engine);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+
+    // The older servers' log: the second session deleted, then a deletion of its memory after
+    // its tombstone.
+    let store = Store::open(dir.path(), Options::default()).unwrap();
+    let mut live = store.load(old_run).unwrap();
+    live.append(vec![Event::SessionDeleted {
+        by: chronicle_schemas::Actor::user("p"),
+    }])
+    .await
+    .unwrap();
+    live.append(vec![Event::MemoryDeleted {
+        memory_id: old_saved[0].memory_id.clone(),
+        by: chronicle_schemas::Actor::user("p"),
+    }])
+    .await
+    .unwrap();
+    drop(live);
+    drop(store);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+
+    let engine = engine_in(dir.path()).await;
+    for s in [&session, &old] {
+        assert!(
+            matches!(
+                engine.session(&p, s),
+                Err(chronicle_engine::Error::SessionNotFound(_))
+            ),
+            "{s} stays deleted after a restart"
+        );
+        assert!(engine.session_turns(&p, s).is_err());
+    }
+    assert!(engine.authorize(&p, old_run).is_err());
+    assert!(engine.memories(&p, "p").is_empty());
+    engine.shutdown().await;
+}
+
 /// A planner that plans nothing (as the engine's own) and remembers one fact of every turn.
 struct Remembering;
 

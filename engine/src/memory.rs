@@ -6,6 +6,9 @@
 //! its user; a principal lists and deletes only those too, and an admin lists and deletes
 //! everyone's.
 //!
+//! Memory saved by a run whose session is deleted is deleted with it: the session's tombstone
+//! takes its items out of the index (they are never loaded or listed again).
+//!
 //! The index is built when the engine opens, by one pass over every run's events, and then
 //! follows the log: every read first takes in what became durable since the last one
 //! ([`MemoryIndex::catch_up`]), so whoever has seen an event (a subscriber, a run's state) finds
@@ -26,8 +29,13 @@ pub(crate) fn memory_user(user_id: Option<&str>, owner: &str) -> String {
     user_id.unwrap_or(owner).to_owned()
 }
 
+/// The events the index takes in: saves, deletions, and sessions' tombstones (what a run of a
+/// deleted session saved is deleted with it).
 fn is_memory_event(e: &Event) -> bool {
-    matches!(e, Event::MemorySaved { .. } | Event::MemoryDeleted { .. })
+    matches!(
+        e,
+        Event::MemorySaved { .. } | Event::MemoryDeleted { .. } | Event::SessionDeleted { .. }
+    )
 }
 
 /// One saved item, with the principal whose run saved it and where in the log it was saved
@@ -43,6 +51,8 @@ struct Saved {
 struct Items {
     saved: HashMap<String, Saved>,
     deleted: HashSet<String>,
+    /// Runs whose session was deleted: nothing they saved is loaded or listed.
+    deleted_runs: HashSet<RunId>,
 }
 
 /// Every item saved and not deleted, by `memory_id`.
@@ -108,8 +118,12 @@ impl MemoryIndex {
             return;
         }
         let mut items = self.items.lock().unwrap_or_else(PoisonError::into_inner);
+        let items = &mut *items;
         match &env.event {
-            Event::MemorySaved { memory } if !items.deleted.contains(&memory.memory_id) => {
+            Event::MemorySaved { memory }
+                if !items.deleted.contains(&memory.memory_id)
+                    && !items.deleted_runs.contains(&env.run_id) =>
+            {
                 items
                     .saved
                     .entry(memory.memory_id.clone())
@@ -122,6 +136,18 @@ impl MemoryIndex {
             Event::MemoryDeleted { memory_id, .. } => {
                 items.saved.remove(memory_id);
                 items.deleted.insert(memory_id.clone());
+            }
+            // A run of a deleted session: what it saved goes with it.
+            Event::SessionDeleted { .. } => {
+                items.deleted_runs.insert(env.run_id);
+                let deleted = &mut items.deleted;
+                items.saved.retain(|id, s| {
+                    let keep = s.memory.run_id != env.run_id;
+                    if !keep {
+                        deleted.insert(id.clone());
+                    }
+                    keep
+                });
             }
             _ => {}
         }

@@ -35,6 +35,29 @@ pub(crate) struct RunFacts {
     pub deleted: bool,
 }
 
+/// Whether the run's session was deleted: its last event is the tombstone. Stores written before
+/// appends after the tombstone were refused may hold memory deletions after it: those are looked
+/// past (a run holds at most one per item it saved).
+fn ends_deleted(store: &Store, head: &crate::store::RunHead) -> Result<bool> {
+    if head.last_seq == 0 {
+        return Ok(false);
+    }
+    let mut seq = head.last_seq;
+    let mut event = store.get(head.last_offset)?.map(|e| e.event);
+    loop {
+        match event {
+            Some(Event::SessionDeleted { .. }) => return Ok(true),
+            Some(Event::MemoryDeleted { .. }) if seq > 1 => seq -= 1,
+            _ => return Ok(false),
+        }
+        event = store
+            .read_run(head.run_id, seq, seq)
+            .next()
+            .transpose()?
+            .map(|e| e.event);
+    }
+}
+
 /// Runs' facts [`Shared`] remembers before it starts over.
 const OWNERS_CACHED_MAX: usize = 65_536;
 
@@ -72,15 +95,11 @@ impl Facts {
             } => (owner, user_id, parent.is_some()),
             _ => (None, None, false),
         };
-        let last = match head.last_seq {
-            0 => None,
-            _ => store.get(head.last_offset)?,
-        };
         let facts = RunFacts {
             owner: owner.unwrap_or_else(|| chronicle_schemas::OWNER_OF_OLD_RUNS.to_owned()),
             user_id,
             child,
-            deleted: last.is_some_and(|e| matches!(e.event, Event::SessionDeleted { .. })),
+            deleted: ends_deleted(store, &head)?,
         };
         self.remember(run, facts.clone());
         Ok(Some(facts))

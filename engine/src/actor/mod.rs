@@ -150,6 +150,11 @@ impl RunActor {
     }
 
     async fn append(&mut self, events: Vec<Event>) -> Result<Vec<Envelope>> {
+        // The session's tombstone is a run's last event, whatever asks to write after it: reads
+        // decide that a run is deleted from its last event.
+        if self.state().supervisor.session_deleted {
+            return Err(Error::RunNotFound(self.live.run_id()));
+        }
         let appended = if self.write_only {
             self.live.append_written(events).await
         } else {
