@@ -699,3 +699,34 @@ async fn a_session_shows_its_reader_only_the_runs_they_may_read() {
     let (_, detail) = call(&srv, ROOT, Method::GET, "/api/v1/sessions/shared-s", None).await;
     assert_eq!(detail["turns"].as_array().unwrap().len(), 2, "{detail}");
 }
+
+/// One principal holding its most stream tickets gets 503 for the next, and every other
+/// principal still gets theirs (the global cap is not one principal's to fill).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_principal_cannot_take_everyones_stream_tickets() {
+    let srv = server(principals(), None).await;
+    let ticket = |token: &'static str| {
+        let srv = &srv;
+        async move {
+            let res = srv
+                .http
+                .post(srv.url("/api/v1/stream-tickets"))
+                .bearer_auth(token)
+                .json(&json!({}))
+                .send()
+                .await
+                .unwrap();
+            let retry = res.headers().get("retry-after").cloned();
+            (res.status(), retry, res.json::<Value>().await.unwrap())
+        }
+    };
+    for _ in 0..chronicle_api::TICKETS_PER_PRINCIPAL_MAX {
+        assert_eq!(ticket(BOB).await.0, StatusCode::CREATED);
+    }
+    let (status, retry, body) = ticket(BOB).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert_eq!(body["error"]["code"], "too_many_tickets", "{body}");
+    assert!(retry.is_some());
+    let (status, _, body) = ticket(ALICE).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+}

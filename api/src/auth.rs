@@ -36,6 +36,10 @@ pub const TOKEN_BYTES_MIN: usize = 16;
 pub const TICKET_TTL_MS: u64 = 60_000;
 /// Tickets outstanding at once (issued, neither used nor expired); beyond it issuing answers 503.
 pub const TICKETS_MAX: usize = 10_000;
+/// Tickets one principal may hold outstanding at once: no more than the streams it may open
+/// (the default `streams_per_principal_max`), and far below [`TICKETS_MAX`], so one principal
+/// cannot take every ticket and lock everyone's browser streams out.
+pub const TICKETS_PER_PRINCIPAL_MAX: usize = 256;
 
 /// Token → principal. Empty = authentication off.
 #[derive(Clone, Debug, Default)]
@@ -216,6 +220,17 @@ impl Tickets {
         let mut tickets = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         let now = Instant::now();
         tickets.retain(|_, (_, expires)| *expires > now);
+        let held = tickets.values().filter(|(p, _)| p.name == who.name).count();
+        if held >= TICKETS_PER_PRINCIPAL_MAX {
+            return Err(ApiError::capped(
+                "too_many_tickets",
+                format!(
+                    "{} holds {TICKETS_PER_PRINCIPAL_MAX} unused stream tickets, its most; use one or let them expire",
+                    who.name
+                ),
+                TICKET_TTL_MS / 1000,
+            ));
+        }
         if tickets.len() >= TICKETS_MAX {
             return Err(ApiError::capped(
                 "too_many_tickets",
@@ -336,5 +351,23 @@ mod tests {
         let hash = blake3::hash(old.as_bytes());
         tickets.0.lock().unwrap().get_mut(&hash).unwrap().1 = Instant::now();
         assert_eq!(tickets.redeem(&old).unwrap_err().code, "unauthorized");
+    }
+
+    #[test]
+    fn one_principal_cannot_take_everyones_tickets() {
+        use chronicle_engine::Principal as P;
+        let tickets = Tickets::default();
+        let held: Vec<String> = (0..TICKETS_PER_PRINCIPAL_MAX)
+            .map(|_| tickets.issue(P::user("bob")).unwrap())
+            .collect();
+        let e = tickets.issue(P::user("bob")).unwrap_err();
+        assert_eq!(e.code, "too_many_tickets");
+        assert!(e.message.contains("bob holds 256"), "{}", e.message);
+        // Everyone else still gets theirs.
+        let alices = tickets.issue(P::user("alice")).unwrap();
+        assert_eq!(tickets.redeem(&alices).unwrap().name, "alice");
+        // A ticket used frees its place.
+        tickets.redeem(&held[0]).unwrap();
+        assert!(tickets.issue(P::user("bob")).is_ok());
     }
 }

@@ -28,7 +28,7 @@ use axum::middleware::{self, Next};
 use axum::response::Response;
 use axum::routing::{delete, get, post};
 
-pub use auth::Tokens;
+pub use auth::{TICKETS_PER_PRINCIPAL_MAX, Tokens};
 pub use error::ApiError;
 pub use openapi::{ApiDoc, document};
 pub use server::{check_bind, serve};

