@@ -330,3 +330,92 @@ async fn next_text(ws: &mut Socket) -> Value {
         }
     }
 }
+
+/// A request answered 401 closes its connection once answered: a client without a valid token
+/// holds no connection slot (the connection would otherwise wait for its next request for the
+/// idle timeout).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_answered_401_closes_its_connection() {
+    let srv = server_with(crate::api_support::principals(), None, ApiConfig::default()).await;
+    let mut tcp = connect(&srv).await;
+    let req = format!("GET /api/v1/runs HTTP/1.1\r\nhost: {}\r\n\r\n", addr(&srv));
+    tcp.write_all(req.as_bytes()).await.unwrap();
+    let answer = until_closed(&mut tcp).await;
+    assert!(answer.starts_with("HTTP/1.1 401"), "{answer}");
+}
+
+/// An ordinary principal's writes past its quota (a burst, then a rate) are answered 429 with
+/// `Retry-After`, before anything is written; reads are not limited, nor are another
+/// principal's writes or an admin's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_past_a_principals_quota_are_answered_429() {
+    use crate::api_support::{ALICE, BOB, ROOT, call, principals};
+    use reqwest::Method;
+    let config = ApiConfig {
+        writes_per_principal_per_s: 1,
+        writes_per_principal_burst: 3,
+        ..ApiConfig::default()
+    };
+    let srv = server_with(principals(), None, config).await;
+    let run = |session: &str| serde_json::json!({"query": "강남구 아파트 시세", "session_id": session, "hitl": "every_todo"});
+    // The burst, then (a write a second coming back meanwhile) a refusal soon, saying when to
+    // try again.
+    let mut statuses = Vec::new();
+    for i in 0..20 {
+        let res = srv
+            .http
+            .post(srv.url("/api/v1/agent/run"))
+            .bearer_auth(BOB)
+            .json(&run(&format!("q-{i}")))
+            .send()
+            .await
+            .unwrap();
+        let status = res.status();
+        statuses.push(status);
+        if status == StatusCode::TOO_MANY_REQUESTS {
+            assert!(res.headers().contains_key("retry-after"));
+            let body: Value = res.json().await.unwrap();
+            assert_eq!(body["error"]["code"], "too_many_writes", "{body}");
+            break;
+        }
+        assert_eq!(status, StatusCode::ACCEPTED);
+    }
+    assert!(statuses.len() > 3, "the burst is 3 writes: {statuses:?}");
+    assert_eq!(
+        statuses.last(),
+        Some(&StatusCode::TOO_MANY_REQUESTS),
+        "{statuses:?}"
+    );
+    // Nothing was written for the refused one.
+    let (_, runs) = call(&srv, BOB, Method::GET, "/api/v1/runs", None).await;
+    assert_eq!(
+        runs["runs"].as_array().unwrap().len(),
+        statuses.len() - 1,
+        "{runs}"
+    );
+    // Reads go on; alice has her own quota; the admin has none.
+    assert_eq!(
+        call(&srv, BOB, Method::GET, "/api/v1/runs", None).await.0,
+        StatusCode::OK
+    );
+    let (status, _) = call(
+        &srv,
+        ALICE,
+        Method::POST,
+        "/api/v1/agent/run",
+        Some(run("a-1")),
+    )
+    .await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    for i in 0..5 {
+        let (status, _) = call(
+            &srv,
+            ROOT,
+            Method::POST,
+            "/api/v1/agent/run",
+            Some(run(&format!("r-{i}"))),
+        )
+        .await;
+        assert_eq!(status, StatusCode::ACCEPTED);
+    }
+}

@@ -175,3 +175,34 @@ async fn every_command_good_and_bad() {
         .unwrap();
     assert!(state.supervisor.run_status.is_terminal());
 }
+
+/// A refused command is recorded cut to its first 256 characters (with `…`), so refused
+/// requests cannot fill the disk; an accepted one is recorded whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_command_is_recorded_cut_short() {
+    let dir = tempfile::tempdir().unwrap();
+    let agents = [Scripted::new("search_team")];
+    let engine = engine_in(dir.path(), registry(&agents)).await;
+    let plan = vec![step("search_team", &[], false, 1)];
+    let run = start(
+        &engine,
+        plan_config(plan, HitlMode::EveryTodo, Strategy::Sequential),
+    )
+    .await;
+    let alice = Principal::admin("alice");
+    let long = format!("/todo skip todo_999 {}", "x".repeat(58_000));
+    assert!(engine.command(run, &long, &alice).await.is_err());
+    let skip = "/todo skip todo_001 because";
+    engine.command(run, skip, &alice).await.unwrap();
+    let logged: Vec<(String, bool)> = events(&engine, run)
+        .into_iter()
+        .filter_map(|e| match e.event {
+            Event::CommandReceived {
+                command, accepted, ..
+            } => Some((command, accepted)),
+            _ => None,
+        })
+        .collect();
+    let cut = format!("{}…", &long[..256]);
+    assert_eq!(logged, vec![(cut, false), (skip.to_owned(), true)]);
+}

@@ -149,7 +149,10 @@ impl Tokens {
 
     /// The principal of a request's `Authorization: Bearer` header or, without one, of its
     /// `X-Api-Key` header (where LangGraph clients put their key).
-    fn of_headers(&self, headers: &HeaderMap) -> Result<chronicle_engine::Principal, ApiError> {
+    pub(crate) fn of_headers(
+        &self,
+        headers: &HeaderMap,
+    ) -> Result<chronicle_engine::Principal, ApiError> {
         if !self.is_empty()
             && !headers.contains_key(header::AUTHORIZATION)
             && let Some(key) = headers.get(X_API_KEY)

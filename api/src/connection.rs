@@ -6,6 +6,12 @@
 //! next request, so it cannot tell a slow request head from an idle connection. The connection's
 //! driver keeps both deadlines itself instead, from what the socket and the service report: when
 //! bytes arrive, when a request's head has been read, when its response has been sent.
+//!
+//! A response has no deadline of its own (an SSE stream is one response), but its client must
+//! keep taking it: while a write to the socket makes no progress for `send_timeout_ms` the
+//! connection is closed, so a client that asked for a large answer and stopped reading does not
+//! hold it in the server's memory. An answer 401 closes its connection once sent: a client
+//! without a valid token keeps no connection slot.
 
 use std::convert::Infallible;
 use std::pin::{Pin, pin};
@@ -37,6 +43,7 @@ pub(crate) struct Limits {
     header_read: Duration,
     body_read: Duration,
     idle: Duration,
+    send: Duration,
     pub(crate) buffer_bytes_max: usize,
 }
 
@@ -46,6 +53,7 @@ impl Limits {
             header_read: Duration::from_millis(config.header_read_timeout_ms),
             body_read: Duration::from_millis(config.body_read_timeout_ms),
             idle: Duration::from_millis(config.idle_timeout_ms),
+            send: Duration::from_millis(config.send_timeout_ms),
             // hyper refuses less than 8 KiB.
             buffer_bytes_max: config.connection_buffer_bytes_max.max(8 * 1024),
         }
@@ -98,10 +106,16 @@ pub(crate) async fn serve(
             let req = req.map(|body| Body::new(TimedBody::new(body, limits.body_read)));
             let res = app.clone().oneshot(req);
             async move {
-                let res: Response = match res.await {
+                let mut res: Response = match res.await {
                     Ok(res) => res,
                     Err(never) => match never {},
                 };
+                if res.status() == hyper::StatusCode::UNAUTHORIZED {
+                    res.headers_mut().insert(
+                        hyper::header::CONNECTION,
+                        hyper::header::HeaderValue::from_static("close"),
+                    );
+                }
                 Ok::<_, Infallible>(res.map(|body| Sending {
                     body,
                     _in_flight: in_flight,
@@ -161,6 +175,9 @@ struct Activity {
     idle_since_ms: AtomicU64,
     /// When the first byte arrived after that, in ms after `opened`, plus one (0: none yet).
     head_started_ms: AtomicU64,
+    /// Since when a write to the socket has waited for the client to take bytes, in ms after
+    /// `opened`, plus one (0: the last write went through).
+    write_blocked_ms: AtomicU64,
     /// Wakes the driver when a request starts or its response ends.
     changed: Notify,
 }
@@ -173,6 +190,7 @@ impl Activity {
             requests: AtomicU64::new(0),
             idle_since_ms: AtomicU64::new(0),
             head_started_ms: AtomicU64::new(0),
+            write_blocked_ms: AtomicU64::new(0),
             changed: Notify::new(),
         }
     }
@@ -203,9 +221,45 @@ impl Activity {
         InFlight(self.clone())
     }
 
-    /// When the connection closes unless something happens first; `None` while a request is in
-    /// flight (its body has a deadline of its own; a response, an SSE stream included, has none).
+    /// A write found the socket full: the client is not taking what it is sent.
+    fn write_blocked(&self) {
+        if self.write_blocked_ms.load(Ordering::Relaxed) == 0 {
+            let now = self.ms_since_opened() + 1;
+            if self
+                .write_blocked_ms
+                .compare_exchange(0, now, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+            {
+                self.changed.notify_one();
+            }
+        }
+    }
+
+    /// A write went through.
+    fn write_done(&self) {
+        if self.write_blocked_ms.load(Ordering::Relaxed) != 0 {
+            self.write_blocked_ms.store(0, Ordering::Release);
+        }
+    }
+
+    /// When the connection closes unless something happens first: when a response its client
+    /// stopped taking has waited `send_timeout_ms` (hyper may still be writing a response whose
+    /// body it has already taken whole), or the head or idle deadline. While a request is in
+    /// flight only the first applies (its body has a deadline of its own; a response, an SSE
+    /// stream included, has none while the client reads).
     fn deadline(&self, limits: &Limits) -> Option<Instant> {
+        let stalled = match self.write_blocked_ms.load(Ordering::Acquire) {
+            0 => None,
+            since => Some(self.at(since - 1) + limits.send),
+        };
+        match (stalled, self.quiet_deadline(limits)) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// The head or idle deadline; `None` while a request is in flight.
+    fn quiet_deadline(&self, limits: &Limits) -> Option<Instant> {
         if self.in_flight.load(Ordering::Acquire) > 0 {
             return None;
         }
@@ -256,13 +310,26 @@ impl AsyncRead for Socket {
     }
 }
 
+impl Socket {
+    /// Tells the driver whether a write went through or waits for the client.
+    fn note_write(&self, written: &Poll<std::io::Result<usize>>) {
+        match written {
+            Poll::Pending => self.activity.write_blocked(),
+            Poll::Ready(Ok(n)) if *n > 0 => self.activity.write_done(),
+            Poll::Ready(_) => {}
+        }
+    }
+}
+
 impl AsyncWrite for Socket {
     fn poll_write(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.tcp).poll_write(cx, buf)
+        let written = Pin::new(&mut self.tcp).poll_write(cx, buf);
+        self.note_write(&written);
+        written
     }
 
     fn poll_write_vectored(
@@ -270,7 +337,9 @@ impl AsyncWrite for Socket {
         cx: &mut Context<'_>,
         bufs: &[std::io::IoSlice<'_>],
     ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.tcp).poll_write_vectored(cx, bufs)
+        let written = Pin::new(&mut self.tcp).poll_write_vectored(cx, bufs);
+        self.note_write(&written);
+        written
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -366,5 +435,109 @@ impl http_body::Body for Sending {
 
     fn size_hint(&self) -> SizeHint {
         self.body.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::http::StatusCode;
+    use axum::routing::get;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::{TcpListener, TcpSocket};
+
+    use super::*;
+
+    /// `app` served on one connection with `config`'s limits; returns the client's socket (its
+    /// receive buffer small, so a response it does not read fills it soon) and the server's task.
+    async fn one_connection(
+        app: Router,
+        config: ApiConfig,
+    ) -> (TcpStream, tokio::task::JoinHandle<()>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let client = TcpSocket::new_v4().unwrap();
+        client.set_recv_buffer_size(4096).unwrap();
+        let client = client.connect(addr).await.unwrap();
+        let (tcp, _) = listener.accept().await.unwrap();
+        let permit = Arc::new(tokio::sync::Semaphore::new(1))
+            .acquire_owned()
+            .await
+            .unwrap();
+        let slot = Slot::new(permit, &Arc::new(Metrics::default()));
+        let limits = Limits::new(&config);
+        let server = tokio::spawn(serve(tcp, slot, app, limits, CancellationToken::new()));
+        (client, server)
+    }
+
+    /// How long the tests wait for what must happen at once, at most (they never sleep this
+    /// long unless the connection wrongly stays open).
+    const HANG: Duration = Duration::from_secs(20);
+
+    #[tokio::test]
+    async fn a_response_its_client_stops_reading_closes_the_connection() {
+        // 64 MiB, far more than any socket buffers hold.
+        let big = || async { vec![b'x'; 64 << 20] };
+        let app = Router::new().route("/big", get(big));
+        let config = ApiConfig {
+            send_timeout_ms: 300,
+            ..ApiConfig::default()
+        };
+        let (mut client, server) = one_connection(app, config).await;
+        client
+            .write_all(b"GET /big HTTP/1.1\r\nhost: x\r\n\r\n")
+            .await
+            .unwrap();
+        // Nothing is read: the server gives up on the response and closes.
+        tokio::time::timeout(HANG, server)
+            .await
+            .expect("the connection closes after the send timeout")
+            .unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_slow_reader_that_keeps_reading_is_served_to_the_end() {
+        let body = || async { vec![b'x'; 4 << 20] };
+        let app = Router::new().route("/body", get(body));
+        let config = ApiConfig {
+            send_timeout_ms: 2_000,
+            ..ApiConfig::default()
+        };
+        let (mut client, server) = one_connection(app, config).await;
+        client
+            .write_all(b"GET /body HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        let mut got = Vec::new();
+        let mut buf = vec![0; 64 * 1024];
+        loop {
+            let n = client.read(&mut buf).await.unwrap();
+            if n == 0 {
+                break;
+            }
+            got.extend_from_slice(&buf[..n]);
+        }
+        assert!(got.len() > 4 << 20, "the whole body arrived: {}", got.len());
+        server.await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn an_answer_401_closes_its_connection() {
+        let refused = || async { StatusCode::UNAUTHORIZED };
+        let app = Router::new().route("/", get(refused));
+        let (mut client, server) = one_connection(app, ApiConfig::default()).await;
+        // A keep-alive request: without the close the connection would wait 60 s for the next.
+        client
+            .write_all(b"GET / HTTP/1.1\r\nhost: x\r\n\r\n")
+            .await
+            .unwrap();
+        let mut answer = Vec::new();
+        tokio::time::timeout(HANG, client.read_to_end(&mut answer))
+            .await
+            .expect("the server closes the connection after the 401")
+            .unwrap();
+        let answer = String::from_utf8_lossy(&answer).to_lowercase();
+        assert!(answer.starts_with("http/1.1 401"), "{answer}");
+        assert!(answer.contains("connection: close"), "{answer}");
+        server.await.unwrap();
     }
 }

@@ -66,6 +66,13 @@ impl ApiError {
         self.extra = Some(extra);
         self
     }
+    /// A 429 for a principal over a rate (`too_many_writes`): worth retrying after
+    /// `retry_after_s`.
+    pub fn too_many(code: &'static str, message: impl Into<String>, retry_after_s: u64) -> Self {
+        let mut e = Self::new(StatusCode::TOO_MANY_REQUESTS, code, message);
+        e.retry_after_s = Some(retry_after_s);
+        e
+    }
     /// A 503 for a cap that is full (`too_many_connections`, `too_many_streams`): worth retrying
     /// after `retry_after_s`.
     pub fn capped(code: &'static str, message: impl Into<String>, retry_after_s: u64) -> Self {

@@ -14,6 +14,7 @@ pub mod langgraph;
 mod limits;
 pub mod memory;
 pub mod openapi;
+mod quota;
 pub mod rest;
 pub mod runs;
 mod server;
@@ -120,6 +121,7 @@ pub fn router(state: AppState) -> Router {
         .route("/openapi.json", get(openapi::openapi))
         .merge(langgraph::routes())
         .route_layer(middleware::from_fn(browser::json_only))
+        .route_layer(middleware::from_fn_with_state(state.clone(), quota::writes))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(body_limit));

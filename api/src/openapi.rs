@@ -50,7 +50,7 @@ use crate::{audit, auth, langgraph, memory, rest, runs, sessions, sse, ws};
         responses(
             BadHost, Unauthorized, Forbidden, RunNotFound, RequestTimeout, PayloadTooLarge,
             UnsupportedMediaType, Internal, Unavailable, StreamsUnavailable, TicketsUnavailable,
-            Busy, InsufficientStorage,
+            Busy, InsufficientStorage, TooManyWrites, LgTooManyWrites,
             LgBadHost, LgUnauthorized, LgForbidden, LgRequestTimeout, LgPayloadTooLarge,
             LgUnsupportedMediaType, LgBusy, LgInternal, LgInsufficientStorage,
             LgThreadNotFound, LgRunNotFound, LgBadBody, LgRunNotStarted, LgRunConflict,
@@ -86,6 +86,8 @@ pub fn document(st: &AppState) -> Value {
     answers_of_every_route(&mut doc);
     if st.tokens.is_empty() {
         without_auth(&mut doc);
+    } else if st.config.writes_per_principal_per_s > 0 {
+        quota_on_writes(&mut doc);
     }
     let agents: Vec<String> = st
         .engine
@@ -289,6 +291,34 @@ fn answers_of_every_route(doc: &mut Value) {
     }
 }
 
+/// A server with tokens answers an ordinary principal's write over its quota 429, before its
+/// handler runs (a server without tokens has only `local`, an admin, whom no quota limits).
+fn quota_on_writes(doc: &mut Value) {
+    let Some(paths) = doc.get_mut("paths").and_then(Value::as_object_mut) else {
+        return;
+    };
+    for (path, item) in paths.iter_mut() {
+        if path == "/api/v1/stream-tickets" {
+            continue;
+        }
+        let name = match crate::langgraph::is_route(path) {
+            true => "LgTooManyWrites",
+            false => "TooManyWrites",
+        };
+        for method in ["post", "put", "patch", "delete"] {
+            if let Some(responses) = item
+                .pointer_mut(&format!("/{method}/responses"))
+                .and_then(Value::as_object_mut)
+            {
+                responses.insert(
+                    "429".into(),
+                    json!({"$ref": format!("#/components/responses/{name}")}),
+                );
+            }
+        }
+    }
+}
+
 /// Every operation of the document.
 fn operations(doc: &mut Value) -> impl Iterator<Item = &mut serde_json::Map<String, Value>> {
     doc.get_mut("paths")
@@ -317,6 +347,8 @@ fn without_auth(doc: &mut Value) {
         {
             responses.remove("Unauthorized");
             responses.remove("LgUnauthorized");
+            responses.remove("TooManyWrites");
+            responses.remove("LgTooManyWrites");
         }
     }
 }
@@ -579,6 +611,26 @@ impl<'r> ToResponse<'r> for LgBusy {
     }
 }
 
+const TOO_MANY_WRITES: &str = "The caller is over its quota of writes a second (`too_many_writes`, with `Retry-After`): nothing was done";
+
+/// 429 of a state-changing route on a server with tokens.
+pub(crate) struct TooManyWrites;
+
+impl<'r> ToResponse<'r> for TooManyWrites {
+    fn response() -> (&'r str, RefOr<Response>) {
+        ("TooManyWrites", capped(TOO_MANY_WRITES))
+    }
+}
+
+/// 429 of a state-changing LangGraph route on a server with tokens.
+pub(crate) struct LgTooManyWrites;
+
+impl<'r> ToResponse<'r> for LgTooManyWrites {
+    fn response() -> (&'r str, RefOr<Response>) {
+        ("LgTooManyWrites", capped_of("Detail", TOO_MANY_WRITES))
+    }
+}
+
 /// A 503 that may carry `Retry-After` (a full cap is worth retrying).
 fn capped(description: &str) -> RefOr<Response> {
     capped_of("ErrorBody", description)
@@ -593,7 +645,7 @@ fn capped_of(body: &str, description: &str) -> RefOr<Response> {
                 .minimum(Some(0)),
         )
         .description(Some(
-            "With `too_many_connections`, `too_many_streams` or `too_many_tickets`: seconds to wait before trying again",
+            "With `too_many_connections`, `too_many_streams`, `too_many_tickets` or `too_many_writes`: seconds to wait before trying again",
         ))
         .build();
     error_of(body, description)

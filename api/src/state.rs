@@ -57,6 +57,15 @@ pub struct ApiConfig {
     pub ws_message_bytes_max: usize,
     /// What `Retry-After` tells a client refused for a cap.
     pub retry_after_s: u64,
+    /// How long a response may wait for its client to take more of it: a connection whose
+    /// writes make no progress that long is closed (a client that sent a request and stopped
+    /// reading holds nothing longer than this).
+    pub send_timeout_ms: u64,
+    /// State-changing requests one ordinary principal may make a second, on average (0: no
+    /// quota); past it (after a burst) 429 `too_many_writes`. Admins are not limited.
+    pub writes_per_principal_per_s: u32,
+    /// The burst of such requests a principal may make at once.
+    pub writes_per_principal_burst: u32,
 }
 
 impl Default for ApiConfig {
@@ -79,6 +88,9 @@ impl Default for ApiConfig {
             ws_outbox_messages: 32,
             ws_message_bytes_max: 256 * 1024,
             retry_after_s: 2,
+            send_timeout_ms: 30_000,
+            writes_per_principal_per_s: 100,
+            writes_per_principal_burst: 1000,
         }
     }
 }
@@ -162,6 +174,8 @@ pub struct AppState {
     pub(crate) streams: Arc<Streams>,
     /// When this state was made (the server's start): the LangGraph assistants' creation time.
     pub started_at: chronicle_schemas::Timestamp,
+    /// Each ordinary principal's quota on writes.
+    pub(crate) quota: Arc<crate::quota::WriteQuota>,
 }
 
 impl AppState {
@@ -169,7 +183,12 @@ impl AppState {
         let site = Site::new(None, &config.allowed_hosts, &config.cors_origins);
         let metrics = Arc::new(Metrics::new());
         let streams = Arc::new(Streams::new(&config, metrics.clone()));
+        let quota = crate::quota::WriteQuota::new(
+            config.writes_per_principal_per_s,
+            config.writes_per_principal_burst,
+        );
         Self {
+            quota: Arc::new(quota),
             engine,
             tokens,
             config: Arc::new(config),

@@ -80,6 +80,17 @@ struct LimitArgs {
     /// SSE and WebSocket streams one principal may hold open at once.
     #[arg(long, default_value_t = ApiConfig::default().streams_per_principal_max)]
     streams_per_principal_max: usize,
+    /// How long a response may wait for its client to read more of it, in ms; then the
+    /// connection is closed.
+    #[arg(long, default_value_t = ApiConfig::default().send_timeout_ms)]
+    send_timeout_ms: u64,
+    /// State-changing requests an ordinary principal may make a second, on average (0: no
+    /// quota); past it 429. Admins are not limited.
+    #[arg(long, default_value_t = ApiConfig::default().writes_per_principal_per_s)]
+    writes_per_principal_per_s: u32,
+    /// The burst of state-changing requests an ordinary principal may make at once.
+    #[arg(long, default_value_t = ApiConfig::default().writes_per_principal_burst)]
+    writes_per_principal_burst: u32,
 }
 
 impl LimitArgs {
@@ -91,6 +102,9 @@ impl LimitArgs {
             connections_max: self.connections_max,
             streams_max: self.streams_max,
             streams_per_principal_max: self.streams_per_principal_max,
+            send_timeout_ms: self.send_timeout_ms,
+            writes_per_principal_per_s: self.writes_per_principal_per_s,
+            writes_per_principal_burst: self.writes_per_principal_burst,
             ..ApiConfig::default()
         }
     }

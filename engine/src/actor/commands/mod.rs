@@ -19,6 +19,18 @@ mod skip;
 mod todos;
 mod update;
 
+/// The most characters of a refused command (and of the words it was read from) its
+/// `CommandReceived` records.
+pub(crate) const REFUSED_COMMAND_CHARS_MAX: usize = 256;
+
+/// `text` cut to [`REFUSED_COMMAND_CHARS_MAX`] characters, with `…` where it was cut.
+fn cut_refused(text: &str) -> String {
+    match text.char_indices().nth(REFUSED_COMMAND_CHARS_MAX) {
+        Some((end, _)) => format!("{}…", &text[..end]),
+        None => text.to_owned(),
+    }
+}
+
 /// One parsed command.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Command {
@@ -114,11 +126,17 @@ impl RunActor {
         by: &str,
         said: Option<&str>,
     ) -> Result<CommandOutcome> {
+        // A refused command is recorded cut short: enough to see what was tried, never a way to
+        // fill the disk with requests that change nothing.
+        let cut = |s: &str, accepted: bool| match accepted {
+            true => s.to_owned(),
+            false => cut_refused(s),
+        };
         let received = |accepted: bool| Event::CommandReceived {
-            command: text.to_owned(),
+            command: cut(text, accepted),
             by: Actor::user(by),
             accepted,
-            said: said.map(str::to_owned),
+            said: said.map(|s| cut(s, accepted)),
         };
         let outcome = match parse(text) {
             Ok(cmd) => self.apply(cmd, by, received(true)).await,
