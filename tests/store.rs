@@ -1,6 +1,7 @@
 //! The sled store, black-box: what only a store on disk has — corruption and truncation named
 //! by offset, repair, restarts, async durability, blob files, the body file and sled's value
-//! sizes, the disk reserve. What every store promises is the conformance suite's, in the
+//! sizes, the disk reserve, the data directory's modes, a damaged sled snapshot file, and a
+//! damaged run in the listing. What every store promises is the conformance suite's, in the
 //! `chronicle-store` crate.
 
 use std::collections::BTreeMap;

@@ -18,7 +18,8 @@
 //! Failures: a write refused for lack of disk space is [`Error::StorageFull`] and changes
 //! nothing; the next append tries again. A failed fsync (or any failure after a batch reached
 //! sled) is fail-stop: the store refuses every later write with [`Error::Stopped`] and reports
-//! it through `watch_failure`, and recovery happens on the next open.
+//! it through `watch_failure`, and recovery happens on the next open. A read that fails with an
+//! I/O error is [`Error::ReadFailed`] (the device, not the record); damage is [`Error::Corrupt`].
 
 mod blobs;
 mod bodies;
