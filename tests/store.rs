@@ -1,6 +1,7 @@
 //! The sled store, black-box: what only a store on disk has — corruption and truncation named
 //! by offset, repair, restarts, async durability, blob files, the body file and sled's value
-//! sizes, the disk reserve. What every store promises is the conformance suite's, in the
+//! sizes, the disk reserve, the data directory's modes, a damaged sled snapshot file, and a
+//! damaged run in the listing. What every store promises is the conformance suite's, in the
 //! `chronicle-store` crate.
 
 use std::collections::BTreeMap;
@@ -500,8 +501,11 @@ async fn large_records_keep_sled_values_small_and_sled_writes_no_blob_file() {
     );
 }
 
+/// A body damaged on disk is not a crash's torn tail (a body is fsynced before the record that
+/// points at it): open keeps every record and names the damaged one, whose reads fail naming it,
+/// instead of refusing the whole store because the damage lies among the newest records.
 #[tokio::test]
-async fn a_flipped_byte_in_an_out_of_line_body_names_its_offset_run_and_seq() {
+async fn a_damaged_body_before_the_last_record_opens_and_names_its_record() {
     let dir = tempfile::tempdir().unwrap();
     drop(large_events(dir.path(), &[50_000, 50_000, 50_000]).await);
     // The second body starts right after the first: flip a byte in its middle.
@@ -510,17 +514,17 @@ async fn a_flipped_byte_in_an_out_of_line_body_names_its_offset_run_and_seq() {
     let second = bytes.len() / 3 + bytes.len() / 6;
     bytes[second] ^= 0x01;
     std::fs::write(&path, &bytes).unwrap();
-    match Store::open(dir.path(), Options::default()) {
-        Err(Error::Corrupt { offset, reason }) => {
-            assert_eq!(offset, 2, "{reason}");
+    let store = Store::open(dir.path(), Options::default())
+        .unwrap_or_else(|e| panic!("open must keep the store, got {e}"));
+    match store.get(2) {
+        Err(Error::Corrupt { offset: 2, reason }) => {
             assert!(
                 reason.contains(&format!("run {} seq 2", run(0))),
                 "{reason}"
             );
         }
-        other => panic!("open must refuse, got {other:?}"),
+        other => panic!("the damaged record reads as damage, got {other:?}"),
     }
-    let store = Store::open(dir.path(), no_tail_check()).unwrap();
     let problem = store.verify().unwrap().problem.expect("corruption found");
     assert_eq!(
         (problem.offset, problem.run_id, problem.seq),
@@ -528,15 +532,45 @@ async fn a_flipped_byte_in_an_out_of_line_body_names_its_offset_run_and_seq() {
         "{}",
         problem.reason
     );
-    assert!(matches!(
-        store.get(2),
-        Err(Error::Corrupt { offset: 2, .. })
-    ));
     assert!(
         store.get(1).unwrap().is_some(),
         "the records around it read"
     );
     assert!(store.get(3).unwrap().is_some());
+    // Nothing was dropped: the run goes on after its last record.
+    assert_eq!(store.run_head(run(0)).unwrap().unwrap().last_seq, 3);
+    store.append(run(0), 4, vec![note(4)]).await.unwrap();
+    assert_eq!(store.durable_next_offset(), 5);
+}
+
+/// A damaged record in sled before the last one cannot be dropped (records after it were
+/// acknowledged): open refuses, naming its offset and what to do.
+#[tokio::test]
+async fn a_damaged_record_before_the_last_is_refused_with_what_to_do() {
+    let dir = tempfile::tempdir().unwrap();
+    populate(dir.path(), 10).await;
+    with_sled(dir.path(), |events, _| {
+        events
+            .insert(7u64.to_be_bytes(), &b"\x01garbage"[..])
+            .unwrap()
+    });
+    for opts in [
+        Options::default(),
+        Options {
+            repair_truncate_tail: true,
+            ..Options::default()
+        },
+    ] {
+        match Store::open(dir.path(), opts) {
+            Err(e @ Error::Corrupt { offset: 7, .. }) => {
+                let message = e.to_string();
+                assert!(message.contains("not the last"), "{message}");
+                assert!(message.contains("chronicle verify"), "{message}");
+                assert!(message.contains("backup"), "{message}");
+            }
+            other => panic!("open must refuse, got {other:?}"),
+        }
+    }
 }
 
 #[tokio::test]
@@ -1077,4 +1111,176 @@ async fn verify_checks_the_log_as_it_stood_while_appends_go_on() {
     }
     assert!(checked > 0);
     assert_eq!(assert_dense(&store), 1200);
+}
+
+// ---------------------------------------------------- the data directory and damage around it
+
+/// Every directory and file under `dir`, `dir` included, with its permission bits.
+fn modes(dir: &std::path::Path) -> Vec<(std::path::PathBuf, u32)> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(path) = todo.pop() {
+        let meta = std::fs::symlink_metadata(&path).unwrap();
+        if meta.is_dir() {
+            todo.extend(std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().path()));
+        }
+        out.push((path, meta.permissions().mode() & 0o777));
+    }
+    out
+}
+
+#[tokio::test]
+async fn the_data_directory_and_every_file_the_store_writes_are_private() {
+    let parent = tempfile::tempdir().unwrap();
+    let dir = parent.path().join("data");
+    let store = large_events(&dir, &[30_000]).await;
+    store.put_blob(b"a payload of its own").unwrap();
+    store.put_record("thread:t", b"value").unwrap();
+    drop(store);
+    // The second open writes sled's snapshot file.
+    drop(open(&dir));
+    let all = modes(&dir);
+    let named = |name: &str| {
+        all.iter().any(|(p, _)| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with(name))
+        })
+    };
+    assert!(
+        named("snap.") && named("bodies") && named("db") && named("conf"),
+        "{all:?}"
+    );
+    assert!(
+        modes(&dir.join("blobs")).len() > 1,
+        "a blob file was written"
+    );
+    for (path, mode) in &all {
+        let want = if path.is_dir() { 0o700 } else { 0o600 };
+        assert_eq!(*mode, want, "{} is {mode:o}", path.display());
+    }
+}
+
+/// The files of sled's snapshot of its page table (`sled/snap.*`) in the store in `dir`.
+fn sled_snapshots(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    std::fs::read_dir(dir.join("sled"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("snap.")
+        })
+        .collect()
+}
+
+/// sled's snapshot file is a cache of its page table, which sled rebuilds from its log when the
+/// file is absent: a damaged one is set aside (kept beside sled's directory) and nothing is lost.
+#[tokio::test]
+async fn a_damaged_sled_snapshot_is_set_aside_and_every_event_kept() {
+    let damages: [fn(&mut Vec<u8>); 2] = [
+        |b| {
+            let i = b.len() / 2;
+            b[i] ^= 0x10
+        },
+        |b| b.truncate(5),
+    ];
+    for damage in damages {
+        let dir = tempfile::tempdir().unwrap();
+        populate(dir.path(), 30).await;
+        // The second open writes sled's snapshot.
+        drop(open(dir.path()));
+        let snaps = sled_snapshots(dir.path());
+        assert_eq!(snaps.len(), 1, "{snaps:?}");
+        let mut bytes = std::fs::read(&snaps[0]).unwrap();
+        damage(&mut bytes);
+        std::fs::write(&snaps[0], &bytes).unwrap();
+        let store = Store::open(dir.path(), Options::default())
+            .unwrap_or_else(|e| panic!("the store must open without the snapshot: {e}"));
+        assert_eq!(assert_dense(&store), 30);
+        store.append(run(0), 10, vec![note(30)]).await.unwrap();
+        drop(store);
+        let name = snaps[0].file_name().unwrap().to_string_lossy();
+        let kept = dir.path().join(format!("sled-{name}.damaged"));
+        assert_eq!(std::fs::read(&kept).unwrap(), bytes, "kept as it was found");
+        assert_eq!(assert_dense(&open(dir.path())), 31);
+    }
+}
+
+/// A crash while sled writes its snapshot leaves `snap.<lsn>.generating`, which sled reads as
+/// its newest snapshot (it takes every `snap.*`): set aside like a damaged one.
+#[tokio::test]
+async fn a_half_written_sled_snapshot_left_by_a_crash_is_set_aside() {
+    let dir = tempfile::tempdir().unwrap();
+    populate(dir.path(), 12).await;
+    drop(open(dir.path()));
+    let snap = sled_snapshots(dir.path()).pop().unwrap();
+    let bytes = std::fs::read(&snap).unwrap();
+    let generating = snap.with_file_name(format!(
+        "{}.generating",
+        snap.file_name().unwrap().to_string_lossy()
+    ));
+    std::fs::write(&generating, &bytes[..bytes.len() / 2]).unwrap();
+    let store = Store::open(dir.path(), Options::default())
+        .unwrap_or_else(|e| panic!("the store must open without the snapshot: {e}"));
+    assert_eq!(assert_dense(&store), 12);
+    drop(store);
+    assert!(
+        sled_snapshots(dir.path())
+            .iter()
+            .all(|p| !p.to_string_lossy().ends_with(".generating")),
+        "set aside"
+    );
+}
+
+/// `GET /api/v1/runs` with one run whose record is damaged: the others are listed, and the
+/// damaged one is named with the offset of its damage.
+#[tokio::test]
+async fn a_damaged_run_is_named_in_the_listing_and_the_others_listed() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    for k in 0..3u128 {
+        let mut events = vec![run_started(&format!("s{k}"))];
+        if k == 1 {
+            events.push(reasoning(30_000, 'b'));
+        }
+        events.push(Event::RunCompleted {
+            total_execution_time_ms: 1,
+        });
+        store.append(run(k), 0, events).await.unwrap();
+    }
+    drop(store);
+    // Run 1's body (offset 3, the only body) is damaged.
+    let path = dir.path().join("bodies");
+    let mut bytes = std::fs::read(&path).unwrap();
+    let i = bytes.len() / 2;
+    bytes[i] ^= 0x01;
+    std::fs::write(&path, &bytes).unwrap();
+    let store = Store::open(dir.path(), Options::default()).unwrap();
+    let srv = crate::api_support::server_on(
+        dir,
+        store,
+        chronicle_api::Tokens::none(),
+        chronicle_realestate::settings(),
+        chronicle_api::ApiConfig::default(),
+    )
+    .await;
+    let res = srv.http.get(srv.url("/api/v1/runs")).send().await.unwrap();
+    let status = res.status();
+    let body: serde_json::Value = res.json().await.unwrap();
+    assert_eq!(status, 200, "{body}");
+    let listed: Vec<String> = body["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["run_id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(listed, [run(0).to_string(), run(2).to_string()], "{body}");
+    let damaged = body["damaged"].as_array().expect("damaged runs named");
+    assert_eq!(damaged.len(), 1, "{body}");
+    assert_eq!(damaged[0]["run_id"], run(1).to_string());
+    let error = damaged[0]["error"].as_str().unwrap();
+    assert!(error.contains("corrupt log at offset 3"), "{error}");
+    srv.stop().await;
 }

@@ -4,7 +4,8 @@
 //!   name of the same port (`localhost`, `127.0.0.1`, `[::1]`), or a name given with
 //!   `--allowed-host`. A page on a rebound DNS name (`evil.example` → 127.0.0.1) is refused.
 //!   Bound to every interface (`0.0.0.0`) without `--allowed-host`, the server cannot know its
-//!   names and accepts any Host (such a bind needs tokens unless `--insecure`).
+//!   names and accepts any Host, so such a bind needs tokens: with `--insecure` (no tokens) it
+//!   is refused ([`check_open_host`]).
 //! - **Origin.** A request that carries an `Origin` (browsers add it to every cross-origin
 //!   request, to every POST and to every WebSocket handshake) must come from the server's own
 //!   origin, a loopback origin of the same port, or a `--cors-origin`. Others get 403.
@@ -25,6 +26,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use tower_http::cors::{AllowOrigin, CorsLayer};
 
+use crate::auth::Tokens;
 use crate::error::ApiError;
 use crate::state::AppState;
 
@@ -58,11 +60,17 @@ impl Site {
         if self.hosts.iter().any(|h| *h == host || *h == name) {
             return true;
         }
-        if bind.ip().is_unspecified() && self.hosts.is_empty() {
+        if self.any_host() {
             return true;
         }
         let same_port = port.unwrap_or(80) == bind.port();
         same_port && (is_loopback(name) || ip_of(name) == Some(bind.ip()))
+    }
+
+    /// Whether any `Host` is this server: bound to every interface with no `--allowed-host`, it
+    /// cannot tell its own names from any other.
+    fn any_host(&self) -> bool {
+        self.bind.is_some_and(|b| b.ip().is_unspecified()) && self.hosts.is_empty()
     }
 
     /// May a page of `origin` send this request (whose `Host` is already known to be ours)?
@@ -122,6 +130,24 @@ impl Site {
                 .max_age(Duration::from_secs(600)),
         )
     }
+}
+
+/// Refuses to serve without tokens (`--insecure`) a server that accepts any `Host`: bound to
+/// every interface without `--allowed-host`. Any web page could then drive it through the
+/// browser of anyone who can reach it, by DNS rebinding (a name of the page's site made to
+/// resolve to the server), reading and deciding every run. A warning would sit in a log nobody
+/// reads while the server is open; naming the hosts is one flag.
+pub fn check_open_host(
+    bind: SocketAddr,
+    tokens: &Tokens,
+    allowed_hosts: &[String],
+) -> Result<(), String> {
+    if tokens.is_empty() && Site::new(Some(bind), allowed_hosts, &[]).any_host() {
+        return Err(format!(
+            "refusing to serve {bind} without tokens and without --allowed-host: bound to every interface, the server cannot tell its own names from a page's, and any web page could drive it by DNS rebinding; name each host clients use with --allowed-host NAME (repeatable), bind one address, or configure tokens"
+        ));
+    }
+    Ok(())
 }
 
 /// `name[:port]` of a Host or origin authority (`[v6]:port` keeps its brackets).
@@ -267,6 +293,29 @@ mod tests {
         assert!(named.host_ok("api.example:8080") && named.host_ok("localhost:8080"));
         assert!(!named.host_ok("evil.example:8080"));
         assert!(site("10.1.2.3:9000", &[], &[]).host_ok("10.1.2.3:9000"));
+    }
+
+    #[test]
+    fn any_host_without_tokens_is_refused() {
+        let none = Tokens::none();
+        let hosts = vec!["api.example".to_owned()];
+        for bind in ["0.0.0.0:8080", "[::]:8080"] {
+            let bind = bind.parse().unwrap();
+            let err = check_open_host(bind, &none, &[]).unwrap_err();
+            assert!(err.contains("--allowed-host"), "{err}");
+            assert!(check_open_host(bind, &none, &hosts).is_ok());
+            let tokens = Tokens::single("admin", "tok-admin-0123456789").unwrap();
+            assert!(
+                check_open_host(bind, &tokens, &[]).is_ok(),
+                "tokens guard it"
+            );
+        }
+        for bind in ["10.1.2.3:8080", "127.0.0.1:8080"] {
+            assert!(
+                check_open_host(bind.parse().unwrap(), &none, &[]).is_ok(),
+                "{bind}"
+            );
+        }
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! The one mapping from failures to HTTP: `{"error": {"code", "message"}}` with 400 / 401 / 404 /
 //! 408 / 409 / 413 / 422 / 500 / 503 / 507. Internal errors send a generic message and log the real one;
-//! storage failures say what happened (full disk, stopped store, corrupt log at an offset).
+//! storage failures say what happened (full disk, a store that cannot be read or written now,
+//! corrupt log at an offset).
 
 use axum::Json;
 use axum::http::{HeaderValue, StatusCode, header};
@@ -174,9 +175,13 @@ impl From<StoreError> for ApiError {
                 "insufficient_storage",
                 format!("{e}; nothing was written, try again once space is freed"),
             ),
+            // The store cannot be reached as it should: the device, the file system or sled
+            // failed (a read may work again later), or the store stopped. Nothing says that what
+            // it holds is damaged.
             StoreError::Stopped(_)
             | StoreError::Closed
             | StoreError::Io(_)
+            | StoreError::ReadFailed { .. }
             | StoreError::Sled(_)
             | StoreError::Transaction(_) => {
                 tracing::error!(error = %e, "storage unavailable");
@@ -186,6 +191,7 @@ impl From<StoreError> for ApiError {
                     format!("the store cannot take this request: {e}"),
                 )
             }
+            // What the store holds is damaged: reading it again will not help.
             StoreError::Corrupt { .. }
             | StoreError::BlobMissing(_)
             | StoreError::BlobCorrupt { .. }

@@ -690,12 +690,16 @@ pub async fn cancel(
 /// 200 `{"status":"ok","storage":"ok"}` while appends can be taken; 503 with `"storage":"full"`
 /// (appends answer 507 until space is freed; reads work) or `"storage":"failed"` (a failed fsync
 /// stopped the store; the server exits and a restart recovers).
+///
+/// Full means less is free than the disk reserve plus what one event of the largest size needs:
+/// such an append would be refused (smaller ones may still fit), so health never calls fine a
+/// store that refuses a write.
 #[utoipa::path(get, path = "/healthz", tag = "ops",
     responses(
         (status = 200, description = "Serving; `storage` is `ok`", body = Health),
         (status = 400, description = "A `Host` header that names another server (`bad_host`)", body = ErrorBody),
         (status = 403, response = Forbidden),
-        (status = 503, description = "`storage` is `full` (appends are refused with 507 until space is freed; reads work) or `failed` (the store stopped after a failed fsync; the server exits so that a restart recovers); or, with the error body and `Retry-After`, the server holds as many connections as it may (`too_many_connections`)", body = HealthOrBusy),
+        (status = 503, description = "`storage` is `full` (less is free than `reserve_bytes` plus `needed_bytes`, what one event of the largest size needs: such an append is refused with 507 until space is freed; reads work) or `failed` (the store stopped after a failed fsync; the server exits so that a restart recovers); or, with the error body and `Retry-After`, the server holds as many connections as it may (`too_many_connections`)", body = HealthOrBusy),
     ))]
 pub async fn healthz(State(st): State<AppState>) -> Response {
     let store = st.engine.store();
@@ -705,15 +709,21 @@ pub async fn healthz(State(st): State<AppState>) -> Response {
         durable_next_offset: store.durable_next_offset(),
         available_bytes: None,
         reserve_bytes: None,
+        needed_bytes: None,
         reason: None,
     };
     match store.health() {
         StorageHealth::Ok => {}
-        StorageHealth::Full { available, reserve } => {
+        StorageHealth::Full {
+            available,
+            reserve,
+            needed,
+        } => {
             body.status = HealthStatus::Degraded;
             body.storage = StorageState::Full;
             body.available_bytes = Some(available);
             body.reserve_bytes = Some(reserve);
+            body.needed_bytes = Some(needed);
         }
         StorageHealth::Failed(reason) => {
             body.status = HealthStatus::Failed;

@@ -5,7 +5,7 @@
 use chronicle_engine::store::{self, RunHead, Store};
 use chronicle_schemas::{RunId, RunStatus, SessionId};
 use chronicle_wire::ErrorBody;
-use chronicle_wire::{RUNS_PAGE_MAX, RunList, RunSummary, RunsQuery};
+use chronicle_wire::{DamagedRun, RUNS_PAGE_MAX, RunList, RunSummary, RunsQuery};
 
 use axum::extract::State;
 
@@ -40,7 +40,8 @@ impl From<PageError> for ApiError {
 /// One page of the runs `query` asks for among those `visible` lets through: it looks at up to
 /// `limit` runs after `after` (by creation time, then id) and lists those that match its status;
 /// `next` says where the next page starts. Each run shows as of its newest durable event, as
-/// every read does.
+/// every read does. A run whose records are damaged is named in `damaged` and the others are
+/// listed; a store that cannot be read at all (an I/O error) fails the page.
 pub fn page(
     store: &Store,
     query: &RunsQuery,
@@ -74,12 +75,27 @@ pub fn page(
     let end = start.saturating_add(limit).min(heads.len());
     let looked_at = &heads[start..end];
     let mut runs = Vec::new();
+    let mut damaged = Vec::new();
     for head in looked_at {
         let durable = store
             .durable_seq(head.run_id)?
             .unwrap_or(0)
             .min(head.last_seq);
-        let state = store.state_at(head.run_id, durable)?;
+        let state = match store.state_at(head.run_id, durable) {
+            Ok(state) => state,
+            Err(e) if e.is_damage() => {
+                tracing::error!(run = %head.run_id, error = %e, "a listed run is damaged");
+                damaged.push(DamagedRun {
+                    run_id: head.run_id,
+                    session_id: head.session_id.clone(),
+                    created_at: head.created_at,
+                    error: e.to_string(),
+                });
+                on_run();
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        };
         on_run();
         let sup = state.supervisor;
         if query.status.is_some_and(|s| s != sup.run_status) {
@@ -100,7 +116,11 @@ pub fn page(
     let next = (end < heads.len())
         .then(|| looked_at.last().map(|h| h.run_id))
         .flatten();
-    Ok(RunList { runs, next })
+    Ok(RunList {
+        runs,
+        next,
+        damaged,
+    })
 }
 
 #[utoipa::path(get, path = "/api/v1/runs", tag = "runs", operation_id = "list_runs", security(("bearer" = [])),
@@ -111,7 +131,7 @@ pub fn page(
         ("limit" = Option<usize>, Query, minimum = 1, maximum = 1000, description = "Look at most at this many runs (default 1000)"),
     ),
     responses(
-        (status = 200, description = "The runs the caller may see (an admin: all), oldest first; `next` is where the next page starts (null on the last page)", body = RunList),
+        (status = 200, description = "The runs the caller may see (an admin: all), oldest first; `next` is where the next page starts (null on the last page); a run whose records are damaged is named in `damaged` instead", body = RunList),
         (status = 400, description = "A bad `status`, `after` (not a UUID) or `limit` (`bad_request`), or a `Host` header that names another server (`bad_host`)", body = ErrorBody),
         (status = 401, response = Unauthorized), (status = 403, response = Forbidden),
         (status = 404, description = "`after` names no run the caller may see (`not_found`)", body = ErrorBody),

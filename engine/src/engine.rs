@@ -49,8 +49,16 @@ impl Engine {
         let heads: Vec<_> = shared.store.runs().collect::<Result<_, _>>()?;
         let mut recovered = 0;
         for head in heads.into_iter().filter(|h| !h.terminal) {
-            shared.deliver(head.run_id, None).await?;
-            recovered += 1;
+            match shared.deliver(head.run_id, None).await {
+                Ok(_) => recovered += 1,
+                // A run whose records are damaged stays as it is (reads of it name the damage);
+                // the other runs are served.
+                Err(crate::Error::Store(e)) if e.is_damage() => tracing::error!(
+                    run = %head.run_id, error = %e,
+                    "a damaged run is not resumed; `chronicle verify` names the damaged record"
+                ),
+                Err(e) => return Err(e),
+            }
         }
         if recovered > 0 {
             tracing::info!(runs = recovered, "recovered runs");

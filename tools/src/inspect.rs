@@ -9,7 +9,7 @@ use anyhow::{Context, bail};
 use chronicle_client::{Client, EventsFrom};
 use chronicle_engine::{Engine, RestoreTarget};
 use chronicle_schemas::{CheckpointId, Envelope, Event, RunId, RunStatus};
-use chronicle_wire::{CheckpointList, Restored, RunSummary, RunsQuery};
+use chronicle_wire::{CheckpointList, DamagedRun, Restored, RunSummary, RunsQuery};
 use serde_json::{Value, json};
 
 use crate::common::{
@@ -225,10 +225,14 @@ pub fn runs(args: &RunsArgs, out: &mut dyn Write) -> anyhow::Result<()> {
         status: args.status.map(StatusFilter::status),
         ..RunsQuery::default()
     };
-    let rows = match args.remote.client()? {
-        Some(client) => runtime()?.block_on(client.runs(&query))?,
+    let (rows, damaged) = match args.remote.client()? {
+        Some(client) => runtime()?.block_on(runs_remote(&client, query))?,
         None => runs_embedded(args, query)?,
     };
+    // A run that could not be read is named (on stderr, where errors go); the rest are listed.
+    for d in &damaged {
+        eprintln!("warning: run {} is damaged: {}", d.run_id, d.error);
+    }
     if args.json {
         for row in &rows {
             json_line(out, "run", serde_json::to_value(row)?)?;
@@ -260,8 +264,29 @@ pub fn runs(args: &RunsArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The runs of the data directory, listed the way the server lists them (page after page).
-fn runs_embedded(args: &RunsArgs, mut query: RunsQuery) -> anyhow::Result<Vec<RunSummary>> {
+/// The runs of a server, page after page, and those it found damaged.
+async fn runs_remote(
+    client: &chronicle_client::Client,
+    mut query: RunsQuery,
+) -> anyhow::Result<(Vec<RunSummary>, Vec<DamagedRun>)> {
+    let (mut rows, mut damaged) = (Vec::new(), Vec::new());
+    loop {
+        let page = client.runs_page(&query).await?;
+        rows.extend(page.runs);
+        damaged.extend(page.damaged);
+        match page.next {
+            Some(next) => query.after = Some(next),
+            None => return Ok((rows, damaged)),
+        }
+    }
+}
+
+/// The runs of the data directory, listed the way the server lists them (page after page), and
+/// those found damaged.
+fn runs_embedded(
+    args: &RunsArgs,
+    mut query: RunsQuery,
+) -> anyhow::Result<(Vec<RunSummary>, Vec<DamagedRun>)> {
     let store = view::open_for_reading(&args.data.data, LOCKED_USE_SERVER)?;
     let total = store.runs().count();
     let bar = (total > RUNS_PROGRESS_RUNS_MIN).then(|| {
@@ -271,7 +296,7 @@ fn runs_embedded(args: &RunsArgs, mut query: RunsQuery) -> anyhow::Result<Vec<Ru
         )
         .with_message("projecting runs")
     });
-    let mut rows = Vec::new();
+    let (mut rows, mut damaged) = (Vec::new(), Vec::new());
     loop {
         let mut tick = || {
             if let Some(b) = &bar {
@@ -280,6 +305,7 @@ fn runs_embedded(args: &RunsArgs, mut query: RunsQuery) -> anyhow::Result<Vec<Ru
         };
         let page = chronicle_api::runs::page(&store, &query, &|_| true, &mut tick)?;
         rows.extend(page.runs);
+        damaged.extend(page.damaged);
         match page.next {
             Some(next) => query.after = Some(next),
             None => break,
@@ -288,7 +314,7 @@ fn runs_embedded(args: &RunsArgs, mut query: RunsQuery) -> anyhow::Result<Vec<Ru
     if let Some(b) = bar {
         b.finish_and_clear();
     }
-    Ok(rows)
+    Ok((rows, damaged))
 }
 
 // ---------------------------------------------------------------------------------- checkpoints

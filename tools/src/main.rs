@@ -69,7 +69,16 @@ enum Command {
 /// Exit codes (STYLE "The CLI"): 0 success, 1 a negative answer, 2 usage or operational error.
 const EXIT_OPERATIONAL: u8 = 2;
 
+/// The process's file creation mask: what the command creates is its user's alone.
+///
+/// Everything the CLI writes is Chronicle data — the store (which sets its own modes as well),
+/// sessions' workspace files written by the tools, snapshots, blobs — and part of it is made by
+/// code that takes the default modes (sled's files, the workspace tools). One umask set before
+/// anything starts makes all of it 0700/0600; a library cannot set it (it is process-wide).
+const UMASK: u32 = 0o077;
+
 fn main() -> ExitCode {
+    rustix::process::umask(rustix::fs::Mode::from_raw_mode(UMASK));
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         // `--help` and `--version` are not errors: print them as clap does.

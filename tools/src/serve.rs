@@ -1,4 +1,4 @@
-//! `chronicle serve`: the HTTP server on an embedded store (DESIGN §6/§7).
+//! `chronicle serve`: the HTTP server on an embedded store.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -11,7 +11,7 @@ use chronicle_schemas::{HitlMode, OnReject};
 
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Examples:\n  chronicle serve\n  chronicle serve --addr 0.0.0.0:8080 --tokens tokens.txt\n  chronicle serve --cors-origin http://localhost:5173\n  CHRONICLE_API_TOKEN=$(openssl rand -hex 16) chronicle serve --hitl-default every_todo\n\nA full disk is answered with 507 and /healthz reports `\"storage\": \"full\"` until space is freed; appends then resume by themselves.\n\nA connection over --connections-max, and a stream (SSE or WebSocket) over --streams-max or --streams-per-principal-max, is answered 503 with Retry-After (`too_many_connections`, `too_many_streams`). The soft limit on open files is raised to the hard one at start (every connection is a file descriptor).\n\nExit codes: 0 clean shutdown, 2 could not start (bad flag, broken store, refused bind), 3 stopped after a failed fsync (nothing unacknowledged was acknowledged; restart to recover)."
+    after_help = "Examples:\n  chronicle serve\n  chronicle serve --addr 0.0.0.0:8080 --tokens tokens.txt\n  chronicle serve --cors-origin http://localhost:5173\n  CHRONICLE_API_TOKEN=$(openssl rand -hex 16) chronicle serve --hitl-default every_todo\n\nA full disk is answered with 507 and /healthz reports `\"storage\": \"full\"` until space is freed; appends then resume by themselves. The store keeps --disk-reserve-mib free; on a file system that reports no size the free space cannot be known, and only a failed write tells.\n\nThe data directory is created 0700 and every file in it 0600; a looser existing directory or tokens file is warned about at start.\n\nA connection over --connections-max, and a stream (SSE or WebSocket) over --streams-max or --streams-per-principal-max, is answered 503 with Retry-After (`too_many_connections`, `too_many_streams`). The soft limit on open files is raised to the hard one at start (every connection is a file descriptor).\n\nExit codes: 0 clean shutdown, 2 could not start (bad flag, broken store, refused bind), 3 stopped after a failed fsync (nothing unacknowledged was acknowledged; restart to recover)."
 )]
 pub struct ServeArgs {
     /// Address to listen on.
@@ -34,7 +34,8 @@ pub struct ServeArgs {
     /// <token>`, and each principal sees only its own runs (an `admin` sees all).
     #[arg(long)]
     tokens: Option<PathBuf>,
-    /// Allow binding a non-loopback address without tokens.
+    /// Allow binding a non-loopback address without tokens. Bound to every interface (`0.0.0.0`)
+    /// it also needs --allowed-host: it would answer any Host otherwise (DNS rebinding).
     #[arg(long)]
     insecure: bool,
     /// A name the server answers to besides its address and the loopback names, as `name`
@@ -50,10 +51,15 @@ pub struct ServeArgs {
     domain: crate::domain::DomainArgs,
     /// Drop an undecodable final record of the log instead of refusing to start. It cannot
     /// repair a bad record before the last one (`chronicle verify` names its offset) or damage
-    /// inside sled's own files (then sled cannot open the store: restore the data directory
-    /// from a backup or copy).
+    /// inside sled's log (then sled cannot open the store: restore the data directory from a
+    /// backup or copy). A damaged body file record is kept and named, and a damaged sled
+    /// snapshot file set aside, without it.
     #[arg(long)]
     repair_truncate_tail: bool,
+    /// Free disk space the store keeps, in MiB: an append that would leave less is refused with
+    /// 507 and /healthz says full. 0 keeps none (a full disk then shows as a failed write).
+    #[arg(long, value_name = "MIB", default_value_t = Options::default().disk_reserve_bytes >> 20)]
+    disk_reserve_mib: u64,
     #[command(flatten)]
     limits: LimitArgs,
 }
@@ -148,6 +154,22 @@ fn raise_open_files_limit(connections_max: usize) {
     }
 }
 
+/// Warns, in one line, when the tokens file at `path` lets other users read it (or write it).
+fn warn_if_others_read(path: &std::path::Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let Ok(meta) = std::fs::metadata(path) else {
+        return;
+    };
+    let mode = meta.permissions().mode() & 0o7777;
+    if mode & 0o077 != 0 {
+        tracing::warn!(
+            "the tokens file {} is mode {mode:04o}: other local users may read the tokens; restrict it with `chmod 600 {}`",
+            path.display(),
+            path.display()
+        );
+    }
+}
+
 pub fn parse_on_reject(s: &str) -> Result<OnReject, String> {
     serde_json::from_value(serde_json::Value::String(s.to_owned()))
         .map_err(|_| format!("on_reject must be skip or end_turn, got {s:?}"))
@@ -203,6 +225,15 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
         (None, None) => Tokens::none(),
     };
     chronicle_api::check_bind(args.addr, &tokens, args.insecure).map_err(anyhow::Error::msg)?;
+    chronicle_api::browser::check_open_host(args.addr, &tokens, &args.allowed_hosts)
+        .map_err(anyhow::Error::msg)?;
+    if let Some(path) = &args.tokens {
+        warn_if_others_read(path);
+    }
+    let disk_reserve_bytes = args
+        .disk_reserve_mib
+        .checked_mul(1 << 20)
+        .with_context(|| format!("--disk-reserve-mib {} is too large", args.disk_reserve_mib))?;
     let config = ApiConfig {
         allowed_hosts: args.allowed_hosts.clone(),
         cors_origins: args.cors_origins.clone(),
@@ -212,6 +243,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     let opts = Options {
         durability: args.durability,
         repair_truncate_tail: args.repair_truncate_tail,
+        disk_reserve_bytes,
         ..Options::default()
     };
     let store = Store::open(&args.data, opts)

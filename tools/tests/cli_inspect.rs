@@ -1068,3 +1068,84 @@ fn verify_does_not_panic_on_a_torn_or_emptied_sled_file() {
         }
     }
 }
+
+/// sled's snapshot file (`sled/snap.*`) is a cache of its page table that sled rebuilds from its
+/// log: a damaged one is set aside at open, so `verify` checks the whole log and `runs` lists it.
+#[test]
+fn verify_and_runs_read_a_store_whose_sled_snapshot_is_damaged() {
+    let (dir, run_id) = large_event_store();
+    // A second open writes sled's snapshot.
+    drop(Store::open(dir.path(), Options::default()).unwrap());
+    let snap = std::fs::read_dir(dir.path().join("sled"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("snap.")
+        })
+        .expect("sled wrote a snapshot");
+    let mut bytes = std::fs::read(&snap).unwrap();
+    let i = bytes.len() / 2;
+    bytes[i] ^= 0x40;
+    std::fs::write(&snap, bytes).unwrap();
+    let r = run(dir.path(), &["verify"]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert!(r.stdout.starts_with("checked 4 events"), "{}", r.stdout);
+    assert!(ok(dir.path(), &["runs"]).contains(&run_id.to_string()));
+}
+
+/// A body damaged on disk before the log's last record: the server starts, says which record
+/// is damaged and what to do, and serves the rest; `chronicle verify` names the same record.
+#[test]
+fn serve_starts_on_a_store_with_a_damaged_body_and_names_the_record() {
+    let (dir, run_id) = large_event_store();
+    let path = dir.path().join("bodies");
+    let mut bytes = std::fs::read(&path).unwrap();
+    // The middle of the second body: the event at offset 2 (run seq 2), not the last.
+    let i = bytes.len() / 2;
+    bytes[i] ^= 0x04;
+    std::fs::write(&path, bytes).unwrap();
+    let log = dir.path().join("serve.log");
+    let mut child = chronicle(dir.path(), &["serve", "--addr", "127.0.0.1:0"])
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + WAIT;
+    let text = loop {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("serve exited with {status}:\n{text}");
+        }
+        if text.contains("chronicle is listening") {
+            break text;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "serve did not listen:\n{text}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let named = text
+        .lines()
+        .find(|l| l.contains("damaged") && l.contains("offset 2"))
+        .unwrap_or_else(|| panic!("the damaged record is named:\n{text}"));
+    assert!(named.contains(&run_id.to_string()), "{named}");
+    assert!(named.contains("chronicle verify"), "{named}");
+    let bad = run(dir.path(), &["verify"]);
+    assert_eq!(bad.code, 1, "{}{}", bad.stdout, bad.stderr);
+    assert!(
+        bad.stdout
+            .lines()
+            .last()
+            .unwrap()
+            .starts_with("FAILED at offset 2 "),
+        "{}",
+        bad.stdout
+    );
+}

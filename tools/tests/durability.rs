@@ -1,6 +1,8 @@
 //! Durability of the real `chronicle serve`, black-box: power loss on a file system that drops
 //! every byte not fsynced (LazyFS on FUSE), an fsync that fails, and a full disk (a small tmpfs).
-//! Every acknowledged (2xx) run and decision must survive; `chronicle verify` must pass.
+//! Every acknowledged (2xx) run and decision must survive; `chronicle verify` must pass. Also
+//! the data directory's permissions, a file system that cannot say its size, health near the
+//! disk reserve, and reads while the device fails.
 //!
 //! These tests mount file systems and need root and `/dev/fuse` (CI has both). When a mount
 //! fails the test fails, loudly: it never skips.
@@ -527,27 +529,26 @@ fn a_full_disk_is_507_reads_keep_working_and_appends_resume_when_space_frees() {
     assert_verifies(&data);
 }
 
-#[test]
-fn a_recorded_workspace_write_survives_a_power_loss() {
-    let rt = rt();
-    let mut on = OnLazyFs::mount();
-    let (data, log) = (on.data.clone(), on.log.clone());
-    let mut serve = Serve::start(&data, None, &log);
-    let req = RunRequest {
+/// A run of session `docs` whose document_team saves a document with `write_file`.
+fn document_run() -> RunRequest {
+    RunRequest {
         session_id: Some("docs".into()),
         hitl: Some(HitlMode::None),
         ..RunRequest::new(
             "Draft a lease contract: landlord Kim Minsu, tenant John Smith, deposit 500 million won",
         )
-    };
-    let run = rt.block_on(serve.api.start_run(&req)).unwrap().run_id;
-    // Wait for document_team's write_file call to be recorded as done.
+    }
+}
+
+/// Waits for `run`'s document_team to have its `write_file` call recorded as done; the saved
+/// document's fields (`file_path`, `bytes`).
+fn saved_document(rt: &tokio::runtime::Runtime, api: &Client, run: RunId) -> Value {
     let deadline = Instant::now() + START_TIMEOUT;
-    let saved = loop {
-        let state: Value = rt.block_on(serve.api.state(run, None)).unwrap();
+    loop {
+        let state: Value = rt.block_on(api.state(run, None)).unwrap();
         let saved = &state["supervisor"]["team_results"]["document_team"]["saved_document"];
         if saved["bytes"].is_u64() {
-            break saved.clone();
+            return saved.clone();
         }
         assert!(
             Instant::now() < deadline,
@@ -555,7 +556,20 @@ fn a_recorded_workspace_write_survives_a_power_loss() {
             state["supervisor"]["tool_calls"]
         );
         std::thread::sleep(Duration::from_millis(50));
-    };
+    }
+}
+
+#[test]
+fn a_recorded_workspace_write_survives_a_power_loss() {
+    let rt = rt();
+    let mut on = OnLazyFs::mount();
+    let (data, log) = (on.data.clone(), on.log.clone());
+    let mut serve = Serve::start(&data, None, &log);
+    let run = rt
+        .block_on(serve.api.start_run(&document_run()))
+        .unwrap()
+        .run_id;
+    let saved = saved_document(&rt, &serve.api, run);
     serve.kill();
     on.fs.power_loss();
     on.fs.remount().unwrap();
@@ -570,4 +584,300 @@ fn a_recorded_workspace_write_survives_a_power_loss() {
         "{path}"
     );
     assert!(content.contains("John Smith"));
+}
+
+// ------------------------------------------------------------------------- the data directory
+
+/// Every directory and file under `dir`, `dir` included, with its permission bits.
+fn modes(dir: &Path) -> Vec<(PathBuf, u32)> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(path) = todo.pop() {
+        let meta = std::fs::symlink_metadata(&path).unwrap();
+        if meta.is_dir() {
+            todo.extend(std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().path()));
+        }
+        out.push((path, meta.permissions().mode() & 0o777));
+    }
+    out
+}
+
+fn chmod(path: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// Other local users read nothing of what the server keeps: its new data directory is 0700 and
+/// every file in it 0600 — sled's, the body file, blobs and the session workspaces included.
+#[test]
+fn serve_keeps_its_data_directory_private() {
+    let rt = rt();
+    let scratch = tempfile::tempdir().unwrap();
+    let data = scratch.path().join("data");
+    let serve = Serve::start(&data, None, &scratch.path().join("serve.log"));
+    let run = rt
+        .block_on(serve.api.start_run(&document_run()))
+        .unwrap()
+        .run_id;
+    let saved = saved_document(&rt, &serve.api, run);
+    drop(serve);
+    let all = modes(&data);
+    let doc = saved["file_path"]
+        .as_str()
+        .unwrap()
+        .strip_prefix("/workspace/")
+        .unwrap();
+    assert!(
+        all.iter().any(|(p, _)| p.ends_with(doc)),
+        "the document is in the data directory: {all:?}"
+    );
+    for (path, mode) in &all {
+        let want = if path.is_dir() { 0o700 } else { 0o600 };
+        assert_eq!(*mode, want, "{} is {mode:o}", path.display());
+    }
+}
+
+/// An existing data directory others may enter, and a tokens file others may read, are kept as
+/// they are, with one warning line each saying how to close them.
+#[test]
+fn serve_warns_about_a_data_directory_or_tokens_file_open_to_others() {
+    let scratch = tempfile::tempdir().unwrap();
+    let data = scratch.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    chmod(&data, 0o755);
+    let tokens = scratch.path().join("tokens.txt");
+    std::fs::write(&tokens, "ops tok-ops-5b3e90a4f1 admin\n").unwrap();
+    chmod(&tokens, 0o644);
+    let log = scratch.path().join("serve.log");
+    let args = [OsStr::new("--tokens"), tokens.as_os_str()];
+    let serve = Serve::start_with(&data, &args, &log, None);
+    let text = serve.log_text();
+    let about = |path: &Path, fix: &str| {
+        text.lines()
+            .filter(|l| {
+                l.contains("WARN") && l.contains(&path.display().to_string()) && l.contains(fix)
+            })
+            .count()
+    };
+    assert_eq!(about(&data, "chmod 700"), 1, "{text}");
+    assert_eq!(about(&tokens, "chmod 600"), 1, "{text}");
+    drop(serve);
+    assert_eq!(modes(&data)[0].1, 0o755, "the directory is left as it was");
+}
+
+/// `--insecure` on every interface without `--allowed-host` would answer any `Host` without
+/// tokens, so any web page could reach it by DNS rebinding: refused. With a name it starts.
+#[test]
+fn insecure_on_every_interface_needs_an_allowed_host() {
+    let scratch = tempfile::tempdir().unwrap();
+    let data = scratch.path().join("data");
+    let start = |extra: &[&str]| {
+        let log = scratch.path().join(format!("serve{}.log", extra.len()));
+        let child = Command::new(env!("CARGO_BIN_EXE_chronicle"))
+            .args(["serve", "--addr", "0.0.0.0:0", "--insecure", "--data"])
+            .arg(&data)
+            .args(extra)
+            .env("NO_COLOR", "1")
+            .env("RUST_LOG", "info")
+            .env_remove("CHRONICLE_API_TOKEN")
+            .env_remove("CHRONICLE_DATA")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        (child, log)
+    };
+    // Until it exits or says it listens.
+    let outcome = |child: &mut Child, log: &Path| {
+        let deadline = Instant::now() + START_TIMEOUT;
+        loop {
+            let text = std::fs::read_to_string(log).unwrap_or_default();
+            if let Some(status) = child.try_wait().unwrap() {
+                return (status.code(), text);
+            }
+            if text.contains("chronicle is listening") {
+                let _ = child.kill();
+                let _ = child.wait();
+                return (None, text);
+            }
+            assert!(
+                Instant::now() < deadline,
+                "serve neither exited nor listened:\n{text}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    let (mut child, log) = start(&[]);
+    let (code, text) = outcome(&mut child, &log);
+    assert_eq!(code, Some(2), "{text}");
+    assert!(text.contains("--allowed-host"), "{text}");
+    let (mut child, log) = start(&["--allowed-host", "chronicle.internal"]);
+    let (code, text) = outcome(&mut child, &log);
+    assert_eq!(code, None, "started: {text}");
+}
+
+// ------------------------------------------------------------------ odd file systems and damage
+
+/// Some FUSE and network file systems report no size (`statfs`: 0 blocks). Free space that
+/// cannot be known is not "none": writes go on (a full disk still shows as a failed write) and
+/// health is not "full"; the server says so once.
+#[test]
+fn a_file_system_that_reports_no_size_takes_writes_and_is_not_full() {
+    let rt = rt();
+    let on = OnLazyFs::mount();
+    on.fs.report_no_size(true);
+    let serve = Serve::start(&on.data, None, &on.log);
+    let started = rt
+        .block_on(serve.api.start_run(&gated("강남구 아파트 시세 조회")))
+        .unwrap_or_else(|e| panic!("{e}: {}", serve.log_text()));
+    let status = wait_for_approval(&rt, &serve.api, started.run_id);
+    assert!(status.last_seq.is_some_and(|s| s > 0), "{status:?}");
+    let health = rt.block_on(serve.api.health()).unwrap();
+    assert_eq!(health.storage, StorageState::Ok, "{health:?}");
+    let text = serve.log_text();
+    assert_eq!(text.matches("cannot be known").count(), 1, "{text}");
+}
+
+/// The status of `run` once it waits for an approval.
+fn wait_for_approval(
+    rt: &tokio::runtime::Runtime,
+    api: &Client,
+    run: RunId,
+) -> chronicle_wire::Status {
+    let deadline = Instant::now() + START_TIMEOUT;
+    loop {
+        let status = rt.block_on(api.status(run)).unwrap();
+        if status.pending_approval_id.is_some() {
+            return status;
+        }
+        assert!(Instant::now() < deadline, "no approval: {status:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Free bytes of the file system holding `path`, for this process.
+fn available_bytes(path: &Path) -> u64 {
+    let st = rustix::fs::statvfs(path).unwrap();
+    st.f_bavail * st.f_frsize
+}
+
+/// Near the reserve a small append may still fit while one of the largest events does not:
+/// health must already say full then, or a client trusting it is refused with 507 for minutes.
+/// `--disk-reserve-mib` sets the reserve.
+#[test]
+fn health_is_full_whenever_the_largest_event_would_be_refused() {
+    const RESERVE_MIB: u64 = 8;
+    let rt = rt();
+    let scratch = tempfile::tempdir().unwrap();
+    let tmpfs = Tmpfs::mount(scratch.path(), "48m");
+    let data = tmpfs.0.join("data");
+    let log = scratch.path().join("serve.log");
+    let reserve = RESERVE_MIB.to_string();
+    let args = [OsStr::new("--disk-reserve-mib"), OsStr::new(&reserve)];
+    let serve = Serve::start_with(&data, &args, &log, None);
+    let api = &serve.api;
+    let run = rt
+        .block_on(api.start_run(&gated("강남구 아파트 시세 조회")))
+        .unwrap_or_else(|e| panic!("{e}: {}", serve.log_text()))
+        .run_id;
+    let approval = wait_for_approval(&rt, api, run)
+        .pending_approval_id
+        .unwrap();
+    // The run waits: nothing more is being written.
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(rt.block_on(api.health()).unwrap().storage, StorageState::Ok);
+
+    // Leave 64 KiB above the reserve: less than an event of the largest size takes.
+    let filler = tmpfs.0.join("filler");
+    let fill = available_bytes(&tmpfs.0) - (RESERVE_MIB << 20) - (64 << 10);
+    let f = std::fs::File::create(&filler).unwrap();
+    std::io::Write::write_all(&mut &f, &vec![0u8; fill as usize]).unwrap();
+    f.sync_all().unwrap();
+    drop(f);
+    let health = rt.block_on(api.health()).unwrap();
+    assert_eq!(health.storage, StorageState::Full, "{health:?}");
+    assert_eq!(health.reserve_bytes, Some(RESERVE_MIB << 20), "{health:?}");
+    let comment = chronicle_testkit::incompressible_text(60_000, 7);
+    let decision = DecisionRequest::approve().with_comment(comment);
+    let e = rt
+        .block_on(api.decide(run, &approval, &decision))
+        .unwrap_err();
+    assert_eq!(
+        (e.status(), e.code()),
+        (Some(507), Some("insufficient_storage")),
+        "{e}"
+    );
+
+    // Space freed: health and writes agree again.
+    std::fs::remove_file(&filler).unwrap();
+    assert_eq!(rt.block_on(api.health()).unwrap().storage, StorageState::Ok);
+    rt.block_on(api.decide(run, &approval, &decision))
+        .unwrap_or_else(|e| panic!("{e}: {}", serve.log_text()));
+}
+
+/// While the device under the data directory fails, a read of a record whose body is in the
+/// body file is an I/O error — 503 `storage_unavailable`, not 500 `corrupt_log`: nothing is
+/// damaged, and the same read answers once the device is back.
+#[test]
+fn reads_while_the_body_files_device_fails_are_unavailable_not_corrupt() {
+    let rt = rt();
+    let on = OnLazyFs::mount();
+    on.fs.bypass_page_cache();
+    let serve = Serve::start(&on.data, None, &on.log);
+    let api = &serve.api;
+    let run = rt
+        .block_on(api.start_run(&gated("강남구 아파트 시세 조회")))
+        .unwrap()
+        .run_id;
+    // The first decision carries a comment too large for sled: its body is in the body file.
+    let mut comment = Some(chronicle_testkit::incompressible_text(50_000, 3));
+    loop {
+        let status = wait_for_approval_or_end(&rt, api, run);
+        let Some(approval) = status.pending_approval_id else {
+            break;
+        };
+        let decision = match comment.take() {
+            Some(c) => DecisionRequest::approve().with_comment(c),
+            None => DecisionRequest::approve(),
+        };
+        // An approval the status still showed after it was decided answers 409.
+        if let Err(e) = rt.block_on(api.decide(run, &approval, &decision)) {
+            assert_eq!(e.status(), Some(409), "{e}");
+        }
+    }
+    assert!(std::fs::metadata(on.data.join("bodies")).unwrap().len() > 50_000);
+    let before = rt.block_on(api.log(run, 0)).unwrap();
+
+    on.fs.fail_reads(true);
+    let failed = rt.block_on(api.log(run, 0));
+    on.fs.fail_reads(false);
+    let e = failed.unwrap_err();
+    assert_eq!(
+        (e.status(), e.code()),
+        (Some(503), Some("storage_unavailable")),
+        "{e}"
+    );
+    assert_eq!(rt.block_on(api.log(run, 0)).unwrap(), before);
+}
+
+/// The status of `run` once it waits for an approval or has ended.
+fn wait_for_approval_or_end(
+    rt: &tokio::runtime::Runtime,
+    api: &Client,
+    run: RunId,
+) -> chronicle_wire::Status {
+    let deadline = Instant::now() + START_TIMEOUT;
+    loop {
+        let status = rt.block_on(api.status(run)).unwrap();
+        if status.pending_approval_id.is_some() || status.state.is_terminal() {
+            return status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the run neither waits nor ends: {status:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }

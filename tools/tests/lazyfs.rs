@@ -24,6 +24,12 @@
 //! * [`LazyFs::power_loss_with_writeback`]: a power loss after which a pseudo-random half of the
 //!   changed pages (within each file's durable size) survived anyway, as if the kernel had
 //!   written them back on its own: unsynced data may be lost, or half there.
+//! * [`LazyFs::fail_reads`]: every read fails with `EIO` until turned off, as while the device
+//!   under a file system fails; nothing stored changes. Together with
+//!   [`LazyFs::bypass_page_cache`] every read of a file reaches this file system (otherwise the
+//!   kernel answers reads of pages it cached from its cache).
+//! * [`LazyFs::report_no_size`]: `statfs` reports a file system of no size (0 blocks, 0 free),
+//!   as some FUSE and network file systems do; writes still work.
 //!
 //! [`LazyFs::fsyncs`] counts every fsync/fdatasync/fsyncdir request the file system received,
 //! including failed ones, across mounts.
@@ -287,6 +293,12 @@ struct State {
     crash_countdown: Option<u64>,
     frozen: bool,
     fail_next_fsync: bool,
+    /// Every read fails with EIO (a failing device).
+    fail_reads: bool,
+    /// `statfs` reports 0 blocks (a file system that cannot say its size).
+    no_size: bool,
+    /// Files opened from now on bypass the kernel's page cache.
+    direct_io: bool,
 }
 
 impl State {
@@ -315,6 +327,18 @@ impl State {
             crash_countdown: None,
             frozen: false,
             fail_next_fsync: false,
+            fail_reads: false,
+            no_size: false,
+            direct_io: false,
+        }
+    }
+
+    /// What `open` and `create` answer with: direct I/O when asked for.
+    fn open_flags(&self) -> FopenFlags {
+        if self.direct_io {
+            FopenFlags::FOPEN_DIRECT_IO
+        } else {
+            FopenFlags::empty()
         }
     }
 
@@ -925,18 +949,18 @@ impl Filesystem for LazyOps {
                 let inode = state.inode_mut(ino.0)?;
                 inode.file_mut()?.set_size(0);
                 inode.touch();
-                state.open_handle(ino.0)
+                Ok((state.open_handle(ino.0)?, state.open_flags()))
             })
         } else {
             self.state().and_then(|mut state| {
                 if matches!(state.inode(ino.0)?.node, Node::Dir { .. }) {
                     return Err(Errno::EISDIR);
                 }
-                state.open_handle(ino.0)
+                Ok((state.open_handle(ino.0)?, state.open_flags()))
             })
         };
         match result {
-            Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
+            Ok((fh, flags)) => reply.opened(FileHandle(fh), flags),
             Err(e) => reply.error(e),
         }
     }
@@ -955,6 +979,7 @@ impl Filesystem for LazyOps {
         let result = self
             .state()
             .and_then(|state| match &state.inode(ino.0)?.node {
+                _ if state.fail_reads => Err(Errno::EIO),
                 Node::File(data) => Ok(data.read(offset, size)),
                 Node::Dir { .. } => Err(Errno::EISDIR),
                 Node::Symlink(_) => Err(Errno::EINVAL),
@@ -1121,10 +1146,15 @@ impl Filesystem for LazyOps {
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
         match self.state() {
             Ok(state) => {
-                let free = TOTAL_BYTES.saturating_sub(state.used_bytes()) / PAGE;
+                let (blocks, free) = if state.no_size {
+                    (0, 0)
+                } else {
+                    let free = TOTAL_BYTES.saturating_sub(state.used_bytes()) / PAGE;
+                    (TOTAL_BYTES / PAGE, free)
+                };
                 let files_free = TOTAL_INODES.saturating_sub(state.inodes.len() as u64);
                 reply.statfs(
-                    TOTAL_BYTES / PAGE,
+                    blocks,
                     free,
                     free,
                     TOTAL_INODES,
@@ -1156,18 +1186,13 @@ impl Filesystem for LazyOps {
         flags: i32,
         reply: ReplyCreate,
     ) {
-        let result = self
-            .state_mut()
-            .and_then(|mut state| state.create(req, parent.0, name, mode, umask, flags));
+        let result = self.state_mut().and_then(|mut state| {
+            let (attr, fh) = state.create(req, parent.0, name, mode, umask, flags)?;
+            Ok((attr, fh, state.open_flags()))
+        });
         match result {
-            Ok((attr, fh)) => {
-                reply.created(
-                    &TTL,
-                    &attr,
-                    Generation(0),
-                    FileHandle(fh),
-                    FopenFlags::empty(),
-                );
+            Ok((attr, fh, flags)) => {
+                reply.created(&TTL, &attr, Generation(0), FileHandle(fh), flags);
             }
             Err(e) => reply.error(e),
         }
@@ -1305,6 +1330,25 @@ impl LazyFs {
     /// durable; later ones work normally again.
     pub fn fail_next_fsync(&self) {
         lock(&self.state).fail_next_fsync = true;
+    }
+
+    /// While `on`, every read fails with EIO, as while the device under a file system fails;
+    /// nothing stored changes, and reads work again once it is turned off. Reads of pages the
+    /// kernel cached do not reach this file system unless [`LazyFs::bypass_page_cache`].
+    pub fn fail_reads(&self, on: bool) {
+        lock(&self.state).fail_reads = on;
+    }
+
+    /// Files opened from now on bypass the kernel's page cache (`FOPEN_DIRECT_IO`), so that
+    /// every read reaches this file system. Call it before the files are opened.
+    pub fn bypass_page_cache(&self) {
+        lock(&self.state).direct_io = true;
+    }
+
+    /// While `on`, `statfs` reports a file system of no size (0 blocks, 0 free, 0 available),
+    /// as some FUSE and network file systems do; writes work as before.
+    pub fn report_no_size(&self, on: bool) {
+        lock(&self.state).no_size = on;
     }
 
     /// Number of fsync/fdatasync/fsyncdir calls so far (all mounts), failed ones included.

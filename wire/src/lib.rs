@@ -39,7 +39,7 @@ pub use requests::{
     ResumeRequest, RunRequest, RunsQuery, SessionsQuery, StateQuery, StreamTicketRequest, Verdict,
 };
 pub use views::{
-    ApprovalView, ChatCommand, ChatTurn, ChatWaiting, CheckpointEntry, CheckpointList,
+    ApprovalView, ChatCommand, ChatTurn, ChatWaiting, CheckpointEntry, CheckpointList, DamagedRun,
     DecisionAccepted, Health, HealthStatus, Inbox, InboxItem, RUNS_PAGE_MAX, RunCancelled, RunList,
     RunSummary, SESSION_TITLE_CHARS_MAX, SESSIONS_PAGE_DEFAULT, SESSIONS_PAGE_MAX,
     SessionCheckpoints, SessionDeletedView, SessionDetail, SessionList, SessionStatus,

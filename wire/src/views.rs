@@ -245,6 +245,21 @@ pub struct RunList {
     pub runs: Vec<RunSummary>,
     /// Where the next page starts (pass it as `after`); `None` on the last page.
     pub next: Option<RunId>,
+    /// Runs of the page that could not be read because what the store holds of them is
+    /// damaged (whatever the `status` asked for: theirs is unknown); absent when none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub damaged: Vec<DamagedRun>,
+}
+
+/// A run a listing could not read: its records are damaged (`chronicle verify` names them).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct DamagedRun {
+    pub run_id: RunId,
+    pub session_id: SessionId,
+    pub created_at: Timestamp,
+    /// What reading it found, naming the offset of the damage.
+    pub error: String,
 }
 
 /// A session's status as the chat routes report it.
@@ -476,8 +491,13 @@ pub struct Health {
     pub durable_next_offset: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub available_bytes: Option<u64>,
+    /// The free space the store keeps (`chronicle serve --disk-reserve-mib`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reserve_bytes: Option<u64>,
+    /// What one event of the largest size needs above the reserve: `storage` is `full` while
+    /// less than `reserve_bytes + needed_bytes` is available.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub needed_bytes: Option<u64>,
     /// Why the store stopped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
@@ -627,11 +647,28 @@ mod tests {
                     owner: "alice".into(),
                 }],
                 next: None,
+                damaged: vec![],
             },
             json!({"next": null, "runs": [{
                 "run_id": RUN, "session_id": "s1", "status": "completed",
                 "created_at": "1970-01-01T00:00:00.000000Z", "updated_at": "1970-01-01T00:00:00.000001Z",
                 "last_seq": 30, "query": "q", "parent": null, "owner": "alice",
+            }]}),
+        );
+        round_trip(
+            &RunList {
+                runs: vec![],
+                next: None,
+                damaged: vec![DamagedRun {
+                    run_id: RUN,
+                    session_id: "s1".into(),
+                    created_at: Timestamp(0),
+                    error: "corrupt log at offset 3: …".into(),
+                }],
+            },
+            json!({"next": null, "runs": [], "damaged": [{
+                "run_id": RUN, "session_id": "s1", "created_at": "1970-01-01T00:00:00.000000Z",
+                "error": "corrupt log at offset 3: …",
             }]}),
         );
         round_trip(
@@ -641,10 +678,11 @@ mod tests {
                 durable_next_offset: 5,
                 available_bytes: Some(1),
                 reserve_bytes: Some(2),
+                needed_bytes: Some(3),
                 reason: None,
             },
             json!({"status": "degraded", "storage": "full", "durable_next_offset": 5,
-                   "available_bytes": 1, "reserve_bytes": 2}),
+                   "available_bytes": 1, "reserve_bytes": 2, "needed_bytes": 3}),
         );
     }
 

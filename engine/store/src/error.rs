@@ -41,8 +41,13 @@ pub enum Error {
     BadRecordKey { bytes: usize, max: usize },
     #[error("a record value may be at most {max} bytes, got {bytes}")]
     RecordTooLarge { bytes: usize, max: usize },
+    /// What the store holds at `offset` is damaged: it does not decode, or does not hash.
     #[error("corrupt log at offset {offset}: {reason}")]
     Corrupt { offset: u64, reason: String },
+    /// Reading the record at `offset` failed with an I/O error (a device or file system that is
+    /// failing or gone). Nothing says the record is damaged: the same read may work later.
+    #[error("reading the record at offset {offset} failed: {source}")]
+    ReadFailed { offset: u64, source: std::io::Error },
     #[error(
         "the disk is full: {available} bytes free, {needed} needed (the store keeps {reserve} in reserve)"
     )]
@@ -87,6 +92,19 @@ impl From<sled::transaction::TransactionError<()>> for Error {
 }
 
 impl Error {
+    /// Whether this is damage to what the store holds (as opposed to an I/O failure, a full
+    /// disk, a stopped store or a caller's mistake): reading it again will not help.
+    pub fn is_damage(&self) -> bool {
+        matches!(
+            self,
+            Error::Corrupt { .. }
+                | Error::BlobMissing(_)
+                | Error::BlobCorrupt { .. }
+                | Error::Decode(_)
+                | Error::Unopenable(_)
+        )
+    }
+
     /// The size limit an event of the append exceeded, if that is what this is.
     pub fn event_too_large(&self) -> Option<(usize, usize)> {
         match self {

@@ -247,10 +247,13 @@ pub trait EventLog: Send + Sync + std::fmt::Debug + 'static {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum StorageHealth {
     Ok,
-    /// Appends are refused until at least the reserve is free again.
+    /// Less is free than the reserve plus what one event of the largest size needs (`needed`):
+    /// such an append would be refused. Smaller appends may still fit; health says full as soon
+    /// as any append could be refused, so that it never calls a refused write fine.
     Full {
         available: u64,
         reserve: u64,
+        needed: u64,
     },
     /// Fail-stop after a failed durability barrier; only a restart recovers.
     Failed(String),

@@ -1,9 +1,10 @@
 //! Content-addressed blob files `<data>/blobs/<blake3 hex>` for payloads too large for an event.
-//! Written to a temporary file, fsynced, renamed, and the directory fsynced, before the event
-//! that references the blob is appended.
+//! Written (mode 0600) to a temporary file, fsynced, renamed, and the directory fsynced, before
+//! the event that references the blob is appended.
 
-use std::fs::{self, File};
+use std::fs::{self, File, OpenOptions};
 use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use chronicle_schemas::{BlobRef, Hash};
@@ -31,7 +32,13 @@ pub(crate) fn put(dir: &Path, bytes: &[u8]) -> Result<BlobRef, PutError> {
         return Ok(blob);
     }
     let tmp = tempfile_in(dir, &hash);
-    let written = File::create(&tmp).and_then(|mut f| f.write_all(bytes).map(|()| f));
+    let written = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(super::private::FILE_MODE)
+        .open(&tmp)
+        .and_then(|mut f| f.write_all(bytes).map(|()| f));
     let file = match written {
         Ok(f) => f,
         Err(e) => {

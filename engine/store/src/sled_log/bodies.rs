@@ -13,8 +13,10 @@
 
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
+
+use super::private;
 
 /// The largest value the store puts into sled. A sled leaf splits past 16 entries (and takes at
 /// most a few more from a merge), so with values this small a leaf stays under ~90 KB, below the
@@ -37,7 +39,10 @@ impl BodyFile {
             .write(true)
             .create(true)
             .truncate(false)
+            .mode(private::FILE_MODE)
             .open(&path)?;
+        // A body file of a store made before the store kept its files private.
+        private::restrict(&path, private::FILE_MODE)?;
         if created {
             file.sync_all()?;
             File::open(dir)?.sync_all()?;
@@ -72,10 +77,4 @@ impl BodyFile {
         self.file.read_exact_at(&mut buf, position)?;
         Ok(buf)
     }
-}
-
-/// Bytes available to this process on the file system holding `dir`.
-pub(crate) fn available_bytes(dir: &Path) -> io::Result<u64> {
-    let st = rustix::fs::statvfs(dir)?;
-    Ok(st.f_bavail.saturating_mul(st.f_frsize))
 }

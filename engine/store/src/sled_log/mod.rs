@@ -18,15 +18,18 @@
 //! Failures: a write refused for lack of disk space is [`Error::StorageFull`] and changes
 //! nothing; the next append tries again. A failed fsync (or any failure after a batch reached
 //! sled) is fail-stop: the store refuses every later write with [`Error::Stopped`] and reports
-//! it through `watch_failure`, and recovery happens on the next open.
+//! it through `watch_failure`, and recovery happens on the next open. A read that fails with an
+//! I/O error is [`Error::ReadFailed`] (the device, not the record); damage is [`Error::Corrupt`].
 
 mod blobs;
 mod bodies;
 mod compress;
 mod groups;
 mod keys;
+mod private;
 mod recent;
 mod records;
+mod space;
 mod verify;
 mod writer;
 
@@ -43,8 +46,11 @@ use chronicle_schemas::{
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::log::{Events, SharedEvents};
-use crate::{Durability, Error, EventLog, Options, Result, RunHead, StorageHealth, VerifyReport};
+use crate::{
+    Durability, Error, EventLog, Options, Problem, Result, RunHead, StorageHealth, VerifyReport,
+};
 use groups::Group;
+use space::Space;
 
 pub use bodies::SLED_VALUE_BYTES_MAX;
 
@@ -111,6 +117,8 @@ pub struct SledLog {
     failure: watch::Receiver<Option<String>>,
     /// The newest written events, decoded (what followers read next).
     recent: Arc<recent::Recent>,
+    /// Free disk space against the reserve (shared with the writer).
+    space: Arc<Space>,
 }
 
 impl Drop for SledLog {
@@ -137,11 +145,12 @@ impl std::fmt::Debug for SledLog {
 }
 
 impl SledLog {
-    /// Opens (or creates) the store in `dir`: sled lives in `dir/sled`, blobs in `dir/blobs`.
-    /// Checks the newest records and refuses a broken tail unless `repair_truncate_tail`.
+    /// Opens (or creates, private to its user) the store in `dir`: sled lives in `dir/sled`,
+    /// blobs in `dir/blobs`. Checks the newest records and refuses a broken tail unless
+    /// `repair_truncate_tail`; names a damaged body among them and opens (see `verify`).
     pub fn open(dir: impl AsRef<Path>, opts: Options) -> Result<SledLog> {
         let dir = dir.as_ref().to_path_buf();
-        std::fs::create_dir_all(dir.join("blobs"))?;
+        private::prepare(&dir)?;
         let config = sled::Config::new()
             .path(dir.join("sled"))
             .cache_capacity(opts.cache_capacity_bytes)
@@ -150,7 +159,8 @@ impl SledLog {
             // mode runs its own flusher), and sled's thread would hold the database (and its file
             // lock) for up to its interval after the store is dropped.
             .flush_every_ms(None);
-        let db = open_waiting_for_lock(&config, opts.open_lock_wait_ms)?;
+        let db = open_setting_aside_a_damaged_snapshot(&dir, &config, opts.open_lock_wait_ms)?;
+        private::restrict_sled(&dir.join("sled"))?;
         let (body_file, bodies_end) = bodies::BodyFile::open(&dir)?;
         let open_tree = |name: &str| {
             catching_panics(|| db.open_tree(name))?.map_err(|e| unopenable_or(e, name))
@@ -197,7 +207,10 @@ impl SledLog {
             }
             // A store created before the marker existed gets it now.
             Some(1..=SCHEMA_VERSION) if !dir.join(STORE_MARKER).exists() => mark_store(&dir)?,
-            Some(1..=SCHEMA_VERSION) => {}
+            // One made before the store kept its files private.
+            Some(1..=SCHEMA_VERSION) => {
+                private::restrict(&dir.join(STORE_MARKER), private::FILE_MODE)?
+            }
             Some(v) => {
                 return Err(Error::SchemaVersion {
                     found: v,
@@ -206,13 +219,14 @@ impl SledLog {
             }
         }
         catching_panics(|| verify::drop_unfinished_batch(&trees))??;
-        catching_panics(|| {
+        let damaged = catching_panics(|| {
             verify::check_tail(
                 &trees,
                 opts.open_verify_tail_events,
                 opts.repair_truncate_tail,
             )
         })??;
+        say_damaged(&damaged);
         // An earlier version reads as it is; once its tail checked out, it is marked current.
         if trees.meta.get("schema_version")?.as_deref() != Some(&SCHEMA_VERSION.to_be_bytes()) {
             trees
@@ -222,6 +236,7 @@ impl SledLog {
         }
         let next_offset = verify::next_offset(&trees)?;
         let recent = Arc::new(recent::Recent::new(next_offset));
+        let space = Arc::new(Space::new(&dir, opts.disk_reserve_bytes));
         let (failure_tx, failure) = watch::channel(None);
         let barrier = Arc::new(writer::Barrier::new(
             &trees,
@@ -245,7 +260,7 @@ impl SledLog {
                 trees: trees.clone(),
                 barrier: barrier.clone(),
                 head_tx: head_tx.clone(),
-                dir: dir.clone(),
+                space: space.clone(),
                 next_offset,
                 bodies_end,
                 barrier_tx: barrier_tx.clone(),
@@ -273,6 +288,7 @@ impl SledLog {
             barrier,
             failure,
             recent,
+            space,
         })
     }
 
@@ -315,13 +331,12 @@ impl SledLog {
     ) -> Result<Option<Vec<u8>>> {
         crate::records::check(key, value)?;
         self.barrier.stopped()?;
-        // sled logs each value and rewrites its page now and then: count every byte twice, as
-        // the writer does for events.
-        let needed = value.map_or(0, |v| 2 * v.len() as u64);
+        // Counted as the writer counts events.
+        let needed = space::counted(value.map_or(0, |v| v.len() as u64));
         if value.is_some() {
-            self.check_space(needed)?;
+            self.space.check(needed)?;
         }
-        let reserve = self.opts.disk_reserve_bytes;
+        let reserve = self.space.reserve();
         let there = records::write(&self.trees, key, value, if_absent).map_err(|e| match e {
             Error::Sled(sled::Error::Io(e)) => Error::Io(e).or_storage_full(needed, reserve),
             other => other,
@@ -331,20 +346,6 @@ impl SledLog {
         }
         self.barrier.run()?;
         Ok(None)
-    }
-
-    /// [`Error::StorageFull`] if writing `bytes` would leave less than the reserve free.
-    fn check_space(&self, bytes: u64) -> Result<()> {
-        let reserve = self.opts.disk_reserve_bytes;
-        let available = bodies::available_bytes(&self.dir)?;
-        if available < bytes.saturating_add(reserve) {
-            return Err(Error::StorageFull {
-                needed: bytes,
-                available,
-                reserve,
-            });
-        }
-        Ok(())
     }
 
     fn verify_only(&self, only: Option<RunId>) -> Result<VerifyReport> {
@@ -639,8 +640,8 @@ impl EventLog for SledLog {
         if let Some(why) = self.failure() {
             return Err(Error::Stopped(why));
         }
-        let reserve = self.opts.disk_reserve_bytes;
-        self.check_space(bytes.len() as u64)?;
+        let reserve = self.space.reserve();
+        self.space.check(bytes.len() as u64)?;
         blobs::put(&self.dir.join("blobs"), bytes).map_err(|e| match e {
             blobs::PutError::Write(e) => Error::Io(e).or_storage_full(bytes.len() as u64, reserve),
             // A failed fsync is fail-stop, as for the log itself.
@@ -678,10 +679,13 @@ impl EventLog for SledLog {
         if let Some(why) = self.failure() {
             return StorageHealth::Failed(why);
         }
-        let reserve = self.opts.disk_reserve_bytes;
-        match bodies::available_bytes(&self.dir) {
-            Ok(available) if available < reserve => StorageHealth::Full { available, reserve },
-            _ => StorageHealth::Ok,
+        match self.space.short() {
+            Some(short) => StorageHealth::Full {
+                available: short.available,
+                reserve: short.reserve,
+                needed: short.needed,
+            },
+            None => StorageHealth::Ok,
         }
     }
 
@@ -709,6 +713,98 @@ impl EventLog for SledLog {
 
     fn verify_run(&self, run_id: RunId) -> Result<VerifyReport> {
         self.verify_only(Some(run_id))
+    }
+}
+
+/// Opens sled; when sled refuses a store that has a snapshot file, opens it again without it.
+///
+/// sled's snapshot (`sled/snap.<lsn>`) is a cache of its page table: sled reads it to start
+/// quickly and rebuilds it from its log when there is none ("entirely an optimization for
+/// recovery, and can be deleted without impacting recovery correctness", sled's architecture
+/// notes; `read_snapshot_or_default` starts from an empty table). A damaged one (or the
+/// half-written `snap.<lsn>.generating` of a crash, which sled picks up too) makes sled refuse
+/// the whole store. So the file is set aside as `<dir>/sled-snap.<lsn>.damaged`, outside sled's
+/// directory where sled would read it again, and sled is opened without it; if sled refuses then
+/// too, the damage is elsewhere: the file goes back, and the first refusal is the answer.
+fn open_setting_aside_a_damaged_snapshot(
+    dir: &Path,
+    config: &sled::Config,
+    wait_ms: u64,
+) -> Result<sled::Db> {
+    let refused = match open_waiting_for_lock(config, wait_ms) {
+        Err(e @ (Error::Unopenable(_) | Error::Sled(_))) => e,
+        other => return other,
+    };
+    let mut moved = Vec::new();
+    for from in sled_snapshot_files(&dir.join("sled")) {
+        let Some(name) = from.file_name() else {
+            continue;
+        };
+        let to = dir.join(format!("sled-{}.damaged", name.to_string_lossy()));
+        match std::fs::rename(&from, &to) {
+            Ok(()) => moved.push((from, to)),
+            Err(_) => break,
+        }
+    }
+    if moved.is_empty() {
+        return Err(refused);
+    }
+    match open_waiting_for_lock(config, wait_ms) {
+        Ok(db) => {
+            for (from, to) in &moved {
+                tracing::warn!(
+                    "sled refused its snapshot file {} ({refused}); it is set aside as {} and sled rebuilt its page table from its log",
+                    from.display(),
+                    to.display()
+                );
+            }
+            Ok(db)
+        }
+        Err(_) => {
+            for (from, to) in moved.iter().rev() {
+                let _ = std::fs::rename(to, from);
+            }
+            Err(refused)
+        }
+    }
+}
+
+/// The files sled takes for its snapshot: every name in `sled_dir` that starts with `snap.`.
+fn sled_snapshot_files(sled_dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(sled_dir) else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("snap."))
+        })
+        .collect()
+}
+
+/// Damaged records the open found and kept, said at most this many times (then how many more).
+const DAMAGED_SAID_MAX: usize = 10;
+
+/// Says which records the open found damaged, with what reads of them do and what to do.
+fn say_damaged(damaged: &[Problem]) {
+    for p in damaged.iter().take(DAMAGED_SAID_MAX) {
+        let of = match (p.run_id, p.seq) {
+            (Some(run), Some(seq)) => format!(" (run {run} seq {seq})"),
+            _ => String::new(),
+        };
+        tracing::error!(
+            "the record at offset {}{of} is damaged: {}; the store is served with it kept as it is: reads of it fail naming it, and nothing was dropped. `chronicle verify` names the damaged records; a backup of the data directory holds their bytes",
+            p.offset,
+            p.reason
+        );
+    }
+    if damaged.len() > DAMAGED_SAID_MAX {
+        tracing::error!(
+            "{} more damaged records among the newest; `chronicle verify` names them",
+            damaged.len() - DAMAGED_SAID_MAX
+        );
     }
 }
 
@@ -775,17 +871,24 @@ fn run_group(
     Ok((seq, Group::at(first, value)?))
 }
 
-/// A sled read that failed, named by the event offset it was reading.
+/// A sled read that failed, named by the event offset it was reading: an I/O error is
+/// [`Error::ReadFailed`] (the device, not the record), anything else damage.
 fn unreadable(offset: u64, e: &sled::Error) -> Error {
-    Error::Corrupt {
-        offset,
-        reason: format!("sled cannot read the record: {e}"),
+    match e {
+        sled::Error::Io(io) => Error::ReadFailed {
+            offset,
+            source: std::io::Error::new(io.kind(), io.to_string()),
+        },
+        _ => Error::Corrupt {
+            offset,
+            reason: format!("sled cannot read the record: {e}"),
+        },
     }
 }
 
 /// Decodes the record stored at `offset`, reading its body from the body file when it is stored
 /// out of line. Any damage is [`Error::Corrupt`] naming the offset (and the run and seq when the
-/// stub still tells them).
+/// stub still tells them); a body file that cannot be read is [`Error::ReadFailed`].
 pub(crate) fn decode_stored(t: &Trees, offset: u64, bytes: &[u8]) -> Result<Envelope> {
     let corrupt = |reason: String| Error::Corrupt { offset, reason };
     let env = if bytes.first() == Some(&RECORD_FORMAT_EXTERNAL) {
@@ -796,7 +899,14 @@ pub(crate) fn decode_stored(t: &Trees, offset: u64, bytes: &[u8]) -> Result<Enve
                 ext.run_id, ext.seq, ext.position, ext.len
             ))
         };
-        let body = t.bodies.read(ext.position, ext.len).map_err(|e| at(&e))?;
+        let body = t.bodies.read(ext.position, ext.len).map_err(|e| {
+            // A body file that ends before the body lost it; any other failure is the device's.
+            if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                at(&"the body file ends before it")
+            } else {
+                Error::ReadFailed { offset, source: e }
+            }
+        })?;
         decode_record_body(&header, &body).map_err(|e| at(&e))?
     } else {
         decode_record(bytes).map_err(|e| corrupt(e.to_string()))?
@@ -854,9 +964,17 @@ fn unopenable_or(e: sled::Error, what: &str) -> Error {
 const STORE_MARKER: &str = "store";
 
 fn mark_store(dir: &Path) -> Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
     let path = dir.join(STORE_MARKER);
-    std::fs::write(&path, "a Chronicle store: its log is in sled/\n")?;
-    std::fs::File::open(&path)?.sync_all()?;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(private::FILE_MODE)
+        .open(&path)?;
+    f.write_all(b"a Chronicle store: its log is in sled/\n")?;
+    f.sync_all()?;
     std::fs::File::open(dir)?.sync_all()?;
     Ok(())
 }

@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use chronicle_schemas::{Event, Hash, RunId};
+use chronicle_schemas::{Event, Hash, RECORD_FORMAT_EXTERNAL, RunId, parse_external_stub};
 
 use sled::Transactional;
 use sled::transaction::{ConflictableTransactionError, TransactionError};
@@ -201,24 +201,37 @@ fn indexed_as(t: &Trees, offset: u64) -> Option<(RunId, u64)> {
         })
 }
 
-/// Open-time check of the newest `tail` records. With `repair`, an undecodable *final* record is
-/// dropped (with its index entry and the run head rolled back); anything else is refused.
-pub(crate) fn check_tail(t: &Trees, tail: u64, repair: bool) -> Result<()> {
+/// Open-time check of the newest `tail` records: they decode, hash and chain. Returns the records
+/// among them whose *body* (in the body file) is damaged: their stubs in sled are whole, and with
+/// them the chain and the index, so the store opens with those records kept as they are, and
+/// names them. A body is fsynced before the stub that points at it is written, so a damaged one
+/// is damage on disk, never a crash's torn tail, and nothing of it is dropped.
+///
+/// Damage in sled itself is refused, saying what to do: with `repair`, an undecodable *final*
+/// record (what a crash may tear) is dropped, with its index entry, and its run head rolled back;
+/// one before the last cannot be dropped (the records after it were acknowledged).
+pub(crate) fn check_tail(t: &Trees, tail: u64, repair: bool) -> Result<Vec<Problem>> {
     if tail == 0 {
-        return Ok(());
+        return Ok(Vec::new());
     }
     let meta_next = next_offset(t)?;
     let stored_next = match t.events.last()? {
         Some((k, v)) => match Group::new(&k, v) {
-            Ok(g) => g.first + g.records()?.len() as u64,
+            Ok(g) => {
+                g.first
+                    + g.records()
+                        .map_err(|e| refusal(e, meta_next, repair))?
+                        .len() as u64
+            }
             // A final value of one record that does not even inflate: that record is the one
             // repair drops.
             Err(Error::Corrupt { reason, .. })
                 if repair && meta_next > 0 && keys::parse_u64(&k) == Some(meta_next - 1) =>
             {
-                return drop_final_record(t, meta_next - 1, &reason);
+                drop_final_record(t, meta_next - 1, &reason)?;
+                return Ok(Vec::new());
             }
-            Err(e) => return Err(e),
+            Err(e) => return Err(refusal(e, meta_next, repair)),
         },
         None => 0,
     };
@@ -228,22 +241,27 @@ pub(crate) fn check_tail(t: &Trees, tail: u64, repair: bool) -> Result<()> {
             reason: format!("log ends at offset {stored_next} but meta records {meta_next}"),
         });
     }
-    let from = meta_next.saturating_sub(tail);
-    for offset in from..meta_next {
-        let env = match groups::with_record(t, offset, |rec| decode_stored(t, offset, rec)) {
-            Ok(env) => env,
+    let mut damaged = Vec::new();
+    for offset in meta_next.saturating_sub(tail)..meta_next {
+        let record = match groups::with_record(t, offset, |rec| tail_record(t, offset, rec)) {
+            Ok(record) => record,
             Err(Error::Corrupt { reason, .. }) if repair && offset + 1 == meta_next => {
-                return drop_final_record(t, offset, &reason);
+                drop_final_record(t, offset, &reason)?;
+                return Ok(damaged);
             }
-            Err(e) => return Err(e),
+            Err(e) => return Err(refusal(e, meta_next, repair)),
         };
-        let want_prev = if env.seq == 0 {
+        let want_prev = if record.seq == 0 {
             Hash::ZERO
         } else {
+            let prev_seq = record.seq - 1;
             let prev_off =
-                groups::offset_of(t, env.run_id, env.seq - 1)?.ok_or_else(|| Error::Corrupt {
+                groups::offset_of(t, record.run_id, prev_seq)?.ok_or_else(|| Error::Corrupt {
                     offset,
-                    reason: format!("run {} seq {} has no predecessor", env.run_id, env.seq),
+                    reason: format!(
+                        "run {} seq {} has no predecessor",
+                        record.run_id, record.seq
+                    ),
                 })?;
             groups::with_record(t, prev_off, |rec| {
                 chronicle_schemas::peek_record_header(rec).map_err(|e| Error::Corrupt {
@@ -253,14 +271,79 @@ pub(crate) fn check_tail(t: &Trees, tail: u64, repair: bool) -> Result<()> {
             })?
             .hash
         };
-        if env.prev_hash != want_prev {
-            return Err(Error::Corrupt {
+        if record.prev_hash != want_prev {
+            let reason = format!("run {} seq {} does not chain", record.run_id, record.seq);
+            return Err(refusal(
+                Error::Corrupt { offset, reason },
+                meta_next,
+                repair,
+            ));
+        }
+        if let Some(reason) = record.damaged_body {
+            damaged.push(Problem {
                 offset,
-                reason: format!("run {} seq {} does not chain", env.run_id, env.seq),
+                run_id: Some(record.run_id),
+                seq: Some(record.seq),
+                reason,
             });
         }
     }
-    Ok(())
+    Ok(damaged)
+}
+
+/// What the tail check needs of one record: its run, seq and link, and why its body does not
+/// read, if it is stored out of line and damaged there.
+struct TailRecord {
+    run_id: RunId,
+    seq: u64,
+    prev_hash: Hash,
+    damaged_body: Option<String>,
+}
+
+/// The record `rec` at `offset`: damage to it in sled is an error, damage to its body is noted.
+fn tail_record(t: &Trees, offset: u64, rec: &[u8]) -> Result<TailRecord> {
+    if rec.first() != Some(&RECORD_FORMAT_EXTERNAL) {
+        let env = decode_stored(t, offset, rec)?;
+        return Ok(TailRecord {
+            run_id: env.run_id,
+            seq: env.seq,
+            prev_hash: env.prev_hash,
+            damaged_body: None,
+        });
+    }
+    let (header, ext) = parse_external_stub(rec).map_err(|e| Error::Corrupt {
+        offset,
+        reason: e.to_string(),
+    })?;
+    let damaged_body = match decode_stored(t, offset, rec) {
+        Ok(_) => None,
+        Err(Error::Corrupt { reason, .. }) => Some(reason),
+        // An I/O error is not damage: the open fails as the read did.
+        Err(e) => return Err(e),
+    };
+    Ok(TailRecord {
+        run_id: ext.run_id,
+        seq: ext.seq,
+        prev_hash: header.prev_hash,
+        damaged_body,
+    })
+}
+
+/// Damage the tail check refuses, with what to do: the final record is what
+/// `--repair-truncate-tail` drops; one before it cannot be dropped.
+fn refusal(e: Error, meta_next: u64, repair: bool) -> Error {
+    let Error::Corrupt { offset, reason } = e else {
+        return e;
+    };
+    let what_to_do = if offset + 1 >= meta_next && !repair {
+        "it is the log's last record, which a crash may have torn: start with --repair-truncate-tail to drop it"
+    } else {
+        "it is not the last record, so it cannot be dropped without the acknowledged records after it: `chronicle verify` names the damaged records; restore the data directory from a backup"
+    };
+    Error::Corrupt {
+        offset,
+        reason: format!("{reason}; {what_to_do}"),
+    }
 }
 
 /// Drops what a batch left past `meta`'s next offset when the process or the machine stopped

@@ -33,9 +33,10 @@ use std::time::Duration;
 use chronicle_schemas::{Envelope, RECORD_HEADER_BYTES, RunId, external_stub};
 use tokio::sync::{mpsc, watch};
 
-use super::bodies::{self, SLED_VALUE_BYTES_MAX};
+use super::bodies::SLED_VALUE_BYTES_MAX;
 use super::compress;
 use super::recent::Recent;
+use super::space::{self, Space};
 use super::{AppendRequest, Trees, encode_head, groups, keys};
 use crate::append::{Clock, Staged, stage};
 use crate::{Error, Options, Result, RunHead};
@@ -154,8 +155,8 @@ pub(crate) struct Start {
     pub trees: Arc<Trees>,
     pub barrier: Arc<Barrier>,
     pub head_tx: Arc<watch::Sender<u64>>,
-    /// The data directory (for its free space).
-    pub dir: PathBuf,
+    /// The free space of the data directory's file system.
+    pub space: Arc<Space>,
     pub next_offset: u64,
     /// Where the next body goes in the body file.
     pub bodies_end: u64,
@@ -180,13 +181,12 @@ pub(crate) fn spawn(
         head_tx: start.head_tx,
         barrier_tx: start.barrier_tx,
         recent: start.recent,
-        dir: start.dir,
+        space: start.space,
         next_offset: start.next_offset,
         bodies_end: start.bodies_end,
         heads: HashMap::new(),
         clock: Clock::default(),
         batch_events_max: opts.append_batch_events_max.max(1),
-        disk_reserve_bytes: opts.disk_reserve_bytes,
         compress: opts.compress_values,
     };
     Ok(std::thread::Builder::new()
@@ -288,13 +288,12 @@ struct Writer {
     /// Sync mode: where the writer hands the barrier thread the answers that wait for it.
     barrier_tx: Option<std_mpsc::Sender<Waiting>>,
     recent: Arc<Recent>,
-    dir: PathBuf,
+    space: Arc<Space>,
     next_offset: u64,
     bodies_end: u64,
     heads: HashMap<RunId, RunHead>,
     clock: Clock,
     batch_events_max: usize,
-    disk_reserve_bytes: u64,
     /// Store `events` values compressed (see `compress`).
     compress: bool,
 }
@@ -453,22 +452,12 @@ impl Writer {
 
     /// Refuses the batch if writing it would leave less than the reserve free.
     fn check_space(&self, staged: &[Pending]) -> Result<()> {
-        // sled logs each value and rewrites its page now and then: count every byte twice.
         let bytes: u64 = staged
             .iter()
             .flat_map(|s| &s.append.records)
-            .map(|r| 2 * r.len() as u64)
+            .map(|r| r.len() as u64)
             .sum();
-        let reserve = self.disk_reserve_bytes;
-        let available = bodies::available_bytes(&self.dir)?;
-        if available < bytes.saturating_add(reserve) {
-            return Err(Error::StorageFull {
-                needed: bytes,
-                available,
-                reserve,
-            });
-        }
-        Ok(())
+        self.space.check(space::counted(bytes))
     }
 
     /// Moves the bodies of records over the sled value limit to the body file, fsyncs it, and
@@ -501,7 +490,7 @@ impl Writer {
             .trees
             .bodies
             .write(self.bodies_end, &bodies)
-            .map_err(|e| Error::Io(e).or_storage_full(size, self.disk_reserve_bytes))?;
+            .map_err(|e| Error::Io(e).or_storage_full(size, self.space.reserve()))?;
         self.bodies_end += size;
         if let Err(e) = self.trees.bodies.sync() {
             return Err(self
