@@ -146,7 +146,7 @@ async fn seed_000_scenario_1_over_one_socket() {
     assert_eq!(ask["approval"]["run_id"], json!(run));
     let msg = ask["message"].as_str().unwrap();
     assert!(
-        msg.starts_with("📋 다음 작업을 실행하시겠습니까?\n\n- TODO ID: todo_001\n"),
+        msg.starts_with("todo_001: search_team을(를) 실행할까요?") && !msg.contains("/todo"),
         "{msg}"
     );
     let started = events(&frames)[0];

@@ -839,6 +839,17 @@ pub fn write_approval(out: &mut dyn Write, a: &Approval) -> io::Result<()> {
     writeln!(out, "{}", a.message)
 }
 
+/// How to answer an approval in the chat, under its message: the message says what will run and
+/// with what, and leaves the commands to the surface that asks.
+pub fn write_approval_commands(out: &mut dyn Write, a: &Approval) -> io::Result<()> {
+    let skip = match a.subject.as_ref() {
+        Some(chronicle_schemas::Subject::Todo { todo_id }) => format!(" · /todo skip {todo_id}"),
+        _ => String::new(),
+    };
+    let line = format!("  /todo approve · /todo reject [reason]{skip} · /todos");
+    writeln!(out, "{}", paint(DIM, line))
+}
+
 /// A command's reply for a person: a table for `/todos` and `/checkpoint list`, the help, one
 /// line for the rest (a refusal as one `error:` line that points at `/help`). When the command
 /// was read from plain words, the command it was taken for (`interpreted_as`) comes first.
