@@ -498,7 +498,7 @@ impl Session {
     }
 
     /// Runs a slash command on the current run. A refused command is an `error` with `help`, as
-    /// `POST .../commands` answers 400.
+    /// `POST .../commands` answers 400 or 409.
     async fn command(&self, text: &str) -> ApiResult<Value> {
         let run = self.current_run()?;
         let out = self.engine().command(run, text, &self.who).await?;

@@ -84,9 +84,10 @@ pub struct EventData {
     /// The variant's fields; approval events may carry a few more (`tool`, `approval_required`,
     /// `effective_args`).
     pub content: Value,
-    /// On a run's stream: the event lies on a branch a later restore abandoned (as the stream
-    /// knew when it sent it), so it is history, not what the run does now; the `run.restored`
-    /// that left it comes later on the same stream. Absent when false.
+    /// On a run's stream: the event lies on a branch a later restore abandoned. Absent when false.
+    //
+    // As the stream knew when it sent it: history, not what the run does now; the
+    // `run.restored` that left it comes later on the same stream.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub abandoned: bool,
 }
