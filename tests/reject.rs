@@ -202,21 +202,21 @@ async fn skip_by_default_a_rejected_todo_is_skipped_and_the_run_carries_on() {
 async fn skip_the_answer_says_what_was_rejected_and_why() {
     let srv = server(Tokens::none(), None).await;
     let c = &srv.client;
-    let english =
-        |agent: &str| format!("local rejected todo_001 ({agent}): not this one. It did not run.");
-    let korean = |agent: &str| {
-        format!(
-            "local님이 todo_001({agent}) 실행을 거절했습니다 (사유: not this one). 이 작업은 실행되지 않았습니다."
-        )
-    };
-    let queries: [(&str, &dyn Fn(&str) -> String); 2] = [
-        (
-            "Find apartments for sale in Gangnam and analyze the price trend",
-            &english,
-        ),
-        ("강남구 아파트 매매 시세 분석해줘", &korean),
+    /// The answer's first sentence when `agent`'s TODO was rejected, by the query's language.
+    fn said(english: bool, agent: &str) -> String {
+        if english {
+            format!("local rejected todo_001 ({agent}): not this one. It did not run.")
+        } else {
+            format!(
+                "local님이 todo_001({agent}) 실행을 거절했습니다 (사유: not this one). 이 작업은 실행되지 않았습니다."
+            )
+        }
+    }
+    let queries = [
+        "Find apartments for sale in Gangnam and analyze the price trend",
+        "강남구 아파트 매매 시세 분석해줘",
     ];
-    for (query, said) in queries {
+    for query in queries {
         let req = RunRequest {
             hitl: Some(HitlMode::EveryTodo),
             ..RunRequest::new(query)
@@ -249,7 +249,7 @@ async fn skip_the_answer_says_what_was_rejected_and_why() {
         let s = finished_answer(&srv, run).await;
         let answer = s.supervisor.final_response.clone().unwrap();
         let text = answer["answer"].as_str().unwrap();
-        assert!(text.starts_with(&said(agent)), "{text}");
+        assert!(text.starts_with(&said(query.is_ascii(), agent)), "{text}");
         assert!(!text.contains("Search complete"), "{text}");
         assert_eq!(answer["rejected"][0]["todo_id"], "todo_001", "{answer}");
         assert_eq!(answer["rejected"][0]["comment"], "not this one", "{answer}");
