@@ -49,7 +49,10 @@ async fn seed_004_rest_flow() {
     let ChatReply::Waiting { message, waiting } = first else {
         panic!("the run waits for todo_001: {first:?}");
     };
-    assert!(message.starts_with("todo_001: search_team을(를)"), "{message}");
+    assert!(
+        message.starts_with("todo_001: search_team을(를)"),
+        "{message}"
+    );
     let asked = waiting.approval.unwrap();
     assert_eq!(
         asked.approval.subject.unwrap().todo_id().as_str(),

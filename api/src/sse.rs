@@ -125,67 +125,69 @@ impl Enricher {
 
 /// Which events of one run's stream lie on a branch a restore abandoned. It knows the run's
 /// restores from where the stream starts up to the run's head when the stream opened (it reads
-/// none when the run was never restored); events newer than that are on the live branch as far as
-/// anyone knows when they are sent. A terminal event is checked against the log once more before
-/// it may end a stream, so a restore appended while the stream was catching up does not leave the
-/// client at an old `run.end`.
+/// none when the run was never restored), and then those the stream itself sends; events newer
+/// than the head at the opening are on the live branch as far as anyone knows when they are sent.
+/// A terminal event is checked against the log once more before it may end a stream (only the
+/// events after it can leave it), so a restore appended while the stream was catching up does not
+/// leave the client at an old `run.end`.
 pub(crate) struct BranchMarks {
     engine: Engine,
     run: RunId,
-    /// Where the stream starts: restores before it leave only seqs before it.
-    from: u64,
-    /// Restores at seqs from `from` up to `known_to`: seq → to_seq.
+    /// Restores at seqs from the stream's start on: seq → to_seq.
     restores: HashMap<u64, u64>,
-    known_to: Option<u64>,
     branches: Branches,
 }
 
 impl BranchMarks {
-    /// For a stream of `run` from seq `from`.
+    /// For a stream of `run` from seq `from` (restores before it leave only seqs before it).
     pub(crate) fn open(engine: &Engine, run: RunId, from: u64) -> ApiResult<Self> {
         let mut marks = Self {
             engine: engine.clone(),
             run,
-            from,
             restores: HashMap::new(),
-            known_to: None,
             branches: Branches::default(),
         };
         // The number of restores so far is in the state (kept current by the engine): a run
         // that was never restored costs no read of its log.
         if engine.state(run, None)?.checkpoints.branch > 0 {
-            marks.refresh()?;
+            marks.read_restores(from)?;
         }
         Ok(marks)
     }
 
-    /// Reads the restores the log holds beyond what is known, up to the run's head now.
-    fn refresh(&mut self) -> ApiResult<()> {
+    /// Reads the run's restores from seq `from` up to its head now, and what they leave.
+    fn read_restores(&mut self, from: u64) -> ApiResult<()> {
         let Some(head) = self.engine.store().run_head(self.run)? else {
             return Ok(());
         };
-        let start = self.known_to.map_or(self.from, |k| k + 1);
-        if start > head.last_seq {
-            return Ok(());
-        }
-        for env in self.engine.store().read_run(self.run, start, head.last_seq) {
-            let env = env?;
-            if let Some(to_seq) = restore_of(&env) {
-                self.restores.insert(env.seq, to_seq);
+        let mut found = false;
+        if from <= head.last_seq {
+            for env in self.engine.store().read_run(self.run, from, head.last_seq) {
+                let env = env?;
+                if let Some(to_seq) = restore_of(&env) {
+                    self.restores.insert(env.seq, to_seq);
+                    found = true;
+                }
             }
         }
-        self.known_to = Some(head.last_seq);
-        self.branches = Branches::new(head.last_seq, &self.restores);
+        if found {
+            self.branches = Branches::new(head.last_seq, &self.restores);
+        }
         Ok(())
     }
 
-    /// Whether `env` (an event of this run) lies on an abandoned branch.
+    /// Whether `env` (the stream's next event of this run) lies on an abandoned branch.
     pub(crate) fn abandoned(&mut self, env: &Envelope) -> bool {
-        if env.event.is_terminal() && !self.branches.is_abandoned(env.seq) {
+        if let Some(to_seq) = restore_of(env) {
+            // It leaves only seqs the stream has sent; kept for a later re-check.
+            self.restores.insert(env.seq, to_seq);
+        }
+        if env.event.is_terminal()
+            && !self.branches.is_abandoned(env.seq)
+            && let Err(e) = self.read_restores(env.seq + 1)
+        {
             // Ending the stream here is final: make sure no restore has left this end.
-            if let Err(e) = self.refresh() {
-                tracing::warn!(error = %e.message, run = %self.run, "could not re-read the run's restores");
-            }
+            tracing::warn!(error = %e.message, run = %self.run, "could not re-read the run's restores");
         }
         self.branches.is_abandoned(env.seq)
     }
