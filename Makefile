@@ -55,13 +55,16 @@ langgraph-venv:
 
 # What the tests need beyond cargo, installed from Debian when missing (and reused when present):
 # `fuse3` for the power-loss test's FUSE mount (it needs /dev/fuse and root: the mount is a plain
-# mount(2); fusermount3 is what a non-root user would need), and `chromium` for the browser-safety
-# tests (a real headless browser on a page of another origin). If an install fails, the tests
-# that need it fail and say why.
+# mount(2); fusermount3 is what a non-root user would need), `chromium` for the browser-safety
+# tests (a real headless browser on a page of another origin), and `curl` and `jq`, which the
+# README's examples use (tools/tests/readme.rs runs them). If an install fails, the tests that
+# need it fail and say why.
 test-deps: schemathesis-venv langgraph-venv
 	@missing=""; \
 	command -v fusermount3 >/dev/null 2>&1 || missing="$$missing fuse3"; \
 	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
+	command -v curl >/dev/null 2>&1 || missing="$$missing curl"; \
+	command -v jq >/dev/null 2>&1 || missing="$$missing jq"; \
 	if [ -n "$$missing" ]; then \
 	  echo "make test: installing$$missing from Debian" >&2; \
 	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; } \

@@ -49,7 +49,10 @@ async fn seed_004_rest_flow() {
     let ChatReply::Waiting { message, waiting } = first else {
         panic!("the run waits for todo_001: {first:?}");
     };
-    assert!(message.contains("- TODO ID: todo_001"), "{message}");
+    assert!(
+        message.starts_with("todo_001: search_team을(를)"),
+        "{message}"
+    );
     let asked = waiting.approval.unwrap();
     assert_eq!(
         asked.approval.subject.unwrap().todo_id().as_str(),
@@ -392,6 +395,35 @@ async fn every_error_code_and_nothing_written() {
         Some("illegal transition todo_001: skipped -> in_progress")
     );
     assert_eq!(srv.offsets(), before + 1);
+
+    // "No approval is pending" is one 409 everywhere: as a command (recorded, with the help) and
+    // as the chat's resume (nothing written).
+    let before = srv.offsets();
+    let res = raw
+        .post(u("/commands"))
+        .json(&json!({"command": "/todo approve"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::CONFLICT);
+    let b: ErrorBody = res.json().await.unwrap();
+    assert_eq!(
+        (b.error.code.as_str(), b.error.message.as_str()),
+        ("conflict", "no approval is pending")
+    );
+    assert!(b.help().unwrap().contains("/todos"), "{b:?}");
+    assert_eq!(srv.offsets(), before + 1);
+    let session = done.supervisor.session_id.clone();
+    let yes = json!({"approve": true});
+    let b = refused_raw(
+        &srv,
+        raw.post(srv.url(&format!("/api/sessions/{session}/resume")))
+            .json(&yes),
+        409,
+        "conflict",
+    )
+    .await;
+    assert_eq!(b.error.message, "no approval is pending");
 
     // 503: the engine is shut down underneath the server (not the caller's fault: try later).
     srv.engine.shutdown().await;

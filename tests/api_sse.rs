@@ -413,3 +413,100 @@ async fn keep_alives_open_stream_gauge_and_shutdown() {
 async fn metrics(srv: &Server) -> String {
     srv.client.metrics().await.unwrap()
 }
+
+/// A restore after the run ended: the run's stream (raw SSE and the client's reader) replays the
+/// abandoned branch marked `abandoned`, does not stop at its old `run.end`, and delivers the
+/// `run.restored` and the new approval request of the live branch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_restore_the_stream_follows_the_live_branch() {
+    let srv = server(Tokens::none(), None).await;
+    let run = gated_run(&srv).await;
+    let mut events = stream(&srv, run, EventsFrom::default()).await;
+    let asked = until(&mut events, "approval.requested").await;
+    let approval = asked.last().unwrap().data.content["approval_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let at_approval = asked.last().unwrap().id;
+    decide(&srv, run, &approval, DecisionRequest::approve()).await;
+    let first = rest(&mut events).await;
+    assert_eq!(first.last().unwrap().name, "run.end", "{first:?}");
+    let old_end = first.last().unwrap().id;
+
+    // Back to the checkpoint saved while the approval waited: the run waits again.
+    let cps = srv.client.checkpoints(run).await.unwrap();
+    let cp = cps
+        .checkpoints
+        .iter()
+        .find(|c| c.node == "approval")
+        .expect("the approval's checkpoint")
+        .checkpoint_id
+        .clone();
+    srv.client.restore(run, &cp).await.unwrap();
+
+    // The client's reader, from the start.
+    let mut events = stream(&srv, run, EventsFrom::default()).await;
+    let replay = until(&mut events, "approval.requested").await;
+    let replay = if replay.last().unwrap().id <= at_approval {
+        // The first request, on the live branch before the checkpoint: read on to the new one.
+        [replay, until(&mut events, "approval.requested").await].concat()
+    } else {
+        replay
+    };
+    let names: Vec<&str> = replay.iter().map(|e| e.name.as_str()).collect();
+    let restored = replay
+        .iter()
+        .position(|e| e.name == "run.restored")
+        .unwrap_or_else(|| panic!("no run.restored: {names:?}"));
+    let new_request = replay.last().unwrap();
+    assert!(new_request.id > replay[restored].id, "{names:?}");
+    assert!(!new_request.data.abandoned);
+    // Everything after the checkpoint and before the restore is marked; nothing else is.
+    let to_seq = replay[restored].data.content["to_seq"].as_u64().unwrap();
+    for e in &replay {
+        let left = e.id > to_seq && e.id < replay[restored].id;
+        assert_eq!(e.data.abandoned, left, "{} {}", e.id, e.name);
+    }
+    assert!(replay.iter().any(|e| e.id == old_end && e.data.abandoned));
+    assert!(
+        !events.is_finished(),
+        "the stream goes on while the run waits"
+    );
+
+    // Raw SSE, as `curl -N` reads it: the old end is marked and the stream goes on past it.
+    let res = srv
+        .http
+        .get(format!("{}/api/v1/agent/{run}/events", srv.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    let mut body = res.bytes_stream();
+    let mut text = String::new();
+    let want = format!("id: {}\n", new_request.id);
+    while !text.contains(&want) {
+        let chunk = tokio::time::timeout(GUARD, body.next())
+            .await
+            .expect("more of the stream")
+            .unwrap_or_else(|| panic!("the stream closed before the new approval: {text}"))
+            .unwrap();
+        text.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    let old = text
+        .split("\n\n")
+        .find(|m| m.starts_with(&format!("id: {old_end}\n")))
+        .unwrap();
+    assert!(
+        old.contains("event: run.end") && old.contains("\"abandoned\":true"),
+        "{old}"
+    );
+    assert!(text.contains("event: run.restored"), "{text}");
+
+    // Deciding the new request runs the live branch to its real end, where the stream stops.
+    let again = new_request.data.content["approval_id"].as_str().unwrap();
+    decide(&srv, run, again, DecisionRequest::approve()).await;
+    let tail = rest(&mut events).await;
+    let end = tail.last().unwrap();
+    assert_eq!((end.name.as_str(), end.data.abandoned), ("run.end", false));
+    srv.stop().await;
+}

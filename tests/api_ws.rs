@@ -146,7 +146,7 @@ async fn seed_000_scenario_1_over_one_socket() {
     assert_eq!(ask["approval"]["run_id"], json!(run));
     let msg = ask["message"].as_str().unwrap();
     assert!(
-        msg.starts_with("📋 다음 작업을 실행하시겠습니까?\n\n- TODO ID: todo_001\n"),
+        msg.starts_with("todo_001: search_team을(를) 실행할까요?") && !msg.contains("/todo"),
         "{msg}"
     );
     let started = events(&frames)[0];
@@ -385,5 +385,79 @@ async fn reconnecting_to_a_waiting_session_asks_again_and_answers_without_subscr
     assert_eq!(fin["content"]["type"], "rejected", "{fin}");
     assert_eq!(fin["content"]["rejected"]["decided_by"], "alice", "{fin}");
     assert_eq!(fin["content"]["rejected"]["comment"], "no thanks", "{fin}");
+    srv.stop().await;
+}
+
+/// A subscription to a run restored after it ended: the abandoned branch's events come marked
+/// `abandoned`, its old answer sends no `final` and its old request no `hitl_request`; the
+/// `run.restored` follows, and the approval asked again is a `hitl_request`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subscription_after_a_restore_marks_the_abandoned_branch() {
+    let srv = server(Tokens::none(), None).await;
+    let req = chronicle_wire::RunRequest {
+        hitl: Some(chronicle_schemas::HitlMode::EveryTodo),
+        ..chronicle_wire::RunRequest::new("강남구 아파트 시세 조회")
+    };
+    let run = srv.client.start_run(&req).await.unwrap().run_id;
+    loop {
+        let s = srv
+            .engine
+            .wait_until(run, GUARD, |s| {
+                s.approvals.pending().next().is_some() || s.supervisor.run_status.is_terminal()
+            })
+            .await
+            .unwrap();
+        let Some(a) = s.approvals.pending().next() else {
+            break;
+        };
+        let yes = chronicle_wire::DecisionRequest::approve();
+        srv.client.decide(run, &a.approval_id, &yes).await.unwrap();
+    }
+    let cps = srv.client.checkpoints(run).await.unwrap();
+    let cp = cps
+        .checkpoints
+        .iter()
+        .find(|c| c.node == "approval")
+        .unwrap();
+    srv.client.restore(run, &cp.checkpoint_id).await.unwrap();
+
+    let mut ws = connect(&srv, "").await;
+    frame(&mut ws).await.unwrap();
+    send(
+        &mut ws,
+        json!({"type": "subscribe", "run_id": run, "from_seq": 0}),
+    )
+    .await;
+    let mut frames = until(&mut ws, "event").await;
+    loop {
+        let f = frame(&mut ws).await.unwrap();
+        let again = f["type"] == "hitl_request";
+        frames.push(f);
+        if again {
+            break;
+        }
+    }
+    let restored = frames
+        .iter()
+        .position(|f| f["data"]["kind"] == "RunRestored")
+        .expect("run.restored");
+    let to_seq = frames[restored]["data"]["content"]["to_seq"]
+        .as_u64()
+        .unwrap();
+    for f in events(&frames) {
+        let seq = f["seq"].as_u64().unwrap();
+        let left = seq > to_seq && seq < frames[restored]["data"]["seq"].as_u64().unwrap();
+        assert_eq!(f["abandoned"] == json!(true), left, "{f}");
+    }
+    assert!(
+        !frames.iter().any(|f| f["type"] == "final"),
+        "the abandoned answer is no final: {frames:?}"
+    );
+    // The one hitl_request is the new one, after the restore.
+    let asks: Vec<usize> = (0..frames.len())
+        .filter(|i| frames[*i]["type"] == "hitl_request")
+        .collect();
+    assert_eq!(asks.len(), 1, "{frames:?}");
+    assert!(asks[0] > restored);
     srv.stop().await;
 }

@@ -74,7 +74,10 @@ async fn every_command_good_and_bad() {
         // as the refused outcome.
         let typed = match engine.command(run, cmd, &Principal::admin("alice")).await {
             Ok(out) => out,
-            Err(chronicle_engine::Error::Command { reason, help }) => CommandOutcome::Refused {
+            Err(
+                chronicle_engine::Error::Command { reason, help }
+                | chronicle_engine::Error::CommandConflict { reason, help },
+            ) => CommandOutcome::Refused {
                 error: reason,
                 help,
             },

@@ -253,7 +253,7 @@ async fn reject_skips_and_never_retries_edit_changes_the_input() {
 
     let first = approval_of(&engine, run, "todo_001").await;
     assert!(
-        first.message.contains("- TODO ID: todo_001"),
+        first.message.starts_with("todo_001: a을(를) 실행할까요?"),
         "{}",
         first.message
     );

@@ -91,6 +91,91 @@ async fn feedback_moves_the_search_to_the_district_it_names_and_focuses_the_anal
     srv.stop().await;
 }
 
+/// What a person chose for the search (an edit of its region, as agent-chat-ui's edit sends the
+/// whole args, or a district named in words) is what the analysis and the report work on, and
+/// the answer speaks only of it: no step and no sentence stays on the query's district.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_choice_on_the_search_carries_to_the_steps_after_it_and_the_answer() {
+    let srv = server(Tokens::none(), None).await;
+    for (thread, by_words) in [("t-edit", false), ("t-words", true)] {
+        let req = RunRequest {
+            session_id: Some(thread.into()),
+            hitl: Some(HitlMode::EveryTodo),
+            ..RunRequest::new("강남구 아파트 매매 시세 분석 보고서 써줘")
+        };
+        let run = srv.client.start_run(&req).await.unwrap().run_id;
+        let s = srv
+            .engine
+            .wait_until(run, WAIT, |s| s.approvals.pending().next().is_some())
+            .await
+            .unwrap();
+        let asked = s.approvals.pending().next().unwrap().clone();
+        assert_eq!(asked.tool_name, "search_team");
+        assert_eq!(asked.request_args["region"], "서울특별시 강남구");
+        if by_words {
+            let words = ResumeRequest {
+                approve: None,
+                response: Some("서초구로 해줘".into()),
+            };
+            srv.client.resume(thread, &words).await.unwrap();
+        } else {
+            let mut args = asked.request_args.clone();
+            args["region"] = json!("서울특별시 서초구");
+            let edit = chronicle_wire::DecisionRequest::edit(args);
+            srv.client
+                .decide(run, &asked.approval_id, &edit)
+                .await
+                .unwrap();
+        }
+        // Every later approval asks with the chosen district, and its agent runs with it.
+        loop {
+            let s = srv
+                .engine
+                .wait_until(run, WAIT, |s| {
+                    s.approvals.pending().next().is_some() || s.supervisor.run_status.is_terminal()
+                })
+                .await
+                .unwrap();
+            let Some(a) = s.approvals.pending().next() else {
+                break;
+            };
+            assert_eq!(
+                a.request_args["region"], "서울특별시 서초구",
+                "{} {a:?}",
+                a.tool_name
+            );
+            assert!(!a.message.contains("강남"), "{}", a.message);
+            let yes = chronicle_wire::DecisionRequest::approve();
+            srv.client.decide(run, &a.approval_id, &yes).await.unwrap();
+        }
+        let s = completed(&srv.engine, run).await;
+        let results = &s.supervisor.team_results;
+        assert_eq!(
+            results["search_team"]["filters"]["region"],
+            "서울특별시 서초구"
+        );
+        let analysis = &results["analysis_team"];
+        assert_eq!(
+            analysis["raw_analysis"]["market_analysis"]["region"], "서울특별시 서초구",
+            "{analysis}"
+        );
+        let report = &results["document_team"];
+        let title = report["document_content"]["title"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(!report.to_string().contains("강남"), "{report}");
+        let answer = s.supervisor.final_response.clone().unwrap();
+        let text = answer["answer"].as_str().unwrap();
+        assert!(text.contains("서초구"), "{text}");
+        assert!(!text.contains("강남"), "{text} (report {title})");
+        assert_eq!(
+            answer["metadata"]["region"], "서울특별시 서초구",
+            "{answer}"
+        );
+    }
+    srv.stop().await;
+}
+
 /// An `http` agent on loopback that keeps every request body and answers.
 async fn http_agent(seen: Arc<Mutex<Vec<Value>>>) -> (String, tokio::task::JoinHandle<()>) {
     let app = axum::Router::new().route(

@@ -195,6 +195,90 @@ async fn skip_by_default_a_rejected_todo_is_skipped_and_the_run_carries_on() {
     srv.stop().await;
 }
 
+/// Under the default `skip` the answer says what was rejected and why, in the query's language,
+/// instead of what the other agents (did not) find; and the approval a person was asked is a
+/// description in that language with no terminal commands.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn skip_the_answer_says_what_was_rejected_and_why() {
+    let srv = server(Tokens::none(), None).await;
+    let c = &srv.client;
+    /// The answer's first sentence when `agent`'s TODO was rejected, by the query's language.
+    fn said(english: bool, agent: &str) -> String {
+        if english {
+            format!("local rejected todo_001 ({agent}): not this one. It did not run.")
+        } else {
+            format!(
+                "local님이 todo_001({agent}) 실행을 거절했습니다 (사유: not this one). 이 작업은 실행되지 않았습니다."
+            )
+        }
+    }
+    let queries = [
+        "Find apartments for sale in Gangnam and analyze the price trend",
+        "강남구 아파트 매매 시세 분석해줘",
+    ];
+    for query in queries {
+        let req = RunRequest {
+            hitl: Some(HitlMode::EveryTodo),
+            ..RunRequest::new(query)
+        };
+        let run = c.start_run(&req).await.unwrap().run_id;
+        srv.engine
+            .wait_until(run, WAIT, |s| {
+                s.supervisor.run_status == RunStatus::WaitingForApproval
+            })
+            .await
+            .unwrap();
+        let asked = c.approvals(run).await.unwrap();
+        let (agent, message) = (&asked[0].approval.tool_name, &asked[0].approval.message);
+        assert!(!message.contains("/todo"), "{message}");
+        if query.is_ascii() {
+            assert!(
+                message.starts_with(&format!("Run {agent} for todo_001?"))
+                    && message.contains("in Gangnam-gu, Seoul"),
+                "{message}"
+            );
+        } else {
+            let asks = format!("todo_001: {agent}을(를) 실행할까요?");
+            assert!(message.starts_with(&asks), "{message}");
+        }
+        let reject = DecisionRequest {
+            comment: Some("not this one".into()),
+            ..DecisionRequest::reject()
+        };
+        c.decide(run, &asked[0].id, &reject).await.unwrap();
+        let s = finished_answer(&srv, run).await;
+        let answer = s.supervisor.final_response.clone().unwrap();
+        let text = answer["answer"].as_str().unwrap();
+        assert!(text.starts_with(&said(query.is_ascii(), agent)), "{text}");
+        assert!(!text.contains("Search complete"), "{text}");
+        assert_eq!(answer["rejected"][0]["todo_id"], "todo_001", "{answer}");
+        assert_eq!(answer["rejected"][0]["comment"], "not this one", "{answer}");
+        assert_eq!(answer["rejected"][0]["decided_by"], "local", "{answer}");
+    }
+    srv.stop().await;
+}
+
+/// Approves whatever else the run asks for, to its end.
+async fn finished_answer(srv: &Server, run: chronicle_schemas::RunId) -> RunState {
+    loop {
+        let s = srv
+            .engine
+            .wait_until(run, WAIT, |s| {
+                s.supervisor.run_status == RunStatus::WaitingForApproval
+                    || s.supervisor.run_status.is_terminal()
+            })
+            .await
+            .unwrap();
+        let Some(a) = s.approvals.pending().next() else {
+            return completed(&srv.engine, run).await;
+        };
+        srv.client
+            .decide(run, &a.approval_id, &DecisionRequest::approve())
+            .await
+            .unwrap();
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unknown_on_reject_is_refused_and_nothing_is_written() {
     let srv = server(Tokens::none(), None).await;

@@ -96,7 +96,12 @@ async fn seed_000_scenario_1_normal_run_with_approvals() {
     let run = start(&engine, SCENARIO_1, HitlMode::EveryTodo).await;
 
     let msg = asked_for(&engine, run, "todo_001").await;
-    assert!(msg.starts_with("📋 다음 작업을 실행하시겠습니까?\n\n- TODO ID: todo_001\n- 작업명: search_team 실행\n- Agent: search_team\n"), "{msg}");
+    // What will run and with what, in the query's language; no terminal commands.
+    assert_eq!(
+        msg,
+        "todo_001: search_team을(를) 실행할까요? 법률 조항과 시세 정보 수집.\n\
+         조건: 거래 전세 · 금액 3억원, 10억원 · 키워드 전세금, 올려, 법적"
+    );
     let state = engine.state(run, None).unwrap();
     let p = state.supervisor.planning_state.as_ref().unwrap();
     assert_eq!(p.analyzed_intent["intent_type"], "comprehensive");
@@ -131,10 +136,13 @@ async fn seed_000_scenario_1_normal_run_with_approvals() {
 
     let msg = asked_for(&engine, run, "todo_002").await;
     assert!(
-        msg.contains("- TODO ID: todo_002\n- 작업명: analysis_team 실행\n- Agent: analysis_team\n"),
+        msg.starts_with("todo_002: analysis_team을(를) 실행할까요? 인상률과 법정 한도 분석."),
         "{msg}"
     );
-    assert!(msg.contains("- 의존성: todo_001\n"), "{msg}");
+    assert!(
+        msg.ends_with("조건: 거래 전세 · 금액 3억원, 10억원 · 분석 유형 legal"),
+        "{msg}"
+    );
     let todos = command(&engine, run, "/todos").await;
     assert_eq!(
         (
@@ -282,7 +290,7 @@ async fn seed_000_scenario_3_restore_after_a_crash() {
     assert_eq!(restored["status"], "restored");
     assert_eq!(restored["current_todo_id"], "todo_002");
     let msg = asked_for(&engine, run, "todo_002").await;
-    assert!(msg.contains("- 작업명: analysis_team 실행"), "{msg}");
+    assert!(msg.starts_with("todo_002: analysis_team을(를)"), "{msg}");
     let todos = command(&engine, run, "/todos").await;
     assert_eq!(todos["todos"][0]["status"], "completed");
     assert_eq!(todos["todos"][1]["status"], "waiting_approval");
@@ -347,7 +355,10 @@ async fn a_contract_needs_approval_under_categories() {
         let run = start(&engine, query, HitlMode::Categories).await;
         // search_team (general) runs without asking; document_team (contract) waits.
         let msg = asked_for(&engine, run, "todo_002").await;
-        assert!(msg.contains("- Agent: document_team"), "{msg}");
+        assert!(
+            msg.contains("document_team") && !msg.contains("/todo"),
+            "{msg}"
+        );
         let s = engine.state(run, None).unwrap();
         let p = s.supervisor.planning_state.as_ref().unwrap();
         let agents: Vec<&str> = p.todos.iter().map(|t| t.agent_name.as_str()).collect();

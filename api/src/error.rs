@@ -114,6 +114,9 @@ impl From<EngineError> for ApiError {
             E::Command { reason, help } => {
                 ApiError::bad_request(reason).with(json!({"help": help}))
             }
+            E::CommandConflict { reason, help } => {
+                ApiError::conflict(reason).with(json!({"help": help}))
+            }
             E::EmptyQuery
             | E::QueryTooLong { .. }
             | E::BadSessionId { .. }
@@ -126,6 +129,8 @@ impl From<EngineError> for ApiError {
             | E::BadStatus(_)
             | E::NotYourUser { .. }
             | E::NoValues => ApiError::unprocessable(e.to_string()),
+            // `EngineError::is_conflict`: the same 409 on every route (a test keeps the two
+            // lists equal).
             E::AlreadyDecided { .. }
             | E::IllegalTransition { .. }
             | E::NothingPending
@@ -219,3 +224,57 @@ pub type ApiResult<T> = Result<T, ApiError>;
 /// another error shape (the LangGraph routes' `{"detail"}`) can re-say it without parsing bodies.
 #[derive(Clone, Debug)]
 pub struct ErrorMessage(pub String);
+
+#[cfg(test)]
+mod tests {
+    use chronicle_schemas::{ApprovalStatus, RunId, RunStatus, TodoStatus};
+
+    use super::*;
+
+    /// What the engine calls a conflict with a run's state is a 409 on every route, a refused
+    /// command included ("no approval is pending" was a 400 on the commands route).
+    #[test]
+    fn every_conflict_is_a_409_and_nothing_else_is() {
+        use EngineError as E;
+        let errors = [
+            E::AlreadyDecided {
+                approval_id: "a".into(),
+                status: ApprovalStatus::Approved,
+            },
+            E::IllegalTransition {
+                todo: "todo_001".into(),
+                from: TodoStatus::Completed,
+                to: TodoStatus::Pending,
+            },
+            E::NothingPending,
+            E::NoPendingFor("todo_001".into()),
+            E::SeveralPending(vec!["todo_001".into()]),
+            E::RunFinished {
+                run: RunId::from_u128(1),
+                status: RunStatus::Completed,
+            },
+            E::PastExecution,
+            E::NoPlanYet,
+            E::TodoLimit(50),
+            E::RunBusy(RunId::from_u128(1)),
+            E::OwnStateKey("todos".into()),
+            E::Concurrent,
+            E::CommandConflict {
+                reason: "no approval is pending".into(),
+                help: "help".into(),
+            },
+            E::Command {
+                reason: "Unknown command".into(),
+                help: "help".into(),
+            },
+            E::NoValues,
+            E::RunNotFound(RunId::from_u128(1)),
+        ];
+        for e in errors {
+            let conflict = e.is_conflict();
+            let what = e.to_string();
+            let status = ApiError::from(e).status;
+            assert_eq!(status == StatusCode::CONFLICT, conflict, "{what}: {status}");
+        }
+    }
+}

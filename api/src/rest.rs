@@ -492,8 +492,9 @@ pub async fn decide(
     params(("run_id" = RunId, Path, description = "The run")),
     responses(
         (status = 200, description = "The command was carried out (and recorded); the reply's shape depends on the command", body = CommandOutcome),
-        (status = 400, description = "A refused command: bad grammar, an unknown id, an illegal transition, nothing to approve... (`bad_request`, with the reason and `help`; recorded all the same); or malformed JSON or a run id that is not a UUID (`bad_request`); or a `Host` header that names another server (`bad_host`)", body = ErrorBody),
+        (status = 400, description = "A refused command: bad grammar, an unknown id... (`bad_request`, with the reason and `help`; recorded all the same); or malformed JSON or a run id that is not a UUID (`bad_request`); or a `Host` header that names another server (`bad_host`)", body = ErrorBody),
         (status = 401, response = Unauthorized), (status = 403, response = Forbidden), (status = 404, response = RunNotFound),
+        (status = 409, description = "A command the run's state refuses: no approval is pending, it is already decided, an illegal transition... (`conflict`, with the reason and `help`, as on every route; recorded all the same)", body = ErrorBody),
         (status = 413, response = PayloadTooLarge), (status = 415, response = UnsupportedMediaType),
         (status = 422, description = "JSON of the wrong shape (`unprocessable_entity`)", body = ErrorBody),
         (status = 500, response = Internal), (status = 503, response = Unavailable), (status = 507, response = InsufficientStorage),

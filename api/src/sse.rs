@@ -8,6 +8,12 @@
 //!
 //! Each stream holds a [`StreamPermit`] (the caps) and reads a bounded amount ahead of its
 //! client: a client that stops reading costs its stream a fixed amount, never a growing buffer.
+//!
+//! A run's stream replays the log as stored, abandoned branches included, and marks each event a
+//! restore has left with `abandoned: true` ([`BranchMarks`]): ids stay dense (a resumed stream
+//! needs no gap rule), and a client sees what happened before the restore for what it is. The
+//! end of an abandoned branch (its old `run.end`) does not end the stream: it goes on to the
+//! `run.restored` and the live branch, to the run's real end.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -21,6 +27,7 @@ use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use chronicle_engine::store::Tail;
 use chronicle_engine::{Chunk, Engine, Live};
+use chronicle_projections::{Branches, restore_of};
 use chronicle_schemas::{ApprovalId, Envelope, Event, RunId};
 use chronicle_wire::{ErrorBody, EventData, EventsQuery, names};
 use futures_util::Stream;
@@ -116,6 +123,76 @@ impl Enricher {
     }
 }
 
+/// Which events of one run's stream lie on a branch a restore abandoned. It knows the run's
+/// restores from where the stream starts up to the run's head when the stream opened (it reads
+/// none when the run was never restored), and then those the stream itself sends; events newer
+/// than the head at the opening are on the live branch as far as anyone knows when they are sent.
+/// A terminal event is checked against the log once more before it may end a stream (only the
+/// events after it can leave it), so a restore appended while the stream was catching up does not
+/// leave the client at an old `run.end`.
+pub(crate) struct BranchMarks {
+    engine: Engine,
+    run: RunId,
+    /// Restores at seqs from the stream's start on: seq → to_seq.
+    restores: HashMap<u64, u64>,
+    branches: Branches,
+}
+
+impl BranchMarks {
+    /// For a stream of `run` from seq `from` (restores before it leave only seqs before it).
+    pub(crate) fn open(engine: &Engine, run: RunId, from: u64) -> ApiResult<Self> {
+        let mut marks = Self {
+            engine: engine.clone(),
+            run,
+            restores: HashMap::new(),
+            branches: Branches::default(),
+        };
+        // The number of restores so far is in the state (kept current by the engine): a run
+        // that was never restored costs no read of its log.
+        if engine.state(run, None)?.checkpoints.branch > 0 {
+            marks.read_restores(from)?;
+        }
+        Ok(marks)
+    }
+
+    /// Reads the run's restores from seq `from` up to its head now, and what they leave.
+    fn read_restores(&mut self, from: u64) -> ApiResult<()> {
+        let Some(head) = self.engine.store().run_head(self.run)? else {
+            return Ok(());
+        };
+        let mut found = false;
+        if from <= head.last_seq {
+            for env in self.engine.store().read_run(self.run, from, head.last_seq) {
+                let env = env?;
+                if let Some(to_seq) = restore_of(&env) {
+                    self.restores.insert(env.seq, to_seq);
+                    found = true;
+                }
+            }
+        }
+        if found {
+            self.branches = Branches::new(head.last_seq, &self.restores);
+        }
+        Ok(())
+    }
+
+    /// Whether `env` (the stream's next event of this run) lies on an abandoned branch.
+    pub(crate) fn abandoned(&mut self, env: &Envelope) -> bool {
+        if let Some(to_seq) = restore_of(env) {
+            // It leaves only seqs the stream has sent; kept for a later re-check.
+            self.restores.insert(env.seq, to_seq);
+        }
+        if env.event.is_terminal()
+            && !self.branches.is_abandoned(env.seq)
+            && let Err(e) = self.read_restores(env.seq + 1)
+        {
+            // Ending the stream here is final: make sure no restore has left this end.
+            tracing::warn!(error = %e.message, run = %self.run, "could not re-read the run's restores");
+        }
+        self.branches.is_abandoned(env.seq)
+    }
+}
+
 /// One SSE message of a live chunk: named, without an `id:` (it cannot be resumed from).
 fn chunk_message(chunk: &Chunk) -> SseEvent {
     let json = serde_json::to_string(&chunk.data).unwrap_or_default();
@@ -161,6 +238,7 @@ pub(crate) fn sse_response(
 struct RunStream<S> {
     events: S,
     enrich: Enricher,
+    marks: BranchMarks,
     follow: bool,
     ended: bool,
     shutdown: CancellationToken,
@@ -176,7 +254,7 @@ struct RunStream<S> {
         ("ticket" = Option<String>, Query, description = "A one-time stream ticket (`POST /api/v1/stream-tickets`), for clients that cannot send the `Authorization` header, such as browsers"),
     ),
     responses(
-        (status = 200, description = "Server-sent events, history then live: `id` = the run's seq, `event` = the dotted name, `data` = `{run_id, seq, offset, at, kind, type, subtype, content}`. Between them, while a model writes an answer, live chunks `message.chunk` / `reasoning.chunk` without an `id` (they are not stored; a resumed stream gets the events it missed and the chunks from then on), `data` = `{run_id, kind: \"MessageChunk\" | \"ReasoningChunk\", type, subtype: \"chunk\", content: {text, todo_id?, agent?}}`. Ends after `run.end` / `run.error` unless `follow`", content_type = "text/event-stream", body = String),
+        (status = 200, description = "Server-sent events, history then live: `id` = the run's seq, `event` = the dotted name, `data` = `{run_id, seq, offset, at, kind, type, subtype, content}`. Between them, while a model writes an answer, live chunks `message.chunk` / `reasoning.chunk` without an `id` (they are not stored; a resumed stream gets the events it missed and the chunks from then on), `data` = `{run_id, kind: \"MessageChunk\" | \"ReasoningChunk\", type, subtype: \"chunk\", content: {text, todo_id?, agent?}}`. An event on a branch a later restore abandoned has `abandoned: true` in its `data`; the stream ends after the `run.end` / `run.error` of the live branch (one on an abandoned branch does not end it) unless `follow`", content_type = "text/event-stream", body = String),
         (status = 204, description = "A resumed stream of an ended run has nothing newer"),
         (status = 400, description = "A run id that is not a UUID, a bad `from`, `follow` or `Last-Event-ID` (`bad_request`), or a `Host` header that names another server (`bad_host`)", body = ErrorBody),
         (status = 401, response = Unauthorized), (status = 403, response = Forbidden), (status = 404, response = RunNotFound),
@@ -206,12 +284,14 @@ pub async fn run_events(
         return Ok(StatusCode::NO_CONTENT.into_response());
     }
     let permit = st.streams.open(&who.name)?;
+    let marks = BranchMarks::open(&st.engine, run, from)?;
     // The bus subscribes to live events before it reads history, so nothing falls in between;
     // chunks come from now on.
     let events = st.engine.subscribe_live(run, from)?;
     let state = RunStream {
         events,
         enrich: Enricher::new(st.engine.clone()),
+        marks,
         follow,
         ended: false,
         shutdown: st.shutdown.clone(),
@@ -228,8 +308,9 @@ pub async fn run_events(
         };
         match next? {
             Ok(Live::Event(env)) => {
-                s.ended = !s.follow && names::ends_stream(&env.event);
-                let data = s.enrich.data(&env);
+                let mut data = s.enrich.data(&env);
+                data.abandoned = s.marks.abandoned(&env);
+                s.ended = !s.follow && names::ends_stream(&env.event) && !data.abandoned;
                 Some((Ok(message(env.seq, &env, &data)), s))
             }
             Ok(Live::Chunk(chunk)) => Some((Ok(chunk_message(&chunk)), s)),

@@ -46,7 +46,7 @@ use crate::extract::Query;
 use crate::limits::StreamPermit;
 use crate::openapi::{Forbidden, StreamsUnavailable, Unauthorized};
 use crate::rest::owned_run;
-use crate::sse::Enricher;
+use crate::sse::{BranchMarks, Enricher};
 use crate::state::AppState;
 
 /// Runs one socket streams at once; subscribing to one more drops the oldest.
@@ -498,7 +498,7 @@ impl Session {
     }
 
     /// Runs a slash command on the current run. A refused command is an `error` with `help`, as
-    /// `POST .../commands` answers 400.
+    /// `POST .../commands` answers 400 or 409.
     async fn command(&self, text: &str) -> ApiResult<Value> {
         let run = self.current_run()?;
         let out = self.engine().command(run, text, &self.who).await?;
@@ -508,6 +508,7 @@ impl Session {
     /// Streams `run` from `from_seq` and makes it the current run (replacing an older stream of
     /// the same run; dropping the oldest stream beyond [`WS_SUBSCRIPTIONS_MAX`]).
     fn follow(&mut self, run: RunId, from_seq: u64) -> ApiResult<()> {
+        let marks = BranchMarks::open(self.engine(), run, from_seq)?;
         let events = self.engine().subscribe_live(run, from_seq)?;
         self.generation += 1;
         let generation = self.generation;
@@ -533,6 +534,7 @@ impl Session {
         self.current = Some(run);
         let fwd = Forwarder {
             enrich: Enricher::new(self.st.engine.clone()),
+            marks,
             engine: self.st.engine.clone(),
             run,
             generation,
@@ -621,9 +623,12 @@ fn too_long(e: &axum::Error) -> Option<usize> {
 /// Turns one run's events into server frames: `event` for each, plus `hitl_request` for an
 /// approval that is still pending and `final` for the answer; and the run's live chunks into
 /// `event` frames of their own data (`type` `message` / `reasoning`, `subtype` `chunk`). WebSocket streams stay open after
-/// the run ends (a restore can bring it back); the socket bounds how many it keeps.
+/// the run ends (a restore can bring it back); the socket bounds how many it keeps. An event on a
+/// branch a restore abandoned is an `event` with `abandoned: true` in its data, and asks nothing
+/// and answers nothing: no `hitl_request`, no `final`.
 struct Forwarder {
     enrich: Enricher,
+    marks: BranchMarks,
     engine: Engine,
     run: RunId,
     generation: u64,
@@ -659,11 +664,13 @@ impl Forwarder {
                     return;
                 }
             };
-            let data = self.enrich.data(&env);
+            let mut data = self.enrich.data(&env);
+            data.abandoned = self.marks.abandoned(&env);
             if !self.emit(json!({"type": "event", "data": data})).await {
                 return;
             }
             let extra = match &env.event {
+                _ if data.abandoned => None,
                 Event::ApprovalRequested { approval_id, .. } => self.hitl_request(approval_id),
                 Event::ResponseGenerated { final_response } => Some(json!({
                     "type": "final", "run_id": self.run, "content": final_response,

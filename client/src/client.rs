@@ -262,12 +262,15 @@ impl Client {
             .post(&format!("/api/v1/agent/{run}/commands"), &req)
             .await
         {
-            Err(Error::Http { status: 400, body }) if body.help().is_some() => {
-                Ok(CommandOutcome::Refused {
-                    help: body.help().unwrap_or_default().to_owned(),
-                    error: body.error.message,
-                })
-            }
+            // A command that does not parse (400) or that the run's state refuses (409, "no
+            // approval is pending") comes with the help: a refusal to show, not a failure.
+            Err(Error::Http {
+                status: 400 | 409,
+                body,
+            }) if body.help().is_some() => Ok(CommandOutcome::Refused {
+                help: body.help().unwrap_or_default().to_owned(),
+                error: body.error.message,
+            }),
             other => other,
         }
     }

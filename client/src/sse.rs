@@ -7,7 +7,9 @@
 //! stream is over) is opened again with `Last-Event-ID` set to the last id received, so the
 //! server resumes right after it; ids at or below it are dropped and a skipped id is an error, so
 //! the events come without gap or duplicate. A run's stream ends after `run.end` / `run.error`
-//! (unless it follows on), or when the server answers 204 (a finished run with nothing newer).
+//! (unless it follows on, or the event is marked `abandoned`: the end of a branch a restore left,
+//! after which the stream goes on to the live branch), or when the server answers 204 (a finished
+//! run with nothing newer).
 
 use std::time::Duration;
 
@@ -302,6 +304,7 @@ impl EventStream {
         let name = msg.event.unwrap_or_default();
         if matches!(self.target, Target::Run(_))
             && !self.from.follow
+            && !data.abandoned
             && END_NAMES.contains(&name.as_str())
         {
             self.finished = true;

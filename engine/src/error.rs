@@ -80,6 +80,11 @@ pub enum Error {
     /// refused `CommandReceived` all the same. `help` is the deployment's command help.
     #[error("{reason}")]
     Command { reason: String, help: String },
+    /// A slash command the run's state refused ([`Error::is_conflict`]: no approval is pending,
+    /// it is already decided ...): recorded as a refused `CommandReceived` like
+    /// [`Error::Command`], and a conflict like the same refusal on any other route.
+    #[error("{reason}")]
+    CommandConflict { reason: String, help: String },
 
     // Conflicts with the run's state.
     #[error("approval {approval_id} is already {}", status.as_str())]
@@ -131,6 +136,29 @@ pub enum Error {
 }
 
 impl Error {
+    /// A conflict with the run's state: the request was well formed, and the run (or an
+    /// approval of it) is not in a state that allows it. (HTTP 409 on every route.)
+    pub fn is_conflict(&self) -> bool {
+        matches!(
+            self,
+            Error::AlreadyDecided { .. }
+                | Error::IllegalTransition { .. }
+                | Error::NothingPending
+                | Error::NoPendingFor(_)
+                | Error::SeveralPending(_)
+                | Error::RunFinished { .. }
+                | Error::PastExecution
+                | Error::NoPlanYet
+                | Error::TodoLimit(_)
+                | Error::RunBusy(_)
+                // The key is the workflow's: the request conflicts with who owns that part of
+                // the state (commands change it), as a decision on a decided approval does.
+                | Error::OwnStateKey(_)
+                | Error::Concurrent
+                | Error::CommandConflict { .. }
+        )
+    }
+
     /// The store refused a write for lack of disk space (nothing was written; try again later).
     pub fn is_storage_full(&self) -> bool {
         matches!(self, Error::Store(crate::store::Error::StorageFull { .. }))

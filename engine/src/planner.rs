@@ -165,6 +165,15 @@ pub trait Planner: Send + Sync + 'static {
         crate::said::by_words(said, cx.agents)
     }
 
+    /// The input of a TODO about to be asked for or started, from the plan's `input` and what
+    /// people chose for the TODOs it depends on (`chosen`, in TODO order): a TODO after an edited
+    /// or steered one works on what the person chose. Called from the recorded decisions, so a
+    /// re-run gets the same input. By default [`crate::hitl::carry_edits`]: a value an edit
+    /// changed is changed the same way where a later input had it.
+    fn carry(&self, input: Value, chosen: &[crate::hitl::Chosen]) -> Value {
+        crate::hitl::carry_edits(input, chosen)
+    }
+
     /// What to remember of the turn for the user's later turns (a preference the query
     /// stated, a fact about the user), called when the turn answers. By default nothing.
     async fn remember(

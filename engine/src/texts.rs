@@ -1,8 +1,15 @@
 //! The words the engine says to people: reasoning notes, TODO names, approval messages, command
 //! replies and the command help. A deployment picks the language by plugging in its own
-//! [`Texts`]; the engine's own is English.
+//! [`Texts`]; the engine's own is English. What a person reads as the answer to their query or
+//! as the question put to them (an approval's message, a rejection in the answer) is said
+//! [`Texts::say_to`] the query, so a deployment can answer in the query's language.
+//!
+//! An approval's message is a description a UI can show beside its buttons: what will run and
+//! with what. How to answer it (`/todo approve` ...) is the business of the surface that asks:
+//! the terminal shows its commands, a UI its buttons.
 
 use chronicle_schemas::{SupervisorTodo, TodoId, TodoStatus};
+use serde_json::Value;
 
 /// Everything the engine phrases for a person, with the values the phrase needs.
 #[derive(Clone, Copy, Debug)]
@@ -73,9 +80,11 @@ pub enum Text<'a> {
         agents: usize,
     },
     Responding,
-    /// What a person sees when a TODO waits for their approval.
+    /// What a person sees when a TODO waits for their approval: what will run (`todo`) and with
+    /// what (`args`, the input its agent gets when approved).
     TodoApproval {
         todo: &'a SupervisorTodo,
+        args: &'a Value,
     },
     /// What a person sees when a tool call waits for their approval.
     ToolApproval {
@@ -113,6 +122,14 @@ pub enum Text<'a> {
     Restored {
         checkpoint: &'a str,
     },
+    /// A sentence of the run's answer for a TODO a person rejected while the run went on without
+    /// it (`on_reject: skip`).
+    RejectedInAnswer {
+        todo: &'a TodoId,
+        agent: &'a str,
+        by: &'a str,
+        comment: Option<&'a str>,
+    },
     /// The run's answer when a person's rejection ended the turn (`on_reject: end_turn`).
     TurnEndedOnReject {
         todo: &'a TodoId,
@@ -129,6 +146,14 @@ pub enum Text<'a> {
 /// A language for [`Text`].
 pub trait Texts: Send + Sync + 'static {
     fn say(&self, text: Text<'_>) -> String;
+
+    /// `text` for the person who asked `query`: the answer and the questions put to them (an
+    /// approval's message) follow the query's language when the deployment speaks it. By default
+    /// [`Texts::say`].
+    fn say_to(&self, query: &str, text: Text<'_>) -> String {
+        let _ = query;
+        self.say(text)
+    }
 }
 
 /// The engine's own words, in English.
@@ -203,11 +228,10 @@ impl Texts for English {
             }
             Text::Aggregated { agents } => format!("results aggregated: {agents} agent(s)"),
             Text::Responding => "composing the answer".into(),
-            Text::TodoApproval { todo } => todo_approval_en(todo),
-            Text::ToolApproval { tool, todo, target } => format!(
-                "🔧 Run this tool call?\n\n- Tool: {tool}\n- TODO ID: {todo}\n- Target: {target}\n\n\
-                 Commands:\n  /todo approve    - approve\n  /todo reject     - reject"
-            ),
+            Text::TodoApproval { todo, args } => todo_approval_en(todo, args),
+            Text::ToolApproval { tool, todo, target } => {
+                format!("Let {todo}'s agent call {tool} on {target}?")
+            }
             Text::TodoApproved { todo } => format!("TODO {todo} approved."),
             Text::ToolCallApproved { todo, tool } => {
                 format!("TODO {todo}: the {tool} call is approved.")
@@ -220,6 +244,15 @@ impl Texts for English {
             Text::TodoAdded { todo } => format!("TODO {todo} added."),
             Text::TodoUpdated { todo, status } => format!("TODO {todo} is now {status}."),
             Text::Restored { checkpoint } => format!("restored to checkpoint {checkpoint}."),
+            Text::RejectedInAnswer {
+                todo,
+                agent,
+                by,
+                comment,
+            } => {
+                let why = comment.map_or(String::new(), |c| format!(": {c}"));
+                format!("{by} rejected {todo} ({agent}){why}. It did not run.")
+            }
             Text::TurnEndedOnReject {
                 todo,
                 agent,
@@ -239,30 +272,95 @@ impl Texts for English {
     }
 }
 
-fn todo_approval_en(t: &SupervisorTodo) -> String {
-    let deps = if t.dependencies.is_empty() {
-        "none".to_owned()
+/// `Run weather for todo_001? Weather forecasts for a city and a day.` and the input it gets.
+fn todo_approval_en(t: &SupervisorTodo, args: &Value) -> String {
+    let purpose = t.agent_purpose.trim();
+    let what = if purpose.is_empty() {
+        String::new()
     } else {
-        t.dependencies
-            .iter()
-            .map(TodoId::as_str)
-            .collect::<Vec<_>>()
-            .join(", ")
+        format!(" {}", sentence(purpose))
+    };
+    let with = match args_text(args, &[]) {
+        text if text.is_empty() => "no input".to_owned(),
+        text => text,
     };
     format!(
-        "📋 Run this task?\n\n\
-         - TODO ID: {id}\n\
-         - Task: {name}\n\
-         - Agent: {agent}\n\
-         - Priority: {prio}\n\
-         - Depends on: {deps}\n\n\
-         Commands:\n  \
-         /todo approve    - approve\n  \
-         /todo skip {id}  - skip\n  \
-         /todos           - the TODO list",
-        id = t.id,
-        name = t.name,
+        "Run {agent} for {id}?{what}\nWith: {with}",
         agent = t.agent_name,
-        prio = t.priority.as_str(),
+        id = t.id
     )
+}
+
+/// `text` ending with a full stop (unless it ends with punctuation already).
+pub fn sentence(text: &str) -> String {
+    let text = text.trim();
+    match text.chars().last() {
+        Some('.' | '!' | '?' | '。') | None => text.to_owned(),
+        Some(_) => format!("{text}."),
+    }
+}
+
+/// An agent's input for a person: `key: value` pairs joined by `; `, strings without quotes,
+/// lists joined by `, `, in the input's key order; keys in `skip` and null values left out.
+pub fn args_text(args: &Value, skip: &[&str]) -> String {
+    let Value::Object(map) = args else {
+        return value_text(args);
+    };
+    map.iter()
+        .filter(|(k, v)| !v.is_null() && !skip.contains(&k.as_str()))
+        .map(|(k, v)| format!("{k}: {}", value_text(v)))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// One value for a person: a string as it is, a list joined by `, `, anything else as JSON.
+pub fn value_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Array(items) => items.iter().map(value_text).collect::<Vec<_>>().join(", "),
+        other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn an_approval_says_what_runs_and_with_what_and_no_commands() {
+        let t = SupervisorTodo {
+            id: "todo_001".into(),
+            agent_name: "weather".into(),
+            agent_purpose: "Weather forecasts for a city and a day".into(),
+            ..Default::default()
+        };
+        let args = json!({"city": "Seoul", "days": [1, 2], "unit": null});
+        let m = English.say(Text::TodoApproval {
+            todo: &t,
+            args: &args,
+        });
+        assert_eq!(
+            m,
+            "Run weather for todo_001? Weather forecasts for a city and a day.\nWith: city: Seoul; days: 1, 2"
+        );
+        assert!(!m.contains("/todo"));
+        let none = English.say(Text::TodoApproval {
+            todo: &t,
+            args: &json!({}),
+        });
+        assert!(none.ends_with("With: no input"), "{none}");
+        // English texts ignore the query's language: they have one.
+        assert_eq!(
+            English.say_to(
+                "강남구",
+                Text::TodoApproval {
+                    todo: &t,
+                    args: &args
+                }
+            ),
+            m
+        );
+    }
 }

@@ -7,6 +7,7 @@
 
 mod approvals;
 mod audit;
+mod branches;
 mod checkpoints;
 #[doc(hidden)]
 pub mod fixtures;
@@ -18,6 +19,7 @@ mod tests;
 
 pub use approvals::Approvals;
 pub use audit::{Audit, EXPIRY_DECIDED_BY, audit_rows};
+pub use branches::{Branches, restore_of, restores_of};
 pub use checkpoints::CheckpointList;
 pub use run::{EventSource, NoSnapshots, RunState, VecSource, replay, replay_from_zero};
 pub use snapshot::SNAPSHOT_INTERVAL_EVENTS;

@@ -112,7 +112,7 @@ pub fn log(args: &LogArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     let store = view::open_for_reading(&args.data.data, LOCKED_USE_SERVER)?;
     let head = view::require_run(&store, run)?;
     // Two passes: the restores decide which seqs are abandoned, then the events are printed.
-    let branches = Branches::of_run(&store, &head)?;
+    let branches = view::branches_of_run(&store, &head)?;
     for env in store.read_run(run, 0, head.last_seq) {
         let env = env?;
         printer.print(out, &env, branches.is_abandoned(env.seq))?;

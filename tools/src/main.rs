@@ -16,6 +16,7 @@ mod view;
 use std::io::{self, Write};
 use std::process::ExitCode;
 
+use clap::error::ErrorKind;
 use clap::{Parser, Subcommand};
 
 /// jemalloc rather than glibc's malloc, because glibc writes a chunk header in front of every
@@ -86,17 +87,15 @@ fn main() -> ExitCode {
             let _ = e.print();
             return ExitCode::SUCCESS;
         }
-        // A usage error is one line on stderr (clap's first line), exit 2.
+        // No command at all: the help, so a newcomer sees the commands (exit 2, it did nothing).
+        Err(e) if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            // anstream strips the styles when stderr is no terminal (or `NO_COLOR` is set).
+            anstream::eprint!("{}", e.render().ansi());
+            return ExitCode::from(EXIT_OPERATIONAL);
+        }
+        // A usage error is one line on stderr, exit 2.
         Err(e) => {
-            // clap's message continues on indented lines (e.g. which argument is missing) until
-            // a blank line before its usage block: fold them into the one line.
-            let rendered = e.render().to_string();
-            let line: Vec<&str> = rendered
-                .lines()
-                .map(str::trim)
-                .take_while(|l| !l.is_empty())
-                .collect();
-            eprintln!("{}", line.join(" "));
+            eprintln!("{}", usage_line(&e.render().to_string()));
             return ExitCode::from(EXIT_OPERATIONAL);
         }
     };
@@ -150,8 +149,65 @@ fn main() -> ExitCode {
     }
 }
 
+/// clap's error as one line: its message, the indented lines that continue it (which argument is
+/// missing), and its tip (`a similar subcommand exists: 'sessions'`), without the usage block.
+fn usage_line(rendered: &str) -> String {
+    let mut blocks = rendered.split("\n\n");
+    let mut parts: Vec<&str> = blocks
+        .next()
+        .unwrap_or_default()
+        .lines()
+        .map(str::trim)
+        .collect();
+    parts.extend(
+        blocks
+            .flat_map(str::lines)
+            .map(str::trim)
+            .filter(|l| l.starts_with("tip:")),
+    );
+    parts.join(" ")
+}
+
 fn is_broken_pipe(e: &anyhow::Error) -> bool {
     e.chain()
         .filter_map(|c| c.downcast_ref::<io::Error>())
         .any(|io| io.kind() == io::ErrorKind::BrokenPipe)
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    fn refusal(args: &[&str]) -> clap::Error {
+        Cli::command().try_get_matches_from(args).unwrap_err()
+    }
+
+    #[test]
+    fn a_mistyped_command_gets_a_suggestion_on_its_one_line() {
+        let e = refusal(&["chronicle", "sesions"]);
+        let line = usage_line(&e.render().to_string());
+        assert_eq!(
+            line,
+            "error: unrecognized subcommand 'sesions' tip: a similar subcommand exists: 'sessions'"
+        );
+        let e = refusal(&["chronicle", "replay"]);
+        let line = usage_line(&e.render().to_string());
+        assert!(!line.contains('\n') && line.contains("<RUN>"), "{line}");
+    }
+
+    #[test]
+    fn no_command_shows_the_help() {
+        let e = refusal(&["chronicle"]);
+        assert_eq!(
+            e.kind(),
+            ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+        );
+        let help = e.render().to_string();
+        assert!(
+            help.contains("Usage: chronicle <COMMAND>") && help.contains("serve"),
+            "{help}"
+        );
+    }
 }

@@ -187,7 +187,7 @@ impl Reader<'_> {
 
     fn branches(&self) -> anyhow::Result<Branches> {
         match self {
-            Reader::Store { store, head } => Branches::of_run(store, head),
+            Reader::Store { store, head } => view::branches_of_run(store, head),
             Reader::Server { log, .. } => Ok(Branches::of_events(&log.events)),
         }
     }

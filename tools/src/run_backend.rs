@@ -253,12 +253,13 @@ impl Backend {
         match self {
             // A refused command is an answer, not a failure: show it as the server does.
             Backend::Local(engine) => match engine.command(run, text, &Principal::local()).await {
-                Err(chronicle_engine::Error::Command { reason, help }) => {
-                    Ok(CommandOutcome::Refused {
-                        error: reason,
-                        help,
-                    })
-                }
+                Err(
+                    chronicle_engine::Error::Command { reason, help }
+                    | chronicle_engine::Error::CommandConflict { reason, help },
+                ) => Ok(CommandOutcome::Refused {
+                    error: reason,
+                    help,
+                }),
                 other => Ok(other?),
             },
             Backend::Remote(client) => match client.command(run, text).await {
@@ -341,7 +342,10 @@ async fn local_turn(
         Ok(TurnOutcome::Waiting { run }) => Turned::Waiting { run },
         Ok(TurnOutcome::Decided { run, .. }) => Turned::Decided { run },
         // A refused command is an answer, not a failure (it only comes from a session's run).
-        Err(chronicle_engine::Error::Command { reason, help }) => {
+        Err(
+            chronicle_engine::Error::Command { reason, help }
+            | chronicle_engine::Error::CommandConflict { reason, help },
+        ) => {
             let Some(run) = engine.latest_run_of(&Principal::local(), session)? else {
                 bail!("{reason}");
             };

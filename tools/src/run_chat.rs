@@ -493,6 +493,7 @@ impl Chat<'_> {
         writeln!(self.out, "{}", view::paint(view::YELLOW, line))?;
         for a in &pending {
             view::write_approval(self.out, a)?;
+            view::write_approval_commands(self.out, a)?;
         }
         Ok(())
     }
@@ -596,6 +597,7 @@ impl Chat<'_> {
                 json_line(self.out, "approval", approval_json(run, &a))?;
             } else {
                 view::write_approval(self.out, &a)?;
+                view::write_approval_commands(self.out, &a)?;
             }
         }
         Ok(())

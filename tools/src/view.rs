@@ -125,70 +125,20 @@ pub fn check_seq(run: RunId, last_seq: u64, seq: u64) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Which seqs of a run are on its effective history. A `RunRestored { to_seq }` at
-/// seq `s` makes the history "the effective history at `to_seq`, then `s`", so every seq has one
-/// predecessor (`s - 1`, or `to_seq` for a restore) and the effective history is the chain of
-/// predecessors from the newest seq. Everything off that chain lies on an abandoned branch.
-#[derive(Clone, Debug, Default)]
-pub struct Branches {
-    /// Per seq: on the effective history.
-    effective: Vec<bool>,
-}
+/// Which seqs of a run lie on an abandoned branch: the projections' rule.
+pub use chronicle_projections::Branches;
 
-impl Branches {
-    /// From the restores of a run: `(seq of the RunRestored, its to_seq)`, and its last seq.
-    pub fn new(last_seq: u64, restores: &HashMap<u64, u64>) -> Self {
-        let len = usize::try_from(last_seq).unwrap_or(usize::MAX - 1) + 1;
-        let mut effective = vec![false; len];
-        let mut s = last_seq;
-        loop {
-            effective[s as usize] = true;
-            // Clamped like the projection does, so a malformed restore cannot loop.
-            let prev = match restores.get(&s) {
-                Some(&to) if s > 0 => to.min(s - 1),
-                _ if s == 0 => break,
-                _ => s - 1,
-            };
-            s = prev;
+/// The branches of a stored run: one pass over its events collects the restores (a long run is
+/// never held in memory whole).
+pub fn branches_of_run(store: &Store, head: &RunHead) -> anyhow::Result<Branches> {
+    let mut restores = HashMap::new();
+    for env in store.read_run(head.run_id, 0, head.last_seq) {
+        let env = env?;
+        if let Some(to_seq) = chronicle_projections::restore_of(&env) {
+            restores.insert(env.seq, to_seq);
         }
-        Self { effective }
     }
-
-    /// Of a stored run: one pass over its events collects the restores (a long run is never
-    /// held in memory whole).
-    pub fn of_run(store: &Store, head: &RunHead) -> anyhow::Result<Self> {
-        let mut restores = HashMap::new();
-        for env in store.read_run(head.run_id, 0, head.last_seq) {
-            let env = env?;
-            if let Event::RunRestored { to_seq, .. } = env.event {
-                restores.insert(env.seq, to_seq);
-            }
-        }
-        Ok(Self::new(head.last_seq, &restores))
-    }
-
-    pub fn of_events(events: &[Envelope]) -> Self {
-        let restores = restores_of(events.iter());
-        Self::new(events.last().map_or(0, |e| e.seq), &restores)
-    }
-
-    pub fn is_abandoned(&self, seq: u64) -> bool {
-        !self.effective.get(seq as usize).copied().unwrap_or(true)
-    }
-
-    pub fn abandoned_count(&self) -> usize {
-        self.effective.iter().filter(|e| !**e).count()
-    }
-}
-
-/// The restores among `events`: seq → to_seq.
-pub fn restores_of<'a>(events: impl Iterator<Item = &'a Envelope>) -> HashMap<u64, u64> {
-    events
-        .filter_map(|e| match &e.event {
-            Event::RunRestored { to_seq, .. } => Some((e.seq, *to_seq)),
-            _ => None,
-        })
-        .collect()
+    Ok(Branches::new(head.last_seq, &restores))
 }
 
 /// `HH:MM:SS.mmm` (UTC), the time column of readable event lines.
@@ -887,6 +837,17 @@ pub fn write_approval(out: &mut dyn Write, a: &Approval) -> io::Result<()> {
         paint(YELLOW, format!("[INTERRUPT] approval {}", a.approval_id))
     )?;
     writeln!(out, "{}", a.message)
+}
+
+/// How to answer an approval in the chat, under its message: the message says what will run and
+/// with what, and leaves the commands to the surface that asks.
+pub fn write_approval_commands(out: &mut dyn Write, a: &Approval) -> io::Result<()> {
+    let skip = match a.subject.as_ref() {
+        Some(chronicle_schemas::Subject::Todo { todo_id }) => format!(" · /todo skip {todo_id}"),
+        _ => String::new(),
+    };
+    let line = format!("  /todo approve · /todo reject [reason]{skip} · /todos");
+    writeln!(out, "{}", paint(DIM, line))
 }
 
 /// A command's reply for a person: a table for `/todos` and `/checkpoint list`, the help, one

@@ -8,4 +8,5 @@ mod cli_run;
 mod cli_sessions;
 mod durability;
 mod lazyfs;
+mod readme;
 mod serve_bounds;

@@ -183,7 +183,10 @@ fn chat_reads_as_a_conversation(place: &Place, where_flag: &str) {
     // Small talk to the waiting run starts nothing; the chat shows what the run waits for.
     let waiting = reply_to(&out, SMALL_TALK);
     assert!(waiting.contains("waits for a human"), "{waiting}");
-    assert!(waiting.contains("- TODO ID: todo_001"), "{waiting}");
+    assert!(
+        waiting.contains("todo_001: search_team을(를) 실행할까요?"),
+        "{waiting}"
+    );
 
     assert_eq!(reply_to(&out, "clear"), "", "{out}");
     let second = reply_to(&out, &format!("/new {SEED_002_QUERY}"));

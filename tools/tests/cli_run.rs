@@ -141,15 +141,22 @@ fn chat_walks_seed_000_scenario_2_to_an_answer() {
     );
     assert_exit(&o, 0);
     let out = stdout(&o);
-    // The plan, then seed 000's approval prompt for todo_001.
+    // The plan, then the approval for todo_001: what runs with what, and the chat's commands.
     let plan = out.find("📝 TODO 1개").expect(&out);
-    let ask_1 = out.find("- TODO ID: todo_001").expect(&out);
+    let ask_1 = out
+        .find("todo_001: search_team을(를) 실행할까요?")
+        .expect(&out);
     assert!(plan < ask_1, "{out}");
-    assert!(out.contains("📋 다음 작업을 실행하시겠습니까?"), "{out}");
+    assert!(
+        out.contains("/todo approve · /todo reject [reason] · /todo skip todo_001 · /todos"),
+        "{out}"
+    );
     // `/todo add analysis_team` says what it added, in one line.
     let added = out.find("added todo_002 analysis_team").expect(&out);
     // After the first approval, the run asks for todo_002; after the second, it answers.
-    let ask_2 = out.find("- TODO ID: todo_002").expect(&out);
+    let ask_2 = out
+        .find("todo_002: analysis_team을(를) 실행할까요?")
+        .expect(&out);
     let done = out.find("✅ completed").expect(&out);
     assert!(added < ask_2 && ask_2 < done, "{out}");
     let answer = out[done..].lines().nth(1).unwrap_or("");

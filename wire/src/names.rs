@@ -46,10 +46,12 @@ pub fn wire_names(e: &Event) -> (&'static str, &'static str, &'static str) {
 }
 
 /// The SSE names after which a run's stream ends (unless the client follows on): the names of
-/// the events for which [`ends_stream`] holds. A client that only sees names checks these.
+/// the events for which [`ends_stream`] holds. A client that only sees names checks these, and
+/// goes on past one whose data says `abandoned` (the end of a branch a restore left).
 pub const END_NAMES: [&str; 2] = ["run.end", "run.error"];
 
-/// After these a run's stream ends (unless the client follows on).
+/// After these a run's stream ends (unless the client follows on, or the event lies on an
+/// abandoned branch: the run went on from an earlier checkpoint).
 pub fn ends_stream(e: &Event) -> bool {
     e.is_terminal()
 }
@@ -82,6 +84,12 @@ pub struct EventData {
     /// The variant's fields; approval events may carry a few more (`tool`, `approval_required`,
     /// `effective_args`).
     pub content: Value,
+    /// On a run's stream: the event lies on a branch a later restore abandoned. Absent when false.
+    //
+    // As the stream knew when it sent it: history, not what the run does now; the
+    // `run.restored` that left it comes later on the same stream.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub abandoned: bool,
 }
 
 impl EventData {
@@ -105,6 +113,7 @@ pub fn event_data(env: &Envelope) -> EventData {
         kind_type: ty.to_owned(),
         subtype: sub.to_owned(),
         content: content(&env.event),
+        abandoned: false,
     }
 }
 

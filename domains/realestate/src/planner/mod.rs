@@ -11,6 +11,7 @@ use chronicle_generic::{INTENT_GENERAL, Match};
 use chronicle_schemas::{Source, Strategy};
 use serde_json::{Map, Value};
 
+mod carry;
 mod follow_up;
 mod interpret;
 mod memory;
@@ -190,6 +191,12 @@ impl Planner for RealEstatePlanner {
 
     async fn interpret(&self, cx: &PlanContext<'_>, said: &str, _: &RunState) -> Option<String> {
         interpret::interpret(cx, said)
+    }
+
+    /// The conditions (districts, types, ranges) a person chose for an earlier step, by an edit
+    /// or in words, are the later steps' conditions too.
+    fn carry(&self, input: Value, chosen: &[chronicle_engine::hitl::Chosen]) -> Value {
+        carry::carry(input, chosen)
     }
 
     async fn respond(

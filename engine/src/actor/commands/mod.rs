@@ -149,12 +149,18 @@ impl RunActor {
             Err(Error::Store(e)) => Err(Error::Store(e)),
             Err(e) => {
                 self.append(vec![received(false)]).await?;
-                Err(Error::Command {
-                    reason: match e {
-                        Error::Command { reason, .. } => reason,
-                        other => other.to_string(),
+                let help = self.shared.settings.texts.say(Text::Help);
+                Err(match e {
+                    Error::Command { reason, .. } => Error::Command { reason, help },
+                    // What the run's state refused stays a conflict, as on every other route.
+                    other if other.is_conflict() => Error::CommandConflict {
+                        reason: other.to_string(),
+                        help,
                     },
-                    help: self.shared.settings.texts.say(Text::Help),
+                    other => Error::Command {
+                        reason: other.to_string(),
+                        help,
+                    },
                 })
             }
             ok => ok,

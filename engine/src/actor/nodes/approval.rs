@@ -7,7 +7,7 @@ use chronicle_schemas::{
 };
 use serde_json::json;
 
-use super::{RunActor, checkpoint, input_of};
+use super::{RunActor, checkpoint};
 use crate::Result;
 use crate::actor::{now, step};
 use crate::texts::Text;
@@ -92,14 +92,23 @@ impl RunActor {
         t: &SupervisorTodo,
         supersedes: Option<ApprovalId>,
     ) -> Event {
-        let cfg = &self.state().supervisor.config;
+        let s = &self.state().supervisor;
+        let cfg = &s.config;
+        let args = self.input_for(t);
+        let message = self.shared.settings.texts.say_to(
+            &s.query,
+            Text::TodoApproval {
+                todo: t,
+                args: &args,
+            },
+        );
         Event::ApprovalRequested {
             approval_id: ApprovalId(uuid::Uuid::new_v4().to_string()),
             subject: Subject::Todo {
                 todo_id: t.id.clone(),
             },
             tool_name: t.agent_name.clone(),
-            args: input_of(t),
+            args,
             preview: json!({
                 "todo_id": t.id,
                 "name": t.name,
@@ -109,11 +118,7 @@ impl RunActor {
                 "dependencies": t.dependencies,
             }),
             policy: cfg.hitl.as_str().to_owned(),
-            message: self
-                .shared
-                .settings
-                .texts
-                .say(Text::TodoApproval { todo: t }),
+            message,
             expires_at: expiry(cfg.approval_timeout_ms),
             supersedes,
         }

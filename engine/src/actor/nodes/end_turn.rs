@@ -24,13 +24,16 @@ impl RunActor {
             _ => None,
         };
         let by = a.decided_by.clone().unwrap_or_default();
-        let answer = self.shared.settings.texts.say(Text::TurnEndedOnReject {
-            todo: &t.id,
-            agent: &t.agent_name,
-            tool,
-            by: &by,
-            comment: a.comment.as_deref(),
-        });
+        let answer = self.shared.settings.texts.say_to(
+            &self.state().supervisor.query,
+            Text::TurnEndedOnReject {
+                todo: &t.id,
+                agent: &t.agent_name,
+                tool,
+                by: &by,
+                comment: a.comment.as_deref(),
+            },
+        );
         let what = tool.map_or_else(|| t.id.to_string(), |tool| format!("{tool} of {}", t.id));
         self.cancel_sub_runs("engine", None);
         self.abort_agents();

@@ -5,38 +5,38 @@
 use std::time::{Duration, Instant};
 
 use chronicle_projections::RunState;
-use chronicle_schemas::{Actor, ApprovalStatus, Event, Phase, SupervisorTodo, TodoId, TodoStatus};
+use chronicle_schemas::{Actor, Event, Phase, SupervisorTodo, TodoId, TodoStatus};
 use serde_json::Value;
 
 use super::{RunActor, checkpoint, phase_change};
 use crate::Result;
 use crate::agents::{Agent, AgentContext, AgentError, AgentOutput};
+use crate::hitl::{Chosen, chosen_before};
 use crate::mailbox::{AgentDone, Input};
 use crate::texts::Text;
-
-/// What a TODO's agent runs with: a human's edited args, else the plan's input mapping.
-pub(in crate::actor) fn input_of(t: &SupervisorTodo) -> Value {
-    t.input()
-}
 
 /// What a person told the agent of `t` when letting it run: the edited args' `feedback` (what
 /// an answer in words, `resume {response}`, records), else the decision's comment. Read from
 /// the recorded decision, so a re-run of the attempt gets the same.
 fn feedback_of(state: &RunState, t: &SupervisorTodo) -> Option<String> {
-    if !matches!(
-        t.approval_status,
-        Some(ApprovalStatus::Approved | ApprovalStatus::Edited)
-    ) {
-        return None;
+    Chosen::of(state, t)?.said
+}
+
+impl RunActor {
+    /// What a TODO's agent runs with, and what its approval shows: a person's edit of this TODO,
+    /// else the plan's input with what people chose for the TODOs it depends on carried over by
+    /// the domain (`Planner::carry`). From the state alone, so a re-run gets the same.
+    pub(in crate::actor) fn input_for(&self, t: &SupervisorTodo) -> Value {
+        if let Some(edited) = &t.effective_input {
+            return edited.clone();
+        }
+        let planned = t.input();
+        let chosen = chosen_before(self.state(), t);
+        if chosen.is_empty() {
+            return planned;
+        }
+        self.shared.settings.planner.carry(planned, &chosen)
     }
-    let a = state.approvals.get(t.approval_id.as_ref()?)?;
-    let said = a
-        .edited_args
-        .as_ref()
-        .and_then(|args| args.get("feedback"))
-        .and_then(Value::as_str)
-        .or(a.comment.as_deref())?;
-    Some(said.trim().to_owned()).filter(|s| !s.is_empty())
 }
 
 /// Runs an agent with its timeout, not counting the time it spends inside tool calls (waiting
@@ -85,7 +85,7 @@ impl RunActor {
         let mut starts = Vec::new();
         for id in ids {
             let Some(t) = self.todo(&id) else { continue };
-            let (agent, input) = (t.agent_name.clone(), input_of(&t));
+            let (agent, input) = (t.agent_name.clone(), self.input_for(&t));
             let (attempt, note) = if rerun {
                 let attempt = t.attempts.max(1);
                 (

@@ -34,7 +34,6 @@ mod plan;
 mod respond;
 
 pub(super) use approval::{approval_id_of, expiry};
-pub(super) use execute::input_of;
 
 impl RunActor {
     pub(super) async fn perform(&mut self, step: Step) -> Result<()> {

@@ -52,11 +52,14 @@ impl RunActor {
             args: rec.args.clone(),
             preview,
             policy: cfg.hitl.as_str().to_owned(),
-            message: self.shared.settings.texts.say(Text::ToolApproval {
-                tool: &rec.tool,
-                todo: &rec.todo_id,
-                target: &target,
-            }),
+            message: self.shared.settings.texts.say_to(
+                &self.state().supervisor.query,
+                Text::ToolApproval {
+                    tool: &rec.tool,
+                    todo: &rec.todo_id,
+                    target: &target,
+                },
+            ),
             expires_at: expiry(cfg.approval_timeout_ms),
             supersedes,
         }

@@ -65,6 +65,33 @@ fn asked_regions(intent: &Intent) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// The intent with the conditions the search worked with: a person may have chosen another
+/// district or type than the query named (an edit of the search, or words when letting it run),
+/// and the answer speaks of what was searched, as the later steps worked on it too.
+fn as_searched(intent: &Intent, results: &[(String, Value)]) -> Intent {
+    let searched = ["search_team", "property_search"].iter().find_map(|name| {
+        let (_, r) = results.iter().find(|(a, _)| a == name)?;
+        r.get("filters").or_else(|| r.get("params"))
+    });
+    let mut intent = intent.clone();
+    let (Some(searched), Some(entities)) = (searched, intent.entities.as_object_mut()) else {
+        return intent;
+    };
+    if let Some(region) = searched.get("region").filter(|r| r.is_string()) {
+        entities.insert("region".into(), region.clone());
+        match searched.get("regions").filter(|r| r.is_array()) {
+            Some(regions) => entities.insert("regions".into(), regions.clone()),
+            None => entities.remove("regions"),
+        };
+    }
+    for key in ["property_type", "deal_type"] {
+        if let Some(v) = searched.get(key).filter(|v| v.is_string()) {
+            entities.insert(key.into(), v.clone());
+        }
+    }
+    intent
+}
+
 /// The answer's sentences, in the order a reader needs them: a raise against the legal cap,
 /// a comparison, the listings, the market, a document, laws, recommended steps.
 fn sentences(query: &str, intent: &Intent, f: &Findings, groups: &[DealGroup]) -> Vec<String> {
@@ -132,6 +159,7 @@ fn insights(f: &Findings, english: bool) -> Vec<String> {
 /// the answer is a count of what the agents returned: listings are listings (not the market
 /// summaries beside them), and prices are given per deal type.
 pub fn format_response(query: &str, intent: &Intent, results: &[(String, Value)]) -> Value {
+    let intent = &as_searched(intent, results);
     let english = is_english(query);
     let mut f = Findings::default();
     for (agent, result) in results {
