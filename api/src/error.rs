@@ -117,7 +117,8 @@ impl From<EngineError> for ApiError {
             | E::SeqBeyondEnd { .. }
             | E::BadStatus(_)
             | E::NotYourUser { .. }
-            | E::NoValues => ApiError::unprocessable(e.to_string()),
+            | E::NoValues
+            | E::ValuesTooLarge { .. } => ApiError::unprocessable(e.to_string()),
             E::AlreadyDecided { .. }
             | E::IllegalTransition { .. }
             | E::NothingPending

@@ -318,6 +318,22 @@ pub enum IfExists {
 /// The most threads, runs or history entries one page returns.
 pub const PAGE_MAX: u64 = 1000;
 
+/// The most JSON values (each object, array and scalar counts one) a containment filter
+/// (`metadata`, `values`) may hold: a thread is matched against each of them, so a filter's
+/// cost is bounded by its size times the thread's, far below what a request body could carry.
+pub const FILTER_VALUES_MAX: usize = 256;
+
+/// How deep a containment filter may nest (the filter object itself is depth 1).
+pub const FILTER_DEPTH_MAX: usize = 8;
+
+/// The most bytes of keys and strings a containment filter may hold.
+pub const FILTER_BYTES_MAX: usize = 16 * 1024;
+
+/// The most bytes of JSON one history answer holds: it stops before the state that would take
+/// it past this (it always holds one, however large), and the client pages on with `before`.
+/// A history request builds its states one at a time, so it holds at most this plus one state.
+pub const HISTORY_BYTES_MAX: usize = 4 * 1024 * 1024;
+
 /// `POST /threads/search`: filters (all must hold) and a page, newest `updated_at` first unless
 /// `sort_by` / `sort_order` say otherwise.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

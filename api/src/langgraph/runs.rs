@@ -127,10 +127,18 @@ fn run_of(s: &RunState) -> RunId {
     s.run_id.unwrap_or(RunId(Uuid::nil()))
 }
 
+/// A run's `input`, when it has one. An empty object is none: `useStream().submit({},
+/// {command})` (agent-chat-ui's approval buttons) sends `{}` beside its command.
+fn input_of(req: &RunCreate) -> Option<&Value> {
+    req.input
+        .as_ref()
+        .filter(|i| i.as_object().is_none_or(|m| !m.is_empty()))
+}
+
 /// What can be checked of a run without the thread's state, before a busy thread's turn is
 /// cancelled to make room for it: the input's query and the run options.
 fn check(req: &RunCreate) -> ApiResult<()> {
-    if let Some(input) = &req.input {
+    if let Some(input) = input_of(req) {
         query_of(input)?;
     }
     options(req).map(drop)
@@ -177,7 +185,7 @@ async fn act(
 ) -> ApiResult<(RunKind, RunId, u64)> {
     let command = req.command.clone().unwrap_or_default();
     if command.resume.is_some() || command.goto.is_some() {
-        if req.input.is_some() {
+        if input_of(req).is_some() {
             return Err(ApiError::unprocessable(
                 "a run takes `input` or a `command`, not both",
             ));
@@ -189,7 +197,7 @@ async fn act(
             "command.update goes with resume or goto; set values alone with POST /threads/{thread_id}/state",
         ));
     }
-    if let Some(input) = &req.input {
+    if let Some(input) = input_of(req) {
         let query = query_of(input)?;
         let o = options(req)?;
         let mut config = st.engine.settings().defaults.clone();
@@ -475,12 +483,15 @@ fn locations(rec: &RunRecord, res: &mut Response, stream: bool) {
 }
 
 /// The turns of `l` before `run`'s (all of them for a new one).
-fn earlier(l: &Loaded, run: RunId) -> Vec<RunState> {
-    l.turns
-        .iter()
-        .take_while(|s| s.run_id != Some(run))
-        .cloned()
-        .collect()
+fn earlier(l: Loaded, run: RunId) -> stream::Earlier {
+    stream::Earlier {
+        turns: l
+            .turns
+            .into_iter()
+            .take_while(|s| s.run_id != Some(run))
+            .collect(),
+        given: l.given,
+    }
 }
 
 fn modes(m: Option<&StreamModes>) -> Vec<StreamMode> {
@@ -493,6 +504,8 @@ async fn create_stream(
     thread: Option<Uuid>,
     req: RunCreate,
 ) -> ApiResult<Response> {
+    // The stream's slot first: a stream refused for the cap has started nothing.
+    let permit = st.streams.open(&who.name)?;
     let (rec, l) = launch(&st, &who, thread, &req).await?;
     let ask = Ask {
         modes: modes(req.stream_mode.as_ref()),
@@ -500,8 +513,8 @@ async fn create_stream(
         after: None,
         cancel_on_disconnect: req.on_disconnect.as_deref() == Some("cancel"),
     };
-    let before = earlier(&l, rec.chronicle_run);
-    let mut res = stream::respond(&st, &who, rec.clone(), before, l.given, None, ask)?;
+    let before = earlier(l, rec.chronicle_run);
+    let mut res = stream::respond(&st, &who, permit, rec.clone(), before, None, ask)?;
     locations(&rec, &mut res, true);
     Ok(res)
 }
@@ -847,6 +860,7 @@ pub(crate) async fn join_stream(
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     let q = JoinStreamQuery::parse(pairs)?;
+    let permit = st.streams.open(&who.name)?;
     let (l, rec, until) = find(&st, &who, &thread, &run)?;
     let after = match headers
         .get("last-event-id")
@@ -868,8 +882,8 @@ pub(crate) async fn join_stream(
         after,
         cancel_on_disconnect: q.cancel_on_disconnect.unwrap_or(false),
     };
-    let before = earlier(&l, rec.chronicle_run);
-    stream::respond(&st, &who, rec, before, l.given, until, ask)
+    let before = earlier(l, rec.chronicle_run);
+    stream::respond(&st, &who, permit, rec, before, until, ask)
 }
 
 /// `POST .../cancel`: `wait` for the run to end; `action` interrupt (the default) or

@@ -2,12 +2,12 @@
 //! (metadata, a creation before any turn, the turns a copy starts from). A thread's values,
 //! status, checkpoints, history and interrupts are views of its turns' folded states.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
 use axum::Json;
 use axum::extract::State;
-use axum::http::StatusCode;
-use axum::response::Response;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
 use chronicle_engine::Principal as Who;
 use chronicle_schemas::{RunId, SessionId};
 use chronicle_wire::langgraph::{
@@ -17,6 +17,7 @@ use chronicle_wire::langgraph::{
 use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
+use super::filter;
 use super::records::{self, ThreadRecord};
 use super::views::{self, Point, SUPERVISOR_GRAPH, ThreadRef};
 use crate::auth::Principal;
@@ -29,7 +30,7 @@ use crate::openapi::{
 };
 use crate::state::{AppState, now};
 use chronicle_engine::RunState;
-use chronicle_wire::langgraph::Detail;
+use chronicle_wire::langgraph::{Detail, HISTORY_BYTES_MAX};
 
 /// A thread as read now: its record and its turns' states, oldest first (the copied ones
 /// first).
@@ -132,7 +133,13 @@ pub(crate) fn load(st: &AppState, who: &Who, thread: Uuid) -> ApiResult<Loaded> 
     };
     let mut turns = Vec::with_capacity(record.copied.len() + runs.len());
     for (run, seq) in &record.copied {
-        turns.push(st.engine.state(*run, Some(*seq))?);
+        // A copied turn whose thread was deleted since (or that `who` may no longer see) is
+        // gone from the copy too: a copy shares the turns, it does not keep them alive.
+        match st.engine.authorize(who, *run) {
+            Ok(()) => turns.push(st.engine.state(*run, Some(*seq))?),
+            Err(chronicle_engine::Error::RunNotFound(_)) => {}
+            Err(e) => return Err(e.into()),
+        }
     }
     let own_from = turns.len();
     for run in runs {
@@ -232,18 +239,6 @@ pub(crate) fn view(st: &AppState, l: &Loaded) -> ApiResult<Thread> {
         error: None,
         interrupts,
     })
-}
-
-/// Does `have` contain `want` (JSON containment: every key of an object with a contained
-/// value, every element of an array in some element)?
-pub(crate) fn contains(have: &Value, want: &Value) -> bool {
-    match (have, want) {
-        (Value::Object(h), Value::Object(w)) => w
-            .iter()
-            .all(|(k, v)| h.get(k).is_some_and(|hv| contains(hv, v))),
-        (Value::Array(h), Value::Array(w)) => w.iter().all(|v| h.iter().any(|hv| contains(hv, v))),
-        _ => have == want,
-    }
 }
 
 /// A thread of `who`'s that is not written yet (its first run writes it): no turn, no metadata.
@@ -379,24 +374,43 @@ pub(crate) async fn search(
     Principal(who): Principal,
     Body(q): Body<ThreadSearch>,
 ) -> ApiResult<Response> {
+    // It reads and folds threads and matches filters: off the async workers.
+    tokio::task::spawn_blocking(move || search_threads(&st, &who, &q))
+        .await
+        .map_err(ApiError::internal)?
+}
+
+fn search_threads(st: &AppState, who: &Who, q: &ThreadSearch) -> ApiResult<Response> {
     let limit = super::page_limit(q.limit)?;
+    let metadata = q
+        .metadata
+        .as_ref()
+        .map(|m| filter::checked("metadata", m))
+        .transpose()?;
+    let values = q
+        .values
+        .as_ref()
+        .map(|v| filter::checked("values", v))
+        .transpose()?;
+    // An id that is not a UUID names no thread.
+    let ids: Option<HashSet<Uuid>> = q
+        .ids
+        .as_ref()
+        .map(|ids| ids.iter().filter_map(|i| Uuid::parse_str(i).ok()).collect());
     let sort = q.sort_by.unwrap_or(ThreadSort::UpdatedAt);
     let desc = q.sort_order.unwrap_or(SortOrder::Desc) == SortOrder::Desc;
     // What the records say is filtered (and, when it can be, sorted and paged) before any
     // thread's turns are read.
-    let mut candidates: Vec<ThreadRecord> = records::threads(st.engine.store(), &who)?
+    let mut candidates: Vec<ThreadRecord> = records::threads(st.engine.store(), who)?
         .into_iter()
         .filter(|r| {
-            q.metadata
+            metadata
                 .as_ref()
-                .is_none_or(|m| contains(&json!(r.metadata), &json!(m)))
-                && q.ids.as_ref().is_none_or(|ids| {
-                    ids.iter()
-                        .any(|i| i.eq_ignore_ascii_case(&r.thread_id.to_string()))
-                })
+                .is_none_or(|m| filter::contains(&json!(r.metadata), m))
+                && ids.as_ref().is_none_or(|ids| ids.contains(&r.thread_id))
         })
         .collect();
-    let by_record = q.status.is_none() && q.values.is_none() && sort != ThreadSort::Status;
+    let by_record = q.status.is_none() && values.is_none() && sort != ThreadSort::Status;
     let (total, offset) = if by_record {
         candidates.sort_by_key(|r| match sort {
             ThreadSort::ThreadId => (r.thread_id.to_string(), r.created_at),
@@ -415,17 +429,16 @@ pub(crate) async fn search(
     };
     let mut found = Vec::new();
     for r in candidates {
-        let l = match load(&st, &who, r.thread_id) {
+        let l = match load(st, who, r.thread_id) {
             Ok(l) => l,
             // Deleted through Chronicle's own API meanwhile.
             Err(e) if e.status == StatusCode::NOT_FOUND => continue,
             Err(e) => return Err(e),
         };
-        let t = view(&st, &l)?;
-        let keep = q
-            .values
+        let t = view(st, &l)?;
+        let keep = values
             .as_ref()
-            .is_none_or(|v| contains(&t.values, &json!(v)))
+            .is_none_or(|v| filter::contains(&t.values, v))
             && q.status.is_none_or(|s| s.as_str() == t.status);
         if keep {
             found.push(t);
@@ -570,9 +583,23 @@ pub(crate) async fn history(
     Principal(who): Principal,
     Path(thread): Path<String>,
     Body(req): Body<HistoryRequest>,
-) -> ApiResult<Json<Vec<ThreadState>>> {
+) -> ApiResult<Response> {
+    // It folds a run once per state shown: off the async workers.
+    tokio::task::spawn_blocking(move || history_page(&st, &who, &thread, req))
+        .await
+        .map_err(ApiError::internal)?
+}
+
+/// One history page as JSON: at most `limit` states and [`HISTORY_BYTES_MAX`] bytes (but always
+/// one state when there is one), each state made and written out before the next is made.
+fn history_page(st: &AppState, who: &Who, thread: &str, req: HistoryRequest) -> ApiResult<Response> {
     let limit = super::page_limit(req.limit)?;
-    let l = load(&st, &who, uuid_of("thread_id", &thread)?)?;
+    let want = req
+        .metadata
+        .as_ref()
+        .map(|m| filter::checked("metadata", m))
+        .transpose()?;
+    let l = load(st, who, uuid_of("thread_id", thread)?)?;
     let refs = l.refs();
     // A `before` that names no checkpoint id (`null`, `{}`) sets no bound.
     let before = match req.before.as_ref().and_then(checkpoint_id_in) {
@@ -580,21 +607,35 @@ pub(crate) async fn history(
         Some(id) => Some(known_point(&l, &refs, &id)?.uuid(&refs)),
     };
     let points = views::history(&refs, usize::MAX, before).unwrap_or_default();
-    let want = req.metadata.map(Value::Object);
-    let mut out = Vec::new();
+    let mut body = b"[".to_vec();
+    let mut shown = 0;
     for p in points {
-        let s = state_of(&st, &l, p)?;
+        let s = state_of(st, &l, p)?;
         if want
             .as_ref()
-            .is_none_or(|w| contains(&json!(s.metadata), w))
+            .is_some_and(|w| !filter::contains(&json!(s.metadata), w))
         {
-            out.push(s);
-            if out.len() == limit {
-                break;
-            }
+            continue;
+        }
+        let json = serde_json::to_vec(&s).map_err(ApiError::internal)?;
+        if shown > 0 && body.len() + 1 + json.len() + 1 > HISTORY_BYTES_MAX {
+            break;
+        }
+        if shown > 0 {
+            body.push(b',');
+        }
+        body.extend_from_slice(&json);
+        shown += 1;
+        if shown == limit {
+            break;
         }
     }
-    Ok(Json(out))
+    body.push(b']');
+    Ok((
+        [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))],
+        body,
+    )
+        .into_response())
 }
 
 #[utoipa::path(post, path = "/threads/{thread_id}/copy", operation_id = "copy_thread", tag = "langgraph", security(("bearer" = [])),
@@ -615,12 +656,11 @@ pub(crate) async fn copy(
     _body: Unread,
 ) -> ApiResult<Json<Thread>> {
     let l = load(&st, &who, uuid_of("thread_id", &thread)?)?;
-    let mut copied = l.record.copied.clone();
-    copied.extend(
-        l.turns[l.own_from..]
-            .iter()
-            .filter_map(|s| Some((s.run_id?, s.last_seq?))),
-    );
+    let copied = l
+        .turns
+        .iter()
+        .filter_map(|s| Some((s.run_id?, s.last_seq?)))
+        .collect();
     let mut record = new_record(&who, Uuid::new_v4(), l.record.metadata.clone());
     record.copied = copied;
     records::put_thread(st.engine.store(), &record)?;
