@@ -521,7 +521,10 @@ async fn a_stream_refused_for_the_stream_cap_starts_no_run() {
     let id = t["thread_id"].as_str().unwrap().to_owned();
     let before = (srv.offsets(), records(&srv));
     let run = json!({"assistant_id": "supervisor", "input": {"query": QUERY}});
-    for path in [format!("/threads/{id}/runs/stream"), "/runs/stream".to_owned()] {
+    for path in [
+        format!("/threads/{id}/runs/stream"),
+        "/runs/stream".to_owned(),
+    ] {
         let (s, b) = call(&srv, ALICE, Method::POST, &path, Some(run.clone())).await;
         assert_eq!(s, StatusCode::SERVICE_UNAVAILABLE, "{path}: {b}");
         assert!(b["detail"].as_str().unwrap().contains("streams"), "{b}");
@@ -563,9 +566,15 @@ async fn a_copy_does_not_serve_the_turns_of_a_deleted_thread() {
 
     // The copy is still there, with nothing of the deleted thread's turns.
     let shown = copy_shows(&srv, &copy).await;
-    assert!(!shown.contains(QUERY), "the copy serves a deleted turn: {shown}");
+    assert!(
+        !shown.contains(QUERY),
+        "the copy serves a deleted turn: {shown}"
+    );
     let (_, t) = call(&srv, ALICE, Method::GET, &format!("/threads/{copy}"), None).await;
-    assert_eq!((t["status"].clone(), t["values"].clone()), (json!("idle"), Value::Null));
+    assert_eq!(
+        (t["status"].clone(), t["values"].clone()),
+        (json!("idle"), Value::Null)
+    );
     // And it goes on by itself.
     let body = json!({"assistant_id": "supervisor", "input": {"query": "마포구 아파트 매매 시세 알려줘"},
                       "config": {"configurable": {"hitl": "none"}}});
@@ -607,7 +616,15 @@ async fn a_threads_values_and_each_history_answer_are_bounded() {
     let srv = server(principals(), None).await;
     let id = thread_with_a_turn(&srv, ALICE).await;
     let state = format!("/threads/{id}/state");
-    let set = |values: Value| call(&srv, ALICE, Method::POST, &state, Some(json!({ "values": values })));
+    let set = |values: Value| {
+        call(
+            &srv,
+            ALICE,
+            Method::POST,
+            &state,
+            Some(json!({ "values": values })),
+        )
+    };
     // 60 KiB a key: four fit in a thread's values (256 KiB in all), a fifth does not.
     let big = "x".repeat(60 * 1024);
     for k in 0..4 {
@@ -654,7 +671,11 @@ async fn a_threads_values_and_each_history_answer_are_bounded() {
         let Some(last) = page.last() else { break };
         pages += 1;
         for s in &page {
-            assert!(seen.insert(s["checkpoint"]["checkpoint_id"].clone()), "twice: {}", s["checkpoint"]);
+            assert!(
+                seen.insert(s["checkpoint"]["checkpoint_id"].clone()),
+                "twice: {}",
+                s["checkpoint"]
+            );
         }
         body = json!({"limit": 1000, "before": last["checkpoint"]});
     }
@@ -695,7 +716,10 @@ async fn containment_filters_are_bounded_and_match_within_the_bounds() {
         ("metadata", json!({"metadata": {"tags": too_many}})),
         ("values", json!({"values": {"messages": too_many}})),
         ("values", json!({"values": deep})),
-        ("metadata", json!({"metadata": {"k": "x".repeat(FILTER_BYTES_MAX)}})),
+        (
+            "metadata",
+            json!({"metadata": {"k": "x".repeat(FILTER_BYTES_MAX)}}),
+        ),
     ];
     for (field, body) in over {
         let (s, b) = search(body).await;
@@ -734,7 +758,10 @@ async fn an_empty_input_beside_a_command_is_no_input() {
     let [next] = values["__interrupt__"].as_array().unwrap().as_slice() else {
         panic!("{values}")
     };
-    assert_eq!(next["value"]["action_requests"][0]["name"], "market_analysis");
+    assert_eq!(
+        next["value"]["action_requests"][0]["name"],
+        "market_analysis"
+    );
     let end = json!({"assistant_id": "supervisor", "input": null, "command": {"goto": "__end__"}});
     let (s, _) = call(&srv, ALICE, Method::POST, &wait, Some(end)).await;
     assert_eq!(s, StatusCode::OK);

@@ -169,6 +169,12 @@ mod tests {
             checked("values", &map(long)),
             Err(FilterError::TooManyBytes { field: "values" })
         );
-        assert!(checked("values", &map(json!({"k": "x".repeat(FILTER_BYTES_MAX - 1)}))).is_ok());
+        assert!(
+            checked(
+                "values",
+                &map(json!({"k": "x".repeat(FILTER_BYTES_MAX - 1)}))
+            )
+            .is_ok()
+        );
     }
 }
