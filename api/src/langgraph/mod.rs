@@ -9,6 +9,7 @@
 //! runs included: Host, Origin, token, body).
 
 pub(crate) mod assistants;
+mod branch;
 mod filter;
 pub(crate) mod info;
 mod records;

@@ -11,7 +11,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use chronicle_engine::{Principal as Who, RestoreTarget, RunState, StartRun, is_settled};
-use chronicle_schemas::{HitlMode, OnReject, RunId, RunStatus, Strategy};
+use chronicle_schemas::{HitlMode, OnReject, RunConfig, RunId, RunStatus, Strategy};
 use chronicle_wire::langgraph::{
     CancelStatus, IfNotExists, MultitaskStrategy, Run, RunCommand, RunCreate, RunsCancel,
     StreamMode, StreamModes, ThreadStatus,
@@ -21,6 +21,7 @@ use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
 use super::assistants;
+use super::branch::{self, Again};
 use super::records::{self, RunKind, RunRecord};
 use super::stream::{self, Ask};
 use super::threads::{self, Loaded, checkpoint_id_in, load, uuid_of};
@@ -197,34 +198,96 @@ async fn act(
             "command.update goes with resume or goto; set values alone with POST /threads/{thread_id}/state",
         ));
     }
+    let turns = l.tree();
+    let named = named_checkpoint(req);
     if let Some(input) = input_of(req) {
         let query = query_of(input)?;
-        let o = options(req)?;
+        let follows = branch::for_input(l, &turns, named.as_deref())?;
         let mut config = st.engine.settings().defaults.clone();
         config.plan = None;
-        let run = RunId(run_id);
-        st.engine
-            .start_run_with_id(
-                run,
-                StartRun {
-                    by: who.clone(),
-                    query,
-                    session_id: Some(l.session()),
-                    user_id: o.user_id,
-                    hitl: o.hitl,
-                    on_reject: o.on_reject,
-                    strategy: o.strategy,
-                    approval_timeout_ms: o.approval_timeout_ms,
-                    config: Some(config),
-                    parent: None,
-                    agent: (graph_id != views::SUPERVISOR_GRAPH).then(|| graph_id.to_owned()),
-                },
-            )
-            .await?;
-        st.metrics.runs_started.inc();
-        return Ok((RunKind::Turn, run, 0));
+        config.follows = follows;
+        let turn = NewTurn {
+            run: RunId(run_id),
+            query,
+            config,
+        };
+        return new_turn(st, who, l, req, graph_id, turn).await;
     }
-    fork(st, who, l, req).await
+    let id = named.ok_or_else(|| {
+        ApiError::unprocessable(
+            "a run needs `input`, a `command`, or an older `checkpoint` to go on from",
+        )
+    })?;
+    match branch::without_input(l, &turns, &id)? {
+        Again::Restore(p) => {
+            let s = turns.states()[p.turn];
+            let run = run_of(s);
+            let from = s.next_seq();
+            let target = RestoreTarget::Checkpoint(p.checkpoint.checkpoint_id.clone());
+            st.engine.restore(run, target, who).await?;
+            Ok((RunKind::Fork, run, from))
+        }
+        Again::Ask { turn, follows } => {
+            let earlier = turns.states()[turn];
+            let mut config = earlier.supervisor.config.clone();
+            config.follows = follows;
+            let turn = NewTurn {
+                run: RunId(run_id),
+                query: earlier.supervisor.query.clone(),
+                config,
+            };
+            new_turn(st, who, l, req, graph_id, turn).await
+        }
+    }
+}
+
+/// The checkpoint a run names: `checkpoint` (an id or a checkpoint object), else
+/// `checkpoint_id`.
+fn named_checkpoint(req: &RunCreate) -> Option<String> {
+    req.checkpoint
+        .as_ref()
+        .and_then(checkpoint_id_in)
+        .or_else(|| req.checkpoint_id.clone())
+}
+
+/// A turn to start: its run, its question and its configuration.
+struct NewTurn {
+    run: RunId,
+    query: String,
+    config: RunConfig,
+}
+
+/// Starts turn `t` on the thread (the request's run options over its configuration).
+async fn new_turn(
+    st: &AppState,
+    who: &Who,
+    l: &Loaded,
+    req: &RunCreate,
+    graph_id: &str,
+    t: NewTurn,
+) -> ApiResult<(RunKind, RunId, u64)> {
+    let o = options(req)?;
+    let NewTurn { run, query, config } = t;
+    st.engine
+        .start_run_with_id(
+            run,
+            StartRun {
+                by: who.clone(),
+                query,
+                session_id: Some(l.session()),
+                user_id: o.user_id,
+                hitl: o.hitl,
+                on_reject: o.on_reject,
+                strategy: o.strategy,
+                approval_timeout_ms: o.approval_timeout_ms,
+                config: Some(config),
+                parent: None,
+                agent: (graph_id != views::SUPERVISOR_GRAPH).then(|| graph_id.to_owned()),
+            },
+        )
+        .await?;
+    st.metrics.runs_started.inc();
+    Ok((RunKind::Turn, run, 0))
 }
 
 /// A run with a command for the waiting turn: `goto: "__end__"` ends it, `resume` decides its
@@ -284,44 +347,6 @@ async fn commanded(
             .await?;
     }
     Ok((RunKind::Resume, run, from))
-}
-
-/// A run from an older checkpoint of the latest turn, without input: the turn is restored to
-/// it and goes on from there.
-async fn fork(
-    st: &AppState,
-    who: &Who,
-    l: &Loaded,
-    req: &RunCreate,
-) -> ApiResult<(RunKind, RunId, u64)> {
-    let id = req
-        .checkpoint
-        .as_ref()
-        .and_then(checkpoint_id_in)
-        .or_else(|| req.checkpoint_id.clone())
-        .ok_or_else(|| {
-            ApiError::unprocessable(
-                "a run needs `input`, a `command`, or an older `checkpoint` to go on from",
-            )
-        })?;
-    let refs = l.refs();
-    let p = threads::point(l, &refs, &id)?;
-    if views::head(&refs) == Some(p) {
-        return Err(ApiError::unprocessable(
-            "the checkpoint is the thread's head: a run from it needs `input` or a `command`",
-        ));
-    }
-    if p.turn + 1 != l.turns.len() || p.turn < l.own_from {
-        return Err(ApiError::conflict(format!(
-            "checkpoint {id} is not of the thread's latest turn: time travel goes back within the latest turn"
-        )));
-    }
-    let s = &l.turns[p.turn];
-    let run = run_of(s);
-    let from = s.next_seq();
-    let target = RestoreTarget::Checkpoint(p.checkpoint.checkpoint_id.clone());
-    st.engine.restore(run, target, who).await?;
-    Ok((RunKind::Fork, run, from))
 }
 
 /// Creates a LangGraph run on `thread` (a new thread when `None`): checks, acts, records.
@@ -483,14 +508,28 @@ fn locations(rec: &RunRecord, res: &mut Response, stream: bool) {
 }
 
 /// The turns of `l` before `run`'s (all of them for a new one).
-fn earlier(l: Loaded, run: RunId) -> stream::Earlier {
+/// The turns `run`'s turn follows, oldest first (the head's branch for a run not among them).
+fn earlier(l: &Loaded, run: RunId) -> stream::Earlier {
+    let turns = l.tree();
+    let chain = match l.turns.iter().position(|s| s.run_id == Some(run)) {
+        Some(turn) => {
+            let mut chain = turns.chain(turn);
+            chain.pop();
+            chain
+        }
+        None => turns
+            .states()
+            .len()
+            .checked_sub(1)
+            .map_or_else(Vec::new, |t| turns.chain(t)),
+    };
+    let states = chain
+        .into_iter()
+        .map(|t| turns.states()[t].clone())
+        .collect();
     stream::Earlier {
-        turns: l
-            .turns
-            .into_iter()
-            .take_while(|s| s.run_id != Some(run))
-            .collect(),
-        given: l.given,
+        turns: states,
+        given: l.given.clone(),
     }
 }
 
@@ -513,7 +552,7 @@ async fn create_stream(
         after: None,
         cancel_on_disconnect: req.on_disconnect.as_deref() == Some("cancel"),
     };
-    let before = earlier(l, rec.chronicle_run);
+    let before = earlier(&l, rec.chronicle_run);
     let mut res = stream::respond(&st, &who, permit, rec.clone(), before, None, ask)?;
     locations(&rec, &mut res, true);
     Ok(res)
@@ -544,8 +583,7 @@ async fn settled_values(
         let message = s.supervisor.error_log.last().cloned().unwrap_or_default();
         return Ok(json!({"__error__": {"error": "RunFailed", "message": message}}));
     }
-    let refs = l.refs();
-    Ok(match views::head(&refs) {
+    Ok(match views::head(&l.tree()) {
         Some(p) => threads::state_of(st, &l, p)?.values,
         None => json!({}),
     })
@@ -882,7 +920,7 @@ pub(crate) async fn join_stream(
         after,
         cancel_on_disconnect: q.cancel_on_disconnect.unwrap_or(false),
     };
-    let before = earlier(l, rec.chronicle_run);
+    let before = earlier(&l, rec.chronicle_run);
     stream::respond(&st, &who, permit, rec, before, until, ask)
 }
 

@@ -181,7 +181,7 @@ impl Watch {
         if !tuple && !whole {
             return;
         }
-        let answer = views::answer_message_id(self.run());
+        let answer = views::answer_message_id(self.run(), self.cur.checkpoints.branch);
         for m in self.new_messages() {
             // The answer's chunks were sent: its whole text again would double it.
             if m.id == answer && !self.streamed.is_empty() {
@@ -279,7 +279,7 @@ impl Watch {
             return Vec::new();
         }
         self.streamed.push_str(&c.content.text);
-        let id = views::answer_message_id(self.run());
+        let id = views::answer_message_id(self.run(), self.cur.checkpoints.branch);
         let mut out = Vec::new();
         if self.wants(StreamMode::MessagesTuple) {
             let piece = json!({

@@ -19,7 +19,7 @@ use uuid::Uuid;
 
 use super::filter;
 use super::records::{self, ThreadRecord};
-use super::views::{self, Point, SUPERVISOR_GRAPH, ThreadRef};
+use super::views::{self, Point, SUPERVISOR_GRAPH, ThreadRef, Turns};
 use crate::auth::Principal;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Json as Body, Path, Unread};
@@ -46,8 +46,9 @@ pub(crate) struct Loaded {
 }
 
 impl Loaded {
-    pub fn refs(&self) -> Vec<&RunState> {
-        self.turns.iter().collect()
+    /// Its turns as the tree LangGraph shows.
+    pub fn tree(&self) -> Turns<'_> {
+        Turns::new(self.turns.iter().collect(), self.own_from)
     }
 
     pub fn latest(&self) -> Option<&RunState> {
@@ -173,31 +174,53 @@ pub(crate) fn load(st: &AppState, who: &Who, thread: Uuid) -> ApiResult<Loaded> 
     })
 }
 
-/// The state `p` is shown with: its run folded up to the event before the run's next
-/// checkpoint (so what happened after it — an interrupt, the answer — belongs to it), or to
-/// the run's end for its last one.
+/// The state `p` is shown with: its turn's state now for its head; else its run folded up to
+/// the event before the run's next checkpoint (so what happened after it — an interrupt, the
+/// answer — belongs to it), or before the restore that ended its branch.
 pub(crate) fn state_at(st: &AppState, l: &Loaded, p: Point<'_>) -> ApiResult<RunState> {
     let turn = &l.turns[p.turn];
+    if turn.checkpoints.head.as_ref() == Some(&p.checkpoint.checkpoint_id) {
+        return Ok(turn.clone());
+    }
+    let run = turn.run_id.unwrap_or(RunId(Uuid::nil()));
     let next = turn
         .checkpoints
         .checkpoints
         .iter()
-        .map(|c| c.seq)
-        .filter(|&s| s > p.checkpoint.seq)
-        .min();
-    match next {
-        None => Ok(turn.clone()),
-        Some(seq) => {
-            let run = turn.run_id.unwrap_or(RunId(Uuid::nil()));
-            Ok(st.engine.state(run, Some(seq - 1))?)
+        .filter(|c| c.seq > p.checkpoint.seq)
+        .min_by_key(|c| c.seq);
+    let end = match next {
+        Some(c) if c.branch == p.checkpoint.branch => {
+            return Ok(st.engine.state(run, Some(c.seq - 1))?);
         }
-    }
+        Some(c) => c.seq,
+        None => turn.next_seq(),
+    };
+    // A restore came between: `p`'s branch ends before it.
+    let restored = st
+        .engine
+        .store()
+        .read_run(run, p.checkpoint.seq + 1, end.saturating_sub(1))
+        .find_map(|e| match e {
+            Ok(e) if matches!(e.event, chronicle_schemas::Event::RunRestored { .. }) => {
+                Some(Ok(e.seq))
+            }
+            Ok(_) => None,
+            Err(e) => Some(Err(e)),
+        })
+        .transpose()?;
+    let to = restored.unwrap_or(end).saturating_sub(1);
+    Ok(st.engine.state(run, Some(to))?)
 }
 
 /// The thread's state at `p`.
 pub(crate) fn state_of(st: &AppState, l: &Loaded, p: Point<'_>) -> ApiResult<ThreadState> {
+    let turns = l.tree();
+    if p.is_input() {
+        return Ok(views::input_state(l.thread_ref(), &turns, p));
+    }
     let at = state_at(st, l, p)?;
-    Ok(views::thread_state_at(l.thread_ref(), &l.refs(), p, &at))
+    Ok(views::thread_state_at(l.thread_ref(), &turns, p, &at))
 }
 
 /// A thread with no checkpoint yet: empty values, no next node.
@@ -211,9 +234,9 @@ fn empty_state(thread: &str) -> Value {
 
 /// The thread as LangGraph shows it.
 pub(crate) fn view(st: &AppState, l: &Loaded) -> ApiResult<Thread> {
-    let refs = l.refs();
+    let turns = l.tree();
     let mut updated = l.record.updated_at;
-    let (values, interrupts) = match views::head(&refs) {
+    let (values, interrupts) = match views::head(&turns) {
         Some(p) => {
             updated = updated.max(p.checkpoint.at);
             let s = state_of(st, l, p)?;
@@ -475,8 +498,8 @@ pub(crate) async fn state(
     Path(thread): Path<String>,
 ) -> ApiResult<Json<Value>> {
     let l = load(&st, &who, uuid_of("thread_id", &thread)?)?;
-    let refs = l.refs();
-    Ok(Json(match views::head(&refs) {
+    let turns = l.tree();
+    Ok(Json(match views::head(&turns) {
         Some(p) => json!(state_of(&st, &l, p)?),
         None => empty_state(&l.id),
     }))
@@ -484,9 +507,9 @@ pub(crate) async fn state(
 
 /// [`point`], where an id that is not a UUID is not found either (it came in a body field that
 /// may hold any JSON).
-fn known_point<'a>(l: &'a Loaded, refs: &[&'a RunState], id: &str) -> ApiResult<Point<'a>> {
+fn known_point<'a>(l: &Loaded, turns: &Turns<'a>, id: &str) -> ApiResult<Point<'a>> {
     match uuid_of("checkpoint_id", id) {
-        Ok(_) => point(l, refs, id),
+        Ok(_) => point(l, turns, id),
         Err(_) => Err(ApiError::not_found(format!(
             "checkpoint {id:?} not found in thread {}",
             l.id
@@ -495,9 +518,9 @@ fn known_point<'a>(l: &'a Loaded, refs: &[&'a RunState], id: &str) -> ApiResult<
 }
 
 /// The point of `l` named by checkpoint id `id` (a UUID), else 404.
-pub(crate) fn point<'a>(l: &'a Loaded, refs: &[&'a RunState], id: &str) -> ApiResult<Point<'a>> {
+pub(crate) fn point<'a>(l: &Loaded, turns: &Turns<'a>, id: &str) -> ApiResult<Point<'a>> {
     let uuid = uuid_of("checkpoint_id", id)?;
-    views::find(refs, uuid)
+    views::find(turns, uuid)
         .ok_or_else(|| ApiError::not_found(format!("checkpoint {id} not found in thread {}", l.id)))
 }
 
@@ -547,11 +570,11 @@ pub(crate) async fn state_at_checkpoint_post(
 /// id that is none of them.
 fn state_at_id(st: &AppState, l: &Loaded, id: &str) -> ApiResult<Value> {
     uuid_of("checkpoint_id", id)?;
-    let refs = l.refs();
-    if views::head(&refs).is_none() {
+    let turns = l.tree();
+    if views::head(&turns).is_none() {
         return Ok(empty_state(&l.id));
     }
-    Ok(json!(state_of(st, l, point(l, &refs, id)?)?))
+    Ok(json!(state_of(st, l, point(l, &turns, id)?)?))
 }
 
 /// A checkpoint id given as a string, `{checkpoint_id}` or `{configurable: {checkpoint_id}}`.
@@ -592,7 +615,12 @@ pub(crate) async fn history(
 
 /// One history page as JSON: at most `limit` states and [`HISTORY_BYTES_MAX`] bytes (but always
 /// one state when there is one), each state made and written out before the next is made.
-fn history_page(st: &AppState, who: &Who, thread: &str, req: HistoryRequest) -> ApiResult<Response> {
+fn history_page(
+    st: &AppState,
+    who: &Who,
+    thread: &str,
+    req: HistoryRequest,
+) -> ApiResult<Response> {
     let limit = super::page_limit(req.limit)?;
     let want = req
         .metadata
@@ -600,13 +628,13 @@ fn history_page(st: &AppState, who: &Who, thread: &str, req: HistoryRequest) -> 
         .map(|m| filter::checked("metadata", m))
         .transpose()?;
     let l = load(st, who, uuid_of("thread_id", thread)?)?;
-    let refs = l.refs();
+    let turns = l.tree();
     // A `before` that names no checkpoint id (`null`, `{}`) sets no bound.
     let before = match req.before.as_ref().and_then(checkpoint_id_in) {
         None => None,
-        Some(id) => Some(known_point(&l, &refs, &id)?.uuid(&refs)),
+        Some(id) => Some(known_point(&l, &turns, &id)?.uuid(&turns)),
     };
-    let points = views::history(&refs, usize::MAX, before).unwrap_or_default();
+    let points = views::history(&turns, before).unwrap_or_default();
     let mut body = b"[".to_vec();
     let mut shown = 0;
     for p in points {
@@ -632,7 +660,10 @@ fn history_page(st: &AppState, who: &Who, thread: &str, req: HistoryRequest) -> 
     }
     body.push(b']');
     Ok((
-        [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))],
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
         body,
     )
         .into_response())
@@ -656,10 +687,19 @@ pub(crate) async fn copy(
     _body: Unread,
 ) -> ApiResult<Json<Thread>> {
     let l = load(&st, &who, uuid_of("thread_id", &thread)?)?;
-    let copied = l
-        .turns
-        .iter()
-        .filter_map(|s| Some((s.run_id?, s.last_seq?)))
+    // The conversation as its head shows it: the turns of the head's branch (a copy's turns
+    // follow one another).
+    let turns = l.tree();
+    let branch = match turns.states().len().checked_sub(1) {
+        Some(newest) => turns.chain(newest),
+        None => Vec::new(),
+    };
+    let copied = branch
+        .into_iter()
+        .filter_map(|t| {
+            let s = turns.states()[t];
+            Some((s.run_id?, s.last_seq?))
+        })
         .collect();
     let mut record = new_record(&who, Uuid::new_v4(), l.record.metadata.clone());
     record.copied = copied;
@@ -698,14 +738,14 @@ pub(crate) async fn update_state(
             super::assistants::SUPERVISOR_NODES.join(", ")
         )));
     }
-    let refs = l.refs();
+    let turns = l.tree();
     let named = req
         .checkpoint
         .as_ref()
         .and_then(checkpoint_id_in)
         .or(req.checkpoint_id.clone());
     if let Some(id) = named
-        && Some(known_point(&l, &refs, &id)?) != views::head(&refs)
+        && Some(known_point(&l, &turns, &id)?) != views::head(&turns)
     {
         return Err(ApiError::conflict(
             "updates go to the thread's head: the checkpoint named is an older one",
