@@ -46,8 +46,9 @@ pub struct Task {
     pub result: Option<Value>,
 }
 
-/// A checkpoint's metadata. `source`: `input` (a run's first checkpoint), `loop` (a later
-/// one), `fork` (the first after a restore), `update` (written by a state update).
+/// A checkpoint's metadata. `source`: `input` (a turn's first checkpoint, shown as the thread
+/// before its question), `loop` (a later one), `fork` (the first shown after a restore),
+/// `update` (written by a state update).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[cfg_attr(feature = "openapi", schema(as = LgCheckpointMetadata))]
@@ -404,7 +405,8 @@ pub enum SortOrder {
     Desc,
 }
 
-/// `POST /threads/{thread_id}/history`: one page of the thread's checkpoints, newest first.
+/// `POST /threads/{thread_id}/history`: one page of the thread's checkpoints a client is shown,
+/// newest first.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct HistoryRequest {
@@ -587,7 +589,8 @@ pub struct RunCommand {
 pub struct RunCreate {
     /// The assistant: its UUID or its graph id.
     pub assistant_id: String,
-    /// `{messages: [...]}` (the last human message is the query) or `{query}`.
+    /// `{messages: [...]}` (the last human message is the query) or `{query}`; an empty object
+    /// is no input (what a client sends beside a `command`).
     #[serde(default)]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
     pub input: Option<Value>,
@@ -614,7 +617,10 @@ pub struct RunCreate {
     /// `cancel` or `continue` (the run goes on when the client leaves: the default here).
     #[serde(default)]
     pub on_disconnect: Option<String>,
-    /// Run from this checkpoint: the head is the next turn, an older one a time travel.
+    /// Run from this checkpoint. With input: the thread's head or a turn's last checkpoint (a
+    /// new turn after that turn), or a turn's first (a new turn in place of its question: the
+    /// conversation branches). Without input: one of the latest turn's (it goes back there and
+    /// on), or an earlier turn's first (its question asked again, on a branch).
     #[serde(default)]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
     pub checkpoint: Option<Value>,

@@ -13,11 +13,11 @@ use crate::error::ApiError;
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
 pub(crate) enum FilterError {
     #[error("the `{field}` filter holds more than {FILTER_VALUES_MAX} JSON values")]
-    TooManyValues { field: &'static str },
+    Values { field: &'static str },
     #[error("the `{field}` filter nests deeper than {FILTER_DEPTH_MAX} levels")]
-    TooDeep { field: &'static str },
+    Depth { field: &'static str },
     #[error("the `{field}` filter holds more than {FILTER_BYTES_MAX} bytes of keys and strings")]
-    TooManyBytes { field: &'static str },
+    Bytes { field: &'static str },
 }
 
 impl From<FilterError> for ApiError {
@@ -51,9 +51,9 @@ enum Over {
 impl Over {
     fn of(self, field: &'static str) -> FilterError {
         match self {
-            Over::Values => FilterError::TooManyValues { field },
-            Over::Depth => FilterError::TooDeep { field },
-            Over::Bytes => FilterError::TooManyBytes { field },
+            Over::Values => FilterError::Values { field },
+            Over::Depth => FilterError::Depth { field },
+            Over::Bytes => FilterError::Bytes { field },
         }
     }
 }
@@ -151,7 +151,7 @@ mod tests {
         let over = json!({"k": vec![1; FILTER_VALUES_MAX - 1]});
         assert_eq!(
             checked("metadata", &map(over)),
-            Err(FilterError::TooManyValues { field: "metadata" })
+            Err(FilterError::Values { field: "metadata" })
         );
         // Depth: the filter object is 1, each nested object one more.
         let mut deep = json!(1);
@@ -162,12 +162,12 @@ mod tests {
         let deeper = json!({ "k": deep });
         assert_eq!(
             checked("values", &map(deeper)),
-            Err(FilterError::TooDeep { field: "values" })
+            Err(FilterError::Depth { field: "values" })
         );
         let long = json!({"k": "x".repeat(FILTER_BYTES_MAX)});
         assert_eq!(
             checked("values", &map(long)),
-            Err(FilterError::TooManyBytes { field: "values" })
+            Err(FilterError::Bytes { field: "values" })
         );
         assert!(
             checked(

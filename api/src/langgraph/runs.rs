@@ -583,8 +583,9 @@ async fn settled_values(
         let message = s.supervisor.error_log.last().cloned().unwrap_or_default();
         return Ok(json!({"__error__": {"error": "RunFailed", "message": message}}));
     }
-    Ok(match views::head(&l.tree()) {
-        Some(p) => threads::state_of(st, &l, p)?.values,
+    let turns = l.tree();
+    Ok(match views::head(&turns) {
+        Some(p) => threads::state_of(st, &l, &turns, p)?.values,
         None => json!({}),
     })
 }

@@ -213,14 +213,18 @@ pub(crate) fn state_at(st: &AppState, l: &Loaded, p: Point<'_>) -> ApiResult<Run
     Ok(st.engine.state(run, Some(to))?)
 }
 
-/// The thread's state at `p`.
-pub(crate) fn state_of(st: &AppState, l: &Loaded, p: Point<'_>) -> ApiResult<ThreadState> {
-    let turns = l.tree();
+/// The thread's state at `p` (`turns`: `l.tree()`).
+pub(crate) fn state_of(
+    st: &AppState,
+    l: &Loaded,
+    turns: &Turns<'_>,
+    p: Point<'_>,
+) -> ApiResult<ThreadState> {
     if p.is_input() {
-        return Ok(views::input_state(l.thread_ref(), &turns, p));
+        return Ok(views::input_state(l.thread_ref(), turns, p));
     }
     let at = state_at(st, l, p)?;
-    Ok(views::thread_state_at(l.thread_ref(), &turns, p, &at))
+    Ok(views::thread_state_at(l.thread_ref(), turns, p, &at))
 }
 
 /// A thread with no checkpoint yet: empty values, no next node.
@@ -239,7 +243,7 @@ pub(crate) fn view(st: &AppState, l: &Loaded) -> ApiResult<Thread> {
     let (values, interrupts) = match views::head(&turns) {
         Some(p) => {
             updated = updated.max(p.checkpoint.at);
-            let s = state_of(st, l, p)?;
+            let s = state_of(st, l, &turns, p)?;
             let interrupts: BTreeMap<_, _> = s
                 .tasks
                 .into_iter()
@@ -390,7 +394,7 @@ pub(crate) async fn delete(
         (status = 500, response = LgInternal), (status = 503, response = LgBusy),
         (status = 408, response = LgRequestTimeout), (status = 413, response = LgPayloadTooLarge),
         (status = 415, response = LgUnsupportedMediaType),
-        (status = 422, description = "A field of the wrong type, or a `limit` outside 1..=1000", body = Detail),
+        (status = 422, description = "A field of the wrong type, a `limit` outside 1..=1000, or a `metadata` or `values` filter over its bounds (256 JSON values, 8 levels, 16 KiB of keys and strings)", body = Detail),
     ))]
 pub(crate) async fn search(
     State(st): State<AppState>,
@@ -500,7 +504,7 @@ pub(crate) async fn state(
     let l = load(&st, &who, uuid_of("thread_id", &thread)?)?;
     let turns = l.tree();
     Ok(Json(match views::head(&turns) {
-        Some(p) => json!(state_of(&st, &l, p)?),
+        Some(p) => json!(state_of(&st, &l, &turns, p)?),
         None => empty_state(&l.id),
     }))
 }
@@ -574,7 +578,7 @@ fn state_at_id(st: &AppState, l: &Loaded, id: &str) -> ApiResult<Value> {
     if views::head(&turns).is_none() {
         return Ok(empty_state(&l.id));
     }
-    Ok(json!(state_of(st, l, point(l, &turns, id)?)?))
+    Ok(json!(state_of(st, l, &turns, point(l, &turns, id)?)?))
 }
 
 /// A checkpoint id given as a string, `{checkpoint_id}` or `{configurable: {checkpoint_id}}`.
@@ -592,14 +596,14 @@ pub(crate) fn checkpoint_id_in(v: &Value) -> Option<String> {
 #[utoipa::path(post, path = "/threads/{thread_id}/history", operation_id = "get_thread_history", tag = "langgraph", request_body = HistoryRequest, security(("bearer" = [])),
     params(("thread_id" = inline(LgUuid), Path, description = "The thread: a UUID")),
     responses(
-        (status = 200, description = "The thread's states at its checkpoints, all branches, newest first", body = Vec<ThreadState>),
+        (status = 200, description = "The thread's states at the checkpoints a client is shown (each turn's input, the end of each of its branches, where a restore parted them, and value updates), all branches, newest first; at most `limit` states and 4 MiB of JSON (at least one state): page on with `before`", body = Vec<ThreadState>),
         (status = 400, response = LgBadBody),
         (status = 401, response = LgUnauthorized), (status = 403, response = LgForbidden),
         (status = 500, response = LgInternal), (status = 503, response = LgBusy),
         (status = 408, response = LgRequestTimeout), (status = 413, response = LgPayloadTooLarge),
         (status = 415, response = LgUnsupportedMediaType),
         (status = 404, description = "No thread has this id, or `before` names no checkpoint of it", body = Detail),
-        (status = 422, description = "A `thread_id` that is not a UUID, a `limit` outside 1..=1000, or a `before` that names no checkpoint id", body = Detail),
+        (status = 422, description = "A `thread_id` that is not a UUID, a `limit` outside 1..=1000, a `metadata` filter over its bounds (256 JSON values, 8 levels, 16 KiB of keys and strings), or a `before` that names no checkpoint id", body = Detail),
     ))]
 pub(crate) async fn history(
     State(st): State<AppState>,
@@ -638,7 +642,7 @@ fn history_page(
     let mut body = b"[".to_vec();
     let mut shown = 0;
     for p in points {
-        let s = state_of(st, &l, p)?;
+        let s = state_of(st, &l, &turns, p)?;
         if want
             .as_ref()
             .is_some_and(|w| !filter::contains(&json!(s.metadata), w))
@@ -718,7 +722,7 @@ pub(crate) async fn copy(
         (status = 415, response = LgUnsupportedMediaType),
         (status = 404, response = LgThreadNotFound),
         (status = 409, description = "The thread has no turn yet, its latest turn is running, a `checkpoint` that is not the head, or `values` naming a key of the workflow's own state (commands change those)", body = Detail),
-        (status = 422, description = "A `thread_id` that is not a UUID, empty `values`, or an `as_node` that is not a node of the graph", body = Detail),
+        (status = 422, description = "A `thread_id` that is not a UUID, empty `values`, values that would make the thread's values more than 256 KiB of JSON in all, or an `as_node` that is not a node of the graph", body = Detail),
         (status = 500, response = LgInternal), (status = 503, response = LgBusy),
         (status = 507, response = LgInsufficientStorage),
     ))]
