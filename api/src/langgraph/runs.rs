@@ -1,8 +1,10 @@
 //! LangGraph runs. A run with `input` starts a turn (a Chronicle run whose id is the LangGraph
-//! run's); one with `command.resume` decides the waiting turn's interrupts; `command.goto:
-//! "__end__"` ends it; one with an older `checkpoint` and no input restores the latest turn to
-//! it and lets it go on (time travel). Each is recorded (see [`super::records`]) with the seq
-//! where its part of the Chronicle run starts; its status and stream are read from there.
+//! run's), after the turn its `checkpoint` names (see [`super::branch`]); one with
+//! `command.resume` decides the waiting turn's interrupts; `command.goto: "__end__"` ends it;
+//! one with an older `checkpoint` and no input restores the latest turn to it and lets it go on
+//! (time travel), or asks an earlier turn's question again. Each is recorded (see
+//! [`super::records`]) with the seq where its part of the Chronicle run starts; its status and
+//! stream are read from there.
 
 use std::time::Duration;
 
@@ -507,7 +509,6 @@ fn locations(rec: &RunRecord, res: &mut Response, stream: bool) {
     }
 }
 
-/// The turns of `l` before `run`'s (all of them for a new one).
 /// The turns `run`'s turn follows, oldest first (the head's branch for a run not among them).
 fn earlier(l: &Loaded, run: RunId) -> stream::Earlier {
     let turns = l.tree();
