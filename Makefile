@@ -2,7 +2,7 @@
 CARGO ?= cargo
 SHELL := /bin/bash
 
-.PHONY: run test test-deps schemathesis schemathesis-venv langgraph langgraph-venv bench lint fmt
+.PHONY: run test test-deps schemathesis schemathesis-venv langgraph langgraph-venv langgraph-js langgraph-js-deps bench lint fmt
 
 # The server on 127.0.0.1:8080 with the embedded store in ./.chronicle/, the built-in agents and
 # no LLM key needed. Extra flags: make run ARGS="--hitl-default every_todo".
@@ -18,6 +18,7 @@ test: test-deps
 	@awk '/^test result:/ { p += $$4; f += $$6 } END { printf "%d passed, %d failed\n", p, f }' target/test-output.log
 	@bash tests/schemathesis/run.sh
 	@bash tests/langgraph/run.sh
+	@bash tests/langgraph-js/run.sh
 
 # Schemathesis alone against the real server (see tests/schemathesis/run.sh); `make test` runs it
 # after the cargo tests.
@@ -53,13 +54,31 @@ LANGGRAPH_VENV := target/langgraph-venv
 langgraph-venv:
 	$(call python_venv,$(LANGGRAPH_VENV),tests/langgraph/requirements.txt,langgraph-sdk)
 
+# agent-chat-ui's hook alone (the JavaScript langgraph-sdk) against the real server (see
+# tests/langgraph-js/run.sh); `make test` runs it after the Python SDK.
+langgraph-js: langgraph-js-deps
+	bash tests/langgraph-js/run.sh
+
+# The JavaScript packages of tests/langgraph-js, pinned in its package-lock.json: installed with
+# `npm ci` once, and again only when the lock file changes (the stamp is a copy of it); offline
+# afterwards.
+LANGGRAPH_JS := tests/langgraph-js
+
+langgraph-js-deps:
+	@cmp -s $(LANGGRAPH_JS)/package-lock.json $(LANGGRAPH_JS)/node_modules/.chronicle-lock.json 2>/dev/null || { \
+	  echo "make test: installing the JavaScript packages of $(LANGGRAPH_JS) (npm ci)" >&2; \
+	  command -v npm >/dev/null 2>&1 \
+	    || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null; }; \
+	  (cd $(LANGGRAPH_JS) && npm ci --no-audit --no-fund --loglevel=error) \
+	    && cp $(LANGGRAPH_JS)/package-lock.json $(LANGGRAPH_JS)/node_modules/.chronicle-lock.json; }
+
 # What the tests need beyond cargo, installed from Debian when missing (and reused when present):
 # `fuse3` for the power-loss test's FUSE mount (it needs /dev/fuse and root: the mount is a plain
 # mount(2); fusermount3 is what a non-root user would need), `chromium` for the browser-safety
 # tests (a real headless browser on a page of another origin), and `curl` and `jq`, which the
 # README's examples use (tools/tests/readme.rs runs them). If an install fails, the tests that
 # need it fail and say why.
-test-deps: schemathesis-venv langgraph-venv
+test-deps: schemathesis-venv langgraph-venv langgraph-js-deps
 	@missing=""; \
 	command -v fusermount3 >/dev/null 2>&1 || missing="$$missing fuse3"; \
 	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \

@@ -509,3 +509,273 @@ async fn cancel_many_cancels_what_runs_and_only_the_callers() {
     assert_eq!(thread["status"], "interrupted");
     srv.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_refused_for_the_stream_cap_starts_no_run() {
+    let config = chronicle_api::ApiConfig {
+        streams_per_principal_max: 0,
+        ..Default::default()
+    };
+    let srv = crate::api_support::server_with(principals(), None, config).await;
+    let (_, t) = call(&srv, ALICE, Method::POST, "/threads", Some(json!({}))).await;
+    let id = t["thread_id"].as_str().unwrap().to_owned();
+    let before = (srv.offsets(), records(&srv));
+    let run = json!({"assistant_id": "supervisor", "input": {"query": QUERY}});
+    for path in [
+        format!("/threads/{id}/runs/stream"),
+        "/runs/stream".to_owned(),
+    ] {
+        let (s, b) = call(&srv, ALICE, Method::POST, &path, Some(run.clone())).await;
+        assert_eq!(s, StatusCode::SERVICE_UNAVAILABLE, "{path}: {b}");
+        assert!(b["detail"].as_str().unwrap().contains("streams"), "{b}");
+    }
+    assert_eq!(
+        (srv.offsets(), records(&srv)),
+        before,
+        "a refused stream started a run"
+    );
+    let (_, runs) = call(
+        &srv,
+        ALICE,
+        Method::GET,
+        &format!("/threads/{id}/runs"),
+        None,
+    )
+    .await;
+    assert_eq!(runs, json!([]));
+    srv.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_copy_does_not_serve_the_turns_of_a_deleted_thread() {
+    let srv = server(principals(), None).await;
+    let id = thread_with_a_turn(&srv, ALICE).await;
+    let (s, copy) = call(
+        &srv,
+        ALICE,
+        Method::POST,
+        &format!("/threads/{id}/copy"),
+        Some(json!({})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{copy}");
+    let copy = copy["thread_id"].as_str().unwrap().to_owned();
+    assert!(copy_shows(&srv, &copy).await.contains(QUERY), "copied");
+    let (s, _) = call(&srv, ALICE, Method::DELETE, &format!("/threads/{id}"), None).await;
+    assert_eq!(s, StatusCode::NO_CONTENT);
+
+    // The copy is still there, with nothing of the deleted thread's turns.
+    let shown = copy_shows(&srv, &copy).await;
+    assert!(
+        !shown.contains(QUERY),
+        "the copy serves a deleted turn: {shown}"
+    );
+    let (_, t) = call(&srv, ALICE, Method::GET, &format!("/threads/{copy}"), None).await;
+    assert_eq!(
+        (t["status"].clone(), t["values"].clone()),
+        (json!("idle"), Value::Null)
+    );
+    // And it goes on by itself.
+    let body = json!({"assistant_id": "supervisor", "input": {"query": "마포구 아파트 매매 시세 알려줘"},
+                      "config": {"configurable": {"hitl": "none"}}});
+    let (s, values) = call(
+        &srv,
+        ALICE,
+        Method::POST,
+        &format!("/threads/{copy}/runs/wait"),
+        Some(body),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{values}");
+    assert!(!values.to_string().contains(QUERY), "{values}");
+    srv.stop().await;
+}
+
+/// Everything a LangGraph client reads of thread `id`: the thread, its state, its history.
+async fn copy_shows(srv: &Server, id: &str) -> String {
+    let mut all = String::new();
+    for (method, path, body) in [
+        (Method::GET, format!("/threads/{id}"), None),
+        (Method::GET, format!("/threads/{id}/state"), None),
+        (
+            Method::POST,
+            format!("/threads/{id}/history"),
+            Some(json!({"limit": 1000})),
+        ),
+    ] {
+        let (s, b) = call(srv, ALICE, method, &path, body).await;
+        assert_eq!(s, StatusCode::OK, "{path}: {b}");
+        all.push_str(&b.to_string());
+    }
+    all
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_threads_values_and_each_history_answer_are_bounded() {
+    use chronicle_wire::langgraph::HISTORY_BYTES_MAX;
+    let srv = server(principals(), None).await;
+    let id = thread_with_a_turn(&srv, ALICE).await;
+    let state = format!("/threads/{id}/state");
+    let set = |values: Value| {
+        call(
+            &srv,
+            ALICE,
+            Method::POST,
+            &state,
+            Some(json!({ "values": values })),
+        )
+    };
+    // 60 KiB a key: four fit in a thread's values (256 KiB in all), a fifth does not.
+    let big = "x".repeat(60 * 1024);
+    for k in 0..4 {
+        let (s, b) = set(json!({ format!("k{k}"): big })).await;
+        assert_eq!(s, StatusCode::OK, "{b}");
+    }
+    let before = srv.offsets();
+    let (s, b) = set(json!({ "k4": big })).await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{b}");
+    assert!(b["detail"].as_str().unwrap().contains("262144"), "{b}");
+    assert_eq!(srv.offsets(), before, "a refused update wrote nothing");
+    // Replacing a key is measured after the merge.
+    let (s, b) = set(json!({ "k3": big })).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+
+    // Many small updates: each makes a checkpoint whose state carries the ~240 KiB of values.
+    let updates = 40;
+    for i in 0..updates {
+        let (s, b) = set(json!({ "n": i })).await;
+        assert_eq!(s, StatusCode::OK, "{b}");
+    }
+    // Asked for 1000, each answer holds at most HISTORY_BYTES_MAX bytes; `before` pages on
+    // through every checkpoint, each once.
+    let mut seen = std::collections::HashSet::new();
+    let mut pages = 0;
+    let mut body = json!({"limit": 1000});
+    loop {
+        let res = srv
+            .http
+            .post(srv.url(&format!("/threads/{id}/history")))
+            .bearer_auth(ALICE)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), StatusCode::OK);
+        let bytes = res.bytes().await.unwrap();
+        assert!(
+            bytes.len() <= HISTORY_BYTES_MAX,
+            "an answer of {} bytes",
+            bytes.len()
+        );
+        let page: Vec<Value> = serde_json::from_slice(&bytes).unwrap();
+        let Some(last) = page.last() else { break };
+        pages += 1;
+        for s in &page {
+            assert!(
+                seen.insert(s["checkpoint"]["checkpoint_id"].clone()),
+                "twice: {}",
+                s["checkpoint"]
+            );
+        }
+        body = json!({"limit": 1000, "before": last["checkpoint"]});
+    }
+    assert!(pages > 1, "one answer held every state");
+    assert!(seen.len() > updates, "{} states", seen.len());
+    srv.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn containment_filters_are_bounded_and_match_within_the_bounds() {
+    use chronicle_wire::langgraph::{FILTER_BYTES_MAX, FILTER_DEPTH_MAX, FILTER_VALUES_MAX};
+    let srv = server(principals(), None).await;
+    // A thread with a large metadata array, and filters just within and just over the bounds.
+    let tags: Vec<String> = (0..2000).map(|i| format!("tag-{i}")).collect();
+    let (s, t) = call(
+        &srv,
+        ALICE,
+        Method::POST,
+        "/threads",
+        Some(json!({"metadata": {"tags": tags}})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{t}");
+    let id = thread_with_a_turn(&srv, ALICE).await;
+    let search = |body: Value| call(&srv, ALICE, Method::POST, "/threads/search", Some(body));
+    let wanted: Vec<String> = (0..FILTER_VALUES_MAX - 2)
+        .map(|i| format!("tag-{}", 1999 - i))
+        .collect();
+    let (s, found) = search(json!({"metadata": {"tags": wanted}})).await;
+    assert_eq!(s, StatusCode::OK, "{found}");
+    assert_eq!(found.as_array().unwrap().len(), 1);
+    let mut deep = json!("x");
+    for _ in 0..FILTER_DEPTH_MAX {
+        deep = json!({ "k": deep });
+    }
+    let too_many: Vec<u32> = (0..=FILTER_VALUES_MAX as u32).collect();
+    let over = [
+        ("metadata", json!({"metadata": {"tags": too_many}})),
+        ("values", json!({"values": {"messages": too_many}})),
+        ("values", json!({"values": deep})),
+        (
+            "metadata",
+            json!({"metadata": {"k": "x".repeat(FILTER_BYTES_MAX)}}),
+        ),
+    ];
+    for (field, body) in over {
+        let (s, b) = search(body).await;
+        assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{b}");
+        let detail = b["detail"].as_str().unwrap();
+        assert!(detail.contains(&format!("`{field}` filter")), "{detail}");
+    }
+    // The same bounds for a history's metadata filter.
+    let (s, b) = call(
+        &srv,
+        ALICE,
+        Method::POST,
+        &format!("/threads/{id}/history"),
+        Some(json!({"metadata": {"k": (0..=FILTER_VALUES_MAX).collect::<Vec<_>>()}})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{b}");
+    srv.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_empty_input_beside_a_command_is_no_input() {
+    // What agent-chat-ui's buttons send: `useStream().submit({}, {command})`.
+    let srv = server(principals(), None).await;
+    let (_, t) = call(&srv, ALICE, Method::POST, "/threads", Some(json!({}))).await;
+    let id = t["thread_id"].as_str().unwrap().to_owned();
+    let wait = format!("/threads/{id}/runs/wait");
+    let body = json!({"assistant_id": "supervisor", "input": {"query": QUERY},
+                      "config": {"configurable": {"hitl": "every_todo"}}});
+    let (s, values) = call(&srv, ALICE, Method::POST, &wait, Some(body)).await;
+    assert_eq!(s, StatusCode::OK, "{values}");
+    let approve = json!({"assistant_id": "supervisor", "input": {},
+                         "command": {"resume": {"decisions": [{"type": "approve"}]}}});
+    let (s, values) = call(&srv, ALICE, Method::POST, &wait, Some(approve)).await;
+    assert_eq!(s, StatusCode::OK, "{values}");
+    let [next] = values["__interrupt__"].as_array().unwrap().as_slice() else {
+        panic!("{values}")
+    };
+    assert_eq!(
+        next["value"]["action_requests"][0]["name"],
+        "market_analysis"
+    );
+    let end = json!({"assistant_id": "supervisor", "input": null, "command": {"goto": "__end__"}});
+    let (s, _) = call(&srv, ALICE, Method::POST, &wait, Some(end)).await;
+    assert_eq!(s, StatusCode::OK);
+    let (_, t) = call(&srv, ALICE, Method::GET, &format!("/threads/{id}"), None).await;
+    assert_eq!(t["status"], "idle");
+    // An empty input alone is no run.
+    let (s, b) = call(
+        &srv,
+        ALICE,
+        Method::POST,
+        &wait,
+        Some(json!({"assistant_id": "supervisor", "input": {}})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{b}");
+    srv.stop().await;
+}

@@ -128,7 +128,8 @@ impl From<EngineError> for ApiError {
             | E::SeqBeyondEnd { .. }
             | E::BadStatus(_)
             | E::NotYourUser { .. }
-            | E::NoValues => ApiError::unprocessable(e.to_string()),
+            | E::NoValues
+            | E::ValuesTooLarge { .. } => ApiError::unprocessable(e.to_string()),
             // `EngineError::is_conflict`: the same 409 on every route (a test keeps the two
             // lists equal).
             E::AlreadyDecided { .. }

@@ -582,8 +582,8 @@ detail_responses! {
     LgThreadNotFound = "No thread has this id (or it is another principal's, or deleted)";
     LgBadBody = "Malformed JSON, or a `Host` header that names another server";
     LgRunNotStarted = "No thread has this id (and `if_not_exists` is not `create`), no assistant has this id or graph id, or a `checkpoint` names no checkpoint of the thread";
-    LgRunConflict = "The thread is busy and `multitask_strategy` is `reject`; a `command` for a thread with no pending interrupt; a `checkpoint` that is not of the thread's latest turn; nothing was done";
-    LgRunRefused = "An id that is not a UUID, a field of the wrong type, an unknown stream mode, input without a human message, a resume value that decides nothing pending, both `input` and a `command`, or a run with neither input, command nor an older checkpoint; nothing was done";
+    LgRunConflict = "The thread is busy and `multitask_strategy` is `reject`; a `command` for a thread with no pending interrupt; a `checkpoint` inside an earlier turn (input goes after a turn's last checkpoint or from its first; without input only a turn's first checkpoint or one of the latest turn's is a place to run from); nothing was done";
+    LgRunRefused = "An id that is not a UUID, a field of the wrong type, an unknown stream mode, input without a human message, a resume value that decides nothing pending, both `input` and a `command` (an empty `input` object is none), or a run with neither input, command nor an older checkpoint; nothing was done";
     LgRunNotFound = "No thread has this id, or the thread has no run with this id";
 }
 

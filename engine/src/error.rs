@@ -71,6 +71,11 @@ pub enum Error {
     /// Values set on a run must set (or remove) at least one key.
     #[error("values must name at least one key")]
     NoValues,
+    /// The values a person sets on a run may hold at most `max` bytes of JSON in all.
+    #[error(
+        "the run's values would hold {bytes} bytes of JSON, more than {max}: remove keys (set them to null) or set smaller values"
+    )]
+    ValuesTooLarge { bytes: usize, max: usize },
     /// A key of the values a person sets that the workflow's own state already has.
     #[error(
         "{0:?} is a field of the run's own state: it changes through commands, not by setting values"

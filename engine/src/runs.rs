@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use chronicle_projections::RunState;
 use chronicle_schemas::{
-    APPROVAL_TIMEOUT_MS_MAX, APPROVAL_TIMEOUT_MS_MIN, Envelope, Event, HitlMode, OnReject,
+    APPROVAL_TIMEOUT_MS_MAX, APPROVAL_TIMEOUT_MS_MIN, Envelope, Event, Follows, HitlMode, OnReject,
     ParentLink, PlanStep, QUERY_CHARS_MAX, RunConfig, RunId, RunStatus, SESSION_ID_CHARS_MAX,
     SessionId, Strategy, ToolCallId,
 };
@@ -201,6 +201,12 @@ pub(crate) async fn start(shared: &Arc<Shared>, run_id: RunId, req: StartRun) ->
         }
         None => SessionId(uuid::Uuid::new_v4().to_string()),
     };
+    // A run follows a turn of its own session (one that exists already).
+    if let Follows::Turn(turn) = config.follows
+        && !shared.store.session_runs(&session_id)?.contains(&turn)
+    {
+        return Err(Error::RunNotFound(turn));
+    }
     let request_id = format!("req_{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
     let mut live = shared.store.load(run_id)?;
     live.append(vec![Event::RunStarted {

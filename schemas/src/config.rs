@@ -125,6 +125,26 @@ pub struct RunConfig {
     /// How much of the session's earlier turns the run is given.
     #[serde(skip_serializing_if = "is_default")]
     pub context: ContextBudget,
+    /// The earlier turn of its session the run follows: the run before it, unless the
+    /// conversation was branched from an earlier turn or started over.
+    #[serde(skip_serializing_if = "is_default")]
+    pub follows: Follows,
+}
+
+/// Which earlier turn of its session a run follows. Its earlier turns (what it is given of the
+/// conversation) are that turn and, in turn, the ones that turn follows, so a conversation can
+/// branch: a client that edits an earlier question starts a run that follows the turn before
+/// that question, and the turns after it are not this run's.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Follows {
+    /// The session's run before it (every run before branching existed follows this way).
+    #[default]
+    Previous,
+    /// This earlier run of the same session.
+    Turn(crate::RunId),
+    /// None: the run starts the conversation over.
+    Start,
 }
 
 fn is_default<T: Default + PartialEq>(v: &T) -> bool {

@@ -28,7 +28,7 @@ pub use audit::{AuditDecision, AuditRow, SubjectKind};
 pub use checkpoint::Checkpoint;
 pub use config::{
     APPROVAL_TIMEOUT_MS_MAX, APPROVAL_TIMEOUT_MS_MIN, CONTEXT_BYTES_MAX, ContextBudget,
-    ExpiryAction, HitlMode, Limits, OnReject, RunConfig, Strategy,
+    ExpiryAction, Follows, HitlMode, Limits, OnReject, RunConfig, Strategy,
 };
 pub use envelope::{
     EVENT_BYTES_MAX, Envelope, Error, ExternalBody, RECORD_FORMAT_EXTERNAL, RECORD_FORMAT_V1,

@@ -4,10 +4,10 @@
 use serde_json::json;
 
 use crate::{
-    Actor, ApprovalId, BlobRef, CheckpointId, Decision, Event, Hash, HitlMode, Memory, MemoryKind,
-    ModelTurn, ParentLink, Payload, Phase, PlanStep, PriorTurn, RunConfig, RunId, RunStatus,
-    SessionId, Source, Strategy, Subject, SupervisorTodo, Timestamp, TodoId, TodoPriority,
-    TodoStatus, TokenUsage, ToolCallId,
+    Actor, ApprovalId, BlobRef, CheckpointId, Decision, Event, Follows, Hash, HitlMode, Memory,
+    MemoryKind, ModelTurn, ParentLink, Payload, Phase, PlanStep, PriorTurn, RunConfig, RunId,
+    RunStatus, SessionId, Source, Strategy, Subject, SupervisorTodo, Timestamp, TodoId,
+    TodoPriority, TodoStatus, TokenUsage, ToolCallId,
 };
 
 /// Every variant name, in declaration order.
@@ -68,6 +68,7 @@ pub fn sample_events() -> Vec<Event> {
                 agent_catalogue_version: "builtin-1".into(),
                 agent: Some("analyst".into()),
                 subagent_depth: 1,
+                follows: Follows::Turn(RunId::from_u128(5)),
                 ..RunConfig::default()
             },
             parent: Some(ParentLink {
@@ -398,7 +399,7 @@ mod tests {
     /// Old logs keep decoding: the frozen v1 records decode to today's samples (fields added
     /// since then take their defaults, which the samples leave at default — except a run's
     /// `owner`, which v1 did not record: such a run belongs to [`OWNER_OF_OLD_RUNS`]; its config's
-    /// `agent` and `subagent_depth` (a supervisor's root run); and a
+    /// `agent`, `subagent_depth` (a supervisor's root run) and `follows` (the run before it); and a
     /// model call's `turn`, `usage` and `notice`, which v1 did not record: a planner's call; and
     /// an evaluation's `add_agents`).
     #[test]
@@ -410,6 +411,7 @@ mod tests {
                 assert!(owner.is_some(), "the sample records an owner");
                 *owner = None;
                 (config.agent, config.subagent_depth) = (None, 0);
+                config.follows = Follows::Previous;
             }
             if let Event::LlmCalled {
                 turn,

@@ -1,6 +1,7 @@
 """agent-chat-ui's requests replayed over raw HTTP, with the bodies it sends: list the threads
 of the graph, make a thread, stream a turn (values, messages as tuples, custom events; resumable),
-read the history, resume an interrupt with the actionable decisions, and a second turn."""
+read the history, resume an interrupt with the actionable decisions, and a second turn. (Its own
+hook sends them in tests/langgraph-js/.)"""
 
 import json
 import uuid
@@ -51,6 +52,21 @@ def stream_body(extra):
         "on_disconnect": "continue",
         "assistant_id": "supervisor",
         **extra,
+    }
+
+
+def command_body(command, checkpoint):
+    """What the UI's approval card sends (`useStream().submit({}, {command})`): an empty input
+    beside the command, the head it shows (without its thread id), the stream modes the page
+    reads, not resumable, cancelled when the page goes."""
+    return {
+        "input": {},
+        "command": command,
+        "stream_mode": ["messages-tuple", "values", "custom"],
+        "stream_resumable": False,
+        "assistant_id": "supervisor",
+        "checkpoint": {k: v for k, v in checkpoint.items() if k != "thread_id"},
+        "on_disconnect": "cancel",
     }
 
 
@@ -135,7 +151,7 @@ def test_the_chat_ui_flow_with_an_approval():
 
     # Approve both TODOs, one at a time, as the UI's buttons do.
     for _ in range(2):
-        body = stream_body({"command": {"resume": {"decisions": [{"type": "approve"}]}}, "checkpoint": head})
+        body = command_body({"resume": {"decisions": [{"type": "approve"}]}}, head)
         with h.stream("POST", f"/threads/{thread}/runs/stream", json=body) as res:
             assert res.status_code == 200, res.read()
             frames = sse(res)
@@ -189,7 +205,7 @@ def test_a_resolved_interrupt_ends_the_turn():
     thread = h.post("/threads", json={"metadata": {}}).json()["thread_id"]
     send(h, thread, QUERY, None, {"configurable": {"hitl": "every_todo"}})
     _, head = head_of(h, thread)
-    body = stream_body({"command": {"goto": "__end__"}, "checkpoint": head})
+    body = command_body({"goto": "__end__"}, head)
     with h.stream("POST", f"/threads/{thread}/runs/stream", json=body) as res:
         assert res.status_code == 200, res.read()
         frames = sse(res)
@@ -205,9 +221,7 @@ def test_a_reject_with_a_message_and_the_stream_of_a_run_rejoined():
     _, frames = send(h, thread, QUERY, None, {"configurable": {"hitl": "every_todo"}})
     run_id = frames[0][1]["run_id"]
     _, head = head_of(h, thread)
-    body = stream_body(
-        {"command": {"resume": {"decisions": [{"type": "reject", "message": "no search"}]}}, "checkpoint": head}
-    )
+    body = command_body({"resume": {"decisions": [{"type": "reject", "message": "no search"}]}}, head)
     with h.stream("POST", f"/threads/{thread}/runs/stream", json=body) as res:
         assert res.status_code == 200, res.read()
         sse(res)

@@ -355,29 +355,31 @@ def test_goto_elsewhere_is_refused_and_the_interrupt_stays():
 # History and time travel
 
 
-def test_history_is_newest_first_pages_with_before_and_matches_get_state():
+def test_history_shows_each_turns_input_and_head_newest_first_and_pages_with_before():
     async def go():
         c = client()
         t = await new_thread(c)
-        await c.runs.wait(t, "supervisor", input=human(), config=NO_HITL)
+        for text in (None, FAN_OUT_QUERY, None):
+            await c.runs.wait(t, "supervisor", input=human(text) if text else human(), config=NO_HITL)
         everything = await c.threads.get_history(t, limit=100)
-        first = await c.threads.get_history(t, limit=3)
-        by_id = await c.threads.get_history(t, limit=3, before=first[-1]["checkpoint"]["checkpoint_id"])
-        by_dict = await c.threads.get_history(t, limit=3, before=first[-1]["checkpoint"])
+        first = await c.threads.get_history(t, limit=2)
+        by_id = await c.threads.get_history(t, limit=2, before=first[-1]["checkpoint"]["checkpoint_id"])
+        by_dict = await c.threads.get_history(t, limit=2, before=first[-1]["checkpoint"])
         head = await c.threads.get_state(t)
-        old = everything[4]
+        old = everything[3]
         at_old = await c.threads.get_state(t, checkpoint_id=old["checkpoint"]["checkpoint_id"])
         at_old_post = await c.threads.get_state(t, checkpoint=old["checkpoint"])
         inputs = await c.threads.get_history(t, metadata={"source": "input"})
-        assert inputs == everything[-1:]
         with pytest.raises(NotFoundError):
             await c.threads.get_state(t, checkpoint_id=str(uuid.uuid4()))
         with pytest.raises(UnprocessableEntityError):
             await c.threads.get_history(t, limit=0)
-        return everything, first, by_id, by_dict, head, old, at_old, at_old_post
+        return everything, first, by_id, by_dict, head, old, at_old, at_old_post, inputs
 
-    everything, first, by_id, by_dict, head, old, at_old, at_old_post = run(go())
-    assert len(everything) >= 6
+    everything, first, by_id, by_dict, head, old, at_old, at_old_post, inputs = run(go())
+    # A finished turn shows two checkpoints: its input (the thread before its question) and its
+    # head; so the ten a chat UI reads hold five turns.
+    assert len(everything) == 6
     assert everything[0] == head
     ids = [s["checkpoint"]["checkpoint_id"] for s in everything]
     assert len(set(ids)) == len(ids)
@@ -385,33 +387,40 @@ def test_history_is_newest_first_pages_with_before_and_matches_get_state():
     for newer, older in zip(everything, everything[1:]):
         assert newer["parent_checkpoint"]["checkpoint_id"] == older["checkpoint"]["checkpoint_id"]
         assert newer["created_at"] >= older["created_at"]
-    assert everything[-1]["metadata"]["source"] == "input"
+    assert [s["metadata"]["source"] for s in everything] == ["loop", "input"] * 3
+    assert [s["metadata"]["step"] for s in everything] == [4, 3, 2, 1, 0, -1]
+    assert inputs == everything[1::2]
     for s in everything:
         assert s["checkpoint"]["thread_id"] == head["checkpoint"]["thread_id"]
         assert s["checkpoint"]["checkpoint_ns"] == ""
         meta = s["metadata"]
         assert meta["graph_id"] == "supervisor" and meta["thread_id"] == s["checkpoint"]["thread_id"]
-        assert meta["run_id"] == head["metadata"]["run_id"]
-        assert isinstance(meta["step"], int)
-    assert [s["metadata"]["step"] for s in everything] == sorted((s["metadata"]["step"] for s in everything), reverse=True)
-    assert head["next"] == [] and head["tasks"] == []
-    assert all(s["next"] for s in everything[1:])
+    # A turn's input and head are of its run; the input's next is the graph's start.
+    for head_s, input_s in zip(everything[::2], everything[1::2]):
+        assert head_s["metadata"]["run_id"] == input_s["metadata"]["run_id"]
+        assert head_s["next"] == [] and input_s["next"] == ["__start__"]
+    # The input shows the thread as the turn found it: the earlier turns' messages only.
+    humans = lambda s: [m["content"] for m in s["values"]["messages"] if m["type"] == "human"]  # noqa: E731
+    assert humans(everything[-1]) == []
+    assert everything[-1]["values"] == {"messages": []}
     assert everything[-1]["parent_checkpoint"] is None
-    assert first == everything[:3]
-    assert by_id == everything[3:6]
+    assert humans(old) == [human()["messages"][0]["content"]]
+    assert humans(everything[2]) == [human()["messages"][0]["content"], FAN_OUT_QUERY]
+    assert first == everything[:2]
+    assert by_id == everything[2:4]
     assert by_dict == by_id
     assert at_old == old
     assert at_old_post == old
 
 
-def test_time_travel_from_an_older_checkpoint_forks():
+def test_time_travel_to_a_turns_input_runs_it_again_on_a_branch():
     async def go():
         c = client()
         t, _ = await interrupted_thread(c)
         await c.runs.wait(t, "supervisor", command={"resume": "approve"})
         before = await c.threads.get_history(t, limit=100)
-        # The checkpoint where the first TODO waited for its approval.
-        old = next(s for s in reversed(before) if s["tasks"] and s["tasks"][0]["interrupts"])
+        # The turn's input, as a chat UI's regenerate sends it.
+        old = before[-1]
         parts = await collect(
             c.runs.stream(t, "supervisor", checkpoint=old["checkpoint"], stream_mode=["values", "updates"])
         )
@@ -419,48 +428,57 @@ def test_time_travel_from_an_older_checkpoint_forks():
         return old, before, parts, after, await c.runs.list(t)
 
     old, before, parts, after, runs = run(go())
+    assert old["metadata"]["source"] == "input"
     assert events(parts)[0] == "metadata"
     assert "error" not in events(parts)
     new = [s for s in after if s["checkpoint"]["checkpoint_id"] not in {b["checkpoint"]["checkpoint_id"] for b in before}]
-    assert new, "time travel made no new checkpoint"
-    first_new = new[-1]
-    assert first_new["metadata"]["source"] == "fork"
-    assert first_new["parent_checkpoint"]["checkpoint_id"] == old["checkpoint"]["checkpoint_id"]
-    # The old branch stays in the history (all branches).
+    assert len(new) == 1, "the new branch's head"
+    assert new[0]["metadata"]["source"] == "fork"
+    assert new[0]["parent_checkpoint"]["checkpoint_id"] == old["checkpoint"]["checkpoint_id"]
+    # The old branch stays in the history (all branches), its end with its own values.
     assert {b["checkpoint"]["checkpoint_id"] for b in before} <= {a["checkpoint"]["checkpoint_id"] for a in after}
+    old_end = next(a for a in after if a["checkpoint"] == before[0]["checkpoint"])
+    assert old_end["values"]["messages"] == before[0]["values"]["messages"]
+    assert old_end["parent_checkpoint"]["checkpoint_id"] == old["checkpoint"]["checkpoint_id"]
     assert len(runs) == 3
     assert events(parts)[-1] == "values"
 
 
-def test_time_travel_only_goes_back_within_the_latest_turn():
+def test_an_earlier_turn_is_asked_again_and_edited_from_its_input_and_nothing_else():
     async def go():
         c = client()
         t = await new_thread(c)
         await c.runs.wait(t, "supervisor", input=human(), config=NO_HITL)
         await c.runs.wait(t, "supervisor", input=human(FAN_OUT_QUERY), config=NO_HITL)
         history = await c.threads.get_history(t, limit=100)
-        latest = history[0]["metadata"]["run_id"]
-        older_turn = next(s for s in history if s["metadata"]["run_id"] != latest)
-        with pytest.raises(ConflictError) as other_turn:
-            await c.runs.create(t, "supervisor", checkpoint=older_turn["checkpoint"])
+        latest_input, older_head, older_input = history[1], history[2], history[3]
+        with pytest.raises(ConflictError) as inside:
+            await c.runs.create(t, "supervisor", checkpoint=older_head["checkpoint"])
         with pytest.raises(UnprocessableEntityError) as at_head:
             await c.runs.create(t, "supervisor", checkpoint=history[0]["checkpoint"])
         with pytest.raises(NotFoundError):
             await c.runs.create(t, "supervisor", checkpoint_id=str(uuid.uuid4()))
-        # Within the latest turn, by `checkpoint_id` too: the turn runs again from there.
-        back = history[3]
-        made = await c.runs.create(t, "supervisor", checkpoint_id=back["checkpoint"]["checkpoint_id"])
-        out = await c.runs.join(t, made["run_id"])
-        return other_turn.value, at_head.value, back, out, await c.threads.get_history(t, limit=100)
+        # The first turn's question again: a new turn after nothing.
+        again = await c.runs.wait(t, "supervisor", checkpoint=older_input["checkpoint"], config=NO_HITL)
+        # The second question edited: a new turn after the first.
+        edited = await c.runs.wait(
+            t, "supervisor", input=human("마포구 아파트 매매 시세 알려줘"), checkpoint=latest_input["checkpoint"], config=NO_HITL
+        )
+        return inside.value, at_head.value, again, edited, await c.threads.get_history(t, limit=100)
 
-    other_turn, at_head, back, out, after = run(go())
-    only_detail(other_turn)
+    inside, at_head, again, edited, after = run(go())
+    only_detail(inside)
     only_detail(at_head)
-    forked = [s for s in after if s["metadata"]["source"] == "fork"]
-    assert len(forked) == 1
-    assert forked[0]["parent_checkpoint"]["checkpoint_id"] == back["checkpoint"]["checkpoint_id"]
-    assert out["messages"][-1]["type"] == "ai"
-    assert [m["content"] for m in out["messages"] if m["type"] == "human"][-1] == FAN_OUT_QUERY
+    humans = lambda v: [m["content"] for m in v["messages"] if m["type"] == "human"]  # noqa: E731
+    assert humans(again) == [human()["messages"][0]["content"]]
+    assert again["messages"][-1]["type"] == "ai"
+    assert again["session_context"] == []
+    assert humans(edited) == [human()["messages"][0]["content"], "마포구 아파트 매매 시세 알려줘"]
+    assert [t["query"] for t in edited["session_context"]] == [human()["messages"][0]["content"]]
+    # Four turns, two checkpoints each; two of them start a branch beside an older turn.
+    assert len(after) == 8
+    roots = [s for s in after if s["parent_checkpoint"] is None]
+    assert len(roots) == 2
 
 
 # Background runs, join, resumable streams, cancel, multitask

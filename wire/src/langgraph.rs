@@ -46,8 +46,9 @@ pub struct Task {
     pub result: Option<Value>,
 }
 
-/// A checkpoint's metadata. `source`: `input` (a run's first checkpoint), `loop` (a later
-/// one), `fork` (the first after a restore), `update` (written by a state update).
+/// A checkpoint's metadata. `source`: `input` (a turn's first checkpoint, shown as the thread
+/// before its question), `loop` (a later one), `fork` (the first shown after a restore),
+/// `update` (written by a state update).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[cfg_attr(feature = "openapi", schema(as = LgCheckpointMetadata))]
@@ -318,6 +319,22 @@ pub enum IfExists {
 /// The most threads, runs or history entries one page returns.
 pub const PAGE_MAX: u64 = 1000;
 
+/// The most JSON values (each object, array and scalar counts one) a containment filter
+/// (`metadata`, `values`) may hold: a thread is matched against each of them, so a filter's
+/// cost is bounded by its size times the thread's, far below what a request body could carry.
+pub const FILTER_VALUES_MAX: usize = 256;
+
+/// How deep a containment filter may nest (the filter object itself is depth 1).
+pub const FILTER_DEPTH_MAX: usize = 8;
+
+/// The most bytes of keys and strings a containment filter may hold.
+pub const FILTER_BYTES_MAX: usize = 16 * 1024;
+
+/// The most bytes of JSON one history answer holds: it stops before the state that would take
+/// it past this (it always holds one, however large), and the client pages on with `before`.
+/// A history request builds its states one at a time, so it holds at most this plus one state.
+pub const HISTORY_BYTES_MAX: usize = 4 * 1024 * 1024;
+
 /// `POST /threads/search`: filters (all must hold) and a page, newest `updated_at` first unless
 /// `sort_by` / `sort_order` say otherwise.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -388,7 +405,8 @@ pub enum SortOrder {
     Desc,
 }
 
-/// `POST /threads/{thread_id}/history`: one page of the thread's checkpoints, newest first.
+/// `POST /threads/{thread_id}/history`: one page of the thread's checkpoints a client is shown,
+/// newest first.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct HistoryRequest {
@@ -571,7 +589,8 @@ pub struct RunCommand {
 pub struct RunCreate {
     /// The assistant: its UUID or its graph id.
     pub assistant_id: String,
-    /// `{messages: [...]}` (the last human message is the query) or `{query}`.
+    /// `{messages: [...]}` (the last human message is the query) or `{query}`; an empty object
+    /// is no input (what a client sends beside a `command`).
     #[serde(default)]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
     pub input: Option<Value>,
@@ -598,7 +617,10 @@ pub struct RunCreate {
     /// `cancel` or `continue` (the run goes on when the client leaves: the default here).
     #[serde(default)]
     pub on_disconnect: Option<String>,
-    /// Run from this checkpoint: the head is the next turn, an older one a time travel.
+    /// Run from this checkpoint. With input: the thread's head or a turn's last checkpoint (a
+    /// new turn after that turn), or a turn's first (a new turn in place of its question: the
+    /// conversation branches). Without input: one of the latest turn's (it goes back there and
+    /// on), or an earlier turn's first (its question asked again, on a branch).
     #[serde(default)]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
     pub checkpoint: Option<Value>,

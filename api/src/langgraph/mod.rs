@@ -9,6 +9,8 @@
 //! runs included: Host, Origin, token, body).
 
 pub(crate) mod assistants;
+mod branch;
+mod filter;
 pub(crate) mod info;
 mod records;
 pub(crate) mod runs;

@@ -1,8 +1,10 @@
 //! LangGraph runs. A run with `input` starts a turn (a Chronicle run whose id is the LangGraph
-//! run's); one with `command.resume` decides the waiting turn's interrupts; `command.goto:
-//! "__end__"` ends it; one with an older `checkpoint` and no input restores the latest turn to
-//! it and lets it go on (time travel). Each is recorded (see [`super::records`]) with the seq
-//! where its part of the Chronicle run starts; its status and stream are read from there.
+//! run's), after the turn its `checkpoint` names (see [`super::branch`]); one with
+//! `command.resume` decides the waiting turn's interrupts; `command.goto: "__end__"` ends it;
+//! one with an older `checkpoint` and no input restores the latest turn to it and lets it go on
+//! (time travel), or asks an earlier turn's question again. Each is recorded (see
+//! [`super::records`]) with the seq where its part of the Chronicle run starts; its status and
+//! stream are read from there.
 
 use std::time::Duration;
 
@@ -11,7 +13,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use chronicle_engine::{Principal as Who, RestoreTarget, RunState, StartRun, is_settled};
-use chronicle_schemas::{HitlMode, OnReject, RunId, RunStatus, Strategy};
+use chronicle_schemas::{HitlMode, OnReject, RunConfig, RunId, RunStatus, Strategy};
 use chronicle_wire::langgraph::{
     CancelStatus, IfNotExists, MultitaskStrategy, Run, RunCommand, RunCreate, RunsCancel,
     StreamMode, StreamModes, ThreadStatus,
@@ -21,6 +23,7 @@ use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
 use super::assistants;
+use super::branch::{self, Again};
 use super::records::{self, RunKind, RunRecord};
 use super::stream::{self, Ask};
 use super::threads::{self, Loaded, checkpoint_id_in, load, uuid_of};
@@ -127,10 +130,18 @@ fn run_of(s: &RunState) -> RunId {
     s.run_id.unwrap_or(RunId(Uuid::nil()))
 }
 
+/// A run's `input`, when it has one. An empty object is none: `useStream().submit({},
+/// {command})` (agent-chat-ui's approval buttons) sends `{}` beside its command.
+fn input_of(req: &RunCreate) -> Option<&Value> {
+    req.input
+        .as_ref()
+        .filter(|i| i.as_object().is_none_or(|m| !m.is_empty()))
+}
+
 /// What can be checked of a run without the thread's state, before a busy thread's turn is
 /// cancelled to make room for it: the input's query and the run options.
 fn check(req: &RunCreate) -> ApiResult<()> {
-    if let Some(input) = &req.input {
+    if let Some(input) = input_of(req) {
         query_of(input)?;
     }
     options(req).map(drop)
@@ -177,7 +188,7 @@ async fn act(
 ) -> ApiResult<(RunKind, RunId, u64)> {
     let command = req.command.clone().unwrap_or_default();
     if command.resume.is_some() || command.goto.is_some() {
-        if req.input.is_some() {
+        if input_of(req).is_some() {
             return Err(ApiError::unprocessable(
                 "a run takes `input` or a `command`, not both",
             ));
@@ -189,34 +200,96 @@ async fn act(
             "command.update goes with resume or goto; set values alone with POST /threads/{thread_id}/state",
         ));
     }
-    if let Some(input) = &req.input {
+    let turns = l.tree();
+    let named = named_checkpoint(req);
+    if let Some(input) = input_of(req) {
         let query = query_of(input)?;
-        let o = options(req)?;
+        let follows = branch::for_input(l, &turns, named.as_deref())?;
         let mut config = st.engine.settings().defaults.clone();
         config.plan = None;
-        let run = RunId(run_id);
-        st.engine
-            .start_run_with_id(
-                run,
-                StartRun {
-                    by: who.clone(),
-                    query,
-                    session_id: Some(l.session()),
-                    user_id: o.user_id,
-                    hitl: o.hitl,
-                    on_reject: o.on_reject,
-                    strategy: o.strategy,
-                    approval_timeout_ms: o.approval_timeout_ms,
-                    config: Some(config),
-                    parent: None,
-                    agent: (graph_id != views::SUPERVISOR_GRAPH).then(|| graph_id.to_owned()),
-                },
-            )
-            .await?;
-        st.metrics.runs_started.inc();
-        return Ok((RunKind::Turn, run, 0));
+        config.follows = follows;
+        let turn = NewTurn {
+            run: RunId(run_id),
+            query,
+            config,
+        };
+        return new_turn(st, who, l, req, graph_id, turn).await;
     }
-    fork(st, who, l, req).await
+    let id = named.ok_or_else(|| {
+        ApiError::unprocessable(
+            "a run needs `input`, a `command`, or an older `checkpoint` to go on from",
+        )
+    })?;
+    match branch::without_input(l, &turns, &id)? {
+        Again::Restore(p) => {
+            let s = turns.states()[p.turn];
+            let run = run_of(s);
+            let from = s.next_seq();
+            let target = RestoreTarget::Checkpoint(p.checkpoint.checkpoint_id.clone());
+            st.engine.restore(run, target, who).await?;
+            Ok((RunKind::Fork, run, from))
+        }
+        Again::Ask { turn, follows } => {
+            let earlier = turns.states()[turn];
+            let mut config = earlier.supervisor.config.clone();
+            config.follows = follows;
+            let turn = NewTurn {
+                run: RunId(run_id),
+                query: earlier.supervisor.query.clone(),
+                config,
+            };
+            new_turn(st, who, l, req, graph_id, turn).await
+        }
+    }
+}
+
+/// The checkpoint a run names: `checkpoint` (an id or a checkpoint object), else
+/// `checkpoint_id`.
+fn named_checkpoint(req: &RunCreate) -> Option<String> {
+    req.checkpoint
+        .as_ref()
+        .and_then(checkpoint_id_in)
+        .or_else(|| req.checkpoint_id.clone())
+}
+
+/// A turn to start: its run, its question and its configuration.
+struct NewTurn {
+    run: RunId,
+    query: String,
+    config: RunConfig,
+}
+
+/// Starts turn `t` on the thread (the request's run options over its configuration).
+async fn new_turn(
+    st: &AppState,
+    who: &Who,
+    l: &Loaded,
+    req: &RunCreate,
+    graph_id: &str,
+    t: NewTurn,
+) -> ApiResult<(RunKind, RunId, u64)> {
+    let o = options(req)?;
+    let NewTurn { run, query, config } = t;
+    st.engine
+        .start_run_with_id(
+            run,
+            StartRun {
+                by: who.clone(),
+                query,
+                session_id: Some(l.session()),
+                user_id: o.user_id,
+                hitl: o.hitl,
+                on_reject: o.on_reject,
+                strategy: o.strategy,
+                approval_timeout_ms: o.approval_timeout_ms,
+                config: Some(config),
+                parent: None,
+                agent: (graph_id != views::SUPERVISOR_GRAPH).then(|| graph_id.to_owned()),
+            },
+        )
+        .await?;
+    st.metrics.runs_started.inc();
+    Ok((RunKind::Turn, run, 0))
 }
 
 /// A run with a command for the waiting turn: `goto: "__end__"` ends it, `resume` decides its
@@ -276,44 +349,6 @@ async fn commanded(
             .await?;
     }
     Ok((RunKind::Resume, run, from))
-}
-
-/// A run from an older checkpoint of the latest turn, without input: the turn is restored to
-/// it and goes on from there.
-async fn fork(
-    st: &AppState,
-    who: &Who,
-    l: &Loaded,
-    req: &RunCreate,
-) -> ApiResult<(RunKind, RunId, u64)> {
-    let id = req
-        .checkpoint
-        .as_ref()
-        .and_then(checkpoint_id_in)
-        .or_else(|| req.checkpoint_id.clone())
-        .ok_or_else(|| {
-            ApiError::unprocessable(
-                "a run needs `input`, a `command`, or an older `checkpoint` to go on from",
-            )
-        })?;
-    let refs = l.refs();
-    let p = threads::point(l, &refs, &id)?;
-    if views::head(&refs) == Some(p) {
-        return Err(ApiError::unprocessable(
-            "the checkpoint is the thread's head: a run from it needs `input` or a `command`",
-        ));
-    }
-    if p.turn + 1 != l.turns.len() || p.turn < l.own_from {
-        return Err(ApiError::conflict(format!(
-            "checkpoint {id} is not of the thread's latest turn: time travel goes back within the latest turn"
-        )));
-    }
-    let s = &l.turns[p.turn];
-    let run = run_of(s);
-    let from = s.next_seq();
-    let target = RestoreTarget::Checkpoint(p.checkpoint.checkpoint_id.clone());
-    st.engine.restore(run, target, who).await?;
-    Ok((RunKind::Fork, run, from))
 }
 
 /// Creates a LangGraph run on `thread` (a new thread when `None`): checks, acts, records.
@@ -474,13 +509,29 @@ fn locations(rec: &RunRecord, res: &mut Response, stream: bool) {
     }
 }
 
-/// The turns of `l` before `run`'s (all of them for a new one).
-fn earlier(l: &Loaded, run: RunId) -> Vec<RunState> {
-    l.turns
-        .iter()
-        .take_while(|s| s.run_id != Some(run))
-        .cloned()
-        .collect()
+/// The turns `run`'s turn follows, oldest first (the head's branch for a run not among them).
+fn earlier(l: &Loaded, run: RunId) -> stream::Earlier {
+    let turns = l.tree();
+    let chain = match l.turns.iter().position(|s| s.run_id == Some(run)) {
+        Some(turn) => {
+            let mut chain = turns.chain(turn);
+            chain.pop();
+            chain
+        }
+        None => turns
+            .states()
+            .len()
+            .checked_sub(1)
+            .map_or_else(Vec::new, |t| turns.chain(t)),
+    };
+    let states = chain
+        .into_iter()
+        .map(|t| turns.states()[t].clone())
+        .collect();
+    stream::Earlier {
+        turns: states,
+        given: l.given.clone(),
+    }
 }
 
 fn modes(m: Option<&StreamModes>) -> Vec<StreamMode> {
@@ -493,6 +544,8 @@ async fn create_stream(
     thread: Option<Uuid>,
     req: RunCreate,
 ) -> ApiResult<Response> {
+    // The stream's slot first: a stream refused for the cap has started nothing.
+    let permit = st.streams.open(&who.name)?;
     let (rec, l) = launch(&st, &who, thread, &req).await?;
     let ask = Ask {
         modes: modes(req.stream_mode.as_ref()),
@@ -501,7 +554,7 @@ async fn create_stream(
         cancel_on_disconnect: req.on_disconnect.as_deref() == Some("cancel"),
     };
     let before = earlier(&l, rec.chronicle_run);
-    let mut res = stream::respond(&st, &who, rec.clone(), before, l.given, None, ask)?;
+    let mut res = stream::respond(&st, &who, permit, rec.clone(), before, None, ask)?;
     locations(&rec, &mut res, true);
     Ok(res)
 }
@@ -531,9 +584,9 @@ async fn settled_values(
         let message = s.supervisor.error_log.last().cloned().unwrap_or_default();
         return Ok(json!({"__error__": {"error": "RunFailed", "message": message}}));
     }
-    let refs = l.refs();
-    Ok(match views::head(&refs) {
-        Some(p) => threads::state_of(st, &l, p)?.values,
+    let turns = l.tree();
+    Ok(match views::head(&turns) {
+        Some(p) => threads::state_of(st, &l, &turns, p)?.values,
         None => json!({}),
     })
 }
@@ -847,6 +900,7 @@ pub(crate) async fn join_stream(
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     let q = JoinStreamQuery::parse(pairs)?;
+    let permit = st.streams.open(&who.name)?;
     let (l, rec, until) = find(&st, &who, &thread, &run)?;
     let after = match headers
         .get("last-event-id")
@@ -869,7 +923,7 @@ pub(crate) async fn join_stream(
         cancel_on_disconnect: q.cancel_on_disconnect.unwrap_or(false),
     };
     let before = earlier(&l, rec.chronicle_run);
-    stream::respond(&st, &who, rec, before, l.given, until, ask)
+    stream::respond(&st, &who, permit, rec, before, until, ask)
 }
 
 /// `POST .../cancel`: `wait` for the run to end; `action` interrupt (the default) or

@@ -181,7 +181,7 @@ impl Watch {
         if !tuple && !whole {
             return;
         }
-        let answer = views::answer_message_id(self.run());
+        let answer = views::answer_message_id(self.run(), self.cur.checkpoints.branch);
         for m in self.new_messages() {
             // The answer's chunks were sent: its whole text again would double it.
             if m.id == answer && !self.streamed.is_empty() {
@@ -279,7 +279,7 @@ impl Watch {
             return Vec::new();
         }
         self.streamed.push_str(&c.content.text);
-        let id = views::answer_message_id(self.run());
+        let id = views::answer_message_id(self.run(), self.cur.checkpoints.branch);
         let mut out = Vec::new();
         if self.wants(StreamMode::MessagesTuple) {
             let piece = json!({
@@ -329,22 +329,33 @@ impl Drop for CancelOnDrop {
     }
 }
 
-/// The SSE response of LangGraph run `rec`. `earlier`: the thread's turns before its
-/// Chronicle run; `until`: where a later LangGraph run took the Chronicle run over.
+/// What a stream shows of its thread besides its own turn: the turns before it on its branch
+/// (their messages come first) and the ids clients gave the turns' human messages.
+pub(crate) struct Earlier {
+    pub turns: Vec<RunState>,
+    pub given: views::GivenIds,
+}
+
+/// The SSE response of LangGraph run `rec`, holding `permit` (taken before the run was
+/// started or looked up, so a stream over the cap is refused before it changes anything).
+/// `until`: where a later LangGraph run took the Chronicle run over.
 pub(crate) fn respond(
     st: &AppState,
     who: &chronicle_engine::Principal,
+    permit: StreamPermit,
     rec: RunRecord,
-    earlier: Vec<RunState>,
-    given: views::GivenIds,
+    earlier: Earlier,
     until: Option<u64>,
     ask: Ask,
 ) -> ApiResult<Response> {
+    let Earlier {
+        turns: earlier,
+        given,
+    } = earlier;
     let run = rec.chronicle_run;
     let from = ask
         .after
         .map_or(rec.from_seq, |a| (a + 1).max(rec.from_seq));
-    let permit = st.streams.open(&who.name)?;
     let cur = match from {
         0 => RunState::default(),
         n => st.engine.state(run, Some(n - 1))?,

@@ -2,12 +2,12 @@
 //! (metadata, a creation before any turn, the turns a copy starts from). A thread's values,
 //! status, checkpoints, history and interrupts are views of its turns' folded states.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
 use axum::Json;
 use axum::extract::State;
-use axum::http::StatusCode;
-use axum::response::Response;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
 use chronicle_engine::Principal as Who;
 use chronicle_schemas::{RunId, SessionId};
 use chronicle_wire::langgraph::{
@@ -17,8 +17,9 @@ use chronicle_wire::langgraph::{
 use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
+use super::filter;
 use super::records::{self, ThreadRecord};
-use super::views::{self, Point, SUPERVISOR_GRAPH, ThreadRef};
+use super::views::{self, Point, SUPERVISOR_GRAPH, ThreadRef, Turns};
 use crate::auth::Principal;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Json as Body, Path, Unread};
@@ -29,7 +30,7 @@ use crate::openapi::{
 };
 use crate::state::{AppState, now};
 use chronicle_engine::RunState;
-use chronicle_wire::langgraph::Detail;
+use chronicle_wire::langgraph::{Detail, HISTORY_BYTES_MAX};
 
 /// A thread as read now: its record and its turns' states, oldest first (the copied ones
 /// first).
@@ -45,8 +46,9 @@ pub(crate) struct Loaded {
 }
 
 impl Loaded {
-    pub fn refs(&self) -> Vec<&RunState> {
-        self.turns.iter().collect()
+    /// Its turns as the tree LangGraph shows.
+    pub fn tree(&self) -> Turns<'_> {
+        Turns::new(self.turns.iter().collect(), self.own_from)
     }
 
     pub fn latest(&self) -> Option<&RunState> {
@@ -132,7 +134,13 @@ pub(crate) fn load(st: &AppState, who: &Who, thread: Uuid) -> ApiResult<Loaded> 
     };
     let mut turns = Vec::with_capacity(record.copied.len() + runs.len());
     for (run, seq) in &record.copied {
-        turns.push(st.engine.state(*run, Some(*seq))?);
+        // A copied turn whose thread was deleted since (or that `who` may no longer see) is
+        // gone from the copy too: a copy shares the turns, it does not keep them alive.
+        match st.engine.authorize(who, *run) {
+            Ok(()) => turns.push(st.engine.state(*run, Some(*seq))?),
+            Err(chronicle_engine::Error::RunNotFound(_)) => {}
+            Err(e) => return Err(e.into()),
+        }
     }
     let own_from = turns.len();
     for run in runs {
@@ -166,31 +174,57 @@ pub(crate) fn load(st: &AppState, who: &Who, thread: Uuid) -> ApiResult<Loaded> 
     })
 }
 
-/// The state `p` is shown with: its run folded up to the event before the run's next
-/// checkpoint (so what happened after it — an interrupt, the answer — belongs to it), or to
-/// the run's end for its last one.
+/// The state `p` is shown with: its turn's state now for its head; else its run folded up to
+/// the event before the run's next checkpoint (so what happened after it — an interrupt, the
+/// answer — belongs to it), or before the restore that ended its branch.
 pub(crate) fn state_at(st: &AppState, l: &Loaded, p: Point<'_>) -> ApiResult<RunState> {
     let turn = &l.turns[p.turn];
+    if turn.checkpoints.head.as_ref() == Some(&p.checkpoint.checkpoint_id) {
+        return Ok(turn.clone());
+    }
+    let run = turn.run_id.unwrap_or(RunId(Uuid::nil()));
     let next = turn
         .checkpoints
         .checkpoints
         .iter()
-        .map(|c| c.seq)
-        .filter(|&s| s > p.checkpoint.seq)
-        .min();
-    match next {
-        None => Ok(turn.clone()),
-        Some(seq) => {
-            let run = turn.run_id.unwrap_or(RunId(Uuid::nil()));
-            Ok(st.engine.state(run, Some(seq - 1))?)
+        .filter(|c| c.seq > p.checkpoint.seq)
+        .min_by_key(|c| c.seq);
+    let end = match next {
+        Some(c) if c.branch == p.checkpoint.branch => {
+            return Ok(st.engine.state(run, Some(c.seq - 1))?);
         }
-    }
+        Some(c) => c.seq,
+        None => turn.next_seq(),
+    };
+    // A restore came between: `p`'s branch ends before it.
+    let restored = st
+        .engine
+        .store()
+        .read_run(run, p.checkpoint.seq + 1, end.saturating_sub(1))
+        .find_map(|e| match e {
+            Ok(e) if matches!(e.event, chronicle_schemas::Event::RunRestored { .. }) => {
+                Some(Ok(e.seq))
+            }
+            Ok(_) => None,
+            Err(e) => Some(Err(e)),
+        })
+        .transpose()?;
+    let to = restored.unwrap_or(end).saturating_sub(1);
+    Ok(st.engine.state(run, Some(to))?)
 }
 
-/// The thread's state at `p`.
-pub(crate) fn state_of(st: &AppState, l: &Loaded, p: Point<'_>) -> ApiResult<ThreadState> {
+/// The thread's state at `p` (`turns`: `l.tree()`).
+pub(crate) fn state_of(
+    st: &AppState,
+    l: &Loaded,
+    turns: &Turns<'_>,
+    p: Point<'_>,
+) -> ApiResult<ThreadState> {
+    if p.is_input() {
+        return Ok(views::input_state(l.thread_ref(), turns, p));
+    }
     let at = state_at(st, l, p)?;
-    Ok(views::thread_state_at(l.thread_ref(), &l.refs(), p, &at))
+    Ok(views::thread_state_at(l.thread_ref(), turns, p, &at))
 }
 
 /// A thread with no checkpoint yet: empty values, no next node.
@@ -204,12 +238,12 @@ fn empty_state(thread: &str) -> Value {
 
 /// The thread as LangGraph shows it.
 pub(crate) fn view(st: &AppState, l: &Loaded) -> ApiResult<Thread> {
-    let refs = l.refs();
+    let turns = l.tree();
     let mut updated = l.record.updated_at;
-    let (values, interrupts) = match views::head(&refs) {
+    let (values, interrupts) = match views::head(&turns) {
         Some(p) => {
             updated = updated.max(p.checkpoint.at);
-            let s = state_of(st, l, p)?;
+            let s = state_of(st, l, &turns, p)?;
             let interrupts: BTreeMap<_, _> = s
                 .tasks
                 .into_iter()
@@ -232,18 +266,6 @@ pub(crate) fn view(st: &AppState, l: &Loaded) -> ApiResult<Thread> {
         error: None,
         interrupts,
     })
-}
-
-/// Does `have` contain `want` (JSON containment: every key of an object with a contained
-/// value, every element of an array in some element)?
-pub(crate) fn contains(have: &Value, want: &Value) -> bool {
-    match (have, want) {
-        (Value::Object(h), Value::Object(w)) => w
-            .iter()
-            .all(|(k, v)| h.get(k).is_some_and(|hv| contains(hv, v))),
-        (Value::Array(h), Value::Array(w)) => w.iter().all(|v| h.iter().any(|hv| contains(hv, v))),
-        _ => have == want,
-    }
 }
 
 /// A thread of `who`'s that is not written yet (its first run writes it): no turn, no metadata.
@@ -372,31 +394,50 @@ pub(crate) async fn delete(
         (status = 500, response = LgInternal), (status = 503, response = LgBusy),
         (status = 408, response = LgRequestTimeout), (status = 413, response = LgPayloadTooLarge),
         (status = 415, response = LgUnsupportedMediaType),
-        (status = 422, description = "A field of the wrong type, or a `limit` outside 1..=1000", body = Detail),
+        (status = 422, description = "A field of the wrong type, a `limit` outside 1..=1000, or a `metadata` or `values` filter over its bounds (256 JSON values, 8 levels, 16 KiB of keys and strings)", body = Detail),
     ))]
 pub(crate) async fn search(
     State(st): State<AppState>,
     Principal(who): Principal,
     Body(q): Body<ThreadSearch>,
 ) -> ApiResult<Response> {
+    // It reads and folds threads and matches filters: off the async workers.
+    tokio::task::spawn_blocking(move || search_threads(&st, &who, &q))
+        .await
+        .map_err(ApiError::internal)?
+}
+
+fn search_threads(st: &AppState, who: &Who, q: &ThreadSearch) -> ApiResult<Response> {
     let limit = super::page_limit(q.limit)?;
+    let metadata = q
+        .metadata
+        .as_ref()
+        .map(|m| filter::checked("metadata", m))
+        .transpose()?;
+    let values = q
+        .values
+        .as_ref()
+        .map(|v| filter::checked("values", v))
+        .transpose()?;
+    // An id that is not a UUID names no thread.
+    let ids: Option<HashSet<Uuid>> = q
+        .ids
+        .as_ref()
+        .map(|ids| ids.iter().filter_map(|i| Uuid::parse_str(i).ok()).collect());
     let sort = q.sort_by.unwrap_or(ThreadSort::UpdatedAt);
     let desc = q.sort_order.unwrap_or(SortOrder::Desc) == SortOrder::Desc;
     // What the records say is filtered (and, when it can be, sorted and paged) before any
     // thread's turns are read.
-    let mut candidates: Vec<ThreadRecord> = records::threads(st.engine.store(), &who)?
+    let mut candidates: Vec<ThreadRecord> = records::threads(st.engine.store(), who)?
         .into_iter()
         .filter(|r| {
-            q.metadata
+            metadata
                 .as_ref()
-                .is_none_or(|m| contains(&json!(r.metadata), &json!(m)))
-                && q.ids.as_ref().is_none_or(|ids| {
-                    ids.iter()
-                        .any(|i| i.eq_ignore_ascii_case(&r.thread_id.to_string()))
-                })
+                .is_none_or(|m| filter::contains(&json!(r.metadata), m))
+                && ids.as_ref().is_none_or(|ids| ids.contains(&r.thread_id))
         })
         .collect();
-    let by_record = q.status.is_none() && q.values.is_none() && sort != ThreadSort::Status;
+    let by_record = q.status.is_none() && values.is_none() && sort != ThreadSort::Status;
     let (total, offset) = if by_record {
         candidates.sort_by_key(|r| match sort {
             ThreadSort::ThreadId => (r.thread_id.to_string(), r.created_at),
@@ -415,17 +456,16 @@ pub(crate) async fn search(
     };
     let mut found = Vec::new();
     for r in candidates {
-        let l = match load(&st, &who, r.thread_id) {
+        let l = match load(st, who, r.thread_id) {
             Ok(l) => l,
             // Deleted through Chronicle's own API meanwhile.
             Err(e) if e.status == StatusCode::NOT_FOUND => continue,
             Err(e) => return Err(e),
         };
-        let t = view(&st, &l)?;
-        let keep = q
-            .values
+        let t = view(st, &l)?;
+        let keep = values
             .as_ref()
-            .is_none_or(|v| contains(&t.values, &json!(v)))
+            .is_none_or(|v| filter::contains(&t.values, v))
             && q.status.is_none_or(|s| s.as_str() == t.status);
         if keep {
             found.push(t);
@@ -462,18 +502,18 @@ pub(crate) async fn state(
     Path(thread): Path<String>,
 ) -> ApiResult<Json<Value>> {
     let l = load(&st, &who, uuid_of("thread_id", &thread)?)?;
-    let refs = l.refs();
-    Ok(Json(match views::head(&refs) {
-        Some(p) => json!(state_of(&st, &l, p)?),
+    let turns = l.tree();
+    Ok(Json(match views::head(&turns) {
+        Some(p) => json!(state_of(&st, &l, &turns, p)?),
         None => empty_state(&l.id),
     }))
 }
 
 /// [`point`], where an id that is not a UUID is not found either (it came in a body field that
 /// may hold any JSON).
-fn known_point<'a>(l: &'a Loaded, refs: &[&'a RunState], id: &str) -> ApiResult<Point<'a>> {
+fn known_point<'a>(l: &Loaded, turns: &Turns<'a>, id: &str) -> ApiResult<Point<'a>> {
     match uuid_of("checkpoint_id", id) {
-        Ok(_) => point(l, refs, id),
+        Ok(_) => point(l, turns, id),
         Err(_) => Err(ApiError::not_found(format!(
             "checkpoint {id:?} not found in thread {}",
             l.id
@@ -482,9 +522,9 @@ fn known_point<'a>(l: &'a Loaded, refs: &[&'a RunState], id: &str) -> ApiResult<
 }
 
 /// The point of `l` named by checkpoint id `id` (a UUID), else 404.
-pub(crate) fn point<'a>(l: &'a Loaded, refs: &[&'a RunState], id: &str) -> ApiResult<Point<'a>> {
+pub(crate) fn point<'a>(l: &Loaded, turns: &Turns<'a>, id: &str) -> ApiResult<Point<'a>> {
     let uuid = uuid_of("checkpoint_id", id)?;
-    views::find(refs, uuid)
+    views::find(turns, uuid)
         .ok_or_else(|| ApiError::not_found(format!("checkpoint {id} not found in thread {}", l.id)))
 }
 
@@ -534,11 +574,11 @@ pub(crate) async fn state_at_checkpoint_post(
 /// id that is none of them.
 fn state_at_id(st: &AppState, l: &Loaded, id: &str) -> ApiResult<Value> {
     uuid_of("checkpoint_id", id)?;
-    let refs = l.refs();
-    if views::head(&refs).is_none() {
+    let turns = l.tree();
+    if views::head(&turns).is_none() {
         return Ok(empty_state(&l.id));
     }
-    Ok(json!(state_of(st, l, point(l, &refs, id)?)?))
+    Ok(json!(state_of(st, l, &turns, point(l, &turns, id)?)?))
 }
 
 /// A checkpoint id given as a string, `{checkpoint_id}` or `{configurable: {checkpoint_id}}`.
@@ -556,45 +596,81 @@ pub(crate) fn checkpoint_id_in(v: &Value) -> Option<String> {
 #[utoipa::path(post, path = "/threads/{thread_id}/history", operation_id = "get_thread_history", tag = "langgraph", request_body = HistoryRequest, security(("bearer" = [])),
     params(("thread_id" = inline(LgUuid), Path, description = "The thread: a UUID")),
     responses(
-        (status = 200, description = "The thread's states at its checkpoints, all branches, newest first", body = Vec<ThreadState>),
+        (status = 200, description = "The thread's states at the checkpoints a client is shown (each turn's input, the end of each of its branches, where a restore parted them, and value updates), all branches, newest first; at most `limit` states and 4 MiB of JSON (at least one state): page on with `before`", body = Vec<ThreadState>),
         (status = 400, response = LgBadBody),
         (status = 401, response = LgUnauthorized), (status = 403, response = LgForbidden),
         (status = 500, response = LgInternal), (status = 503, response = LgBusy),
         (status = 408, response = LgRequestTimeout), (status = 413, response = LgPayloadTooLarge),
         (status = 415, response = LgUnsupportedMediaType),
         (status = 404, description = "No thread has this id, or `before` names no checkpoint of it", body = Detail),
-        (status = 422, description = "A `thread_id` that is not a UUID, a `limit` outside 1..=1000, or a `before` that names no checkpoint id", body = Detail),
+        (status = 422, description = "A `thread_id` that is not a UUID, a `limit` outside 1..=1000, a `metadata` filter over its bounds (256 JSON values, 8 levels, 16 KiB of keys and strings), or a `before` that names no checkpoint id", body = Detail),
     ))]
 pub(crate) async fn history(
     State(st): State<AppState>,
     Principal(who): Principal,
     Path(thread): Path<String>,
     Body(req): Body<HistoryRequest>,
-) -> ApiResult<Json<Vec<ThreadState>>> {
+) -> ApiResult<Response> {
+    // It folds a run once per state shown: off the async workers.
+    tokio::task::spawn_blocking(move || history_page(&st, &who, &thread, req))
+        .await
+        .map_err(ApiError::internal)?
+}
+
+/// One history page as JSON: at most `limit` states and [`HISTORY_BYTES_MAX`] bytes (but always
+/// one state when there is one), each state made and written out before the next is made.
+fn history_page(
+    st: &AppState,
+    who: &Who,
+    thread: &str,
+    req: HistoryRequest,
+) -> ApiResult<Response> {
     let limit = super::page_limit(req.limit)?;
-    let l = load(&st, &who, uuid_of("thread_id", &thread)?)?;
-    let refs = l.refs();
+    let want = req
+        .metadata
+        .as_ref()
+        .map(|m| filter::checked("metadata", m))
+        .transpose()?;
+    let l = load(st, who, uuid_of("thread_id", thread)?)?;
+    let turns = l.tree();
     // A `before` that names no checkpoint id (`null`, `{}`) sets no bound.
     let before = match req.before.as_ref().and_then(checkpoint_id_in) {
         None => None,
-        Some(id) => Some(known_point(&l, &refs, &id)?.uuid(&refs)),
+        Some(id) => Some(known_point(&l, &turns, &id)?.uuid(&turns)),
     };
-    let points = views::history(&refs, usize::MAX, before).unwrap_or_default();
-    let want = req.metadata.map(Value::Object);
-    let mut out = Vec::new();
+    let points = views::history(&turns, before).unwrap_or_default();
+    let mut body = b"[".to_vec();
+    let mut shown = 0;
     for p in points {
-        let s = state_of(&st, &l, p)?;
+        let s = state_of(st, &l, &turns, p)?;
         if want
             .as_ref()
-            .is_none_or(|w| contains(&json!(s.metadata), w))
+            .is_some_and(|w| !filter::contains(&json!(s.metadata), w))
         {
-            out.push(s);
-            if out.len() == limit {
-                break;
-            }
+            continue;
+        }
+        let json = serde_json::to_vec(&s).map_err(ApiError::internal)?;
+        if shown > 0 && body.len() + 1 + json.len() + 1 > HISTORY_BYTES_MAX {
+            break;
+        }
+        if shown > 0 {
+            body.push(b',');
+        }
+        body.extend_from_slice(&json);
+        shown += 1;
+        if shown == limit {
+            break;
         }
     }
-    Ok(Json(out))
+    body.push(b']');
+    Ok((
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        body,
+    )
+        .into_response())
 }
 
 #[utoipa::path(post, path = "/threads/{thread_id}/copy", operation_id = "copy_thread", tag = "langgraph", security(("bearer" = [])),
@@ -615,12 +691,20 @@ pub(crate) async fn copy(
     _body: Unread,
 ) -> ApiResult<Json<Thread>> {
     let l = load(&st, &who, uuid_of("thread_id", &thread)?)?;
-    let mut copied = l.record.copied.clone();
-    copied.extend(
-        l.turns[l.own_from..]
-            .iter()
-            .filter_map(|s| Some((s.run_id?, s.last_seq?))),
-    );
+    // The conversation as its head shows it: the turns of the head's branch (a copy's turns
+    // follow one another).
+    let turns = l.tree();
+    let branch = match turns.states().len().checked_sub(1) {
+        Some(newest) => turns.chain(newest),
+        None => Vec::new(),
+    };
+    let copied = branch
+        .into_iter()
+        .filter_map(|t| {
+            let s = turns.states()[t];
+            Some((s.run_id?, s.last_seq?))
+        })
+        .collect();
     let mut record = new_record(&who, Uuid::new_v4(), l.record.metadata.clone());
     record.copied = copied;
     records::put_thread(st.engine.store(), &record)?;
@@ -638,7 +722,7 @@ pub(crate) async fn copy(
         (status = 415, response = LgUnsupportedMediaType),
         (status = 404, response = LgThreadNotFound),
         (status = 409, description = "The thread has no turn yet, its latest turn is running, a `checkpoint` that is not the head, or `values` naming a key of the workflow's own state (commands change those)", body = Detail),
-        (status = 422, description = "A `thread_id` that is not a UUID, empty `values`, or an `as_node` that is not a node of the graph", body = Detail),
+        (status = 422, description = "A `thread_id` that is not a UUID, empty `values`, values that would make the thread's values more than 256 KiB of JSON in all, or an `as_node` that is not a node of the graph", body = Detail),
         (status = 500, response = LgInternal), (status = 503, response = LgBusy),
         (status = 507, response = LgInsufficientStorage),
     ))]
@@ -658,14 +742,14 @@ pub(crate) async fn update_state(
             super::assistants::SUPERVISOR_NODES.join(", ")
         )));
     }
-    let refs = l.refs();
+    let turns = l.tree();
     let named = req
         .checkpoint
         .as_ref()
         .and_then(checkpoint_id_in)
         .or(req.checkpoint_id.clone());
     if let Some(id) = named
-        && Some(known_point(&l, &refs, &id)?) != views::head(&refs)
+        && Some(known_point(&l, &turns, &id)?) != views::head(&turns)
     {
         return Err(ApiError::conflict(
             "updates go to the thread's head: the checkpoint named is an older one",

@@ -8,8 +8,11 @@
 //! message list by id and would duplicate messages whose ids changed).
 
 use chronicle_projections::RunState;
+use std::collections::HashSet;
+
 use chronicle_schemas::{
-    Approval, ApprovalId, Checkpoint, Decision, HitlMode, RunId, RunStatus, TodoStatus,
+    Approval, ApprovalId, Checkpoint, CheckpointId, Decision, Follows, HitlMode, RunId, RunStatus,
+    TodoStatus,
 };
 use chronicle_wire::answer_text;
 use chronicle_wire::langgraph::{
@@ -54,9 +57,14 @@ fn derived(run_id: RunId, what: &str) -> Uuid {
     Uuid::new_v5(&ID_NAMESPACE, format!("{}/{what}", run_id.0).as_bytes())
 }
 
-/// The id of a turn's answer message (its live chunks carry it too).
-pub fn answer_message_id(run_id: RunId) -> String {
-    derived_str(run_id, "answer")
+/// The id of a turn's answer message (its live chunks carry it too), made on the run's
+/// `branch` (the restores before it): an answer made again after a restore is another message,
+/// which a client shows beside the one it replaced.
+pub fn answer_message_id(run_id: RunId, branch: u32) -> String {
+    match branch {
+        0 => derived_str(run_id, "answer"),
+        n => derived_str(run_id, &format!("answer/{n}")),
+    }
 }
 
 fn derived_str(run_id: RunId, what: &str) -> String {
@@ -105,7 +113,7 @@ fn turn_messages(state: &RunState, given: &GivenIds) -> Vec<Message> {
     if let Some(answer) = &s.final_response {
         out.push(Message::new(
             "ai",
-            answer_message_id(run),
+            answer_message_id(run, state.checkpoints.branch),
             Value::String(answer_text(answer)),
         ));
     }
@@ -222,6 +230,108 @@ pub struct ThreadRef<'a> {
     pub given: &'a GivenIds,
 }
 
+/// A thread's turns as LangGraph shows them: a tree. Each turn follows an earlier one (the one
+/// before it, or the one it was branched from: its run's `follows`), and of each turn's
+/// checkpoints a client is shown those that matter to it:
+///
+/// - its first, as LangGraph's `input` checkpoint: the thread as the turn found it, its
+///   question not yet in `messages` (so a client that edits the question runs from there);
+/// - the end of each of its branches (its head, and where a restore left an older branch);
+/// - each checkpoint it was restored to (where its branches part);
+/// - each checkpoint a person's value update made.
+///
+/// So a finished turn is two checkpoints, and the few a client's history window holds reach
+/// back over several turns. The steps between are Chronicle's own checkpoints: still found by
+/// id, and listed in full by Chronicle's checkpoint routes.
+#[derive(Clone, Debug)]
+pub struct Turns<'a> {
+    states: Vec<&'a RunState>,
+    parents: Vec<Option<usize>>,
+    shown: Vec<HashSet<&'a CheckpointId>>,
+}
+
+impl<'a> Turns<'a> {
+    /// The turns of a thread, oldest first; the first `copied` were copied from another thread
+    /// (each follows the one before it).
+    pub fn new(states: Vec<&'a RunState>, copied: usize) -> Self {
+        let mut parents = Vec::with_capacity(states.len());
+        for (i, s) in states.iter().enumerate() {
+            let previous = i.checked_sub(1);
+            let parent = match s.supervisor.config.follows {
+                _ if i < copied => previous,
+                Follows::Previous => previous,
+                Follows::Turn(run) => states[..i].iter().rposition(|t| t.run_id == Some(run)),
+                Follows::Start => None,
+            };
+            parents.push(parent);
+        }
+        let shown = states.iter().map(|s| shown(&s.checkpoints)).collect();
+        Turns {
+            states,
+            parents,
+            shown,
+        }
+    }
+
+    pub fn states(&self) -> &[&'a RunState] {
+        &self.states
+    }
+
+    /// The turn `turn` follows, if any.
+    pub fn parent_turn(&self, turn: usize) -> Option<usize> {
+        self.parents[turn]
+    }
+
+    /// The turns `turn` follows, oldest first, and `turn` itself: its branch of the
+    /// conversation.
+    pub fn chain(&self, turn: usize) -> Vec<usize> {
+        let mut chain = vec![turn];
+        let mut cur = turn;
+        while let Some(up) = self.parents[cur] {
+            chain.push(up);
+            cur = up;
+        }
+        chain.reverse();
+        chain
+    }
+
+    /// Is `p` one of the checkpoints a client is shown?
+    pub fn is_shown(&self, p: Point<'_>) -> bool {
+        self.shown[p.turn].contains(&p.checkpoint.checkpoint_id)
+    }
+}
+
+/// The checkpoints of one turn a client is shown (see [`Turns`]).
+fn shown(list: &chronicle_projections::CheckpointList) -> HashSet<&CheckpointId> {
+    let mut shown = HashSet::new();
+    let mut parents = HashSet::new();
+    for c in &list.checkpoints {
+        match c.parent.as_ref().and_then(|id| list.get(id)) {
+            None => {
+                shown.insert(&c.checkpoint_id);
+            }
+            Some(parent) => {
+                parents.insert(&parent.checkpoint_id);
+                if parent.branch != c.branch {
+                    shown.insert(&parent.checkpoint_id);
+                }
+            }
+        }
+        if c.update {
+            shown.insert(&c.checkpoint_id);
+        }
+    }
+    for c in &list.checkpoints {
+        if !parents.contains(&c.checkpoint_id) {
+            shown.insert(&c.checkpoint_id);
+        }
+    }
+    if let Some(head) = &list.head {
+        shown.insert(head);
+    }
+    shown
+}
+
 /// A checkpoint of a thread: the turn it belongs to (index into the turns, oldest first) and
 /// the checkpoint.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -231,16 +341,21 @@ pub struct Point<'a> {
 }
 
 impl Point<'_> {
-    fn run(&self, turns: &[&RunState]) -> RunId {
-        run_of(turns[self.turn])
+    fn run(&self, turns: &Turns<'_>) -> RunId {
+        run_of(turns.states[self.turn])
     }
 
     /// The checkpoint's LangGraph id.
-    pub fn uuid(&self, turns: &[&RunState]) -> Uuid {
+    pub fn uuid(&self, turns: &Turns<'_>) -> Uuid {
         checkpoint_uuid(self.run(turns), &self.checkpoint.checkpoint_id)
     }
 
-    fn wire(&self, turns: &[&RunState], thread_id: &str) -> LgCheckpoint {
+    /// Is it its turn's first checkpoint, shown as the turn's `input`?
+    pub fn is_input(&self) -> bool {
+        self.checkpoint.parent.is_none()
+    }
+
+    fn wire(&self, turns: &Turns<'_>, thread_id: &str) -> LgCheckpoint {
         LgCheckpoint {
             checkpoint_id: self.uuid(turns).to_string(),
             thread_id: thread_id.to_owned(),
@@ -249,40 +364,42 @@ impl Point<'_> {
     }
 }
 
-/// The checkpoint before `p` on its branch; a turn's first checkpoint follows the previous
-/// turn's last (its head: the newest checkpoint of its effective history).
-pub fn parent<'a>(turns: &[&'a RunState], p: Point<'a>) -> Option<Point<'a>> {
-    if let Some(id) = &p.checkpoint.parent {
-        let checkpoint = turns[p.turn].checkpoints.get(id)?;
-        return Some(Point {
+/// The shown checkpoint before `p` on its branch; a turn's input follows the head of the turn
+/// it follows.
+pub fn parent<'a>(turns: &Turns<'a>, p: Point<'a>) -> Option<Point<'a>> {
+    let list = &turns.states[p.turn].checkpoints;
+    let mut cur = p.checkpoint;
+    while let Some(id) = &cur.parent {
+        cur = list.get(id)?;
+        let up = Point {
             turn: p.turn,
-            checkpoint,
-        });
+            checkpoint: cur,
+        };
+        if turns.is_shown(up) {
+            return Some(up);
+        }
     }
-    let turn = p.turn.checked_sub(1)?;
-    let prev = &turns[turn].checkpoints;
-    let checkpoint = prev.get(prev.head.as_ref()?)?;
-    Some(Point { turn, checkpoint })
+    turn_head(turns, turns.parents[p.turn]?)
 }
 
-/// `update` for one made by a state update, `input` for a run's first checkpoint, `fork` for the
-/// first after a restore (its parent lies on an earlier branch), else `loop`.
-pub fn source(turns: &[&RunState], p: Point<'_>) -> &'static str {
+/// `update` for one made by a state update, `input` for a turn's first checkpoint, `fork` for
+/// the first shown after a restore (its parent lies on an earlier branch), else `loop`.
+pub fn source(turns: &Turns<'_>, p: Point<'_>) -> &'static str {
     if p.checkpoint.update {
         return "update";
     }
-    let Some(parent_id) = &p.checkpoint.parent else {
+    if p.is_input() {
         return "input";
-    };
-    match turns[p.turn].checkpoints.get(parent_id) {
-        Some(parent) if parent.branch != p.checkpoint.branch => "fork",
+    }
+    match parent(turns, p) {
+        Some(up) if up.turn == p.turn && up.checkpoint.branch != p.checkpoint.branch => "fork",
         _ => "loop",
     }
 }
 
-/// LangGraph's step: the number of checkpoints before this one on the thread's path, minus one
+/// LangGraph's step: the number of shown checkpoints before this one on its branch, minus one
 /// (the thread's first checkpoint, its input, is step -1).
-fn step(turns: &[&RunState], p: Point<'_>) -> i64 {
+fn step(turns: &Turns<'_>, p: Point<'_>) -> i64 {
     let mut n = -1;
     let mut cur = p;
     while let Some(up) = parent(turns, cur) {
@@ -326,46 +443,59 @@ pub fn next_nodes(node: &str, at: &RunState) -> Vec<String> {
     vec![next.to_owned()]
 }
 
-/// The thread's state at checkpoint `p`. `turns` are the thread's turns' current states, oldest
-/// first; `at` is the state of `p`'s run folded up to `p` (the latest state for a run's head).
-/// Its messages are the earlier turns' and `at`'s own.
+fn task(run: RunId, p: Point<'_>, name: &str, interrupts: &[Interrupt]) -> Task {
+    Task {
+        id: derived_str(run, &format!("task/{}/{name}", p.checkpoint.checkpoint_id)),
+        name: name.to_owned(),
+        path: vec![json!("__pregel_pull"), json!(name)],
+        error: None,
+        interrupts: interrupts.to_vec(),
+        checkpoint: None,
+        state: None,
+        result: None,
+    }
+}
+
+fn metadata(thread: ThreadRef<'_>, turns: &Turns<'_>, p: Point<'_>) -> CheckpointMetadata {
+    CheckpointMetadata {
+        source: source(turns, p).to_owned(),
+        step: step(turns, p),
+        parents: Map::new(),
+        run_id: p.run(turns).0.to_string(),
+        graph_id: SUPERVISOR_GRAPH.to_owned(),
+        assistant_id: thread.assistant_id.to_owned(),
+        thread_id: thread.thread_id.to_owned(),
+    }
+}
+
+/// The thread's state at checkpoint `p`, which is not a turn's input ([`input_state`] is
+/// that). `at` is the state of `p`'s run folded up to `p` (the latest state for a turn's head).
+/// Its messages are those of the turns `p`'s turn follows, then `at`'s own.
 pub fn thread_state_at(
     thread: ThreadRef<'_>,
-    turns: &[&RunState],
+    turns: &Turns<'_>,
     p: Point<'_>,
     at: &RunState,
 ) -> ThreadState {
     let run = p.run(turns);
-    let mut history: Vec<&RunState> = turns[..p.turn].to_vec();
+    let mut history: Vec<&RunState> = turns
+        .chain(p.turn)
+        .into_iter()
+        .filter(|&t| t != p.turn)
+        .map(|t| turns.states[t])
+        .collect();
     history.push(at);
     let pending = interrupts(at);
     let next = next_nodes(&p.checkpoint.node, at);
     let tasks = next
         .iter()
-        .map(|name| Task {
-            id: derived_str(run, &format!("task/{}/{name}", p.checkpoint.checkpoint_id)),
-            name: name.clone(),
-            path: vec![json!("__pregel_pull"), json!(name)],
-            error: None,
-            interrupts: pending.clone(),
-            checkpoint: None,
-            state: None,
-            result: None,
-        })
+        .map(|name| task(run, p, name, &pending))
         .collect();
     ThreadState {
         values: values(at, &messages(&history, thread.given)),
         next,
         tasks,
-        metadata: CheckpointMetadata {
-            source: source(turns, p).to_owned(),
-            step: step(turns, p),
-            parents: Map::new(),
-            run_id: run.0.to_string(),
-            graph_id: SUPERVISOR_GRAPH.to_owned(),
-            assistant_id: thread.assistant_id.to_owned(),
-            thread_id: thread.thread_id.to_owned(),
-        },
+        metadata: metadata(thread, turns, p),
         created_at: p.checkpoint.at.to_string(),
         checkpoint: p.wire(turns, thread.thread_id),
         parent_checkpoint: parent(turns, p).map(|q| q.wire(turns, thread.thread_id)),
@@ -373,21 +503,60 @@ pub fn thread_state_at(
     }
 }
 
-/// The thread's head: the latest turn's newest checkpoint on its effective history.
-pub fn head<'a>(turns: &[&'a RunState]) -> Option<Point<'a>> {
-    let turn = turns.len().checked_sub(1)?;
-    let list = &turns[turn].checkpoints;
+/// The thread's state at a turn's input `p`: the values of the turn it follows as that turn
+/// ended (no pending interrupt: the new turn's input comes first), `{"messages": []}` for a
+/// first turn; next, the graph's start.
+pub fn input_state(thread: ThreadRef<'_>, turns: &Turns<'_>, p: Point<'_>) -> ThreadState {
+    let values = match turns.parents[p.turn] {
+        None => json!({"messages": []}),
+        Some(up) => {
+            let chain: Vec<&RunState> = turns
+                .chain(up)
+                .into_iter()
+                .map(|t| turns.states[t])
+                .collect();
+            let mut v = values(turns.states[up], &messages(&chain, thread.given));
+            if let Value::Object(m) = &mut v {
+                m.remove("__interrupt__");
+            }
+            v
+        }
+    };
+    let run = p.run(turns);
+    ThreadState {
+        values,
+        next: vec![START.to_owned()],
+        tasks: vec![task(run, p, START, &[])],
+        metadata: metadata(thread, turns, p),
+        created_at: p.checkpoint.at.to_string(),
+        checkpoint: p.wire(turns, thread.thread_id),
+        parent_checkpoint: parent(turns, p).map(|q| q.wire(turns, thread.thread_id)),
+        interrupts: Vec::new(),
+    }
+}
+
+/// The graph's start node: what runs next from a turn's input.
+const START: &str = "__start__";
+
+/// The head of turn `turn`: its newest checkpoint on its effective history.
+pub fn turn_head<'a>(turns: &Turns<'a>, turn: usize) -> Option<Point<'a>> {
+    let list = &turns.states.get(turn)?.checkpoints;
     let checkpoint = list.get(list.head.as_ref()?)?;
     Some(Point { turn, checkpoint })
 }
 
-/// Finds a checkpoint of the thread by its LangGraph id.
-pub fn find<'a>(turns: &[&'a RunState], id: Uuid) -> Option<Point<'a>> {
+/// The thread's head: the latest turn's head.
+pub fn head<'a>(turns: &Turns<'a>) -> Option<Point<'a>> {
+    turn_head(turns, turns.states.len().checked_sub(1)?)
+}
+
+/// Finds a checkpoint of the thread by its LangGraph id, shown or not.
+pub fn find<'a>(turns: &Turns<'a>, id: Uuid) -> Option<Point<'a>> {
     all_newest_first(turns).find(|p| p.uuid(turns) == id)
 }
 
-fn all_newest_first<'a, 'b>(turns: &'b [&'a RunState]) -> impl Iterator<Item = Point<'a>> + 'b {
-    turns.iter().enumerate().rev().flat_map(|(turn, s)| {
+fn all_newest_first<'a, 'b>(turns: &'b Turns<'a>) -> impl Iterator<Item = Point<'a>> + 'b {
+    turns.states.iter().enumerate().rev().flat_map(|(turn, s)| {
         s.checkpoints
             .checkpoints
             .iter()
@@ -396,19 +565,15 @@ fn all_newest_first<'a, 'b>(turns: &'b [&'a RunState]) -> impl Iterator<Item = P
     })
 }
 
-/// The checkpoints a history page shows: every checkpoint of the thread, all branches, newest
+/// The checkpoints a history shows: the shown checkpoints of every turn, all branches, newest
 /// first (later turns first, then log order backwards), only those older than `before` when
-/// given, at most `limit`. `None` when `before` names no checkpoint of the thread.
-pub fn history<'a>(
-    turns: &[&'a RunState],
-    limit: usize,
-    before: Option<Uuid>,
-) -> Option<Vec<Point<'a>>> {
+/// given (which may name any checkpoint of the thread). `None` when `before` names none.
+pub fn history<'a>(turns: &Turns<'a>, before: Option<Uuid>) -> Option<Vec<Point<'a>>> {
     let mut all = all_newest_first(turns).peekable();
     if let Some(before) = before {
         all.by_ref().find(|p| p.uuid(turns) == before)?;
     }
-    Some(all.take(limit).collect())
+    Some(all.filter(|p| turns.is_shown(*p)).collect())
 }
 
 /// One decision read from a `command.resume` value.

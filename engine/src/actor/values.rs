@@ -30,6 +30,11 @@ static OWN_KEYS: LazyLock<BTreeSet<String>> = LazyLock::new(|| {
         .collect()
 });
 
+/// The most bytes of JSON the values set on one run may hold in all. Every state of the run
+/// (and of a LangGraph thread, at each of its checkpoints) carries them, so they are bounded as
+/// a whole, not only per update.
+pub const VALUES_BYTES_MAX: usize = 256 * 1024;
+
 /// Refuses values that set nothing or touch the workflow's own state.
 fn check(values: &Map<String, Value>) -> Result<()> {
     if values.is_empty() {
@@ -39,6 +44,27 @@ fn check(values: &Map<String, Value>) -> Result<()> {
         Some(key) => Err(Error::OwnStateKey(key.clone())),
         None => Ok(()),
     }
+}
+
+/// Refuses values that would make the run's values (`now`, merged with them as the projection
+/// merges them) larger than [`VALUES_BYTES_MAX`].
+fn check_size(now: &Map<String, Value>, values: &Map<String, Value>) -> Result<()> {
+    let mut merged = now.clone();
+    for (key, value) in values {
+        if value.is_null() {
+            merged.remove(key);
+        } else {
+            merged.insert(key.clone(), value.clone());
+        }
+    }
+    let bytes = serde_json::to_vec(&merged).map_or(usize::MAX, |b| b.len());
+    if bytes > VALUES_BYTES_MAX {
+        return Err(Error::ValuesTooLarge {
+            bytes,
+            max: VALUES_BYTES_MAX,
+        });
+    }
+    Ok(())
 }
 
 impl RunActor {
@@ -54,6 +80,7 @@ impl RunActor {
         if !crate::runs::is_settled(self.state()) {
             return Err(Error::RunBusy(self.live.run_id()));
         }
+        check_size(&self.state().supervisor.values, &values)?;
         let node = as_node.as_deref().unwrap_or(UPDATE_NODE);
         let id = next_checkpoint_id(self.state());
         let saved = checkpoint(self.state(), node, 0);
@@ -95,5 +122,21 @@ mod tests {
         }
         assert!(matches!(check(&Map::new()), Err(Error::NoValues)));
         assert!(check(&map(serde_json::json!({"note": null}))).is_ok());
+    }
+
+    #[test]
+    fn the_values_are_bounded_as_a_whole_and_removing_makes_room() {
+        // `{"a":"…"}` is 8 bytes of JSON around the string.
+        let fill = |key: &str, bytes: usize| map(serde_json::json!({ key: "x".repeat(bytes - 8) }));
+        let full = fill("a", VALUES_BYTES_MAX);
+        assert!(check_size(&Map::new(), &full).is_ok());
+        let e = check_size(&full, &map(serde_json::json!({"b": 1}))).unwrap_err();
+        assert!(
+            matches!(e, Error::ValuesTooLarge { bytes, max } if bytes == VALUES_BYTES_MAX + 6 && max == VALUES_BYTES_MAX),
+            "{e}"
+        );
+        // Replacing or removing a key is measured after the merge.
+        assert!(check_size(&full, &fill("a", 100)).is_ok());
+        assert!(check_size(&full, &map(serde_json::json!({"a": null, "b": 1}))).is_ok());
     }
 }

@@ -241,8 +241,8 @@ fn thread_status_follows_the_latest_turn() {
     assert_eq!(thread_status(Some(&fold(RUN_A, ev))), ThreadStatus::Idle);
 }
 
-fn point<'a>(turns: &[&'a RunState], turn: usize, cp: &str) -> Point<'a> {
-    let checkpoint = turns[turn]
+fn point<'a>(turns: &Turns<'a>, turn: usize, cp: &str) -> Point<'a> {
+    let checkpoint = turns.states()[turn]
         .checkpoints
         .get(&CheckpointId(cp.into()))
         .expect("the checkpoint exists");
@@ -254,60 +254,101 @@ fn at(run: RunId, cp: &str) -> RunState {
     fold(run, until(checkpoint_named(cp)))
 }
 
+fn uuid_of(run: RunId, cp: &str) -> String {
+    checkpoint_uuid(run, &CheckpointId(cp.into())).to_string()
+}
+
+/// Which checkpoints a history shows, newest first: `(turn, checkpoint id)`.
+fn shown_points(turns: &Turns<'_>, before: Option<Uuid>) -> Vec<(usize, String)> {
+    history(turns, before)
+        .unwrap()
+        .iter()
+        .map(|p| (p.turn, p.checkpoint.checkpoint_id.0.clone()))
+        .collect()
+}
+
+fn names(want: &[(usize, &str)]) -> Vec<(usize, String)> {
+    want.iter().map(|(t, s)| (*t, (*s).to_owned())).collect()
+}
+
 #[test]
-fn a_turns_first_checkpoint_is_its_input_and_follows_the_previous_turn() {
+fn a_turns_input_is_the_thread_before_its_question_and_follows_the_previous_head() {
     let a = fold(RUN_A, scenario_1_events());
     let b = fold(RUN_B, scenario_1_events());
-    let turns = [&a, &b];
-    let first = point(&turns, 1, "cp_001");
-    let s = thread_state_at(THREAD, &turns, first, &at(RUN_B, "cp_001"));
+    let turns = Turns::new(vec![&a, &b], 0);
+    let input = point(&turns, 1, "cp_001");
+    assert!(input.is_input());
+    let s = input_state(THREAD, &turns, input);
     assert_eq!(s.metadata.source, "input");
-    let parent = s
-        .parent_checkpoint
-        .expect("the previous turn's last checkpoint");
     assert_eq!(
-        parent.checkpoint_id,
-        checkpoint_uuid(RUN_A, &CheckpointId("cp_010".into())).to_string()
+        s.parent_checkpoint
+            .expect("the previous turn's head")
+            .checkpoint_id,
+        uuid_of(RUN_A, "cp_010")
     );
-    assert_eq!(parent.thread_id, THREAD.thread_id);
-    assert_eq!(s.metadata.step, 9, "ten checkpoints before it");
+    assert_eq!(
+        s.metadata.step, 1,
+        "the first turn's input and head before it"
+    );
     assert_eq!(s.metadata.run_id, RUN_B.0.to_string());
     assert_eq!(s.metadata.graph_id, "supervisor");
     assert_eq!(s.metadata.assistant_id, THREAD.assistant_id);
-    assert_eq!(s.next, ["analyze_intent"]);
-    assert_eq!(s.tasks[0].name, "analyze_intent");
+    assert_eq!(s.next, ["__start__"]);
+    assert_eq!(s.tasks[0].name, "__start__");
     assert!(s.interrupts.is_empty() && s.tasks[0].interrupts.is_empty());
-    // Its messages: the first turn's, then this turn's question.
+    // The values are the first turn's, as it ended: this turn's question is still to come.
     let ms = s.values["messages"].as_array().unwrap();
-    assert_eq!(ms.len(), 7);
-    assert_eq!(ms[6]["type"], "human");
+    assert_eq!(ms.len(), 6);
+    assert_eq!(s.values["query"], json!(a.supervisor.query));
 
-    let thread_first = thread_state_at(
-        THREAD,
-        &turns,
-        point(&turns, 0, "cp_001"),
-        &at(RUN_A, "cp_001"),
+    let first = input_state(THREAD, &turns, point(&turns, 0, "cp_001"));
+    assert_eq!(first.metadata.step, -1);
+    assert_eq!(first.parent_checkpoint, None);
+    assert_eq!(first.values, json!({"messages": []}));
+    // The question comes in the turn's next shown checkpoint, its head: its parent is the input.
+    let head_b = head(&turns).unwrap();
+    let hs = thread_state_at(THREAD, &turns, head_b, &b);
+    assert_eq!(hs.metadata.source, "loop");
+    assert_eq!(hs.metadata.step, 2);
+    assert_eq!(hs.parent_checkpoint.unwrap(), s.checkpoint);
+    assert_eq!(hs.values["messages"].as_array().unwrap().len(), 12);
+    assert_eq!(hs.checkpoint.checkpoint_ns, "");
+    assert!(hs.created_at.starts_with("2025-10-05T10:00:"));
+}
+
+#[test]
+fn a_finished_turn_shows_its_input_and_its_head_and_the_rest_is_found_by_id() {
+    let a = fold(RUN_A, scenario_1_events());
+    let w = fold(RUN_B, waiting());
+    let turns = Turns::new(vec![&a, &w], 0);
+    assert_eq!(
+        shown_points(&turns, None),
+        names(&[(1, "cp_003"), (1, "cp_001"), (0, "cp_010"), (0, "cp_001")])
     );
-    assert_eq!(thread_first.metadata.step, -1);
-    assert_eq!(thread_first.parent_checkpoint, None);
-    let later = thread_state_at(
-        THREAD,
-        &turns,
-        point(&turns, 0, "cp_002"),
-        &at(RUN_A, "cp_002"),
+    // A checkpoint that is not shown is still found, and its parent is the shown one before it.
+    let hidden = point(&turns, 0, "cp_005");
+    assert!(!turns.is_shown(hidden));
+    assert_eq!(find(&turns, hidden.uuid(&turns)), Some(hidden));
+    assert_eq!(parent(&turns, hidden), Some(point(&turns, 0, "cp_001")));
+    let s = thread_state_at(THREAD, &turns, hidden, &at(RUN_A, "cp_005"));
+    assert_eq!(s.metadata.step, 0);
+    // `before` may name any checkpoint: the page goes on with the shown ones older than it.
+    assert_eq!(
+        shown_points(&turns, Some(hidden.uuid(&turns))),
+        names(&[(0, "cp_001")])
     );
-    assert_eq!(later.metadata.source, "loop");
-    assert_eq!(later.metadata.step, 0);
-    assert_eq!(later.parent_checkpoint.unwrap(), thread_first.checkpoint);
-    assert_eq!(later.checkpoint.checkpoint_ns, "");
-    assert_eq!(later.created_at, later.created_at.trim());
-    assert!(later.created_at.starts_with("2025-10-05T10:00:"));
+    assert_eq!(
+        shown_points(&turns, Some(point(&turns, 1, "cp_001").uuid(&turns))),
+        names(&[(0, "cp_010"), (0, "cp_001")])
+    );
+    assert_eq!(history(&turns, Some(Uuid::nil())), None);
+    assert_eq!(find(&turns, Uuid::nil()), None);
 }
 
 #[test]
 fn a_waiting_head_has_the_approval_next_with_its_interrupts() {
     let w = fold(RUN_A, waiting());
-    let turns = [&w];
+    let turns = Turns::new(vec![&w], 0);
     let head = head(&turns).unwrap();
     assert_eq!(head.checkpoint.checkpoint_id.as_str(), "cp_003");
     let s = thread_state_at(THREAD, &turns, head, &w);
@@ -326,7 +367,7 @@ fn a_waiting_head_has_the_approval_next_with_its_interrupts() {
 #[test]
 fn next_follows_the_supervisor_graph_and_is_empty_when_finished() {
     let done = fold(RUN_A, scenario_1_events());
-    let turns = [&done];
+    let turns = Turns::new(vec![&done], 0);
     let s = thread_state_at(THREAD, &turns, head(&turns).unwrap(), &done);
     assert_eq!(s.next, Vec::<String>::new());
     assert!(s.tasks.is_empty());
@@ -365,53 +406,84 @@ fn restored(run: RunId) -> RunState {
 }
 
 #[test]
-fn the_first_checkpoint_after_a_restore_is_a_fork_of_the_restored_one() {
-    let r = restored(RUN_A);
-    let turns = [&r];
-    let fork = point(&turns, 0, "cp_006");
+fn a_restore_shows_where_the_branches_part_and_where_each_ends() {
+    let a = fold(RUN_A, scenario_1_events());
+    let r = restored(RUN_B);
+    let turns = Turns::new(vec![&a, &r], 0);
+    assert_eq!(
+        shown_points(&turns, None),
+        names(&[
+            (1, "cp_006"),
+            (1, "cp_005"),
+            (1, "cp_003"),
+            (1, "cp_001"),
+            (0, "cp_010"),
+            (0, "cp_001"),
+        ]),
+        "the new branch's head, the old branch's end, the restored checkpoint, the input"
+    );
+    let fork = point(&turns, 1, "cp_006");
+    assert_eq!(head(&turns).unwrap(), fork);
     assert_eq!(source(&turns, fork), "fork");
     let s = thread_state_at(THREAD, &turns, fork, &r);
     assert_eq!(s.metadata.source, "fork");
     assert_eq!(
         s.parent_checkpoint.unwrap().checkpoint_id,
-        checkpoint_uuid(RUN_A, &CheckpointId("cp_003".into())).to_string()
+        uuid_of(RUN_B, "cp_003")
     );
-    assert_eq!(s.metadata.step, 2, "cp_001, cp_002, cp_003 before it");
-    // The abandoned branch keeps its own parents.
-    assert_eq!(source(&turns, point(&turns, 0, "cp_005")), "loop");
-    assert_eq!(head(&turns).unwrap(), fork);
+    assert_eq!(s.metadata.step, 3, "after a's two, b's input and cp_003");
+    // The abandoned branch ends at cp_005, which follows cp_003 on its own branch.
+    let old = point(&turns, 1, "cp_005");
+    assert_eq!(source(&turns, old), "loop");
+    assert_eq!(parent(&turns, old), Some(point(&turns, 1, "cp_003")));
 }
 
-#[test]
-fn history_lists_every_checkpoint_newest_first_with_paging() {
-    let a = fold(RUN_A, scenario_1_events());
-    let r = restored(RUN_B);
-    let turns = [&a, &r];
-    let all = history(&turns, 1000, None).unwrap();
-    let names: Vec<(usize, &str)> = all
-        .iter()
-        .map(|p| (p.turn, p.checkpoint.checkpoint_id.as_str()))
-        .collect();
-    let mut want: Vec<(usize, String)> = (1..=6).rev().map(|n| (1, format!("cp_{n:03}"))).collect();
-    want.extend((1..=10).rev().map(|n| (0, format!("cp_{n:03}"))));
-    let want: Vec<(usize, &str)> = want.iter().map(|(t, s)| (*t, s.as_str())).collect();
-    assert_eq!(
-        names, want,
-        "both branches of the latest turn, then the earlier turn"
-    );
+const RUN_C: RunId = RunId::from_u128(0xc);
 
-    let page = history(&turns, 4, None).unwrap();
-    assert_eq!(page, all[..4]);
-    let before = page.last().unwrap().uuid(&turns);
-    let next = history(&turns, 4, Some(before)).unwrap();
-    assert_eq!(next, all[4..8]);
+#[test]
+fn a_turn_that_follows_an_earlier_turn_branches_the_conversation() {
+    let a = fold(RUN_A, scenario_1_events());
+    let b = fold(RUN_B, scenario_1_events());
+    let mut c = fold(RUN_C, scenario_1_events());
+    c.supervisor.config.follows = Follows::Turn(RUN_A);
+    let turns = Turns::new(vec![&a, &b, &c], 0);
     assert_eq!(
-        history(&turns, 10, Some(all[15].uuid(&turns))).unwrap(),
-        vec![]
+        (turns.parent_turn(1), turns.parent_turn(2)),
+        (Some(0), Some(0))
     );
-    assert_eq!(history(&turns, 10, Some(Uuid::nil())), None);
-    assert_eq!(find(&turns, all[7].uuid(&turns)), Some(all[7]));
-    assert_eq!(find(&turns, Uuid::nil()), None);
+    assert_eq!(turns.chain(2), [0, 2]);
+    // c's input follows a's head, as b's does: a fork there, c's branch the thread's head.
+    let input_c = point(&turns, 2, "cp_001");
+    let input_b = point(&turns, 1, "cp_001");
+    assert_eq!(parent(&turns, input_c), parent(&turns, input_b));
+    assert_eq!(parent(&turns, input_c), Some(point(&turns, 0, "cp_010")));
+    let hs = thread_state_at(THREAD, &turns, head(&turns).unwrap(), &c);
+    assert_eq!(hs.metadata.step, 2);
+    // Its messages are a's and its own, none of b's.
+    let ids: Vec<&str> = hs.values["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap())
+        .collect();
+    let want: Vec<String> = messages(&[&a, &c], &NO_IDS)
+        .into_iter()
+        .map(|m| m.id)
+        .collect();
+    assert_eq!(ids, want);
+    // A turn that starts over follows nothing; copied turns follow one another whatever they say.
+    c.supervisor.config.follows = Follows::Start;
+    let turns = Turns::new(vec![&a, &b, &c], 0);
+    assert_eq!(turns.parent_turn(2), None);
+    assert_eq!(
+        input_state(THREAD, &turns, point(&turns, 2, "cp_001")).values,
+        json!({"messages": []})
+    );
+    let turns = Turns::new(vec![&a, &c, &b], 2);
+    assert_eq!(
+        (turns.parent_turn(1), turns.parent_turn(2)),
+        (Some(0), Some(1))
+    );
 }
 
 fn approvals(state: &RunState) -> Vec<&Approval> {

@@ -4,14 +4,16 @@
 //! it from the state instead of the session again).
 
 use chronicle_projections::RunState;
-use chronicle_schemas::{ContextBudget, Event, PriorTurn};
+use chronicle_schemas::{ContextBudget, Event, Follows, PriorTurn};
 
 use super::RunActor;
 use crate::Result;
 
 impl RunActor {
     /// The session's earlier turns for this run; `None` when there are none (or the run is a
-    /// sub-agent's, which works on its task alone, or its budget is zero turns).
+    /// sub-agent's, which works on its task alone, or its budget is zero turns). They are the
+    /// turn the run follows and the ones that turn follows in turn (the run before each, unless
+    /// it was started on a branch or over), newest first until the budget's turns are read.
     pub(super) fn session_context(&self) -> Result<Option<Event>> {
         let s = &self.state().supervisor;
         let budget = s.config.context;
@@ -20,25 +22,37 @@ impl RunActor {
         }
         let me = self.live.run_id();
         let runs = self.shared.store.session_runs(&s.session_id)?;
-        let earlier = &runs[..runs.iter().position(|r| *r == me).unwrap_or(runs.len())];
+        // The position of the oldest run read; every step goes to an earlier one.
+        let mut at = runs.iter().position(|r| *r == me).unwrap_or(runs.len());
+        let mut follows = s.config.follows;
         let mut turns = Vec::new();
-        let mut read = 0;
-        for run in earlier.iter().rev() {
-            if turns.len() == budget.turns_max as usize {
+        while turns.len() < budget.turns_max as usize {
+            let next = match follows {
+                Follows::Previous => at.checked_sub(1),
+                Follows::Turn(run) => runs[..at].iter().position(|r| *r == run),
+                Follows::Start => None,
+            };
+            let Some(i) = next else {
+                at = 0;
                 break;
-            }
-            read += 1;
-            let state = crate::runs::state(&self.shared, *run, None)?;
+            };
+            at = i;
+            let state = crate::runs::state(&self.shared, runs[i], None)?;
             // Sub-agent runs belong to their parent's turn.
             if state.supervisor.parent.is_none() {
-                turns.push(prior_turn(*run, &state));
+                turns.push(prior_turn(runs[i], &state));
+                follows = state.supervisor.config.follows;
+            } else {
+                follows = Follows::Previous;
             }
         }
         if turns.is_empty() {
             return Ok(None);
         }
         let (turns, left_out) = within(turns, budget);
-        let omitted = left_out + (earlier.len() - read) as u32;
+        // Where the budget stopped the walk, the runs before the last one read are counted as
+        // left out (at most: some may be on another branch).
+        let omitted = left_out + at as u32;
         Ok(Some(Event::SessionContextLoaded { turns, omitted }))
     }
 }
