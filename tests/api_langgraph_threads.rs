@@ -779,3 +779,60 @@ async fn an_empty_input_beside_a_command_is_no_input() {
     assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{b}");
     srv.stop().await;
 }
+
+/// A thread made with `POST /threads` is its maker's before its first run: another principal
+/// cannot start a run in its session (404, as for anyone's session), so cannot take it over, and
+/// its maker then runs on it as usual.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thread_made_before_its_first_run_cannot_be_taken_over() {
+    let srv = server(principals(), None).await;
+    let (status, made) = call(&srv, ALICE, Method::POST, "/threads", Some(json!({}))).await;
+    assert_eq!(status, StatusCode::OK, "{made}");
+    let thread = made["thread_id"].as_str().unwrap().to_owned();
+    let body = json!({"query": "강남구 아파트 시세", "session_id": thread});
+    let (status, _) = call(
+        &srv,
+        BOB,
+        Method::POST,
+        "/api/v1/agent/run",
+        Some(body.clone()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let chat = json!({"message": "강남구 아파트 시세", "thread_id": thread});
+    let (status, _) = call(&srv, BOB, Method::POST, "/chat", Some(chat)).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    // Bob creating the same id is refused too.
+    let (status, _) = call(
+        &srv,
+        BOB,
+        Method::POST,
+        "/threads",
+        Some(json!({"thread_id": thread})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    // Alice's thread is hers as before.
+    let (status, got) = call(
+        &srv,
+        ALICE,
+        Method::GET,
+        &format!("/threads/{thread}"),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{got}");
+    let (status, started) = call(&srv, ALICE, Method::POST, "/api/v1/agent/run", Some(body)).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{started}");
+    let (status, got) = call(
+        &srv,
+        ALICE,
+        Method::GET,
+        &format!("/threads/{thread}"),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{got}");
+    let (status, _) = call(&srv, BOB, Method::GET, &format!("/threads/{thread}"), None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}

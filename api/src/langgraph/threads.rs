@@ -331,6 +331,19 @@ pub(crate) async fn create(
             ))),
         };
     }
+    // The session is claimed first, so nobody else's first run can take the thread over before
+    // its owner's (and of two creators of one id, one wins).
+    match st
+        .engine
+        .claim_session(&who, &SessionId(thread.to_string()))
+    {
+        Err(chronicle_engine::Error::SessionNotFound(_)) => {
+            return Err(ApiError::conflict(format!(
+                "thread {thread} already exists"
+            )));
+        }
+        other => other?,
+    }
     let record = new_record(&who, thread, req.metadata.unwrap_or_default());
     records::put_thread(st.engine.store(), &record)?;
     let l = load(&st, &who, thread)?;
