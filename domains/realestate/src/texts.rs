@@ -213,15 +213,7 @@ fn conditions(args: &Value, lang: Lang) -> String {
         return value_text(args);
     };
     // Where, what, which deal, how big, how much; then the rest as the input has it.
-    const FIRST: [&str; 7] = [
-        "region",
-        "regions",
-        "property_type",
-        "deal_type",
-        "size_range",
-        "price_range",
-        "amounts",
-    ];
+    const FIRST: [&str; 7] = crate::query::SEARCH_KEYS;
     let ordered = FIRST
         .iter()
         .filter_map(|k| map.get_key_value(*k))

@@ -6,17 +6,8 @@
 use chronicle_engine::hitl::Chosen;
 use serde_json::{Map, Value, json};
 
-use crate::query::parse_places;
-
-/// The conditions the domain's agents search and analyse by; a person's choice of one carries.
-const CONDITION_KEYS: [&str; 6] = [
-    "region",
-    "regions",
-    "property_type",
-    "deal_type",
-    "size_range",
-    "price_range",
-];
+// The conditions the domain's agents search and analyse by: a person's choice of one carries.
+use crate::query::{CONDITION_KEYS, parse_places};
 
 /// `input` with the conditions people chose for the earlier steps, oldest first (a later
 /// choice wins): the conditions an edit changed, and the districts their words named.

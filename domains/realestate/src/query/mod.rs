@@ -69,6 +69,21 @@ pub(crate) const REPORT_TERMS: &[&str] = &[
     "write up",
 ];
 
+/// The search's entities, in the order people say them: where, what, which deal, how big, how
+/// much (the listing conditions), then the amounts.
+pub(crate) const SEARCH_KEYS: [&str; 7] = [
+    "region",
+    "regions",
+    "property_type",
+    "deal_type",
+    "size_range",
+    "price_range",
+    "amounts",
+];
+
+/// The listing conditions: [`SEARCH_KEYS`] without the amounts.
+pub(crate) const CONDITION_KEYS: &[&str] = SEARCH_KEYS.split_at(SEARCH_KEYS.len() - 1).0;
+
 /// Everything the domain reads from a query.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Query {

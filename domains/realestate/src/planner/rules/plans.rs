@@ -6,6 +6,8 @@ use chronicle_engine::{Intent, Plan};
 use chronicle_schemas::{PlanStep, Source, Strategy};
 use serde_json::{Map, Value, json};
 
+use crate::query::{CONDITION_KEYS, SEARCH_KEYS};
+
 /// Expected seconds per step, for `estimated_total_time`: the bundled agents answer in well under
 /// this, an `http` agent or a model call in about this.
 const STEP_ESTIMATE_SECS: f64 = 10.0;
@@ -176,24 +178,13 @@ fn describe(
     }
 }
 
-/// The entities the search team needs: the listing conditions, then the amounts.
-const SEARCH_KEYS: [&str; 7] = [
-    "region",
-    "regions",
-    "property_type",
-    "deal_type",
-    "size_range",
-    "price_range",
-    "amounts",
-];
-
 /// The intent's entities an agent needs, plus what only that agent uses.
 fn default_params(agent: &str, intent: &Intent) -> Map<String, Value> {
     let keys: &[&str] = match agent {
         "search_team" => &SEARCH_KEYS,
         "analysis_team" | "document_team" => &["region", "property_type", "deal_type", "amounts"],
         // The listing search takes the search team's conditions but not the amounts.
-        "property_search" => &SEARCH_KEYS[..SEARCH_KEYS.len() - 1],
+        "property_search" => CONDITION_KEYS,
         "market_analysis" => &["region", "property_type"],
         "region_comparison" => &["property_type"],
         "investment_advisor" => &["region", "property_type", "price_range"],
