@@ -424,6 +424,9 @@ pub struct AgentStart {
     pub todo_id: TodoId,
     pub attempt: u32,
     pub first_index: u32,
+    /// The input the agent started with (what people chose for the steps before it included),
+    /// which can differ from the plan's.
+    pub input: Value,
 }
 
 /// The run's lifecycle as the API reports it.

@@ -92,7 +92,10 @@ test("the approval card's four actions: submit an edit, approve, submit a reject
   assert.equal(sent.status, 200);
   const calls = ui.messages.flatMap((m) => m.tool_calls ?? []);
   assert.deepEqual(calls[0].args, edited, "the search ran with the edited args");
-  assert.equal(ui.interrupt.value.action_requests[0].name, "market_analysis");
+  // The next step asks to work on what the person chose, not on the query's district.
+  const [analysis] = ui.interrupt.value.action_requests;
+  assert.equal(analysis.name, "market_analysis");
+  assert.equal(analysis.args.region, "서울특별시 서초구", JSON.stringify(analysis.args));
 
   // Approve.
   head = shownHead(ui);
@@ -103,6 +106,12 @@ test("the approval card's four actions: submit an edit, approve, submit a reject
   assert.equal(runSent(mark).status, 200);
   assert.equal(ui.interrupt, undefined);
   assert.equal(answers(ui).length, 1);
+  // The analysis ran on the chosen district, and the answer speaks of it alone.
+  const ran = ui.messages.flatMap((m) => m.tool_calls ?? []);
+  assert.equal(ran[1].name, "market_analysis");
+  assert.equal(ran[1].args.region, "서울특별시 서초구", JSON.stringify(ran[1].args));
+  const answer = text(answers(ui)[0]);
+  assert.ok(answer.includes("서초구") && !answer.includes("강남구"), answer);
 
   // Submit a rejection, in the next turn.
   await ui.send(MAPO);

@@ -105,7 +105,13 @@ fn turn_messages(state: &RunState, given: &GivenIds) -> Vec<Message> {
         started.sort_by_key(|(at, _)| *at);
         for (_, step) in started {
             let todo = plan.todo(&step.todo_id);
-            let args = todo.map_or_else(|| json!({}), |t| t.input());
+            // What the agent ran with: what people chose for the steps before it included.
+            let started = s.agent_starts.iter().find(|a| a.todo_id == step.todo_id);
+            let args = match (started, todo) {
+                (Some(a), _) if !a.input.is_null() => a.input.clone(),
+                (_, Some(t)) => t.input(),
+                _ => json!({}),
+            };
             let status = todo.map(|t| t.status);
             out.extend(tool_exchange(run, step, args, status));
         }

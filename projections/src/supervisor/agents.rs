@@ -23,7 +23,7 @@ pub(super) fn apply(s: &mut SupervisorState, env: &Envelope) {
             if let Some(t) = s.planning_state.as_mut().and_then(|p| p.todo_mut(todo_id)) {
                 t.attempts = t.attempts.max(*attempt);
             }
-            agent_start(s, todo_id, *attempt);
+            agent_start(s, todo_id, *attempt, input);
             if let Some(step) = step_mut(s, todo_id) {
                 step.progress_percentage = step.progress_percentage.max(10);
                 if step.started_at.is_none() {
@@ -71,7 +71,7 @@ pub(super) fn apply(s: &mut SupervisorState, env: &Envelope) {
 
 /// Records where this start of the attempt begins numbering its calls: after every call an
 /// earlier start of the same attempt recorded.
-fn agent_start(s: &mut SupervisorState, todo_id: &TodoId, attempt: u32) {
+fn agent_start(s: &mut SupervisorState, todo_id: &TodoId, attempt: u32, input: &Value) {
     let tools = s
         .tool_calls
         .iter()
@@ -88,6 +88,7 @@ fn agent_start(s: &mut SupervisorState, todo_id: &TodoId, attempt: u32) {
         todo_id: todo_id.clone(),
         attempt,
         first_index,
+        input: input.clone(),
     });
 }
 

@@ -111,8 +111,9 @@ fn a_finished_turn_reads_as_question_tool_calls_results_and_answer() {
     let call = &ms[1].tool_calls.as_ref().unwrap()[0];
     assert_eq!(call.name, "search_team");
     assert_eq!(call.kind, "tool_call");
-    // The input the agent ran with (the plan's input mapping: the approval was not an edit).
-    assert_eq!(call.args, json!({"purpose": "법률 정보 검색"}));
+    // The input the agent ran with, as its `AgentStarted` recorded it (not the plan's input
+    // mapping, `{"purpose": "법률 정보 검색"}`: what people chose for earlier steps can change it).
+    assert_eq!(call.args, json!({"query": "전세금 인상"}));
     assert_eq!(ms[2].tool_call_id.as_deref(), Some(call.id.as_str()));
     assert_eq!(ms[2].status.as_deref(), Some("success"));
     assert_eq!(ms[2].name.as_deref(), Some("search_team"));
