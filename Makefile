@@ -2,7 +2,7 @@
 CARGO ?= cargo
 SHELL := /bin/bash
 
-.PHONY: run test test-deps schemathesis schemathesis-venv langgraph langgraph-venv langgraph-js langgraph-js-deps bench lint fmt
+.PHONY: run test test-deps schemathesis schemathesis-venv langgraph langgraph-venv langgraph-js langgraph-js-deps data-venv bench lint fmt
 
 # The server on 127.0.0.1:8080 with the embedded store in ./.chronicle/, the built-in agents and
 # no LLM key needed. Extra flags: make run ARGS="--hitl-default every_todo".
@@ -54,6 +54,13 @@ LANGGRAPH_VENV := target/langgraph-venv
 langgraph-venv:
 	$(call python_venv,$(LANGGRAPH_VENV),tests/langgraph/requirements.txt,langgraph-sdk)
 
+# The Python venv of the data domain and of the MCP tests (the official MCP SDK, DuckDB, dbt),
+# pinned in domains/data/python/requirements.txt.
+DATA_VENV := target/data-venv
+
+data-venv:
+	$(call python_venv,$(DATA_VENV),domains/data/python/requirements.txt,the data domain's Python side)
+
 # agent-chat-ui's hook alone (the JavaScript langgraph-sdk) against the real server (see
 # tests/langgraph-js/run.sh); `make test` runs it after the Python SDK.
 langgraph-js: langgraph-js-deps
@@ -78,7 +85,7 @@ langgraph-js-deps:
 # tests (a real headless browser on a page of another origin), and `curl` and `jq`, which the
 # README's examples use (tools/tests/readme.rs runs them). If an install fails, the tests that
 # need it fail and say why.
-test-deps: schemathesis-venv langgraph-venv langgraph-js-deps
+test-deps: schemathesis-venv langgraph-venv langgraph-js-deps data-venv
 	@missing=""; \
 	command -v fusermount3 >/dev/null 2>&1 || missing="$$missing fuse3"; \
 	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
