@@ -248,7 +248,11 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     };
     let store = Store::open(&args.data, opts)
         .with_context(|| format!("opening the store in {}", args.data.display()))?;
-    let mut settings = args.domain.settings()?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    // In the runtime: MCP servers are started here, and their connections live in it.
+    let mut settings = rt.block_on(args.domain.settings())?;
     settings.defaults.hitl = args.hitl_default;
     settings.defaults.on_reject = args.on_reject;
     if settings.llm.is_none() {
@@ -256,9 +260,6 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
             "no LLM configured: intent, plan, evaluation and answers come from the rules"
         );
     }
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
     let mut failure = store.watch_failure();
     rt.spawn(async move {
         // Fail-stop: after a failed fsync nothing more may be acknowledged; recovery is a restart.
