@@ -82,3 +82,46 @@ pub async fn load_config_file(
     let text = read_config(path)?;
     load_config_in(registry, tools, &text, config_dir(path)).await
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_readme_example_is_a_valid_config() {
+        let readme = include_str!("../../../README.md");
+        let start = readme
+            .find("```toml\n[[mcp_server]]")
+            .expect("the README shows MCP servers");
+        let block = &readme[start + "```toml\n".len()..];
+        let block = &block[..block.find("```").unwrap()];
+        let file = parse_file(block).unwrap();
+        let names: Vec<&str> = file.mcp_server.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["files", "tickets", "scratch"]);
+        assert_eq!(file.mcp_server[2].scope, chronicle_mcp::Scope::Session);
+        assert_eq!(file.agent.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_bad_entry_adds_nothing() {
+        let mut registry = Registry::empty();
+        let mut tools = ToolRegistry::builtin();
+        let before = tools.names();
+        let text = "[[mcp_server]]\nname = \"t\"\ncommand = \"/no/such/server\"\n\n\
+                    [[agent]]\nname = \"a\"\nkind = \"llm\"\nsystem_prompt = \"p\"\ntools = [\"ls\"]";
+        let err = load_config_in(&mut registry, &mut tools, text, Path::new("."))
+            .await
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "mcp_server `t`: cannot start: command \"/no/such/server\" not found"
+        );
+        assert!(registry.is_empty());
+        assert_eq!(tools.names(), before);
+        let sync = crate::load_agents(&mut registry, text).unwrap_err();
+        assert_eq!(
+            sync.to_string(),
+            "the config declares 1 [[mcp_server]] entries, which only `load_config_file` / `load_config_in` start (this loader reads agents only)"
+        );
+    }
+}
