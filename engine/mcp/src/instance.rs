@@ -180,9 +180,13 @@ impl Instance {
                 message: e.message.to_string(),
             }),
             Err(e) => {
-                let how = match conn.exit_status().await {
-                    Some(exit) => exit,
-                    None => format!("lost its connection ({e})"),
+                let how = match (conn.exit_status().await, &e) {
+                    (Some(exit), _) => exit,
+                    (None, ServiceError::TransportSend(t)) => format!(
+                        "lost its connection ({})",
+                        crate::conn::error_chain(&*t.error)
+                    ),
+                    (None, e) => format!("lost its connection ({e})"),
                 };
                 tracing::warn!(server = %self.cfg.name, how, "an MCP server failed during a call");
                 self.lost(&conn, false).await;
