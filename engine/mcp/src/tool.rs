@@ -179,3 +179,46 @@ pub(crate) fn output(result: CallToolResult) -> Result<Value, String> {
     }
     serde_json::to_value(&result.content).map_err(|e| e.to_string())
 }
+
+#[cfg(test)]
+mod tests {
+    use rmcp::model::{CallToolResult, ContentBlock};
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn results_read_as_the_agent_reads_them() {
+        let text = |t: &str| ContentBlock::text(t);
+        assert_eq!(
+            output(CallToolResult::success(vec![text("a"), text("b")])),
+            Ok(json!("a\nb"))
+        );
+        assert_eq!(output(CallToolResult::success(vec![])), Ok(Value::Null));
+        let structured = CallToolResult::structured(json!({"rows": 3}));
+        assert_eq!(output(structured), Ok(json!({"rows": 3})));
+        assert_eq!(
+            output(CallToolResult::error(vec![text("no such table: sales")])),
+            Err("no such table: sales".to_owned())
+        );
+        assert_eq!(
+            output(CallToolResult::error(vec![])),
+            Err("the tool reported an error".to_owned())
+        );
+        let long = "e".repeat(TOOL_ERROR_CHARS_MAX + 10);
+        let err = output(CallToolResult::error(vec![text(&long)])).unwrap_err();
+        assert_eq!(
+            err.chars().count(),
+            TOOL_ERROR_CHARS_MAX + 2,
+            "cut, with a mark"
+        );
+    }
+
+    #[test]
+    fn names_a_model_can_call() {
+        assert!(valid_name("duckdb_run_sql") && valid_name("a-b") && valid_name("X1"));
+        for bad in ["", "a.b", "a b", "ünïcode", &"x".repeat(65)] {
+            assert!(!valid_name(bad), "{bad}");
+        }
+    }
+}
