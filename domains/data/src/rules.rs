@@ -14,7 +14,7 @@ const LISTED_MAX: usize = 100;
 const CELL_CHARS_MAX: usize = 40;
 
 /// What the rules answer without a model, and the sentence for anything else.
-pub const CAN_ANSWER: &str = "Without a model I answer schema questions: \"what tables are there?\", \"describe <table>\", \"show 5 rows of <table>\" and \"how many rows in <table>?\". Configure a model (CHRONICLE_LLM_BASE_URL) and I write the SQL for anything else.";
+pub const CAN_ANSWER: &str = "Without a model I answer schema questions: \"what tables are there?\", \"describe <table>\", \"show 5 rows of <table>\" and \"how many rows in <table>?\"; and \"run dbt\" runs the dbt project in /workspace/dbt once a person approves. Configure a model (CHRONICLE_LLM_BASE_URL) and I write the SQL for anything else.";
 
 /// A schema question the rules understand.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -27,6 +27,8 @@ pub enum Question {
     Sample { table: String, limit: u32 },
     /// "how many rows in sales?"
     Count(String),
+    /// "run dbt": the project in /workspace/dbt, once a person approves (`dbt_*` are gated).
+    DbtRun,
 }
 
 impl Question {
@@ -70,6 +72,9 @@ impl Question {
             };
             after_markers.or_else(last).map(str::to_owned)
         };
+        if has("dbt") && (has("run") || has("build")) {
+            return Some(Question::DbtRun);
+        }
         if has("describe") || (has("columns") && (has("of") || has("in"))) || has("schema") {
             return table_after(&["describe", "of", "in", "table"]).map(Question::Describe);
         }
@@ -103,6 +108,7 @@ impl Question {
                 "run_sql",
                 json!({ "sql": format!("SELECT count(*) AS row_count FROM {}", quoted(table)) }),
             ),
+            Question::DbtRun => ("dbt_run", json!({})),
         }
     }
 
@@ -113,6 +119,7 @@ impl Question {
             Question::Describe(table) => describe(table, result),
             Question::Sample { table, .. } => sample(table, result),
             Question::Count(table) => count(table, result),
+            Question::DbtRun => dbt_run(result),
         }
     }
 }
@@ -246,6 +253,31 @@ fn count(table: &str, result: &Value) -> String {
     }
 }
 
+fn dbt_run(result: &Value) -> String {
+    let results = result["results"].as_array().cloned().unwrap_or_default();
+    let mut out = format!(
+        "{} on {}: {}",
+        result["command"].as_str().unwrap_or("dbt run"),
+        result["project"].as_str().unwrap_or("?"),
+        result["status"].as_str().unwrap_or("?"),
+    );
+    if results.is_empty() {
+        out.push_str(&format!(
+            "\n{}",
+            result["output"].as_str().unwrap_or_default()
+        ));
+    }
+    for r in results.iter().take(LISTED_MAX) {
+        let id = r["unique_id"].as_str().unwrap_or("?");
+        out.push_str(&format!(
+            "\n- {}: {}",
+            id.rsplit('.').next().unwrap_or(id),
+            r["status"].as_str().unwrap_or("?"),
+        ));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -292,6 +324,8 @@ mod tests {
             q("how many rows are in the sales table?"),
             Some(Question::Count("sales".into()))
         );
+        assert_eq!(q("run dbt"), Some(Question::DbtRun));
+        assert_eq!(q("please run the dbt project"), Some(Question::DbtRun));
         assert_eq!(q("How did sales go in March?"), None);
         // A name that is not a plain identifier is not passed on (the SQL is built from it).
         assert_eq!(q("how many rows in sales;drop"), None);
