@@ -20,6 +20,7 @@ test: test-deps
 	@mkdir -p target
 	@set -o pipefail; $(CARGO) test --workspace --all-targets 2>&1 | tee target/test-output.log
 	@awk '/^test result:/ { p += $$4; f += $$6 } END { printf "%d passed, %d failed\n", p, f }' target/test-output.log
+	PYTHONDONTWRITEBYTECODE=1 $(DATA_VENV)/bin/python -m unittest discover -s domains/data/python
 	@bash tests/schemathesis/run.sh
 	@bash tests/langgraph/run.sh
 	@bash tests/langgraph-js/run.sh

@@ -669,6 +669,7 @@ def dbt(command, project_dir, select, extra=()):
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": os.path.join(WS, ".dbt"),
         "PYTHONPATH": os.path.dirname(os.path.abspath(__file__)),
+        "PYTHONDONTWRITEBYTECODE": "1",
         "DBT_PROFILES_DIR": dbt_profiles(profile),
         "DBT_SEND_ANONYMOUS_USAGE_STATS": "false",
         "DBT_VERSION_CHECK": "false",
