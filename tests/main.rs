@@ -23,6 +23,8 @@ mod feedback;
 mod limits;
 mod llm_agents;
 mod llm_support;
+mod mcp;
+mod mcp_support;
 mod memory;
 mod reject;
 mod scenarios;

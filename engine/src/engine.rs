@@ -75,11 +75,13 @@ impl Engine {
     }
 
     /// Stops every actor and subscription and waits for them (agents are aborted; their runs
-    /// resume on the next open). Then flushes the store.
+    /// resume on the next open), then the tool sources (MCP servers' processes are reaped).
+    /// Then flushes the store.
     pub async fn shutdown(&self) {
         self.shared.shutdown.cancel();
         self.shared.tasks.close();
         self.shared.tasks.wait().await;
+        self.shared.settings.tools.stop().await;
         if let Err(e) = self.shared.store.flush() {
             tracing::error!(error = %e, "flush at shutdown failed");
         }

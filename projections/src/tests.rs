@@ -249,6 +249,7 @@ fn materialize(ops: Vec<Op>) -> Vec<Event> {
                     args: json!({"p": i}),
                     attempt: 1,
                     index: 0,
+                    server: None,
                 });
                 Event::ToolCallCompleted {
                     tool_call_id: id,

@@ -320,6 +320,9 @@ pub enum Event {
         /// Position of the call inside the attempt (durable re-execution matches on it).
         #[serde(default)]
         index: u32,
+        /// Where the tool runs when it is not the engine's own: the MCP server's name.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        server: Option<String>,
     },
     ToolCallCompleted {
         tool_call_id: ToolCallId,

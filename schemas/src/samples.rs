@@ -180,6 +180,7 @@ pub fn sample_events() -> Vec<Event> {
             args: json!({"file_path": "/workspace/a.md"}),
             attempt: 1,
             index: 0,
+            server: Some("files".into()),
         },
         Event::ToolCallCompleted {
             tool_call_id: call,
@@ -401,7 +402,7 @@ mod tests {
     /// `owner`, which v1 did not record: such a run belongs to [`OWNER_OF_OLD_RUNS`]; its config's
     /// `agent`, `subagent_depth` (a supervisor's root run) and `follows` (the run before it); and a
     /// model call's `turn`, `usage` and `notice`, which v1 did not record: a planner's call; and
-    /// an evaluation's `add_agents`).
+    /// an evaluation's `add_agents`; and a tool call's `server`).
     #[test]
     fn v1_records_still_decode() {
         let old = decode_all(V1);
@@ -422,6 +423,10 @@ mod tests {
             {
                 assert!(turn.is_some() && usage.is_some() && notice.is_some());
                 (*turn, *usage, *notice) = (None, None, None);
+            }
+            if let Event::ToolCallRequested { server, .. } = &mut n.event {
+                assert!(server.is_some());
+                *server = None;
             }
             if let Event::EvaluationRecorded { add_agents, .. } = &mut n.event {
                 assert!(!add_agents.is_empty());

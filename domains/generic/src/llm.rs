@@ -218,10 +218,7 @@ mod tests {
             err("system_prompt = \"p\"\ntools = [\"ls\", \"shell\"]"),
             format!(
                 "agent `a`: `tools`: unknown tool \"shell\"; known: {}",
-                ToolRegistry::builtin()
-                    .names()
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                ToolRegistry::builtin().names().join(", ")
             )
         );
         assert_eq!(

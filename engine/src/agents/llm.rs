@@ -45,7 +45,11 @@ pub const FEEDBACK_PREFIX: &str = "A person reviewed this step before it ran and
 pub struct LlmAgentConfig {
     pub info: AgentInfo,
     pub system_prompt: String,
-    /// Names of the tools the model may call, each one the registry holds.
+    /// The tools the model may call: names, each one the registry holds, or patterns with `*`
+    /// (`"duckdb_*"`), each matching at least one tool when the config is checked. Both are
+    /// looked up again whenever the agent starts, so tools a source (an MCP server) adds or drops
+    /// meanwhile are seen: a pattern then names what it matches (possibly nothing), and a name
+    /// the registry no longer holds is left out.
     pub tools: Vec<String>,
     pub max_turns: u32,
     pub max_tool_calls: u32,
@@ -63,6 +67,8 @@ pub enum LlmAgentError {
     UnknownTool { tool: String, known: Vec<String> },
     #[error("`tools` names {0:?} twice")]
     DuplicateTool(String),
+    #[error("`tools`: pattern {pattern:?} matches no tool; known: {}", known.join(", "))]
+    NoMatch { pattern: String, known: Vec<String> },
     #[error("`max_turns` {0} is outside 1..={MAX_TURNS_MAX}")]
     MaxTurns(u32),
     #[error("`max_tool_calls` {0} is outside 1..={MAX_TOOL_CALLS_MAX}")]
@@ -79,8 +85,9 @@ pub enum LlmAgentError {
 #[derive(Clone, Debug)]
 pub struct LlmAgent {
     config: LlmAgentConfig,
-    /// The declared tools as the model is shown them.
-    specs: Vec<ToolSpec>,
+    /// Where the declared tools are looked up when the agent starts. A clone shares the
+    /// registry's sources, so it sees their tools as they are then.
+    tools: ToolRegistry,
 }
 
 impl LlmAgent {
@@ -101,17 +108,49 @@ impl LlmAgent {
         if config.context_budget_tokens < CONTEXT_BUDGET_TOKENS_MIN {
             return Err(LlmAgentError::ContextBudget(config.context_budget_tokens));
         }
-        let mut specs: Vec<ToolSpec> = Vec::with_capacity(config.tools.len());
-        for name in &config.tools {
-            if specs.iter().any(|s| &s.name == name) {
+        for (i, name) in config.tools.iter().enumerate() {
+            if config.tools[..i].contains(name) {
                 return Err(LlmAgentError::DuplicateTool(name.clone()));
             }
-            specs.push(tools.spec(name).ok_or_else(|| LlmAgentError::UnknownTool {
-                tool: name.clone(),
-                known: tools.names().map(str::to_owned).collect(),
-            })?);
+            let matched = tools.matching(name);
+            if name.contains('*') && matched.is_empty() {
+                return Err(LlmAgentError::NoMatch {
+                    pattern: name.clone(),
+                    known: tools.names(),
+                });
+            }
+            if tools.get(name).is_none() && !name.contains('*') {
+                return Err(LlmAgentError::UnknownTool {
+                    tool: name.clone(),
+                    known: tools.names(),
+                });
+            }
         }
-        Ok(Self { config, specs })
+        Ok(Self {
+            config,
+            tools: tools.clone(),
+        })
+    }
+
+    /// The declared tools as the model is shown them now: each name and what each pattern
+    /// matches, in the config's order, once each.
+    pub fn specs(&self) -> Vec<ToolSpec> {
+        let mut specs: Vec<ToolSpec> = Vec::new();
+        for entry in &self.config.tools {
+            for name in self.tools.matching(entry) {
+                if specs.iter().any(|s| s.name == name) {
+                    continue;
+                }
+                match self.tools.spec(&name) {
+                    Some(spec) => specs.push(spec),
+                    None => tracing::warn!(
+                        agent = %self.config.info.name, tool = %name,
+                        "a declared tool is gone (its server dropped it); the model is not shown it"
+                    ),
+                }
+            }
+        }
+        specs
     }
 
     pub fn config(&self) -> &LlmAgentConfig {
@@ -188,9 +227,9 @@ impl LlmAgent {
 
     /// One tool call of the model, through the host; its result as the model reads it (errors
     /// included: `rejected: …`, `refused: …`, `cancelled: …`).
-    async fn call_tool(&self, ctx: &AgentContext, call: &ToolCall) -> String {
-        if !self.specs.iter().any(|s| s.name == call.name) {
-            let mine: Vec<&str> = self.specs.iter().map(|s| s.name.as_str()).collect();
+    async fn call_tool(&self, ctx: &AgentContext, specs: &[ToolSpec], call: &ToolCall) -> String {
+        if !specs.iter().any(|s| s.name == call.name) {
+            let mine: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
             return format!(
                 "refused: {:?} is not one of your tools ({})",
                 call.name,
@@ -227,12 +266,15 @@ impl Agent for LlmAgent {
 
     async fn run(&self, ctx: &AgentContext, input: Value) -> Result<AgentOutput, AgentError> {
         let mut messages = self.opening(ctx, &input);
+        // Resolved once per start, so every turn of an attempt offers the same tools (a
+        // re-execution's requests then match the recorded ones).
+        let specs = self.specs();
         let mut calls_made: u32 = 0;
         for turn in 1..=self.config.max_turns {
             let mut request = ChatRequest {
                 model: self.config.model.clone(),
                 messages: messages.clone(),
-                tools: self.specs.clone(),
+                tools: specs.clone(),
             };
             if let Some(c) = context::plan(
                 &request,
@@ -275,7 +317,7 @@ impl Agent for LlmAgent {
                         ),
                     ));
                 }
-                let content = self.call_tool(ctx, call).await;
+                let content = self.call_tool(ctx, &specs, call).await;
                 messages.push(Message::Tool {
                     tool_call_id: call.id.clone(),
                     content,
@@ -312,8 +354,15 @@ mod tests {
     fn configs_are_checked_against_the_tools() {
         let tools = ToolRegistry::builtin();
         let agent = LlmAgent::new(config(&["ls", "write_todos"]), &tools).unwrap();
-        assert_eq!(agent.specs.len(), 2);
-        assert_eq!(agent.specs[1].parameters["required"], json!(["todos"]));
+        assert_eq!(agent.specs().len(), 2);
+        assert_eq!(agent.specs()[1].parameters["required"], json!(["todos"]));
+        let globbed = LlmAgent::new(config(&["write_*", "*_file", "ls"]), &tools).unwrap();
+        let names: Vec<String> = globbed.specs().into_iter().map(|s| s.name).collect();
+        assert_eq!(
+            names,
+            ["write_file", "write_todos", "edit_file", "read_file", "ls"],
+            "each pattern's matches in order, each tool once"
+        );
         let err = |c: LlmAgentConfig| LlmAgent::new(c, &tools).unwrap_err().to_string();
         assert!(
             err(config(&["ls", "shell"])).starts_with("`tools`: unknown tool \"shell\"; known: "),
@@ -321,6 +370,12 @@ mod tests {
             err(config(&["shell"]))
         );
         assert_eq!(err(config(&["ls", "ls"])), "`tools` names \"ls\" twice");
+        assert!(
+            err(config(&["duckdb_*"]))
+                .starts_with("`tools`: pattern \"duckdb_*\" matches no tool; known: edit_file, "),
+            "{}",
+            err(config(&["duckdb_*"]))
+        );
         assert_eq!(
             err(LlmAgentConfig {
                 max_turns: 0,

@@ -14,6 +14,7 @@ pub(super) fn apply(s: &mut SupervisorState, env: &Envelope) {
             args,
             attempt,
             index,
+            server: _,
         } => {
             s.tool_calls.push(ToolCallState {
                 tool_call_id: tool_call_id.clone(),

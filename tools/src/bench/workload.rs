@@ -259,6 +259,7 @@ impl LongRun {
                 args: json!({"file_path": format!("/workspace/notes_{j}.md")}),
                 attempt: 1,
                 index: 0,
+                server: None,
             },
             Event::ToolCallCompleted {
                 tool_call_id: call,

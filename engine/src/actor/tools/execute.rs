@@ -64,7 +64,7 @@ impl RunActor {
             }
             return;
         }
-        let Some(tool) = self.shared.settings.tools.get(&rec.tool).cloned() else {
+        let Some(tool) = self.shared.settings.tools.get(&rec.tool) else {
             let err = ToolError::Refused(format!("unknown tool {:?}", rec.tool));
             let ev = completed(rec.tool_call_id.clone(), Err(&err), 0);
             if let Err(e) = self.append(vec![ev]).await {

@@ -98,6 +98,7 @@ impl RunActor {
     /// Records a new call — refused (too large, unknown tool, a repeat of a rejected call) or
     /// requested (and asked for when gated) — and takes it as far as it can go.
     async fn record_call(&mut self, rec: ToolCallState, waiter: Waiter) -> Result<()> {
+        let tool = self.shared.settings.tools.get(&rec.tool);
         let requested = Event::ToolCallRequested {
             tool_call_id: rec.tool_call_id.clone(),
             todo_id: rec.todo_id.clone(),
@@ -105,19 +106,15 @@ impl RunActor {
             args: rec.args.clone(),
             attempt: rec.attempt,
             index: rec.index,
+            server: tool.as_ref().and_then(|t| t.server()).map(str::to_owned),
         };
-        if let Some((err, requested)) = self.refusal(&rec, requested.clone()) {
+        if let Some((err, requested)) = self.refusal(&rec, tool.as_deref(), requested.clone()) {
             let done = completed(rec.tool_call_id, Err(&err), 0);
             self.append(vec![requested, done]).await?;
             waiter.answer(Err(err));
             return Ok(());
         }
-        let declared = self
-            .shared
-            .settings
-            .tools
-            .get(&rec.tool)
-            .is_some_and(|t| t.gated());
+        let declared = tool.is_some_and(|t| t.gated());
         let mut ev = vec![requested];
         if hitl::tool_needs_approval(&self.state().supervisor.config, &rec.tool, declared) {
             ev.extend(self.ask_human(&rec, None));
@@ -130,8 +127,15 @@ impl RunActor {
     }
 
     /// Why the host refuses a new call without running it, with the request to record (a call
-    /// too large to record keeps its size instead of its args).
-    fn refusal(&self, rec: &ToolCallState, mut requested: Event) -> Option<(ToolError, Event)> {
+    /// too large to record keeps its size instead of its args): cut off, too large, an unknown
+    /// tool, a repeat of a rejected call, or args the tool's [`check`](crate::tools::Tool::check)
+    /// refuses.
+    fn refusal(
+        &self,
+        rec: &ToolCallState,
+        tool: Option<&dyn crate::tools::Tool>,
+        mut requested: Event,
+    ) -> Option<(ToolError, Event)> {
         if let Some(why) = self.cut_off(rec) {
             return Some((ToolError::Cancelled(why), requested));
         }
@@ -145,18 +149,20 @@ impl RunActor {
             ));
             return Some((err, requested));
         }
-        let tools = &self.shared.settings.tools;
-        let reason = match tools.get(&rec.tool) {
+        let reason = match tool {
             None => format!(
                 "unknown tool {:?}; known: {}",
                 rec.tool,
-                tools.names().collect::<Vec<_>>().join(", ")
+                self.shared.settings.tools.names().join(", ")
             ),
             Some(_) if self.rejected_before(rec) => format!(
                 "a human rejected {} with these args in this attempt; it is not called again",
                 rec.tool
             ),
-            Some(_) => return None,
+            Some(t) => match t.check(&rec.args) {
+                Ok(()) => return None,
+                Err(why) => format!("{} was not called: {why}", rec.tool),
+            },
         };
         Some((ToolError::Refused(reason), requested))
     }
