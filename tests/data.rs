@@ -118,7 +118,7 @@ fn tool_calls(evs: &[Envelope]) -> Vec<(String, Value, Result<Value, String>)> {
                     Some(e) => Err(e.clone()),
                     None => Ok(output
                         .as_ref()
-                        .and_then(|p| p.inline.clone())
+                        .and_then(|p| p.inline().cloned())
                         .unwrap_or(Value::Null)),
                 }),
                 _ => None,
@@ -300,7 +300,10 @@ async fn the_analyst_ingests_queries_charts_reports_and_runs_dbt_once_approved()
         .collect();
     assert_eq!(names, ["sales", "sales_2024_2025"], "{listed}");
     let described = result(2, 1);
-    assert_eq!(described["columns"][1], json!({"name": "order_date", "type": "DATE", "nullable": true}));
+    assert_eq!(
+        described["columns"][1],
+        json!({"name": "order_date", "type": "DATE", "nullable": true})
+    );
     let monthly = result(3, 0);
     assert_eq!(monthly["run_id"], "run_1");
     assert_eq!(monthly["result_table"], "results.run_1");
@@ -308,7 +311,10 @@ async fn the_analyst_ingests_queries_charts_reports_and_runs_dbt_once_approved()
     assert_eq!(monthly["row_count"], 24);
     assert_eq!(monthly["preview"]["rows"].as_array().unwrap().len(), 10);
     let check = result(4, 0);
-    assert_eq!(check["preview"]["rows"][0][0], check["preview"]["rows"][0][1]);
+    assert_eq!(
+        check["preview"]["rows"][0][0],
+        check["preview"]["rows"][0][1]
+    );
     let chart = result(5, 0);
     assert_eq!(chart["path"], "/workspace/charts/monthly_revenue.vl.json");
     assert_eq!(chart["rows"], 24);
@@ -390,8 +396,12 @@ async fn the_analyst_ingests_queries_charts_reports_and_runs_dbt_once_approved()
 
     // Events and bytes per analyst run (the closing note's measurement).
     let bytes: usize = evs.iter().map(|e| e.encode().unwrap().len()).sum();
+    let blobs: u64 = std::fs::read_dir(dir.path().join("blobs"))
+        .map(|d| d.map(|f| f.unwrap().metadata().unwrap().len()).sum())
+        .unwrap_or(0);
     eprintln!(
-        "data analyst run: {} events, {bytes} bytes of records ({} tool calls, {} model turns)",
+        "data analyst run: {} events, {bytes} bytes of records and {blobs} bytes of blobs \
+         ({} tool calls, {} model turns)",
         evs.len(),
         calls.len(),
         seen.len()
@@ -401,8 +411,11 @@ async fn the_analyst_ingests_queries_charts_reports_and_runs_dbt_once_approved()
 
 #[tokio::test]
 async fn a_rejected_dbt_run_leaves_the_dbt_target_untouched() {
+    // The first call starts the conversation's server (its database and dbt project); then
+    // the dbt run a person rejects.
     let model = TestServer::start(Some(KEY), |body| match turn_of(body) {
-        1 => calls(&[("dbt_run", json!({}))]),
+        1 => calls(&[("list_tables", json!({}))]),
+        2 => calls(&[("dbt_run", json!({}))]),
         _ => Reply::Content("dbt was not run.".into()),
     })
     .await;
@@ -426,15 +439,20 @@ async fn a_rejected_dbt_run_leaves_the_dbt_target_untouched() {
         .unwrap();
     let s = completed(&engine, run).await;
     assert_eq!(answer(&s), "dbt was not run.");
-    let told = &last_results(&model.requests()[1].body)[0];
+    let told = &last_results(&model.requests()[2].body)[0];
     assert!(told.starts_with("rejected: "), "{told}");
     let ws = dir.path().join("workspaces/no-dbt");
-    assert!(ws.join("dbt/dbt_project.yml").is_file(), "the project is there");
+    assert!(
+        ws.join("dbt/dbt_project.yml").is_file(),
+        "the project is there"
+    );
     assert!(!ws.join("dbt/target").exists(), "dbt never ran");
     assert!(!ws.join("dbt/logs").exists(), "dbt never ran");
     let names = tables(&ws.join("analyst.duckdb"));
     assert!(
-        !names.iter().any(|t| t.ends_with("stg_sales") || t.ends_with("monthly_revenue")),
+        !names
+            .iter()
+            .any(|t| t.ends_with("stg_sales") || t.ends_with("monthly_revenue")),
         "{names:?}"
     );
     engine.shutdown().await;

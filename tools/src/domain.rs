@@ -102,7 +102,7 @@ impl DomainArgs {
 
     /// The engine settings: a model from the environment when one is configured, the domain,
     /// and the `http` agents of `--agents`.
-    pub fn settings(&self) -> anyhow::Result<Settings> {
+    pub async fn settings(&self) -> anyhow::Result<Settings> {
         let mut settings = Settings::from_env()?;
         settings.subagent_depth_max = self.subagent_depth_max;
         for (dir, what) in [
@@ -121,7 +121,7 @@ impl DomainArgs {
             Domain::Realestate => chronicle_realestate::install(settings),
             Domain::Generic => chronicle_generic::install(settings),
             Domain::Bench => chronicle_bench::install(settings),
-            Domain::Data => chronicle_data::install(settings, &self.data_config())?,
+            Domain::Data => chronicle_data::install(settings, &self.data_config()).await?,
         };
         if let Some(path) = &self.agents {
             let n =

@@ -532,8 +532,11 @@ fn restore_embedded(args: &RestoreArgs, run: RunId) -> anyhow::Result<Restored> 
     };
     let rt = runtime()?;
     rt.block_on(async move {
-        let engine =
-            Engine::open(store, crate::domain::DomainArgs::from_env()?.settings()?).await?;
+        let engine = Engine::open(
+            store,
+            crate::domain::DomainArgs::from_env()?.settings().await?,
+        )
+        .await?;
         let result = engine
             .restore(
                 run,

@@ -96,9 +96,12 @@ impl Backend {
             return Ok(Backend::Remote(client));
         }
         let store = open_or_create(&data.data)?;
-        let engine = Engine::open(store, crate::domain::DomainArgs::from_env()?.settings()?)
-            .await
-            .with_context(|| format!("starting the engine on {}", data.data.display()))?;
+        let engine = Engine::open(
+            store,
+            crate::domain::DomainArgs::from_env()?.settings().await?,
+        )
+        .await
+        .with_context(|| format!("starting the engine on {}", data.data.display()))?;
         Ok(Backend::Local(engine))
     }
 

@@ -23,9 +23,10 @@ pub struct ServeArgs {
     /// `sync` acknowledges appends after the durability barrier; `async` before it (see README).
     #[arg(long, default_value = "sync")]
     durability: Durability,
-    /// HITL policy for runs whose request names none.
-    #[arg(long, value_parser = parse_hitl, default_value = "none")]
-    hitl_default: HitlMode,
+    /// HITL policy for runs whose request names none (default: the domain's — `tools` for the
+    /// data domain, `none` for the others).
+    #[arg(long, value_parser = parse_hitl)]
+    hitl_default: Option<HitlMode>,
     /// What a rejected approval does in runs whose request names nothing: `skip` what it gated
     /// and carry on, or `end_turn` (the run answers with what was rejected and why).
     #[arg(long, value_parser = parse_on_reject, default_value = "skip")]
@@ -248,17 +249,20 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     };
     let store = Store::open(&args.data, opts)
         .with_context(|| format!("opening the store in {}", args.data.display()))?;
-    let mut settings = args.domain.settings()?;
-    settings.defaults.hitl = args.hitl_default;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    // On the runtime: a domain may start processes for its tools (the data domain's MCP server).
+    let mut settings = rt.block_on(args.domain.settings())?;
+    if let Some(hitl) = args.hitl_default {
+        settings.defaults.hitl = hitl;
+    }
     settings.defaults.on_reject = args.on_reject;
     if settings.llm.is_none() {
         tracing::info!(
             "no LLM configured: intent, plan, evaluation and answers come from the rules"
         );
     }
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
     let mut failure = store.watch_failure();
     rt.spawn(async move {
         // Fail-stop: after a failed fsync nothing more may be acknowledged; recovery is a restart.

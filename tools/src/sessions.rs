@@ -230,8 +230,11 @@ fn delete_embedded(args: &OneArgs) -> anyhow::Result<SessionDeletedView> {
     let store = open_store(&args.data.data, LOCKED_USE_SERVER)?;
     let session = SessionId::from(args.session.as_str());
     runtime()?.block_on(async move {
-        let engine =
-            Engine::open(store, crate::domain::DomainArgs::from_env()?.settings()?).await?;
+        let engine = Engine::open(
+            store,
+            crate::domain::DomainArgs::from_env()?.settings().await?,
+        )
+        .await?;
         let deleted = engine.delete_session(&Principal::local(), &session).await;
         // Stop at once: the engine exists only for the delete.
         engine.shutdown().await;

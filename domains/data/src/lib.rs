@@ -26,6 +26,7 @@ use chronicle_engine::Settings;
 use chronicle_engine::agents::{
     AgentInfo, CONTEXT_BUDGET_TOKENS_DEFAULT, LlmAgent, LlmAgentConfig, LlmAgentError, RoutingHints,
 };
+use chronicle_mcp::{McpServerConfig, Scope};
 use chronicle_schemas::HitlMode;
 
 pub use analyst::Analyst;
@@ -49,6 +50,8 @@ pub const DATA_TOOLS: [&str; 12] = [
     "dbt_ls",
     "dbt_test",
 ];
+/// The data tools that run dbt: a person approves each call.
+pub const DBT_TOOLS: [&str; 4] = ["dbt_run", "dbt_compile", "dbt_ls", "dbt_test"];
 /// The engine's tools the analyst has beside them.
 pub const ENGINE_TOOLS: [&str; 8] = [
     "write_todos",
@@ -118,17 +121,11 @@ pub enum Error {
     NoSources(PathBuf),
     #[error("the analyst: {0}")]
     Analyst(#[from] LlmAgentError),
+    #[error("the data tools: {0}")]
+    Mcp(#[from] chronicle_mcp::Error),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
-
-/// The process the data tools come from, one per conversation, started in its workspace.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ServerCommand {
-    pub command: PathBuf,
-    pub args: Vec<String>,
-    pub env: BTreeMap<String, String>,
-}
 
 impl DataConfig {
     /// Checks that the files are there.
@@ -145,25 +142,35 @@ impl DataConfig {
         Ok(())
     }
 
-    /// How the server is started: the venv's Python on the server, with the source folder.
-    pub fn server_command(&self) -> ServerCommand {
+    /// The domain's MCP server: the venv's Python on `server.py` with the source folder, one
+    /// process per conversation in its workspace, its tools under their own names (no prefix),
+    /// the dbt tools gated (they also say `destructiveHint: true`).
+    pub fn mcp_server(&self) -> McpServerConfig {
         let env = BTreeMap::from([
-            // dbt stays offline and quiet; the server sets the same for its dbt processes.
+            // dbt stays offline: no usage statistics, no version check (the server sets the same
+            // for the dbt processes it starts).
             (
                 "DBT_SEND_ANONYMOUS_USAGE_STATS".to_owned(),
                 "false".to_owned(),
             ),
             ("DBT_VERSION_CHECK".to_owned(), "false".to_owned()),
+            // The server's folder is the source tree: no __pycache__ written into it.
             ("PYTHONDONTWRITEBYTECODE".to_owned(), "1".to_owned()),
         ]);
-        ServerCommand {
-            command: self.python.clone(),
+        McpServerConfig {
+            name: SERVER.to_owned(),
+            prefix: Some(String::new()),
+            command: Some(self.python.display().to_string()),
             args: vec![
                 self.server.display().to_string(),
                 "--sources".to_owned(),
                 self.sources.display().to_string(),
             ],
             env,
+            scope: Scope::Session,
+            gated: DBT_TOOLS.iter().map(|t| (*t).to_owned()).collect(),
+            timeout_ms: Some(DATA_TOOL_TIMEOUT_MS),
+            ..McpServerConfig::default()
         }
     }
 }
@@ -211,11 +218,13 @@ pub fn analyst_config() -> LlmAgentConfig {
 /// `settings` with the data domain plugged in: the generic planner and English texts, the
 /// analyst (over the model when `settings.llm` has one, by rules otherwise), agent mode and
 /// HITL `tools` by default (the engine's gated list keeps `dbt_*`), and the domain's skills
-/// unless the deployment names a skills directory. `settings.tools` must hold the data tools
-/// (the domain's MCP server, see [`DataConfig::server_command`]).
-pub fn install(settings: Settings, config: &DataConfig) -> Result<Settings> {
+/// unless the deployment names a skills directory. The data tools come from the domain's MCP
+/// server ([`DataConfig::mcp_server`]), started here once to list them: a Python that cannot
+/// start it (no venv, a missing package) stops the domain with the reason.
+pub async fn install(settings: Settings, config: &DataConfig) -> Result<Settings> {
     config.check()?;
     let mut settings = chronicle_generic::install(settings);
+    chronicle_mcp::connect(&config.mcp_server(), &mut settings.tools).await?;
     let model = match settings.llm {
         Some(_) => Some(LlmAgent::new(analyst_config(), &settings.tools)?),
         None => None,
