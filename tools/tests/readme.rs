@@ -470,7 +470,10 @@ const DATA: &[Check] = &[
     ("what tables are there?", |r, _| {
         ok(
             r,
-            &["The database has 1 table:", "- sales (2924 rows, 7 columns)"],
+            &[
+                "The database has 1 table:",
+                "- sales (2924 rows, 7 columns)",
+            ],
         )
     }),
     ("describe sales", |r, _| {
@@ -639,7 +642,10 @@ fn every_readme_example_runs_as_written() {
             });
         if block.heading == "The data analyst" {
             let data = data_serve.get_or_insert_with(|| {
-                let args = [std::ffi::OsStr::new("--domain"), std::ffi::OsStr::new("data")];
+                let args = [
+                    std::ffi::OsStr::new("--domain"),
+                    std::ffi::OsStr::new("data"),
+                ];
                 Serve::start_with(
                     &scratch.path().join("data-domain"),
                     &args,
