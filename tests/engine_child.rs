@@ -10,11 +10,17 @@
 //!   `RUN <run>`, and the sub-agent prints `CHILD_STARTED <child>` and hangs.
 //! - `llm DIR BASE_URL`: the `analyst` llm agent drives a run (agent mode, HITL none) over the
 //!   scripted model at BASE_URL; prints `RUN <run>` and works until killed.
+//! - `mcp DIR BASE_URL ENTRY_FILE`: the MCP tests' `operator` agent drives a run (HITL none) over
+//!   the scripted model, with the `[[mcp_server]]` table in ENTRY_FILE; prints `RUN <run>` and
+//!   works until killed.
 
 // The child uses only the agents and the settings; the scripts are the test process's.
 #[allow(dead_code)]
 #[path = "llm_support.rs"]
 mod llm_support;
+#[allow(dead_code)]
+#[path = "mcp_support.rs"]
+mod mcp_support;
 #[path = "slow_agent.rs"]
 mod slow_agent;
 #[path = "tool_agents.rs"]
@@ -137,6 +143,24 @@ fn main() -> anyhow::Result<()> {
                         session_id: Some("llm-session".into()),
                         hitl: Some(HitlMode::None),
                         agent: Some("analyst".into()),
+                        ..Default::default()
+                    })
+                    .await?
+                    .run_id;
+                println!("RUN {run}");
+                std::future::pending::<()>().await;
+                Ok(())
+            }
+            ["mcp", dir, base_url, entry_file] => {
+                let entry = std::fs::read_to_string(entry_file)?;
+                let (settings, _servers) = mcp_support::settings(base_url, &entry).await;
+                let engine = Engine::open(Store::open(dir, Options::default())?, settings).await?;
+                let run = engine
+                    .start_run(StartRun {
+                        query: "Use the tools.".into(),
+                        session_id: Some("mcp-session".into()),
+                        hitl: Some(HitlMode::None),
+                        agent: Some("operator".into()),
                         ..Default::default()
                     })
                     .await?

@@ -143,3 +143,63 @@ pub async fn wait_gone(pid: u32) {
     }
     panic!("process {pid} is still running");
 }
+
+/// How a test reaches the test server: the engine starts it (stdio), or the test runs it at a URL
+/// (streamable HTTP).
+#[derive(Clone, Debug)]
+pub enum Via {
+    Stdio,
+    Http(String),
+}
+
+impl Via {
+    /// The `[[mcp_server]]` table of server `t` (its calls logged to `log` when over stdio; an
+    /// HTTP server logs where the test started it), with `extra` lines.
+    pub fn entry(&self, log: &Path, extra: &str) -> String {
+        let how = match self {
+            Via::Stdio => format!(
+                "command = {:?}\nargs = [{:?}, \"stdio\"]\nenv = {{ MCP_TEST_LOG = {:?} }}",
+                python(),
+                server_py(),
+                log
+            ),
+            Via::Http(url) => format!("url = {url:?}"),
+        };
+        format!("[[mcp_server]]\nname = \"t\"\n{how}\n{extra}\n")
+    }
+}
+
+/// The agent of the MCP tests: an `llm` agent that may call every tool of server `t`.
+pub const AGENT: &str = r#"
+[[agent]]
+name = "operator"
+kind = "llm"
+purpose = "Uses the test server's tools"
+system_prompt = "You are the operator. Use the tools."
+tools = ["t_*", "write_todos"]
+max_turns = 8
+"#;
+
+/// The generic domain asking the scripted model at `base_url`, with the MCP server of `entry`
+/// started and [`AGENT`]; the servers it started come back too.
+pub async fn settings(
+    base_url: &str,
+    entry: &str,
+) -> (chronicle_engine::Settings, Vec<chronicle_mcp::McpServer>) {
+    let mut s = chronicle_generic::settings();
+    let config = chronicle_engine::llm::LlmConfig {
+        base_url: base_url.to_owned(),
+        model: "test-model".into(),
+        api_key: Some(crate::llm_support::KEY.into()),
+        timeout_ms: 10_000,
+    };
+    s.llm = Some(std::sync::Arc::new(
+        chronicle_engine::llm::OpenAiCompat::new(config).expect("client"),
+    ));
+    let toml = format!("{entry}\n{AGENT}");
+    let loaded =
+        chronicle_generic::load_config_in(&mut s.registry, &mut s.tools, &toml, Path::new("."))
+            .await
+            .expect("the config loads");
+    (s, loaded.servers)
+}

@@ -18,6 +18,7 @@ import os
 import signal
 import socket
 import sys
+import time
 from typing import TypedDict
 
 from mcp.server.fastmcp import Context, FastMCP
@@ -61,6 +62,13 @@ async def slow(seconds: float, ctx: Context) -> str:
     record("slow", {"seconds": seconds}, ctx)
     await asyncio.sleep(seconds)
     return "done"
+
+
+@mcp.tool(description="Hangs the whole server (a blocking sleep on its event loop).")
+def hang(ctx: Context) -> str:
+    record("hang", {}, ctx)
+    time.sleep(3600)
+    return "unreachable"
 
 
 @mcp.tool(description="Kills its own server in the middle of the call.")

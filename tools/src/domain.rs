@@ -30,7 +30,9 @@ pub struct DomainArgs {
     /// The domain: its agents, its planner and its language.
     #[arg(long, env = "CHRONICLE_DOMAIN", value_enum, default_value_t)]
     pub domain: Domain,
-    /// TOML file of agents (`[[agent]]` tables, `kind` http or llm) to add to the domain's own.
+    /// TOML file of agents (`[[agent]]` tables, `kind` http or llm) to add to the domain's own,
+    /// and of MCP servers (`[[mcp_server]]` tables) whose tools llm agents may call: they are
+    /// started first, and a bad one stops the start, named.
     #[arg(long, env = "CHRONICLE_AGENTS", value_name = "FILE")]
     pub agents: Option<PathBuf>,
     /// How many levels of sub-agent runs (`task` calls) may nest below a run: a run this deep
@@ -101,7 +103,8 @@ impl DomainArgs {
     }
 
     /// The engine settings: a model from the environment when one is configured, the domain,
-    /// and the `http` agents of `--agents`.
+    /// and the agents and MCP servers of `--agents` (the servers started, their tools
+    /// registered; the engine's shutdown stops them). The data domain starts its own MCP server.
     pub async fn settings(&self) -> anyhow::Result<Settings> {
         let mut settings = Settings::from_env()?;
         settings.subagent_depth_max = self.subagent_depth_max;
@@ -124,10 +127,15 @@ impl DomainArgs {
             Domain::Data => chronicle_data::install(settings, &self.data_config()).await?,
         };
         if let Some(path) = &self.agents {
-            let n =
-                chronicle_generic::load_agents_file(&mut settings.registry, path, &settings.tools)
-                    .with_context(|| format!("loading agents from {}", path.display()))?;
-            tracing::info!(agents = n, "loaded agents");
+            let loaded = chronicle_generic::load_config_file(
+                &mut settings.registry,
+                &mut settings.tools,
+                path,
+            )
+            .await
+            .with_context(|| format!("loading agents from {}", path.display()))?;
+            let servers: Vec<&str> = loaded.servers.iter().map(|s| s.name()).collect();
+            tracing::info!(agents = loaded.agents, mcp_servers = ?servers, "loaded agents");
         }
         if settings.registry.is_empty() {
             tracing::warn!("no agents are registered: every run will answer that no agent could");

@@ -252,7 +252,8 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    // On the runtime: a domain may start processes for its tools (the data domain's MCP server).
+    // In the runtime: MCP servers are started here (the data domain's and those of --agents),
+    // and their connections live in it.
     let mut settings = rt.block_on(args.domain.settings())?;
     if let Some(hitl) = args.hitl_default {
         settings.defaults.hitl = hitl;

@@ -3,6 +3,7 @@ mod cli_agents;
 mod cli_bench;
 mod cli_chat;
 mod cli_inspect;
+mod cli_mcp;
 mod cli_remote;
 mod cli_run;
 mod cli_sessions;

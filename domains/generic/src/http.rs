@@ -91,14 +91,24 @@ pub enum ConfigError {
     },
     #[error("agent `{name}`: {source}")]
     Llm { name: String, source: LlmAgentError },
+    /// An `[[mcp_server]]` entry that cannot be started or registered; the message names it.
+    #[error(transparent)]
+    Mcp(#[from] chronicle_mcp::Error),
+    #[error(
+        "the config declares {count} [[mcp_server]] entries, which only `load_config_file` / `load_config_in` start (this loader reads agents only)"
+    )]
+    McpServersNotStarted { count: usize },
 }
 
-/// The file: `[[agent]]` tables.
+/// The file: `[[agent]]` tables, and `[[mcp_server]]` tables (MCP servers whose tools `llm`
+/// agents may name; see `mcp.rs`).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct ConfigFile {
+pub(crate) struct ConfigFile {
     #[serde(default)]
-    agent: Vec<AgentEntry>,
+    pub(crate) agent: Vec<AgentEntry>,
+    #[serde(default)]
+    pub(crate) mcp_server: Vec<chronicle_mcp::McpServerConfig>,
 }
 
 /// One `[[agent]]` table. `name` and `url` are optional here so that a missing one gets our
@@ -144,7 +154,7 @@ impl Declared {
         }
     }
 
-    fn into_agent(self) -> Arc<dyn Agent> {
+    pub(crate) fn into_agent(self) -> Arc<dyn Agent> {
         match self {
             Declared::Http(a) => Arc::new(a),
             Declared::Llm(a) => Arc::new(a),
@@ -219,13 +229,22 @@ pub fn load_agents_file(
     tools: &ToolRegistry,
 ) -> Result<usize, ConfigError> {
     let text = read_config(path)?;
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let dir = if dir.as_os_str().is_empty() {
-        Path::new(".")
-    } else {
-        dir
-    };
-    load_agents_in(registry, &text, ConfigPlace { dir, tools })
+    load_agents_in(
+        registry,
+        &text,
+        ConfigPlace {
+            dir: config_dir(path),
+            tools,
+        },
+    )
+}
+
+/// The directory a config file's relative paths are relative to.
+pub(crate) fn config_dir(path: &Path) -> &Path {
+    match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    }
 }
 
 /// Checks one hints list of an agent.
@@ -262,12 +281,23 @@ pub(crate) fn parse_config(toml_text: &str) -> Result<Vec<Declared>, ConfigError
     parse_config_in(toml_text, place)
 }
 
-/// Parses and validates a config; returns the agents in file order.
+/// Parses and validates a config of agents only; returns the agents in file order.
 pub(crate) fn parse_config_in(
     toml_text: &str,
     place: ConfigPlace<'_>,
 ) -> Result<Vec<Declared>, ConfigError> {
-    let file: ConfigFile = toml::from_str(toml_text).map_err(|e| {
+    let file = parse_file(toml_text)?;
+    if !file.mcp_server.is_empty() {
+        return Err(ConfigError::McpServersNotStarted {
+            count: file.mcp_server.len(),
+        });
+    }
+    agents_of(file.agent, place)
+}
+
+/// The file's tables, as TOML.
+pub(crate) fn parse_file(toml_text: &str) -> Result<ConfigFile, ConfigError> {
+    toml::from_str(toml_text).map_err(|e| {
         // `Display` of a TOML error is a multi-line snippet; one line with the position reads
         // better in a log and in a CLI's error line.
         let at = e.span().map(|span| {
@@ -277,9 +307,16 @@ pub(crate) fn parse_config_in(
             format!("line {line}, column {column}: ")
         });
         ConfigError::Toml(format!("{}{}", at.unwrap_or_default(), e.message()))
-    })?;
-    let mut out: Vec<Declared> = Vec::with_capacity(file.agent.len());
-    for (i, mut entry) in file.agent.into_iter().enumerate() {
+    })
+}
+
+/// The agents of `[[agent]]` tables, checked; in file order.
+pub(crate) fn agents_of(
+    entries: Vec<AgentEntry>,
+    place: ConfigPlace<'_>,
+) -> Result<Vec<Declared>, ConfigError> {
+    let mut out: Vec<Declared> = Vec::with_capacity(entries.len());
+    for (i, mut entry) in entries.into_iter().enumerate() {
         let index = i + 1;
         let name = entry.name.take().ok_or(ConfigError::Missing {
             index,

@@ -1,7 +1,8 @@
 //! The generic domain: what a deployment needs to run its own agents without writing Rust.
 //! Agents are declared in a TOML file — `http` agents (a URL) and `llm` agents (a prompt and the
 //! tools a model may call), each with a purpose, a team, a HITL category and routing hints; every
-//! agent speaks the agent contract (`chronicle.agent.v1`).
+//! agent speaks the agent contract (`chronicle.agent.v1`). The same file may declare MCP servers
+//! (`[[mcp_server]]`) whose tools `llm` agents may call.
 //!
 //! Its planner, [`GenericPlanner`], routes a query to the agents whose routing hints match it
 //! ([`route`]), plans them in the order the query names them, judges their results by who
@@ -12,6 +13,7 @@
 mod compose;
 mod http;
 mod llm;
+mod mcp;
 mod planner;
 mod prompts;
 mod route;
@@ -31,6 +33,7 @@ pub use http::{
     load_agents_file, load_agents_in, request,
 };
 pub use llm::SYSTEM_PROMPT_BYTES_MAX;
+pub use mcp::{Loaded, load_config_file, load_config_in};
 pub use planner::{GenericPlanner, answer_text, checked_evaluation};
 pub use route::{EXAMPLE_SCORE_MAX, Hit, HitKind, KEYWORD_SCORE, Match, ROUTE_AGENTS_MAX, route};
 pub use rules::{

@@ -189,6 +189,20 @@ impl Conn {
         }
     }
 
+    /// Kills the process group at once (it hangs) and reaps it.
+    pub(crate) async fn kill(&self) {
+        if let Some(service) = self.service.lock().await.take() {
+            service.cancellation_token().cancel();
+        }
+        let Some(mut child) = self.child.lock().await.take() else {
+            return;
+        };
+        if child.try_wait().ok().flatten().is_none() {
+            kill_group(self.pid);
+        }
+        let _ = child.wait().await;
+    }
+
     pub(crate) fn pid(&self) -> Option<u32> {
         self.pid
     }

@@ -25,7 +25,13 @@ impl ClientHandler for Handler {
         // for the `tools/list` answer to arrive: list in a task of its own.
         if let Some(server) = self.server.upgrade() {
             let peer = context.peer;
-            tokio::spawn(async move { server.refresh(&peer).await });
+            // Counted now, before the answer of the call that changed the list is delivered,
+            // so that answer can wait for the new list (see `Inner::call`).
+            let pending = server.refresh_started();
+            tokio::spawn(async move {
+                server.refresh(&peer).await;
+                drop(pending);
+            });
         }
         std::future::ready(())
     }

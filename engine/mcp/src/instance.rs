@@ -24,9 +24,14 @@ pub const RESTART_BACKOFF_MS_MIN: u64 = 100;
 pub const RESTART_BACKOFF_MS_MAX: u64 = 30_000;
 /// How long starting a server and its handshake may take.
 pub const START_TIMEOUT_MS: u64 = 30_000;
-/// After a call timed out, how long the server has to answer a ping before it counts as hung
-/// (and is restarted).
-const PING_TIMEOUT: Duration = Duration::from_secs(5);
+/// After a call timed out, how long the server has at most to answer a ping before it counts as
+/// hung (and is restarted); never longer than the call's own timeout.
+const PING_TIMEOUT_MAX: Duration = Duration::from_secs(5);
+
+/// How long the ping after a timed-out call may take, for a call timeout of `timeout`.
+pub(crate) fn ping_bound(timeout: Duration) -> Duration {
+    timeout.min(PING_TIMEOUT_MAX)
+}
 
 /// Why a call got no answer from the server; the text is what the agent reads.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -39,6 +44,10 @@ pub(crate) enum CallError {
     Lost { server: String, how: String },
     #[error("timed out after {ms} ms; the call was cancelled")]
     Timeout { ms: u64 },
+    #[error(
+        "timed out after {ms} ms; the call was cancelled, and MCP server `{server}` does not answer a ping either: it is restarted for the next call"
+    )]
+    Hung { server: String, ms: u64 },
     #[error("MCP server `{server}` refused the call: {message}")]
     Refused { server: String, message: String },
 }
@@ -136,9 +145,16 @@ impl Instance {
         let answer = match tokio::time::timeout_at(deadline, peer.call_tool_once(params)).await {
             // Dropping the call's future sent the server `notifications/cancelled`.
             Err(_) => {
-                self.check_alive(conn);
                 let ms = self.cfg.timeout.as_millis() as u64;
-                return Err(CallError::Timeout { ms });
+                if self.answers_ping(&peer).await {
+                    return Err(CallError::Timeout { ms });
+                }
+                tracing::warn!(server = %self.cfg.name, "an MCP server does not answer a ping after a timed-out call; it is restarted");
+                self.lost(&conn, true).await;
+                return Err(CallError::Hung {
+                    server: self.cfg.name.clone(),
+                    ms,
+                });
             }
             Ok(answer) => answer,
         };
@@ -166,7 +182,7 @@ impl Instance {
                     None => format!("lost its connection ({e})"),
                 };
                 tracing::warn!(server = %self.cfg.name, how, "an MCP server failed during a call");
-                self.lost(&conn).await;
+                self.lost(&conn, false).await;
                 Err(CallError::Lost {
                     server: self.cfg.name.clone(),
                     how,
@@ -240,37 +256,30 @@ impl Instance {
         Ok(conn)
     }
 
-    /// `conn` failed: it is stopped (its process reaped) and the next start waits its backoff.
-    async fn lost(&self, conn: &Arc<Conn>) {
+    /// `conn` failed: it is stopped (`kill`: at once, it hangs) and its process reaped, and the
+    /// next start waits its backoff.
+    async fn lost(&self, conn: &Arc<Conn>, kill: bool) {
         let mut slot = self.slot.lock().await;
         if slot.conn.as_ref().is_some_and(|c| Arc::ptr_eq(c, conn)) {
             slot.conn = None;
             slot.failed();
         }
         drop(slot);
-        conn.stop().await;
+        if kill {
+            conn.kill().await;
+        } else {
+            conn.stop().await;
+        }
     }
 
-    /// After a timeout: a server that does not answer a ping either is hung, and is restarted.
-    fn check_alive(self: &Arc<Self>, conn: Arc<Conn>) {
-        let this = self.clone();
-        tokio::spawn(async move {
-            let Some(peer) = conn.peer().cloned() else {
-                return;
-            };
-            let ping = ClientRequest::PingRequest(PingRequest::default());
-            let alive = match peer
-                .send_request_with_option(ping, PeerRequestOptions::with_timeout(PING_TIMEOUT))
-                .await
-            {
-                Ok(handle) => handle.await_response().await.is_ok(),
-                Err(_) => false,
-            };
-            if !alive {
-                tracing::warn!(server = %this.cfg.name, "an MCP server does not answer a ping after a timed-out call; it is restarted");
-                this.lost(&conn).await;
-            }
-        });
+    /// Whether the server answers a ping within [`ping_bound`].
+    async fn answers_ping(&self, peer: &rmcp::service::Peer<rmcp::service::RoleClient>) -> bool {
+        let ping = ClientRequest::PingRequest(PingRequest::default());
+        let options = PeerRequestOptions::with_timeout(ping_bound(self.cfg.timeout));
+        match peer.send_request_with_option(ping, options).await {
+            Ok(handle) => handle.await_response().await.is_ok(),
+            Err(_) => false,
+        }
     }
 
     /// Stops the server (its process reaped); a later call starts it again.

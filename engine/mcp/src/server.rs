@@ -35,7 +35,19 @@ pub(crate) struct Inner {
     main: Option<Arc<Instance>>,
     /// The session-scoped instances, by workspace directory.
     sessions: Mutex<HashMap<PathBuf, Arc<Instance>>>,
+    /// Refreshes of the tool list under way (the server said its list changed).
+    refreshing: Arc<(std::sync::atomic::AtomicU32, tokio::sync::Notify)>,
     me: Weak<Inner>,
+}
+
+/// A refresh of the tool list under way, until dropped.
+pub(crate) struct Refreshing(Arc<(std::sync::atomic::AtomicU32, tokio::sync::Notify)>);
+
+impl Drop for Refreshing {
+    fn drop(&mut self) {
+        self.0.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        self.0.1.notify_waiters();
+    }
 }
 
 /// What a server's tool list makes of the tools: checked strictly at start (every problem is an
@@ -75,7 +87,7 @@ impl Inner {
                     tool: mcp_name.clone(),
                     name: name.clone(),
                 })
-            } else if taken.contains(&name) {
+            } else if matches!(how, Strictness::Refresh) && taken.contains(&name) {
                 Some(Error::Clash {
                     server: server.clone(),
                     tool: name.clone(),
@@ -128,6 +140,28 @@ impl Inner {
             timeout: self.cfg.timeout,
             server: self.me.clone(),
             mcp_name,
+        }
+    }
+
+    pub(crate) fn refresh_started(&self) -> Refreshing {
+        self.refreshing
+            .0
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Refreshing(self.refreshing.clone())
+    }
+
+    /// Waits (until `deadline` at most) for the refreshes under way: a call that changed the
+    /// tool list answers once the new list is there, so the agent's next turn offers it.
+    async fn refreshed(&self, deadline: tokio::time::Instant) {
+        let (count, notify) = &*self.refreshing;
+        loop {
+            let notified = notify.notified();
+            if count.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+                return;
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                return;
+            }
         }
     }
 
@@ -186,11 +220,12 @@ impl Inner {
             }
         }
         let entered = self.instance_for(ctx)?;
-        entered
-            .0
-            .call(params, deadline)
-            .await
-            .map_err(|e| crate::tool::shorten(&e.to_string(), crate::tool::TOOL_ERROR_CHARS_MAX))
+        let result =
+            entered.0.call(params, deadline).await.map_err(|e| {
+                crate::tool::shorten(&e.to_string(), crate::tool::TOOL_ERROR_CHARS_MAX)
+            });
+        self.refreshed(deadline).await;
+        result
     }
 
     /// Stops the session processes idle for `idle_ms`.
@@ -328,6 +363,7 @@ pub async fn connect(
             tools: RwLock::default(),
             taken: RwLock::new(registry.names().into_iter().collect()),
             sessions: Mutex::default(),
+            refreshing: Arc::default(),
             me: me.clone(),
         }
     });

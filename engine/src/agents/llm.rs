@@ -47,9 +47,9 @@ pub struct LlmAgentConfig {
     pub system_prompt: String,
     /// The tools the model may call: names, each one the registry holds, or patterns with `*`
     /// (`"duckdb_*"`), each matching at least one tool when the config is checked. Both are
-    /// looked up again whenever the agent starts, so tools a source (an MCP server) adds or drops
-    /// meanwhile are seen: a pattern then names what it matches (possibly nothing), and a name
-    /// the registry no longer holds is left out.
+    /// looked up again at every turn, so tools a source (an MCP server) adds or drops meanwhile
+    /// are seen: a pattern then names what it matches (possibly nothing), and a name the
+    /// registry no longer holds is left out.
     pub tools: Vec<String>,
     pub max_turns: u32,
     pub max_tool_calls: u32,
@@ -85,8 +85,8 @@ pub enum LlmAgentError {
 #[derive(Clone, Debug)]
 pub struct LlmAgent {
     config: LlmAgentConfig,
-    /// Where the declared tools are looked up when the agent starts. A clone shares the
-    /// registry's sources, so it sees their tools as they are then.
+    /// Where the declared tools are looked up at each turn. A clone shares the registry's
+    /// sources, so it sees their tools as they are then.
     tools: ToolRegistry,
 }
 
@@ -266,11 +266,11 @@ impl Agent for LlmAgent {
 
     async fn run(&self, ctx: &AgentContext, input: Value) -> Result<AgentOutput, AgentError> {
         let mut messages = self.opening(ctx, &input);
-        // Resolved once per start, so every turn of an attempt offers the same tools (a
-        // re-execution's requests then match the recorded ones).
-        let specs = self.specs();
         let mut calls_made: u32 = 0;
         for turn in 1..=self.config.max_turns {
+            // Looked up at every turn: a tool a server added (its list changed, maybe because
+            // of the last call) is offered from the next turn on.
+            let specs = self.specs();
             let mut request = ChatRequest {
                 model: self.config.model.clone(),
                 messages: messages.clone(),

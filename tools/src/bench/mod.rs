@@ -2,7 +2,8 @@
 //! machine's own fsync rate), replay speed, restore latency with and without snapshots, and the
 //! peak memory of a long replay, measured in a child process; and the engine end to end (full
 //! runs, bytes per run, HITL resume, a long run's checkpoint list and restore), tool calls, an
-//! llm agent's loop (events and bytes per model turn, recovery from the log), and the API (SSE
+//! llm agent's loop (events and bytes per model turn, recovery from the log), MCP call overhead
+//! (stdio and HTTP beside a built-in tool), and the API (SSE
 //! fan-out, `/chat` load, server memory, live chunk fan-out). Prints one table.
 //!
 //! Every store lives in a temporary directory under `--dir` (the system temp dir by default),
@@ -13,6 +14,7 @@ mod append;
 mod chunks;
 mod engine;
 mod llm;
+mod mcp;
 mod memory;
 mod replay;
 mod report;
@@ -69,6 +71,9 @@ pub enum Section {
     Tools,
     /// An llm agent's loop: events and bytes per model turn, recovery answering turns from the log.
     Llm,
+    /// MCP call overhead: a no-op tool over stdio and over HTTP beside a built-in tool, through
+    /// the tool host (needs `make data-venv`).
+    Mcp,
 }
 
 /// Sizes and time windows of one bench run.
@@ -105,6 +110,8 @@ struct Plan {
     tool_calls: usize,
     /// Model turns (each with one tool call) of the llm section's agent loop.
     llm_turns: usize,
+    /// Calls of each series of the mcp section.
+    mcp_calls: usize,
     /// Keep every store after its section instead of deleting it.
     keep: bool,
 }
@@ -133,6 +140,7 @@ impl Plan {
                 engine_fsync_window: Duration::from_millis(200),
                 tool_calls: 200,
                 llm_turns: 30,
+                mcp_calls: 100,
                 keep: false,
             }
         } else {
@@ -157,6 +165,7 @@ impl Plan {
                 engine_fsync_window: Duration::from_millis(500),
                 tool_calls: 2000,
                 llm_turns: 150,
+                mcp_calls: 1000,
                 keep: false,
             }
         }
@@ -212,6 +221,9 @@ pub fn run(args: &BenchArgs, out: &mut impl Write) -> Result<()> {
     }
     if wanted(Section::Llm) {
         rows.extend(llm::section(&rt, root.path(), &plan)?);
+    }
+    if wanted(Section::Mcp) {
+        rows.extend(mcp::section(&rt, root.path(), &plan)?);
     }
     if wanted(Section::Api) {
         progress("api: SSE fan-out, /chat load and server memory against `chronicle serve`");
