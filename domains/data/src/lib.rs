@@ -119,10 +119,19 @@ pub enum Error {
     NoServer(PathBuf),
     #[error("--data-sources {} is not a directory", .0.display())]
     NoSources(PathBuf),
+    /// Said in this message, not as a source, so that a chain of errors says it once.
     #[error("the analyst: {0}")]
-    Analyst(#[from] LlmAgentError),
-    #[error("the data tools: {0}")]
-    Mcp(#[from] chronicle_mcp::Error),
+    Analyst(LlmAgentError),
+    /// The MCP client's error (its source) names the server and the reason.
+    #[error(
+        "the data tools did not start (the Python {} needs the packages of domains/data/python/requirements.txt: `make data-venv`)",
+        .python.display()
+    )]
+    Mcp {
+        python: PathBuf,
+        #[source]
+        source: chronicle_mcp::Error,
+    },
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -224,9 +233,14 @@ pub fn analyst_config() -> LlmAgentConfig {
 pub async fn install(settings: Settings, config: &DataConfig) -> Result<Settings> {
     config.check()?;
     let mut settings = chronicle_generic::install(settings);
-    chronicle_mcp::connect(&config.mcp_server(), &mut settings.tools).await?;
+    chronicle_mcp::connect(&config.mcp_server(), &mut settings.tools)
+        .await
+        .map_err(|source| Error::Mcp {
+            python: config.python.clone(),
+            source,
+        })?;
     let model = match settings.llm {
-        Some(_) => Some(LlmAgent::new(analyst_config(), &settings.tools)?),
+        Some(_) => Some(LlmAgent::new(analyst_config(), &settings.tools).map_err(Error::Analyst)?),
         None => None,
     };
     settings
