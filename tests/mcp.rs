@@ -472,8 +472,14 @@ async fn an_http_server_killed_mid_call_fails_the_call_and_is_reconnected() {
         "{err}"
     );
     http.wait_dead();
-    http.restart();
     let echo = registry.get("t_echo").unwrap();
+    let down = echo.call(&ctx, json!({"text": "down"})).await.unwrap_err();
+    assert!(
+        down.starts_with("MCP server `t` is not available: the MCP handshake failed: ")
+            && down.contains("error sending request"),
+        "{down}"
+    );
+    http.restart();
     let out = echo.call(&ctx, json!({"text": "back"})).await.unwrap();
     assert_eq!(out, json!({"result": "back"}));
     assert_eq!(count(&log, "echo"), 1);

@@ -22,6 +22,7 @@ import time
 from typing import TypedDict
 
 from mcp.server.fastmcp import Context, FastMCP
+import mcp.types as types
 from mcp.types import ToolAnnotations
 
 mcp = FastMCP("chronicle-test", log_level="WARNING")
@@ -128,7 +129,10 @@ async def extra(ctx: Context) -> str:
 async def grow(ctx: Context) -> str:
     record("grow", {}, ctx)
     mcp.add_tool(extra, name="extra", description="A tool added while the server runs.")
-    await ctx.session.send_tool_list_changed()
+    # Related to this request: over streamable HTTP it travels in this call's response stream,
+    # before the answer (an unrelated one would take the session's own stream, in no set order).
+    notification = types.ServerNotification(types.ToolListChangedNotification())
+    await ctx.session.send_notification(notification, ctx.request_context.request_id)
     return "grown"
 
 
@@ -170,7 +174,6 @@ async def serve_http(port):
 def serve_dup():
     from mcp.server.lowlevel import Server
     from mcp.server.stdio import stdio_server
-    import mcp.types as types
 
     server = Server("chronicle-test-dup")
     schema = {"type": "object", "properties": {}}

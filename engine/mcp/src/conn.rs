@@ -9,7 +9,7 @@ use std::process::Stdio;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use rmcp::service::{Peer, RoleClient, RunningService, ServiceExt};
+use rmcp::service::{ClientInitializeError, Peer, RoleClient, RunningService, ServiceExt};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use tokio::io::{AsyncRead, AsyncReadExt};
@@ -109,8 +109,8 @@ impl Conn {
     }
 
     /// The connection once the handshake is done; else the process stopped and the reason.
-    async fn finish_start<E: std::fmt::Display>(
-        served: Result<Result<Service, E>, tokio::time::error::Elapsed>,
+    async fn finish_start(
+        served: Result<Result<Service, ClientInitializeError>, tokio::time::error::Elapsed>,
         child: Option<tokio::process::Child>,
         limit: Duration,
     ) -> Result<Conn, StartError> {
@@ -126,6 +126,9 @@ impl Conn {
             Ok(Ok(service)) => {
                 let peer = service.peer().clone();
                 return Ok(conn(Some(service), Some(peer)));
+            }
+            Ok(Err(ClientInitializeError::TransportError { error, context })) => {
+                StartError::Handshake(format!("{} (when {context})", error_chain(&*error.error)))
             }
             Ok(Err(e)) => StartError::Handshake(e.to_string()),
             Err(_) => StartError::Timeout(limit.as_millis() as u64),
@@ -218,6 +221,22 @@ impl Drop for Conn {
             kill_group(self.pid);
         }
     }
+}
+
+/// An error with its sources, `: `-joined (a transport's error says little without them: a
+/// refused connection is three levels down).
+pub(crate) fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let more = s.to_string();
+        if !text.contains(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
+        source = s.source();
+    }
+    text
 }
 
 /// SIGKILL to the process group led by `pid` (which must not be reaped yet, so the group id

@@ -1,6 +1,7 @@
 //! A server that stays usable: started on its first need, restarted with backoff after it exits
-//! or hangs, stopped on demand. Every tool call goes through [`Instance::call`], bounded by the
-//! call's deadline, which also bounds any wait for a restart.
+//! or hangs, stopped on demand. Every tool call goes through [`Instance::call`]: a (re)start has
+//! [`START_TIMEOUT_MS`], then the call itself has the entry's `timeout_ms`, so a slow start never
+//! eats into a short call's time.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -131,14 +132,16 @@ impl Instance {
         }
     }
 
-    /// Calls a tool, starting or restarting the server first if need be; everything is over by
-    /// `deadline`. The caller holds the instance [`enter`](Self::enter)ed.
+    /// Calls a tool, starting or restarting the server first if need be. The caller holds the
+    /// instance [`enter`](Self::enter)ed.
     pub(crate) async fn call(
         self: &Arc<Self>,
         params: CallToolRequestParams,
-        deadline: Instant,
     ) -> Result<CallToolResult, CallError> {
-        let conn = self.conn(deadline).await?;
+        let conn = self
+            .conn(Instant::now() + Duration::from_millis(START_TIMEOUT_MS))
+            .await?;
+        let deadline = Instant::now() + self.cfg.timeout;
         let Some(peer) = conn.peer().cloned() else {
             return Err(self.unavailable("no connection".into()));
         };
@@ -177,9 +180,13 @@ impl Instance {
                 message: e.message.to_string(),
             }),
             Err(e) => {
-                let how = match conn.exit_status().await {
-                    Some(exit) => exit,
-                    None => format!("lost its connection ({e})"),
+                let how = match (conn.exit_status().await, &e) {
+                    (Some(exit), _) => exit,
+                    (None, ServiceError::TransportSend(t)) => format!(
+                        "lost its connection ({})",
+                        crate::conn::error_chain(&*t.error)
+                    ),
+                    (None, e) => format!("lost its connection ({e})"),
                 };
                 tracing::warn!(server = %self.cfg.name, how, "an MCP server failed during a call");
                 self.lost(&conn, false).await;
@@ -192,7 +199,7 @@ impl Instance {
     }
 
     /// The live connection, started now if there is none (or it died), after the backoff of
-    /// the failures before it.
+    /// the failures before it; all by `deadline`.
     async fn conn(&self, deadline: Instant) -> Result<Arc<Conn>, CallError> {
         let mut slot = self.slot.lock().await;
         if let Some(conn) = &slot.conn {

@@ -22,6 +22,8 @@ use crate::tool::{McpTool, TOOL_DESCRIPTION_CHARS_MAX, shorten, valid_name};
 /// execution of one recorded call, so a server can recognise the rare repeat (a call whose
 /// completion was not recorded before a crash runs again).
 pub const IDEMPOTENCY_META_KEY: &str = "chronicle/idempotency_key";
+/// How long a call's answer waits at most for the tool list it changed to be listed again.
+const REFRESH_WAIT_MAX: Duration = Duration::from_secs(5);
 /// How often a session-scoped server's idle processes are looked for, at most (and at least
 /// every tenth of a second).
 const IDLE_CHECK_EVERY_MAX: Duration = Duration::from_secs(10);
@@ -208,7 +210,6 @@ impl Inner {
         args: Value,
         timeout: Duration,
     ) -> Result<CallToolResult, String> {
-        let deadline = tokio::time::Instant::now() + timeout;
         let Value::Object(args) = args else {
             return Err("the arguments must be a JSON object".into());
         };
@@ -221,10 +222,11 @@ impl Inner {
         }
         let entered = self.instance_for(ctx)?;
         let result =
-            entered.0.call(params, deadline).await.map_err(|e| {
+            entered.0.call(params).await.map_err(|e| {
                 crate::tool::shorten(&e.to_string(), crate::tool::TOOL_ERROR_CHARS_MAX)
             });
-        self.refreshed(deadline).await;
+        self.refreshed(tokio::time::Instant::now() + timeout.min(REFRESH_WAIT_MAX))
+            .await;
         result
     }
 

@@ -18,9 +18,9 @@ pub const TOOL_DESCRIPTION_CHARS_MAX: usize = 4096;
 pub const TOOL_ERROR_CHARS_MAX: usize = 4096;
 /// Schema errors named in one refusal, at most.
 const SCHEMA_ERRORS_SHOWN_MAX: usize = 3;
-/// The host's own bound on a call is the server's `timeout_ms`, plus the ping that follows a
-/// timeout, plus this: the call's own timeout (which cancels the request at the server and
-/// restarts a hung server) ends it first.
+/// The host's own bound on a call is the time a (re)start may take, plus the server's
+/// `timeout_ms`, plus the ping that follows a timeout, plus this: the call's own bounds (a
+/// timeout cancels the request at the server and restarts a hung server) end it first.
 const HOST_TIMEOUT_SLACK: Duration = Duration::from_secs(2);
 
 /// A tool of an MCP server.
@@ -121,7 +121,12 @@ impl Tool for McpTool {
         })
     }
     fn timeout(&self) -> Option<Duration> {
-        Some(self.timeout + crate::instance::ping_bound(self.timeout) + HOST_TIMEOUT_SLACK)
+        Some(
+            Duration::from_millis(crate::instance::START_TIMEOUT_MS)
+                + self.timeout
+                + crate::instance::ping_bound(self.timeout)
+                + HOST_TIMEOUT_SLACK,
+        )
     }
     fn server(&self) -> Option<&str> {
         Some(&self.server_name)
