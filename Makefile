@@ -5,8 +5,12 @@ SHELL := /bin/bash
 .PHONY: run test test-deps schemathesis schemathesis-venv langgraph langgraph-venv langgraph-js langgraph-js-deps data-venv bench lint fmt
 
 # The server on 127.0.0.1:8080 with the embedded store in ./.chronicle/, the built-in agents and
-# no LLM key needed. Extra flags: make run ARGS="--hitl-default every_todo".
-run:
+# no LLM key needed. Extra flags: make run ARGS="--hitl-default every_todo". The data domain
+# (ARGS="--domain data" or CHRONICLE_DOMAIN=data) first makes its pinned Python venv, once; the
+# other domains need no Python, so they do not wait for it (nor need PyPI).
+RUN_DEPS := $(if $(filter data --domain=data,$(ARGS) $(CHRONICLE_DOMAIN)),data-venv)
+
+run: $(RUN_DEPS)
 	$(CARGO) run -p chronicle-tools -- serve $(ARGS)
 
 # Every test of the workspace, doctests included (debug profile: no release build here), then
@@ -16,6 +20,7 @@ test: test-deps
 	@mkdir -p target
 	@set -o pipefail; $(CARGO) test --workspace --all-targets 2>&1 | tee target/test-output.log
 	@awk '/^test result:/ { p += $$4; f += $$6 } END { printf "%d passed, %d failed\n", p, f }' target/test-output.log
+	PYTHONDONTWRITEBYTECODE=1 $(DATA_VENV)/bin/python -m unittest discover -s domains/data/python
 	@bash tests/schemathesis/run.sh
 	@bash tests/langgraph/run.sh
 	@bash tests/langgraph-js/run.sh
@@ -29,7 +34,7 @@ schemathesis: schemathesis-venv
 # changes (the stamp is a copy of it); $(3) names what it is for.
 define python_venv
 	@cmp -s $(2) $(1)/requirements.txt 2>/dev/null || { \
-	  echo "make test: installing $(3) into $(1)" >&2; \
+	  echo "make: installing $(3) into $(1)" >&2; \
 	  command -v python3 >/dev/null 2>&1 && python3 -m venv --help >/dev/null 2>&1 \
 	    || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3 python3-venv >/dev/null; }; \
 	  rm -rf $(1) && python3 -m venv $(1) \

@@ -17,6 +17,7 @@ mod commands;
 mod consistency;
 mod conversations;
 mod crash;
+mod data;
 mod engine;
 mod engine_crash;
 mod feedback;

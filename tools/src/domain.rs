@@ -20,6 +20,9 @@ pub enum Domain {
     /// The benchmark workflow that Restate and LangGraph comparisons run too: keyword rules plan
     /// up to three mock agents that return small fixed results (equal work for comparisons).
     Bench,
+    /// The data analyst: SQL on a DuckDB database per conversation, dbt under approval, charts
+    /// and reports, its tools from the domain's MCP server (Python, made by `make data-venv`).
+    Data,
 }
 
 #[derive(Clone, Debug, clap::Args)]
@@ -45,6 +48,14 @@ pub struct DomainArgs {
     /// read at every turn, before the session's own `/workspace/AGENTS.md`.
     #[arg(long, env = "CHRONICLE_MEMORY_DIR", value_name = "DIR")]
     pub memory_dir: Option<PathBuf>,
+    /// The data domain's Python, with its pinned packages (default: the venv `make data-venv`
+    /// makes, `target/data-venv/bin/python` in the source tree).
+    #[arg(long, env = "CHRONICLE_DATA_PYTHON", value_name = "FILE")]
+    pub data_python: Option<PathBuf>,
+    /// The data domain's source folder: a new conversation's database starts with a table per
+    /// CSV, Parquet or JSON file in it, and its `dbt/` project (default: the bundled sample).
+    #[arg(long, env = "CHRONICLE_DATA_SOURCES", value_name = "DIR")]
+    pub data_sources: Option<PathBuf>,
 }
 
 impl Default for DomainArgs {
@@ -55,7 +66,23 @@ impl Default for DomainArgs {
             subagent_depth_max: chronicle_engine::SUBAGENT_DEPTH_MAX_DEFAULT,
             skills_dir: None,
             memory_dir: None,
+            data_python: None,
+            data_sources: None,
         }
+    }
+}
+
+impl DomainArgs {
+    /// The data domain's files: the bundled ones, with `--data-python` and `--data-sources`.
+    fn data_config(&self) -> chronicle_data::DataConfig {
+        let mut config = chronicle_data::DataConfig::default();
+        if let Some(python) = &self.data_python {
+            config.python.clone_from(python);
+        }
+        if let Some(sources) = &self.data_sources {
+            config.sources.clone_from(sources);
+        }
+        config
     }
 }
 
@@ -77,7 +104,7 @@ impl DomainArgs {
 
     /// The engine settings: a model from the environment when one is configured, the domain,
     /// and the agents and MCP servers of `--agents` (the servers started, their tools
-    /// registered; the engine's shutdown stops them).
+    /// registered; the engine's shutdown stops them). The data domain starts its own MCP server.
     pub async fn settings(&self) -> anyhow::Result<Settings> {
         let mut settings = Settings::from_env()?;
         settings.subagent_depth_max = self.subagent_depth_max;
@@ -97,6 +124,7 @@ impl DomainArgs {
             Domain::Realestate => chronicle_realestate::install(settings),
             Domain::Generic => chronicle_generic::install(settings),
             Domain::Bench => chronicle_bench::install(settings),
+            Domain::Data => chronicle_data::install(settings, &self.data_config()).await?,
         };
         if let Some(path) = &self.agents {
             let loaded = chronicle_generic::load_config_file(

@@ -23,9 +23,10 @@ pub struct ServeArgs {
     /// `sync` acknowledges appends after the durability barrier; `async` before it (see README).
     #[arg(long, default_value = "sync")]
     durability: Durability,
-    /// HITL policy for runs whose request names none.
-    #[arg(long, value_parser = parse_hitl, default_value = "none")]
-    hitl_default: HitlMode,
+    /// HITL policy for runs whose request names none (default: the domain's — `tools` for the
+    /// data domain, `none` for the others).
+    #[arg(long, value_parser = parse_hitl)]
+    hitl_default: Option<HitlMode>,
     /// What a rejected approval does in runs whose request names nothing: `skip` what it gated
     /// and carry on, or `end_turn` (the run answers with what was rejected and why).
     #[arg(long, value_parser = parse_on_reject, default_value = "skip")]
@@ -251,9 +252,12 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    // In the runtime: MCP servers are started here, and their connections live in it.
+    // In the runtime: MCP servers are started here (the data domain's and those of --agents),
+    // and their connections live in it.
     let mut settings = rt.block_on(args.domain.settings())?;
-    settings.defaults.hitl = args.hitl_default;
+    if let Some(hitl) = args.hitl_default {
+        settings.defaults.hitl = hitl;
+    }
     settings.defaults.on_reject = args.on_reject;
     if settings.llm.is_none() {
         tracing::info!(

@@ -58,6 +58,11 @@ const SKIPPED: &[(&str, usize, &str)] = &[
         "an HTTP agent that serves until stopped; the agent contract is checked by domains/generic's tests",
     ),
     (
+        "The data analyst",
+        0,
+        "`make run ARGS=\"--domain data\"` is the server: this test starts `chronicle serve --domain data` itself for the next block",
+    ),
+    (
         "LLM agents and agent mode",
         0,
         "needs an OpenAI-compatible model at CHRONICLE_LLM_BASE_URL; agent mode is checked with a scripted model by tests/llm_agents.rs",
@@ -459,6 +464,64 @@ const TOOLS: &[Check] = &[("Draft a lease contract", |r, ctx| {
 })];
 
 /// The checks of each block this test runs.
+/// The data analyst without a model, against a server of the data domain (its MCP server on the
+/// venv `make test` makes, `target/data-venv`).
+const DATA: &[Check] = &[
+    ("what tables are there?", |r, _| {
+        ok(
+            r,
+            &[
+                "The database has 1 table:",
+                "- sales (2924 rows, 7 columns)",
+            ],
+        )
+    }),
+    ("describe sales", |r, _| {
+        ok(
+            r,
+            &[
+                "sales has 2924 rows and 7 columns:",
+                "- order_id BIGINT",
+                "- order_date DATE",
+            ],
+        )
+    }),
+    ("show 5 rows of sales", |r, _| {
+        ok(
+            r,
+            &[
+                "The first 5 rows of sales:",
+                "| order_id | order_date | region |",
+                "| 5 | 2024-01-02 | North |",
+            ],
+        )
+    }),
+    ("how many rows in sales?", |r, _| {
+        ok(
+            r,
+            &["sales has 2924 rows (run_sql run_1, kept as results.run_1)."],
+        )
+    }),
+    ("run dbt", |r, _| {
+        assert_eq!(
+            json(r),
+            serde_json::json!({"code": "waiting_for_human", "tool": "dbt_run"}),
+            "{}",
+            r.out
+        )
+    }),
+    ("\"approve\": true", |r, _| {
+        ok(
+            r,
+            &[
+                "dbt run on /workspace/dbt: success",
+                "- stg_sales: success",
+                "- monthly_revenue: success",
+            ],
+        )
+    }),
+];
+
 const RUN: &[(&str, usize, &[Check])] = &[
     ("A tour with curl", 0, TOUR),
     ("Conversations", 0, TALK),
@@ -467,6 +530,7 @@ const RUN: &[(&str, usize, &[Check])] = &[
     ("Memory", 0, MEMORY),
     ("Add a domain", 0, AGAINST_SERVER),
     ("Tools, the workspace and sub-agents", 0, TOOLS),
+    ("The data analyst", 1, DATA),
 ];
 
 fn run_block(block: &Block, checks: &[Check], ctx: &Ctx, bin_dir: &Path) {
@@ -553,6 +617,8 @@ fn every_readme_example_runs_as_written() {
     let log = scratch.path().join("serve.log");
     let serve = Serve::start_with(&data, &[], &log, None);
     let ctx = Ctx { port: serve.port };
+    // The data analyst's examples talk to a server of the data domain, started for them.
+    let mut data_serve: Option<Serve> = None;
     let started = Instant::now();
     for block in blocks(&readme) {
         let key = (block.heading.as_str(), block.index);
@@ -574,9 +640,26 @@ fn every_readme_example_runs_as_written() {
                     block.heading, block.index, block.lang, block.text
                 )
             });
+        if block.heading == "The data analyst" {
+            let data = data_serve.get_or_insert_with(|| {
+                let args = [
+                    std::ffi::OsStr::new("--domain"),
+                    std::ffi::OsStr::new("data"),
+                ];
+                Serve::start_with(
+                    &scratch.path().join("data-domain"),
+                    &args,
+                    &scratch.path().join("serve-data.log"),
+                    None,
+                )
+            });
+            run_block(&block, checks, &Ctx { port: data.port }, &bin_dir);
+            continue;
+        }
         run_block(&block, checks, &ctx, &bin_dir);
     }
     eprintln!("readme: every example ran in {:?}", started.elapsed());
+    drop(data_serve);
     drop(serve);
 }
 
