@@ -229,6 +229,9 @@ impl Texts for English {
             Text::Aggregated { agents } => format!("results aggregated: {agents} agent(s)"),
             Text::Responding => "composing the answer".into(),
             Text::TodoApproval { todo, args } => todo_approval_en(todo, args),
+            Text::ToolApproval { tool, todo, target } if target.is_empty() => {
+                format!("Let {todo}'s agent call {tool}?")
+            }
             Text::ToolApproval { tool, todo, target } => {
                 format!("Let {todo}'s agent call {tool} on {target}?")
             }

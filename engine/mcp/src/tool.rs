@@ -117,7 +117,9 @@ impl Tool for McpTool {
             "args": args,
             "server": self.server_name,
             "mcp_tool": self.mcp_name,
-            "description": self.description,
+            // Not `description`: that key is what a call acts on (a `task`'s job), which an
+            // approval's message names.
+            "tool_description": self.description,
         })
     }
     fn timeout(&self) -> Option<Duration> {

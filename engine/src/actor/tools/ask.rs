@@ -40,7 +40,7 @@ impl RunActor {
         let target = ["file_path", "description"]
             .iter()
             .find_map(|k| preview.get(*k).and_then(Value::as_str))
-            .unwrap_or("-")
+            .unwrap_or_default()
             .to_owned();
         Event::ApprovalRequested {
             approval_id: ApprovalId(uuid::Uuid::new_v4().to_string()),
