@@ -229,7 +229,11 @@ impl Texts for English {
             Text::Aggregated { agents } => format!("results aggregated: {agents} agent(s)"),
             Text::Responding => "composing the answer".into(),
             Text::TodoApproval { todo, args } => todo_approval_en(todo, args),
-            Text::ToolApproval { tool, todo, target } if target.is_empty() => {
+            Text::ToolApproval {
+                tool,
+                todo,
+                target: "",
+            } => {
                 format!("Let {todo}'s agent call {tool}?")
             }
             Text::ToolApproval { tool, todo, target } => {

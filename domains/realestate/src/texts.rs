@@ -84,7 +84,11 @@ impl Texts for Korean {
             Text::Aggregated { agents } => format!("결과 집계: {agents}개 에이전트 결과"),
             Text::Responding => "최종 응답 생성".into(),
             Text::TodoApproval { todo, args } => todo_approval(todo, args, Lang::Ko),
-            Text::ToolApproval { tool, todo, target } if target.is_empty() => {
+            Text::ToolApproval {
+                tool,
+                todo,
+                target: "",
+            } => {
                 format!("{todo}의 에이전트가 {tool}을(를) 호출하도록 허용할까요?")
             }
             Text::ToolApproval { tool, todo, target } => {
