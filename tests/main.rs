@@ -36,3 +36,4 @@ mod support;
 mod tool_agents;
 mod tools;
 mod values;
+mod vendor;

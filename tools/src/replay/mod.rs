@@ -5,7 +5,6 @@
 //! works, since the store is opened without its tail check — or from a running server with
 //! `--server` (its log and its `state?at=`), which prints the same.
 
-#[path = "replay_diff.rs"]
 mod diff;
 
 use std::io::{self, BufRead, IsTerminal, Write};

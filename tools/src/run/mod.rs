@@ -1,11 +1,9 @@
 //! `chronicle run "<query>"`: starts a run (on an embedded engine or a server), prints its events
 //! live, asks for approvals on the terminal when it can, and exits with the run's outcome. The
-//! REPL `chronicle chat` lives in `run_chat.rs`; both share the backend here and the views of
+//! REPL `chronicle chat` lives in `chat.rs`; both share the backend here and the views of
 //! `view.rs`.
 
-#[path = "run_backend.rs"]
 pub mod backend;
-#[path = "run_chat.rs"]
 pub mod chat;
 
 use std::io::{IsTerminal, Write};
