@@ -745,7 +745,7 @@ async fn fifty_concurrent_decisions_one_wins() {
     s.stop().await;
 }
 
-/// The export's formats pinned on the fixed-id, fixed-time fixture run (seed 000 scenario 1),
+/// The export's formats pinned on the fixed-id, fixed-time deposit-increase fixture run,
 /// extended with every other kind of row: an edited tool call (with a comment that needs CSV
 /// quoting), a rejection and an expiry.
 #[test]

@@ -1,7 +1,7 @@
-//! The SSE streams, black-box over a real listener, read by the one client: seed 003's approval
-//! flow on a run's stream, resume by `Last-Event-ID` and `?from=` without gap or duplicate, 204
-//! for a finished run with nothing newer, the error codes, the all-runs stream with global
-//! offsets, keep-alives, the open-streams gauge, and streams ending at shutdown.
+//! The SSE streams, black-box over a real listener, read by the one client: a tool call's approval
+//! flow on a run's stream, resume by `Last-Event-ID` and `?from=` without gap or duplicate, 204 for
+//! a finished run with nothing newer, the error codes, the all-runs stream with global offsets,
+//! keep-alives, the open-streams gauge, and streams ending at shutdown.
 
 use std::time::Duration;
 
@@ -113,7 +113,7 @@ async fn decide(srv: &Server, run: RunId, approval: &str, req: DecisionRequest) 
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn seed_003_approval_flow_over_sse() {
+async fn tool_approval_flow_over_sse() {
     let srv = server(Tokens::none(), None).await;
     let run = gated_run(&srv).await;
     let mut events = stream(&srv, run, EventsFrom::default()).await;

@@ -1,6 +1,6 @@
-//! Seed 003's gated tool call over the API: a real server, a real SSE client. An `edit_file` call
-//! waits for a human, who approves it with edited args over REST; the stream shows the whole
-//! sequence (snapshot), and the file holds the edited content.
+//! A gated tool call over the API: a real server, a real SSE client. An `edit_file` call waits for
+//! a human, who approves it with edited args over REST; the stream shows the whole sequence
+//! (snapshot), and the file holds the edited content.
 
 use std::time::Duration;
 

@@ -1,7 +1,8 @@
-//! The WebSocket, black-box with a real client: seed 000 scenario 1 as one conversation over
-//! one socket (seed 004's message types), bad frames answered with `error` on a socket that keeps
-//! working, decisions named after the authenticated principal, `subscribe` from a seq, feedback
-//! as an edit, and the socket closing at shutdown.
+//! The WebSocket, black-box with a real client: the deposit-increase question under approval of
+//! every TODO as one conversation over one socket (`message`, `hitl_request`, `human_response`,
+//! `final`), bad frames answered with `error` on a socket that keeps working, decisions named after
+//! the authenticated principal, `subscribe` from a seq, feedback as an edit, and the socket closing
+//! at shutdown.
 
 use std::time::Duration;
 
@@ -73,7 +74,7 @@ fn events(frames: &[Value]) -> Vec<&Value> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn seed_000_scenario_1_over_one_socket() {
+async fn deposit_question_over_one_socket() {
     let srv = server(Tokens::single("alice", "tok-alice-1234567").unwrap(), None).await;
 
     // The upgrade is authenticated like any request: a token never rides in the URL; a client

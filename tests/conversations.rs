@@ -151,9 +151,9 @@ async fn a_follow_up_sees_the_turn_before_over_the_websocket() {
     srv.stop().await;
 }
 
-/// The original system's scenario 2 in plain words: while the run waits for approval of its
-/// search, "분석도 추가해줘" adds the analysis team as `todo_002`; words that mean nothing get
-/// what the run waits for; "승인" through `resume` approves; one run in all.
+/// A user adding a TODO, in plain words: while the run waits for approval of its search, "분석도 추가해줘"
+/// adds the analysis team as `todo_002`; words that mean nothing get what the run waits for; "승인"
+/// through `resume` approves; one run in all.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plain_words_act_on_the_waiting_run_over_rest() {
     let srv = server(Tokens::none(), None).await;

@@ -623,7 +623,7 @@ async fn restore_to_an_approval_checkpoint_asks_again_under_a_new_id() {
     );
 }
 
-/// Seed 002's evaluate → retry loop: an optional TODO that used up its own retries is skipped;
+/// The evaluate → retry loop: an optional TODO that used up its own retries is skipped;
 /// the evaluation names its agent, the engine adds a retry TODO, and the second round succeeds.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn evaluation_retries_the_named_agent() {

@@ -1,9 +1,9 @@
 //! Child process for the engine crash tests. Modes:
 //! - `many DIR N`: starts N runs (HITL none, three slow TODOs each), prints `STARTED <run>` for
 //!   each, then keeps running them until killed.
-//! - `scenario3 DIR`: seed 000 scenario 3's first half with the built-in agents: the scenario 1
-//!   query under `every_todo`, `/todo approve`, and once search_team has completed prints
-//!   `RUN <run>` and `SEARCH_DONE`, then waits to be killed.
+//! - `scenario3 DIR`: the first half of the restore-after-a-crash scenario with the built-in
+//!   agents: the deposit-increase question under `every_todo`, `/todo approve`, and once
+//!   search_team has completed prints `RUN <run>` and `SEARCH_DONE`, then waits to be killed.
 //! - `tools DIR`: one `tool_runner` TODO making three counted `write_file` calls; prints
 //!   `RUN <run>`, and the agent prints `HANGING` after the second call's answer.
 //! - `task DIR`: one `tool_runner` TODO delegating to `sub_worker` through `task`; prints

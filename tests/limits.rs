@@ -1,4 +1,5 @@
-//! DESIGN §5's limits: each one fails the run with a clear `RunFailed` reason.
+//! The run limits (`max_todos`, `max_steps`, `agent_timeout_ms`, `run_timeout_ms`): each one
+//! fails the run with a clear `RunFailed` reason.
 
 use std::sync::Arc;
 

@@ -13,6 +13,7 @@ mod api_stream;
 mod api_support;
 mod api_tools;
 mod api_ws;
+mod citations;
 mod commands;
 mod consistency;
 mod conversations;

@@ -1,6 +1,8 @@
-//! The seeds' user scenarios end to end at the engine level, with the built-in agents and the
-//! rule-based planner: seed 000 scenarios 1–3 (3 with a real SIGKILL), seed 002's query, a
-//! contract document under the `categories` policy, and an OpenAI-compatible model on loopback.
+//! The user scenarios end to end at the engine level, with the built-in agents and the
+//! rule-based planner: (1) the deposit-increase question with every TODO approved, (2) a user
+//! adding a TODO while the run waits, (3) restore after a crash (with a real SIGKILL); the
+//! Gangnam-station price query, a contract document under the `categories` policy, and an
+//! OpenAI-compatible model on loopback.
 
 use chronicle_engine::Principal;
 use std::io::{BufRead, BufReader};
@@ -90,7 +92,7 @@ fn todo_view(todos: &Value) -> Vec<(String, String, Vec<String>)> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn seed_000_scenario_1_normal_run_with_approvals() {
+async fn scenario_1_deposit_question_with_every_todo_approved() {
     let dir = tempfile::tempdir().unwrap();
     let engine = builtin_engine(dir.path()).await;
     let run = start(&engine, SCENARIO_1, HitlMode::EveryTodo).await;
@@ -180,7 +182,7 @@ async fn seed_000_scenario_1_normal_run_with_approvals() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn seed_000_scenario_2_user_adds_a_todo() {
+async fn scenario_2_user_adds_a_todo() {
     let dir = tempfile::tempdir().unwrap();
     let engine = builtin_engine(dir.path()).await;
     let run = start(&engine, "강남구 아파트 시세 조회", HitlMode::EveryTodo).await;
@@ -227,7 +229,7 @@ async fn seed_000_scenario_2_user_adds_a_todo() {
 /// Scenario 3: the process dies after search_team completed; a fresh process lists the
 /// checkpoints, restores the last approval checkpoint, approves, and the run completes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn seed_000_scenario_3_restore_after_a_crash() {
+async fn scenario_3_restore_after_a_crash() {
     let dir = tempfile::tempdir().unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_engine-child"))
         .args(["scenario3", dir.path().to_str().unwrap()])
@@ -311,7 +313,7 @@ async fn seed_000_scenario_3_restore_after_a_crash() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn seed_002_query_through_the_rules() {
+async fn gangnam_station_query_through_the_rules() {
     let dir = tempfile::tempdir().unwrap();
     let engine = builtin_engine(dir.path()).await;
     let run = start(
@@ -582,7 +584,8 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     files
 }
 
-/// An edit is the agent's input: editing the region of seed 002's search moves the listings.
+/// An edit is the agent's input: editing the region of the Gangnam-station search moves the
+/// listings.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_edited_region_reaches_the_agent() {
     let dir = tempfile::tempdir().unwrap();

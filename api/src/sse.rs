@@ -1,10 +1,10 @@
-//! SSE streams: one run's events (`id:` = run seq) and every run's events (`id:` =
-//! global offset), each message named and shaped by [`chronicle_wire::names`], history first and then live,
-//! with no gap and no duplicate. Between them, the live chunks of model answers
-//! (`message.chunk`, `reasoning.chunk`) *without* an `id:`: they are not stored, so a client's
-//! `Last-Event-ID` stays the last event's and a resumed stream gets the events it missed and the
-//! chunks written from then on. Also the seed 003 additions to approval events that SSE and the
-//! WebSocket both send ([`event_data`]).
+//! SSE streams: one run's events (`id:` = run seq) and every run's events (`id:` = global offset),
+//! each message named and shaped by [`chronicle_wire::names`], history first and then live, with no
+//! gap and no duplicate. Between them, the live chunks of model answers (`message.chunk`,
+//! `reasoning.chunk`) *without* an `id:`: they are not stored, so a client's `Last-Event-ID` stays
+//! the last event's and a resumed stream gets the events it missed and the chunks written from then
+//! on. Also the agent-event fields added to approval events that SSE and the WebSocket both send
+//! ([`event_data`]).
 //!
 //! Each stream holds a [`StreamPermit`] (the caps) and reads a bounded amount ahead of its
 //! client: a client that stops reading costs its stream a fixed amount, never a growing buffer.
@@ -43,12 +43,12 @@ use crate::openapi::{Forbidden, Internal, RunNotFound, StreamsUnavailable, Unaut
 use crate::rest::run_id;
 use crate::state::AppState;
 
-/// Builds the `data` object of each event a stream sends: [`names::event_data`] plus what seed
-/// 003's AgentEvent contract asks of approval events — `tool` and `approval_required` on
-/// `approval.requested`; `tool` and `effective_args` on `approval.decided`. One per stream: it
-/// remembers the requests it has sent, so a decision's effective args come from
-/// `Decision::effective_args` without touching the store; only a decision whose request came
-/// before the stream started costs a state read.
+/// Builds the `data` object of each event a stream sends: [`names::event_data`] plus what the
+/// agent-event contract (`type` × `subtype`) asks of approval events — `tool` and
+/// `approval_required` on `approval.requested`; `tool` and `effective_args` on `approval.decided`.
+/// One per stream: it remembers the requests it has sent, so a decision's effective args come from
+/// `Decision::effective_args` without touching the store; only a decision whose request came before
+/// the stream started costs a state read.
 pub(crate) struct Enricher {
     engine: Engine,
     /// Requests seen on this stream and not yet decided: `(run, approval) → (tool, args)`.

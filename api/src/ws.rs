@@ -1,4 +1,4 @@
-//! The WebSocket (seed 004, DESIGN §6): a chat session over JSON text frames `{"type": ...}`.
+//! The WebSocket: a chat session over JSON text frames `{"type": ...}`.
 //!
 //! Client → server: `message` (start a run in the session and stream it), `human_response`
 //! (decide the pending approval of the current run, as `POST /api/sessions/{id}/resume` does),
@@ -65,7 +65,8 @@ const CLIENT_TYPES: [&str; 4] = ["message", "human_response", "command", "subscr
 
 #[derive(Debug, Deserialize)]
 pub struct WsQuery {
-    /// The session (seed 004's `thread_id`) of the socket; a new one when absent.
+    /// The session of the socket (a `thread_id`, as the REST sessions API names it); a new one
+    /// when absent.
     pub thread_id: Option<String>,
 }
 

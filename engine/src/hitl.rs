@@ -6,10 +6,12 @@ use chronicle_projections::RunState;
 use chronicle_schemas::{ApprovalStatus, Decision, HitlMode, RunConfig, SupervisorTodo, TodoId};
 use serde_json::Value;
 
-/// Seed 004's sensitive categories, used when a `categories` run names none.
+/// The categories whose TODOs need a human by default (contracts, payments, sensitive data),
+/// used when a `categories` run names none.
 pub const DEFAULT_HITL_CATEGORIES: [&str; 3] = ["contract", "payment", "sensitive"];
 
-/// Seed 003's gated tools, used when a `tools` run names none (`*` suffix = prefix match).
+/// The tools gated by default under the `tools` policy, used when a run names none: those that
+/// write files, start a sub-agent or change a dbt project (`*` suffix = prefix match).
 pub const DEFAULT_HITL_TOOLS: [&str; 4] = ["write_file", "edit_file", "task", "dbt_*"];
 
 /// Whether starting a TODO of an agent in `category` needs a human first. Under `tools` the gate
@@ -29,7 +31,7 @@ pub fn todo_needs_approval(config: &RunConfig, category: &str) -> bool {
 }
 
 /// Whether a tool call needs a human first (policy `tools`). A run's `hitl_tools` list decides
-/// when it names one; otherwise seed 003's list, plus any tool that declares itself gated.
+/// when it names one; otherwise [`DEFAULT_HITL_TOOLS`], plus any tool that declares itself gated.
 pub fn tool_needs_approval(config: &RunConfig, tool: &str, declared_gated: bool) -> bool {
     if config.hitl != HitlMode::Tools {
         return false;

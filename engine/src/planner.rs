@@ -44,9 +44,9 @@ pub struct EvaluationOutcome {
     pub retry_agents: Vec<String>,
     pub feedback: String,
     pub source: Source,
-    /// Agents not in the plan yet that should run (a model's plan adjustment, like the original
-    /// system's additional search): each becomes a TODO added by `llm`, in a new round, within
-    /// the run's `max_retries` rounds. Agents the registry does not hold are dropped.
+    /// Agents not in the plan yet that should run (a model's plan adjustment, such as another
+    /// search): each becomes a TODO added by `llm`, in a new round, within the run's `max_retries`
+    /// rounds. Agents the registry does not hold are dropped.
     pub add_agents: Vec<String>,
 }
 

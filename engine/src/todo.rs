@@ -1,5 +1,5 @@
 //! The TODO state machine around the one transition table (`TodoStatus::can_transition_to`):
-//! seed 000's plan → TODO converter, legality checks, which TODOs are ready or blocked, and an
+//! the plan → TODO converter, legality checks, which TODOs are ready or blocked, and an
 //! agent's own plan (`write_todos` in agent mode, [`agent_plan`]).
 
 use std::collections::HashMap;
@@ -31,12 +31,12 @@ pub fn drives_run(t: &SupervisorTodo) -> bool {
         == Some(true)
 }
 
-/// The plan → TODO converter of the original system, exactly: ids `todo_001…`, dependencies
-/// mapped from agent names to the ids of *earlier* steps (unknown or later ones are dropped),
-/// priority 0 → high, 1 → medium, else low, `max_retries` from the step's `retry_count`, and
-/// metadata `timeout`, `optional`, `input_mapping`, `original_priority`. `first_index` continues
-/// the numbering after TODOs that already exist. Each TODO records the team and category its
-/// agent declares (`agents`), and is named in the deployment's language (`texts`).
+/// The plan → TODO converter: ids `todo_001…`, dependencies mapped from agent names to the ids of
+/// *earlier* steps (unknown or later ones are dropped), priority 0 → high, 1 → medium, else low,
+/// `max_retries` from the step's `retry_count`, and metadata `timeout`, `optional`,
+/// `input_mapping`, `original_priority`. `first_index` continues the numbering after TODOs that
+/// already exist. Each TODO records the team and category its agent declares (`agents`), and is
+/// named in the deployment's language (`texts`).
 pub fn convert_plan(
     steps: &[PlanStep],
     first_index: usize,
@@ -156,8 +156,8 @@ pub fn readiness(p: &PlanningState) -> Readiness {
     out
 }
 
-/// The TODO list's counts, as the original system summarised it, plus the two statuses it did
-/// not count. A TODO waiting for its approval has not started, so it counts as `pending` too.
+/// The TODO list's counts: one per status, and the total. A TODO waiting for its approval has
+/// not started, so it counts as `pending` too.
 pub fn summary(p: &PlanningState) -> TodoSummary {
     let count = |s: TodoStatus| p.todos.iter().filter(|t| t.status == s).count();
     TodoSummary {
@@ -195,7 +195,7 @@ mod tests {
     }
 
     #[test]
-    fn converter_follows_seed_000() {
+    fn converter_numbers_links_and_ranks_the_steps() {
         let steps = [
             step("search_team", 0, &[], false),
             step("analysis_team", 1, &["search_team", "document_team"], true),
@@ -204,7 +204,8 @@ mod tests {
         let todos = convert(&steps, 0, Timestamp(5));
         let ids: Vec<&str> = todos.iter().map(|t| t.id.as_str()).collect();
         assert_eq!(ids, ["todo_001", "todo_002", "todo_003"]);
-        // document_team is a later step: the seed's map does not know it yet, so it is dropped.
+        // document_team is a later step: the map of earlier steps does not know it yet, so it
+        // is dropped.
         assert_eq!(todos[1].dependencies, [TodoId::from("todo_001")]);
         assert_eq!(todos[2].dependencies, [TodoId::from("todo_002")]);
         assert_eq!(

@@ -7,7 +7,7 @@ use chronicle_schemas::{
 };
 use serde_json::json;
 
-/// 2025-10-05T10:00:00Z, seed 000's scenario 3 clock.
+/// 2025-10-05T10:00:00Z, when the fixture runs start.
 pub const FIXTURE_T0_MICROS: i64 = 1_759_658_400_000_000;
 
 /// Wraps events into envelopes of `run` with real chain hashes; event `i` is at seq and offset
@@ -52,7 +52,7 @@ fn step(agent: &str, priority: u32, deps: &[&str], purpose: &str) -> PlanStep {
     }
 }
 
-/// Seed 000's converter applied to one step (the engine's converter is tested against this).
+/// The plan → TODO converter applied to one step (the engine's converter is tested against this).
 fn todo(i: usize, s: &PlanStep, deps: Vec<TodoId>) -> SupervisorTodo {
     SupervisorTodo {
         id: TodoId(format!("todo_{:03}", i + 1)),
@@ -118,7 +118,8 @@ fn approval_message(t: &SupervisorTodo) -> String {
     )
 }
 
-/// Seed 000 scenario 1: "집주인이 전세금 3억을 10억으로 올려달래..." planned as search_team →
+/// The deposit-increase question ("집주인이 전세금 3억을 10억으로 올려달래...", the landlord
+/// wants to raise the deposit from 300 to 1,000 million won) planned as search_team →
 /// analysis_team under `every_todo`, both approved by `local`, both completed, answered.
 pub fn scenario_1_events() -> Vec<Event> {
     use TodoStatus::*;

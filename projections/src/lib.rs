@@ -1,6 +1,6 @@
-//! Pure folds from events to state (DESIGN §4): the supervisor and planning state, the checkpoint
-//! tree and the approvals, combined in [`RunState`]; restore semantics; snapshot encoding; the
-//! audit rows of approval decisions ([`Audit`]).
+//! Pure folds from events to state: the supervisor and planning state, the checkpoint tree and the
+//! approvals, combined in [`RunState`]; restore semantics; snapshot encoding; the audit rows of
+//! approval decisions ([`Audit`]).
 //!
 //! Architecture Invariant: no I/O, no clock, no randomness, no tokio and no sled. The same
 //! `apply` runs live in the engine and in every replay, so live state == replay state.

@@ -1,5 +1,5 @@
-//! `RunState`: the three projections of one run folded together, with DESIGN §4's restore
-//! semantics, and the replay functions over any [`EventSource`].
+//! `RunState`: the three projections of one run folded together, with the restore semantics, and
+//! the replay functions over any [`EventSource`].
 //!
 //! The supervisor state folds the *effective* history: `RunRestored { to_seq }` replaces it with
 //! the state as it was right after `to_seq` (computed by a replay, which may itself pass through

@@ -327,8 +327,8 @@ fn scenario_1_state_snapshot() {
     insta::assert_json_snapshot!("scenario_1_state", state);
 }
 
-/// Seed 000 scenario 3 on top of scenario 1's prefix: restore to the approval checkpoint that was
-/// waiting for todo_002 (`cp_006`), then restore onto a checkpoint of the abandoned branch.
+/// Two restores on top of a prefix of the deposit-increase fixture run: to the approval checkpoint
+/// that was waiting for todo_002 (`cp_006`), then onto a checkpoint of the abandoned branch.
 #[test]
 fn restore_equals_state_at_to_seq_including_abandoned_branch() {
     let full = scenario_1_events();

@@ -51,7 +51,8 @@ pub enum Error {
     },
 }
 
-/// One stored event with its position and chain link (DESIGN §2).
+/// One stored event with its position (global `offset`, run `seq`) and its chain link
+/// (`prev_hash`, `hash`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Envelope {
     pub offset: u64,

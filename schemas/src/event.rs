@@ -1,4 +1,4 @@
-//! Every `Event` variant of DESIGN §2. Names are the contract: add fields (with serde defaults)
+//! Every `Event` variant a log can hold. Names are the contract: add fields (with serde defaults)
 //! or new variants, never remove or re-type one, so old logs keep decoding.
 
 use std::fmt;
@@ -179,7 +179,7 @@ pub struct TokenUsage {
     pub total_tokens: u64,
 }
 
-/// One step of an execution plan (seed 000's `ExecutionStep`), before it becomes a TODO.
+/// One step of an execution plan, before the plan → TODO converter makes it a TODO.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct PlanStep {
@@ -366,8 +366,8 @@ pub enum Event {
         #[serde(default)]
         feedback: String,
         source: Source,
-        /// Agents the evaluation adds to the plan (a model judging that more is needed, like the
-        /// original system's additional search); each becomes a TODO added by `llm`.
+        /// Agents the evaluation adds to the plan (a model judging that more is needed, such as
+        /// another search); each becomes a TODO added by `llm`.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         add_agents: Vec<String>,
     },

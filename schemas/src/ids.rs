@@ -80,7 +80,7 @@ string_id!(
 /// (a UUID is 36).
 pub const SESSION_ID_CHARS_MAX: usize = 64;
 string_id!(
-    /// `todo_001`, `todo_002`, ... (seed 000's converter).
+    /// `todo_001`, `todo_002`, ... (the plan → TODO converter numbers them).
     TodoId
 );
 string_id!(
@@ -88,7 +88,7 @@ string_id!(
     ApprovalId
 );
 string_id!(
-    /// `cp_001`, `cp_002`, ... (seed 000 scenario 3).
+    /// `cp_001`, `cp_002`, ... in the order the run saved them.
     CheckpointId
 );
 string_id!(

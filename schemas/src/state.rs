@@ -1,6 +1,7 @@
-//! The state types the projections fold into: seed 001's `MainSupervisorState` (here
-//! `SupervisorState`), `PlanningState`, `ExecutionStepState`, the team states, and seed 000's
-//! `SupervisorTodo` with its statuses, priorities and the one table of legal transitions.
+//! The state types the projections fold into, with the field names of the LangGraph supervisor
+//! Chronicle re-builds: its `MainSupervisorState` (here `SupervisorState`), `PlanningState`,
+//! `ExecutionStepState`, the team states, and `SupervisorTodo` with its statuses, priorities and
+//! the one table of legal transitions.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -62,7 +63,7 @@ impl TodoStatus {
         Self::ALL.into_iter().find(|t| t.as_str() == s)
     }
 
-    /// The one table of legal TODO transitions (DESIGN §5). Everything else is refused by the
+    /// The one table of legal TODO transitions. Everything else is refused by the
     /// engine with an error naming both states.
     ///
     /// - `completed` and `skipped` are final: a skipped (or rejected) TODO is never retried.
@@ -110,7 +111,7 @@ pub enum TodoPriority {
 }
 
 impl TodoPriority {
-    /// Seed 000's converter: 0 → high, 1 → medium, else low.
+    /// The plan → TODO converter's priorities: 0 → high, 1 → medium, else low.
     pub fn from_plan_priority(p: u32) -> Self {
         match p {
             0 => TodoPriority::High,
@@ -178,7 +179,7 @@ impl SupervisorTodo {
             .unwrap_or_else(|| Value::Object(serde_json::Map::new()))
     }
 
-    /// Seed 000: every dependency is completed.
+    /// A TODO may start once every dependency is completed.
     pub fn can_start(&self, mut is_completed: impl FnMut(&TodoId) -> bool) -> bool {
         self.dependencies.iter().all(&mut is_completed)
     }
@@ -195,7 +196,7 @@ impl SupervisorTodo {
     }
 }
 
-/// Seed 001's `ExecutionStepState`: the TODO as the progress UI sees it.
+/// The TODO as a progress UI sees it: one step of the plan, with its progress and result.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct ExecutionStepState {
@@ -220,7 +221,8 @@ pub struct ExecutionStepState {
     pub dependencies: Vec<TodoId>,
 }
 
-/// Seed 001/000's `PlanningState`, with seed 000's TODO fields.
+/// What planning decided: the analysed intent, the agents it could use, the TODOs and their
+/// progress, and the strategy.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct PlanningState {
@@ -267,7 +269,7 @@ pub struct TeamState {
     pub error: Option<String>,
 }
 
-/// Seed 001's `SearchTeamState` (the parts a result carries; all optional on input).
+/// The search team's state (the parts a result carries; all optional on input).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct SearchTeamState {
@@ -293,7 +295,7 @@ pub struct SearchTeamState {
     pub execution_strategy: Option<String>,
 }
 
-/// Seed 001's `AnalysisTeamState`.
+/// The analysis team's state.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct AnalysisTeamState {
@@ -316,7 +318,7 @@ pub struct AnalysisTeamState {
     pub error: Option<String>,
 }
 
-/// Seed 001's `DocumentTeamState`.
+/// The document team's state: the document being generated and its review.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct DocumentTeamState {
@@ -337,7 +339,7 @@ pub struct DocumentTeamState {
     pub error: Option<String>,
 }
 
-/// Seed 002's evaluation.
+/// The evaluation of a round's results: their quality, and whether to retry or add agents.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Evaluation {
@@ -460,8 +462,9 @@ impl RunStatus {
     }
 }
 
-/// Seed 001's `MainSupervisorState` with every field, plus DESIGN §4's `approval_status`,
-/// `approval_message`, `pending_approval_ids`, `restored_from`, and the engine's bookkeeping.
+/// The whole run as the supervisor sees it: every field of the LangGraph supervisor's
+/// `MainSupervisorState`, plus the human-in-the-loop fields (`approval_status`,
+/// `approval_message`, `pending_approval_ids`, `restored_from`) and the engine's bookkeeping.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct SupervisorState {
@@ -510,7 +513,7 @@ pub struct SupervisorState {
     pub error_log: Vec<String>,
     /// `initialized | processing | completed | error | cancelled`.
     pub status: String,
-    // Human in the loop (DESIGN §4).
+    // Human in the loop: the pending approvals, and the checkpoint a restore went back to.
     /// `waiting | approved | rejected | edited | expired | completed`.
     pub approval_status: Option<String>,
     pub approval_message: Option<String>,

@@ -20,7 +20,7 @@ impl Timestamp {
     pub fn to_datetime(self) -> DateTime<Utc> {
         DateTime::from_timestamp_micros(self.0).unwrap_or_default()
     }
-    /// Whole seconds between two instants, as seeds report durations (`8.5`).
+    /// Seconds between two instants, as the state's durations are given (`8.5`).
     pub fn seconds_since(self, earlier: Timestamp) -> f64 {
         (self.0 - earlier.0) as f64 / 1_000_000.0
     }

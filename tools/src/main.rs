@@ -67,7 +67,7 @@ enum Command {
     Audit(audit::AuditArgs),
 }
 
-/// Exit codes (STYLE "The CLI"): 0 success, 1 a negative answer, 2 usage or operational error.
+/// Exit codes: 0 success, 1 a negative answer, 2 usage or operational error.
 const EXIT_OPERATIONAL: u8 = 2;
 
 /// The process's file creation mask: what the command creates is its user's alone.

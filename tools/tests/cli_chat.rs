@@ -13,8 +13,8 @@ use chronicle_testkit::model::Gate;
 use serde_json::Value;
 
 use crate::cli_run::{
-    CHILD_TIMEOUT, MODEL_KEY, SCENARIO_2_QUERY, SEED_002_QUERY, STREAMED_ANSWER, STREAMED_SENTENCE,
-    assert_exit, gated_model, output, path_str, rt, run_cli, stderr, stdout,
+    CHILD_TIMEOUT, GANGNAM_STATION_QUERY, MODEL_KEY, SCENARIO_2_QUERY, STREAMED_ANSWER,
+    STREAMED_SENTENCE, assert_exit, gated_model, output, path_str, rt, run_cli, stderr, stdout,
 };
 use crate::durability::Serve;
 
@@ -126,7 +126,7 @@ fn reply_to<'a>(out: &'a str, line: &str) -> &'a str {
 fn people_script() -> String {
     format!(
         "{SCENARIO_2_QUERY}\n/todos\n/todo bogus\n/checkpoint list\n{SMALL_TALK}\nclear\n\
-         /new {SEED_002_QUERY}\nexit\n{SCENARIO_2_QUERY}\n"
+         /new {GANGNAM_STATION_QUERY}\nexit\n{SCENARIO_2_QUERY}\n"
     )
 }
 
@@ -189,7 +189,7 @@ fn chat_reads_as_a_conversation(place: &Place, where_flag: &str) {
     );
 
     assert_eq!(reply_to(&out, "clear"), "", "{out}");
-    let second = reply_to(&out, &format!("/new {SEED_002_QUERY}"));
+    let second = reply_to(&out, &format!("/new {GANGNAM_STATION_QUERY}"));
     assert!(second.contains("is left waiting"), "{second}");
     assert!(second.contains("property_search"), "{second}");
     assert!(
@@ -210,7 +210,7 @@ fn chat_reads_as_a_conversation(place: &Place, where_flag: &str) {
         place.runs(),
         [
             (SCENARIO_2_QUERY.to_owned(), waiting.clone()),
-            (SEED_002_QUERY.to_owned(), waiting)
+            (GANGNAM_STATION_QUERY.to_owned(), waiting)
         ]
     );
 }
@@ -402,7 +402,7 @@ fn chat_against_a_server_streams_the_answer_while_the_model_writes_it() {
         .stderr(Stdio::null());
     let mut child = Killed(chat.spawn().unwrap());
     let mut stdin = child.0.stdin.take().unwrap();
-    writeln!(stdin, "{SEED_002_QUERY}").unwrap();
+    writeln!(stdin, "{GANGNAM_STATION_QUERY}").unwrap();
     // The chat's stream of the new run is open (the only stream on the server).
     let api = chronicle_client::Client::new(&base)
         .unwrap()

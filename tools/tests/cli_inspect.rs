@@ -1,5 +1,5 @@
-//! `log`, `runs`, `checkpoints`, `restore`, `verify` and `replay`, black-box: the real binary on
-//! a fixture data directory holding seed 000 scenario 1 under `every_todo`, completed, then
+//! `log`, `runs`, `checkpoints`, `restore`, `verify` and `replay`, black-box: the real binary on a
+//! fixture data directory holding the deposit-increase question under `every_todo`, completed, then
 //! restored to its second approval checkpoint and completed again (so one branch is abandoned).
 //! Each test builds its own fixture (a second or less), so tests run in parallel and leave nothing
 //! behind (sled locks a directory per process, so they could not share one anyway).

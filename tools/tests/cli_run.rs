@@ -1,7 +1,7 @@
-//! `run`, `chat` and `audit` through the real binary: seed 000 scenario 2 in the REPL, seed 002's
-//! query, approvals that wait for a human, the audit export and its verification (and tampering),
-//! bad arguments, the same against a real server on loopback, and a model's answer printed as it
-//! streams (a scripted model on loopback).
+//! `run`, `chat` and `audit` through the real binary: a user adding a TODO in the REPL, the
+//! Gangnam-station price query, approvals that wait for a human, the audit export and its
+//! verification (and tampering), bad arguments, the same against a real server on loopback, and a
+//! model's answer printed as it streams (a scripted model on loopback).
 
 use chronicle_engine::Principal;
 use std::io::Write;
@@ -17,9 +17,9 @@ use chronicle_schemas::{HitlMode, RunId, RunStatus, TodoStatus};
 use chronicle_testkit::model::{Gate, Piece, Reply, TestServer};
 use serde_json::Value;
 
-/// Seed 002's example query.
-pub(crate) const SEED_002_QUERY: &str = "강남역 근처 30평대 아파트 매매 시세 알려줘";
-/// Seed 000 scenario 2's query.
+/// The Gangnam-station price query: a sale-price search with a region, a size and a deal type.
+pub(crate) const GANGNAM_STATION_QUERY: &str = "강남역 근처 30평대 아파트 매매 시세 알려줘";
+/// The query of the scenario where a user adds a TODO while the run waits.
 pub(crate) const SCENARIO_2_QUERY: &str = "강남구 아파트 시세 조회";
 /// Longest a child may take before the test fails (instead of hanging).
 pub(crate) const CHILD_TIMEOUT: Duration = Duration::from_secs(120);
@@ -124,7 +124,7 @@ pub(crate) fn runs_of(dir: &Path) -> Vec<(RunId, RunState)> {
 // ------------------------------------------------------------------ chat
 
 #[test]
-fn chat_walks_seed_000_scenario_2_to_an_answer() {
+fn chat_walks_a_user_added_todo_to_an_answer() {
     let dir = tempfile::tempdir().unwrap();
     let script = format!(
         "{SCENARIO_2_QUERY}\n/todos\n/todo add analysis_team\n/todo approve\n/todo approve\n"
@@ -208,7 +208,7 @@ fn run_without_hitl_completes_and_prints_its_events() {
             "none",
             "--data",
             path_str(dir.path()),
-            SEED_002_QUERY,
+            GANGNAM_STATION_QUERY,
         ],
         "",
     );
@@ -257,7 +257,7 @@ fn run_json_prints_json_lines() {
             "none",
             "--data",
             path_str(dir.path()),
-            SEED_002_QUERY,
+            GANGNAM_STATION_QUERY,
         ],
         "",
     );
@@ -696,7 +696,14 @@ fn remote_run_chat_and_audit_export() {
     let url = server.base.clone();
 
     let o = run_cli(
-        &["run", "--server", &url, "--hitl", "none", SEED_002_QUERY],
+        &[
+            "run",
+            "--server",
+            &url,
+            "--hitl",
+            "none",
+            GANGNAM_STATION_QUERY,
+        ],
         "",
     );
     assert_exit(&o, 0);
@@ -853,7 +860,7 @@ fn run_prints_the_answer_while_the_model_writes_it_and_only_once() {
     let dir = tempfile::tempdir().unwrap();
     let mut cmd = with_model(&model);
     cmd.args(["run", "--hitl", "none", "--data", path_str(dir.path())])
-        .arg(SEED_002_QUERY)
+        .arg(GANGNAM_STATION_QUERY)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -924,7 +931,7 @@ fn run_prints_the_answer_while_the_model_writes_it_and_only_once() {
         "--data",
         path_str(dir.path()),
     ])
-    .arg(SEED_002_QUERY);
+    .arg(GANGNAM_STATION_QUERY);
     let o = output(cmd, "");
     assert_exit(&o, 0);
     let lines: Vec<Value> = stdout(&o)
@@ -952,7 +959,7 @@ fn chat_prints_the_plan_then_the_answer_as_it_streams_and_only_once() {
     let dir = tempfile::tempdir().unwrap();
     let mut cmd = with_model(&model);
     cmd.args(["chat", "--hitl", "none", "--data", path_str(dir.path())]);
-    let o = output(cmd, &format!("{SEED_002_QUERY}\n"));
+    let o = output(cmd, &format!("{GANGNAM_STATION_QUERY}\n"));
     assert_exit(&o, 0);
     let out = stdout(&o);
     assert_eq!(out.matches(STREAMED_SENTENCE).count(), 1, "{out}");

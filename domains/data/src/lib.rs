@@ -1,4 +1,4 @@
-//! The data domain: the data analyst of the deep-agent design, on real DuckDB and dbt. An agent
+//! The data domain: a deepagents-style data analyst, on real DuckDB and dbt. An agent
 //! named `analyst` drives every run (agent mode) over the conversation's workspace, with the
 //! tools `list_tables`, `describe_table`, `sample_rows`, `run_sql`, `fetch_result`,
 //! `ingest_source`, `save_chart_spec`, `save_report_md`, `dbt_run`, `dbt_compile`, `dbt_ls`

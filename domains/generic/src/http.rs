@@ -17,7 +17,7 @@ use chronicle_schemas::contract::{AGENT_CONTRACT, AgentRequest, HistoryTurn, Rem
 use serde::Deserialize;
 use serde_json::Value;
 
-/// seed 002's per-agent timeout, the default when the config names none.
+/// 30 s per agent call, the default when the config names none.
 pub const HTTP_AGENT_TIMEOUT_MS_DEFAULT: u64 = 30_000;
 /// The longest timeout a config may ask for; a run must not hang on one agent for longer.
 pub const HTTP_AGENT_TIMEOUT_MS_MAX: u64 = 600_000;
@@ -25,7 +25,8 @@ pub const HTTP_AGENT_TIMEOUT_MS_MAX: u64 = 600_000;
 pub const HTTP_AGENT_RESPONSE_BYTES_MAX: usize = 4 * 1024 * 1024;
 /// Characters of an error reply's body quoted in the failure message.
 const ERROR_BODY_CHARS_MAX: usize = 200;
-/// The HITL categories a policy knows (seed 004); an unknown one would silently escape approval.
+/// The HITL categories a policy knows (the engine's defaults and `general`); an unknown one would
+/// silently escape approval.
 pub const CATEGORIES: [&str; 4] = ["contract", "payment", "sensitive", "general"];
 /// Agent names appear in plans and in `/todo add <agent>`, so they are one word.
 const NAME_CHARS_MAX: usize = 64;

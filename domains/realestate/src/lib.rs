@@ -1,7 +1,7 @@
-//! The real-estate domain: the original system's Korean real-estate supervisor as one domain
-//! among others. It brings its agents (search, analysis and document teams and four specialists
-//! over a bundled dataset), its planner (rules, and prompts for a model), its query parser and
-//! its Korean texts. `chronicle serve` plugs it in by default.
+//! The real-estate domain: a Korean real-estate supervisor, first written on LangGraph, as one
+//! domain among others. It brings its agents (search, analysis and document teams and four
+//! specialists over a bundled dataset), its planner (rules, and prompts for a model), its query
+//! parser and its Korean texts. `chronicle serve` plugs it in by default.
 
 pub mod agents;
 mod planner;

@@ -1,4 +1,4 @@
-//! The engine's words in Korean, as the original system said them: its command replies and
+//! The engine's words in Korean, as the LangGraph supervisor said them: its command replies and
 //! help, its progress notes. What is said to the person who asked (an approval's message, a
 //! rejection in the answer) follows the query's language: Korean for a Korean query, English
 //! otherwise, and an approval says what will run and with what in the domain's own terms
@@ -389,7 +389,7 @@ mod tests {
     }
 
     #[test]
-    fn todos_are_named_as_the_original_converter_named_them() {
+    fn todos_are_named_in_korean_by_the_converter() {
         let step = PlanStep {
             agent_name: "analysis_team".into(),
             ..PlanStep::default()

@@ -9,15 +9,15 @@ use serde_json::{Value, json};
 use super::redact::{REDACTED, Redactor, StreamRedactor};
 use super::{ChatRequest, ChatResponse, Delta, LlmError, LlmProvider, Message, OnDelta, ToolCall};
 
-/// The model when `CHRONICLE_LLM_MODEL` is unset (seed 002's intent model).
+/// The model when `CHRONICLE_LLM_MODEL` is unset: small and cheap, enough for intent analysis.
 pub const DEFAULT_MODEL: &str = "gpt-4o-mini";
 /// The base URL when only a key is configured.
 pub const OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
-/// Seed 002's agent timeout, also used for one model call.
+/// An agent's default timeout (30 s), also used for one model call.
 pub const DEFAULT_TIMEOUT_MS: u64 = 30_000;
-/// Seed 002 asks for consistent, not creative, answers.
+/// Low: a supervisor wants consistent, not creative, answers.
 const CHAT_TEMPERATURE: f64 = 0.3;
-/// Seed 002's largest `max_tokens` (planning and formatting); intent analysis needs less, but
+/// The most a supervisor's prompts need (planning and formatting); intent analysis needs less, but
 /// one bound keeps the client simple.
 const CHAT_MAX_TOKENS: u32 = 2_000;
 /// A completion of `CHAT_MAX_TOKENS` tokens is a few KiB; anything far larger is a broken or

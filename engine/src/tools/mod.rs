@@ -82,12 +82,12 @@ pub trait Tool: Send + Sync + 'static {
         json!({"type": "object"})
     }
     /// Whether a run under HITL policy `tools` asks a human before this tool runs, when the run
-    /// names no tool list of its own (`hitl_tools`). Seed 003: `write_file`, `edit_file`, `task`
-    /// and `dbt_*` are gated.
+    /// names no tool list of its own (`hitl_tools`). By default `write_file`, `edit_file`, `task`
+    /// and `dbt_*` are gated (`DEFAULT_HITL_TOOLS`).
     fn gated(&self) -> bool {
         false
     }
-    /// What a human sees before deciding (seed 003's `request_preview`: file path, line count,
+    /// What a human sees before deciding (the approval's `request_preview`: file path, line count,
     /// diff ...). Must not change anything.
     fn preview(&self, _ctx: &ToolContext, args: &Value) -> Value {
         json!({ "args": args })

@@ -1,4 +1,4 @@
-//! `task`: sub-agent delegation (seed 003's SubAgentMiddleware). A call starts a child run — its
+//! `task`: sub-agent delegation (deepagents' SubAgentMiddleware). A call starts a child run — its
 //! own stream, linked to the parent by `RunStarted.parent` (run and tool call) — waits for it,
 //! and returns its final response as the tool output.
 

@@ -18,7 +18,7 @@ pub const PATH_CHARS_MAX: usize = 4096;
 /// How paths are spelled to agents.
 const VIRTUAL_ROOT: &str = "/workspace";
 
-/// Where [`Workspace::offload`] puts large tool outputs (seed 003).
+/// Where [`Workspace::offload`] puts large tool outputs.
 const LARGE_RESULTS_DIR: &str = "large_tool_results";
 
 /// Longest path shown in an error message, so one bad argument cannot flood the log.
@@ -236,7 +236,8 @@ impl Workspace {
     }
 
     /// Writes a large tool output to `/workspace/large_tool_results/<name>` and returns that
-    /// virtual path (seed 003: large outputs go to a file, the call returns its path).
+    /// virtual path: a large output goes to a file, and the call returns its path, so it does not
+    /// flood the model's context.
     /// Overwrites, so offloading the same call again after a crash gives the same result.
     pub fn offload(&self, name: &str, content: &[u8]) -> Result<String, WorkspaceError> {
         let rel = Path::new(LARGE_RESULTS_DIR).join(safe_name(name));

@@ -1,6 +1,6 @@
-//! The supervisor fold: the original system's `MainSupervisorState` with `PlanningState` inside,
-//! over the effective history (a restore replaces it, see `run.rs`). Team states are keyed by the
-//! team each TODO's agent declared, never by agent names. One file per kind of event.
+//! The supervisor fold: `SupervisorState` with `PlanningState` inside, over the effective history
+//! (a restore replaces it, see `run.rs`). Team states are keyed by the team each TODO's agent
+//! declared, never by agent names. One file per kind of event.
 
 use chronicle_schemas::{
     Envelope, Event, ExecutionStepState, Payload, PlanningState, SupervisorState, TodoId,

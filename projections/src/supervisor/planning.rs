@@ -107,7 +107,7 @@ pub(super) fn apply(s: &mut SupervisorState, env: &Envelope) {
     }
 }
 
-/// Seed 001's step statuses are a subset of the TODO statuses.
+/// A plan step's statuses (`ExecutionStepState::status`) are a subset of the TODO statuses.
 fn step_status(t: TodoStatus) -> &'static str {
     match t {
         TodoStatus::Pending | TodoStatus::WaitingApproval => "pending",

@@ -1,6 +1,6 @@
-//! `chronicle audit export` and `chronicle audit verify` (DESIGN §7): one row per approval
-//! decision, from the audit projection over the log (or a server's export), and the check that
-//! an export still states exactly what the log recorded (`verify.rs`).
+//! `chronicle audit export` and `chronicle audit verify`: one row per approval decision, from the
+//! audit projection over the log (or a server's export), and the check that an export still states
+//! exactly what the log recorded (`verify.rs`).
 
 mod verify;
 

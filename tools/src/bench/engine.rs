@@ -67,7 +67,7 @@ const DECISION_PAUSE: Duration = Duration::from_millis(2);
 /// Event kinds shown in the byte breakdowns.
 const KINDS_SHOWN: usize = 4;
 
-/// Seed 000 scenario 1's question: the plan below answers it (law search, the increase against
+/// The deposit-increase question: the plan below answers it (law search, the increase against
 /// the legal cap, a document).
 const QUERY: &str = "집주인이 전세금 3억을 10억으로 올려달래. 법적으로 해결방법 알려줘";
 

@@ -1,10 +1,10 @@
-//! `chronicle bench` (DESIGN §8): durable appends (single and group-committed, against the
-//! machine's own fsync rate), replay speed, restore latency with and without snapshots, and the
-//! peak memory of a long replay, measured in a child process; and the engine end to end (full
-//! runs, bytes per run, HITL resume, a long run's checkpoint list and restore), tool calls, an
-//! llm agent's loop (events and bytes per model turn, recovery from the log), MCP call overhead
-//! (stdio and HTTP beside a built-in tool), and the API (SSE
-//! fan-out, `/chat` load, server memory, live chunk fan-out). Prints one table.
+//! `chronicle bench`: durable appends (single and group-committed, against the machine's own fsync
+//! rate), replay speed, restore latency with and without snapshots, and the peak memory of a long
+//! replay, measured in a child process; and the engine end to end (full runs, bytes per run, HITL
+//! resume, a long run's checkpoint list and restore), tool calls, an llm agent's loop (events and
+//! bytes per model turn, recovery from the log), MCP call overhead (stdio and HTTP beside a
+//! built-in tool), and the API (SSE fan-out, `/chat` load, server memory, live chunk fan-out).
+//! Prints one table.
 //!
 //! Every store lives in a temporary directory under `--dir` (the system temp dir by default),
 //! and the fsync ceiling is measured in that same directory, so the two share a filesystem.

@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 /// Events in one TODO execution cycle.
 pub const CYCLE_EVENTS: usize = 100;
 
-/// The plan's agents, one TODO each (the seeds' teams and agents).
+/// The plan's agents, one TODO each (the real-estate domain's teams and agents).
 pub const AGENTS: [&str; 7] = [
     "search_team",
     "analysis_team",

@@ -124,7 +124,7 @@ pub fn registry() -> Registry {
     r
 }
 
-/// A specialist agent's reply: the shape the original system's agents used (`{status:
+/// A specialist agent's reply: the shape the LangGraph supervisor's agents returned (`{status:
 /// "success", agent, data, insights, params}`) with the agent reply contract's `summary` and
 /// `sources`.
 #[derive(Debug)]

@@ -322,8 +322,9 @@ fn entity(key: &str, value: &Value) -> Result<Value, String> {
     })
 }
 
-/// A model's intent, seed 002's flat shape or with an `entities` object. Entities the model left
-/// out are filled from the rules (the prompt does not ask for amounts, which the analysis needs).
+/// A model's intent, flat (as the intent prompt asks) or with an `entities` object. Entities the
+/// model left out are filled from the rules (the prompt does not ask for amounts, which the
+/// analysis needs).
 fn intent_from_answer(answer: Map<String, Value>, rules_intent: &Intent) -> Result<Intent, String> {
     let intent_type = answer
         .get("intent_type")
@@ -381,7 +382,7 @@ fn intent_from_answer(answer: Map<String, Value>, rules_intent: &Intent) -> Resu
     })
 }
 
-/// A model's plan (seed 002's `{strategy, agents: [{name, order, params, dependencies?}]}`),
+/// A model's plan (the plan prompt's `{strategy, agents: [{name, order, params, dependencies?}]}`),
 /// refused when it names an agent outside `allowed`, repeats one, or depends on a later step.
 fn plan_from_answer(
     answer: Map<String, Value>,
@@ -522,7 +523,7 @@ mod tests {
 
     const KEY: &str = "sk-planner-3c9e1f7a2b5d";
     const DEPOSIT: &str = "집주인이 전세금 3억을 10억으로 올려달래. 법적으로 해결방법 알려줘";
-    const SEED_002: &str = "강남역 근처 30평대 아파트 매매 시세 알려줘";
+    const GANGNAM_STATION: &str = "강남역 근처 30평대 아파트 매매 시세 알려줘";
 
     fn llm(server: &TestServer, timeout_ms: u64) -> Llm {
         let config = LlmConfig {
@@ -696,7 +697,7 @@ mod tests {
         })
         .await;
         let none = Registry::empty();
-        let (intent, intent_call) = intent_of(SEED_002, &none, llm(&server, 5_000)).await;
+        let (intent, intent_call) = intent_of(GANGNAM_STATION, &none, llm(&server, 5_000)).await;
         assert_eq!(intent.source, Source::Llm);
         assert_eq!(intent.intent_type, "analysis");
         assert_eq!(intent.confidence, LLM_DEFAULT_CONFIDENCE);
@@ -722,10 +723,11 @@ mod tests {
                 .to_owned()
         };
         assert_eq!(call.prompt_hash, prompt_hash(&sent(0, 0), &sent(0, 1)));
-        assert!(sent(0, 1).contains(SEED_002));
+        assert!(sent(0, 1).contains(GANGNAM_STATION));
 
         let available = agents(&["property_search", "market_analysis", "search_team"]);
-        let (plan, plan_call) = plan_of(SEED_002, &available, &intent, llm(&server, 5_000)).await;
+        let (plan, plan_call) =
+            plan_of(GANGNAM_STATION, &available, &intent, llm(&server, 5_000)).await;
         assert_eq!(plan.source, Source::Llm);
         let names: Vec<&str> = plan.steps.iter().map(|s| s.agent_name.as_str()).collect();
         assert_eq!(names, ["property_search", "market_analysis"]);
@@ -738,7 +740,7 @@ mod tests {
         assert_eq!(plan_call.as_ref().map(|c| c.error.clone()), Some(None));
 
         let (outcome, evaluation_call) =
-            evaluate_of(SEED_002, results(), llm(&server, 5_000)).await;
+            evaluate_of(GANGNAM_STATION, results(), llm(&server, 5_000)).await;
         assert_eq!(
             outcome,
             EvaluationOutcome {
@@ -752,7 +754,8 @@ mod tests {
             }
         );
 
-        let (response, format_call) = respond_of(SEED_002, &intent, llm(&server, 5_000)).await;
+        let (response, format_call) =
+            respond_of(GANGNAM_STATION, &intent, llm(&server, 5_000)).await;
         assert_eq!(
             response["answer"],
             json!("강남구의 30평대 아파트 매매 시세는 평균 13억 원 수준입니다.")
@@ -914,8 +917,8 @@ mod tests {
     #[tokio::test]
     async fn a_real_estate_question_stays_the_domains_and_agents_it_names_join_after() {
         let agents = with_weather();
-        let (intent, plan, notes) = plan_and_notes(SEED_002, &agents, Llm::new(None)).await;
-        assert_eq!(intent, rules::analyze_intent(SEED_002));
+        let (intent, plan, notes) = plan_and_notes(GANGNAM_STATION, &agents, Llm::new(None)).await;
+        assert_eq!(intent, rules::analyze_intent(GANGNAM_STATION));
         let available: Vec<&str> = agents.names().collect();
         assert_eq!(plan, rules::build_plan(&intent, &available));
         assert!(notes.is_empty(), "{notes:?}");
@@ -941,7 +944,7 @@ mod tests {
     #[tokio::test]
     async fn replies_of_other_agents_are_composed_by_the_generic_composer() {
         let agents = with_weather();
-        let intent = rules::analyze_intent(SEED_002);
+        let intent = rules::analyze_intent(GANGNAM_STATION);
         let weather = result(
             "weather",
             Some(json!({"answer": "Sunny tomorrow", "insights": ["no rain"], "sources": ["KMA"]})),
@@ -951,7 +954,7 @@ mod tests {
             let agents = &agents;
             let intent = &intent;
             async move {
-                let cx = cx(SEED_002, agents, Llm::new(None));
+                let cx = cx(GANGNAM_STATION, agents, Llm::new(None));
                 RealEstatePlanner.respond(&cx, intent, &runs).await
             }
         };
@@ -959,7 +962,7 @@ mod tests {
         let mut runs = results();
         runs.push(weather.clone());
         let mixed = respond(runs).await;
-        let own = rules::format_response(SEED_002, &intent, &successes());
+        let own = rules::format_response(GANGNAM_STATION, &intent, &successes());
         let own_answer = own["answer"].as_str().unwrap();
         assert_eq!(mixed["answer"], format!("{own_answer}\n\nSunny tomorrow"));
         assert_eq!(
@@ -984,14 +987,14 @@ mod tests {
     async fn http_500_and_a_slow_model_fall_back_to_the_rules() {
         let server = TestServer::start(Some(KEY), |_| Reply::Status(500)).await;
         let none = Registry::empty();
-        let (intent, call) = intent_of(SEED_002, &none, llm(&server, 5_000)).await;
-        assert_eq!(intent, rules::analyze_intent(SEED_002));
+        let (intent, call) = intent_of(GANGNAM_STATION, &none, llm(&server, 5_000)).await;
+        assert_eq!(intent, rules::analyze_intent(GANGNAM_STATION));
         let intent_call = call.expect("an intent call");
         assert_eq!(
             (intent_call.response.as_str(), intent_call.error.as_deref()),
             ("", Some("llm returned status 500"))
         );
-        let (plan, plan_call) = plan_of(SEED_002, &none, &intent, llm(&server, 5_000)).await;
+        let (plan, plan_call) = plan_of(GANGNAM_STATION, &none, &intent, llm(&server, 5_000)).await;
         assert_eq!(plan, rules::build_plan(&intent, &[]));
         assert_eq!(
             plan_call.as_ref().and_then(|c| c.error.as_deref()),
@@ -1038,7 +1041,7 @@ mod tests {
 
     #[test]
     fn model_plans_are_checked() {
-        let intent = rules::analyze_intent(SEED_002);
+        let intent = rules::analyze_intent(GANGNAM_STATION);
         let plan = |answer: Value| {
             plan_from_answer(
                 answer.as_object().cloned().unwrap_or_default(),

@@ -1,5 +1,5 @@
-//! The original system's four prompts: intent analysis, plan building, evaluation and response
-//! formatting, with the intent types and teams Chronicle adds to the original four.
+//! The LangGraph supervisor's four prompts: intent analysis, plan building, evaluation and
+//! response formatting, with the intent types and teams Chronicle adds to them.
 
 use serde_json::{Map, Value, json};
 

@@ -11,7 +11,7 @@ use crate::query::{CONDITION_KEYS, SEARCH_KEYS};
 /// Expected seconds per step, for `estimated_total_time`: the bundled agents answer in well under
 /// this, an `http` agent or a model call in about this.
 const STEP_ESTIMATE_SECS: f64 = 10.0;
-/// Per-step agent timeout in seconds, the original system's.
+/// Per-step agent timeout in seconds.
 const STEP_TIMEOUT_SECS: u64 = 30;
 /// Retries per step, which becomes the TODO's `max_retries`.
 const STEP_RETRY_COUNT: u32 = 2;

@@ -1,6 +1,6 @@
 //! What the answer is built from: the listings, laws, insights, metrics, market figures,
 //! comparison and document found in the agents' results, whatever their shape (the built-in
-//! agents', the original system's `{status, data, insights}`, an `http` agent's).
+//! agents', the LangGraph supervisor's agents' `{status, data, insights}`, an `http` agent's).
 
 use serde_json::{Map, Value, json};
 

@@ -155,7 +155,7 @@ fn insights(f: &Findings, english: bool) -> Vec<String> {
     insights
 }
 
-/// The original system's response shape with an answer built from the results. Every count in
+/// The LangGraph supervisor's response shape, with an answer built from the results. Every count in
 /// the answer is a count of what the agents returned: listings are listings (not the market
 /// summaries beside them), and prices are given per deal type.
 pub fn format_response(query: &str, intent: &Intent, results: &[(String, Value)]) -> Value {

@@ -63,7 +63,8 @@ fn capitalised(s: &str) -> String {
         .map_or_else(String::new, |c| c.to_uppercase().chain(chars).collect())
 }
 
-/// The original system's metrics (`avg_price`, `price_change_pct` ...) without labels:
+/// Metrics as the LangGraph supervisor's agents report them (`avg_price`, `price_change_pct` ...),
+/// without labels:
 /// `평균 시세는 13억 5,000만 원이며, 변동률은 +5.0%입니다.`
 pub(super) fn metrics_sentence(findings: &Findings, english: bool) -> Option<String> {
     let avg = findings
