@@ -2,7 +2,7 @@
 //! (SSE, WebSocket) as they arrive and are never stored one by one; the whole message is one
 //! durable event once the model has finished.
 //!
-//! A [`ChunkSink`] is what a writer (the respond node through [`crate::plugin::llm::Llm::streaming`], an
+//! A [`ChunkSink`] is what a writer (the respond node through [`crate::llm::Llm::streaming`], an
 //! agent through its `AgentContext`) sends deltas to; the bus builds it for a run
 //! ([`crate::Bus`]), and it never waits for anyone: with nobody listening a delta costs a lookup.
 

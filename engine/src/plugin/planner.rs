@@ -159,7 +159,7 @@ pub trait Planner: Send + Sync + 'static {
     /// A person's plain words to a run that waits for them, as the slash command they mean
     /// (`/todo approve`, `/todo reject [reason]`, `/todo add analysis_team`), or `None` when they
     /// mean none. Asked when no model is configured or the model's reading is unusable. The
-    /// default reads English approval and rejection words and "add <agent>".
+    /// default reads English approval and rejection words and `add <agent>`.
     async fn interpret(&self, cx: &PlanContext<'_>, said: &str, run: &RunState) -> Option<String> {
         let _ = run;
         crate::plugin::said::by_words(said, cx.agents)
@@ -168,7 +168,7 @@ pub trait Planner: Send + Sync + 'static {
     /// The input of a TODO about to be asked for or started, from the plan's `input` and what
     /// people chose for the TODOs it depends on (`chosen`, in TODO order): a TODO after an edited
     /// or steered one works on what the person chose. Called from the recorded decisions, so a
-    /// re-run gets the same input. By default [`crate::plugin::hitl::carry_edits`]: a value an edit
+    /// re-run gets the same input. By default [`crate::hitl::carry_edits`]: a value an edit
     /// changed is changed the same way where a later input had it.
     fn carry(&self, input: Value, chosen: &[crate::plugin::hitl::Chosen]) -> Value {
         crate::plugin::hitl::carry_edits(input, chosen)

@@ -11,7 +11,7 @@
 //! [`SUBSCRIBER_BUFFER_EVENTS`], and a subscriber whose reader stops holds at most one chunk and
 //! its channel of as many events (the broadcast buffer is the run's, shared by every subscriber).
 //!
-//! Chunks ([`crate::plugin::chunks`]) are never stored, so they cannot be re-read: they go through a
+//! Chunks ([`crate::chunks`]) are never stored, so they cannot be re-read: they go through a
 //! second broadcast channel of the run (and one of all runs, for the all-runs stream), which
 //! exists only while someone listens. A subscriber that lags behind it loses the chunks it
 //! missed; the run never waits and nothing grows. Each chunk names the run's last event when it

@@ -215,7 +215,7 @@ impl Engine {
     }
 
     /// Plain words to a run that waits for a human, read as the command they mean and carried
-    /// out (recorded with the words); `None` when they mean no command. See [`crate::plugin::said`].
+    /// out (recorded with the words); `None` when they mean no command. See [`crate::said`].
     pub async fn say(
         &self,
         run: RunId,

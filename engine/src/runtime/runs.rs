@@ -162,7 +162,7 @@ fn config_of(shared: &Shared, req: &StartRun) -> RunConfig {
 }
 
 /// Agent mode: the named agent is the run's one step, whose TODO drives the run (marked
-/// [`todo::DRIVES_RUN`](crate::runtime::todo::DRIVES_RUN) when the plan becomes TODOs). A plan may come
+/// [`todo::DRIVES_RUN`](crate::todo::DRIVES_RUN) when the plan becomes TODOs). A plan may come
 /// with it only as that agent's one step, to give it an input.
 fn agent_mode(shared: &Shared, config: &mut RunConfig, query: &str) -> Result<(), PlanError> {
     let Some(name) = config.agent.clone() else {

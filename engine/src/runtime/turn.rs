@@ -6,7 +6,7 @@
 //! - a message while that run waits for a human acts on it and starts no second run: its words
 //!   are read as the command they mean ("approved" approves, "no" rejects, "분석도 추가해줘" adds
 //!   a TODO — by the model when one is configured, by the domain's rules otherwise, see
-//!   [`crate::plugin::said`]) and the command is carried out, recorded with the words; words that mean
+//!   [`crate::said`]) and the command is carried out, recorded with the words; words that mean
 //!   no command leave the run waiting, and the turn says so (the caller shows what it waits for);
 //! - any other message starts a new run in the session;
 //! - an answer (`approve` yes/no, or free text) decides the one pending approval of the run.

@@ -3,7 +3,7 @@
 //! sandboxed: the agent's `ToolHandle`), their results go back to the model, and so on until
 //! the model answers without a tool call; that answer is the agent's.
 //!
-//! Every model call goes through the run too ([`ToolHandle::complete`](crate::plugin::tools::ToolHandle)),
+//! Every model call goes through the run too ([`ToolHandle::complete`](crate::tools::ToolHandle)),
 //! so it is recorded and a re-execution of the attempt is answered from the log. For that the
 //! conversation is built only from what is recorded: the configured prompt, the TODO's query
 //! and input, and the answers the host gave.

@@ -2,8 +2,9 @@
 //! step from the projected state ([`step::next_step`], a pure function), performs it
 //! ([`nodes`]), appends the resulting events with `expected_seq` (through `LiveRun`), and applies
 //! them. Everything else that happens to the run arrives as an [`Input`] on its one mailbox —
-//! requests ([`commands`], decisions, restores, cancels), agents' tool calls ([`tool_host`]) and the
-//! outcomes of the agents and tool executions it started — so a run never races with itself.
+//! requests ([`commands`], decisions, restores, cancels), agents' tool and model calls
+//! ([`tool_host`]) and the outcomes of the agents and tool executions it started — so a run never
+//! races with itself.
 //!
 //! Every node appends its events in one append (one atomic batch): a crash keeps a node's events
 //! all or none, so recovery simply decides the next step again from what is stored. (With a model
@@ -93,7 +94,8 @@ pub(crate) struct RunActor {
 /// Sends a request's answer once its events are durable, or the store's error.
 type Ack = Box<dyn FnOnce(std::result::Result<(), store::Error>) + Send + Sync>;
 
-/// Starts the actor of a run on its state and mailbox (the engine's [`crate::runtime::shared::SpawnActor`]).
+/// Starts the actor of a run on its state and mailbox (the engine's
+/// [`SpawnActor`](crate::runtime::shared::SpawnActor)).
 pub(crate) fn spawn(
     shared: Arc<Shared>,
     live: LiveRun,

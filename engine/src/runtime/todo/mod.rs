@@ -1,6 +1,6 @@
 //! The TODO state machine around the one transition table (`TodoStatus::can_transition_to`):
 //! seed 000's plan → TODO converter, legality checks, which TODOs are ready or blocked, and an
-//! agent's own plan (`write_todos` in agent mode, [`agent_plan`]).
+//! agent's own plan (`write_todos` in agent mode, [`agent_plan()`]).
 
 use std::collections::HashMap;
 

@@ -3,10 +3,9 @@
 //! refused, is recorded as `CommandReceived`. Plain words are read as the command they mean
 //! first ([`RunActor::say`]).
 
+use chronicle_projections::RunState;
 use chronicle_schemas::{Actor, Approval, ApprovalId, Event};
 use chronicle_wire::CommandOutcome;
-
-use chronicle_projections::RunState;
 
 use super::RunActor;
 use crate::commands::{Command, parse};
@@ -37,22 +36,22 @@ fn cut_refused(text: &str) -> String {
     }
 }
 
-/// The reading of `said`: the model's when it gives a usable one ([`said::parse_answer`]), the
+/// The reading of `words`: the model's when it gives a usable one ([`said::parse_answer`]), the
 /// planner's rules otherwise ([`Planner::interpret`]).
 async fn interpret(
     cx: &PlanContext<'_>,
     planner: &dyn Planner,
-    said: &str,
+    words: &str,
     state: &RunState,
 ) -> Option<String> {
-    let user = said::prompt(said, state, cx.agents);
+    let user = said::prompt(words, state, cx.agents);
     let by_model = cx
         .llm
         .ask("interpret", said::SYSTEM, &user, said::parse_answer)
         .await;
     match by_model {
         Some(Some(command)) => Some(command),
-        _ => planner.interpret(cx, said, state).await,
+        _ => planner.interpret(cx, words, state).await,
     }
 }
 
@@ -63,8 +62,8 @@ impl RunActor {
         self.command_said(text, by, None).await
     }
 
-    /// Plain words to the run, read as the command they mean (see [`crate::plugin::said`]) and carried
-    /// out, recorded with the words; `None` when they mean no command. The model's reading, when
+    /// Plain words to the run, read as the command they mean (see [`said`]) and carried out,
+    /// recorded with the words; `None` when they mean no command. The model's reading, when
     /// one was asked, is recorded first.
     pub(super) async fn say(
         &mut self,

@@ -133,7 +133,7 @@ impl RunActor {
 
     /// Why the host refuses a new call without running it, with the request to record (a call
     /// too large to record keeps its size instead of its args): cut off, too large, an unknown
-    /// tool, a repeat of a rejected call, or args the tool's [`check`](crate::plugin::tools::Tool::check)
+    /// tool, a repeat of a rejected call, or args the tool's [`check`](crate::tools::Tool::check)
     /// refuses.
     fn refusal(
         &self,
