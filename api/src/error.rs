@@ -145,7 +145,8 @@ impl From<EngineError> for ApiError {
             // The key is the workflow's: the request conflicts with who owns that part of the
             // state (commands change it), as a decision on a decided approval does.
             | E::OwnStateKey(_)
-            | E::Concurrent => ApiError::conflict(e.to_string()),
+            | E::Concurrent
+            | E::SessionBusy { .. } => ApiError::conflict(e.to_string()),
             E::Store(e) => e.into(),
             E::ShuttingDown => ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,

@@ -356,10 +356,6 @@ pub async fn start_run(
     Principal(who): Principal,
     Json(req): Json<RunRequest>,
 ) -> ApiResult<Response> {
-    let mut config = st.engine.settings().defaults.clone();
-    config.plan = req
-        .plan
-        .map(|steps| steps.into_iter().map(Into::into).collect());
     let started = st
         .engine
         .start_run(StartRun {
@@ -371,9 +367,11 @@ pub async fn start_run(
             on_reject: req.on_reject,
             strategy: req.strategy,
             approval_timeout_ms: req.approval_timeout_ms,
-            config: Some(config),
+            config: None,
             parent: None,
             agent: req.agent,
+            plan: req.plan.map(|s| s.into_iter().map(Into::into).collect()),
+            follows: None,
         })
         .await?;
     st.metrics.runs_started.inc();

@@ -7,7 +7,7 @@ use chronicle_schemas::{
     ApprovalId, ApprovalStatus, CheckpointId, Decision, RunId, RunStatus, TodoId, TodoStatus,
 };
 
-use crate::agents::UnknownAgent;
+use crate::plugin::agents::UnknownAgent;
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -122,6 +122,9 @@ pub enum Error {
     RunBusy(RunId),
     #[error("the run changed concurrently; try again")]
     Concurrent,
+    /// A new turn on a session whose latest run still works, under [`crate::Multitask::Reject`].
+    #[error("session {session} is busy with run {run}; multitask strategy is reject")]
+    SessionBusy { session: String, run: RunId },
 
     // Waiting.
     #[error("timed out after {after:?} waiting for run {run}")]
@@ -137,7 +140,7 @@ pub enum Error {
     #[error("a recorded value does not decode: {0}")]
     Decode(String),
     #[error("the model client cannot start: {0}")]
-    Llm(#[from] crate::llm::LlmError),
+    Llm(#[from] crate::plugin::llm::LlmError),
 }
 
 impl Error {
@@ -160,6 +163,7 @@ impl Error {
                 // the state (commands change it), as a decision on a decided approval does.
                 | Error::OwnStateKey(_)
                 | Error::Concurrent
+                | Error::SessionBusy { .. }
                 | Error::CommandConflict { .. }
         )
     }

@@ -13,10 +13,9 @@ use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use chronicle_engine::{Principal as Who, RestoreTarget, RunState, StartRun, is_settled};
-use chronicle_schemas::{HitlMode, OnReject, RunConfig, RunId, RunStatus, Strategy};
+use chronicle_schemas::{Follows, HitlMode, OnReject, RunConfig, RunId, RunStatus, Strategy};
 use chronicle_wire::langgraph::{
-    CancelStatus, IfNotExists, MultitaskStrategy, Run, RunCommand, RunCreate, RunsCancel,
-    StreamMode, StreamModes, ThreadStatus,
+    CancelStatus, IfNotExists, Run, RunCommand, RunCreate, RunsCancel, StreamMode, StreamModes,
 };
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -147,36 +146,6 @@ fn check(req: &RunCreate) -> ApiResult<()> {
     options(req).map(drop)
 }
 
-/// Makes room on a busy thread as `strategy` says: refuse, wait for the running turn to
-/// settle, or cancel it.
-async fn make_room(
-    st: &AppState,
-    who: &Who,
-    l: &Loaded,
-    strategy: MultitaskStrategy,
-) -> ApiResult<()> {
-    if l.status() != ThreadStatus::Busy {
-        return Ok(());
-    }
-    let run = l.latest().map(run_of).unwrap_or(RunId(Uuid::nil()));
-    match strategy {
-        MultitaskStrategy::Reject => Err(ApiError::conflict(format!(
-            "thread {} is busy with a run; multitask_strategy is reject",
-            l.id
-        ))),
-        MultitaskStrategy::Enqueue => {
-            let wait = Duration::from_millis(st.config.chat_wait_ms);
-            st.engine.wait_settled(run, wait).await?;
-            Ok(())
-        }
-        MultitaskStrategy::Interrupt | MultitaskStrategy::Rollback => {
-            let reason = format!("a new run on the thread ({})", strategy.as_str());
-            st.engine.cancel(run, who, Some(reason)).await?;
-            Ok(())
-        }
-    }
-}
-
 /// What the run does; returns its kind, the Chronicle run and the seq its part starts at.
 async fn act(
     st: &AppState,
@@ -205,13 +174,11 @@ async fn act(
     if let Some(input) = input_of(req) {
         let query = query_of(input)?;
         let follows = branch::for_input(l, &turns, named.as_deref())?;
-        let mut config = st.engine.settings().defaults.clone();
-        config.plan = None;
-        config.follows = follows;
         let turn = NewTurn {
             run: RunId(run_id),
             query,
-            config,
+            config: None,
+            follows,
         };
         return new_turn(st, who, l, req, graph_id, turn).await;
     }
@@ -231,12 +198,11 @@ async fn act(
         }
         Again::Ask { turn, follows } => {
             let earlier = turns.states()[turn];
-            let mut config = earlier.supervisor.config.clone();
-            config.follows = follows;
             let turn = NewTurn {
                 run: RunId(run_id),
                 query: earlier.supervisor.query.clone(),
-                config,
+                config: Some(earlier.supervisor.config.clone()),
+                follows,
             };
             new_turn(st, who, l, req, graph_id, turn).await
         }
@@ -252,11 +218,13 @@ fn named_checkpoint(req: &RunCreate) -> Option<String> {
         .or_else(|| req.checkpoint_id.clone())
 }
 
-/// A turn to start: its run, its question and its configuration.
+/// A turn to start: its run, its question, its configuration (the server's defaults when
+/// `None`) and the turn it follows.
 struct NewTurn {
     run: RunId,
     query: String,
-    config: RunConfig,
+    config: Option<RunConfig>,
+    follows: Follows,
 }
 
 /// Starts turn `t` on the thread (the request's run options over its configuration).
@@ -269,7 +237,12 @@ async fn new_turn(
     t: NewTurn,
 ) -> ApiResult<(RunKind, RunId, u64)> {
     let o = options(req)?;
-    let NewTurn { run, query, config } = t;
+    let NewTurn {
+        run,
+        query,
+        config,
+        follows,
+    } = t;
     st.engine
         .start_run_with_id(
             run,
@@ -282,9 +255,11 @@ async fn new_turn(
                 on_reject: o.on_reject,
                 strategy: o.strategy,
                 approval_timeout_ms: o.approval_timeout_ms,
-                config: Some(config),
+                config,
                 parent: None,
                 agent: (graph_id != views::SUPERVISOR_GRAPH).then(|| graph_id.to_owned()),
+                plan: None,
+                follows: Some(follows),
             },
         )
         .await?;
@@ -391,7 +366,12 @@ async fn launch(
         threads::fresh(who, thread)
     } else {
         let strategy = req.multitask_strategy.unwrap_or_default();
-        make_room(st, who, &load(st, who, thread)?, strategy).await?;
+        if let Some(latest) = load(st, who, thread)?.latest() {
+            let wait = Duration::from_millis(st.config.chat_wait_ms);
+            st.engine
+                .make_room(latest, strategy.into(), wait, who)
+                .await?;
+        }
         load(st, who, thread)?
     };
     let run_id = Uuid::now_v7();
