@@ -732,11 +732,30 @@ fn every_documented_example_runs_as_written() {
         .iter()
         .flat_map(|(doc, text)| blocks(doc, text))
         .collect();
-    for (doc, heading, index, _) in SKIPPED {
+    // Every block is accounted for, and every name names a block, before anything runs.
+    let key_of = |b: &Block| (b.doc.clone(), b.heading.clone(), b.index);
+    let named = SKIPPED
+        .iter()
+        .map(|(d, h, i, _)| (*d, *h, *i))
+        .chain(RUN.iter().map(|(d, h, i, _)| (*d, *h, *i)))
+        .chain([LANGGRAPH_SNIPPET]);
+    for (doc, heading, index) in named {
         assert!(
             all.iter()
-                .any(|b| (b.doc.as_str(), b.heading.as_str(), b.index) == (doc, heading, *index)),
-            "SKIPPED names {doc} › {heading} #{index}, which is no block: remove it"
+                .any(|b| key_of(b) == (doc.to_owned(), heading.to_owned(), index)),
+            "tools/tests/readme.rs names {doc} › {heading} #{index}, which is no block"
+        );
+    }
+    for block in &all {
+        let key = (block.doc.as_str(), block.heading.as_str(), block.index);
+        let known = SKIPPED.iter().any(|(d, h, i, _)| (*d, *h, *i) == key)
+            || RUN.iter().any(|(d, h, i, _)| (*d, *h, *i) == key)
+            || key == LANGGRAPH_SNIPPET;
+        assert!(
+            known,
+            "{} block {} #{} ({}) is neither run nor skipped here: add its checks to \
+             tools/tests/readme.rs\n{}",
+            block.doc, block.heading, block.index, block.lang, block.text
         );
     }
     for block in &all {
@@ -752,13 +771,7 @@ fn every_documented_example_runs_as_written() {
             .iter()
             .find(|(d, h, i, _)| (*d, *h, *i) == key)
             .map(|(_, _, _, c)| *c)
-            .unwrap_or_else(|| {
-                panic!(
-                    "{} block {} #{} ({}) is neither run nor skipped here: add its checks to \
-                     tools/tests/readme.rs\n{}",
-                    block.doc, block.heading, block.index, block.lang, block.text
-                )
-            });
+            .expect("every block was accounted for above");
         if block.doc == "docs/data-analyst.md" {
             let data = data_serve.get_or_insert_with(|| {
                 let args = [
