@@ -88,8 +88,8 @@ langgraph-js-deps:
 # `fuse3` for the power-loss test's FUSE mount (it needs /dev/fuse and root: the mount is a plain
 # mount(2); fusermount3 is what a non-root user would need), `chromium` for the browser-safety
 # tests (a real headless browser on a page of another origin), and `curl` and `jq`, which the
-# README's examples use (tools/tests/readme.rs runs them). If an install fails, the tests that
-# need it fail and say why.
+# examples of README.md and docs/ use (tools/tests/readme.rs runs them). If an install fails, the
+# tests that need it fail and say why.
 test-deps: schemathesis-venv langgraph-venv langgraph-js-deps data-venv
 	@missing=""; \
 	command -v fusermount3 >/dev/null 2>&1 || missing="$$missing fuse3"; \

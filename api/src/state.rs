@@ -15,7 +15,7 @@ use crate::browser::Site;
 use crate::limits::Streams;
 
 /// API limits; each carries its unit. Every connection and every stream has a bounded cost: see
-/// ARCHITECTURE.md (api, "Connections and streams") for what each bounds and why.
+/// docs/decisions/connections.md for what each bounds and why.
 #[derive(Clone, Debug)]
 pub struct ApiConfig {
     pub request_body_bytes_max: usize,

@@ -20,7 +20,8 @@ pub struct ServeArgs {
     /// Data directory (sled store, blobs, workspaces).
     #[arg(long, env = "CHRONICLE_DATA", default_value = "./.chronicle")]
     data: PathBuf,
-    /// `sync` acknowledges appends after the durability barrier; `async` before it (see README).
+    /// `sync` acknowledges appends after the durability barrier; `async` before it (see
+    /// docs/operations.md).
     #[arg(long, default_value = "sync")]
     durability: Durability,
     /// HITL policy for runs whose request names none (default: the domain's — `tools` for the

@@ -1,19 +1,23 @@
-//! Every shell example of the README, run as written and checked against what its comment says:
-//! the curl tour, the conversations, memory, the tools example, the CLI (on a data directory of
-//! its own, and against the server) and the LangGraph Python snippet (with the venv that `make
-//! test` makes first, `target/langgraph-venv`).
+//! Every shell example of README.md and of the guides in `docs/`, run as written and checked
+//! against what its comment says: the README's five-minute tour, the API's curl tour, the
+//! conversations, memory, the tools example, the CLI (on a data directory of its own, and against
+//! the server), the data analyst (against a server of its domain) and the LangGraph Python snippet
+//! (with the venv that `make test` makes first, `target/langgraph-venv`).
 //!
-//! The examples talk to `localhost:8080` (`make run`). Here a real `chronicle serve` — the built
+//! The documents are read in [`DOCUMENTS`]' order, then `docs/decisions/` (which holds no
+//! examples), so that the runs one block leaves are there for the next, as for a reader who
+//! follows the links. The examples talk to `localhost:8080` (`make run`). Here a real `chronicle serve` — the built
 //! binary, over a fresh data directory, with no model — listens on a free loopback port, and
 //! that port is substituted for `8080` in the examples' text: the only change made to them.
 //! Each block runs in a bash of its own, in a scratch directory, with the built `chronicle` first
 //! on PATH; its variables carry from one command to the next, as in a terminal. Before each
 //! command the test waits until no run of the server is still running, as a person reads an
-//! answer before typing on; a command the README says to stop with Ctrl-C gets SIGINT after a
+//! answer before typing on; a command a document says to stop with Ctrl-C gets SIGINT after a
 //! few seconds.
 //!
-//! Blocks this test does not run are named in [`SKIPPED`] with why. A new block, or a command
-//! of a run block without its check, fails the test: the README and this file change together.
+//! Blocks this test does not run are named in [`SKIPPED`] with why. A new block, a new guide in
+//! `docs/`, or a command of a run block without its check, fails the test: the documents and this
+//! file change together.
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -25,49 +29,76 @@ use serde_json::Value;
 
 use crate::durability::Serve;
 
-/// The port the README's examples use.
+/// The port the examples use.
 const README_PORT: &str = "8080";
-/// How long a command the README says to stop with Ctrl-C runs before it gets SIGINT.
+/// How long a command a document says to stop with Ctrl-C runs before it gets SIGINT.
 const CTRL_C_AFTER_S: u32 = 3;
 /// A guard against a hang: one command's longest run (a build is not part of any example).
 const STEP_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long the server may take to settle (no run running) before a command.
 const SETTLE_TIMEOUT: Duration = Duration::from_secs(20);
 
-/// Blocks not run here, by `(heading, index among the heading's shell and Python blocks)`, with
-/// why.
-const SKIPPED: &[(&str, usize, &str)] = &[
+/// The documents with examples, in the order their blocks run (a reader's order: the README,
+/// then the guides as it links them). Every `docs/*.md` must be here; `docs/decisions/*.md`
+/// follow, in name order.
+const DOCUMENTS: &[&str] = &[
+    "README.md",
+    "docs/api.md",
+    "docs/conversations.md",
+    "docs/cli.md",
+    "docs/agents.md",
+    "docs/mcp.md",
+    "docs/domains.md",
+    "docs/data-analyst.md",
+    "docs/llm.md",
+    "docs/langgraph.md",
+    "docs/operations.md",
+    "docs/development.md",
+];
+
+/// Blocks not run here, by `(document, heading, index among the heading's shell and Python
+/// blocks)`, with why.
+const SKIPPED: &[(&str, &str, usize, &str)] = &[
     (
+        "README.md",
         "The two commands",
         0,
         "`make run` and `make test`: this test runs inside `make test`, and `make run` is the server it starts",
     ),
     (
-        "Domains",
+        "docs/domains.md",
+        "The domains",
         0,
         "starts a server of the bench domain on 8080; the bench answer is checked by domains/bench's tests",
     ),
     (
-        "Add an agent",
+        "docs/agents.md",
+        "HTTP agents",
         0,
         "starts servers of its own with the agents file above (alternatives, not a script); loading agents files is checked by cli_agents",
     ),
     (
+        "docs/agents.md",
         "The reply it sends",
         0,
         "an HTTP agent that serves until stopped; the agent contract is checked by domains/generic's tests",
     ),
     (
-        "The data analyst",
+        "docs/data-analyst.md",
+        "Try it",
         0,
         "`make run ARGS=\"--domain data\"` is the server: this test starts `chronicle serve --domain data` itself for the next block",
     ),
     (
-        "LLM agents and agent mode",
+        "docs/agents.md",
+        "Agent mode",
         0,
         "needs an OpenAI-compatible model at CHRONICLE_LLM_BASE_URL; agent mode is checked with a scripted model by tests/llm_agents.rs",
     ),
 ];
+
+/// The Python block run with the LangGraph SDK.
+const LANGGRAPH_SNIPPET: (&str, &str, usize) = ("docs/langgraph.md", "LangGraph clients", 0);
 
 /// One command of a block, with the comment lines before it (and the one after it on its line).
 #[derive(Debug)]
@@ -83,18 +114,20 @@ struct Ran {
     status: i32,
 }
 
-/// A fenced block of the README.
+/// A fenced block of a document.
 #[derive(Debug)]
 struct Block {
+    /// The document, relative to the repository (`docs/api.md`).
+    doc: String,
     heading: String,
     index: usize,
     lang: String,
     text: String,
 }
 
-/// The README's shell and Python blocks, each under its heading (headings inside code blocks,
+/// A document's shell and Python blocks, each under its heading (headings inside code blocks,
 /// such as shell comments, do not count); an indented fence (in a list) loses its indent.
-fn blocks(readme: &str) -> Vec<Block> {
+fn blocks(doc: &str, readme: &str) -> Vec<Block> {
     let mut out: Vec<Block> = Vec::new();
     let mut heading = String::new();
     let mut open: Option<(String, usize, Vec<String>)> = None;
@@ -106,6 +139,7 @@ fn blocks(readme: &str) -> Vec<Block> {
                     if ["sh", "bash", "python"].contains(&lang.as_str()) {
                         let index = out.iter().filter(|b| b.heading == heading).count();
                         out.push(Block {
+                            doc: doc.to_owned(),
                             heading: heading.clone(),
                             index,
                             lang,
@@ -308,6 +342,41 @@ fn stopped(ran: &Ran, words: &[&str]) {
 fn json(ran: &Ran) -> Value {
     serde_json::from_str(&ran.out).unwrap_or_else(|e| panic!("{e}: {}", ran.out))
 }
+
+const FIVE_MINUTES: &[Check] = &[
+    ("export PATH=", quiet),
+    ("RUN=$(curl", quiet),
+    (".[0].message", |r, _| {
+        ok(
+            r,
+            &[
+                "Run search_team for todo_001?",
+                "With: in Gangnam-gu, Seoul; apartments",
+            ],
+        )
+    }),
+    ("/todo approve", |r, _| ok(r, &["\"status\":\"resumed\""])),
+    ("final_response.answer", |r, _| {
+        ok(r, &["Found", "apartments in Gangnam-gu"])
+    }),
+    ("chronicle log $RUN", |r, _| {
+        ok(r, &["run.started", "run.end"])
+    }),
+    ("/restore", |r, _| {
+        ok(
+            r,
+            &["\"status\":\"restored\"", "\"checkpoint_id\":\"cp_004\""],
+        )
+    }),
+    ("--all-branches", |r, _| {
+        // The branch the restore left, marked, then the restore and the new request.
+        ok(r, &["run.restored", "approval.requested"]);
+        assert!(r.out.lines().any(|l| l.starts_with('~')), "{}", r.out);
+    }),
+    ("audit/approvals?format=csv", |r, _| {
+        ok(r, &["run_id,session_id,approval_id", ",approve,"])
+    }),
+];
 
 const TOUR: &[Check] = &[
     ("RUN=$(curl", quiet),
@@ -522,16 +591,53 @@ const DATA: &[Check] = &[
     }),
 ];
 
-const RUN: &[(&str, usize, &[Check])] = &[
-    ("A tour with curl", 0, TOUR),
-    ("Conversations", 0, TALK),
-    ("Conversations", 1, WORDS),
-    ("The `chronicle` CLI", 0, CLI),
-    ("Memory", 0, MEMORY),
-    ("Add a domain", 0, AGAINST_SERVER),
-    ("Tools, the workspace and sub-agents", 0, TOOLS),
-    ("The data analyst", 1, DATA),
+const RUN: &[(&str, &str, usize, &[Check])] = &[
+    ("README.md", "A five-minute tour", 0, FIVE_MINUTES),
+    ("docs/api.md", "A tour with curl", 0, TOUR),
+    ("docs/conversations.md", "Conversations", 0, TALK),
+    ("docs/conversations.md", "Conversations", 1, WORDS),
+    ("docs/conversations.md", "Memory", 0, MEMORY),
+    ("docs/cli.md", "On a data directory", 0, CLI),
+    ("docs/cli.md", "Against a server", 0, AGAINST_SERVER),
+    (
+        "docs/agents.md",
+        "Tools, the workspace and sub-agents",
+        0,
+        TOOLS,
+    ),
+    ("docs/data-analyst.md", "Try it", 1, DATA),
 ];
+
+/// Every document with examples, in the order they run: [`DOCUMENTS`], then `docs/decisions/`.
+/// A guide in `docs/` that [`DOCUMENTS`] does not list fails: its place in the order is a choice.
+fn documents(root: &Path) -> Vec<(String, String)> {
+    let read = |rel: &str| std::fs::read_to_string(root.join(rel)).unwrap();
+    let md_in = |dir: &str| {
+        let mut names: Vec<String> = std::fs::read_dir(root.join(dir))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".md"))
+            .map(|n| format!("{dir}/{n}"))
+            .collect();
+        names.sort();
+        names
+    };
+    for guide in md_in("docs") {
+        assert!(
+            DOCUMENTS.contains(&guide.as_str()),
+            "{guide} is not in tools/tests/readme.rs's DOCUMENTS: add it where its examples run"
+        );
+    }
+    DOCUMENTS
+        .iter()
+        .map(|d| d.to_string())
+        .chain(md_in("docs/decisions"))
+        .map(|d| {
+            let text = read(&d);
+            (d, text)
+        })
+        .collect()
+}
 
 fn run_block(block: &Block, checks: &[Check], ctx: &Ctx, bin_dir: &Path) {
     let dir = tempfile::tempdir().unwrap();
@@ -558,7 +664,10 @@ fn run_block(block: &Block, checks: &[Check], ctx: &Ctx, bin_dir: &Path) {
         }
         ctx.settle();
         let ran = shell.run(&command);
-        eprintln!("readme: {} $ {}\n{}", block.heading, step.command, ran.out);
+        eprintln!(
+            "readme: {} › {} $ {}\n{}",
+            block.doc, block.heading, step.command, ran.out
+        );
         check(&ran, ctx);
     }
 }
@@ -606,9 +715,8 @@ fn run_python(block: &Block, ctx: &Ctx, target: &Path) {
 }
 
 #[test]
-fn every_readme_example_runs_as_written() {
-    let readme_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md");
-    let readme = std::fs::read_to_string(&readme_path).unwrap();
+fn every_documented_example_runs_as_written() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let bin = PathBuf::from(env!("CARGO_BIN_EXE_chronicle"));
     let bin_dir = bin.parent().unwrap().to_owned();
     let target = bin_dir.parent().unwrap().to_owned();
@@ -620,27 +728,51 @@ fn every_readme_example_runs_as_written() {
     // The data analyst's examples talk to a server of the data domain, started for them.
     let mut data_serve: Option<Serve> = None;
     let started = Instant::now();
-    for block in blocks(&readme) {
-        let key = (block.heading.as_str(), block.index);
-        if SKIPPED.iter().any(|(h, i, _)| (*h, *i) == key) {
+    let all: Vec<Block> = documents(&root)
+        .iter()
+        .flat_map(|(doc, text)| blocks(doc, text))
+        .collect();
+    // Every block is accounted for, and every name names a block, before anything runs.
+    let key_of = |b: &Block| (b.doc.clone(), b.heading.clone(), b.index);
+    let named = SKIPPED
+        .iter()
+        .map(|(d, h, i, _)| (*d, *h, *i))
+        .chain(RUN.iter().map(|(d, h, i, _)| (*d, *h, *i)))
+        .chain([LANGGRAPH_SNIPPET]);
+    for (doc, heading, index) in named {
+        assert!(
+            all.iter()
+                .any(|b| key_of(b) == (doc.to_owned(), heading.to_owned(), index)),
+            "tools/tests/readme.rs names {doc} › {heading} #{index}, which is no block"
+        );
+    }
+    for block in &all {
+        let key = (block.doc.as_str(), block.heading.as_str(), block.index);
+        let known = SKIPPED.iter().any(|(d, h, i, _)| (*d, *h, *i) == key)
+            || RUN.iter().any(|(d, h, i, _)| (*d, *h, *i) == key)
+            || key == LANGGRAPH_SNIPPET;
+        assert!(
+            known,
+            "{} block {} #{} ({}) is neither run nor skipped here: add its checks to \
+             tools/tests/readme.rs\n{}",
+            block.doc, block.heading, block.index, block.lang, block.text
+        );
+    }
+    for block in &all {
+        let key = (block.doc.as_str(), block.heading.as_str(), block.index);
+        if SKIPPED.iter().any(|(d, h, i, _)| (*d, *h, *i) == key) {
             continue;
         }
-        if block.lang == "python" && block.heading == "LangGraph clients" {
-            run_python(&block, &ctx, &target);
+        if block.lang == "python" && key == LANGGRAPH_SNIPPET {
+            run_python(block, &ctx, &target);
             continue;
         }
         let checks = RUN
             .iter()
-            .find(|(h, i, _)| (*h, *i) == key)
-            .map(|(_, _, c)| *c)
-            .unwrap_or_else(|| {
-                panic!(
-                    "README block {} #{} ({}) is neither run nor skipped here: add its checks to \
-                     tools/tests/readme.rs\n{}",
-                    block.heading, block.index, block.lang, block.text
-                )
-            });
-        if block.heading == "The data analyst" {
+            .find(|(d, h, i, _)| (*d, *h, *i) == key)
+            .map(|(_, _, _, c)| *c)
+            .expect("every block was accounted for above");
+        if block.doc == "docs/data-analyst.md" {
             let data = data_serve.get_or_insert_with(|| {
                 let args = [
                     std::ffi::OsStr::new("--domain"),
@@ -653,10 +785,10 @@ fn every_readme_example_runs_as_written() {
                     None,
                 )
             });
-            run_block(&block, checks, &Ctx { port: data.port }, &bin_dir);
+            run_block(block, checks, &Ctx { port: data.port }, &bin_dir);
             continue;
         }
-        run_block(&block, checks, &ctx, &bin_dir);
+        run_block(block, checks, &ctx, &bin_dir);
     }
     eprintln!("readme: every example ran in {:?}", started.elapsed());
     drop(data_serve);
@@ -666,7 +798,7 @@ fn every_readme_example_runs_as_written() {
 #[test]
 fn blocks_and_steps_are_read_as_a_person_reads_them() {
     let text = "# Top\n\n```sh\n# say\nA=1 \\\n  && echo $A   # Ctrl-C to stop\necho b\n```\n\n## Sub\n\n  ```bash\n  # in a list\n  echo c\n  ```\n```text\nnot shell\n```\n";
-    let b = blocks(text);
+    let b = blocks("doc.md", text);
     assert_eq!(b.len(), 2);
     assert_eq!((b[0].heading.as_str(), b[0].index), ("Top", 0));
     assert_eq!((b[1].heading.as_str(), b[1].index), ("Sub", 0));

@@ -58,7 +58,7 @@ pub fn settings() -> Settings {
 #[cfg(test)]
 extern crate self as chronicle_generic;
 
-/// The README's "Add a domain" example, compiled and run as a test.
+/// The "Add a domain" example of docs/domains.md, compiled and run as a test.
 #[cfg(test)]
 #[path = "../examples/domain.rs"]
 mod domain_example;
@@ -66,13 +66,13 @@ mod domain_example;
 #[cfg(test)]
 mod tests {
     #[test]
-    fn the_domain_example_runs_and_the_readme_shows_it_whole() {
+    fn the_domain_example_runs_and_the_domains_guide_shows_it_whole() {
         super::domain_example::main().expect("the example runs");
-        let readme = include_str!("../../../README.md");
+        let guide = include_str!("../../../docs/domains.md");
         let example = include_str!("../examples/domain.rs");
         assert!(
-            readme.contains(example),
-            "README.md must show examples/domain.rs as it is"
+            guide.contains(example),
+            "docs/domains.md must show examples/domain.rs as it is"
         );
     }
 }

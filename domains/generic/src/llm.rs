@@ -185,12 +185,12 @@ mod tests {
     }
 
     #[test]
-    fn the_readme_example_loads() {
-        let readme = include_str!("../../../README.md");
-        let start = readme
+    fn the_guide_example_loads() {
+        let guide = include_str!("../../../docs/agents.md");
+        let start = guide
             .find("```toml\n[[agent]]\nname = \"analyst\"")
-            .expect("the README shows an llm agent");
-        let block = &readme[start + "```toml\n".len()..];
+            .expect("docs/agents.md shows an llm agent");
+        let block = &guide[start + "```toml\n".len()..];
         let block = &block[..block.find("```").unwrap()];
         let agents = parse(Path::new("."), block).unwrap();
         let a = llm(&agents[0]).config();

@@ -88,12 +88,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_readme_example_is_a_valid_config() {
-        let readme = include_str!("../../../README.md");
-        let start = readme
+    fn the_guide_example_is_a_valid_config() {
+        let guide = include_str!("../../../docs/mcp.md");
+        let start = guide
             .find("```toml\n[[mcp_server]]")
-            .expect("the README shows MCP servers");
-        let block = &readme[start + "```toml\n".len()..];
+            .expect("docs/mcp.md shows MCP servers");
+        let block = &guide[start + "```toml\n".len()..];
         let block = &block[..block.find("```").unwrap()];
         let file = parse_file(block).unwrap();
         let names: Vec<&str> = file.mcp_server.iter().map(|s| s.name.as_str()).collect();
