@@ -17,17 +17,11 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use axum::extract::{FromRequestParts, State};
+use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
-use axum::http::{HeaderMap, StatusCode, header};
-use axum::response::{IntoResponse, Response};
-use chronicle_wire::{ErrorBody, StreamTicket, StreamTicketRequest};
+use axum::http::{HeaderMap, header};
 
 use crate::error::{ApiError, ApiResult};
-use crate::extract::Json;
-use crate::openapi::{
-    Forbidden, PayloadTooLarge, TicketsUnavailable, Unauthorized, UnsupportedMediaType,
-};
 use crate::state::AppState;
 
 /// The shortest token accepted, in bytes.
@@ -219,7 +213,7 @@ pub struct Tickets(Mutex<HashMap<blake3::Hash, (chronicle_engine::Principal, Ins
 
 impl Tickets {
     /// A new ticket for `who`, good for one stream until it expires.
-    fn issue(&self, who: chronicle_engine::Principal) -> ApiResult<String> {
+    pub(crate) fn issue(&self, who: chronicle_engine::Principal) -> ApiResult<String> {
         let mut tickets = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         let now = Instant::now();
         tickets.retain(|_, (_, expires)| *expires > now);
@@ -261,28 +255,6 @@ impl Tickets {
             )),
         }
     }
-}
-
-#[utoipa::path(post, path = "/api/v1/stream-tickets", tag = "streams", request_body = StreamTicketRequest, security(("bearer" = [])),
-    responses(
-        (status = 201, description = "A ticket for one stream, valid for `expires_in_ms`: pass it as `?ticket=` to `/ws`, `/api/v1/events` or `/api/v1/agent/{run_id}/events` (for clients that cannot send the `Authorization` header, such as a browser's `EventSource` or `WebSocket`)", body = StreamTicket),
-        (status = 400, description = "Malformed JSON (`bad_request`), or a `Host` header that names another server (`bad_host`)", body = ErrorBody),
-        (status = 401, response = Unauthorized), (status = 403, response = Forbidden),
-        (status = 413, response = PayloadTooLarge), (status = 415, response = UnsupportedMediaType),
-        (status = 422, description = "A body other than `{}` (`unprocessable_entity`)", body = ErrorBody),
-        (status = 503, response = TicketsUnavailable),
-    ))]
-pub async fn issue_ticket(
-    State(st): State<AppState>,
-    Principal(who): Principal,
-    Json(StreamTicketRequest {}): Json<StreamTicketRequest>,
-) -> ApiResult<Response> {
-    let ticket = st.tickets.issue(who)?;
-    let body = StreamTicket {
-        ticket,
-        expires_in_ms: TICKET_TTL_MS,
-    };
-    Ok((StatusCode::CREATED, axum::Json(body)).into_response())
 }
 
 #[cfg(test)]
