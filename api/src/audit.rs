@@ -63,7 +63,8 @@ pub(crate) async fn inbox(
     if limit == 0 || limit > INBOX_ITEMS_MAX {
         return Err(ApiError::bad_request(format!(
             "limit must be 1..={INBOX_ITEMS_MAX}, got {limit}"
-        )).into());
+        ))
+        .into());
     }
     let now = now();
     let before = q

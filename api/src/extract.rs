@@ -17,7 +17,9 @@ use axum::http::request::Parts;
 use chronicle_schemas::{RunId, SessionId};
 use serde::de::DeserializeOwned;
 use utoipa::openapi::path::{Parameter, ParameterBuilder, ParameterIn};
-use utoipa::openapi::schema::{AnyOfBuilder, KnownFormat, ObjectBuilder, Schema, SchemaFormat, Type};
+use utoipa::openapi::schema::{
+    AnyOfBuilder, KnownFormat, ObjectBuilder, Schema, SchemaFormat, Type,
+};
 use utoipa::openapi::{Ref, RefOr, Required};
 use utoipa::{IntoParams, PartialSchema, ToSchema};
 
@@ -140,7 +142,8 @@ pub struct RunPath(pub RunId);
 impl<S: Send + Sync> FromRequestParts<S> for RunPath {
     type Rejection = ApiError;
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
-        let Path(params) = Path::<HashMap<String, String>>::from_request_parts(parts, state).await?;
+        let Path(params) =
+            Path::<HashMap<String, String>>::from_request_parts(parts, state).await?;
         let run = params
             .get("run_id")
             .ok_or_else(|| ApiError::internal("a run route without a run_id in its path"))?;
@@ -296,7 +299,6 @@ impl PartialSchema for ExportFormat {
 
 impl ToSchema for ExportFormat {}
 
-
 /// A LangGraph id in a path (thread, run, checkpoint): a UUID.
 pub(crate) struct LgUuid;
 
@@ -311,4 +313,3 @@ impl PartialSchema for LgUuid {
 }
 
 impl ToSchema for LgUuid {}
-

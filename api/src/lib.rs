@@ -23,6 +23,8 @@ pub mod error;
 mod events;
 mod extract;
 pub mod langgraph;
+#[cfg(test)]
+mod layering;
 mod limits;
 pub mod openapi;
 mod quota;

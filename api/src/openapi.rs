@@ -19,12 +19,12 @@ use serde_json::{Value, json};
 use utoipa::OpenApi;
 
 use crate::refusals::{
-    BadHost, Busy, Forbidden, Internal, InsufficientStorage, LgBadBody, LgBadHost, LgBusy,
+    BadHost, Busy, Forbidden, InsufficientStorage, Internal, LgBadBody, LgBadHost, LgBusy,
     LgForbidden, LgInsufficientStorage, LgInternal, LgPayloadTooLarge, LgRequestTimeout,
-    LgRunConflict, LgRunNotFound, LgRunNotStarted, LgRunRefused, LgThreadNotFound,
-    LgTooManyWrites, LgUnauthorized, LgUnsupportedMediaType, PayloadTooLarge, RequestTimeout,
-    RunNotFound, StreamsUnavailable, TicketsUnavailable, TooManyWrites, Unauthorized,
-    Unavailable, UnsupportedMediaType,
+    LgRunConflict, LgRunNotFound, LgRunNotStarted, LgRunRefused, LgThreadNotFound, LgTooManyWrites,
+    LgUnauthorized, LgUnsupportedMediaType, PayloadTooLarge, RequestTimeout, RunNotFound,
+    StreamsUnavailable, TicketsUnavailable, TooManyWrites, Unauthorized, Unavailable,
+    UnsupportedMediaType,
 };
 use crate::state::AppState;
 
@@ -268,7 +268,14 @@ fn answers_of_every_route(doc: &mut Value) {
         let langgraph = crate::langgraph::is_route(path);
         let has_body = op.contains_key("requestBody");
         let mut answers = vec![
-            ("400", if langgraph && has_body { "BadBody" } else { "BadHost" }),
+            (
+                "400",
+                if langgraph && has_body {
+                    "BadBody"
+                } else {
+                    "BadHost"
+                },
+            ),
             ("403", "Forbidden"),
             ("503", "Busy"),
         ];
@@ -286,7 +293,11 @@ fn answers_of_every_route(doc: &mut Value) {
             continue;
         };
         for (status, name) in answers {
-            let name = if langgraph { format!("Lg{name}") } else { name.to_owned() };
+            let name = if langgraph {
+                format!("Lg{name}")
+            } else {
+                name.to_owned()
+            };
             responses
                 .entry(status)
                 .or_insert_with(|| json!({"$ref": format!("#/components/responses/{name}")}));

@@ -37,7 +37,6 @@ pub(crate) fn sse_response(
 
 // ------------------------------------------------------------------ schemas of answers
 
-
 fn schema_ref<T: ToSchema>() -> RefOr<Schema> {
     RefOr::Ref(Ref::from_schema_name(T::name()))
 }
@@ -122,4 +121,3 @@ fn add<T: ToSchema>(schemas: &mut Vec<(String, RefOr<Schema>)>) {
     schemas.push((T::name().into_owned(), T::schema()));
     T::schemas(schemas);
 }
-

@@ -238,7 +238,8 @@ pub(crate) async fn resume(
         _ => {
             return Err(ApiError::unprocessable(
                 "send either {\"approve\": bool} or {\"response\": \"...\"}",
-            ).into());
+            )
+            .into());
         }
     };
     let outcome = st
@@ -555,7 +556,9 @@ pub(crate) async fn log(
     let max = st.config.log_page_events_max;
     let limit = q.limit.unwrap_or(max);
     if limit == 0 || limit > max {
-        return Err(ApiError::unprocessable(format!("limit must be 1..={max}, got {limit}")).into());
+        return Err(
+            ApiError::unprocessable(format!("limit must be 1..={max}, got {limit}")).into(),
+        );
     }
     let from = q.from.unwrap_or(0);
     let events: Vec<_> = st

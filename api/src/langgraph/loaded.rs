@@ -142,12 +142,7 @@ pub(crate) fn load(st: &AppState, who: &Who, thread: Uuid) -> ApiResult<Loaded> 
     let given = records::runs(st.engine.store(), thread)?
         .into_iter()
         .filter(|r| r.kind == records::RunKind::Turn)
-        .filter_map(|r| {
-            Some((
-                r.chronicle_run,
-                given_message_id(r.kwargs.get("input")?)?,
-            ))
-        })
+        .filter_map(|r| Some((r.chronicle_run, given_message_id(r.kwargs.get("input")?)?)))
         .collect();
     Ok(Loaded {
         given,

@@ -969,7 +969,8 @@ pub(crate) async fn delete(
         return Err(ApiError::conflict(format!(
             "run {} is still running: cancel it first",
             rec.run_id
-        )).into());
+        ))
+        .into());
     }
     records::delete_run(st.engine.store(), &rec)?;
     Ok(StatusCode::NO_CONTENT)
@@ -1007,7 +1008,8 @@ pub(crate) async fn cancel_many(
         _ => {
             return Err(ApiError::unprocessable(
                 "name a `thread_id` (and perhaps its `run_ids`), or a `status` for all your runs",
-            ).into());
+            )
+            .into());
         }
     };
     // An id that is not a UUID names no run.

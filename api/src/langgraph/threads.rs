@@ -52,9 +52,7 @@ pub(crate) async fn create(
     if taken(&st, thread)? {
         return match (req.if_exists, load(&st, &who, thread)) {
             (Some(IfExists::DoNothing), Ok(l)) => Ok(Json(view(&st, &l)?)),
-            _ => Err(ApiError::conflict(format!(
-                "thread {thread} already exists"
-            )).into()),
+            _ => Err(ApiError::conflict(format!("thread {thread} already exists")).into()),
         };
     }
     // The session is claimed first, so nobody else's first run can take the thread over before
@@ -64,9 +62,7 @@ pub(crate) async fn create(
         .claim_session(&who, &SessionId(thread.to_string()))
     {
         Err(chronicle_engine::Error::SessionNotFound(_)) => {
-            return Err(ApiError::conflict(format!(
-                "thread {thread} already exists"
-            )).into());
+            return Err(ApiError::conflict(format!("thread {thread} already exists")).into());
         }
         other => other?,
     }
@@ -130,9 +126,11 @@ pub(crate) async fn search(
     Body(q): Body<ThreadSearch>,
 ) -> Result<Response, LgReadError> {
     // It reads and folds threads and matches filters: off the async workers.
-    Ok(tokio::task::spawn_blocking(move || search_threads(&st, &who, &q))
-        .await
-        .map_err(ApiError::internal)??)
+    Ok(
+        tokio::task::spawn_blocking(move || search_threads(&st, &who, &q))
+            .await
+            .map_err(ApiError::internal)??,
+    )
 }
 
 fn search_threads(st: &AppState, who: &Who, q: &ThreadSearch) -> ApiResult<Response> {
@@ -309,9 +307,11 @@ pub(crate) async fn history(
     Body(req): Body<HistoryRequest>,
 ) -> Result<Response, LgReadError> {
     // It folds a run once per state shown: off the async workers.
-    Ok(tokio::task::spawn_blocking(move || history_page(&st, &who, &thread, req))
-        .await
-        .map_err(ApiError::internal)??)
+    Ok(
+        tokio::task::spawn_blocking(move || history_page(&st, &who, &thread, req))
+            .await
+            .map_err(ApiError::internal)??,
+    )
 }
 
 /// One history page as JSON: at most `limit` states and [`HISTORY_BYTES_MAX`] bytes (but always
@@ -427,7 +427,8 @@ pub(crate) async fn update_state(
         return Err(ApiError::unprocessable(format!(
             "as_node must be a node of the graph ({}), got {node:?}",
             SUPERVISOR_NODES.join(", ")
-        )).into());
+        ))
+        .into());
     }
     let turns = l.tree();
     let named = req
@@ -440,7 +441,8 @@ pub(crate) async fn update_state(
     {
         return Err(ApiError::conflict(
             "updates go to the thread's head: the checkpoint named is an older one",
-        ).into());
+        )
+        .into());
     }
     let latest = l.latest_own().ok_or_else(|| {
         ApiError::conflict(format!(
