@@ -6,6 +6,7 @@
 //! [`super::records`]) with the seq where its part of the Chronicle run starts; its status and
 //! stream are read from there.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use axum::Json;
@@ -20,6 +21,10 @@ use chronicle_wire::langgraph::{
 };
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
+use utoipa::openapi::header::HeaderBuilder;
+use utoipa::openapi::response::ResponseBuilder;
+use utoipa::openapi::{ContentBuilder, Ref, RefOr};
+use utoipa::{IntoResponses, PartialSchema, ToSchema};
 use uuid::Uuid;
 
 use super::branch::{self, Again};
@@ -517,12 +522,56 @@ fn modes(m: Option<&StreamModes>) -> Vec<StreamMode> {
     m.map_or_else(|| vec![StreamMode::Values], StreamModes::list)
 }
 
+/// The answers of a run's creation, each declared once for the thread's route and the stateless
+/// one: the run's stream, the thread's values once it settled, or the run itself.
+macro_rules! run_answers {
+    ($($(#[$doc:meta])* $name:ident = $description:literal, $content_type:literal, $schema:expr, [$($header:literal = $header_description:literal),*];)*) => {$(
+        $(#[$doc])*
+        pub(crate) struct $name(Response);
+
+        impl IntoResponse for $name {
+            fn into_response(self) -> Response {
+                self.0
+            }
+        }
+
+        impl IntoResponses for $name {
+            fn responses() -> BTreeMap<String, RefOr<utoipa::openapi::Response>> {
+                let answer = ResponseBuilder::new()
+                    .description($description)
+                    .content($content_type, ContentBuilder::new().schema(Some($schema)).build())
+                    $(.header($header, HeaderBuilder::new()
+                        .schema(String::schema())
+                        .description(Some($header_description))
+                        .build()))*
+                    .build();
+                BTreeMap::from([("200".to_owned(), RefOr::T(answer))])
+            }
+        }
+    )*};
+}
+
+run_answers! {
+    /// `POST .../runs/stream`.
+    RunStreamAnswer = "Server-sent events: `metadata` first, then per the stream modes `values`, `updates`, `messages`, `custom`, `debug`, `checkpoints`; interrupts as `updates` with `__interrupt__` and in the final `values`; `error` when the run fails. Ends when the run waits for a human or has ended (its status says so first). With `stream_resumable`, `id:` is the run's event seq",
+        "text/event-stream", String::schema(),
+        ["Location" = "The run's stream, to rejoin", "Content-Location" = "The run"];
+    /// `POST .../runs/wait`.
+    RunWaitAnswer = "The thread's values once the run waits for a human (with `__interrupt__`) or has ended; `{\"__error__\": {error, message}}` when it failed",
+        "application/json", Value::schema(),
+        ["Content-Location" = "The run"];
+    /// `POST .../runs`.
+    RunCreateAnswer = "The run, started",
+        "application/json", Ref::from_schema_name(Run::name()),
+        ["Content-Location" = "The run"];
+}
+
 async fn create_stream(
     st: AppState,
     who: Who,
     thread: Option<Uuid>,
     req: RunCreate,
-) -> ApiResult<Response> {
+) -> ApiResult<RunStreamAnswer> {
     // The stream's slot first: a stream refused for the cap has started nothing.
     let permit = st.streams.open(&who.name)?;
     let (rec, l) = launch(&st, &who, thread, &req).await?;
@@ -535,7 +584,7 @@ async fn create_stream(
     let before = earlier(&l, rec.chronicle_run);
     let mut res = stream::respond(&st, &who, permit, rec.clone(), before, None, ask)?;
     locations(&rec, &mut res, true);
-    Ok(res)
+    Ok(RunStreamAnswer(res))
 }
 
 /// Waits until `rec`'s part of its Chronicle run settled; the thread's values then (with its
@@ -575,12 +624,12 @@ async fn create_wait(
     who: Who,
     thread: Option<Uuid>,
     req: RunCreate,
-) -> ApiResult<Response> {
+) -> ApiResult<RunWaitAnswer> {
     let (rec, _) = launch(&st, &who, thread, &req).await?;
     let values = settled_values(&st, &who, &rec, None).await?;
     let mut res = Json(values).into_response();
     locations(&rec, &mut res, false);
-    Ok(res)
+    Ok(RunWaitAnswer(res))
 }
 
 async fn create_background(
@@ -588,19 +637,17 @@ async fn create_background(
     who: Who,
     thread: Option<Uuid>,
     req: RunCreate,
-) -> ApiResult<Response> {
+) -> ApiResult<RunCreateAnswer> {
     let (rec, _) = launch(&st, &who, thread, &req).await?;
     let mut res = Json(view(&st, &rec, None)?).into_response();
     locations(&rec, &mut res, false);
-    Ok(res)
+    Ok(RunCreateAnswer(res))
 }
 
 #[utoipa::path(post, path = "/threads/{thread_id}/runs/stream", operation_id = "stream_run", tag = "langgraph", request_body = RunCreate, security(("bearer" = [])),
     params(ThreadPath),
     responses(
-        (status = 200, description = "Server-sent events: `metadata` first, then per the stream modes `values`, `updates`, `messages`, `custom`, `debug`, `checkpoints`; interrupts as `updates` with `__interrupt__` and in the final `values`; `error` when the run fails. Ends when the run waits for a human or has ended (its status says so first). With `stream_resumable`, `id:` is the run's event seq",
-            content_type = "text/event-stream", body = String,
-            headers(("Location" = String, description = "The run's stream, to rejoin"), ("Content-Location" = String, description = "The run"))),
+        RunStreamAnswer,
         LgRunStartError,
     ))]
 pub(crate) async fn stream_on_thread(
@@ -608,31 +655,28 @@ pub(crate) async fn stream_on_thread(
     Principal(who): Principal,
     ThreadPath(thread): ThreadPath,
     Body(req): Body<RunCreate>,
-) -> Result<Response, LgRunStartError> {
+) -> Result<RunStreamAnswer, LgRunStartError> {
     let thread = uuid_of("thread_id", &thread)?;
     Ok(create_stream(st, who, Some(thread), req).await?)
 }
 
 #[utoipa::path(post, path = "/runs/stream", operation_id = "stream_stateless_run", tag = "langgraph", request_body = RunCreate, security(("bearer" = [])),
     responses(
-        (status = 200, description = "Server-sent events: `metadata` first, then per the stream modes `values`, `updates`, `messages`, `custom`, `debug`, `checkpoints`; interrupts as `updates` with `__interrupt__` and in the final `values`; `error` when the run fails. Ends when the run waits for a human or has ended (its status says so first). With `stream_resumable`, `id:` is the run's event seq",
-            content_type = "text/event-stream", body = String,
-            headers(("Location" = String, description = "The run's stream, to rejoin"), ("Content-Location" = String, description = "The run"))),
+        RunStreamAnswer,
         LgRunStartError,
     ))]
 pub(crate) async fn stream_stateless(
     State(st): State<AppState>,
     Principal(who): Principal,
     Body(req): Body<RunCreate>,
-) -> Result<Response, LgRunStartError> {
+) -> Result<RunStreamAnswer, LgRunStartError> {
     Ok(create_stream(st, who, None, req).await?)
 }
 
 #[utoipa::path(post, path = "/threads/{thread_id}/runs/wait", operation_id = "wait_run", tag = "langgraph", request_body = RunCreate, security(("bearer" = [])),
     params(ThreadPath),
     responses(
-        (status = 200, description = "The thread's values once the run waits for a human (with `__interrupt__`) or has ended; `{\"__error__\": {error, message}}` when it failed", body = serde_json::Value,
-            headers(("Content-Location" = String, description = "The run"))),
+        RunWaitAnswer,
         LgRunStartError,
     ))]
 pub(crate) async fn wait_on_thread(
@@ -640,30 +684,28 @@ pub(crate) async fn wait_on_thread(
     Principal(who): Principal,
     ThreadPath(thread): ThreadPath,
     Body(req): Body<RunCreate>,
-) -> Result<Response, LgRunStartError> {
+) -> Result<RunWaitAnswer, LgRunStartError> {
     let thread = uuid_of("thread_id", &thread)?;
     Ok(create_wait(st, who, Some(thread), req).await?)
 }
 
 #[utoipa::path(post, path = "/runs/wait", operation_id = "wait_stateless_run", tag = "langgraph", request_body = RunCreate, security(("bearer" = [])),
     responses(
-        (status = 200, description = "The thread's values once the run waits for a human (with `__interrupt__`) or has ended; `{\"__error__\": {error, message}}` when it failed", body = serde_json::Value,
-            headers(("Content-Location" = String, description = "The run"))),
+        RunWaitAnswer,
         LgRunStartError,
     ))]
 pub(crate) async fn wait_stateless(
     State(st): State<AppState>,
     Principal(who): Principal,
     Body(req): Body<RunCreate>,
-) -> Result<Response, LgRunStartError> {
+) -> Result<RunWaitAnswer, LgRunStartError> {
     Ok(create_wait(st, who, None, req).await?)
 }
 
 #[utoipa::path(post, path = "/threads/{thread_id}/runs", operation_id = "create_run", tag = "langgraph", request_body = RunCreate, security(("bearer" = [])),
     params(ThreadPath),
     responses(
-        (status = 200, description = "The run, started", body = Run,
-            headers(("Content-Location" = String, description = "The run"))),
+        RunCreateAnswer,
         LgRunStartError,
     ))]
 pub(crate) async fn create_on_thread(
@@ -671,22 +713,21 @@ pub(crate) async fn create_on_thread(
     Principal(who): Principal,
     ThreadPath(thread): ThreadPath,
     Body(req): Body<RunCreate>,
-) -> Result<Response, LgRunStartError> {
+) -> Result<RunCreateAnswer, LgRunStartError> {
     let thread = uuid_of("thread_id", &thread)?;
     Ok(create_background(st, who, Some(thread), req).await?)
 }
 
 #[utoipa::path(post, path = "/runs", operation_id = "create_stateless_run", tag = "langgraph", request_body = RunCreate, security(("bearer" = [])),
     responses(
-        (status = 200, description = "The run, started", body = Run,
-            headers(("Content-Location" = String, description = "The run"))),
+        RunCreateAnswer,
         LgRunStartError,
     ))]
 pub(crate) async fn create_stateless(
     State(st): State<AppState>,
     Principal(who): Principal,
     Body(req): Body<RunCreate>,
-) -> Result<Response, LgRunStartError> {
+) -> Result<RunCreateAnswer, LgRunStartError> {
     Ok(create_background(st, who, None, req).await?)
 }
 
