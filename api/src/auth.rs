@@ -17,12 +17,11 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use axum::extract::FromRequestParts;
+use axum::extract::{FromRef, FromRequestParts};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, header};
 
 use crate::error::{ApiError, ApiResult};
-use crate::state::AppState;
 
 /// The shortest token accepted, in bytes.
 pub const TOKEN_BYTES_MIN: usize = 16;
@@ -174,10 +173,15 @@ const X_API_KEY: &str = "x-api-key";
 #[derive(Clone, Debug)]
 pub struct Principal(pub chronicle_engine::Principal);
 
-impl FromRequestParts<AppState> for Principal {
+impl<S: Send + Sync> FromRequestParts<S> for Principal
+where
+    Tokens: FromRef<S>,
+{
     type Rejection = ApiError;
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        state.tokens.of_headers(&parts.headers).map(Principal)
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        Tokens::from_ref(state)
+            .of_headers(&parts.headers)
+            .map(Principal)
     }
 }
 
@@ -187,22 +191,29 @@ impl FromRequestParts<AppState> for Principal {
 #[derive(Clone, Debug)]
 pub struct StreamPrincipal(pub chronicle_engine::Principal);
 
-impl FromRequestParts<AppState> for StreamPrincipal {
+impl<S: Send + Sync> FromRequestParts<S> for StreamPrincipal
+where
+    Tokens: FromRef<S>,
+    Arc<Tickets>: FromRef<S>,
+{
     type Rejection = ApiError;
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        if state.tokens.is_empty()
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let tokens = Tokens::from_ref(state);
+        if tokens.is_empty()
             || parts.headers.contains_key(header::AUTHORIZATION)
             || parts.headers.contains_key(X_API_KEY)
         {
-            return state.tokens.of_headers(&parts.headers).map(StreamPrincipal);
+            return tokens.of_headers(&parts.headers).map(StreamPrincipal);
         }
         let ticket = parts
             .uri
             .query()
             .and_then(|q| q.split('&').find_map(|kv| kv.strip_prefix("ticket=")));
         match ticket {
-            Some(ticket) => state.tickets.redeem(ticket).map(StreamPrincipal),
-            None => state.tokens.principal(None).map(StreamPrincipal),
+            Some(ticket) => Arc::<Tickets>::from_ref(state)
+                .redeem(ticket)
+                .map(StreamPrincipal),
+            None => tokens.principal(None).map(StreamPrincipal),
         }
     }
 }

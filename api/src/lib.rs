@@ -18,6 +18,7 @@ mod ws;
 // What the handlers share, and the server around them.
 pub mod auth;
 pub mod browser;
+mod config;
 mod connection;
 pub mod error;
 mod events;
@@ -35,7 +36,7 @@ mod state;
 
 use std::sync::Arc;
 
-use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::extract::{DefaultBodyLimit, FromRef, Request, State};
 use axum::middleware::{self, Next};
 use axum::response::Response;
 use axum::{Extension, Router};
@@ -44,10 +45,11 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 pub use auth::{TICKETS_PER_PRINCIPAL_MAX, Tokens};
+pub use config::{ApiConfig, Metrics};
 pub use error::ApiError;
 pub use openapi::{ApiDoc, document};
 pub use server::{check_bind, serve};
-pub use state::{ApiConfig, AppState, Metrics};
+pub use state::AppState;
 
 async fn not_found(req: Request) -> ApiError {
     ApiError::not_found(format!(
@@ -121,7 +123,10 @@ pub fn router(state: AppState) -> Router {
     let (router, generated) = routes().split_for_parts();
     let router = router
         .route_layer(middleware::from_fn(browser::json_only))
-        .route_layer(middleware::from_fn_with_state(state.clone(), quota::writes))
+        .route_layer(middleware::from_fn_with_state(
+            quota::Writes::from_ref(&state),
+            quota::writes,
+        ))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(Extension(openapi::Generated(Arc::new(generated))))
@@ -131,8 +136,11 @@ pub fn router(state: AppState) -> Router {
         None => router,
     };
     router
-        .layer(middleware::from_fn_with_state(state.clone(), browser::guard))
-        .layer(middleware::from_fn(langgraph::detail_errors))
+        .layer(middleware::from_fn_with_state(
+            state.site.clone(),
+            browser::guard,
+        ))
+        .layer(middleware::from_fn(langgraph::detail::detail_errors))
         .layer(middleware::from_fn_with_state(state.clone(), count))
         // Paths only: a query string may hold a stream ticket.
         .layer(

@@ -265,7 +265,7 @@ fn server_sent_events(doc: &mut Value) {
 /// 415 when it is not JSON.
 fn answers_of_every_route(doc: &mut Value) {
     for (path, op) in operations_of_paths(doc) {
-        let langgraph = crate::langgraph::is_route(path);
+        let langgraph = crate::langgraph::detail::is_route(path);
         let has_body = op.contains_key("requestBody");
         let mut answers = vec![
             (
@@ -315,7 +315,7 @@ fn quota_on_writes(doc: &mut Value) {
         if path == "/api/v1/stream-tickets" {
             continue;
         }
-        let name = match crate::langgraph::is_route(path) {
+        let name = match crate::langgraph::detail::is_route(path) {
             true => "LgTooManyWrites",
             false => "TooManyWrites",
         };

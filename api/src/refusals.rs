@@ -9,7 +9,7 @@
 //! A set holds what the handler itself may answer. What the router answers before a handler
 //! runs (a bad `Host`, a refused `Origin`, a missing token, a body too slow, too large or not
 //! JSON, a full connection cap, a write quota) is declared for every route by the document's
-//! post-processing ([`crate::openapi::document`]).
+//! post-processing (`openapi.rs`).
 
 use std::collections::BTreeMap;
 
