@@ -26,9 +26,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::auth::Principal;
 use crate::error::{ApiError, ApiResult};
-use crate::extract::Query;
-use crate::openapi::{ExportFormat, Forbidden, Internal, OlderThan, Unauthorized, Unavailable};
-use crate::rest::owned_run;
+use crate::extract::{ExportFormat, OlderThan, Query, owned_run};
+use crate::refusals::ReadError;
 use crate::state::AppState;
 
 /// The export sends the body in chunks of about this size.
@@ -52,20 +51,20 @@ pub const INBOX_ITEMS_MAX: usize = 1_000;
     responses(
         (status = 200, description = "The approvals of every run the caller may see (an admin: all), oldest request first; pending ones with how long they have waited", body = Inbox),
         (status = 400, description = "A bad `status`, `older_than` or `limit` (`bad_request`), or a `Host` header that names another server (`bad_host`)", body = ErrorBody),
-        (status = 401, response = Unauthorized), (status = 403, response = Forbidden),
-        (status = 500, response = Internal), (status = 503, response = Unavailable),
+        ReadError,
     ))]
-pub async fn inbox(
+pub(crate) async fn inbox(
     State(st): State<AppState>,
     Principal(who): Principal,
     Query(q): Query<InboxQuery>,
-) -> ApiResult<Response> {
+) -> Result<Response, ReadError> {
     let status = parse_status(q.status.as_deref().unwrap_or("pending"))?;
     let limit = q.limit.unwrap_or(INBOX_ITEMS_MAX);
     if limit == 0 || limit > INBOX_ITEMS_MAX {
         return Err(ApiError::bad_request(format!(
             "limit must be 1..={INBOX_ITEMS_MAX}, got {limit}"
-        )));
+        ))
+        .into());
     }
     let now = now();
     let before = q
@@ -243,15 +242,14 @@ fn time_param(name: &str, s: &str) -> ApiResult<Timestamp> {
             ("x-chronicle-run-head-hash" = String, description = "With `run_id`: the hash of the run's last event"),
          )),
         (status = 400, description = "A bad `format`, time or run id (`bad_request`), or a `Host` header that names another server (`bad_host`)", body = ErrorBody),
-        (status = 401, response = Unauthorized), (status = 403, response = Forbidden),
         (status = 404, description = "`run_id` names no run the caller may see (`not_found`)", body = ErrorBody),
-        (status = 500, response = Internal), (status = 503, response = Unavailable),
+        ReadError,
     ))]
-pub async fn export(
+pub(crate) async fn export(
     State(st): State<AppState>,
     Principal(who): Principal,
     Query(q): Query<ExportQuery>,
-) -> ApiResult<Response> {
+) -> Result<Response, ReadError> {
     let format = format_param(q.format.as_deref())?;
     let window = Window {
         since: q

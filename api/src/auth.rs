@@ -17,18 +17,11 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use axum::extract::{FromRequestParts, State};
+use axum::extract::{FromRef, FromRequestParts};
 use axum::http::request::Parts;
-use axum::http::{HeaderMap, StatusCode, header};
-use axum::response::{IntoResponse, Response};
-use chronicle_wire::{ErrorBody, StreamTicket, StreamTicketRequest};
+use axum::http::{HeaderMap, header};
 
 use crate::error::{ApiError, ApiResult};
-use crate::extract::Json;
-use crate::openapi::{
-    Forbidden, PayloadTooLarge, TicketsUnavailable, Unauthorized, UnsupportedMediaType,
-};
-use crate::state::AppState;
 
 /// The shortest token accepted, in bytes.
 pub const TOKEN_BYTES_MIN: usize = 16;
@@ -180,10 +173,15 @@ const X_API_KEY: &str = "x-api-key";
 #[derive(Clone, Debug)]
 pub struct Principal(pub chronicle_engine::Principal);
 
-impl FromRequestParts<AppState> for Principal {
+impl<S: Send + Sync> FromRequestParts<S> for Principal
+where
+    Tokens: FromRef<S>,
+{
     type Rejection = ApiError;
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        state.tokens.of_headers(&parts.headers).map(Principal)
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        Tokens::from_ref(state)
+            .of_headers(&parts.headers)
+            .map(Principal)
     }
 }
 
@@ -193,22 +191,29 @@ impl FromRequestParts<AppState> for Principal {
 #[derive(Clone, Debug)]
 pub struct StreamPrincipal(pub chronicle_engine::Principal);
 
-impl FromRequestParts<AppState> for StreamPrincipal {
+impl<S: Send + Sync> FromRequestParts<S> for StreamPrincipal
+where
+    Tokens: FromRef<S>,
+    Arc<Tickets>: FromRef<S>,
+{
     type Rejection = ApiError;
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        if state.tokens.is_empty()
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let tokens = Tokens::from_ref(state);
+        if tokens.is_empty()
             || parts.headers.contains_key(header::AUTHORIZATION)
             || parts.headers.contains_key(X_API_KEY)
         {
-            return state.tokens.of_headers(&parts.headers).map(StreamPrincipal);
+            return tokens.of_headers(&parts.headers).map(StreamPrincipal);
         }
         let ticket = parts
             .uri
             .query()
             .and_then(|q| q.split('&').find_map(|kv| kv.strip_prefix("ticket=")));
         match ticket {
-            Some(ticket) => state.tickets.redeem(ticket).map(StreamPrincipal),
-            None => state.tokens.principal(None).map(StreamPrincipal),
+            Some(ticket) => Arc::<Tickets>::from_ref(state)
+                .redeem(ticket)
+                .map(StreamPrincipal),
+            None => tokens.principal(None).map(StreamPrincipal),
         }
     }
 }
@@ -219,7 +224,7 @@ pub struct Tickets(Mutex<HashMap<blake3::Hash, (chronicle_engine::Principal, Ins
 
 impl Tickets {
     /// A new ticket for `who`, good for one stream until it expires.
-    fn issue(&self, who: chronicle_engine::Principal) -> ApiResult<String> {
+    pub(crate) fn issue(&self, who: chronicle_engine::Principal) -> ApiResult<String> {
         let mut tickets = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         let now = Instant::now();
         tickets.retain(|_, (_, expires)| *expires > now);
@@ -261,28 +266,6 @@ impl Tickets {
             )),
         }
     }
-}
-
-#[utoipa::path(post, path = "/api/v1/stream-tickets", tag = "streams", request_body = StreamTicketRequest, security(("bearer" = [])),
-    responses(
-        (status = 201, description = "A ticket for one stream, valid for `expires_in_ms`: pass it as `?ticket=` to `/ws`, `/api/v1/events` or `/api/v1/agent/{run_id}/events` (for clients that cannot send the `Authorization` header, such as a browser's `EventSource` or `WebSocket`)", body = StreamTicket),
-        (status = 400, description = "Malformed JSON (`bad_request`), or a `Host` header that names another server (`bad_host`)", body = ErrorBody),
-        (status = 401, response = Unauthorized), (status = 403, response = Forbidden),
-        (status = 413, response = PayloadTooLarge), (status = 415, response = UnsupportedMediaType),
-        (status = 422, description = "A body other than `{}` (`unprocessable_entity`)", body = ErrorBody),
-        (status = 503, response = TicketsUnavailable),
-    ))]
-pub async fn issue_ticket(
-    State(st): State<AppState>,
-    Principal(who): Principal,
-    Json(StreamTicketRequest {}): Json<StreamTicketRequest>,
-) -> ApiResult<Response> {
-    let ticket = st.tickets.issue(who)?;
-    let body = StreamTicket {
-        ticket,
-        expires_in_ms: TICKET_TTL_MS,
-    };
-    Ok((StatusCode::CREATED, axum::Json(body)).into_response())
 }
 
 #[cfg(test)]

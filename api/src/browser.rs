@@ -18,6 +18,7 @@
 //!   is ever told it may read an answer.
 
 use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::{Request, State};
@@ -28,7 +29,6 @@ use tower_http::cors::{AllowOrigin, CorsLayer};
 
 use crate::auth::Tokens;
 use crate::error::ApiError;
-use crate::state::AppState;
 
 /// Who may address the server: derived from the bound address and the configuration.
 #[derive(Clone, Debug)]
@@ -202,12 +202,14 @@ fn bodiless_langgraph(req: &Request) -> bool {
         Some(len) => len == "0",
         None => !h.contains_key(header::TRANSFER_ENCODING),
     };
-    empty && !h.contains_key(header::CONTENT_TYPE) && crate::langgraph::is_route(req.uri().path())
+    empty
+        && !h.contains_key(header::CONTENT_TYPE)
+        && crate::langgraph::detail::is_route(req.uri().path())
 }
 
 /// The Host and Origin checks, before anything else sees the request.
-pub async fn guard(State(st): State<AppState>, req: Request, next: Next) -> Response {
-    match check(&st.site, &req) {
+pub async fn guard(State(site): State<Arc<Site>>, req: Request, next: Next) -> Response {
+    match check(&site, &req) {
         Ok(()) => next.run(req).await,
         Err(e) => e.into_response(),
     }

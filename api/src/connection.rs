@@ -35,7 +35,7 @@ use tokio::time::{Instant, Sleep};
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 
-use crate::state::{ApiConfig, Metrics};
+use crate::config::{ApiConfig, Metrics};
 
 /// A connection's limits (from [`ApiConfig`]).
 #[derive(Clone, Copy, Debug)]

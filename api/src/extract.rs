@@ -2,16 +2,31 @@
 //! wrong shape (an array where an object is expected included) → 422, a body over the limit →
 //! 413, a body that does not arrive in time → 408, an unparsable path or query → 400. (A
 //! state-changing request without a JSON `Content-Type` is refused before it gets here: 415.)
+//!
+//! And the request helpers every surface shares: a run id from a path ([`RunPath`]), a run the
+//! caller may see ([`OwnedRun`]), a session id from a path ([`SessionPath`]); and the schemas
+//! the document gives to parameters that are not one wire type.
+
+use std::collections::HashMap;
 
 use axum::body::Bytes;
 use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::StatusCode;
 use axum::http::request::Parts;
+use chronicle_schemas::{RunId, SessionId};
 use serde::de::DeserializeOwned;
+use utoipa::openapi::path::{Parameter, ParameterBuilder, ParameterIn};
+use utoipa::openapi::schema::{
+    AnyOfBuilder, KnownFormat, ObjectBuilder, Schema, SchemaFormat, Type,
+};
+use utoipa::openapi::{Ref, RefOr, Required};
+use utoipa::{IntoParams, PartialSchema, ToSchema};
 
+use crate::auth::Principal;
 use crate::connection::BodyTimeout;
-use crate::error::ApiError;
+use crate::error::{ApiError, ApiResult};
+use crate::state::AppState;
 
 /// 408 when the body did not arrive within `body_read_timeout_ms` (the connection stopped
 /// waiting for it, and closes after the answer).
@@ -99,3 +114,202 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for Query<T> {
             .map_err(|e: QueryRejection| ApiError::bad_request(e.body_text()))
     }
 }
+
+// ------------------------------------------------------------------ request helpers
+
+/// `s` as a run id, else 400.
+pub(crate) fn run_id(s: &str) -> ApiResult<RunId> {
+    s.parse()
+        .map_err(|_| ApiError::bad_request(format!("invalid run id {s:?}")))
+}
+
+/// `run` parsed, and one `who` may see: someone else's run is 404, as if it did not exist.
+pub(crate) fn owned_run(
+    st: &AppState,
+    who: &chronicle_engine::Principal,
+    run: &str,
+) -> ApiResult<RunId> {
+    let run = run_id(run)?;
+    st.engine.authorize(who, run)?;
+    Ok(run)
+}
+
+/// The run the path's `run_id` names (400 when it is not a run id). The engine decides who may
+/// act on it.
+#[derive(Clone, Copy, Debug)]
+pub struct RunPath(pub RunId);
+
+impl<S: Send + Sync> FromRequestParts<S> for RunPath {
+    type Rejection = ApiError;
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let Path(params) =
+            Path::<HashMap<String, String>>::from_request_parts(parts, state).await?;
+        let run = params
+            .get("run_id")
+            .ok_or_else(|| ApiError::internal("a run route without a run_id in its path"))?;
+        run_id(run).map(RunPath)
+    }
+}
+
+/// The run the path's `run_id` names, one the request's principal may see (someone else's run
+/// is 404, as if it did not exist): 401 first, then 400 for a bad run id, then 404.
+#[derive(Clone, Copy, Debug)]
+pub struct OwnedRun(pub RunId);
+
+impl FromRequestParts<AppState> for OwnedRun {
+    type Rejection = ApiError;
+    async fn from_request_parts(parts: &mut Parts, st: &AppState) -> Result<Self, ApiError> {
+        let Principal(who) = Principal::from_request_parts(parts, st).await?;
+        let RunPath(run) = RunPath::from_request_parts(parts, st).await?;
+        st.engine.authorize(&who, run)?;
+        Ok(Self(run))
+    }
+}
+
+/// The path's `run_id` as the document declares it.
+fn run_id_parameter() -> Parameter {
+    ParameterBuilder::new()
+        .name("run_id")
+        .parameter_in(ParameterIn::Path)
+        .required(Required::True)
+        .description(Some("The run"))
+        .schema(Some(Ref::from_schema_name("RunId")))
+        .build()
+}
+
+impl IntoParams for RunPath {
+    fn into_params(_: impl Fn() -> Option<ParameterIn>) -> Vec<Parameter> {
+        vec![run_id_parameter()]
+    }
+}
+
+impl IntoParams for OwnedRun {
+    fn into_params(_: impl Fn() -> Option<ParameterIn>) -> Vec<Parameter> {
+        vec![run_id_parameter()]
+    }
+}
+
+/// Declares extractors of one named parameter of the path, as sent (each route reads it at the
+/// point where a bad one is told).
+macro_rules! path_params {
+    ($($(#[$doc:meta])* $name:ident = $param:literal;)*) => {$(
+        $(#[$doc])*
+        #[derive(Clone, Debug)]
+        pub struct $name(pub String);
+
+        impl<S: Send + Sync> FromRequestParts<S> for $name {
+            type Rejection = ApiError;
+            async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+                let Path(mut params) =
+                    Path::<HashMap<String, String>>::from_request_parts(parts, state).await?;
+                params.remove($param).map($name).ok_or_else(|| {
+                    ApiError::internal(concat!("a route without ", $param, " in its path"))
+                })
+            }
+        }
+    )*};
+}
+
+path_params! {
+    /// The path's `approval_id`.
+    ApprovalIdPath = "approval_id";
+    /// The path's `checkpoint_id`.
+    CheckpointIdPath = "checkpoint_id";
+}
+
+/// The session a path names (its one parameter): what a session id may be, else 400 (a longer
+/// one names no session).
+#[derive(Clone, Debug)]
+pub struct SessionPath(pub SessionId);
+
+impl<S: Send + Sync> FromRequestParts<S> for SessionPath {
+    type Rejection = ApiError;
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let Path(s) = Path::<String>::from_request_parts(parts, state).await?;
+        let session = SessionId(s);
+        chronicle_engine::check_session_id(&session)
+            .map_err(|e| ApiError::bad_request(format!("invalid thread id: {e}")))?;
+        Ok(SessionPath(session))
+    }
+}
+
+// ------------------------------------------------------------------ schemas of parameters
+
+/// A session (thread) id in a path or a query: 1..=64 characters without NUL.
+pub(crate) struct ThreadId;
+
+impl PartialSchema for ThreadId {
+    fn schema() -> RefOr<Schema> {
+        chronicle_wire::openapi::session_id().into()
+    }
+}
+
+impl ToSchema for ThreadId {}
+
+/// The sessions listing's `cursor`: opaque, as a page's `next_cursor` gives it.
+pub(crate) struct SessionsCursor;
+
+impl PartialSchema for SessionsCursor {
+    fn schema() -> RefOr<Schema> {
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .pattern(Some("^[0-9a-f]{16}([0-9a-f]{2})+$"))
+            .description(Some("A page's `next_cursor`, unchanged"))
+            .into()
+    }
+}
+
+impl ToSchema for SessionsCursor {}
+
+/// The inbox's `older_than`: a duration or an instant.
+pub(crate) struct OlderThan;
+
+impl PartialSchema for OlderThan {
+    fn schema() -> RefOr<Schema> {
+        AnyOfBuilder::new()
+            .item(
+                ObjectBuilder::new()
+                    .schema_type(Type::String)
+                    .pattern(Some("^[0-9]{1,18}(ms|s|m|h|d)$"))
+                    .description(Some("A duration: `250ms`, `30s`, `5m`, `2h`, `1d`")),
+            )
+            .item(
+                ObjectBuilder::new()
+                    .schema_type(Type::String)
+                    .format(Some(SchemaFormat::KnownFormat(KnownFormat::DateTime)))
+                    .description(Some("An RFC 3339 instant")),
+            )
+            .into()
+    }
+}
+
+impl ToSchema for OlderThan {}
+
+/// The audit export's `format`.
+pub(crate) struct ExportFormat;
+
+impl PartialSchema for ExportFormat {
+    fn schema() -> RefOr<Schema> {
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .enum_values(Some(["jsonl", "csv"]))
+            .into()
+    }
+}
+
+impl ToSchema for ExportFormat {}
+
+/// A LangGraph id in a path (thread, run, checkpoint): a UUID.
+pub(crate) struct LgUuid;
+
+impl PartialSchema for LgUuid {
+    fn schema() -> RefOr<Schema> {
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .format(Some(SchemaFormat::Custom("uuid".into())))
+            .pattern(Some(chronicle_wire::langgraph::UUID_PATTERN))
+            .into()
+    }
+}
+
+impl ToSchema for LgUuid {}

@@ -4,36 +4,52 @@
 //!
 //! Architecture Invariant: no business rules here. Handlers translate HTTP to `Engine` calls.
 
-pub mod audit;
+// Handlers: each route's handler file (a handler file imports no other handler file).
+mod audit;
+mod memory;
+mod ops;
+mod rest;
+pub mod runs;
+mod sessions;
+mod sse;
+mod tickets;
+mod ws;
+
+// What the handlers share, and the server around them.
 pub mod auth;
 pub mod browser;
+mod config;
 mod connection;
 pub mod error;
+mod events;
 mod extract;
 pub mod langgraph;
+#[cfg(test)]
+mod layering;
 mod limits;
-pub mod memory;
 pub mod openapi;
 mod quota;
-pub mod rest;
-pub mod runs;
+mod refusals;
+mod response;
 mod server;
-pub mod sessions;
-pub mod sse;
 mod state;
-pub mod ws;
 
-use axum::Router;
-use axum::extract::{DefaultBodyLimit, Request, State};
+use std::sync::Arc;
+
+use axum::extract::{DefaultBodyLimit, FromRef, Request, State};
 use axum::middleware::{self, Next};
 use axum::response::Response;
-use axum::routing::{delete, get, post};
+use axum::{Extension, Router};
+use utoipa::OpenApi;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 pub use auth::{TICKETS_PER_PRINCIPAL_MAX, Tokens};
+pub use config::{ApiConfig, Metrics};
 pub use error::ApiError;
 pub use openapi::{ApiDoc, document};
 pub use server::{check_bind, serve};
-pub use state::{ApiConfig, AppState, Metrics};
+pub use state::AppState;
 
 async fn not_found(req: Request) -> ApiError {
     ApiError::not_found(format!(
@@ -64,74 +80,67 @@ async fn count(State(st): State<AppState>, req: Request, next: Next) -> Response
     res
 }
 
+/// Every route of the API, each declared once: its path, its method and its OpenAPI entry all
+/// come from its handler's `#[utoipa::path]`; the handlers of one path share a `routes!`.
+fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .routes(routes!(rest::chat))
+        .routes(routes!(rest::session))
+        .routes(routes!(rest::resume))
+        .routes(routes!(rest::session_checkpoints))
+        .routes(routes!(rest::start_run))
+        .routes(routes!(runs::list))
+        .routes(routes!(sessions::list))
+        .routes(routes!(sessions::get, sessions::delete))
+        .routes(routes!(sse::run_events))
+        .routes(routes!(rest::status))
+        .routes(routes!(rest::approvals))
+        .routes(routes!(rest::approval))
+        .routes(routes!(rest::decide))
+        .routes(routes!(rest::command))
+        .routes(routes!(rest::todos))
+        .routes(routes!(rest::state))
+        .routes(routes!(rest::log))
+        .routes(routes!(rest::checkpoints))
+        .routes(routes!(rest::restore))
+        .routes(routes!(rest::cancel))
+        .routes(routes!(memory::list, memory::forget_all))
+        .routes(routes!(memory::forget))
+        .routes(routes!(sse::all_events))
+        .routes(routes!(audit::inbox))
+        .routes(routes!(audit::export))
+        .routes(routes!(tickets::issue_ticket))
+        .routes(routes!(ws::handler))
+        .routes(routes!(ops::healthz))
+        .routes(routes!(ops::metrics))
+        .routes(routes!(ops::openapi))
+        .merge(langgraph::routes())
+}
+
 /// The whole API as one router (tests drive it with `oneshot` or a real listener).
 pub fn router(state: AppState) -> Router {
     let body_limit = state.config.request_body_bytes_max;
-    let router = Router::new()
-        .route("/chat", post(rest::chat))
-        .route("/api/sessions/{thread_id}", get(rest::session))
-        .route("/api/sessions/{thread_id}/resume", post(rest::resume))
-        .route(
-            "/api/sessions/{thread_id}/checkpoints",
-            get(rest::session_checkpoints),
-        )
-        .route("/api/v1/agent/run", post(rest::start_run))
-        .route("/api/v1/runs", get(runs::list))
-        .route("/api/v1/sessions", get(sessions::list))
-        .route(
-            "/api/v1/sessions/{session_id}",
-            get(sessions::get).delete(sessions::delete),
-        )
-        .route("/api/v1/agent/{run_id}/events", get(sse::run_events))
-        .route("/api/v1/agent/{run_id}/status", get(rest::status))
-        .route("/api/v1/agent/{run_id}/approvals", get(rest::approvals))
-        .route(
-            "/api/v1/agent/{run_id}/approvals/{approval_id}",
-            get(rest::approval),
-        )
-        .route(
-            "/api/v1/agent/{run_id}/approvals/{approval_id}/decision",
-            post(rest::decide),
-        )
-        .route("/api/v1/agent/{run_id}/commands", post(rest::command))
-        .route("/api/v1/agent/{run_id}/todos", get(rest::todos))
-        .route("/api/v1/agent/{run_id}/state", get(rest::state))
-        .route("/api/v1/agent/{run_id}/log", get(rest::log))
-        .route("/api/v1/agent/{run_id}/checkpoints", get(rest::checkpoints))
-        .route(
-            "/api/v1/agent/{run_id}/checkpoints/{checkpoint_id}/restore",
-            post(rest::restore),
-        )
-        .route("/api/v1/agent/{run_id}/cancel", post(rest::cancel))
-        .route(
-            "/api/v1/users/{user}/memories",
-            get(memory::list).delete(memory::forget_all),
-        )
-        .route(
-            "/api/v1/users/{user}/memories/{memory_id}",
-            delete(memory::forget),
-        )
-        .route("/api/v1/events", get(sse::all_events))
-        .route("/api/v1/approvals", get(audit::inbox))
-        .route("/api/v1/audit/approvals", get(audit::export))
-        .route("/api/v1/stream-tickets", post(auth::issue_ticket))
-        .route("/ws", get(ws::handler))
-        .route("/healthz", get(rest::healthz))
-        .route("/metrics", get(rest::metrics))
-        .route("/openapi.json", get(openapi::openapi))
-        .merge(langgraph::routes())
+    let (router, generated) = routes().split_for_parts();
+    let router = router
         .route_layer(middleware::from_fn(browser::json_only))
-        .route_layer(middleware::from_fn_with_state(state.clone(), quota::writes))
+        .route_layer(middleware::from_fn_with_state(
+            quota::Writes::from_ref(&state),
+            quota::writes,
+        ))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
+        .layer(Extension(openapi::Generated(Arc::new(generated))))
         .layer(DefaultBodyLimit::max(body_limit));
     let router = match state.site.cors_layer() {
         Some(cors) => router.layer(cors),
         None => router,
     };
     router
-        .layer(middleware::from_fn_with_state(state.clone(), browser::guard))
-        .layer(middleware::from_fn(langgraph::detail_errors))
+        .layer(middleware::from_fn_with_state(
+            state.site.clone(),
+            browser::guard,
+        ))
+        .layer(middleware::from_fn(langgraph::detail::detail_errors))
         .layer(middleware::from_fn_with_state(state.clone(), count))
         // Paths only: a query string may hold a stream ticket.
         .layer(

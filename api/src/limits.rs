@@ -5,8 +5,8 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use crate::config::{ApiConfig, Metrics};
 use crate::error::{ApiError, ApiResult};
-use crate::state::{ApiConfig, Metrics};
 
 /// The streams open now, by principal.
 #[derive(Debug)]

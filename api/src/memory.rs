@@ -7,29 +7,22 @@ use chronicle_schemas::Memory;
 use chronicle_wire::{ErrorBody, ForgetRequest, UserMemories};
 
 use crate::auth::Principal;
-use crate::error::ApiResult;
 use crate::extract::{Json, Path};
-use crate::openapi::{
-    Forbidden, InsufficientStorage, Internal, PayloadTooLarge, Unauthorized, Unavailable,
-    UnsupportedMediaType,
-};
+use crate::refusals::{ReadError, WriteError};
 use crate::state::AppState;
-
-type JsonResult<T> = ApiResult<axum::Json<T>>;
 
 #[utoipa::path(get, path = "/api/v1/users/{user}/memories", tag = "memory", operation_id = "list_memories", security(("bearer" = [])),
     params(("user" = String, Path, min_length = 1, description = "The user (a run's `user_id`, else its owner)")),
     responses(
         (status = 200, description = "The user's memory that the caller may see (what its own runs saved; an admin: everyone's), newest first; empty for a user with none", body = UserMemories),
         (status = 400, description = "A `Host` header that names another server (`bad_host`)", body = ErrorBody),
-        (status = 401, response = Unauthorized), (status = 403, response = Forbidden),
-        (status = 500, response = Internal), (status = 503, response = Unavailable),
+        ReadError,
     ))]
-pub async fn list(
+pub(crate) async fn list(
     State(st): State<AppState>,
     Principal(who): Principal,
     Path(user): Path<String>,
-) -> JsonResult<UserMemories> {
+) -> Result<axum::Json<UserMemories>, ReadError> {
     let memories = st.engine.memories(&who, &user);
     Ok(axum::Json(UserMemories {
         user_id: user,
@@ -45,19 +38,17 @@ pub async fn list(
     responses(
         (status = 200, description = "The item is deleted (`MemoryDeleted` in the run that saved it): later turns no longer load it", body = Memory),
         (status = 400, description = "Malformed JSON (an empty body included) (`bad_request`), or a `Host` header that names another server (`bad_host`)", body = ErrorBody),
-        (status = 401, response = Unauthorized), (status = 403, response = Forbidden),
         (status = 404, description = "No such item of that user (or another principal's) (`not_found`)", body = ErrorBody),
         (status = 409, description = "The run that saved it changed at the same moment (`conflict`)", body = ErrorBody),
-        (status = 413, response = PayloadTooLarge), (status = 415, response = UnsupportedMediaType),
         (status = 422, description = "A body other than `{}` (`unprocessable_entity`)", body = ErrorBody),
-        (status = 500, response = Internal), (status = 503, response = Unavailable), (status = 507, response = InsufficientStorage),
+        WriteError,
     ))]
-pub async fn forget(
+pub(crate) async fn forget(
     State(st): State<AppState>,
     Principal(who): Principal,
     Path((user, memory_id)): Path<(String, String)>,
     Json(ForgetRequest {}): Json<ForgetRequest>,
-) -> JsonResult<Memory> {
+) -> Result<axum::Json<Memory>, WriteError> {
     Ok(axum::Json(st.engine.forget(&who, &user, &memory_id).await?))
 }
 
@@ -66,18 +57,16 @@ pub async fn forget(
     responses(
         (status = 200, description = "Every item of the user's memory the caller may see is deleted; the items deleted (none for a user with none)", body = UserMemories),
         (status = 400, description = "Malformed JSON (an empty body included) (`bad_request`), or a `Host` header that names another server (`bad_host`)", body = ErrorBody),
-        (status = 401, response = Unauthorized), (status = 403, response = Forbidden),
         (status = 409, description = "A run that saved one changed at the same moment (`conflict`)", body = ErrorBody),
-        (status = 413, response = PayloadTooLarge), (status = 415, response = UnsupportedMediaType),
         (status = 422, description = "A body other than `{}` (`unprocessable_entity`)", body = ErrorBody),
-        (status = 500, response = Internal), (status = 503, response = Unavailable), (status = 507, response = InsufficientStorage),
+        WriteError,
     ))]
-pub async fn forget_all(
+pub(crate) async fn forget_all(
     State(st): State<AppState>,
     Principal(who): Principal,
     Path(user): Path<String>,
     Json(ForgetRequest {}): Json<ForgetRequest>,
-) -> JsonResult<UserMemories> {
+) -> Result<axum::Json<UserMemories>, WriteError> {
     let memories = st.engine.forget_all(&who, &user).await?;
     Ok(axum::Json(UserMemories {
         user_id: user,

@@ -1,8 +1,11 @@
-//! The OpenAPI document (`GET /openapi.json`), generated from the handlers' `#[utoipa::path]`
-//! annotations and made exact for the server that serves it:
+//! The OpenAPI document (`GET /openapi.json`). Each route's entry comes from its handler's
+//! `#[utoipa::path]`, gathered with the route itself (see [`crate::router`]); this module holds
+//! what the document has besides (its title, the reusable responses, the bearer scheme) and makes
+//! it exact for the server that serves it:
 //!
-//! - every status a route can answer is declared, errors with the one error body; the ones many
-//!   routes share are the reusable responses below;
+//! - every status a route can answer is declared, errors with the one error body: a handler's
+//!   own by its annotation and its error set ([`crate::refusals`]), what the router answers
+//!   before any handler runs by [`answers_of_every_route`];
 //! - unsigned integers are declared by their real range (`0..=2^64-1`, `0..=2^32-1`), not as
 //!   `int64` / `int32`, whose ranges are signed;
 //! - the bearer requirement and 401 are declared only when the server has tokens (without them
@@ -10,41 +13,25 @@
 //! - a fixed plan's `agent_name` and agent mode's `agent` list the agents this server has, and a
 //!   `/log` page's `limit` its configured maximum.
 
-use chronicle_wire::{ChatCommand, ChatTurn, ChatWaiting, ErrorBody, Health};
+use std::sync::Arc;
+
 use serde_json::{Value, json};
-use utoipa::openapi::header::HeaderBuilder;
-use utoipa::openapi::response::{Response, ResponseBuilder};
-use utoipa::openapi::schema::{
-    AllOfBuilder, AnyOfBuilder, KnownFormat, ObjectBuilder, Schema, SchemaFormat, Type,
+use utoipa::OpenApi;
+
+use crate::refusals::{
+    BadHost, Busy, Forbidden, InsufficientStorage, Internal, LgBadBody, LgBadHost, LgBusy,
+    LgForbidden, LgInsufficientStorage, LgInternal, LgPayloadTooLarge, LgRequestTimeout,
+    LgRunConflict, LgRunNotFound, LgRunNotStarted, LgRunRefused, LgThreadNotFound, LgTooManyWrites,
+    LgUnauthorized, LgUnsupportedMediaType, PayloadTooLarge, RequestTimeout, RunNotFound,
+    StreamsUnavailable, TicketsUnavailable, TooManyWrites, Unauthorized, Unavailable,
+    UnsupportedMediaType,
 };
-use utoipa::openapi::{ContentBuilder, Ref, RefOr};
-use utoipa::{OpenApi, PartialSchema, ToResponse, ToSchema};
-
 use crate::state::AppState;
-use crate::{audit, auth, langgraph, memory, rest, runs, sessions, sse, ws};
 
+/// What the document has besides the routes' entries.
 #[derive(Debug, OpenApi)]
 #[openapi(
     info(title = "Chronicle", description = "Event-sourced workflow engine for LLM supervisor workflows"),
-    paths(
-        rest::chat, rest::session, rest::resume, rest::session_checkpoints,
-        rest::start_run, rest::status, rest::approvals, rest::approval, rest::decide,
-        rest::command, rest::todos, rest::state, rest::log, rest::checkpoints, rest::restore, rest::cancel,
-        runs::list, sessions::list, sessions::get, sessions::delete, sse::run_events, sse::all_events, audit::inbox, audit::export, ws::handler,
-        auth::issue_ticket, rest::healthz, rest::metrics, openapi,
-        memory::list, memory::forget, memory::forget_all,
-        langgraph::info::info, langgraph::assistants::search, langgraph::assistants::get_assistant,
-        langgraph::assistants::graph, langgraph::assistants::schemas,
-        langgraph::threads::create, langgraph::threads::search, langgraph::threads::get,
-        langgraph::threads::delete, langgraph::threads::state,
-        langgraph::threads::state_at_checkpoint, langgraph::threads::state_at_checkpoint_post,
-        langgraph::threads::history, langgraph::threads::copy, langgraph::threads::update_state,
-        langgraph::runs::create_on_thread, langgraph::runs::stream_on_thread,
-        langgraph::runs::wait_on_thread, langgraph::runs::create_stateless,
-        langgraph::runs::stream_stateless, langgraph::runs::wait_stateless, langgraph::runs::list,
-        langgraph::runs::get, langgraph::runs::delete, langgraph::runs::join,
-        langgraph::runs::join_stream, langgraph::runs::cancel, langgraph::runs::cancel_many,
-    ),
     components(
         schemas(chronicle_wire::ErrorBody, chronicle_wire::EventData, chronicle_wire::langgraph::Detail),
         responses(
@@ -75,9 +62,20 @@ impl utoipa::Modify for BearerAuth {
     }
 }
 
+/// The document as the routes make it, before [`document`] fits it to a server: handed to the
+/// `/openapi.json` handler by the router that gathered it.
+#[derive(Clone)]
+pub struct Generated(pub Arc<utoipa::openapi::OpenApi>);
+
+impl std::fmt::Debug for Generated {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Generated").finish_non_exhaustive()
+    }
+}
+
 /// The document this server serves (see the module's rules).
-pub fn document(st: &AppState) -> Value {
-    let mut doc = serde_json::to_value(ApiDoc::openapi()).unwrap_or_default();
+pub fn document(st: &AppState, generated: &Generated) -> Value {
+    let mut doc = serde_json::to_value(&*generated.0).unwrap_or_default();
     unsigned_ranges(&mut doc);
     bodies_required(&mut doc);
     parameters_not_null(&mut doc);
@@ -113,18 +111,6 @@ pub fn document(st: &AppState) -> Value {
         limit["schema"]["maximum"] = json!(st.config.log_page_events_max);
     }
     doc
-}
-
-#[utoipa::path(get, path = "/openapi.json", tag = "ops",
-    responses(
-        (status = 200, description = "This document (OpenAPI 3.1)", body = Object),
-        (status = 400, description = "A `Host` header that names another server (`bad_host`)", body = ErrorBody),
-        (status = 403, response = Forbidden),
-    ))]
-pub(crate) async fn openapi(
-    axum::extract::State(st): axum::extract::State<AppState>,
-) -> axum::Json<Value> {
-    axum::Json(document(&st))
 }
 
 /// utoipa declares `u64` / `usize` as `int64` and `u32` as `int32` with `minimum: 0`: formats
@@ -270,23 +256,51 @@ fn server_sent_events(doc: &mut Value) {
     }
 }
 
-/// What any request can be answered before its handler runs: 400 for a `Host` that names another
-/// server, 403 for a page of an origin the server does not allow, 503 when the server holds as
-/// many connections as it may; and, for a request with a body, 408 when the body is too slow.
+/// What the router answers before a handler runs, declared on every route in the shape of its
+/// API (a LangGraph route's `{"detail"}`, else the error body) unless the route declares an
+/// answer of its own for the status: 400 for a `Host` that names another server (on a LangGraph
+/// route with a body, or malformed JSON), 403 for a page of an origin the server does not allow,
+/// 503 when the server holds as many connections as it may; 401 on a route that needs a token;
+/// and, for a request with a body, 408 when the body is too slow, 413 when it is too large and
+/// 415 when it is not JSON.
 fn answers_of_every_route(doc: &mut Value) {
-    let response = |name: &str| json!({"$ref": format!("#/components/responses/{name}")});
-    for op in operations(doc) {
+    for (path, op) in operations_of_paths(doc) {
+        let langgraph = crate::langgraph::detail::is_route(path);
         let has_body = op.contains_key("requestBody");
+        let mut answers = vec![
+            (
+                "400",
+                if langgraph && has_body {
+                    "BadBody"
+                } else {
+                    "BadHost"
+                },
+            ),
+            ("403", "Forbidden"),
+            ("503", "Busy"),
+        ];
+        if op.contains_key("security") {
+            answers.push(("401", "Unauthorized"));
+        }
+        if has_body {
+            answers.extend([
+                ("408", "RequestTimeout"),
+                ("413", "PayloadTooLarge"),
+                ("415", "UnsupportedMediaType"),
+            ]);
+        }
         let Some(responses) = op.get_mut("responses").and_then(Value::as_object_mut) else {
             continue;
         };
-        for (status, name) in [("400", "BadHost"), ("403", "Forbidden"), ("503", "Busy")] {
-            responses.entry(status).or_insert_with(|| response(name));
-        }
-        if has_body {
+        for (status, name) in answers {
+            let name = if langgraph {
+                format!("Lg{name}")
+            } else {
+                name.to_owned()
+            };
             responses
-                .entry("408")
-                .or_insert_with(|| response("RequestTimeout"));
+                .entry(status)
+                .or_insert_with(|| json!({"$ref": format!("#/components/responses/{name}")}));
         }
     }
 }
@@ -301,7 +315,7 @@ fn quota_on_writes(doc: &mut Value) {
         if path == "/api/v1/stream-tickets" {
             continue;
         }
-        let name = match crate::langgraph::is_route(path) {
+        let name = match crate::langgraph::detail::is_route(path) {
             true => "LgTooManyWrites",
             false => "TooManyWrites",
         };
@@ -321,13 +335,23 @@ fn quota_on_writes(doc: &mut Value) {
 
 /// Every operation of the document.
 fn operations(doc: &mut Value) -> impl Iterator<Item = &mut serde_json::Map<String, Value>> {
+    operations_of_paths(doc).map(|(_, op)| op)
+}
+
+/// Every operation of the document, with its path.
+fn operations_of_paths(
+    doc: &mut Value,
+) -> impl Iterator<Item = (&str, &mut serde_json::Map<String, Value>)> {
     doc.get_mut("paths")
         .and_then(Value::as_object_mut)
         .into_iter()
-        .flat_map(|paths| paths.values_mut())
-        .filter_map(Value::as_object_mut)
-        .flat_map(|item| item.values_mut())
-        .filter_map(Value::as_object_mut)
+        .flat_map(|paths| paths.iter_mut())
+        .filter_map(|(path, item)| Some((path.as_str(), item.as_object_mut()?)))
+        .flat_map(|(path, item)| {
+            item.values_mut()
+                .filter_map(Value::as_object_mut)
+                .map(move |op| (path, op))
+        })
 }
 
 /// A server without tokens answers every request as `local`: no operation needs a token and none
@@ -351,347 +375,6 @@ fn without_auth(doc: &mut Value) {
             responses.remove("LgTooManyWrites");
         }
     }
-}
-
-// ------------------------------------------------------------------ parameters
-
-/// A session (thread) id in a path or a query: 1..=64 characters without NUL.
-pub(crate) struct ThreadId;
-
-impl PartialSchema for ThreadId {
-    fn schema() -> RefOr<Schema> {
-        chronicle_wire::openapi::session_id().into()
-    }
-}
-
-impl ToSchema for ThreadId {}
-
-/// The sessions listing's `cursor`: opaque, as a page's `next_cursor` gives it.
-pub(crate) struct SessionsCursor;
-
-impl PartialSchema for SessionsCursor {
-    fn schema() -> RefOr<Schema> {
-        ObjectBuilder::new()
-            .schema_type(Type::String)
-            .pattern(Some("^[0-9a-f]{16}([0-9a-f]{2})+$"))
-            .description(Some("A page's `next_cursor`, unchanged"))
-            .into()
-    }
-}
-
-impl ToSchema for SessionsCursor {}
-
-/// The inbox's `older_than`: a duration or an instant.
-pub(crate) struct OlderThan;
-
-impl PartialSchema for OlderThan {
-    fn schema() -> RefOr<Schema> {
-        AnyOfBuilder::new()
-            .item(
-                ObjectBuilder::new()
-                    .schema_type(Type::String)
-                    .pattern(Some("^[0-9]{1,18}(ms|s|m|h|d)$"))
-                    .description(Some("A duration: `250ms`, `30s`, `5m`, `2h`, `1d`")),
-            )
-            .item(
-                ObjectBuilder::new()
-                    .schema_type(Type::String)
-                    .format(Some(SchemaFormat::KnownFormat(KnownFormat::DateTime)))
-                    .description(Some("An RFC 3339 instant")),
-            )
-            .into()
-    }
-}
-
-impl ToSchema for OlderThan {}
-
-/// The audit export's `format`.
-pub(crate) struct ExportFormat;
-
-impl PartialSchema for ExportFormat {
-    fn schema() -> RefOr<Schema> {
-        ObjectBuilder::new()
-            .schema_type(Type::String)
-            .enum_values(Some(["jsonl", "csv"]))
-            .into()
-    }
-}
-
-impl ToSchema for ExportFormat {}
-
-// ------------------------------------------------------------------ bodies
-
-fn schema_ref<T: ToSchema>() -> RefOr<Schema> {
-    RefOr::Ref(Ref::from_schema_name(T::name()))
-}
-
-/// What a chat turn answers with 200: the turn, or a command's outcome.
-pub(crate) struct ChatAnswer;
-
-impl PartialSchema for ChatAnswer {
-    fn schema() -> RefOr<Schema> {
-        AnyOfBuilder::new()
-            .item(schema_ref::<ChatTurn>())
-            .item(schema_ref::<ChatCommand>())
-            .into()
-    }
-}
-
-impl ToSchema for ChatAnswer {
-    fn schemas(schemas: &mut Vec<(String, RefOr<Schema>)>) {
-        add::<ChatTurn>(schemas);
-        add::<ChatCommand>(schemas);
-    }
-}
-
-/// What `/healthz` answers with 503: the health of a store that cannot append, or the error of a
-/// connection over the cap.
-pub(crate) struct HealthOrBusy;
-
-impl PartialSchema for HealthOrBusy {
-    fn schema() -> RefOr<Schema> {
-        AnyOfBuilder::new()
-            .item(schema_ref::<Health>())
-            .item(schema_ref::<ErrorBody>())
-            .into()
-    }
-}
-
-impl ToSchema for HealthOrBusy {
-    fn schemas(schemas: &mut Vec<(String, RefOr<Schema>)>) {
-        add::<Health>(schemas);
-        add::<ErrorBody>(schemas);
-    }
-}
-
-/// A turn answered 409 because the run waits for a human: the error, the turn and the approvals.
-pub(crate) struct WaitingForHuman;
-
-impl PartialSchema for WaitingForHuman {
-    fn schema() -> RefOr<Schema> {
-        AllOfBuilder::new()
-            .item(schema_ref::<ErrorBody>())
-            .item(schema_ref::<ChatWaiting>())
-            .into()
-    }
-}
-
-impl ToSchema for WaitingForHuman {
-    fn schemas(schemas: &mut Vec<(String, RefOr<Schema>)>) {
-        add::<ErrorBody>(schemas);
-        add::<ChatWaiting>(schemas);
-    }
-}
-
-/// [`WaitingForHuman`], or a plain conflict.
-pub(crate) struct WaitingForHumanOrConflict;
-
-impl PartialSchema for WaitingForHumanOrConflict {
-    fn schema() -> RefOr<Schema> {
-        AnyOfBuilder::new()
-            .item(WaitingForHuman::schema())
-            .item(schema_ref::<ErrorBody>())
-            .into()
-    }
-}
-
-impl ToSchema for WaitingForHumanOrConflict {
-    fn schemas(schemas: &mut Vec<(String, RefOr<Schema>)>) {
-        WaitingForHuman::schemas(schemas);
-    }
-}
-
-fn add<T: ToSchema>(schemas: &mut Vec<(String, RefOr<Schema>)>) {
-    schemas.push((T::name().into_owned(), T::schema()));
-    T::schemas(schemas);
-}
-
-// ------------------------------------------------------------------ reusable responses
-
-fn error(description: &str) -> ResponseBuilder {
-    error_of("ErrorBody", description)
-}
-
-/// An error answer with the body schema called `body`.
-fn error_of(body: &str, description: &str) -> ResponseBuilder {
-    ResponseBuilder::new().description(description).content(
-        "application/json",
-        ContentBuilder::new()
-            .schema(Some(Ref::from_schema_name(body)))
-            .build(),
-    )
-}
-
-macro_rules! error_responses {
-    ($($(#[$doc:meta])* $name:ident = $description:expr;)*) => {$(
-        $(#[$doc])*
-        pub(crate) struct $name;
-
-        impl<'r> ToResponse<'r> for $name {
-            fn response() -> (&'r str, RefOr<Response>) {
-                (stringify!($name), error($description).build().into())
-            }
-        }
-    )*};
-}
-
-error_responses! {
-    /// 400, on every route that has no other.
-    BadHost = "A `Host` header that names another server (`bad_host`)";
-    /// 401, on every route that takes a principal.
-    Unauthorized = "No bearer token, or an unknown one (`unauthorized`)";
-    /// 403, on every route.
-    Forbidden = "The request comes from a web page whose `Origin` the server does not allow (`forbidden_origin`)";
-    /// 404 of a run route.
-    RunNotFound = "No such run, another principal's, or a run of a deleted session (`not_found`: the same answer)";
-    /// 408, on every route with a body.
-    RequestTimeout = "The body did not arrive within the server's body-read timeout (`request_timeout`); the connection is closed";
-    /// 413, on every route with a body.
-    PayloadTooLarge = "The body is over the server's limit (256 KiB by default), or what the request would record is over an event's 64 KiB (`payload_too_large`); nothing was written";
-    /// 415, on every route with a body.
-    UnsupportedMediaType = "A request that changes state without `Content-Type: application/json` (`unsupported_media_type`)";
-    /// 500, on every route that reads the store.
-    Internal = "The log is damaged (`corrupt_log`, naming the offset: run `chronicle verify`), or an internal error (`internal_error`)";
-    /// 507, on every route that appends.
-    InsufficientStorage = "The disk is full (`insufficient_storage`): nothing was written; try again once space is freed";
-}
-
-/// The LangGraph routes' shared errors: the same refusals, with the `{"detail"}` body.
-macro_rules! detail_responses {
-    ($($(#[$doc:meta])* $name:ident = $description:expr;)*) => {$(
-        $(#[$doc])*
-        pub(crate) struct $name;
-
-        impl<'r> ToResponse<'r> for $name {
-            fn response() -> (&'r str, RefOr<Response>) {
-                (stringify!($name), error_of("Detail", $description).build().into())
-            }
-        }
-    )*};
-}
-
-detail_responses! {
-    LgBadHost = "A `Host` header that names another server";
-    LgUnauthorized = "No bearer token, or an unknown one";
-    LgForbidden = "The request comes from a web page whose `Origin` the server does not allow";
-    LgRequestTimeout = "The body did not arrive within the server's body-read timeout; the connection is closed";
-    LgPayloadTooLarge = "The body is over the server's limit (256 KiB by default)";
-    LgUnsupportedMediaType = "A request that changes state without `Content-Type: application/json`";
-    LgInternal = "The log is damaged (run `chronicle verify`), or an internal error";
-    LgInsufficientStorage = "The disk is full: nothing was written; try again once space is freed";
-    LgThreadNotFound = "No thread has this id (or it is another principal's, or deleted)";
-    LgBadBody = "Malformed JSON, or a `Host` header that names another server";
-    LgRunNotStarted = "No thread has this id (and `if_not_exists` is not `create`), no assistant has this id or graph id, or a `checkpoint` names no checkpoint of the thread";
-    LgRunConflict = "The thread is busy and `multitask_strategy` is `reject`; a `command` for a thread with no pending interrupt; a `checkpoint` inside an earlier turn (input goes after a turn's last checkpoint or from its first; without input only a turn's first checkpoint or one of the latest turn's is a place to run from); nothing was done";
-    LgRunRefused = "An id that is not a UUID, a field of the wrong type, an unknown stream mode, input without a human message, a resume value that decides nothing pending, both `input` and a `command` (an empty `input` object is none), or a run with neither input, command nor an older checkpoint; nothing was done";
-    LgRunNotFound = "No thread has this id, or the thread has no run with this id";
-}
-
-/// A LangGraph id in a path (thread, run, checkpoint): a UUID.
-pub(crate) struct LgUuid;
-
-impl utoipa::PartialSchema for LgUuid {
-    fn schema() -> RefOr<utoipa::openapi::schema::Schema> {
-        ObjectBuilder::new()
-            .schema_type(Type::String)
-            .format(Some(utoipa::openapi::SchemaFormat::Custom("uuid".into())))
-            .pattern(Some(chronicle_wire::langgraph::UUID_PATTERN))
-            .into()
-    }
-}
-
-impl ToSchema for LgUuid {}
-
-/// 503 of a LangGraph route: the connection cap, with `Retry-After`.
-pub(crate) struct LgBusy;
-
-impl<'r> ToResponse<'r> for LgBusy {
-    fn response() -> (&'r str, RefOr<Response>) {
-        ("LgBusy", capped_of("Detail", &upper_first(BUSY)))
-    }
-}
-
-const TOO_MANY_WRITES: &str = "The caller is over its quota of writes a second (`too_many_writes`, with `Retry-After`): nothing was done";
-
-/// 429 of a state-changing route on a server with tokens.
-pub(crate) struct TooManyWrites;
-
-impl<'r> ToResponse<'r> for TooManyWrites {
-    fn response() -> (&'r str, RefOr<Response>) {
-        ("TooManyWrites", capped(TOO_MANY_WRITES))
-    }
-}
-
-/// 429 of a state-changing LangGraph route on a server with tokens.
-pub(crate) struct LgTooManyWrites;
-
-impl<'r> ToResponse<'r> for LgTooManyWrites {
-    fn response() -> (&'r str, RefOr<Response>) {
-        ("LgTooManyWrites", capped_of("Detail", TOO_MANY_WRITES))
-    }
-}
-
-/// A 503 that may carry `Retry-After` (a full cap is worth retrying).
-fn capped(description: &str) -> RefOr<Response> {
-    capped_of("ErrorBody", description)
-}
-
-/// [`capped`] with the body schema called `body`.
-fn capped_of(body: &str, description: &str) -> RefOr<Response> {
-    let retry_after = HeaderBuilder::new()
-        .schema(
-            ObjectBuilder::new()
-                .schema_type(Type::Integer)
-                .minimum(Some(0)),
-        )
-        .description(Some(
-            "With `too_many_connections`, `too_many_streams`, `too_many_tickets` or `too_many_writes`: seconds to wait before trying again",
-        ))
-        .build();
-    error_of(body, description)
-        .header("Retry-After", retry_after)
-        .build()
-        .into()
-}
-
-const BUSY: &str =
-    "the server holds as many connections as it may (`too_many_connections`, with `Retry-After`)";
-const STORE_UNAVAILABLE: &str = "the store cannot take the request (`storage_unavailable`: it stopped after a failed fsync, and the server exits so that a restart recovers), or the server is shutting down (`shutting_down`)";
-
-macro_rules! capped_responses {
-    ($($(#[$doc:meta])* $name:ident = $description:expr;)*) => {$(
-        $(#[$doc])*
-        pub(crate) struct $name;
-
-        impl<'r> ToResponse<'r> for $name {
-            fn response() -> (&'r str, RefOr<Response>) {
-                (stringify!($name), capped(&$description))
-            }
-        }
-    )*};
-}
-
-capped_responses! {
-    /// 503 of a route that reads or writes the store.
-    Unavailable = format!("{}; or {BUSY}", upper_first(STORE_UNAVAILABLE));
-    /// 503 of a streaming route.
-    StreamsUnavailable = format!(
-        "The server streams as many streams as it may, in all or for this principal (`too_many_streams`, with `Retry-After`); {STORE_UNAVAILABLE}; or {BUSY}"
-    );
-    /// 503 of `POST /api/v1/stream-tickets`.
-    TicketsUnavailable = format!(
-        "As many tickets are outstanding as the server keeps (`too_many_tickets`, with `Retry-After`: tickets expire after a minute); or {BUSY}"
-    );
-    /// 503 of a route that touches nothing but the connection.
-    Busy = upper_first(BUSY);
-}
-
-fn upper_first(s: &str) -> String {
-    let mut chars = s.chars();
-    chars
-        .next()
-        .map(|c| c.to_uppercase().chain(chars).collect())
-        .unwrap_or_default()
 }
 
 #[cfg(test)]

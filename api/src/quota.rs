@@ -15,8 +15,11 @@ use axum::http::Method;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
+use std::sync::Arc;
+
+use crate::auth::Tokens;
+use crate::config::{ApiConfig, Metrics};
 use crate::error::ApiError;
-use crate::state::AppState;
 
 /// Principals whose buckets are kept at once; beyond it the full ones are forgotten (a full
 /// bucket is what a forgotten one starts as).
@@ -81,9 +84,18 @@ fn is_write(req: &Request) -> bool {
     ) && req.uri().path() != "/api/v1/stream-tickets"
 }
 
+/// What the middleware takes of the server's state.
+#[derive(Clone, Debug)]
+pub(crate) struct Writes {
+    pub(crate) quota: Arc<WriteQuota>,
+    pub(crate) tokens: Tokens,
+    pub(crate) metrics: Arc<Metrics>,
+    pub(crate) config: Arc<ApiConfig>,
+}
+
 /// The middleware: a write of an ordinary principal over its quota is answered 429 before its
 /// handler runs. A request without a valid principal goes on (its handler answers 401).
-pub(crate) async fn writes(State(st): State<AppState>, req: Request, next: Next) -> Response {
+pub(crate) async fn writes(State(st): State<Writes>, req: Request, next: Next) -> Response {
     if !is_write(&req) {
         return next.run(req).await;
     }

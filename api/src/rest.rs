@@ -4,16 +4,15 @@
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use chronicle_engine::store::StorageHealth;
 use chronicle_engine::{RestoreTarget, StartRun, Turn, TurnInput, TurnOutcome};
 use chronicle_projections::RunState;
 use chronicle_schemas::{ApprovalId, CheckpointId, RunId, RunStatus, SessionId};
 use chronicle_wire::ErrorBody;
 use chronicle_wire::{
     ApprovalView, CancelRequest, ChatCommand, ChatRequest, ChatTurn, ChatWaiting, CheckpointList,
-    CommandOutcome, CommandRequest, DecisionAccepted, DecisionRequest, Health, HealthStatus,
-    RestoreRequest, ResumeRequest, RunCancelled, RunRequest, SessionCheckpoints, SessionView,
-    Started, Status, StorageState, TodoIds, TodoList, TurnCheckpoints, tag,
+    CommandOutcome, CommandRequest, DecisionAccepted, DecisionRequest, RestoreRequest,
+    ResumeRequest, RunCancelled, RunRequest, SessionCheckpoints, SessionView, Started, Status,
+    TodoIds, TodoList, TurnCheckpoints, tag,
 };
 use serde::Deserialize;
 use serde::Serialize;
@@ -21,53 +20,31 @@ use serde_json::Value;
 
 use crate::auth::Principal;
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{Json, Path, Query};
-use crate::openapi::{
-    ChatAnswer, Forbidden, HealthOrBusy, InsufficientStorage, Internal, PayloadTooLarge,
-    RunNotFound, ThreadId, Unauthorized, Unavailable, UnsupportedMediaType, WaitingForHuman,
-    WaitingForHumanOrConflict,
+use crate::extract::{
+    ApprovalIdPath, CheckpointIdPath, Json, OwnedRun, Query, RunPath, SessionPath, ThreadId,
 };
+use crate::refusals::{ReadError, RunReadError, RunWriteError, WriteError};
+use crate::response::{ChatAnswer, WAITING_HINT, WaitingForHuman, WaitingForHumanOrConflict};
 use crate::state::AppState;
 
-type JsonResult<T> = ApiResult<axum::Json<T>>;
+type JsonResult<T, E = ApiError> = Result<axum::Json<T>, E>;
 
-fn ok<T: Serialize>(v: T) -> JsonResult<T> {
+fn ok<T: Serialize, E>(v: T) -> JsonResult<T, E> {
     Ok(axum::Json(v))
-}
-
-pub(crate) fn run_id(s: &str) -> ApiResult<RunId> {
-    s.parse()
-        .map_err(|_| ApiError::bad_request(format!("invalid run id {s:?}")))
 }
 
 fn state_of(st: &AppState, run: RunId) -> ApiResult<RunState> {
     Ok(st.engine.state(run, None)?)
 }
 
-/// `run` parsed, and one `who` may see: someone else's run is 404, as if it did not exist.
-pub(crate) fn owned_run(
+fn latest_run(
     st: &AppState,
     who: &chronicle_engine::Principal,
-    run: &str,
+    session: &SessionId,
 ) -> ApiResult<RunId> {
-    let run = run_id(run)?;
-    st.engine.authorize(who, run)?;
-    Ok(run)
-}
-
-/// A thread id from a path: what a session id may be (a longer one names no session).
-pub(crate) fn thread_id(s: &str) -> ApiResult<SessionId> {
-    let session = SessionId::from(s);
-    chronicle_engine::check_session_id(&session)
-        .map_err(|e| ApiError::bad_request(format!("invalid thread id: {e}")))?;
-    Ok(session)
-}
-
-fn latest_run(st: &AppState, who: &chronicle_engine::Principal, thread: &str) -> ApiResult<RunId> {
-    let session = thread_id(thread)?;
     st.engine
-        .latest_run_of(who, &session)?
-        .ok_or_else(|| ApiError::not_found(format!("session {thread} not found")))
+        .latest_run_of(who, session)?
+        .ok_or_else(|| ApiError::not_found(format!("session {} not found", session.0)))
 }
 
 /// The checkpoint tree of `run` as it stands, abandoned checkpoints included.
@@ -84,11 +61,6 @@ fn checkpoints_of(st: &AppState, run: RunId) -> JsonResult<CheckpointList> {
 
 /// The answer to a turn: 200 with the final response, 409 with the pending approval when the run
 /// waits for a human, 202 when it is still working after `chat_wait_ms`.
-/// What a person may say to a run that waits for them, told when their words meant nothing.
-pub(crate) const WAITING_HINT: &str = "the run waits for a human and your message started \
-    nothing: answer approve or reject, send a /command (/help lists them), or /new <query> to \
-    start another run";
-
 async fn turn_response(st: &AppState, thread: &str, run: RunId) -> ApiResult<Response> {
     turn_response_told(st, thread, run, None).await
 }
@@ -183,18 +155,16 @@ async fn turn_answer(st: &AppState, thread: &str, outcome: TurnOutcome) -> ApiRe
         (status = 200, description = "The run ended (`ChatTurn` with the final response, or the failure), or the message was a `/command` on the session's latest run (`ChatCommand`)", body = inline(ChatAnswer)),
         (status = 202, description = "The run is still working after the wait (60 s by default): follow it by its `run_id`", body = ChatTurn),
         (status = 400, description = "Malformed JSON or a refused `/command` (`bad_request`, with `help`; the command is recorded all the same), or a `Host` header that names another server (`bad_host`)", body = ErrorBody),
-        (status = 401, response = Unauthorized), (status = 403, response = Forbidden),
         (status = 404, description = "The thread is another principal's, or a `/command` was sent to a thread without runs (`not_found`)", body = ErrorBody),
         (status = 409, description = "The run waits for a human (`waiting_for_human`, with the turn and the approvals it waits for): the message started nothing", body = inline(WaitingForHuman)),
-        (status = 413, response = PayloadTooLarge), (status = 415, response = UnsupportedMediaType),
         (status = 422, description = "JSON of the wrong shape, a message that is blank or over 8192 characters, a bad `thread_id`, or a `user_id` that is not the caller's own (only an admin may name another user) (`unprocessable_entity`)", body = ErrorBody),
-        (status = 500, response = Internal), (status = 503, response = Unavailable), (status = 507, response = InsufficientStorage),
+        WriteError,
     ))]
-pub async fn chat(
+pub(crate) async fn chat(
     State(st): State<AppState>,
     Principal(who): Principal,
     Json(req): Json<ChatRequest>,
-) -> ApiResult<Response> {
+) -> Result<Response, WriteError> {
     let thread = req
         .thread_id
         .clone()
@@ -211,7 +181,7 @@ pub async fn chat(
             on_reject: req.on_reject,
         })
         .await?;
-    turn_answer(&st, &thread, outcome).await
+    Ok(turn_answer(&st, &thread, outcome).await?)
 }
 
 #[utoipa::path(get, path = "/api/sessions/{thread_id}", tag = "chat", security(("bearer" = [])),
@@ -219,21 +189,20 @@ pub async fn chat(
     responses(
         (status = 200, description = "The session's latest run: its status, pending approval, final response and supervisor state; and every turn of the session, oldest first (`turns`)", body = SessionView),
         (status = 400, description = "A bad thread id (`bad_request`), or a `Host` header that names another server (`bad_host`)", body = ErrorBody),
-        (status = 401, response = Unauthorized), (status = 403, response = Forbidden),
         (status = 404, description = "No such session, another principal's, or a deleted one (`not_found`: the same answer)", body = ErrorBody),
-        (status = 500, response = Internal), (status = 503, response = Unavailable),
+        ReadError,
     ))]
-pub async fn session(
+pub(crate) async fn session(
     State(st): State<AppState>,
     Principal(who): Principal,
-    Path(thread): Path<String>,
-) -> JsonResult<SessionView> {
+    SessionPath(session): SessionPath,
+) -> JsonResult<SessionView, ReadError> {
     // The latest turn and the state shown beside it are one read: one answer never says two
     // things of the run.
-    let (turns, run, s) = st.engine.session_latest(&who, &thread_id(&thread)?)?;
+    let (turns, run, s) = st.engine.session_latest(&who, &session)?;
     ok(SessionView {
         turns,
-        thread_id: thread,
+        thread_id: session.0,
         run_id: run,
         status: s.supervisor.run_status.into(),
         pending_approval: s
@@ -252,33 +221,32 @@ pub async fn session(
         (status = 200, description = "The approval was decided and the run ended (`ChatTurn`), or `response` was a `/command` (`ChatCommand`)", body = inline(ChatAnswer)),
         (status = 202, description = "The approval was decided; the run is still working after the wait", body = ChatTurn),
         (status = 400, description = "Malformed JSON, a bad thread id or a refused `/command` (`bad_request`, with `help`), or a `Host` header that names another server (`bad_host`)", body = ErrorBody),
-        (status = 401, response = Unauthorized), (status = 403, response = Forbidden),
         (status = 404, description = "No such session, another principal's, or a deleted one (`not_found`)", body = ErrorBody),
         (status = 409, description = "The run waits for a human again (`waiting_for_human`, with the approvals), or the answer does not fit the run: nothing pending, several pending, already decided (`conflict`)", body = inline(WaitingForHumanOrConflict)),
-        (status = 413, response = PayloadTooLarge), (status = 415, response = UnsupportedMediaType),
         (status = 422, description = "JSON of the wrong shape: neither or both of `approve` and `response`, or a blank `response` (`unprocessable_entity`)", body = ErrorBody),
-        (status = 500, response = Internal), (status = 503, response = Unavailable), (status = 507, response = InsufficientStorage),
+        WriteError,
     ))]
-pub async fn resume(
+pub(crate) async fn resume(
     State(st): State<AppState>,
     Principal(who): Principal,
-    Path(thread): Path<String>,
+    SessionPath(session): SessionPath,
     Json(req): Json<ResumeRequest>,
-) -> ApiResult<Response> {
+) -> Result<Response, WriteError> {
     let input = match (req.approve, req.response) {
         (Some(yes), None) => TurnInput::Approve(yes),
         (None, Some(text)) if !text.trim().is_empty() => TurnInput::Response(text),
         _ => {
             return Err(ApiError::unprocessable(
                 "send either {\"approve\": bool} or {\"response\": \"...\"}",
-            ));
+            )
+            .into());
         }
     };
     let outcome = st
         .engine
         .turn(Turn {
-            session: SessionId(thread.clone()),
-            run: Some(latest_run(&st, &who, &thread)?),
+            session: session.clone(),
+            run: Some(latest_run(&st, &who, &session)?),
             input,
             by: who,
             user_id: None,
@@ -286,7 +254,7 @@ pub async fn resume(
             on_reject: None,
         })
         .await?;
-    turn_answer(&st, &thread, outcome).await
+    Ok(turn_answer(&st, &session.0, outcome).await?)
 }
 
 #[utoipa::path(get, path = "/api/sessions/{thread_id}/checkpoints", tag = "chat", security(("bearer" = [])),
@@ -294,16 +262,15 @@ pub async fn resume(
     responses(
         (status = 200, description = "The checkpoint tree of the session's latest run (`run_id`, `checkpoints`, `head`), and every turn's, oldest first (`turns`)", body = SessionCheckpoints),
         (status = 400, description = "A bad thread id (`bad_request`), or a `Host` header that names another server (`bad_host`)", body = ErrorBody),
-        (status = 401, response = Unauthorized), (status = 403, response = Forbidden),
         (status = 404, description = "No such session, another principal's, or a deleted one (`not_found`)", body = ErrorBody),
-        (status = 500, response = Internal), (status = 503, response = Unavailable),
+        ReadError,
     ))]
-pub async fn session_checkpoints(
+pub(crate) async fn session_checkpoints(
     State(st): State<AppState>,
     Principal(who): Principal,
-    Path(thread): Path<String>,
-) -> JsonResult<SessionCheckpoints> {
-    let (turns, run, s) = st.engine.session_latest(&who, &thread_id(&thread)?)?;
+    SessionPath(session): SessionPath,
+) -> JsonResult<SessionCheckpoints, ReadError> {
+    let (turns, run, s) = st.engine.session_latest(&who, &session)?;
     let latest = CheckpointList::new(
         run,
         s.checkpoints.head.clone(),
@@ -344,18 +311,16 @@ pub async fn session_checkpoints(
                 ("Cancel" = (operation_id = "cancel", parameters(("run_id" = "$response.body#/run_id"))))
             )),
         (status = 400, description = "Malformed JSON (`bad_request`), or a `Host` header that names another server (`bad_host`)", body = ErrorBody),
-        (status = 401, response = Unauthorized), (status = 403, response = Forbidden),
         (status = 404, description = "`session_id` names another principal's session, or a deleted one (`not_found`)", body = ErrorBody),
         (status = 409, description = "Another request wrote to the new run at the same moment (`conflict`): try again", body = ErrorBody),
-        (status = 413, response = PayloadTooLarge), (status = 415, response = UnsupportedMediaType),
         (status = 422, description = "JSON of the wrong shape, a query that is blank or over 8192 characters, a bad `session_id`, an `approval_timeout_ms` out of range, a fixed plan naming an agent the server does not have or a dependency the plan does not run, an `agent` the server does not have (or a `plan` beside it that is not that agent's one step), or a `user_id` that is not the caller's own (only an admin may name another user) (`unprocessable_entity`); nothing was written", body = ErrorBody),
-        (status = 500, response = Internal), (status = 503, response = Unavailable), (status = 507, response = InsufficientStorage),
+        WriteError,
     ))]
-pub async fn start_run(
+pub(crate) async fn start_run(
     State(st): State<AppState>,
     Principal(who): Principal,
     Json(req): Json<RunRequest>,
-) -> ApiResult<Response> {
+) -> Result<Response, WriteError> {
     let started = st
         .engine
         .start_run(StartRun {
@@ -383,19 +348,16 @@ pub async fn start_run(
 }
 
 #[utoipa::path(get, path = "/api/v1/agent/{run_id}/status", tag = "runs", security(("bearer" = [])),
-    params(("run_id" = RunId, Path, description = "The run")),
+    params(OwnedRun),
     responses(
         (status = 200, description = "Where the run is", body = Status),
         (status = 400, description = "A run id that is not a UUID (`bad_request`), or a `Host` header that names another server (`bad_host`)", body = ErrorBody),
-        (status = 401, response = Unauthorized), (status = 403, response = Forbidden), (status = 404, response = RunNotFound),
-        (status = 500, response = Internal), (status = 503, response = Unavailable),
+        RunReadError,
     ))]
-pub async fn status(
+pub(crate) async fn status(
     State(st): State<AppState>,
-    Principal(who): Principal,
-    Path(run): Path<String>,
-) -> JsonResult<Status> {
-    let run = owned_run(&st, &who, &run)?;
+    OwnedRun(run): OwnedRun,
+) -> JsonResult<Status, RunReadError> {
     let s = state_of(&st, run)?;
     ok(Status {
         run_id: run,
@@ -407,19 +369,16 @@ pub async fn status(
 }
 
 #[utoipa::path(get, path = "/api/v1/agent/{run_id}/approvals", tag = "approvals", security(("bearer" = [])),
-    params(("run_id" = RunId, Path, description = "The run")),
+    params(OwnedRun),
     responses(
         (status = 200, description = "Every approval of the run, in the order they were asked", body = Vec<ApprovalView>),
         (status = 400, description = "A run id that is not a UUID (`bad_request`), or a `Host` header that names another server (`bad_host`)", body = ErrorBody),
-        (status = 401, response = Unauthorized), (status = 403, response = Forbidden), (status = 404, response = RunNotFound),
-        (status = 500, response = Internal), (status = 503, response = Unavailable),
+        RunReadError,
     ))]
-pub async fn approvals(
+pub(crate) async fn approvals(
     State(st): State<AppState>,
-    Principal(who): Principal,
-    Path(run): Path<String>,
-) -> JsonResult<Vec<ApprovalView>> {
-    let run = owned_run(&st, &who, &run)?;
+    OwnedRun(run): OwnedRun,
+) -> JsonResult<Vec<ApprovalView>, RunReadError> {
     let s = state_of(&st, run)?;
     ok(s.approvals
         .list
@@ -429,20 +388,18 @@ pub async fn approvals(
 }
 
 #[utoipa::path(get, path = "/api/v1/agent/{run_id}/approvals/{approval_id}", tag = "approvals", security(("bearer" = [])),
-    params(("run_id" = RunId, Path, description = "The run"), ("approval_id" = String, Path, min_length = 1, description = "The approval")),
+    params(OwnedRun, ("approval_id" = String, Path, min_length = 1, description = "The approval")),
     responses(
         (status = 200, description = "The approval", body = ApprovalView),
         (status = 400, description = "A run id that is not a UUID (`bad_request`), or a `Host` header that names another server (`bad_host`)", body = ErrorBody),
-        (status = 401, response = Unauthorized), (status = 403, response = Forbidden),
         (status = 404, description = "No such run (or another principal's), or no such approval in it (`not_found`)", body = ErrorBody),
-        (status = 500, response = Internal), (status = 503, response = Unavailable),
+        ReadError,
     ))]
-pub async fn approval(
+pub(crate) async fn approval(
     State(st): State<AppState>,
-    Principal(who): Principal,
-    Path((run, id)): Path<(String, String)>,
-) -> JsonResult<ApprovalView> {
-    let run = owned_run(&st, &who, &run)?;
+    OwnedRun(run): OwnedRun,
+    ApprovalIdPath(id): ApprovalIdPath,
+) -> JsonResult<ApprovalView, ReadError> {
     let s = state_of(&st, run)?;
     let a = s
         .approvals
@@ -452,24 +409,22 @@ pub async fn approval(
 }
 
 #[utoipa::path(post, path = "/api/v1/agent/{run_id}/approvals/{approval_id}/decision", tag = "approvals", request_body = DecisionRequest, security(("bearer" = [])),
-    params(("run_id" = RunId, Path, description = "The run"), ("approval_id" = String, Path, min_length = 1, description = "The approval")),
+    params(RunPath, ("approval_id" = String, Path, min_length = 1, description = "The approval")),
     responses(
         (status = 200, description = "The decision is recorded (the principal as `decided_by`)", body = DecisionAccepted),
         (status = 400, description = "Malformed JSON, a run id that is not a UUID (`bad_request`), or a `Host` header that names another server (`bad_host`)", body = ErrorBody),
-        (status = 401, response = Unauthorized), (status = 403, response = Forbidden),
         (status = 404, description = "No such run (or another principal's), or no such approval in it (`not_found`)", body = ErrorBody),
         (status = 409, description = "The approval is already decided, expired or cancelled, or the run changed at the same moment (`conflict`)", body = ErrorBody),
-        (status = 413, response = PayloadTooLarge), (status = 415, response = UnsupportedMediaType),
         (status = 422, description = "JSON of the wrong shape: an unknown decision or field, `edit` without `edited_args` (a JSON object), or `edited_args` with `approve` or `reject` (`unprocessable_entity`)", body = ErrorBody),
-        (status = 500, response = Internal), (status = 503, response = Unavailable), (status = 507, response = InsufficientStorage),
+        WriteError,
     ))]
-pub async fn decide(
+pub(crate) async fn decide(
     State(st): State<AppState>,
     Principal(who): Principal,
-    Path((run, id)): Path<(String, String)>,
+    RunPath(run): RunPath,
+    ApprovalIdPath(id): ApprovalIdPath,
     Json(req): Json<DecisionRequest>,
-) -> JsonResult<DecisionAccepted> {
-    let run = run_id(&run)?;
+) -> JsonResult<DecisionAccepted, WriteError> {
     let (decision, edited_args, comment) = req.into_parts();
     let a = st
         .engine
@@ -487,40 +442,34 @@ pub async fn decide(
 // ------------------------------------------------------------------ engine routes
 
 #[utoipa::path(post, path = "/api/v1/agent/{run_id}/commands", tag = "runs", request_body = CommandRequest, security(("bearer" = [])),
-    params(("run_id" = RunId, Path, description = "The run")),
+    params(RunPath),
     responses(
         (status = 200, description = "The command was carried out (and recorded); the reply's shape depends on the command", body = CommandOutcome),
         (status = 400, description = "A refused command: bad grammar, an unknown id... (`bad_request`, with the reason and `help`; recorded all the same); or malformed JSON or a run id that is not a UUID (`bad_request`); or a `Host` header that names another server (`bad_host`)", body = ErrorBody),
-        (status = 401, response = Unauthorized), (status = 403, response = Forbidden), (status = 404, response = RunNotFound),
         (status = 409, description = "A command the run's state refuses: no approval is pending, it is already decided, an illegal transition... (`conflict`, with the reason and `help`, as on every route; recorded all the same)", body = ErrorBody),
-        (status = 413, response = PayloadTooLarge), (status = 415, response = UnsupportedMediaType),
         (status = 422, description = "JSON of the wrong shape (`unprocessable_entity`)", body = ErrorBody),
-        (status = 500, response = Internal), (status = 503, response = Unavailable), (status = 507, response = InsufficientStorage),
+        RunWriteError,
     ))]
-pub async fn command(
+pub(crate) async fn command(
     State(st): State<AppState>,
     Principal(who): Principal,
-    Path(run): Path<String>,
+    RunPath(run): RunPath,
     Json(req): Json<CommandRequest>,
-) -> JsonResult<CommandOutcome> {
-    let run = run_id(&run)?;
+) -> JsonResult<CommandOutcome, RunWriteError> {
     ok(st.engine.command(run, &req.command, &who).await?)
 }
 
 #[utoipa::path(get, path = "/api/v1/agent/{run_id}/todos", tag = "runs", security(("bearer" = [])),
-    params(("run_id" = RunId, Path, description = "The run")),
+    params(OwnedRun),
     responses(
         (status = 200, description = "The TODO list with its summary and the sub-agent runs", body = TodoList),
         (status = 400, description = "A run id that is not a UUID (`bad_request`), or a `Host` header that names another server (`bad_host`)", body = ErrorBody),
-        (status = 401, response = Unauthorized), (status = 403, response = Forbidden), (status = 404, response = RunNotFound),
-        (status = 500, response = Internal), (status = 503, response = Unavailable),
+        RunReadError,
     ))]
-pub async fn todos(
+pub(crate) async fn todos(
     State(st): State<AppState>,
-    Principal(who): Principal,
-    Path(run): Path<String>,
-) -> JsonResult<TodoList> {
-    let run = owned_run(&st, &who, &run)?;
+    OwnedRun(run): OwnedRun,
+) -> JsonResult<TodoList, RunReadError> {
     let s = state_of(&st, run)?;
     let sub_runs = st.engine.sub_runs(&s);
     let p = s.supervisor.planning_state.unwrap_or_default();
@@ -544,21 +493,21 @@ pub struct AtQuery {
 }
 
 #[utoipa::path(get, path = "/api/v1/agent/{run_id}/state", tag = "runs", security(("bearer" = [])),
-    params(("run_id" = RunId, Path, description = "The run"), ("at" = Option<u64>, Query, minimum = 0, description = "Time travel: the state right after this seq (default: now)")),
+    params(OwnedRun, ("at" = Option<u64>, Query, minimum = 0, description = "Time travel: the state right after this seq (default: now)")),
     responses(
         (status = 200, description = "The run's projected state: `supervisor`, `checkpoints`, `approvals`, `last_seq`", body = Object),
         (status = 400, description = "A run id that is not a UUID, an `at` that is not an unsigned integer (`bad_request`), or a `Host` header that names another server (`bad_host`)", body = ErrorBody),
-        (status = 401, response = Unauthorized), (status = 403, response = Forbidden), (status = 404, response = RunNotFound),
         (status = 422, description = "`at` is beyond the run's last seq (`unprocessable_entity`)", body = ErrorBody),
-        (status = 500, response = Internal), (status = 503, response = Unavailable),
+        RunReadError,
     ))]
-pub async fn state(
+pub(crate) async fn state(
     State(st): State<AppState>,
-    Principal(who): Principal,
-    Path(run): Path<String>,
+    // The principal before the query and the run after it, as the answers' order has it: no
+    // token is 401 whatever the query, a bad query 400 whatever the run.
+    _: Principal,
     Query(q): Query<AtQuery>,
-) -> JsonResult<Value> {
-    let run = owned_run(&st, &who, &run)?;
+    OwnedRun(run): OwnedRun,
+) -> JsonResult<Value, RunReadError> {
     let head = st
         .engine
         .store()
@@ -570,7 +519,8 @@ pub async fn state(
         return Err(ApiError::unprocessable(format!(
             "seq {at} is beyond the run's last seq {}",
             head.last_seq
-        )));
+        ))
+        .into());
     }
     let s = st.engine.state(run, q.at)?;
     ok(serde_json::to_value(&s).map_err(ApiError::internal)?)
@@ -584,30 +534,29 @@ pub struct LogQuery {
 
 #[utoipa::path(get, path = "/api/v1/agent/{run_id}/log", tag = "runs", security(("bearer" = [])),
     params(
-        ("run_id" = RunId, Path, description = "The run"),
+        OwnedRun,
         ("from" = Option<u64>, Query, minimum = 0, description = "The first seq (default 0)"),
         ("limit" = Option<usize>, Query, minimum = 1, maximum = 1000, description = "At most this many events (default: the maximum)"),
     ),
     responses(
         (status = 200, description = "The run's stored events from `from`, in seq order, each an envelope: `run_id`, `seq`, `offset`, `at`, `event`, `hash`, `prev_hash`", body = Vec<Object>),
         (status = 400, description = "A run id that is not a UUID, a `from` or `limit` that is not an unsigned integer (`bad_request`), or a `Host` header that names another server (`bad_host`)", body = ErrorBody),
-        (status = 401, response = Unauthorized), (status = 403, response = Forbidden), (status = 404, response = RunNotFound),
         (status = 422, description = "`limit` is 0 or over the maximum (`unprocessable_entity`)", body = ErrorBody),
-        (status = 500, response = Internal), (status = 503, response = Unavailable),
+        RunReadError,
     ))]
-pub async fn log(
+pub(crate) async fn log(
     State(st): State<AppState>,
-    Principal(who): Principal,
-    Path(run): Path<String>,
+    // The principal before the query and the run after it (see `state`).
+    _: Principal,
     Query(q): Query<LogQuery>,
-) -> JsonResult<Value> {
-    let run = owned_run(&st, &who, &run)?;
+    OwnedRun(run): OwnedRun,
+) -> JsonResult<Value, RunReadError> {
     let max = st.config.log_page_events_max;
     let limit = q.limit.unwrap_or(max);
     if limit == 0 || limit > max {
-        return Err(ApiError::unprocessable(format!(
-            "limit must be 1..={max}, got {limit}"
-        )));
+        return Err(
+            ApiError::unprocessable(format!("limit must be 1..={max}, got {limit}")).into(),
+        );
     }
     let from = q.from.unwrap_or(0);
     let events: Vec<_> = st
@@ -619,40 +568,36 @@ pub async fn log(
 }
 
 #[utoipa::path(get, path = "/api/v1/agent/{run_id}/checkpoints", tag = "runs", security(("bearer" = [])),
-    params(("run_id" = RunId, Path, description = "The run")),
+    params(OwnedRun),
     responses(
         (status = 200, description = "The run's checkpoint tree in log order (abandoned ones included) and the head", body = CheckpointList),
         (status = 400, description = "A run id that is not a UUID (`bad_request`), or a `Host` header that names another server (`bad_host`)", body = ErrorBody),
-        (status = 401, response = Unauthorized), (status = 403, response = Forbidden), (status = 404, response = RunNotFound),
-        (status = 500, response = Internal), (status = 503, response = Unavailable),
+        RunReadError,
     ))]
-pub async fn checkpoints(
+pub(crate) async fn checkpoints(
     State(st): State<AppState>,
-    Principal(who): Principal,
-    Path(run): Path<String>,
-) -> JsonResult<CheckpointList> {
-    checkpoints_of(&st, owned_run(&st, &who, &run)?)
+    OwnedRun(run): OwnedRun,
+) -> JsonResult<CheckpointList, RunReadError> {
+    Ok(checkpoints_of(&st, run)?)
 }
 
 #[utoipa::path(post, path = "/api/v1/agent/{run_id}/checkpoints/{checkpoint_id}/restore", tag = "runs", request_body = RestoreRequest, security(("bearer" = [])),
-    params(("run_id" = RunId, Path, description = "The run"), ("checkpoint_id" = String, Path, min_length = 1, description = "The checkpoint")),
+    params(RunPath, ("checkpoint_id" = String, Path, min_length = 1, description = "The checkpoint")),
     responses(
         (status = 200, description = "The run went back to the checkpoint and goes on from there; what came after stays in the log as an abandoned branch", body = chronicle_wire::Restored),
         (status = 400, description = "Malformed JSON, a run id that is not a UUID (`bad_request`), or a `Host` header that names another server (`bad_host`)", body = ErrorBody),
-        (status = 401, response = Unauthorized), (status = 403, response = Forbidden),
         (status = 404, description = "No such run (or another principal's), or no such checkpoint in it (`not_found`)", body = ErrorBody),
         (status = 409, description = "The run changed at the same moment (`conflict`): try again", body = ErrorBody),
-        (status = 413, response = PayloadTooLarge), (status = 415, response = UnsupportedMediaType),
         (status = 422, description = "A body other than `{}` (`unprocessable_entity`)", body = ErrorBody),
-        (status = 500, response = Internal), (status = 503, response = Unavailable), (status = 507, response = InsufficientStorage),
+        WriteError,
     ))]
-pub async fn restore(
+pub(crate) async fn restore(
     State(st): State<AppState>,
     Principal(who): Principal,
-    Path((run, cp)): Path<(String, String)>,
+    RunPath(run): RunPath,
+    CheckpointIdPath(cp): CheckpointIdPath,
     Json(RestoreRequest {}): Json<RestoreRequest>,
-) -> JsonResult<chronicle_wire::Restored> {
-    let run = run_id(&run)?;
+) -> JsonResult<chronicle_wire::Restored, WriteError> {
     ok(st
         .engine
         .restore(run, RestoreTarget::Checkpoint(CheckpointId(cp)), &who)
@@ -660,23 +605,20 @@ pub async fn restore(
 }
 
 #[utoipa::path(post, path = "/api/v1/agent/{run_id}/cancel", tag = "runs", request_body = Option<CancelRequest>, security(("bearer" = [])),
-    params(("run_id" = RunId, Path, description = "The run")),
+    params(RunPath),
     responses(
         (status = 200, description = "The run is cancelled (with its sub-agent runs)", body = RunCancelled),
         (status = 400, description = "Malformed JSON (an empty body included), a run id that is not a UUID (`bad_request`), or a `Host` header that names another server (`bad_host`)", body = ErrorBody),
-        (status = 401, response = Unauthorized), (status = 403, response = Forbidden), (status = 404, response = RunNotFound),
         (status = 409, description = "The run already ended, or changed at the same moment (`conflict`)", body = ErrorBody),
-        (status = 413, response = PayloadTooLarge), (status = 415, response = UnsupportedMediaType),
         (status = 422, description = "JSON of the wrong shape (`unprocessable_entity`)", body = ErrorBody),
-        (status = 500, response = Internal), (status = 503, response = Unavailable), (status = 507, response = InsufficientStorage),
+        RunWriteError,
     ))]
-pub async fn cancel(
+pub(crate) async fn cancel(
     State(st): State<AppState>,
     Principal(who): Principal,
-    Path(run): Path<String>,
+    RunPath(run): RunPath,
     Json(req): Json<Option<CancelRequest>>,
-) -> JsonResult<RunCancelled> {
-    let run = run_id(&run)?;
+) -> JsonResult<RunCancelled, RunWriteError> {
     // `null` is a cancel without a reason, as `{}` is.
     let req = req.unwrap_or_default();
     st.engine.cancel(run, &who, req.reason).await?;
@@ -684,77 +626,4 @@ pub async fn cancel(
         status: tag::Cancelled::default(),
         run_id: run,
     })
-}
-
-/// 200 `{"status":"ok","storage":"ok"}` while appends can be taken; 503 with `"storage":"full"`
-/// (appends answer 507 until space is freed; reads work) or `"storage":"failed"` (a failed fsync
-/// stopped the store; the server exits and a restart recovers).
-///
-/// Full means less is free than the disk reserve plus what one event of the largest size needs:
-/// such an append would be refused (smaller ones may still fit), so health never calls fine a
-/// store that refuses a write.
-#[utoipa::path(get, path = "/healthz", tag = "ops",
-    responses(
-        (status = 200, description = "Serving; `storage` is `ok`", body = Health),
-        (status = 400, description = "A `Host` header that names another server (`bad_host`)", body = ErrorBody),
-        (status = 403, response = Forbidden),
-        (status = 503, description = "`storage` is `full` (less is free than `reserve_bytes` plus `needed_bytes`, what one event of the largest size needs: such an append is refused with 507 until space is freed; reads work) or `failed` (the store stopped after a failed fsync; the server exits so that a restart recovers); or, with the error body and `Retry-After`, the server holds as many connections as it may (`too_many_connections`)", body = HealthOrBusy),
-    ))]
-pub async fn healthz(State(st): State<AppState>) -> Response {
-    let store = st.engine.store();
-    let mut body = Health {
-        status: HealthStatus::Ok,
-        storage: StorageState::Ok,
-        durable_next_offset: store.durable_next_offset(),
-        available_bytes: None,
-        reserve_bytes: None,
-        needed_bytes: None,
-        reason: None,
-    };
-    match store.health() {
-        StorageHealth::Ok => {}
-        StorageHealth::Full {
-            available,
-            reserve,
-            needed,
-        } => {
-            body.status = HealthStatus::Degraded;
-            body.storage = StorageState::Full;
-            body.available_bytes = Some(available);
-            body.reserve_bytes = Some(reserve);
-            body.needed_bytes = Some(needed);
-        }
-        StorageHealth::Failed(reason) => {
-            body.status = HealthStatus::Failed;
-            body.storage = StorageState::Failed;
-            body.reason = Some(reason);
-        }
-    }
-    let status = if body.storage == StorageState::Ok {
-        StatusCode::OK
-    } else {
-        StatusCode::SERVICE_UNAVAILABLE
-    };
-    (status, axum::Json(body)).into_response()
-}
-
-#[utoipa::path(get, path = "/metrics", tag = "ops", security(("bearer" = [])),
-    responses(
-        (status = 200, description = "The metrics in the OpenMetrics text format", content_type = "application/openmetrics-text", body = String),
-        (status = 400, description = "A `Host` header that names another server (`bad_host`)", body = ErrorBody),
-        (status = 401, response = Unauthorized), (status = 403, response = Forbidden),
-        (status = 500, description = "An internal error (`internal_error`)", body = ErrorBody),
-    ))]
-pub async fn metrics(State(st): State<AppState>, _p: Principal) -> ApiResult<Response> {
-    let mut out = String::new();
-    prometheus_client::encoding::text::encode(&mut out, &st.metrics.registry)
-        .map_err(ApiError::internal)?;
-    Ok((
-        [(
-            axum::http::header::CONTENT_TYPE,
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        )],
-        out,
-    )
-        .into_response())
 }

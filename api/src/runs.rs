@@ -10,9 +10,9 @@ use chronicle_wire::{DamagedRun, RUNS_PAGE_MAX, RunList, RunSummary, RunsQuery};
 use axum::extract::State;
 
 use crate::auth::Principal;
-use crate::error::{ApiError, ApiResult};
+use crate::error::ApiError;
 use crate::extract::Query;
-use crate::openapi::{Forbidden, Internal, Unauthorized, Unavailable};
+use crate::refusals::ReadError;
 use crate::state::AppState;
 
 /// Why a page cannot be listed.
@@ -133,15 +133,14 @@ pub fn page(
     responses(
         (status = 200, description = "The runs the caller may see (an admin: all), oldest first; `next` is where the next page starts (null on the last page); a run whose records are damaged is named in `damaged` instead", body = RunList),
         (status = 400, description = "A bad `status`, `after` (not a UUID) or `limit` (`bad_request`), or a `Host` header that names another server (`bad_host`)", body = ErrorBody),
-        (status = 401, response = Unauthorized), (status = 403, response = Forbidden),
         (status = 404, description = "`after` names no run the caller may see (`not_found`)", body = ErrorBody),
-        (status = 500, response = Internal), (status = 503, response = Unavailable),
+        ReadError,
     ))]
-pub async fn list(
+pub(crate) async fn list(
     State(st): State<AppState>,
     Principal(who): Principal,
     Query(q): Query<RunsQuery>,
-) -> ApiResult<axum::Json<RunList>> {
+) -> Result<axum::Json<RunList>, ReadError> {
     let engine = st.engine.clone();
     let visible = move |run| engine.authorize(&who, run).is_ok();
     let store = st.engine.store().clone();

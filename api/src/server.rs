@@ -124,8 +124,8 @@ async fn refuse(
             ApiError::capped("too_many_connections", message, retry_after_s).into_response();
         res.headers_mut()
             .insert(header::CONNECTION, HeaderValue::from_static("close"));
-        if crate::langgraph::is_route(req.uri().path()) {
-            res = crate::langgraph::as_detail(res);
+        if crate::langgraph::detail::is_route(req.uri().path()) {
+            res = crate::langgraph::detail::as_detail(res);
         }
         async move { Ok::<_, std::convert::Infallible>(res) }
     });

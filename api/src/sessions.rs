@@ -8,13 +8,9 @@ use chronicle_wire::{
 };
 
 use crate::auth::Principal;
-use crate::error::{ApiError, ApiResult};
-use crate::extract::{Json, Path, Query};
-use crate::openapi::{
-    Forbidden, InsufficientStorage, Internal, PayloadTooLarge, SessionsCursor, ThreadId,
-    Unauthorized, Unavailable, UnsupportedMediaType,
-};
-use crate::rest::thread_id;
+use crate::error::ApiError;
+use crate::extract::{Json, Query, SessionPath, SessionsCursor, ThreadId};
+use crate::refusals::{ReadError, WriteError};
 use crate::state::AppState;
 
 #[utoipa::path(get, path = "/api/v1/sessions", tag = "sessions", operation_id = "list_sessions", security(("bearer" = [])),
@@ -26,14 +22,13 @@ use crate::state::AppState;
     responses(
         (status = 200, description = "The sessions the caller may see (an admin: all), the most recently active first; `next_cursor` continues the listing (null on the last page)", body = SessionList),
         (status = 400, description = "A bad `limit` or a `cursor` no page gave out (`bad_request`), or a `Host` header that names another server (`bad_host`)", body = ErrorBody),
-        (status = 401, response = Unauthorized), (status = 403, response = Forbidden),
-        (status = 500, response = Internal), (status = 503, response = Unavailable),
+        ReadError,
     ))]
-pub async fn list(
+pub(crate) async fn list(
     State(st): State<AppState>,
     Principal(who): Principal,
     Query(q): Query<SessionsQuery>,
-) -> ApiResult<axum::Json<SessionList>> {
+) -> Result<axum::Json<SessionList>, ReadError> {
     let engine = st.engine.clone();
     // Listing reads every run head and replays the page's turns: off the async workers.
     let list = tokio::task::spawn_blocking(move || engine.sessions(&who, &q))
@@ -47,16 +42,14 @@ pub async fn list(
     responses(
         (status = 200, description = "The session and all its turns, oldest first", body = SessionDetail),
         (status = 400, description = "A bad session id (`bad_request`), or a `Host` header that names another server (`bad_host`)", body = ErrorBody),
-        (status = 401, response = Unauthorized), (status = 403, response = Forbidden),
         (status = 404, description = "No such session, another principal's, or a deleted one (`not_found`: the same answer)", body = ErrorBody),
-        (status = 500, response = Internal), (status = 503, response = Unavailable),
+        ReadError,
     ))]
-pub async fn get(
+pub(crate) async fn get(
     State(st): State<AppState>,
     Principal(who): Principal,
-    Path(session): Path<String>,
-) -> ApiResult<axum::Json<SessionDetail>> {
-    let session = thread_id(&session)?;
+    SessionPath(session): SessionPath,
+) -> Result<axum::Json<SessionDetail>, ReadError> {
     Ok(axum::Json(st.engine.session(&who, &session)?))
 }
 
@@ -65,19 +58,16 @@ pub async fn get(
     responses(
         (status = 200, description = "The session is deleted: each of its runs (turns and sub-agent runs) ends with a `SessionDeleted` event, runs still going were cancelled first, and its workspace directory is removed. The events stay in the log (the chain and the audit export keep them); every read answers 404 for the session and its runs from now on", body = SessionDeletedView),
         (status = 400, description = "A bad session id (`bad_request`), or a `Host` header that names another server (`bad_host`)", body = ErrorBody),
-        (status = 401, response = Unauthorized), (status = 403, response = Forbidden),
         (status = 404, description = "No such session, another principal's, or one already deleted (`not_found`)", body = ErrorBody),
         (status = 409, description = "A run of the session changed at the same moment (`conflict`): try again", body = ErrorBody),
-        (status = 413, response = PayloadTooLarge), (status = 415, response = UnsupportedMediaType),
         (status = 422, description = "A body other than `{}` (`unprocessable_entity`)", body = ErrorBody),
-        (status = 500, response = Internal), (status = 503, response = Unavailable), (status = 507, response = InsufficientStorage),
+        WriteError,
     ))]
-pub async fn delete(
+pub(crate) async fn delete(
     State(st): State<AppState>,
     Principal(who): Principal,
-    Path(session): Path<String>,
+    SessionPath(session): SessionPath,
     Json(DeleteSessionRequest {}): Json<DeleteSessionRequest>,
-) -> ApiResult<axum::Json<SessionDeletedView>> {
-    let session = thread_id(&session)?;
+) -> Result<axum::Json<SessionDeletedView>, WriteError> {
     Ok(axum::Json(st.engine.delete_session(&who, &session).await?))
 }

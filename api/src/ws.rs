@@ -42,11 +42,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::auth::StreamPrincipal;
 use crate::error::{ApiError, ApiResult};
-use crate::extract::Query;
+use crate::events::{BranchMarks, Enricher};
+use crate::extract::{Query, owned_run};
 use crate::limits::StreamPermit;
-use crate::openapi::{Forbidden, StreamsUnavailable, Unauthorized};
-use crate::rest::owned_run;
-use crate::sse::{BranchMarks, Enricher};
+use crate::refusals::StreamError;
+use crate::response::WAITING_HINT;
 use crate::state::AppState;
 
 /// Runs one socket streams at once; subscribing to one more drops the oldest.
@@ -82,16 +82,15 @@ pub struct WsQuery {
     responses(
         (status = 101, description = "WebSocket upgrade; JSON text frames `{\"type\": ...}`. Client: message {content, thread_id?, hitl?, on_reject?, user_id?}, human_response {approve | response | decision, approval_id?, edited_args?, comment?}, command {command}, subscribe {run_id, from_seq?}. Server: connected, event, hitl_request, final, command_result, error"),
         (status = 400, description = "Not a valid WebSocket upgrade (missing or bad `Connection`, `Upgrade`, `Sec-WebSocket-Version` or `Sec-WebSocket-Key`) (`bad_request`), or a `Host` header that names another server (`bad_host`)", body = ErrorBody),
-        (status = 401, response = Unauthorized), (status = 403, response = Forbidden),
         (status = 426, description = "The connection cannot be upgraded (`upgrade_required`)", body = ErrorBody),
-        (status = 503, response = StreamsUnavailable),
+        StreamError,
     ))]
-pub async fn handler(
+pub(crate) async fn handler(
     State(st): State<AppState>,
     StreamPrincipal(who): StreamPrincipal,
     Query(q): Query<WsQuery>,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
-) -> ApiResult<Response> {
+) -> Result<Response, StreamError> {
     let upgrade = upgrade.map_err(|e| {
         let code = if e.status() == StatusCode::UPGRADE_REQUIRED {
             "upgrade_required"
@@ -462,7 +461,7 @@ impl Session {
                         "type": "hitl_request", "run_id": run, "message": null, "approval": null,
                     }),
                 };
-                frame["hint"] = json!(crate::rest::WAITING_HINT);
+                frame["hint"] = json!(WAITING_HINT);
                 Ok(Some(frame))
             }
             TurnOutcome::Decided { .. } => {

@@ -1,7 +1,5 @@
-//! The assistants: one for the supervisor workflow (`graph_id` `supervisor`) and one per
-//! registered agent, which can drive a whole run by itself (agent mode; its `graph_id` is its
-//! name). They are the server's own, made at its start: ids are UUIDv5 of the graph id, so a
-//! client may keep one across restarts and servers.
+//! The assistants' routes: search, one assistant, its graph and its schemas (the assistants
+//! themselves are the server's graphs, see [`super::graphs`]).
 
 use axum::Json;
 use axum::extract::State;
@@ -9,82 +7,14 @@ use axum::response::Response;
 use chronicle_wire::langgraph::{
     Assistant, AssistantGraph, AssistantSearch, Detail, GraphEdge, GraphNode, GraphSchemas,
 };
-use serde_json::{Map, json};
+use serde_json::json;
 
-use super::views::assistant_id;
+use super::graphs::{SUPERVISOR, SUPERVISOR_EDGES, SUPERVISOR_NODES, all, find};
+use super::request::{page_limit, paged};
 use crate::auth::Principal;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Json as Body, Path, Query};
-use crate::openapi::{
-    LgBadHost, LgBusy, LgForbidden, LgPayloadTooLarge, LgRequestTimeout, LgUnauthorized,
-    LgUnsupportedMediaType,
-};
 use crate::state::AppState;
-
-/// The graph id of Chronicle's supervisor workflow.
-pub const SUPERVISOR: &str = "supervisor";
-/// The supervisor workflow's steps, in order.
-pub(crate) const SUPERVISOR_NODES: [&str; 7] = [
-    "initialize",
-    "analyze_intent",
-    "build_plan",
-    "execute_todo",
-    "evaluate",
-    "aggregate",
-    "generate_response",
-];
-/// The supervisor workflow's edges: (from, to, conditional).
-const SUPERVISOR_EDGES: [(&str, &str, bool); 9] = [
-    ("__start__", "initialize", false),
-    ("initialize", "analyze_intent", false),
-    ("analyze_intent", "build_plan", false),
-    ("build_plan", "execute_todo", true),
-    ("build_plan", "aggregate", true),
-    ("execute_todo", "evaluate", false),
-    ("evaluate", "execute_todo", true),
-    ("evaluate", "aggregate", true),
-    ("aggregate", "generate_response", false),
-];
-
-fn assistant(st: &AppState, graph_id: &str, description: &str) -> Assistant {
-    let started = st.started_at.to_string();
-    Assistant {
-        assistant_id: assistant_id(graph_id).to_string(),
-        graph_id: graph_id.to_owned(),
-        config: Map::new(),
-        context: Map::new(),
-        metadata: [("created_by".to_owned(), json!("system"))]
-            .into_iter()
-            .collect(),
-        name: graph_id.to_owned(),
-        description: Some(description.to_owned()),
-        version: 1,
-        created_at: started.clone(),
-        updated_at: started,
-    }
-}
-
-/// Every assistant of this server: the supervisor first, then the agents by name (an agent
-/// named like the supervisor graph has none: the graph id is taken).
-fn all(st: &AppState) -> Vec<Assistant> {
-    let settings = st.engine.settings();
-    let agents = settings.registry.infos().filter(|a| a.name != SUPERVISOR);
-    std::iter::once(assistant(
-        st,
-        SUPERVISOR,
-        "The supervisor workflow: analyse the query, plan it into TODOs, run them with agents (with human approval where the policy asks), evaluate, aggregate and answer",
-    ))
-    .chain(agents.map(|a| assistant(st, &a.name, &a.purpose)))
-    .collect()
-}
-
-/// The assistant `id` names: its UUID or its graph id.
-pub(crate) fn find(st: &AppState, id: &str) -> ApiResult<Assistant> {
-    all(st)
-        .into_iter()
-        .find(|a| a.assistant_id.eq_ignore_ascii_case(id) || a.graph_id == id)
-        .ok_or_else(|| ApiError::not_found(format!("assistant {id:?} not found")))
-}
 
 fn matches(a: &Assistant, q: &AssistantSearch) -> bool {
     q.graph_id.as_ref().is_none_or(|g| *g == a.graph_id)
@@ -103,30 +33,23 @@ fn matches(a: &Assistant, q: &AssistantSearch) -> bool {
                 ("X-Pagination-Next" = u64, description = "The `offset` of the next page, when there is one"),
             )),
         (status = 400, description = "Malformed JSON, or a `Host` header that names another server", body = Detail),
-        (status = 401, response = LgUnauthorized), (status = 403, response = LgForbidden),
-        (status = 408, response = LgRequestTimeout), (status = 413, response = LgPayloadTooLarge),
-        (status = 415, response = LgUnsupportedMediaType),
         (status = 422, description = "A field of the wrong type, or a `limit` outside 1..=1000", body = Detail),
-        (status = 503, response = LgBusy),
     ))]
 pub(crate) async fn search(
     State(st): State<AppState>,
     _who: Principal,
     Body(q): Body<AssistantSearch>,
 ) -> ApiResult<Response> {
-    let limit = super::page_limit(q.limit)?;
+    let limit = page_limit(q.limit)?;
     let found: Vec<Assistant> = all(&st).into_iter().filter(|a| matches(a, &q)).collect();
-    Ok(super::paged(found, q.offset, limit))
+    Ok(paged(found, q.offset, limit))
 }
 
 #[utoipa::path(get, path = "/assistants/{assistant_id}", operation_id = "get_assistant", tag = "langgraph", security(("bearer" = [])),
     params(("assistant_id" = String, Path, description = "The assistant's UUID, or its graph id")),
     responses(
         (status = 200, description = "The assistant", body = Assistant),
-        (status = 400, response = LgBadHost), (status = 401, response = LgUnauthorized),
-        (status = 403, response = LgForbidden),
         (status = 404, description = "No assistant has this id or graph id", body = Detail),
-        (status = 503, response = LgBusy),
     ))]
 pub(crate) async fn get_assistant(
     State(st): State<AppState>,
@@ -150,9 +73,7 @@ pub(crate) struct GraphQuery {
     responses(
         (status = 200, description = "The graph's nodes and edges", body = AssistantGraph),
         (status = 400, description = "An `xray` that is neither a boolean nor a depth, or a `Host` header that names another server", body = Detail),
-        (status = 401, response = LgUnauthorized), (status = 403, response = LgForbidden),
         (status = 404, description = "No assistant has this id or graph id", body = Detail),
-        (status = 503, response = LgBusy),
     ))]
 pub(crate) async fn graph(
     State(st): State<AppState>,
@@ -209,10 +130,7 @@ fn drawn(steps: &[&str], edges: &[(&str, &str, bool)]) -> AssistantGraph {
     params(("assistant_id" = String, Path, description = "The assistant's UUID, or its graph id")),
     responses(
         (status = 200, description = "JSON Schemas of the graph's input, output, state, config and context", body = GraphSchemas),
-        (status = 400, response = LgBadHost), (status = 401, response = LgUnauthorized),
-        (status = 403, response = LgForbidden),
         (status = 404, description = "No assistant has this id or graph id", body = Detail),
-        (status = 503, response = LgBusy),
     ))]
 pub(crate) async fn schemas(
     State(st): State<AppState>,
@@ -244,6 +162,7 @@ pub(crate) async fn schemas(
 
 #[cfg(test)]
 mod tests {
+    use super::super::views::assistant_id;
     use super::*;
 
     #[test]

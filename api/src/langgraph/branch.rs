@@ -9,7 +9,7 @@
 use chronicle_schemas::{Follows, RunId};
 use uuid::Uuid;
 
-use super::threads::{self, Loaded};
+use super::loaded::{self, Loaded};
 use super::views::{self, Point, Turns};
 use crate::error::{ApiError, ApiResult};
 
@@ -28,7 +28,7 @@ pub(crate) fn for_input(l: &Loaded, turns: &Turns<'_>, named: Option<&str>) -> A
     let Some(id) = named else {
         return Ok(Follows::Previous);
     };
-    let p = threads::point(l, turns, id)?;
+    let p = loaded::point(l, turns, id)?;
     if Some(p) == views::head(turns) {
         return Ok(Follows::Previous);
     }
@@ -45,7 +45,7 @@ pub(crate) fn for_input(l: &Loaded, turns: &Turns<'_>, named: Option<&str>) -> A
 
 /// What a run without input does from checkpoint `id`.
 pub(crate) fn without_input<'a>(l: &Loaded, turns: &Turns<'a>, id: &str) -> ApiResult<Again<'a>> {
-    let p = threads::point(l, turns, id)?;
+    let p = loaded::point(l, turns, id)?;
     if Some(p) == views::head(turns) {
         return Err(ApiError::unprocessable(
             "the checkpoint is the thread's head: a run from it needs `input` or a `command`",

@@ -6,6 +6,7 @@
 //! [`super::records`]) with the seq where its part of the Chronicle run starts; its status and
 //! stream are read from there.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use axum::Json;
@@ -19,21 +20,25 @@ use chronicle_wire::langgraph::{
 };
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
+use utoipa::openapi::header::HeaderBuilder;
+use utoipa::openapi::response::ResponseBuilder;
+use utoipa::openapi::{ContentBuilder, Ref, RefOr};
+use utoipa::{IntoResponses, PartialSchema, ToSchema};
 use uuid::Uuid;
 
-use super::assistants;
 use super::branch::{self, Again};
+use super::graphs;
+use super::loaded::{self, Loaded, checkpoint_id_in, human_message, load, uuid_of};
 use super::records::{self, RunKind, RunRecord};
+use super::request::{ThreadPath, ThreadRunPath, page_limit, paged};
 use super::stream::{self, Ask};
-use super::threads::{self, Loaded, checkpoint_id_in, load, uuid_of};
 use super::views;
 use crate::auth::Principal;
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{Json as Body, Path, Query, Unread};
-use crate::openapi::{
-    LgBadBody, LgBadHost, LgBusy, LgForbidden, LgInsufficientStorage, LgInternal,
-    LgPayloadTooLarge, LgRequestTimeout, LgRunConflict, LgRunNotFound, LgRunNotStarted,
-    LgRunRefused, LgThreadNotFound, LgUnauthorized, LgUnsupportedMediaType, LgUuid,
+use crate::extract::{Json as Body, Query, Unread};
+use crate::refusals::{
+    LgRunReadError, LgRunStartError, LgRunWriteError, LgThreadReadError, LgThreadWriteError,
+    LgWriteError,
 };
 use crate::state::{AppState, now};
 use chronicle_wire::langgraph::Detail;
@@ -66,27 +71,6 @@ fn options(req: &RunCreate) -> ApiResult<Options> {
             "a run option in config.configurable or context: {e}"
         ))
     })
-}
-
-/// The last human message of a run's `input.messages` (a list, or one message).
-fn human_message(input: &Value) -> Option<&Value> {
-    let human = |m: &&Value| {
-        matches!(
-            m.get("type").and_then(Value::as_str),
-            Some("human" | "user")
-        ) || m.get("role").and_then(Value::as_str) == Some("user")
-    };
-    match input.get("messages")? {
-        Value::Array(ms) => ms.iter().rev().find(human),
-        m @ Value::Object(_) => Some(m).filter(human),
-        _ => None,
-    }
-}
-
-/// The id the client gave the human message of a run's `input`, if it gave one.
-pub(crate) fn given_message_id(input: &Value) -> Option<String> {
-    let id = human_message(input)?.get("id")?.as_str()?;
-    (!id.is_empty()).then(|| id.to_owned())
 }
 
 /// The query in a run's `input`: `query`, or the last human message of `messages` (its text,
@@ -333,7 +317,7 @@ async fn launch(
     thread: Option<Uuid>,
     req: &RunCreate,
 ) -> ApiResult<(RunRecord, Loaded)> {
-    let assistant = assistants::find(st, &req.assistant_id)?;
+    let assistant = graphs::find(st, &req.assistant_id)?;
     let store = st.engine.store();
     let named = match thread {
         Some(t) => Some(t),
@@ -351,7 +335,7 @@ async fn launch(
             Err(e)
                 if e.status == StatusCode::NOT_FOUND
                     && req.if_not_exists == Some(IfNotExists::Create)
-                    && !threads::taken(st, t)? =>
+                    && !loaded::taken(st, t)? =>
             {
                 (t, true)
             }
@@ -363,7 +347,7 @@ async fn launch(
     };
     check(req)?;
     let l = if fresh {
-        threads::fresh(who, thread)
+        loaded::fresh(who, thread)
     } else {
         let strategy = req.multitask_strategy.unwrap_or_default();
         if let Some(latest) = load(st, who, thread)?.latest() {
@@ -518,12 +502,56 @@ fn modes(m: Option<&StreamModes>) -> Vec<StreamMode> {
     m.map_or_else(|| vec![StreamMode::Values], StreamModes::list)
 }
 
+/// The answers of a run's creation, each declared once for the thread's route and the stateless
+/// one: the run's stream, the thread's values once it settled, or the run itself.
+macro_rules! run_answers {
+    ($($(#[$doc:meta])* $name:ident = $description:literal, $content_type:literal, $schema:expr, [$($header:literal = $header_description:literal),*];)*) => {$(
+        $(#[$doc])*
+        pub(crate) struct $name(Response);
+
+        impl IntoResponse for $name {
+            fn into_response(self) -> Response {
+                self.0
+            }
+        }
+
+        impl IntoResponses for $name {
+            fn responses() -> BTreeMap<String, RefOr<utoipa::openapi::Response>> {
+                let answer = ResponseBuilder::new()
+                    .description($description)
+                    .content($content_type, ContentBuilder::new().schema(Some($schema)).build())
+                    $(.header($header, HeaderBuilder::new()
+                        .schema(String::schema())
+                        .description(Some($header_description))
+                        .build()))*
+                    .build();
+                BTreeMap::from([("200".to_owned(), RefOr::T(answer))])
+            }
+        }
+    )*};
+}
+
+run_answers! {
+    /// `POST .../runs/stream`.
+    RunStreamAnswer = "Server-sent events: `metadata` first, then per the stream modes `values`, `updates`, `messages`, `custom`, `debug`, `checkpoints`; interrupts as `updates` with `__interrupt__` and in the final `values`; `error` when the run fails. Ends when the run waits for a human or has ended (its status says so first). With `stream_resumable`, `id:` is the run's event seq",
+        "text/event-stream", String::schema(),
+        ["Location" = "The run's stream, to rejoin", "Content-Location" = "The run"];
+    /// `POST .../runs/wait`.
+    RunWaitAnswer = "The thread's values once the run waits for a human (with `__interrupt__`) or has ended; `{\"__error__\": {error, message}}` when it failed",
+        "application/json", Value::schema(),
+        ["Content-Location" = "The run"];
+    /// `POST .../runs`.
+    RunCreateAnswer = "The run, started",
+        "application/json", Ref::from_schema_name(Run::name()),
+        ["Content-Location" = "The run"];
+}
+
 async fn create_stream(
     st: AppState,
     who: Who,
     thread: Option<Uuid>,
     req: RunCreate,
-) -> ApiResult<Response> {
+) -> ApiResult<RunStreamAnswer> {
     // The stream's slot first: a stream refused for the cap has started nothing.
     let permit = st.streams.open(&who.name)?;
     let (rec, l) = launch(&st, &who, thread, &req).await?;
@@ -536,7 +564,7 @@ async fn create_stream(
     let before = earlier(&l, rec.chronicle_run);
     let mut res = stream::respond(&st, &who, permit, rec.clone(), before, None, ask)?;
     locations(&rec, &mut res, true);
-    Ok(res)
+    Ok(RunStreamAnswer(res))
 }
 
 /// Waits until `rec`'s part of its Chronicle run settled; the thread's values then (with its
@@ -566,7 +594,7 @@ async fn settled_values(
     }
     let turns = l.tree();
     Ok(match views::head(&turns) {
-        Some(p) => threads::state_of(st, &l, &turns, p)?.values,
+        Some(p) => loaded::state_of(st, &l, &turns, p)?.values,
         None => json!({}),
     })
 }
@@ -576,12 +604,12 @@ async fn create_wait(
     who: Who,
     thread: Option<Uuid>,
     req: RunCreate,
-) -> ApiResult<Response> {
+) -> ApiResult<RunWaitAnswer> {
     let (rec, _) = launch(&st, &who, thread, &req).await?;
     let values = settled_values(&st, &who, &rec, None).await?;
     let mut res = Json(values).into_response();
     locations(&rec, &mut res, false);
-    Ok(res)
+    Ok(RunWaitAnswer(res))
 }
 
 async fn create_background(
@@ -589,154 +617,98 @@ async fn create_background(
     who: Who,
     thread: Option<Uuid>,
     req: RunCreate,
-) -> ApiResult<Response> {
+) -> ApiResult<RunCreateAnswer> {
     let (rec, _) = launch(&st, &who, thread, &req).await?;
     let mut res = Json(view(&st, &rec, None)?).into_response();
     locations(&rec, &mut res, false);
-    Ok(res)
+    Ok(RunCreateAnswer(res))
 }
 
 #[utoipa::path(post, path = "/threads/{thread_id}/runs/stream", operation_id = "stream_run", tag = "langgraph", request_body = RunCreate, security(("bearer" = [])),
-    params(("thread_id" = inline(LgUuid), Path, description = "The thread: a UUID")),
+    params(ThreadPath),
     responses(
-        (status = 200, description = "Server-sent events: `metadata` first, then per the stream modes `values`, `updates`, `messages`, `custom`, `debug`, `checkpoints`; interrupts as `updates` with `__interrupt__` and in the final `values`; `error` when the run fails. Ends when the run waits for a human or has ended (its status says so first). With `stream_resumable`, `id:` is the run's event seq",
-            content_type = "text/event-stream", body = String,
-            headers(("Location" = String, description = "The run's stream, to rejoin"), ("Content-Location" = String, description = "The run"))),
-        (status = 400, response = LgBadBody),
-        (status = 401, response = LgUnauthorized), (status = 403, response = LgForbidden),
-        (status = 500, response = LgInternal), (status = 503, response = LgBusy),
-        (status = 408, response = LgRequestTimeout), (status = 413, response = LgPayloadTooLarge),
-        (status = 415, response = LgUnsupportedMediaType),
-        (status = 404, response = LgRunNotStarted),
-        (status = 409, response = LgRunConflict),
-        (status = 422, response = LgRunRefused),
-        (status = 507, response = LgInsufficientStorage),
+        RunStreamAnswer,
+        LgRunStartError,
     ))]
 pub(crate) async fn stream_on_thread(
     State(st): State<AppState>,
     Principal(who): Principal,
-    Path(thread): Path<String>,
+    ThreadPath(thread): ThreadPath,
     Body(req): Body<RunCreate>,
-) -> ApiResult<Response> {
+) -> Result<RunStreamAnswer, LgRunStartError> {
     let thread = uuid_of("thread_id", &thread)?;
-    create_stream(st, who, Some(thread), req).await
+    Ok(create_stream(st, who, Some(thread), req).await?)
 }
 
 #[utoipa::path(post, path = "/runs/stream", operation_id = "stream_stateless_run", tag = "langgraph", request_body = RunCreate, security(("bearer" = [])),
     responses(
-        (status = 200, description = "Server-sent events: `metadata` first, then per the stream modes `values`, `updates`, `messages`, `custom`, `debug`, `checkpoints`; interrupts as `updates` with `__interrupt__` and in the final `values`; `error` when the run fails. Ends when the run waits for a human or has ended (its status says so first). With `stream_resumable`, `id:` is the run's event seq",
-            content_type = "text/event-stream", body = String,
-            headers(("Location" = String, description = "The run's stream, to rejoin"), ("Content-Location" = String, description = "The run"))),
-        (status = 400, response = LgBadBody),
-        (status = 401, response = LgUnauthorized), (status = 403, response = LgForbidden),
-        (status = 500, response = LgInternal), (status = 503, response = LgBusy),
-        (status = 408, response = LgRequestTimeout), (status = 413, response = LgPayloadTooLarge),
-        (status = 415, response = LgUnsupportedMediaType),
-        (status = 404, response = LgRunNotStarted),
-        (status = 409, response = LgRunConflict),
-        (status = 422, response = LgRunRefused),
-        (status = 507, response = LgInsufficientStorage),
+        RunStreamAnswer,
+        LgRunStartError,
     ))]
 pub(crate) async fn stream_stateless(
     State(st): State<AppState>,
     Principal(who): Principal,
     Body(req): Body<RunCreate>,
-) -> ApiResult<Response> {
-    create_stream(st, who, None, req).await
+) -> Result<RunStreamAnswer, LgRunStartError> {
+    Ok(create_stream(st, who, None, req).await?)
 }
 
 #[utoipa::path(post, path = "/threads/{thread_id}/runs/wait", operation_id = "wait_run", tag = "langgraph", request_body = RunCreate, security(("bearer" = [])),
-    params(("thread_id" = inline(LgUuid), Path, description = "The thread: a UUID")),
+    params(ThreadPath),
     responses(
-        (status = 200, description = "The thread's values once the run waits for a human (with `__interrupt__`) or has ended; `{\"__error__\": {error, message}}` when it failed", body = serde_json::Value,
-            headers(("Content-Location" = String, description = "The run"))),
-        (status = 400, response = LgBadBody),
-        (status = 401, response = LgUnauthorized), (status = 403, response = LgForbidden),
-        (status = 500, response = LgInternal), (status = 503, response = LgBusy),
-        (status = 408, response = LgRequestTimeout), (status = 413, response = LgPayloadTooLarge),
-        (status = 415, response = LgUnsupportedMediaType),
-        (status = 404, response = LgRunNotStarted),
-        (status = 409, response = LgRunConflict),
-        (status = 422, response = LgRunRefused),
-        (status = 507, response = LgInsufficientStorage),
+        RunWaitAnswer,
+        LgRunStartError,
     ))]
 pub(crate) async fn wait_on_thread(
     State(st): State<AppState>,
     Principal(who): Principal,
-    Path(thread): Path<String>,
+    ThreadPath(thread): ThreadPath,
     Body(req): Body<RunCreate>,
-) -> ApiResult<Response> {
+) -> Result<RunWaitAnswer, LgRunStartError> {
     let thread = uuid_of("thread_id", &thread)?;
-    create_wait(st, who, Some(thread), req).await
+    Ok(create_wait(st, who, Some(thread), req).await?)
 }
 
 #[utoipa::path(post, path = "/runs/wait", operation_id = "wait_stateless_run", tag = "langgraph", request_body = RunCreate, security(("bearer" = [])),
     responses(
-        (status = 200, description = "The thread's values once the run waits for a human (with `__interrupt__`) or has ended; `{\"__error__\": {error, message}}` when it failed", body = serde_json::Value,
-            headers(("Content-Location" = String, description = "The run"))),
-        (status = 400, response = LgBadBody),
-        (status = 401, response = LgUnauthorized), (status = 403, response = LgForbidden),
-        (status = 500, response = LgInternal), (status = 503, response = LgBusy),
-        (status = 408, response = LgRequestTimeout), (status = 413, response = LgPayloadTooLarge),
-        (status = 415, response = LgUnsupportedMediaType),
-        (status = 404, response = LgRunNotStarted),
-        (status = 409, response = LgRunConflict),
-        (status = 422, response = LgRunRefused),
-        (status = 507, response = LgInsufficientStorage),
+        RunWaitAnswer,
+        LgRunStartError,
     ))]
 pub(crate) async fn wait_stateless(
     State(st): State<AppState>,
     Principal(who): Principal,
     Body(req): Body<RunCreate>,
-) -> ApiResult<Response> {
-    create_wait(st, who, None, req).await
+) -> Result<RunWaitAnswer, LgRunStartError> {
+    Ok(create_wait(st, who, None, req).await?)
 }
 
 #[utoipa::path(post, path = "/threads/{thread_id}/runs", operation_id = "create_run", tag = "langgraph", request_body = RunCreate, security(("bearer" = [])),
-    params(("thread_id" = inline(LgUuid), Path, description = "The thread: a UUID")),
+    params(ThreadPath),
     responses(
-        (status = 200, description = "The run, started", body = Run,
-            headers(("Content-Location" = String, description = "The run"))),
-        (status = 400, response = LgBadBody),
-        (status = 401, response = LgUnauthorized), (status = 403, response = LgForbidden),
-        (status = 500, response = LgInternal), (status = 503, response = LgBusy),
-        (status = 408, response = LgRequestTimeout), (status = 413, response = LgPayloadTooLarge),
-        (status = 415, response = LgUnsupportedMediaType),
-        (status = 404, response = LgRunNotStarted),
-        (status = 409, response = LgRunConflict),
-        (status = 422, response = LgRunRefused),
-        (status = 507, response = LgInsufficientStorage),
+        RunCreateAnswer,
+        LgRunStartError,
     ))]
 pub(crate) async fn create_on_thread(
     State(st): State<AppState>,
     Principal(who): Principal,
-    Path(thread): Path<String>,
+    ThreadPath(thread): ThreadPath,
     Body(req): Body<RunCreate>,
-) -> ApiResult<Response> {
+) -> Result<RunCreateAnswer, LgRunStartError> {
     let thread = uuid_of("thread_id", &thread)?;
-    create_background(st, who, Some(thread), req).await
+    Ok(create_background(st, who, Some(thread), req).await?)
 }
 
 #[utoipa::path(post, path = "/runs", operation_id = "create_stateless_run", tag = "langgraph", request_body = RunCreate, security(("bearer" = [])),
     responses(
-        (status = 200, description = "The run, started", body = Run,
-            headers(("Content-Location" = String, description = "The run"))),
-        (status = 400, response = LgBadBody),
-        (status = 401, response = LgUnauthorized), (status = 403, response = LgForbidden),
-        (status = 500, response = LgInternal), (status = 503, response = LgBusy),
-        (status = 408, response = LgRequestTimeout), (status = 413, response = LgPayloadTooLarge),
-        (status = 415, response = LgUnsupportedMediaType),
-        (status = 404, response = LgRunNotStarted),
-        (status = 409, response = LgRunConflict),
-        (status = 422, response = LgRunRefused),
-        (status = 507, response = LgInsufficientStorage),
+        RunCreateAnswer,
+        LgRunStartError,
     ))]
 pub(crate) async fn create_stateless(
     State(st): State<AppState>,
     Principal(who): Principal,
     Body(req): Body<RunCreate>,
-) -> ApiResult<Response> {
-    create_background(st, who, None, req).await
+) -> Result<RunCreateAnswer, LgRunStartError> {
+    Ok(create_background(st, who, None, req).await?)
 }
 
 /// `GET /threads/{thread_id}/runs`: a page, and a status filter.
@@ -756,7 +728,7 @@ pub(crate) struct ListQuery {
 }
 
 #[utoipa::path(get, path = "/threads/{thread_id}/runs", operation_id = "list_runs", tag = "langgraph", security(("bearer" = [])),
-    params(("thread_id" = inline(LgUuid), Path, description = "The thread: a UUID"), ListQuery),
+    params(ThreadPath, ListQuery),
     responses(
         (status = 200, description = "One page of the thread's runs, newest first", body = Vec<Run>,
             headers(
@@ -764,18 +736,16 @@ pub(crate) struct ListQuery {
                 ("X-Pagination-Next" = u64, description = "The `offset` of the next page, when there is one"),
             )),
         (status = 400, description = "A malformed query parameter, or a `Host` header that names another server", body = Detail),
-        (status = 401, response = LgUnauthorized), (status = 403, response = LgForbidden),
-        (status = 500, response = LgInternal), (status = 503, response = LgBusy),
-        (status = 404, response = LgThreadNotFound),
         (status = 422, description = "A `thread_id` that is not a UUID, or a `limit` outside 1..=1000", body = Detail),
+        LgThreadReadError,
     ))]
 pub(crate) async fn list(
     State(st): State<AppState>,
     Principal(who): Principal,
-    Path(thread): Path<String>,
+    ThreadPath(thread): ThreadPath,
     Query(q): Query<ListQuery>,
-) -> ApiResult<Response> {
-    let limit = super::page_limit(q.limit)?;
+) -> Result<Response, LgThreadReadError> {
+    let limit = page_limit(q.limit)?;
     let l = load(&st, &who, uuid_of("thread_id", &thread)?)?;
     let mut runs = Vec::new();
     for (rec, until) in runs_with_ends(&st, l.record.thread_id)?.into_iter().rev() {
@@ -784,43 +754,37 @@ pub(crate) async fn list(
             runs.push(run);
         }
     }
-    Ok(super::paged(runs, q.offset, limit))
+    Ok(paged(runs, q.offset, limit))
 }
 
 #[utoipa::path(get, path = "/threads/{thread_id}/runs/{run_id}", operation_id = "get_run", tag = "langgraph", security(("bearer" = [])),
-    params(("thread_id" = inline(LgUuid), Path, description = "The thread: a UUID"), ("run_id" = inline(LgUuid), Path, description = "The run: a UUID")),
+    params(ThreadRunPath),
     responses(
         (status = 200, description = "The run and its status", body = Run),
-        (status = 400, response = LgBadHost),
-        (status = 401, response = LgUnauthorized), (status = 403, response = LgForbidden),
-        (status = 500, response = LgInternal), (status = 503, response = LgBusy),
-        (status = 404, response = LgRunNotFound),
         (status = 422, description = "A `thread_id` or `run_id` that is not a UUID", body = Detail),
+        LgRunReadError,
     ))]
 pub(crate) async fn get(
     State(st): State<AppState>,
     Principal(who): Principal,
-    Path((thread, run)): Path<(String, String)>,
-) -> ApiResult<Json<Run>> {
+    ThreadRunPath(thread, run): ThreadRunPath,
+) -> Result<Json<Run>, LgRunReadError> {
     let (_, rec, until) = find(&st, &who, &thread, &run)?;
     Ok(Json(view(&st, &rec, until)?))
 }
 
 #[utoipa::path(get, path = "/threads/{thread_id}/runs/{run_id}/join", operation_id = "join_run", tag = "langgraph", security(("bearer" = [])),
-    params(("thread_id" = inline(LgUuid), Path, description = "The thread: a UUID"), ("run_id" = inline(LgUuid), Path, description = "The run: a UUID")),
+    params(ThreadRunPath),
     responses(
         (status = 200, description = "The thread's values once the run waits for a human or has ended; `{\"__error__\"}` when it failed", body = serde_json::Value),
-        (status = 400, response = LgBadHost),
-        (status = 401, response = LgUnauthorized), (status = 403, response = LgForbidden),
-        (status = 500, response = LgInternal), (status = 503, response = LgBusy),
-        (status = 404, response = LgRunNotFound),
         (status = 422, description = "A `thread_id` or `run_id` that is not a UUID", body = Detail),
+        LgRunReadError,
     ))]
 pub(crate) async fn join(
     State(st): State<AppState>,
     Principal(who): Principal,
-    Path((thread, run)): Path<(String, String)>,
-) -> ApiResult<Json<Value>> {
+    ThreadRunPath(thread, run): ThreadRunPath,
+) -> Result<Json<Value>, LgRunReadError> {
     let (_, rec, until) = find(&st, &who, &thread, &run)?;
     Ok(Json(settled_values(&st, &who, &rec, until).await?))
 }
@@ -862,23 +826,21 @@ impl JoinStreamQuery {
 }
 
 #[utoipa::path(get, path = "/threads/{thread_id}/runs/{run_id}/stream", operation_id = "join_run_stream", tag = "langgraph", security(("bearer" = [])),
-    params(("thread_id" = inline(LgUuid), Path, description = "The thread: a UUID"), ("run_id" = inline(LgUuid), Path, description = "The run: a UUID"), JoinStreamQuery,
+    params(ThreadRunPath, JoinStreamQuery,
         ("Last-Event-ID" = Option<String>, Header, pattern = "^(-1|[0-9]{1,19})?$", description = "Resume after this event seq; `-1` replays the run from its start")),
     responses(
         (status = 200, description = "The run's events as `POST .../runs/stream` sends them (`id:` = event seq), from its start or after `Last-Event-ID`; ends when the run waits for a human or has ended", content_type = "text/event-stream", body = String),
         (status = 400, description = "A bad `Last-Event-ID` or query parameter, or a `Host` header that names another server", body = Detail),
-        (status = 401, response = LgUnauthorized), (status = 403, response = LgForbidden),
-        (status = 500, response = LgInternal), (status = 503, response = LgBusy),
-        (status = 404, response = LgRunNotFound),
         (status = 422, description = "A `thread_id` or `run_id` that is not a UUID", body = Detail),
+        LgRunReadError,
     ))]
 pub(crate) async fn join_stream(
     State(st): State<AppState>,
     Principal(who): Principal,
-    Path((thread, run)): Path<(String, String)>,
+    ThreadRunPath(thread, run): ThreadRunPath,
     Query(pairs): Query<Vec<(String, String)>>,
     headers: HeaderMap,
-) -> ApiResult<Response> {
+) -> Result<Response, LgRunReadError> {
     let q = JoinStreamQuery::parse(pairs)?;
     let permit = st.streams.open(&who.name)?;
     let (l, rec, until) = find(&st, &who, &thread, &run)?;
@@ -890,7 +852,7 @@ pub(crate) async fn join_stream(
         Some(Ok(s)) => Some(s.parse::<u64>().map_err(|_| {
             ApiError::bad_request(format!("invalid Last-Event-ID {s:?}: a seq, or -1"))
         })?),
-        Some(Err(_)) => return Err(ApiError::bad_request("invalid Last-Event-ID")),
+        Some(Err(_)) => return Err(ApiError::bad_request("invalid Last-Event-ID").into()),
     };
     let own: Option<StreamModes> = rec
         .kwargs
@@ -903,7 +865,7 @@ pub(crate) async fn join_stream(
         cancel_on_disconnect: q.cancel_on_disconnect.unwrap_or(false),
     };
     let before = earlier(&l, rec.chronicle_run);
-    stream::respond(&st, &who, permit, rec, before, until, ask)
+    Ok(stream::respond(&st, &who, permit, rec, before, until, ask)?)
 }
 
 /// `POST .../cancel`: `wait` for the run to end; `action` interrupt (the default) or
@@ -973,24 +935,22 @@ async fn cancel_one(
 }
 
 #[utoipa::path(post, path = "/threads/{thread_id}/runs/{run_id}/cancel", operation_id = "cancel_run", tag = "langgraph", security(("bearer" = [])),
-    params(("thread_id" = inline(LgUuid), Path, description = "The thread: a UUID"), ("run_id" = inline(LgUuid), Path, description = "The run: a UUID"), CancelQuery),
+    params(ThreadRunPath, CancelQuery),
     responses(
         (status = 202, description = "Cancelled: its turn ends `cancelled` (with `action=rollback` the run is forgotten too)"),
         (status = 204, description = "With `wait=true`: cancelled, and the turn has ended"),
         (status = 400, description = "A malformed query parameter, or a `Host` header that names another server", body = Detail),
-        (status = 401, response = LgUnauthorized), (status = 403, response = LgForbidden),
-        (status = 500, response = LgInternal), (status = 503, response = LgBusy),
         (status = 404, description = "No thread has this id, the thread has no run with this id, or the run is not pending or running", body = Detail),
         (status = 422, description = "A `thread_id` or `run_id` that is not a UUID", body = Detail),
-        (status = 507, response = LgInsufficientStorage),
+        LgWriteError,
     ))]
 pub(crate) async fn cancel(
     State(st): State<AppState>,
     Principal(who): Principal,
-    Path((thread, run)): Path<(String, String)>,
+    ThreadRunPath(thread, run): ThreadRunPath,
     Query(q): Query<CancelQuery>,
     _body: Unread,
-) -> ApiResult<StatusCode> {
+) -> Result<StatusCode, LgWriteError> {
     let (_, rec, until) = find(&st, &who, &thread, &run)?;
     let run = rec.chronicle_run;
     cancel_one(
@@ -1012,29 +972,26 @@ pub(crate) async fn cancel(
 }
 
 #[utoipa::path(delete, path = "/threads/{thread_id}/runs/{run_id}", operation_id = "delete_run", tag = "langgraph", security(("bearer" = [])),
-    params(("thread_id" = inline(LgUuid), Path, description = "The thread: a UUID"), ("run_id" = inline(LgUuid), Path, description = "The run: a UUID")),
+    params(ThreadRunPath),
     responses(
         (status = 204, description = "The run is forgotten (its turn's events stay in the log)"),
-        (status = 400, response = LgBadHost),
-        (status = 401, response = LgUnauthorized), (status = 403, response = LgForbidden),
-        (status = 500, response = LgInternal), (status = 503, response = LgBusy),
-        (status = 404, response = LgRunNotFound),
         (status = 409, description = "The run is still pending or running: cancel it first", body = Detail),
         (status = 422, description = "A `thread_id` or `run_id` that is not a UUID", body = Detail),
-        (status = 507, response = LgInsufficientStorage),
+        LgRunWriteError,
     ))]
 pub(crate) async fn delete(
     State(st): State<AppState>,
     Principal(who): Principal,
-    Path((thread, run)): Path<(String, String)>,
+    ThreadRunPath(thread, run): ThreadRunPath,
     _body: Unread,
-) -> ApiResult<StatusCode> {
+) -> Result<StatusCode, LgRunWriteError> {
     let (_, rec, until) = find(&st, &who, &thread, &run)?;
     if matches!(status(&st, &rec, until)?, "pending" | "running") {
         return Err(ApiError::conflict(format!(
             "run {} is still running: cancel it first",
             rec.run_id
-        )));
+        ))
+        .into());
     }
     records::delete_run(st.engine.store(), &rec)?;
     Ok(StatusCode::NO_CONTENT)
@@ -1054,20 +1011,15 @@ pub(crate) struct CancelManyQuery {
     responses(
         (status = 204, description = "Every pending or running run that matched is cancelled"),
         (status = 400, description = "Malformed JSON or query, or a `Host` header that names another server", body = Detail),
-        (status = 401, response = LgUnauthorized), (status = 403, response = LgForbidden),
-        (status = 408, response = LgRequestTimeout), (status = 413, response = LgPayloadTooLarge),
-        (status = 415, response = LgUnsupportedMediaType),
-        (status = 404, response = LgThreadNotFound),
         (status = 422, description = "Neither `thread_id` nor `status`, `run_ids` without `thread_id`, or a `thread_id` that is not a UUID", body = Detail),
-        (status = 500, response = LgInternal), (status = 503, response = LgBusy),
-        (status = 507, response = LgInsufficientStorage),
+        LgThreadWriteError,
     ))]
 pub(crate) async fn cancel_many(
     State(st): State<AppState>,
     Principal(who): Principal,
     Query(q): Query<CancelManyQuery>,
     Body(req): Body<RunsCancel>,
-) -> ApiResult<StatusCode> {
+) -> Result<StatusCode, LgThreadWriteError> {
     let threads = match (&req.thread_id, req.status) {
         (Some(t), _) => vec![uuid_of("thread_id", t)?],
         (None, Some(_)) if req.run_ids.is_none() => records::threads(st.engine.store(), &who)?
@@ -1077,7 +1029,8 @@ pub(crate) async fn cancel_many(
         _ => {
             return Err(ApiError::unprocessable(
                 "name a `thread_id` (and perhaps its `run_ids`), or a `status` for all your runs",
-            ));
+            )
+            .into());
         }
     };
     // An id that is not a UUID names no run.
@@ -1092,7 +1045,7 @@ pub(crate) async fn cancel_many(
             Ok(_) => {}
             // Among all the caller's threads, one deleted through Chronicle's own API is skipped.
             Err(e) if req.thread_id.is_none() && e.status == StatusCode::NOT_FOUND => continue,
-            Err(e) => return Err(e),
+            Err(e) => return Err(e.into()),
         }
         for (rec, until) in runs_with_ends(&st, thread)? {
             if wanted.as_ref().is_some_and(|w| !w.contains(&rec.run_id)) {

@@ -28,7 +28,7 @@ use super::records::RunRecord;
 use super::views;
 use crate::error::ApiResult;
 use crate::limits::StreamPermit;
-use crate::sse::sse_response;
+use crate::response::sse_response;
 use crate::state::AppState;
 
 /// One SSE frame before it is sent.
