@@ -16,7 +16,7 @@ use proptest::prelude::*;
 use tokio_stream::StreamExt;
 
 use crate::{
-    Error, Options, RECORD_KEY_BYTES_MAX, RECORD_VALUE_BYTES_MAX, SESSION_ID_BYTES_MAX, Store,
+    Error, IndexOp, IndexRange, Options, RECORD_KEY_BYTES_MAX, RECORD_VALUE_BYTES_MAX, SESSION_ID_BYTES_MAX, Store,
 };
 
 /// Makes the stores a case runs against.
@@ -98,6 +98,8 @@ macro_rules! conformance_tests {
             records_survive_a_reopen_and_stay_out_of_verify,
             a_stopped_store_refuses_record_writes,
             written_appends_are_durable_once_waited_for,
+            the_index_applies_batches_whole_and_pages_both_ways,
+            bad_index_keys_write_nothing_and_a_stopped_store_refuses_the_index,
         );
         #[test]
         fn the_store_behaves_like_a_map() {
@@ -1227,4 +1229,99 @@ pub fn the_store_behaves_like_a_map(f: &dyn Factory) {
     if let Err(e) = result {
         panic!("{e}");
     }
+}
+
+// ------------------------------------------------------------------------------------- index
+
+fn put(k: &str, v: &str) -> IndexOp {
+    IndexOp::Put(k.as_bytes().to_vec(), v.as_bytes().to_vec())
+}
+
+fn keys_of(entries: &[crate::IndexEntry]) -> Vec<String> {
+    entries
+        .iter()
+        .map(|(k, _)| String::from_utf8_lossy(k).into_owned())
+        .collect()
+}
+
+/// A batch puts and deletes and moves the watermark together; pages go either way from a
+/// cursor, within their prefix and their limit; all of it survives a reopen once flushed.
+pub async fn the_index_applies_batches_whole_and_pages_both_ways(f: &dyn Factory) {
+    let store = f.create(Options::default());
+    assert_eq!(store.index_watermark().unwrap(), 0);
+    assert!(store.index_range(&IndexRange::prefix(b"r/", 10)).unwrap().is_empty());
+    let ops: Vec<IndexOp> = (0..10)
+        .map(|i| put(&format!("r/{i}"), &format!("v{i}")))
+        .chain([put("s/0", "other"), put("q/9", "before")])
+        .collect();
+    store.index_apply(&ops, 7).unwrap();
+    store
+        .index_apply(&[IndexOp::Delete(b"r/3".to_vec()), put("r/4", "four")], 9)
+        .unwrap();
+    assert_eq!(store.index_watermark().unwrap(), 9);
+    assert_eq!(store.index_get(b"r/4").unwrap(), Some(b"four".to_vec()));
+    assert_eq!(store.index_get(b"r/3").unwrap(), None);
+    let page = |after: Option<&str>, reverse, limit| {
+        let r = IndexRange::prefix_after(b"r/", after.map(str::as_bytes), reverse, limit);
+        keys_of(&store.index_range(&r).unwrap())
+    };
+    assert_eq!(page(None, false, 3), ["r/0", "r/1", "r/2"]);
+    assert_eq!(page(Some("2"), false, 3), ["r/4", "r/5", "r/6"]);
+    assert_eq!(page(Some("8"), false, 3), ["r/9"]);
+    assert_eq!(page(None, true, 2), ["r/9", "r/8"]);
+    assert_eq!(page(Some("5"), true, 3), ["r/4", "r/2", "r/1"]);
+    assert_eq!(page(Some("0"), true, 3), Vec::<String>::new());
+    assert_eq!(page(None, false, 0), Vec::<String>::new());
+    // A range that is empty by its bounds answers nothing (and does not panic).
+    let empty = IndexRange {
+        start: std::ops::Bound::Excluded(b"r/5".to_vec()),
+        end: std::ops::Bound::Excluded(b"r/5".to_vec()),
+        reverse: false,
+        limit: 10,
+    };
+    assert!(store.index_range(&empty).unwrap().is_empty());
+    let before = store.index_range(&IndexRange::prefix(b"", 100)).unwrap();
+    store.flush().unwrap();
+    let store = f.reopen(store);
+    assert_eq!(store.index_watermark().unwrap(), 9);
+    let all = IndexRange {
+        start: std::ops::Bound::Unbounded,
+        end: std::ops::Bound::Unbounded,
+        reverse: false,
+        limit: 100,
+    };
+    let after = store.index_range(&all).unwrap();
+    assert_eq!(keys_of(&after).len(), 11, "{:?}", keys_of(&after));
+    assert_eq!(before, after);
+}
+
+/// A key that is empty, too long or starts with a 0 byte, or a value over the limit, fails the
+/// whole batch and writes nothing; a stopped store refuses index writes and still reads.
+pub async fn bad_index_keys_write_nothing_and_a_stopped_store_refuses_the_index(f: &dyn Factory) {
+    let store = f.create(Options::default());
+    store.index_apply(&[put("a", "1")], 1).unwrap();
+    let long = vec![b'k'; crate::INDEX_KEY_BYTES_MAX + 1];
+    let bad: [Vec<IndexOp>; 4] = [
+        vec![put("b", "2"), IndexOp::Put(Vec::new(), b"x".to_vec())],
+        vec![put("b", "2"), IndexOp::Put(long, b"x".to_vec())],
+        vec![put("b", "2"), IndexOp::Delete(b"\0watermark".to_vec())],
+        vec![
+            put("b", "2"),
+            IndexOp::Put(b"c".to_vec(), vec![0; RECORD_VALUE_BYTES_MAX + 1]),
+        ],
+    ];
+    for ops in bad {
+        let e = store.index_apply(&ops, 5).unwrap_err();
+        assert!(
+            matches!(e, Error::BadRecordKey { .. } | Error::RecordTooLarge { .. }),
+            "{e}"
+        );
+        assert_eq!(store.index_watermark().unwrap(), 1);
+        assert_eq!(store.index_get(b"b").unwrap(), None);
+    }
+    store.log.fail_stop("a drill");
+    let e = store.index_apply(&[put("b", "2")], 2).unwrap_err();
+    assert!(matches!(e, Error::Stopped(ref why) if why == "a drill"), "{e}");
+    assert_eq!(store.index_get(b"a").unwrap(), Some(b"1".to_vec()));
+    assert_eq!(store.index_watermark().unwrap(), 1);
 }

@@ -10,6 +10,7 @@
 
 mod append;
 mod error;
+pub mod index;
 mod live;
 mod log;
 mod memory_log;
@@ -25,6 +26,7 @@ pub mod conformance;
 
 pub use append::SESSION_ID_BYTES_MAX;
 pub use error::{Error, Result};
+pub use index::{INDEX_KEY_BYTES_MAX, IndexEntry, IndexOp, IndexRange};
 pub use live::LiveRun;
 pub use log::{EventLog, Events, RunHead, SharedEvents, StorageHealth};
 pub use memory_log::MemoryLog;

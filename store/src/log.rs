@@ -10,6 +10,7 @@ use chronicle_schemas::{BlobRef, Envelope, Event, Hash, RunId, SessionId, Timest
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
+use crate::index::{IndexEntry, IndexOp, IndexRange};
 use crate::{Options, Result, VerifyReport};
 
 /// Events in order, each read or the reason it could not be.
@@ -215,6 +216,23 @@ pub trait EventLog: Send + Sync + std::fmt::Debug + 'static {
 
     /// Removes the record under `key` (nothing when absent); durable when it returns.
     fn delete_record(&self, key: &str) -> Result<()>;
+
+    /// Applies `ops` to the index and sets its watermark to `watermark`, atomically (see
+    /// [`crate::index`]): all of it or, after a crash, none. Made durable by the log's next
+    /// barrier. A bad key or value ([`Error::BadRecordKey`](crate::Error::BadRecordKey),
+    /// [`Error::RecordTooLarge`](crate::Error::RecordTooLarge)) writes nothing; a stopped store
+    /// refuses it.
+    fn index_apply(&self, ops: &[IndexOp], watermark: u64) -> Result<()>;
+
+    /// The offset the index has taken the log in up to (exclusive); 0 for a store whose index
+    /// was never written.
+    fn index_watermark(&self) -> Result<u64>;
+
+    /// The value of one index key.
+    fn index_get(&self, key: &[u8]) -> Result<Option<Vec<u8>>>;
+
+    /// A page of index entries (see [`IndexRange`]).
+    fn index_range(&self, range: &IndexRange) -> Result<Vec<IndexEntry>>;
 
     /// Whether appends can be taken: failed, short of space, or fine.
     fn health(&self) -> StorageHealth;

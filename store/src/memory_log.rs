@@ -19,6 +19,7 @@ use crate::append::{Clock, stage};
 use crate::log::Events;
 use crate::records;
 use crate::verify::{Chains, Problem, VerifyReport};
+use crate::index::{IndexEntry, IndexOp, IndexRange};
 use crate::{Error, EventLog, Options, Result, RunHead, StorageHealth};
 
 /// The event log in memory.
@@ -44,6 +45,9 @@ struct State {
     blobs: HashMap<Hash, Vec<u8>>,
     /// Named records by key; a `BTreeMap` of `String` iterates in the keys' byte order.
     named: BTreeMap<String, Vec<u8>>,
+    /// The index and its watermark.
+    index: BTreeMap<Vec<u8>, Vec<u8>>,
+    index_watermark: u64,
     clock: Clock,
 }
 
@@ -319,6 +323,47 @@ impl EventLog for MemoryLog {
             });
         }
         Ok(bytes)
+    }
+
+    fn index_apply(&self, ops: &[IndexOp], watermark: u64) -> Result<()> {
+        crate::index::check(ops)?;
+        self.refuse_if_stopped()?;
+        let mut st = self.state();
+        for op in ops {
+            match op {
+                IndexOp::Put(k, v) => st.index.insert(k.clone(), v.clone()),
+                IndexOp::Delete(k) => st.index.remove(k),
+            };
+        }
+        st.index_watermark = watermark;
+        Ok(())
+    }
+
+    fn index_watermark(&self) -> Result<u64> {
+        Ok(self.state().index_watermark)
+    }
+
+    fn index_get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        Ok(self.state().index.get(key).cloned())
+    }
+
+    fn index_range(&self, range: &IndexRange) -> Result<Vec<IndexEntry>> {
+        if range.is_empty() {
+            return Ok(Vec::new());
+        }
+        let st = self.state();
+        let bounds = (range.start.clone(), range.end.clone());
+        let entries = st.index.range::<Vec<u8>, _>(bounds);
+        let take = |it: &mut dyn Iterator<Item = (&Vec<u8>, &Vec<u8>)>| {
+            it.take(range.limit)
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        };
+        Ok(if range.reverse {
+            take(&mut entries.rev())
+        } else {
+            take(&mut { entries })
+        })
     }
 
     fn put_record(&self, key: &str, value: &[u8]) -> Result<()> {

@@ -9,6 +9,7 @@ use chronicle_schemas::{BlobRef, Envelope, Event, RunId, SessionId};
 use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::ReceiverStream;
 
+use crate::index::{IndexEntry, IndexOp, IndexRange};
 use crate::{
     Error, EventLog, MemoryLog, Options, Result, RunHead, SledLog, StorageHealth, VerifyReport,
 };
@@ -272,6 +273,26 @@ impl Store {
     /// Every record whose key starts with `prefix`, in key order.
     pub fn records(&self, prefix: &str) -> Result<Vec<(String, Vec<u8>)>> {
         self.log.records(prefix)
+    }
+
+    /// Applies `ops` to the index and moves its watermark, atomically (see [`crate::index`]).
+    pub fn index_apply(&self, ops: &[IndexOp], watermark: u64) -> Result<()> {
+        self.log.index_apply(ops, watermark)
+    }
+
+    /// The offset the index has taken the log in up to (exclusive).
+    pub fn index_watermark(&self) -> Result<u64> {
+        self.log.index_watermark()
+    }
+
+    /// The value of one index key.
+    pub fn index_get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.log.index_get(key)
+    }
+
+    /// A page of index entries.
+    pub fn index_range(&self, range: &IndexRange) -> Result<Vec<IndexEntry>> {
+        self.log.index_range(range)
     }
 
     /// Removes the record under `key` (nothing when absent); durable when it returns.

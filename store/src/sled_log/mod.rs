@@ -45,6 +45,7 @@ use chronicle_schemas::{
 };
 use tokio::sync::{mpsc, oneshot, watch};
 
+use crate::index::{IndexEntry, IndexOp, IndexRange};
 use crate::log::{Events, SharedEvents};
 use crate::{
     Durability, Error, EventLog, Options, Problem, Result, RunHead, StorageHealth, VerifyReport,
@@ -53,6 +54,10 @@ use groups::Group;
 use space::Space;
 
 pub use bodies::SLED_VALUE_BYTES_MAX;
+
+/// Where the `index` tree keeps its watermark: a key no index key can be (they never start with
+/// a 0 byte).
+const INDEX_WATERMARK_KEY: &[u8] = b"\0watermark";
 
 /// The on-disk schema version kept in `meta`. Version 2 stores an append's records as groups
 /// (see `groups`); version 3 stores values compressed (see `compress`). A store of an earlier
@@ -70,6 +75,8 @@ pub(crate) struct Trees {
     pub meta: sled::Tree,
     pub records: sled::Tree,
     pub record_chunks: sled::Tree,
+    /// The index beside the log, with its watermark under [`INDEX_WATERMARK_KEY`].
+    pub index: sled::Tree,
     pub bodies: bodies::BodyFile,
 }
 
@@ -174,6 +181,7 @@ impl SledLog {
             meta: open_tree("meta")?,
             records: open_tree("records")?,
             record_chunks: open_tree("record_chunks")?,
+            index: open_tree("index")?,
             bodies: body_file,
             db,
         });
@@ -653,6 +661,62 @@ impl EventLog for SledLog {
 
     fn read_blob(&self, blob: &BlobRef) -> Result<Vec<u8>> {
         blobs::read(&self.dir.join("blobs"), &blob.hash)
+    }
+
+    /// One sled batch (atomic within the `index` tree), watermark included.
+    fn index_apply(&self, ops: &[IndexOp], watermark: u64) -> Result<()> {
+        crate::index::check(ops)?;
+        self.barrier.stopped()?;
+        let mut batch = sled::Batch::default();
+        for op in ops {
+            match op {
+                IndexOp::Put(k, v) => batch.insert(k.as_slice(), v.as_slice()),
+                IndexOp::Delete(k) => batch.remove(k.as_slice()),
+            }
+        }
+        batch.insert(INDEX_WATERMARK_KEY, &watermark.to_be_bytes());
+        self.trees.index.apply_batch(batch)?;
+        Ok(())
+    }
+
+    fn index_watermark(&self) -> Result<u64> {
+        Ok(self
+            .trees
+            .index
+            .get(INDEX_WATERMARK_KEY)?
+            .and_then(|v| keys::parse_u64(&v))
+            .unwrap_or(0))
+    }
+
+    fn index_get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        Ok(self.trees.index.get(key)?.map(|v| v.to_vec()))
+    }
+
+    fn index_range(&self, range: &IndexRange) -> Result<Vec<IndexEntry>> {
+        if range.is_empty() {
+            return Ok(Vec::new());
+        }
+        let entries = self
+            .trees
+            .index
+            .range::<Vec<u8>, _>((range.start.clone(), range.end.clone()));
+        let entries: Box<dyn Iterator<Item = _>> = if range.reverse {
+            Box::new(entries.rev())
+        } else {
+            Box::new(entries)
+        };
+        let mut out = Vec::new();
+        for kv in entries {
+            let (k, v) = kv?;
+            if k.as_ref() == INDEX_WATERMARK_KEY {
+                continue;
+            }
+            out.push((k.to_vec(), v.to_vec()));
+            if out.len() >= range.limit {
+                break;
+            }
+        }
+        Ok(out)
     }
 
     fn put_record(&self, key: &str, value: &[u8]) -> Result<()> {
