@@ -9,6 +9,7 @@ mod approvals;
 mod audit;
 mod branches;
 mod checkpoints;
+mod facts;
 #[doc(hidden)]
 pub mod fixtures;
 mod run;
@@ -21,5 +22,6 @@ pub use approvals::Approvals;
 pub use audit::{Audit, EXPIRY_DECIDED_BY, audit_rows};
 pub use branches::{Branches, restore_of, restores_of};
 pub use checkpoints::CheckpointList;
+pub use facts::{PendingApproval, RunFacts};
 pub use run::{EventSource, NoSnapshots, RunState, VecSource, replay, replay_from_zero};
 pub use snapshot::SNAPSHOT_INTERVAL_EVENTS;

@@ -562,3 +562,38 @@ fn values_merge_key_by_key() {
     assert!(updates[updates.len() - 2..].iter().all(|u| *u));
     assert_eq!(list.steps(), n);
 }
+
+/// The facts fold agrees with the full state after every event (a restore's facts are taken
+/// from the state right after it, as the indexer does).
+fn check_facts_follow_the_state(events: Vec<Event>) {
+    let envs = envelopes(RUN, events);
+    let src = VecSource {
+        events: envs.clone(),
+        snapshots: vec![],
+    };
+    let mut state = RunState::default();
+    let mut facts = crate::RunFacts::default();
+    for env in &envs {
+        state.apply(env, &src).unwrap();
+        facts.apply(env);
+        if matches!(env.event, Event::RunRestored { .. }) {
+            facts.restored(&state);
+        }
+        let expected = crate::RunFacts::of_state(&state, facts.created_at, facts.updated_at);
+        assert_eq!(facts, expected, "after seq {} ({})", env.seq, env.event.kind());
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+
+    #[test]
+    fn run_facts_follow_the_state_for_every_prefix(ops in prop::collection::vec(op(), 1..60)) {
+        check_facts_follow_the_state(materialize(ops));
+    }
+}
+
+#[test]
+fn run_facts_follow_the_state_through_scenario_1() {
+    check_facts_follow_the_state(scenario_1_events());
+}
