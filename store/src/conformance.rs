@@ -1254,9 +1254,12 @@ pub async fn the_index_applies_batches_whole_and_pages_both_ways(f: &dyn Factory
         .map(|i| put(&format!("r/{i}"), &format!("v{i}")))
         .chain([put("s/0", "other"), put("q/9", "before")])
         .collect();
-    store.index_apply(&ops, 7).unwrap();
+    store.index_apply(&ops, 0, 7).unwrap();
+    let e = store.index_apply(&[put("z", "lost")], 3, 8).unwrap_err();
+    assert!(matches!(e, Error::IndexConflict { expected: 3, actual: 7 }), "{e}");
+    assert_eq!(store.index_get(b"z").unwrap(), None);
     store
-        .index_apply(&[IndexOp::Delete(b"r/3".to_vec()), put("r/4", "four")], 9)
+        .index_apply(&[IndexOp::Delete(b"r/3".to_vec()), put("r/4", "four")], 7, 9)
         .unwrap();
     assert_eq!(store.index_watermark().unwrap(), 9);
     assert_eq!(store.index_get(b"r/4").unwrap(), Some(b"four".to_vec()));
@@ -1299,7 +1302,7 @@ pub async fn the_index_applies_batches_whole_and_pages_both_ways(f: &dyn Factory
 /// whole batch and writes nothing; a stopped store refuses index writes and still reads.
 pub async fn bad_index_keys_write_nothing_and_a_stopped_store_refuses_the_index(f: &dyn Factory) {
     let store = f.create(Options::default());
-    store.index_apply(&[put("a", "1")], 1).unwrap();
+    store.index_apply(&[put("a", "1")], 0, 1).unwrap();
     let long = vec![b'k'; crate::INDEX_KEY_BYTES_MAX + 1];
     let bad: [Vec<IndexOp>; 4] = [
         vec![put("b", "2"), IndexOp::Put(Vec::new(), b"x".to_vec())],
@@ -1311,7 +1314,7 @@ pub async fn bad_index_keys_write_nothing_and_a_stopped_store_refuses_the_index(
         ],
     ];
     for ops in bad {
-        let e = store.index_apply(&ops, 5).unwrap_err();
+        let e = store.index_apply(&ops, 1, 5).unwrap_err();
         assert!(
             matches!(e, Error::BadRecordKey { .. } | Error::RecordTooLarge { .. }),
             "{e}"
@@ -1320,7 +1323,7 @@ pub async fn bad_index_keys_write_nothing_and_a_stopped_store_refuses_the_index(
         assert_eq!(store.index_get(b"b").unwrap(), None);
     }
     store.log.fail_stop("a drill");
-    let e = store.index_apply(&[put("b", "2")], 2).unwrap_err();
+    let e = store.index_apply(&[put("b", "2")], 1, 2).unwrap_err();
     assert!(matches!(e, Error::Stopped(ref why) if why == "a drill"), "{e}");
     assert_eq!(store.index_get(b"a").unwrap(), Some(b"1".to_vec()));
     assert_eq!(store.index_watermark().unwrap(), 1);

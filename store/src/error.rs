@@ -7,6 +7,10 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// An index batch written from another point than the index's watermark: another indexer
+    /// moved it first, and nothing was written.
+    #[error("index conflict: the batch starts at offset {expected}, but the index is at {actual}")]
+    IndexConflict { expected: u64, actual: u64 },
     #[error("conflict on run {run_id}: expected seq {expected}, but the run is at seq {actual}")]
     Conflict {
         run_id: RunId,

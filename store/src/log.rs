@@ -217,12 +217,14 @@ pub trait EventLog: Send + Sync + std::fmt::Debug + 'static {
     /// Removes the record under `key` (nothing when absent); durable when it returns.
     fn delete_record(&self, key: &str) -> Result<()>;
 
-    /// Applies `ops` to the index and sets its watermark to `watermark`, atomically (see
+    /// Applies `ops` to the index and moves its watermark from `from` to `to`, atomically (see
     /// [`crate::index`]): all of it or, after a crash, none. Made durable by the log's next
-    /// barrier. A bad key or value ([`Error::BadRecordKey`](crate::Error::BadRecordKey),
-    /// [`Error::RecordTooLarge`](crate::Error::RecordTooLarge)) writes nothing; a stopped store
-    /// refuses it.
-    fn index_apply(&self, ops: &[IndexOp], watermark: u64) -> Result<()>;
+    /// barrier. Optimistic, as appends are: when the watermark is not at `from`
+    /// ([`Error::IndexConflict`](crate::Error::IndexConflict)), a bad key or value
+    /// ([`Error::BadRecordKey`](crate::Error::BadRecordKey),
+    /// [`Error::RecordTooLarge`](crate::Error::RecordTooLarge)) or a stopped store, nothing is
+    /// written.
+    fn index_apply(&self, ops: &[IndexOp], from: u64, to: u64) -> Result<()>;
 
     /// The offset the index has taken the log in up to (exclusive); 0 for a store whose index
     /// was never written.

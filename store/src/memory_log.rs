@@ -325,17 +325,23 @@ impl EventLog for MemoryLog {
         Ok(bytes)
     }
 
-    fn index_apply(&self, ops: &[IndexOp], watermark: u64) -> Result<()> {
+    fn index_apply(&self, ops: &[IndexOp], from: u64, to: u64) -> Result<()> {
         crate::index::check(ops)?;
         self.refuse_if_stopped()?;
         let mut st = self.state();
+        if st.index_watermark != from {
+            return Err(Error::IndexConflict {
+                expected: from,
+                actual: st.index_watermark,
+            });
+        }
         for op in ops {
             match op {
                 IndexOp::Put(k, v) => st.index.insert(k.clone(), v.clone()),
                 IndexOp::Delete(k) => st.index.remove(k),
             };
         }
-        st.index_watermark = watermark;
+        st.index_watermark = to;
         Ok(())
     }
 

@@ -275,9 +275,10 @@ impl Store {
         self.log.records(prefix)
     }
 
-    /// Applies `ops` to the index and moves its watermark, atomically (see [`crate::index`]).
-    pub fn index_apply(&self, ops: &[IndexOp], watermark: u64) -> Result<()> {
-        self.log.index_apply(ops, watermark)
+    /// Applies `ops` to the index and moves its watermark from `from` to `to`, atomically (see
+    /// [`crate::index`]); [`Error::IndexConflict`] when it is not at `from`.
+    pub fn index_apply(&self, ops: &[IndexOp], from: u64, to: u64) -> Result<()> {
+        self.log.index_apply(ops, from, to)
     }
 
     /// The offset the index has taken the log in up to (exclusive).

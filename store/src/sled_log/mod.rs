@@ -663,20 +663,36 @@ impl EventLog for SledLog {
         blobs::read(&self.dir.join("blobs"), &blob.hash)
     }
 
-    /// One sled batch (atomic within the `index` tree), watermark included.
-    fn index_apply(&self, ops: &[IndexOp], watermark: u64) -> Result<()> {
+    /// One sled transaction on the `index` tree: the watermark checked and moved with the ops.
+    fn index_apply(&self, ops: &[IndexOp], from: u64, to: u64) -> Result<()> {
+        use sled::transaction::{ConflictableTransactionError, TransactionError};
         crate::index::check(ops)?;
         self.barrier.stopped()?;
-        let mut batch = sled::Batch::default();
-        for op in ops {
-            match op {
-                IndexOp::Put(k, v) => batch.insert(k.as_slice(), v.as_slice()),
-                IndexOp::Delete(k) => batch.remove(k.as_slice()),
+        let result = self.trees.index.transaction(|tx| {
+            let at = tx
+                .get(INDEX_WATERMARK_KEY)?
+                .and_then(|v| keys::parse_u64(&v))
+                .unwrap_or(0);
+            if at != from {
+                return Err(ConflictableTransactionError::Abort(at));
             }
+            for op in ops {
+                match op {
+                    IndexOp::Put(k, v) => tx.insert(k.as_slice(), v.as_slice()).map(drop)?,
+                    IndexOp::Delete(k) => tx.remove(k.as_slice()).map(drop)?,
+                }
+            }
+            tx.insert(INDEX_WATERMARK_KEY, &to.to_be_bytes())?;
+            Ok(())
+        });
+        match result {
+            Ok(()) => Ok(()),
+            Err(TransactionError::Abort(actual)) => Err(Error::IndexConflict {
+                expected: from,
+                actual,
+            }),
+            Err(TransactionError::Storage(e)) => Err(e.into()),
         }
-        batch.insert(INDEX_WATERMARK_KEY, &watermark.to_be_bytes());
-        self.trees.index.apply_batch(batch)?;
-        Ok(())
     }
 
     fn index_watermark(&self) -> Result<u64> {
