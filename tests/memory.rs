@@ -195,7 +195,13 @@ async fn a_stated_preference_is_remembered_across_sessions_until_it_is_deleted()
         .await
         .unwrap();
     assert_eq!(res.status(), StatusCode::UNSUPPORTED_MEDIA_TYPE);
-    assert_eq!(engine.memories(&Principal::user("alice"), "alice").len(), 1);
+    assert_eq!(
+        engine
+            .memories(&Principal::user("alice"), "alice")
+            .unwrap()
+            .len(),
+        1
+    );
 
     // Alice deletes it: recorded in the run that saved it, no longer listed nor loaded.
     let (status, deleted) = call(&srv, ALICE, Method::DELETE, &one).await;
@@ -269,7 +275,7 @@ async fn an_engine_opened_again_rebuilds_the_memory_from_the_log() {
     tokio::time::sleep(Duration::from_millis(200)).await;
 
     let engine = engine_in(dir.path()).await;
-    assert_eq!(engine.memories(&p, "p"), kept);
+    assert_eq!(engine.memories(&p, "p").unwrap(), kept);
     let later = run_as(&engine, p.clone(), PRICES).await;
     assert_eq!(loaded(&engine, later.run_id.unwrap()), Some(kept.clone()));
     assert_eq!(
@@ -320,11 +326,12 @@ async fn memory_of_a_deleted_session_goes_with_it_and_the_session_stays_deleted(
     };
     let old_run = engine.start_run(req).await.unwrap().run_id;
     let old_saved = completed(&engine, old_run).await.supervisor.saved_memories;
-    assert_eq!(engine.memories(&p, "p").len(), 2);
+    assert_eq!(engine.memories(&p, "p").unwrap().len(), 2);
 
     engine.delete_session(&p, &session).await.unwrap();
     let left: Vec<String> = engine
         .memories(&p, "p")
+        .unwrap()
         .into_iter()
         .map(|m| m.memory_id)
         .collect();
@@ -384,7 +391,7 @@ async fn memory_of_a_deleted_session_goes_with_it_and_the_session_stays_deleted(
         assert!(engine.session_turns(&p, s).is_err());
     }
     assert!(engine.authorize(&p, old_run).is_err());
-    assert!(engine.memories(&p, "p").is_empty());
+    assert!(engine.memories(&p, "p").unwrap().is_empty());
     engine.shutdown().await;
 }
 

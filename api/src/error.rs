@@ -176,7 +176,9 @@ impl From<StoreError> for ApiError {
             | StoreError::BadSessionId { .. }
             | StoreError::BadRecordKey { .. }
             | StoreError::RecordTooLarge { .. } => ApiError::unprocessable(e.to_string()),
-            StoreError::Conflict { .. } => ApiError::conflict(e.to_string()),
+            StoreError::Conflict { .. } | StoreError::IndexConflict { .. } => {
+                ApiError::conflict(e.to_string())
+            }
             StoreError::StorageFull { .. } => ApiError::new(
                 StatusCode::INSUFFICIENT_STORAGE,
                 "insufficient_storage",

@@ -23,7 +23,7 @@ pub(crate) async fn list(
     Principal(who): Principal,
     Path(user): Path<String>,
 ) -> Result<axum::Json<UserMemories>, ReadError> {
-    let memories = st.engine.memories(&who, &user);
+    let memories = st.engine.memories(&who, &user)?;
     Ok(axum::Json(UserMemories {
         user_id: user,
         memories,

@@ -2,7 +2,9 @@
 //! and query. [`page`] is also how `chronicle runs` lists a data directory, so the two listings
 //! cannot differ.
 
-use chronicle_engine::store::{self, RunHead, Store};
+use chronicle_engine::index::{self, RunScope};
+use chronicle_engine::store::{self, Store};
+use chronicle_projections::RunFacts;
 use chronicle_schemas::{RunId, RunStatus, SessionId};
 use chronicle_wire::ErrorBody;
 use chronicle_wire::{DamagedRun, RUNS_PAGE_MAX, RunList, RunSummary, RunsQuery};
@@ -37,58 +39,52 @@ impl From<PageError> for ApiError {
     }
 }
 
-/// One page of the runs `query` asks for among those `visible` lets through: it looks at up to
-/// `limit` runs after `after` (by creation time, then id) and lists those that match its status;
-/// `next` says where the next page starts. Each run shows as of its newest durable event, as
-/// every read does. A run whose records are damaged is named in `damaged` and the others are
-/// listed; a store that cannot be read at all (an I/O error) fails the page.
+/// One page of the runs `query` asks for in `scope`: it looks at up to `limit` runs after `after`
+/// (by creation time, then id) and lists those that match its status; `next` says where the next
+/// page starts. Each run shows as of its newest durable event, as every read does. A run whose
+/// records are damaged is named in `damaged` and the others are listed; a store that cannot be
+/// read at all (an I/O error) fails the page. The runs come from the index (caught up first), so
+/// a page costs what its runs cost, however many the store holds.
 pub fn page(
     store: &Store,
     query: &RunsQuery,
-    visible: &dyn Fn(RunId) -> bool,
+    scope: RunScope<'_>,
     on_run: &mut dyn FnMut(),
 ) -> Result<RunList, PageError> {
     let limit = query.limit.unwrap_or(RUNS_PAGE_MAX);
     if limit == 0 || limit > RUNS_PAGE_MAX {
         return Err(PageError::Limit(limit));
     }
-    let mut heads: Vec<RunHead> = match &query.session_id {
-        Some(s) => store
-            .session_runs(&SessionId(s.clone()))?
-            .into_iter()
-            .filter_map(|r| store.run_head(r).transpose())
-            .collect::<Result<_, _>>()?,
-        None => store.runs().collect::<Result<_, _>>()?,
-    };
-    heads.retain(|h| visible(h.run_id));
-    heads.sort_by_key(|h| (h.created_at, h.run_id));
-    let start = match query.after {
-        None => 0,
-        Some(after) => {
-            heads
-                .iter()
-                .position(|h| h.run_id == after)
-                .ok_or(PageError::UnknownAfter(after))?
-                + 1
+    index::catch_up(store)?;
+    let (looked_at, more) = match &query.session_id {
+        Some(s) => session_page(store, &SessionId(s.clone()), query.after, scope, limit)?,
+        None => {
+            let after = match query.after {
+                None => None,
+                Some(after) => Some(
+                    index::facts_of(store, after)?
+                        .filter(|f| index::in_scope(f, scope))
+                        .ok_or(PageError::UnknownAfter(after))?,
+                ),
+            };
+            let page = index::runs_page(store, scope, after.as_ref(), false, limit)?;
+            (page.runs, page.more)
         }
     };
-    let end = start.saturating_add(limit).min(heads.len());
-    let looked_at = &heads[start..end];
     let mut runs = Vec::new();
     let mut damaged = Vec::new();
-    for head in looked_at {
-        let durable = store
-            .durable_seq(head.run_id)?
-            .unwrap_or(0)
-            .min(head.last_seq);
-        let state = match store.state_at(head.run_id, durable) {
+    for facts in &looked_at {
+        let run = facts.run_id;
+        let last_seq = store.run_head(run)?.map_or(facts.last_seq, |h| h.last_seq);
+        let durable = store.durable_seq(run)?.unwrap_or(0).min(last_seq);
+        let state = match store.state_at(run, durable) {
             Ok(state) => state,
             Err(e) if e.is_damage() => {
-                tracing::error!(run = %head.run_id, error = %e, "a listed run is damaged");
+                tracing::error!(run = %run, error = %e, "a listed run is damaged");
                 damaged.push(DamagedRun {
-                    run_id: head.run_id,
-                    session_id: head.session_id.clone(),
-                    created_at: head.created_at,
+                    run_id: run,
+                    session_id: facts.session_id.clone(),
+                    created_at: facts.created_at,
                     error: e.to_string(),
                 });
                 on_run();
@@ -102,25 +98,53 @@ pub fn page(
             continue;
         }
         runs.push(RunSummary {
-            run_id: head.run_id,
-            session_id: head.session_id.clone(),
+            run_id: run,
+            session_id: facts.session_id.clone(),
             status: sup.run_status,
-            created_at: head.created_at,
-            updated_at: head.updated_at,
+            created_at: facts.created_at,
+            updated_at: facts.updated_at,
             last_seq: durable,
             query: sup.query,
             parent: sup.parent,
             owner: sup.owner,
         });
     }
-    let next = (end < heads.len())
-        .then(|| looked_at.last().map(|h| h.run_id))
-        .flatten();
+    let next = more.then(|| looked_at.last().map(|f| f.run_id)).flatten();
     Ok(RunList {
         runs,
         next,
         damaged,
     })
+}
+
+/// Up to `limit` runs of one session in `scope` after `after`, oldest first, and whether more
+/// follow (a session's runs are read from the session's own index).
+fn session_page(
+    store: &Store,
+    session: &SessionId,
+    after: Option<RunId>,
+    scope: RunScope<'_>,
+    limit: usize,
+) -> Result<(Vec<RunFacts>, bool), PageError> {
+    let mut runs = Vec::new();
+    for run in store.session_runs(session)? {
+        if let Some(f) = index::facts_of(store, run)?.filter(|f| index::in_scope(f, scope)) {
+            runs.push(f);
+        }
+    }
+    runs.sort_by_key(|f| (f.created_at, f.run_id));
+    let start = match after {
+        None => 0,
+        Some(after) => {
+            runs.iter()
+                .position(|f| f.run_id == after)
+                .ok_or(PageError::UnknownAfter(after))?
+                + 1
+        }
+    };
+    let end = start.saturating_add(limit).min(runs.len());
+    let more = end < runs.len();
+    Ok((runs.drain(start..end).collect(), more))
 }
 
 #[utoipa::path(get, path = "/api/v1/runs", tag = "runs", operation_id = "list_runs", security(("bearer" = [])),
@@ -141,12 +165,16 @@ pub(crate) async fn list(
     Principal(who): Principal,
     Query(q): Query<RunsQuery>,
 ) -> Result<axum::Json<RunList>, ReadError> {
-    let engine = st.engine.clone();
-    let visible = move |run| engine.authorize(&who, run).is_ok();
     let store = st.engine.store().clone();
-    // Replaying many runs reads sled synchronously: keep it off the async workers.
-    let list = tokio::task::spawn_blocking(move || page(&store, &q, &visible, &mut || {}))
-        .await
-        .map_err(ApiError::internal)??;
+    // Replaying runs reads sled synchronously: keep it off the async workers.
+    let list = tokio::task::spawn_blocking(move || {
+        let scope = match who.admin {
+            true => RunScope::Visible,
+            false => RunScope::Owner(&who.name),
+        };
+        page(&store, &q, scope, &mut || {})
+    })
+    .await
+    .map_err(ApiError::internal)??;
     Ok(axum::Json(list))
 }

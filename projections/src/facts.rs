@@ -66,7 +66,9 @@ impl RunFacts {
                 self.session_id = session_id.clone();
                 self.user_id.clone_from(user_id);
                 self.parent = parent.as_ref().map(|p| p.run_id);
-                self.owner = owner.clone().unwrap_or_else(|| OWNER_OF_OLD_RUNS.to_owned());
+                self.owner = owner
+                    .clone()
+                    .unwrap_or_else(|| OWNER_OF_OLD_RUNS.to_owned());
                 self.created_at = env.at;
                 self.status = RunStatus::Running;
             }

@@ -580,7 +580,13 @@ fn check_facts_follow_the_state(events: Vec<Event>) {
             facts.restored(&state);
         }
         let expected = crate::RunFacts::of_state(&state, facts.created_at, facts.updated_at);
-        assert_eq!(facts, expected, "after seq {} ({})", env.seq, env.event.kind());
+        assert_eq!(
+            facts,
+            expected,
+            "after seq {} ({})",
+            env.seq,
+            env.event.kind()
+        );
     }
 }
 

@@ -16,7 +16,8 @@ use proptest::prelude::*;
 use tokio_stream::StreamExt;
 
 use crate::{
-    Error, IndexOp, IndexRange, Options, RECORD_KEY_BYTES_MAX, RECORD_VALUE_BYTES_MAX, SESSION_ID_BYTES_MAX, Store,
+    Error, IndexOp, IndexRange, Options, RECORD_KEY_BYTES_MAX, RECORD_VALUE_BYTES_MAX,
+    SESSION_ID_BYTES_MAX, Store,
 };
 
 /// Makes the stores a case runs against.
@@ -1249,17 +1250,35 @@ fn keys_of(entries: &[crate::IndexEntry]) -> Vec<String> {
 pub async fn the_index_applies_batches_whole_and_pages_both_ways(f: &dyn Factory) {
     let store = f.create(Options::default());
     assert_eq!(store.index_watermark().unwrap(), 0);
-    assert!(store.index_range(&IndexRange::prefix(b"r/", 10)).unwrap().is_empty());
+    assert!(
+        store
+            .index_range(&IndexRange::prefix(b"r/", 10))
+            .unwrap()
+            .is_empty()
+    );
     let ops: Vec<IndexOp> = (0..10)
         .map(|i| put(&format!("r/{i}"), &format!("v{i}")))
         .chain([put("s/0", "other"), put("q/9", "before")])
         .collect();
     store.index_apply(&ops, 0, 7).unwrap();
     let e = store.index_apply(&[put("z", "lost")], 3, 8).unwrap_err();
-    assert!(matches!(e, Error::IndexConflict { expected: 3, actual: 7 }), "{e}");
+    assert!(
+        matches!(
+            e,
+            Error::IndexConflict {
+                expected: 3,
+                actual: 7
+            }
+        ),
+        "{e}"
+    );
     assert_eq!(store.index_get(b"z").unwrap(), None);
     store
-        .index_apply(&[IndexOp::Delete(b"r/3".to_vec()), put("r/4", "four")], 7, 9)
+        .index_apply(
+            &[IndexOp::Delete(b"r/3".to_vec()), put("r/4", "four")],
+            7,
+            9,
+        )
         .unwrap();
     assert_eq!(store.index_watermark().unwrap(), 9);
     assert_eq!(store.index_get(b"r/4").unwrap(), Some(b"four".to_vec()));
@@ -1324,7 +1343,10 @@ pub async fn bad_index_keys_write_nothing_and_a_stopped_store_refuses_the_index(
     }
     store.log.fail_stop("a drill");
     let e = store.index_apply(&[put("b", "2")], 1, 2).unwrap_err();
-    assert!(matches!(e, Error::Stopped(ref why) if why == "a drill"), "{e}");
+    assert!(
+        matches!(e, Error::Stopped(ref why) if why == "a drill"),
+        "{e}"
+    );
     assert_eq!(store.index_get(b"a").unwrap(), Some(b"1".to_vec()));
     assert_eq!(store.index_watermark().unwrap(), 1);
 }

@@ -16,10 +16,10 @@ use chronicle_schemas::{
 use tokio::sync::watch;
 
 use crate::append::{Clock, stage};
+use crate::index::{IndexEntry, IndexOp, IndexRange};
 use crate::log::Events;
 use crate::records;
 use crate::verify::{Chains, Problem, VerifyReport};
-use crate::index::{IndexEntry, IndexOp, IndexRange};
 use crate::{Error, EventLog, Options, Result, RunHead, StorageHealth};
 
 /// The event log in memory.

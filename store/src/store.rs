@@ -21,6 +21,8 @@ pub const FOLLOW_CHUNK_EVENTS: u64 = 256;
 #[derive(Clone)]
 pub struct Store {
     pub(crate) log: Arc<dyn EventLog>,
+    /// Held by whoever writes the index in this process (see [`Store::index_lock`]).
+    index_writer: Arc<std::sync::Mutex<()>>,
 }
 
 impl std::fmt::Debug for Store {
@@ -49,7 +51,10 @@ impl Store {
 
     /// A handle to any implementation of the log.
     pub fn from_log(log: impl EventLog) -> Store {
-        Store { log: Arc::new(log) }
+        Store {
+            log: Arc::new(log),
+            index_writer: Arc::default(),
+        }
     }
 
     /// The data directory, for stores that have one (a memory store has none).
@@ -279,6 +284,14 @@ impl Store {
     /// [`crate::index`]); [`Error::IndexConflict`] when it is not at `from`.
     pub fn index_apply(&self, ops: &[IndexOp], from: u64, to: u64) -> Result<()> {
         self.log.index_apply(ops, from, to)
+    }
+
+    /// One index writer at a time in this process: the guard to hold while deriving and writing
+    /// a batch (a writer elsewhere is caught by the watermark check).
+    pub fn index_lock(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.index_writer
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// The offset the index has taken the log in up to (exclusive).

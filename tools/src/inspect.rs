@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use chronicle_client::{Client, EventsFrom};
+use chronicle_engine::index::RunScope;
 use chronicle_engine::{Engine, RestoreTarget};
 use chronicle_schemas::{CheckpointId, Envelope, Event, RunId, RunStatus};
 use chronicle_wire::{CheckpointList, DamagedRun, Restored, RunSummary, RunsQuery};
@@ -303,7 +304,7 @@ fn runs_embedded(
                 b.inc(1);
             }
         };
-        let page = chronicle_api::runs::page(&store, &query, &|_| true, &mut tick)?;
+        let page = chronicle_api::runs::page(&store, &query, RunScope::All, &mut tick)?;
         rows.extend(page.runs);
         damaged.extend(page.damaged);
         match page.next {

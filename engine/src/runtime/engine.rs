@@ -20,6 +20,7 @@ use crate::plugin::chunks::Chunk;
 use crate::plugin::settings::Settings;
 use crate::runtime::actor;
 use crate::runtime::bus::Live;
+use crate::runtime::index;
 use crate::runtime::mailbox::{Input, RestoreTarget};
 use crate::runtime::runs::{self, StartRun, Started};
 use crate::runtime::sessions::{self, SessionReader};
@@ -47,17 +48,18 @@ impl Engine {
     /// running, expiring approvals that expired meanwhile).
     pub async fn open(store: Store, settings: Settings) -> Result<Engine> {
         let shared = Shared::new(store, settings, actor::spawn);
-        // Before any actor runs, so no append is missed.
-        shared.scan_memory()?;
-        let heads: Vec<_> = shared.store.runs().collect::<Result<_, _>>()?;
+        // The index is caught up with the log (for a store written before it existed: built,
+        // once), and names the runs to recover: the cost of opening does not grow with the log.
+        index::catch_up(&shared.store)?;
+        index::follow(&shared.store, &shared.tasks, shared.shutdown.clone());
         let mut recovered = 0;
-        for head in heads.into_iter().filter(|h| !h.terminal) {
-            match shared.deliver(head.run_id, None).await {
+        for run in index::live_runs(&shared.store)? {
+            match shared.deliver(run, None).await {
                 Ok(_) => recovered += 1,
                 // A run whose records are damaged stays as it is (reads of it name the damage);
                 // the other runs are served.
                 Err(crate::Error::Store(e)) if e.is_damage() => tracing::error!(
-                    run = %head.run_id, error = %e,
+                    run = %run, error = %e,
                     "a damaged run is not resumed; `chronicle verify` names the damaged record"
                 ),
                 Err(e) => return Err(e),
@@ -285,8 +287,8 @@ impl Engine {
 
     /// The long-term memory of `user` that `who` may see (what its own runs saved; an admin:
     /// everyone's), newest first.
-    pub fn memories(&self, who: &Principal, user: &str) -> Vec<Memory> {
-        self.shared.memory().visible(who, user)
+    pub fn memories(&self, who: &Principal, user: &str) -> Result<Vec<Memory>> {
+        Ok(self.shared.memory()?.visible(who, user)?)
     }
 
     /// Deletes an item of `user`'s memory that `who` may see, recorded in the run that saved
@@ -295,8 +297,8 @@ impl Engine {
         let not_found = || crate::Error::MemoryNotFound(memory_id.to_owned());
         let memory = self
             .shared
-            .memory()
-            .find(who, user, memory_id)
+            .memory()?
+            .find(who, user, memory_id)?
             .ok_or_else(not_found)?;
         self.shared
             .ask(memory.run_id, |reply| Input::Forget {
@@ -310,7 +312,7 @@ impl Engine {
     /// Deletes every item of `user`'s memory that `who` may see; the items deleted.
     pub async fn forget_all(&self, who: &Principal, user: &str) -> Result<Vec<Memory>> {
         let mut deleted = Vec::new();
-        for memory in self.memories(who, user) {
+        for memory in self.memories(who, user)? {
             match self.forget(who, user, &memory.memory_id).await {
                 Ok(m) => deleted.push(m),
                 // Deleted meanwhile by someone else: nothing left to do for it.

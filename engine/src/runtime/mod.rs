@@ -9,6 +9,7 @@
 pub(crate) mod actor;
 pub(crate) mod bus;
 pub(crate) mod engine;
+pub mod index;
 pub(crate) mod mailbox;
 pub(crate) mod memory;
 pub(crate) mod runs;

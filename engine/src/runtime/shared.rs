@@ -275,7 +275,6 @@ pub(crate) struct Shared {
     pub bus: Bus,
     /// Every user's long-term memory (filled by [`crate::Engine::open`]); read it through
     /// [`Shared::memory`], which brings it up to date with the log first.
-    memory: MemoryIndex,
     actors: Mutex<HashMap<RunId, mpsc::Sender<Input>>>,
     /// The states of runs that ended recently, for their next actor.
     pub idle: IdleRuns,
@@ -316,7 +315,6 @@ impl Shared {
             shutdown,
             tasks: TaskTracker::new(),
             bus,
-            memory: MemoryIndex::default(),
             actors: Mutex::new(HashMap::new()),
             idle: IdleRuns::default(),
             facts: Arc::default(),
@@ -329,16 +327,9 @@ impl Shared {
         self.facts.get(&self.store, run)
     }
 
-    /// The memory index, up to date with every durable event.
-    pub(crate) fn memory(&self) -> &MemoryIndex {
-        self.memory
-            .catch_up(&self.store, |run| self.owner(run).ok().flatten());
-        &self.memory
-    }
-
-    /// Builds the memory index from the whole log (before any actor runs).
-    pub(crate) fn scan_memory(&self) -> Result<()> {
-        Ok(self.memory.scan(&self.store)?)
+    /// The memory items, up to date with every durable event.
+    pub(crate) fn memory(&self) -> Result<MemoryIndex<'_>> {
+        Ok(MemoryIndex::of(&self.store)?)
     }
 
     /// Records that `run` (with these facts) now ends with its session's tombstone.

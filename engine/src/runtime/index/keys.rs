@@ -76,7 +76,8 @@ impl Key {
     pub fn part(mut self, s: &str) -> Self {
         let bytes = s.as_bytes();
         if bytes.len() <= PART_BYTES_MAX {
-            self.0.extend_from_slice(&(bytes.len() as u16).to_be_bytes());
+            self.0
+                .extend_from_slice(&(bytes.len() as u16).to_be_bytes());
             self.0.extend_from_slice(bytes);
         } else {
             self.0.extend_from_slice(&u16::MAX.to_be_bytes());

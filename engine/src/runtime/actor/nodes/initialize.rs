@@ -21,7 +21,7 @@ impl RunActor {
             Event::Reasoning { message: note },
         ];
         ev.extend(self.session_context()?);
-        ev.extend(self.load_memory());
+        ev.extend(self.load_memory()?);
         ev.push(checkpoint(self.state(), "initialize", 0));
         self.append(ev).await.map(drop)
     }

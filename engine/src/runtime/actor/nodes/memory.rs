@@ -21,12 +21,14 @@ impl RunActor {
 
     /// `MemoryLoaded` with what the user's memory holds for this run's owner; nothing when it
     /// holds nothing, so runs without memory stay as small as they were.
-    pub(super) fn load_memory(&self) -> Option<Event> {
-        let user_id = self.memory_user()?;
+    pub(super) fn load_memory(&self) -> crate::Result<Option<Event>> {
+        let Some(user_id) = self.memory_user() else {
+            return Ok(None);
+        };
         let owner = &self.state().supervisor.owner;
         let max = self.shared.settings.memories_loaded_max;
-        let memories = self.shared.memory().load(owner, &user_id, max);
-        (!memories.is_empty()).then_some(Event::MemoryLoaded { user_id, memories })
+        let memories = self.shared.memory()?.load(owner, &user_id, max)?;
+        Ok((!memories.is_empty()).then_some(Event::MemoryLoaded { user_id, memories }))
     }
 
     /// `MemorySaved` for each item the planner remembers of the turn, stamped with a new id,

@@ -1,0 +1,162 @@
+//! The index of runs, sessions, pending approvals and memory items that lists and recovery read,
+//! so that neither the engine's start nor any list reads the whole log.
+//!
+//! It is kept in the store's index (see `chronicle_store::index`) by following the log: each
+//! [`catch_up`] takes in the durable events past the index's watermark, a chunk at a time, each
+//! chunk's changes written with the watermark in one atomic write. So after a crash the index is
+//! what it was after some chunk, and the next catch-up goes on from there: it always ends where a
+//! rebuild from the first event ends ([`rebuild`], which the tests compare it with). A store
+//! written before the index existed has a watermark of 0: its first catch-up is the migration,
+//! reading the log once (with progress on the log every few seconds).
+//!
+//! Readers catch up before they read (the engine also follows the log in the background), so a
+//! list shows at least every event that was durable when it was asked for.
+
+mod derive;
+pub(crate) mod keys;
+mod read;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use chronicle_projections::RunFacts;
+use chronicle_schemas::RunId;
+
+pub(crate) use derive::{SessionFacts, Stored};
+pub(crate) use read::{
+    PendingAt, live_runs, memory_item, memory_items, pending_approvals, run_facts, session_facts,
+    sessions_page,
+};
+pub use read::{RunScope, RunsPage, in_scope, runs_page};
+
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::store::{self, Store};
+
+/// Events one index write takes in at most.
+pub const INDEX_CHUNK_EVENTS: u64 = 512;
+
+/// How often a long catch-up (a migration) says how far it is.
+const PROGRESS_EVERY: Duration = Duration::from_secs(5);
+
+/// Takes every durable event past the index's watermark into the index. Returns the new
+/// watermark. Two callers racing do the work once: the loser's write is refused as a conflict
+/// and it reads the winner's watermark.
+pub fn catch_up(store: &Store) -> store::Result<u64> {
+    let _one_at_a_time = store.index_lock();
+    let mut at = store.index_watermark()?;
+    let end = store.durable_next_offset();
+    if at > end {
+        // The log lost its tail (a repaired store) after the index took it in: start over.
+        tracing::warn!(
+            index = at,
+            log = end,
+            "the index is ahead of the log; rebuilding it"
+        );
+        at = clear(store, at)?;
+    }
+    let (start, mut said) = (at, Instant::now());
+    while at < end {
+        let to = end.min(at + INDEX_CHUNK_EVENTS);
+        let mut batch = derive::Batch::new(store, store);
+        for env in store.read_range(at, to) {
+            match env {
+                Ok(env) => batch.take(&env)?,
+                // The damaged record is named by every read of its run; the index goes on.
+                Err(e) if e.is_damage() => {
+                    tracing::error!(error = %e, "a damaged record is left out of the index")
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        match store.index_apply(&batch.ops(), at, to) {
+            Ok(()) => at = to,
+            Err(store::Error::IndexConflict { actual, .. }) => at = actual,
+            Err(e) => return Err(e),
+        }
+        if said.elapsed() >= PROGRESS_EVERY {
+            said = Instant::now();
+            tracing::info!(
+                done = at - start,
+                of = end - start,
+                "indexing the log ({}%)",
+                (at - start) * 100 / (end - start).max(1)
+            );
+        }
+    }
+    Ok(at)
+}
+
+/// Keeps the index caught up in the background: after each move of the durable head, until
+/// `stop`.
+pub(crate) fn follow(store: &Store, tasks: &TaskTracker, stop: CancellationToken) {
+    let store = store.clone();
+    let mut head = store.watch_head();
+    tasks.spawn(async move {
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => return,
+                changed = head.changed() => if changed.is_err() { return },
+            }
+            let s = store.clone();
+            match tokio::task::spawn_blocking(move || catch_up(&s)).await {
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => tracing::warn!(error = %e, "the index could not take the log in"),
+                Err(e) => tracing::error!(error = %e, "indexing the log panicked"),
+            }
+        }
+    });
+}
+
+/// Deletes every index entry; returns the watermark, now 0.
+fn clear(store: &Store, mut at: u64) -> store::Result<u64> {
+    loop {
+        let page = store.index_range(&store::IndexRange::prefix(b"", 4096))?;
+        let ops: Vec<_> = page
+            .into_iter()
+            .map(|(k, _)| store::IndexOp::Delete(k))
+            .collect();
+        let last = ops.is_empty();
+        store.index_apply(&ops, at, if last { 0 } else { at })?;
+        if last {
+            return Ok(0);
+        }
+        at = store.index_watermark()?;
+    }
+}
+
+/// The index a rebuild from the first event makes: every entry, by key (what [`catch_up`]'s
+/// index must equal).
+pub fn rebuild(store: &Store, upto: u64) -> store::Result<BTreeMap<Vec<u8>, Vec<u8>>> {
+    let mut map = BTreeMap::new();
+    let mut at = 0;
+    while at < upto {
+        let to = upto.min(at + INDEX_CHUNK_EVENTS);
+        let mut batch = derive::Batch::new(&map, store);
+        for env in store.read_range(at, to) {
+            batch.take(&env?)?;
+        }
+        for op in batch.ops() {
+            match op {
+                store::IndexOp::Put(k, v) => map.insert(k, v),
+                store::IndexOp::Delete(k) => map.remove(&k),
+            };
+        }
+        at = to;
+    }
+    Ok(map)
+}
+
+/// Every entry of the store's index, by key.
+pub fn entries(store: &Store) -> store::Result<BTreeMap<Vec<u8>, Vec<u8>>> {
+    Ok(store
+        .index_range(&store::IndexRange::prefix(b"", usize::MAX))?
+        .into_iter()
+        .collect())
+}
+
+/// The facts of `run` as the index has them.
+pub fn facts_of(store: &Store, run: RunId) -> store::Result<Option<RunFacts>> {
+    run_facts(store, run)
+}
