@@ -6,6 +6,8 @@
 //!   search_team has completed prints `RUN <run>` and `SEARCH_DONE`, then waits to be killed.
 //! - `tools DIR`: one `tool_runner` TODO making three counted `write_file` calls; prints
 //!   `RUN <run>`, and the agent prints `HANGING` after the second call's answer.
+//! - `index DIR SEED`: writes the index tests' random workload to the store while a thread keeps
+//!   the index caught up; prints `READY` after its first steps and goes on until killed.
 //! - `task DIR`: one `tool_runner` TODO delegating to `sub_worker` through `task`; prints
 //!   `RUN <run>`, and the sub-agent prints `CHILD_STARTED <child>` and hangs.
 //! - `llm DIR BASE_URL`: the `analyst` llm agent drives a run (agent mode, HITL none) over the
@@ -14,6 +16,8 @@
 //!   the scripted model, with the `[[mcp_server]]` table in ENTRY_FILE; prints `RUN <run>` and
 //!   works until killed.
 
+#[path = "index_workload.rs"]
+mod index_workload;
 // The child uses only the agents and the settings; the scripts are the test process's.
 #[allow(dead_code)]
 #[path = "llm_support.rs"]
@@ -69,6 +73,25 @@ fn main() -> anyhow::Result<()> {
                 }
                 std::future::pending::<()>().await;
                 Ok(())
+            }
+            ["index", dir, seed] => {
+                let store = Store::open(dir, Options::default())?;
+                let indexer = store.clone();
+                std::thread::spawn(move || {
+                    loop {
+                        if let Err(e) = chronicle_engine::index::catch_up(&indexer) {
+                            eprintln!("indexing failed: {e}");
+                        }
+                    }
+                });
+                let mut w = index_workload::Workload::new(seed.parse::<u64>()? + 1);
+                for _ in 0..20 {
+                    w.step(&store).await;
+                }
+                println!("READY");
+                loop {
+                    w.step(&store).await;
+                }
             }
             ["scenario3", dir] => {
                 let engine = Engine::open(

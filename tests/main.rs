@@ -22,6 +22,8 @@ mod data;
 mod engine;
 mod engine_crash;
 mod feedback;
+mod index;
+mod index_workload;
 mod limits;
 mod llm_agents;
 mod llm_support;

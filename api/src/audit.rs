@@ -73,14 +73,20 @@ pub(crate) async fn inbox(
         .map(|s| older_than(s, now))
         .transpose()?;
     let engine = st.engine.clone();
-    // Replaying many runs reads sled synchronously: keep it off the async workers.
-    let mut items =
-        tokio::task::spawn_blocking(move || inbox_items(&engine, &who, status, before, now))
-            .await
-            .map_err(ApiError::internal)??;
-    items.sort_by_key(|(key, _)| *key);
-    let truncated = items.len() > limit;
-    items.truncate(limit);
+    // Replaying runs reads sled synchronously: keep it off the async workers.
+    let (items, truncated) = tokio::task::spawn_blocking(move || match status {
+        // Pending approvals are indexed by age: the page costs what its items cost.
+        ApprovalStatus::Pending => pending_items(&engine, &who, before, now, limit),
+        _ => {
+            let mut items = inbox_items(&engine, &who, status, before, now)?;
+            items.sort_by_key(|(key, _)| *key);
+            let truncated = items.len() > limit;
+            items.truncate(limit);
+            Ok((items, truncated))
+        }
+    })
+    .await
+    .map_err(ApiError::internal)??;
     let approvals: Vec<InboxItem> = items.into_iter().map(|(_, v)| v).collect();
     Ok(axum::Json(Inbox {
         status,
@@ -94,6 +100,38 @@ pub(crate) async fn inbox(
 
 /// Sort key: request time, then run and seq, so equal times still list in a stable order.
 type InboxKey = (Timestamp, RunId, u64);
+
+/// Up to `limit` pending approvals of the runs `who` may see, oldest request first, read from the
+/// index; and whether more are pending.
+fn pending_items(
+    engine: &Engine,
+    who: &chronicle_engine::Principal,
+    before: Option<Timestamp>,
+    now: Timestamp,
+    limit: usize,
+) -> ApiResult<(Vec<(InboxKey, InboxItem)>, bool)> {
+    let (pending, more) = engine.pending_approvals(who, before, limit)?;
+    let mut out = Vec::with_capacity(pending.len());
+    for (at, run, seq) in pending {
+        let state = engine.state(run, None)?;
+        let Some(a) = state
+            .approvals
+            .list
+            .iter()
+            .find(|a| a.requested_seq == seq && a.status == ApprovalStatus::Pending)
+        else {
+            continue;
+        };
+        let item = InboxItem {
+            approval: ApprovalView::new(run, a.clone()),
+            session_id: state.supervisor.session_id.clone(),
+            user_id: state.supervisor.user_id.clone(),
+            waiting_ms: Some((now.as_micros() - a.created_at.as_micros()).max(0) / 1000),
+        };
+        out.push(((at, run, seq), item));
+    }
+    Ok((out, more))
+}
 
 /// The approvals of `status` of the runs `who` may see.
 fn inbox_items(

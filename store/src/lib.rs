@@ -35,5 +35,5 @@ pub use records::{RECORD_KEY_BYTES_MAX, RECORD_VALUE_BYTES_MAX};
 pub use sled_log::{
     SCHEMA_VERSION, SLED_VALUE_BYTES_MAX, SledLog, plain_events_value, stored_record_bytes,
 };
-pub use store::{FOLLOW_CHUNK_EVENTS, RunSource, Store, Tail};
+pub use store::{FOLLOW_CHUNK_EVENTS, ReadCounts, RunSource, Store, Tail};
 pub use verify::{Problem, VerifyReport};

@@ -23,6 +23,38 @@ pub struct Store {
     pub(crate) log: Arc<dyn EventLog>,
     /// Held by whoever writes the index in this process (see [`Store::index_lock`]).
     index_writer: Arc<std::sync::Mutex<()>>,
+    /// What was read through this handle and its clones.
+    reads: Arc<ReadCounts>,
+}
+
+/// Events and run heads read through a [`Store`] (and its clones) since it was made: what a test
+/// or a metric says about the cost of a request, or of opening.
+#[derive(Debug, Default)]
+pub struct ReadCounts {
+    events: std::sync::atomic::AtomicU64,
+    heads: std::sync::atomic::AtomicU64,
+}
+
+impl ReadCounts {
+    /// Events read (each one a read of a stored record, or of the newest written, in memory).
+    pub fn events(&self) -> u64 {
+        self.events.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Run heads read by walking every run ([`Store::runs`]).
+    pub fn heads(&self) -> u64 {
+        self.heads.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn count<'a, T: 'a>(
+        &'a self,
+        counter: &'a std::sync::atomic::AtomicU64,
+        it: impl Iterator<Item = T> + Send + 'a,
+    ) -> impl Iterator<Item = T> + Send + 'a {
+        it.inspect(move |_| {
+            counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        })
+    }
 }
 
 impl std::fmt::Debug for Store {
@@ -54,6 +86,7 @@ impl Store {
         Store {
             log: Arc::new(log),
             index_writer: Arc::default(),
+            reads: Arc::default(),
         }
     }
 
@@ -151,7 +184,12 @@ impl Store {
 
     /// Every run head, in run-id order.
     pub fn runs(&self) -> impl Iterator<Item = Result<RunHead>> + Send + '_ {
-        self.log.runs()
+        self.reads.count(&self.reads.heads, self.log.runs())
+    }
+
+    /// What was read through this handle and its clones.
+    pub fn reads(&self) -> &ReadCounts {
+        &self.reads
     }
 
     /// The runs of a session, oldest first.
@@ -161,7 +199,13 @@ impl Store {
 
     /// The event at a global offset.
     pub fn get(&self, offset: u64) -> Result<Option<Envelope>> {
-        self.log.get(offset)
+        let got = self.log.get(offset);
+        if matches!(got, Ok(Some(_))) {
+            self.reads
+                .events
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        got
     }
 
     /// The seq of `run`'s newest durable event (what subscribers have seen), or `None` if none
@@ -176,7 +220,8 @@ impl Store {
         from: u64,
         to: u64,
     ) -> impl Iterator<Item = Result<Envelope>> + Send + '_ {
-        self.log.read_range(from, to)
+        self.reads
+            .count(&self.reads.events, self.log.read_range(from, to))
     }
 
     /// Events with offsets in `from..to` that `keep` takes, in order (errors included).
@@ -186,7 +231,10 @@ impl Store {
         to: u64,
         keep: fn(&Event) -> bool,
     ) -> impl Iterator<Item = Result<Envelope>> + Send + '_ {
-        self.log.read_range_where(from, to, keep)
+        self.reads.count(
+            &self.reads.events,
+            self.log.read_range_where(from, to, keep),
+        )
     }
 
     /// A run's events with seq in `from_seq..=to_seq`, in order.
@@ -196,7 +244,10 @@ impl Store {
         from_seq: u64,
         to_seq: u64,
     ) -> impl Iterator<Item = Result<Envelope>> + Send + '_ {
-        self.log.read_run(run_id, from_seq, to_seq)
+        self.reads.count(
+            &self.reads.events,
+            self.log.read_run(run_id, from_seq, to_seq),
+        )
     }
 
     /// Follows the log from `from` (a global offset): first what is durable, then every new

@@ -285,6 +285,21 @@ impl Engine {
             .await
     }
 
+    /// Up to `limit` approvals pending in runs `who` may see (an admin: all), requested before
+    /// `before`, oldest first, as (requested at, run, seq of the request); and whether more are
+    /// pending. Read from the index, after it took in every durable event.
+    pub fn pending_approvals(
+        &self,
+        who: &Principal,
+        before: Option<chronicle_schemas::Timestamp>,
+        limit: usize,
+    ) -> Result<(Vec<index::PendingAt>, bool)> {
+        let store = &self.shared.store;
+        index::catch_up(store)?;
+        let owner = (!who.admin).then_some(who.name.as_str());
+        Ok(index::pending_approvals(store, owner, before, limit)?)
+    }
+
     /// The long-term memory of `user` that `who` may see (what its own runs saved; an admin:
     /// everyone's), newest first.
     pub fn memories(&self, who: &Principal, user: &str) -> Result<Vec<Memory>> {

@@ -9,7 +9,6 @@
 //! audit export keeps the decisions; every read refuses the runs from then on. The session's
 //! workspace directory is removed from disk.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use chronicle_projections::RunState;
@@ -20,6 +19,7 @@ use chronicle_wire::{
 };
 
 use crate::plugin::tools::Workspace;
+use crate::runtime::index;
 use crate::runtime::mailbox::Input;
 use crate::runtime::runs;
 use crate::runtime::shared::{Facts, RunFacts, Shared};
@@ -80,40 +80,8 @@ struct Visible {
     last_activity: Timestamp,
 }
 
-/// Every session `who` may see (and of `user`, when given): its first run is a root run,
-/// `who`'s (an admin: anyone's), and not deleted.
-fn visible(r: &SessionReader, who: &Principal, user: Option<&str>) -> Result<Vec<Visible>> {
-    let mut by_session: HashMap<SessionId, Vec<RunHead>> = HashMap::new();
-    for head in r.store.runs() {
-        let head = head?;
-        by_session
-            .entry(head.session_id.clone())
-            .or_default()
-            .push(head);
-    }
-    let mut out = Vec::new();
-    for (session, mut heads) in by_session {
-        heads.sort_by_key(|h| (h.created_at, h.run_id));
-        let Some(facts) = r.facts(heads[0].run_id)? else {
-            continue;
-        };
-        let shown = !facts.child && !facts.deleted && who.may_access(&facts.owner);
-        if !shown || user.is_some_and(|u| facts.user_id.as_deref() != Some(u)) {
-            continue;
-        }
-        let last_activity = heads.iter().map(|h| h.updated_at).max().unwrap_or_default();
-        out.push(Visible {
-            session,
-            heads,
-            owner: facts.owner,
-            user_id: facts.user_id,
-            last_activity,
-        });
-    }
-    Ok(out)
-}
-
-/// One page of the sessions `who` may see, the most recently active first.
+/// One page of the sessions `who` may see, the most recently active first: a keyed read of the
+/// index (caught up first), so a page costs what its sessions cost, however many the store holds.
 fn list(r: &SessionReader, who: &Principal, q: &SessionsQuery) -> Result<SessionList> {
     let limit = q.limit.unwrap_or(SESSIONS_PAGE_DEFAULT);
     if limit == 0 || limit > SESSIONS_PAGE_MAX {
@@ -123,21 +91,36 @@ fn list(r: &SessionReader, who: &Principal, q: &SessionsQuery) -> Result<Session
         });
     }
     let after = q.cursor.as_deref().map(Position::parse).transpose()?;
-    let mut sessions: Vec<(Position, Visible)> = visible(r, who, q.user.as_deref())?
-        .into_iter()
-        .map(|v| (Position::of(v.last_activity, &v.session), v))
-        .filter(|(p, _)| after.as_ref().is_none_or(|a| p > a))
-        .collect();
-    sessions.sort_by(|a, b| a.0.cmp(&b.0));
-    let more = sessions.len() > limit;
-    sessions.truncate(limit);
-    let next_cursor = more
-        .then(|| sessions.last().map(|(p, _)| p.cursor()))
-        .flatten();
-    let sessions = sessions
-        .into_iter()
-        .map(|(_, v)| Ok(summary(&v, &turns(r, &v.heads)?)))
-        .collect::<Result<_>>()?;
+    index::catch_up(&r.store)?;
+    let owner = (!who.admin).then_some(who.name.as_str());
+    let after = after.as_ref().map(|p| {
+        (
+            Timestamp(p.newest_first.saturating_neg()),
+            p.session.as_str(),
+        )
+    });
+    let (page, more) = index::sessions_page(&r.store, owner, q.user.as_deref(), after, limit)?;
+    let mut sessions = Vec::with_capacity(page.len());
+    let mut last = None;
+    for facts in page {
+        let mut heads = r
+            .store
+            .session_runs(&facts.session_id)?
+            .into_iter()
+            .filter_map(|run| r.store.run_head(run).transpose())
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        heads.sort_by_key(|h| (h.created_at, h.run_id));
+        let v = Visible {
+            session: facts.session_id.clone(),
+            heads,
+            owner: facts.owner,
+            user_id: facts.user_id,
+            last_activity: facts.last_activity,
+        };
+        sessions.push(summary(&v, &turns(r, &v.heads)?));
+        last = Some(Position::of(facts.last_activity, &facts.session_id));
+    }
+    let next_cursor = more.then(|| last.map(|p| p.cursor())).flatten();
     Ok(SessionList {
         sessions,
         next_cursor,

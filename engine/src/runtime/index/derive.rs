@@ -274,7 +274,7 @@ impl<'a, S: Sink> Batch<'a, S> {
 /// A memory item as the index keeps it: with the principal whose run saved it.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
-pub(crate) struct Stored {
+pub struct Stored {
     pub owner: String,
     pub memory: Memory,
 }

@@ -22,12 +22,11 @@ use std::time::{Duration, Instant};
 use chronicle_projections::RunFacts;
 use chronicle_schemas::RunId;
 
-pub(crate) use derive::{SessionFacts, Stored};
-pub(crate) use read::{
-    PendingAt, live_runs, memory_item, memory_items, pending_approvals, run_facts, session_facts,
-    sessions_page,
+pub use derive::Stored;
+pub use read::{
+    PendingAt, RunScope, RunsPage, in_scope, memory_items, pending_approvals, runs_page,
 };
-pub use read::{RunScope, RunsPage, in_scope, runs_page};
+pub(crate) use read::{live_runs, memory_item, run_facts, sessions_page};
 
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;

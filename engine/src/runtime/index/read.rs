@@ -2,7 +2,7 @@
 //! the page, not on the store.
 
 use chronicle_projections::RunFacts;
-use chronicle_schemas::{RunId, SessionId, Timestamp};
+use chronicle_schemas::{RunId, Timestamp};
 
 use super::derive::{SessionFacts, Stored, decode};
 use super::keys::{self, Key};
@@ -127,19 +127,13 @@ pub(crate) fn sessions_page(
     Ok((out, more))
 }
 
-/// A session's facts.
-pub(crate) fn session_facts(store: &Store, id: &SessionId) -> store::Result<Option<SessionFacts>> {
-    let key = Key::new(keys::SESSION).tail(&id.0).done();
-    store.index_get(&key)?.map(|v| decode(&key, &v)).transpose()
-}
-
 /// A pending approval as the index lists it: when it was requested, its run and the request's
 /// seq.
-pub(crate) type PendingAt = (Timestamp, RunId, u64);
+pub type PendingAt = (Timestamp, RunId, u64);
 
 /// Up to `limit` pending approvals (of `owner`'s runs when given) requested before `before`,
 /// oldest first; and whether more follow.
-pub(crate) fn pending_approvals(
+pub fn pending_approvals(
     store: &Store,
     owner: Option<&str>,
     before: Option<Timestamp>,
@@ -182,7 +176,7 @@ pub(crate) fn pending_approvals(
 
 /// The memory items of `user` that runs of `owner` saved (every owner's when `None`), newest
 /// first, at most `limit`.
-pub(crate) fn memory_items(
+pub fn memory_items(
     store: &Store,
     owner: Option<&str>,
     user: &str,

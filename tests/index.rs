@@ -1,0 +1,369 @@
+//! The index that lists and recovery read: it agrees with a rebuild from the log (also after a
+//! SIGKILL in the middle of writing it), every list read from it equals the full scan it
+//! replaced, opening reads no event of a finished run, and a store written before the index
+//! existed is indexed once and answers as before.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use chronicle_api::runs::page;
+use chronicle_engine::index::{self, RunScope};
+use chronicle_engine::store::{Options, Store};
+use chronicle_engine::{Engine, Principal, SessionReader, Settings};
+use chronicle_projections::RunState;
+use chronicle_schemas::{ApprovalStatus, Memory, RunId, RunStatus, SessionId, Timestamp};
+use chronicle_wire::{RunsQuery, SessionsQuery};
+
+use crate::index_workload::{OWNERS, USERS, Workload};
+
+/// A store with `runs` runs of the random workload, not yet indexed.
+async fn written(store: &Store, seed: u64, runs: usize) -> Workload {
+    let mut w = Workload::new(seed);
+    while w.runs < runs {
+        w.step(store).await;
+    }
+    w
+}
+
+fn assert_index_agrees_with_a_rebuild(store: &Store) {
+    let upto = index::catch_up(store).unwrap();
+    assert_eq!(upto, store.durable_next_offset());
+    let rebuilt = index::rebuild(store, upto).unwrap();
+    let kept = index::entries(store).unwrap();
+    assert_eq!(kept.len(), rebuilt.len(), "as many entries as a rebuild");
+    assert!(kept == rebuilt, "the index differs from a rebuild");
+}
+
+/// Every run's durable state, by id (what the old lists replayed).
+fn states(store: &Store) -> BTreeMap<RunId, RunState> {
+    store
+        .runs()
+        .map(|h| {
+            let h = h.unwrap();
+            (h.run_id, store.state_at(h.run_id, h.last_seq).unwrap())
+        })
+        .collect()
+}
+
+fn principals() -> Vec<Principal> {
+    let mut out: Vec<Principal> = OWNERS.iter().map(|o| Principal::user(*o)).collect();
+    out.push(Principal::admin("root"));
+    out
+}
+
+/// The runs page as the full scan made it: every head the principal may see, by creation time.
+fn runs_by_scan(
+    store: &Store,
+    states: &BTreeMap<RunId, RunState>,
+    who: &Principal,
+    q: &RunsQuery,
+) -> (Vec<RunId>, Option<RunId>) {
+    let mut heads: Vec<_> = store
+        .runs()
+        .map(Result::unwrap)
+        .filter(|h| {
+            let s = &states[&h.run_id].supervisor;
+            !s.session_deleted && who.may_access(&s.owner)
+        })
+        .filter(|h| q.session_id.as_ref().is_none_or(|s| h.session_id.0 == *s))
+        .collect();
+    heads.sort_by_key(|h| (h.created_at, h.run_id));
+    let start = q
+        .after
+        .map_or(0, |a| heads.iter().position(|h| h.run_id == a).unwrap() + 1);
+    let end = (start + q.limit.unwrap()).min(heads.len());
+    let listed = heads[start..end]
+        .iter()
+        .filter(|h| {
+            q.status
+                .is_none_or(|s| s == states[&h.run_id].supervisor.run_status)
+        })
+        .map(|h| h.run_id)
+        .collect();
+    let next = (end < heads.len()).then(|| heads[end - 1].run_id);
+    (listed, next)
+}
+
+/// The sessions as the full scan listed them: (id, last activity), most recent first.
+fn sessions_by_scan(
+    store: &Store,
+    states: &BTreeMap<RunId, RunState>,
+    who: &Principal,
+    user: Option<&str>,
+) -> Vec<(String, Timestamp)> {
+    let mut by_session: HashMap<SessionId, Vec<_>> = HashMap::new();
+    for h in store.runs().map(Result::unwrap) {
+        by_session.entry(h.session_id.clone()).or_default().push(h);
+    }
+    let mut out = Vec::new();
+    for (session, mut heads) in by_session {
+        heads.sort_by_key(|h| (h.created_at, h.run_id));
+        let first = &states[&heads[0].run_id].supervisor;
+        let shown =
+            first.parent.is_none() && !first.session_deleted && who.may_access(&first.owner);
+        if !shown || user.is_some_and(|u| first.user_id.as_deref() != Some(u)) {
+            continue;
+        }
+        let last = heads.iter().map(|h| h.updated_at).max().unwrap();
+        out.push((session.0, last));
+    }
+    out.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    out
+}
+
+/// The pending approvals as the full scan found them: (requested at, run, seq), oldest first.
+fn pending_by_scan(
+    states: &BTreeMap<RunId, RunState>,
+    who: &Principal,
+) -> Vec<(Timestamp, RunId, u64)> {
+    let mut out: Vec<_> = states
+        .iter()
+        .filter(|(_, s)| !s.supervisor.session_deleted && who.may_access(&s.supervisor.owner))
+        .flat_map(|(run, s)| {
+            s.approvals
+                .list
+                .iter()
+                .filter(|a| a.status == ApprovalStatus::Pending)
+                .map(|a| (a.created_at, *run, a.requested_seq))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// Every memory item saved and not deleted (nor of a deleted session), by who saved it.
+fn memories_by_scan(store: &Store) -> Vec<(String, Memory)> {
+    let mut saved: BTreeMap<u64, (String, Memory)> = BTreeMap::new();
+    let mut owners = HashMap::new();
+    for env in store.read_range(0, store.durable_next_offset()) {
+        let env = env.unwrap();
+        match env.event {
+            chronicle_schemas::Event::RunStarted { owner, .. } => {
+                owners.insert(env.run_id, owner.unwrap());
+            }
+            chronicle_schemas::Event::MemorySaved { memory } => {
+                saved.insert(env.offset, (owners[&env.run_id].clone(), memory));
+            }
+            chronicle_schemas::Event::MemoryDeleted { memory_id, .. } => {
+                saved.retain(|_, (_, m)| m.memory_id != memory_id);
+            }
+            chronicle_schemas::Event::SessionDeleted { .. } => {
+                saved.retain(|_, (_, m)| m.run_id != env.run_id);
+            }
+            _ => {}
+        }
+    }
+    saved.into_values().rev().collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_list_from_the_index_equals_the_full_scan_it_replaced() {
+    let store = Store::memory();
+    written(&store, 7, 2_500).await;
+    assert_index_agrees_with_a_rebuild(&store);
+    let states = states(&store);
+    let statuses = [
+        None,
+        Some(RunStatus::Running),
+        Some(RunStatus::WaitingForApproval),
+        Some(RunStatus::Failed),
+    ];
+    let some_session = states
+        .values()
+        .nth(40)
+        .unwrap()
+        .supervisor
+        .session_id
+        .0
+        .clone();
+    for who in principals() {
+        let scope = match who.admin {
+            true => RunScope::Visible,
+            false => RunScope::Owner(&who.name),
+        };
+        // Runs: every page boundary of a few page sizes, with and without filters.
+        for (limit, status, session) in [
+            (1_000, None, None),
+            (97, statuses[1], None),
+            (250, statuses[2], None),
+            (13, statuses[3], None),
+            (3, statuses[0], Some(some_session.clone())),
+        ] {
+            let mut q = RunsQuery {
+                limit: Some(limit),
+                status,
+                session_id: session,
+                ..RunsQuery::default()
+            };
+            let mut pages = 0;
+            loop {
+                let got = page(&store, &q, scope, &mut || {}).unwrap();
+                let (want, next) = runs_by_scan(&store, &states, &who, &q);
+                let ids: Vec<RunId> = got.runs.iter().map(|r| r.run_id).collect();
+                assert_eq!(ids, want, "{} page {pages} of {q:?}", who.name);
+                assert_eq!(got.next, next, "{} page {pages} of {q:?}", who.name);
+                pages += 1;
+                match next {
+                    Some(n) => q.after = Some(n),
+                    None => break,
+                }
+            }
+            assert!(pages >= 1);
+        }
+        // Sessions: every page, for each user filter.
+        let reader = SessionReader::new(store.clone());
+        for user in [None, Some(USERS[0]), Some(USERS[2])] {
+            let want = sessions_by_scan(&store, &states, &who, user);
+            let mut got = Vec::new();
+            let mut q = SessionsQuery {
+                limit: Some(7),
+                user: user.map(str::to_owned),
+                ..SessionsQuery::default()
+            };
+            loop {
+                let page = reader.list(&who, &q).unwrap();
+                got.extend(
+                    page.sessions
+                        .iter()
+                        .map(|s| (s.session_id.0.clone(), s.last_activity)),
+                );
+                match page.next_cursor {
+                    Some(c) => q.cursor = Some(c),
+                    None => break,
+                }
+            }
+            assert_eq!(got, want, "{}'s sessions of {user:?}", who.name);
+        }
+        // The pending approvals, in pages, and older than a moment.
+        let owner = (!who.admin).then_some(who.name.as_str());
+        let want = pending_by_scan(&states, &who);
+        assert!(!want.is_empty() || !who.admin);
+        let (all, more) = index::pending_approvals(&store, owner, None, 10_000).unwrap();
+        assert_eq!((all.clone(), more), (want.clone(), false), "{}", who.name);
+        let (first, more) = index::pending_approvals(&store, owner, None, 5).unwrap();
+        assert_eq!(first[..], want[..want.len().min(5)]);
+        assert_eq!(more, want.len() > 5);
+        if let Some(mid) = want.get(want.len() / 2) {
+            let (older, _) = index::pending_approvals(&store, owner, Some(mid.0), 10_000).unwrap();
+            let expected: Vec<_> = want.iter().filter(|p| p.0 < mid.0).cloned().collect();
+            assert_eq!(older, expected);
+        }
+    }
+    // Memory: what each owner's runs saved for each user, newest first.
+    let all = memories_by_scan(&store);
+    assert!(!all.is_empty());
+    for user in USERS {
+        for owner in OWNERS.iter().map(|o| Some(*o)).chain([None]) {
+            let got: Vec<String> = index::memory_items(&store, owner, user, usize::MAX)
+                .unwrap()
+                .into_iter()
+                .map(|s| s.memory.memory_id)
+                .collect();
+            let want: Vec<String> = all
+                .iter()
+                .filter(|(o, m)| m.user_id == user && owner.is_none_or(|x| x == o))
+                .map(|(_, m)| m.memory_id.clone())
+                .collect();
+            assert_eq!(got, want, "{owner:?}'s items for {user}");
+        }
+    }
+}
+
+/// Opening an engine reads the index, not the log: on a store of finished runs the events it
+/// reads do not grow with their number.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn opening_reads_no_event_of_a_finished_run() {
+    let mut read_at_open = Vec::new();
+    for runs in [300, 3_000] {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), Options::default()).unwrap();
+        let mut w = written(&store, 11, runs).await;
+        // Every run ends, as after a quiet night.
+        w.end_all(&store).await;
+        index::catch_up(&store).unwrap();
+        drop(store);
+        let store = Store::open(dir.path(), Options::default()).unwrap();
+        let engine = Engine::open(store.clone(), Settings::default())
+            .await
+            .unwrap();
+        read_at_open.push((store.reads().events(), store.reads().heads()));
+        engine.shutdown().await;
+        drop((engine, store));
+    }
+    assert_eq!(read_at_open[0], (0, 0), "{read_at_open:?}");
+    assert_eq!(read_at_open[1], (0, 0), "{read_at_open:?}");
+}
+
+/// A store written before the index existed (or whose index was lost) is indexed at its first
+/// open, and its lists answer as the scan did.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_without_an_index_is_indexed_once_and_answers_as_before() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), Options::default()).unwrap();
+    let mut w = written(&store, 5, 400).await;
+    w.end_all(&store).await;
+    assert_eq!(
+        store.index_watermark().unwrap(),
+        0,
+        "nothing indexed it yet"
+    );
+    drop(store);
+    let store = Store::open(dir.path(), Options::default()).unwrap();
+    let states = states(&store);
+    let engine = Engine::open(store.clone(), Settings::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        store.index_watermark().unwrap(),
+        store.durable_next_offset()
+    );
+    let admin = Principal::admin("root");
+    let q = RunsQuery {
+        limit: Some(1_000),
+        ..RunsQuery::default()
+    };
+    let listed = page(&store, &q, RunScope::Visible, &mut || {}).unwrap();
+    let ids: Vec<RunId> = listed.runs.iter().map(|r| r.run_id).collect();
+    assert_eq!(ids, runs_by_scan(&store, &states, &admin, &q).0);
+    let sessions = engine.sessions(&admin, &SessionsQuery::default()).unwrap();
+    let want = sessions_by_scan(&store, &states, &admin, None);
+    let got: Vec<_> = sessions
+        .sessions
+        .iter()
+        .map(|s| (s.session_id.0.clone(), s.last_activity))
+        .collect();
+    assert_eq!(got[..], want[..got.len()]);
+    engine.shutdown().await;
+    drop((engine, store));
+    // Opening again takes in nothing: the index is there.
+    let store = Store::open(dir.path(), Options::default()).unwrap();
+    index::catch_up(&store).unwrap();
+    assert_eq!(store.reads().events(), 0);
+}
+
+/// SIGKILL while runs, approvals, memory and session deletes are written and indexed: after every
+/// kill the index, once caught up, equals a rebuild from the log.
+#[test]
+fn sigkill_while_indexing_leaves_an_index_a_rebuild_agrees_with() {
+    let dir = tempfile::tempdir().unwrap();
+    for round in 0..8u64 {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_engine-child"))
+            .args(["index", dir.path().to_str().unwrap(), &round.to_string()])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        assert_eq!(lines.next().unwrap().unwrap(), "READY", "round {round}");
+        std::thread::sleep(Duration::from_millis(50 + rand::random::<u64>() % 250));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let store = Store::open(dir.path(), Options::default()).unwrap();
+        let before = store.index_watermark().unwrap();
+        assert!(before <= store.durable_next_offset(), "round {round}");
+        assert_index_agrees_with_a_rebuild(&store);
+        assert!(store.verify().unwrap().ok(), "round {round}");
+    }
+}
