@@ -96,6 +96,32 @@ pub fn open_with(data: &Path, opts: Options, when_locked: &str) -> anyhow::Resul
     })
 }
 
+/// Events behind the log past which bringing the index up to date shows a progress bar.
+const INDEX_PROGRESS_EVENTS_MIN: u64 = 50_000;
+
+/// Brings the store's index up to date with its log, with a progress bar on stderr when that
+/// means reading much of the log (a store written before the index existed: once).
+pub fn index_store(store: &Store) -> anyhow::Result<()> {
+    let behind = chronicle_engine::index::behind(store)?;
+    let bar = (behind > INDEX_PROGRESS_EVENTS_MIN).then(|| {
+        indicatif::ProgressBar::with_draw_target(
+            Some(behind),
+            indicatif::ProgressDrawTarget::stderr(),
+        )
+        .with_message("indexing the log (once, for a store written before its index)")
+    });
+    chronicle_engine::index::catch_up_with(store, &mut |done, _| {
+        if let Some(b) = &bar {
+            b.set_position(done);
+        }
+    })
+    .context("indexing the log")?;
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    Ok(())
+}
+
 pub fn parse_run_id(s: &str) -> anyhow::Result<RunId> {
     s.parse()
         .with_context(|| format!("invalid run id {s:?} (expected a UUID)"))

@@ -250,6 +250,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     };
     let store = Store::open(&args.data, opts)
         .with_context(|| format!("opening the store in {}", args.data.display()))?;
+    crate::common::index_store(&store)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;

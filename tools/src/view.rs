@@ -99,14 +99,19 @@ pub fn paint(style: Style, text: impl std::fmt::Display) -> String {
 /// the damage, and `verify` must be able to name it instead of failing to open. `when_locked`
 /// says what to do instead while a server holds the directory.
 pub fn open_for_reading(data: &Path, when_locked: &str) -> anyhow::Result<Store> {
-    crate::common::open_existing(
+    let store = crate::common::open_existing(
         data,
         Options {
             open_verify_tail_events: 0,
             ..Options::default()
         },
         when_locked,
-    )
+    )?;
+    // A store that cannot be indexed is still read (`verify` names what is wrong with it).
+    if let Err(e) = crate::common::index_store(&store) {
+        tracing::warn!(error = format!("{e:#}"), "the index could not take the log in");
+    }
+    Ok(store)
 }
 
 /// The head of `run`, or the one-line error every command gives for an unknown run.

@@ -43,6 +43,27 @@ const PROGRESS_EVERY: Duration = Duration::from_secs(5);
 /// watermark. Two callers racing do the work once: the loser's write is refused as a conflict
 /// and it reads the winner's watermark.
 pub fn catch_up(store: &Store) -> store::Result<u64> {
+    let mut said = Instant::now();
+    catch_up_with(store, &mut |done, of| {
+        if said.elapsed() >= PROGRESS_EVERY {
+            said = Instant::now();
+            tracing::info!(done, of, "indexing the log ({}%)", done * 100 / of.max(1));
+        }
+    })
+}
+
+/// Events behind the log's head: what a [`catch_up`] now would take in.
+pub fn behind(store: &Store) -> store::Result<u64> {
+    Ok(store
+        .durable_next_offset()
+        .saturating_sub(store.index_watermark()?))
+}
+
+/// [`catch_up`], telling `progress` after each chunk how many events it took in of how many.
+pub fn catch_up_with(
+    store: &Store,
+    progress: &mut dyn FnMut(u64, u64),
+) -> store::Result<u64> {
     let _one_at_a_time = store.index_lock();
     let mut at = store.index_watermark()?;
     let end = store.durable_next_offset();
@@ -55,7 +76,7 @@ pub fn catch_up(store: &Store) -> store::Result<u64> {
         );
         at = clear(store, at)?;
     }
-    let (start, mut said) = (at, Instant::now());
+    let start = at;
     while at < end {
         let to = end.min(at + INDEX_CHUNK_EVENTS);
         let mut batch = derive::Batch::new(store, store);
@@ -74,15 +95,7 @@ pub fn catch_up(store: &Store) -> store::Result<u64> {
             Err(store::Error::IndexConflict { actual, .. }) => at = actual,
             Err(e) => return Err(e),
         }
-        if said.elapsed() >= PROGRESS_EVERY {
-            said = Instant::now();
-            tracing::info!(
-                done = at - start,
-                of = end - start,
-                "indexing the log ({}%)",
-                (at - start) * 100 / (end - start).max(1)
-            );
-        }
+        progress(at - start, end - start);
     }
     Ok(at)
 }
