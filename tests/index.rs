@@ -367,3 +367,53 @@ fn sigkill_while_indexing_leaves_an_index_a_rebuild_agrees_with() {
         assert!(store.verify().unwrap().ok(), "round {round}");
     }
 }
+
+/// The value of one sample of the metrics text (`name{labels}` as written), or 0 when absent.
+fn sample(metrics: &str, name: &str) -> u64 {
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// `/metrics` shows the caches (entries, hits and misses), what was read from the store and how
+/// far the index is behind, on a server started over a store with history.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_show_the_caches_the_reads_and_the_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), Options::default()).unwrap();
+    let mut w = written(&store, 3, 150).await;
+    w.end_all(&store).await;
+    let srv = crate::api_support::server_on(
+        dir,
+        store,
+        chronicle_api::Tokens::none(),
+        Settings::default(),
+        chronicle_api::ApiConfig::default(),
+    )
+    .await;
+    let c = &srv.client;
+    let q = RunsQuery {
+        limit: Some(20),
+        ..RunsQuery::default()
+    };
+    let page = c.runs_page(&q).await.unwrap();
+    assert_eq!(page.runs.len() + page.damaged.len(), 20);
+    let before = c.metrics().await.unwrap();
+    let run = page.runs[0].run_id;
+    c.status(run).await.unwrap();
+    c.status(run).await.unwrap();
+    let after = c.metrics().await.unwrap();
+    let hits = r#"chronicle_cache_hits_total{cache="run_facts"}"#;
+    let misses = r#"chronicle_cache_misses_total{cache="run_facts"}"#;
+    assert!(sample(&after, hits) > sample(&before, hits), "{after}");
+    assert!(sample(&after, misses) >= 1, "{after}");
+    assert!(sample(&after, r#"chronicle_cache_entries{cache="run_facts"}"#) >= 1);
+    assert!(sample(&after, "chronicle_store_events_read_total") > 0);
+    assert!(
+        after.contains("chronicle_index_behind_events 0\n"),
+        "{after}"
+    );
+    assert!(after.contains(r#"chronicle_cache_events{cache="ended_runs"}"#));
+    srv.stop().await;
+}

@@ -98,6 +98,16 @@ pub struct Metrics {
     /// Connections and streams refused for a cap, by cap (`connections`, `streams`,
     /// `streams_per_principal`).
     pub refused: Family<Vec<(String, String)>, Counter>,
+    /// The engine's caches: entries and events held (by `cache`), and lookups answered or
+    /// missed; what was read from the store; how far the index is behind the log. Brought up
+    /// to date when /metrics is read ([`Metrics::observe`]).
+    pub cache_entries: Family<Vec<(String, String)>, Gauge>,
+    pub cache_events: Family<Vec<(String, String)>, Gauge>,
+    pub cache_hits: Family<Vec<(String, String)>, Counter>,
+    pub cache_misses: Family<Vec<(String, String)>, Counter>,
+    pub store_events_read: Counter,
+    pub store_heads_read: Counter,
+    pub index_behind_events: Gauge,
 }
 
 impl Metrics {
@@ -106,6 +116,48 @@ impl Metrics {
         self.refused
             .get_or_create(&vec![("cap".to_owned(), cap.to_owned())])
             .inc();
+    }
+
+    /// Brings the cache and store metrics to what the engine says now.
+    pub(crate) fn observe(&self, c: &chronicle_engine::CacheStats) {
+        let cache = |name: &str| vec![("cache".to_owned(), name.to_owned())];
+        let to = |counter: &Counter, total: u64| {
+            counter.inc_by(total.saturating_sub(counter.get()));
+        };
+        let gauge = |g: &Gauge, v: u64| {
+            g.set(i64::try_from(v).unwrap_or(i64::MAX));
+        };
+        gauge(
+            &self.cache_entries.get_or_create(&cache("run_facts")),
+            c.facts_runs,
+        );
+        gauge(
+            &self.cache_entries.get_or_create(&cache("ended_runs")),
+            c.idle_runs,
+        );
+        gauge(
+            &self.cache_events.get_or_create(&cache("ended_runs")),
+            c.idle_events,
+        );
+        to(
+            &self.cache_hits.get_or_create(&cache("run_facts")),
+            c.facts_hits,
+        );
+        to(
+            &self.cache_misses.get_or_create(&cache("run_facts")),
+            c.facts_misses,
+        );
+        to(
+            &self.cache_hits.get_or_create(&cache("ended_runs")),
+            c.idle_hits,
+        );
+        to(
+            &self.cache_misses.get_or_create(&cache("ended_runs")),
+            c.idle_misses,
+        );
+        to(&self.store_events_read, c.store_events_read);
+        to(&self.store_heads_read, c.store_heads_read);
+        gauge(&self.index_behind_events, c.index_behind_events);
     }
 
     pub(crate) fn new() -> Self {
@@ -140,6 +192,41 @@ impl Metrics {
             "refused",
             "Connections and streams refused for a cap, by cap",
             m.refused.clone(),
+        );
+        registry.register(
+            "cache_entries",
+            "Entries an engine cache holds, by cache",
+            m.cache_entries.clone(),
+        );
+        registry.register(
+            "cache_events",
+            "Events the states an engine cache holds fold, by cache",
+            m.cache_events.clone(),
+        );
+        registry.register(
+            "cache_hits",
+            "Lookups an engine cache answered, by cache",
+            m.cache_hits.clone(),
+        );
+        registry.register(
+            "cache_misses",
+            "Lookups an engine cache could not answer, by cache",
+            m.cache_misses.clone(),
+        );
+        registry.register(
+            "store_events_read",
+            "Events read from the store",
+            m.store_events_read.clone(),
+        );
+        registry.register(
+            "store_heads_read",
+            "Run heads read by walking every run",
+            m.store_heads_read.clone(),
+        );
+        registry.register(
+            "index_behind_events",
+            "Durable events the index has not taken in yet",
+            m.index_behind_events.clone(),
         );
         m.registry = registry;
         m

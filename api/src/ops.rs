@@ -72,6 +72,11 @@ pub(crate) async fn healthz(State(st): State<AppState>) -> Response {
         (status = 500, description = "An internal error (`internal_error`)", body = ErrorBody),
     ))]
 pub(crate) async fn metrics(State(st): State<AppState>, _p: Principal) -> ApiResult<Response> {
+    let engine = st.engine.clone();
+    let stats = tokio::task::spawn_blocking(move || engine.cache_stats())
+        .await
+        .map_err(ApiError::internal)?;
+    st.metrics.observe(&stats);
     let mut out = String::new();
     prometheus_client::encoding::text::encode(&mut out, &st.metrics.registry)
         .map_err(ApiError::internal)?;

@@ -41,7 +41,7 @@ pub use plugin::settings::{SUBAGENT_DEPTH_MAX_DEFAULT, Settings};
 pub use plugin::{agents, chunks, hitl, llm, said, texts, tools};
 pub use principal::Principal;
 pub use runtime::bus::{Bus, Live};
-pub use runtime::engine::Engine;
+pub use runtime::engine::{CacheStats, Engine};
 pub use runtime::index;
 pub use runtime::mailbox::RestoreTarget;
 pub use runtime::runs::{StartRun, Started, check_session_id, child_run_id, is_settled};

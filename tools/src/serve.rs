@@ -5,8 +5,8 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use chronicle_api::{ApiConfig, AppState, Tokens};
-use chronicle_engine::Engine;
 use chronicle_engine::store::{Durability, Options, Store};
+use chronicle_engine::{Engine, Settings};
 use chronicle_schemas::{HitlMode, OnReject};
 
 #[derive(Debug, clap::Args)]
@@ -62,6 +62,16 @@ pub struct ServeArgs {
     /// 507 and /healthz says full. 0 keeps none (a full disk then shows as a failed write).
     #[arg(long, value_name = "MIB", default_value_t = Options::default().disk_reserve_bytes >> 20)]
     disk_reserve_mib: u64,
+    /// Memory for sled's page cache, in MiB: the store's pages kept in memory, whatever the
+    /// store's size.
+    #[arg(long, value_name = "MIB", default_value_t = Options::default().cache_capacity_bytes >> 20)]
+    store_cache_mib: u64,
+    /// Runs whose facts (owner, user, deleted or not) are kept in memory to authorize requests.
+    #[arg(long, value_name = "RUNS", default_value_t = Settings::default().facts_cache_runs)]
+    facts_cache_runs: usize,
+    /// Events the kept states of recently ended long runs may fold in all.
+    #[arg(long, value_name = "EVENTS", default_value_t = Settings::default().idle_cache_events)]
+    ended_runs_cache_events: u64,
     #[command(flatten)]
     limits: LimitArgs,
 }
@@ -246,6 +256,10 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
         durability: args.durability,
         repair_truncate_tail: args.repair_truncate_tail,
         disk_reserve_bytes,
+        cache_capacity_bytes: args
+            .store_cache_mib
+            .checked_mul(1 << 20)
+            .with_context(|| format!("--store-cache-mib {} is too large", args.store_cache_mib))?,
         ..Options::default()
     };
     let store = Store::open(&args.data, opts)
@@ -261,6 +275,8 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
         settings.defaults.hitl = hitl;
     }
     settings.defaults.on_reject = args.on_reject;
+    settings.facts_cache_runs = args.facts_cache_runs;
+    settings.idle_cache_events = args.ended_runs_cache_events;
     if settings.llm.is_none() {
         tracing::info!(
             "no LLM configured: intent, plan, evaluation and answers come from the rules"

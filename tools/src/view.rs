@@ -109,7 +109,10 @@ pub fn open_for_reading(data: &Path, when_locked: &str) -> anyhow::Result<Store>
     )?;
     // A store that cannot be indexed is still read (`verify` names what is wrong with it).
     if let Err(e) = crate::common::index_store(&store) {
-        tracing::warn!(error = format!("{e:#}"), "the index could not take the log in");
+        tracing::warn!(
+            error = format!("{e:#}"),
+            "the index could not take the log in"
+        );
     }
     Ok(store)
 }

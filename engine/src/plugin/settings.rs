@@ -61,6 +61,12 @@ pub struct Settings {
     /// Items of a user's long-term memory a turn loads at most (the newest), so that its
     /// `MemoryLoaded` stays small.
     pub memories_loaded_max: usize,
+    /// Runs whose facts (owner, user, sub-agent or not, deleted or not) the engine keeps in
+    /// memory for authorizing requests; past it the cache starts over.
+    pub facts_cache_runs: usize,
+    /// Events the states of recently ended long runs may fold in all (kept so that a command
+    /// on a run that just ended needs no replay); past it the oldest are dropped.
+    pub idle_cache_events: u64,
 }
 
 impl std::fmt::Debug for Settings {
@@ -99,6 +105,8 @@ impl Default for Settings {
             skills_dir: None,
             memory_dir: None,
             memories_loaded_max: 50,
+            facts_cache_runs: 65_536,
+            idle_cache_events: 20_000,
         }
     }
 }

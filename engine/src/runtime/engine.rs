@@ -28,6 +28,26 @@ use crate::runtime::shared::Shared;
 use crate::store::{self, Store};
 use crate::{Error, Principal, Result};
 
+/// See [`Engine::cache_stats`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CacheStats {
+    /// Runs whose facts are cached, and the lookups the cache answered or missed.
+    pub facts_runs: u64,
+    pub facts_hits: u64,
+    pub facts_misses: u64,
+    /// Ended long runs whose states are kept, the events they fold, and the actors started
+    /// from one (hits) or from the store (misses).
+    pub idle_runs: u64,
+    pub idle_events: u64,
+    pub idle_hits: u64,
+    pub idle_misses: u64,
+    /// Events and run heads read from the store since it opened.
+    pub store_events_read: u64,
+    pub store_heads_read: u64,
+    /// Durable events the index has not taken in yet.
+    pub index_behind_events: u64,
+}
+
 /// The workflow engine; cheap to clone.
 #[derive(Clone)]
 pub struct Engine {
@@ -69,6 +89,27 @@ impl Engine {
             tracing::info!(runs = recovered, "recovered runs");
         }
         Ok(Engine { shared })
+    }
+
+    /// What the engine's caches hold and how often they answered, what was read from the store,
+    /// and how far the index is behind the log: what `/metrics` shows.
+    pub fn cache_stats(&self) -> CacheStats {
+        let s = &self.shared;
+        let (facts_hits, facts_misses) = s.facts_cache().stats.get();
+        let (idle_runs, idle_events) = s.idle.size();
+        let (idle_hits, idle_misses) = s.idle.stats.get();
+        CacheStats {
+            facts_runs: s.facts_cache().len() as u64,
+            facts_hits,
+            facts_misses,
+            idle_runs: idle_runs as u64,
+            idle_events,
+            idle_hits,
+            idle_misses,
+            store_events_read: s.store.reads().events(),
+            store_heads_read: s.store.reads().heads(),
+            index_behind_events: index::behind(&s.store).unwrap_or(0),
+        }
     }
 
     pub fn store(&self) -> &Store {

@@ -61,13 +61,57 @@ fn ends_deleted(store: &Store, head: &crate::store::RunHead) -> Result<bool> {
 /// Runs' facts [`Shared`] remembers before it starts over.
 const OWNERS_CACHED_MAX: usize = 65_536;
 
-/// The cache of [`RunFacts`]: at most [`OWNERS_CACHED_MAX`] runs, then forgotten and read again.
-#[derive(Debug, Default)]
+/// The cache of [`RunFacts`]: at most `max` runs, then forgotten and read again.
+#[derive(Debug)]
 pub(crate) struct Facts {
     map: Mutex<HashMap<RunId, RunFacts>>,
+    max: usize,
+    pub(crate) stats: CacheCounts,
+}
+
+impl Default for Facts {
+    fn default() -> Self {
+        Facts::with_max(OWNERS_CACHED_MAX)
+    }
+}
+
+/// What a cache holds and how often it answered.
+#[derive(Debug, Default)]
+pub(crate) struct CacheCounts {
+    pub hits: std::sync::atomic::AtomicU64,
+    pub misses: std::sync::atomic::AtomicU64,
+}
+
+impl CacheCounts {
+    fn hit(&self, hit: bool) {
+        let c = if hit { &self.hits } else { &self.misses };
+        c.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    pub(crate) fn get(&self) -> (u64, u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        (self.hits.load(Relaxed), self.misses.load(Relaxed))
+    }
 }
 
 impl Facts {
+    /// A cache of at most `max` runs' facts (at least one).
+    pub(crate) fn with_max(max: usize) -> Self {
+        Facts {
+            map: Mutex::default(),
+            max: max.max(1),
+            stats: CacheCounts::default(),
+        }
+    }
+
+    /// Runs whose facts are cached now.
+    pub(crate) fn len(&self) -> usize {
+        self.map
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
+    }
+
     /// What is known of `run` from its first and last events; `None` for a run that does not
     /// exist. Cached (an owner never changes, and a tombstone is a run's last event: nothing
     /// is appended to a deleted run, so the flag changes only through [`Facts::mark_deleted`]).
@@ -78,8 +122,10 @@ impl Facts {
             .unwrap_or_else(PoisonError::into_inner)
             .get(&run)
         {
+            self.stats.hit(true);
             return Ok(Some(facts.clone()));
         }
+        self.stats.hit(false);
         let Some(head) = store.run_head(run)? else {
             return Ok(None);
         };
@@ -141,7 +187,7 @@ impl Facts {
     /// Caches what a read found, unless the tombstone was recorded meanwhile.
     fn remember(&self, run: RunId, facts: RunFacts) {
         let mut owners = self.map.lock().unwrap_or_else(PoisonError::into_inner);
-        if owners.len() >= OWNERS_CACHED_MAX {
+        if owners.len() >= self.max {
             owners.clear();
         }
         owners.entry(run).or_insert(facts);
@@ -174,9 +220,18 @@ const IDLE_EVENTS_MIN: u64 = 256;
 /// loading the run's newest snapshot (megabytes for a run of hundreds of TODOs). A state is used
 /// only while the run's newest event is the one it folds, so it is always what a replay would
 /// give.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct IdleRuns {
     inner: Mutex<IdleInner>,
+    /// Events the kept states fold at most, in all.
+    max_events: u64,
+    pub(crate) stats: CacheCounts,
+}
+
+impl Default for IdleRuns {
+    fn default() -> Self {
+        IdleRuns::with_max(IDLE_EVENTS_MAX)
+    }
 }
 
 #[derive(Debug, Default)]
@@ -202,12 +257,28 @@ fn events_of(live: &LiveRun) -> u64 {
 }
 
 impl IdleRuns {
+    /// Keeping states of at most `max_events` events in all (none when below the shortest run
+    /// kept).
+    pub(crate) fn with_max(max_events: u64) -> Self {
+        IdleRuns {
+            inner: Mutex::default(),
+            max_events,
+            stats: CacheCounts::default(),
+        }
+    }
+
+    /// The runs whose states are kept now, and the events they fold.
+    pub(crate) fn size(&self) -> (usize, u64) {
+        let inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        (inner.runs.len(), inner.events)
+    }
+
     /// Keeps the state of a run whose actor stops (with what it wrote and has not seen durable
     /// yet, so the next actor waits for it as this one would have).
     pub(crate) fn keep(&self, live: LiveRun) {
         let run = live.run_id();
         let size = events_of(&live);
-        if !(IDLE_EVENTS_MIN..=IDLE_EVENTS_MAX).contains(&size) {
+        if !(IDLE_EVENTS_MIN..=self.max_events).contains(&size) {
             return;
         }
         let mut dropped = Vec::new();
@@ -220,7 +291,7 @@ impl IdleRuns {
             dropped.push(old);
         }
         inner.order.push_back((run, n));
-        while inner.events > IDLE_EVENTS_MAX {
+        while inner.events > self.max_events {
             let Some(oldest) = inner.order.pop_front() else {
                 break;
             };
@@ -244,10 +315,16 @@ impl IdleRuns {
     /// The kept state of `run` when it still folds the run's newest event, `last_seq`.
     pub(crate) fn take(&self, run: RunId, last_seq: u64) -> Option<LiveRun> {
         let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-        let (_, live) = inner.runs.remove(&run)?;
+        let Some((_, live)) = inner.runs.remove(&run) else {
+            drop(inner);
+            self.stats.hit(false);
+            return None;
+        };
         inner.events -= events_of(&live);
         drop(inner);
-        if live.state().last_seq == Some(last_seq) {
+        let current = live.state().last_seq == Some(last_seq);
+        self.stats.hit(current);
+        if current {
             Some(live)
         } else {
             live.discard();
@@ -308,6 +385,8 @@ impl Shared {
             .unwrap_or_else(|| {
                 std::env::temp_dir().join(format!("chronicle-workspaces-{}", std::process::id()))
             });
+        let idle = IdleRuns::with_max(settings.idle_cache_events);
+        let facts = Arc::new(Facts::with_max(settings.facts_cache_runs));
         Arc::new(Shared {
             store,
             settings,
@@ -316,8 +395,8 @@ impl Shared {
             tasks: TaskTracker::new(),
             bus,
             actors: Mutex::new(HashMap::new()),
-            idle: IdleRuns::default(),
-            facts: Arc::default(),
+            idle,
+            facts,
             spawn,
         })
     }

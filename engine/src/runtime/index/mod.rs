@@ -60,10 +60,7 @@ pub fn behind(store: &Store) -> store::Result<u64> {
 }
 
 /// [`catch_up`], telling `progress` after each chunk how many events it took in of how many.
-pub fn catch_up_with(
-    store: &Store,
-    progress: &mut dyn FnMut(u64, u64),
-) -> store::Result<u64> {
+pub fn catch_up_with(store: &Store, progress: &mut dyn FnMut(u64, u64)) -> store::Result<u64> {
     let _one_at_a_time = store.index_lock();
     let mut at = store.index_watermark()?;
     let end = store.durable_next_offset();
