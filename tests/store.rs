@@ -22,7 +22,7 @@ fn read_all(store: &Store) -> Vec<Envelope> {
 }
 
 fn assert_dense(store: &Store) -> u64 {
-    let all = read_all(&store);
+    let all = read_all(store);
     let mut seqs: BTreeMap<RunId, u64> = BTreeMap::new();
     for (i, env) in all.iter().enumerate() {
         assert_eq!(env.offset, i as u64);
