@@ -16,6 +16,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use crate::api_support::{Server, server, server_with};
+use crate::support::first_pending;
 
 const SCENARIO_1: &str = "집주인이 전세금 3억을 10억으로 올려달래. 법적으로 해결방법 알려줘";
 const WAIT: Duration = Duration::from_secs(20);
@@ -208,13 +209,7 @@ async fn every_error_code_and_nothing_written() {
     // A run waiting for approval of todo_001, to aim the bad requests at.
     let run = c.start_run(&gated(SCENARIO_1)).await.unwrap().run_id;
     let state = srv.engine.wait_settled(run, WAIT).await.unwrap();
-    let approval = state
-        .approvals
-        .pending()
-        .next()
-        .unwrap()
-        .approval_id
-        .clone();
+    let approval = first_pending(&state);
     let u = |p: &str| srv.url(&format!("/api/v1/agent/{run}{p}"));
 
     // 400: malformed JSON, a malformed id, a bad query parameter.

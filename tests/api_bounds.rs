@@ -349,8 +349,7 @@ async fn a_request_answered_401_closes_its_connection() {
 /// principal's writes or an admin's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn writes_past_a_principals_quota_are_answered_429() {
-    use crate::api_support::{ALICE, BOB, ROOT, call, principals};
-    use reqwest::Method;
+    use crate::api_support::{ALICE, BOB, ROOT, get, post, principals};
     let config = ApiConfig {
         writes_per_principal_per_s: 1,
         writes_per_principal_burst: 3,
@@ -387,35 +386,18 @@ async fn writes_past_a_principals_quota_are_answered_429() {
         "{statuses:?}"
     );
     // Nothing was written for the refused one.
-    let (_, runs) = call(&srv, BOB, Method::GET, "/api/v1/runs", None).await;
+    let (_, runs) = get(&srv, BOB, "/api/v1/runs").await;
     assert_eq!(
         runs["runs"].as_array().unwrap().len(),
         statuses.len() - 1,
         "{runs}"
     );
     // Reads go on; alice has her own quota; the admin has none.
-    assert_eq!(
-        call(&srv, BOB, Method::GET, "/api/v1/runs", None).await.0,
-        StatusCode::OK
-    );
-    let (status, _) = call(
-        &srv,
-        ALICE,
-        Method::POST,
-        "/api/v1/agent/run",
-        Some(run("a-1")),
-    )
-    .await;
+    assert_eq!(get(&srv, BOB, "/api/v1/runs").await.0, StatusCode::OK);
+    let (status, _) = post(&srv, ALICE, "/api/v1/agent/run", run("a-1")).await;
     assert_eq!(status, StatusCode::ACCEPTED);
     for i in 0..5 {
-        let (status, _) = call(
-            &srv,
-            ROOT,
-            Method::POST,
-            "/api/v1/agent/run",
-            Some(run(&format!("r-{i}"))),
-        )
-        .await;
+        let (status, _) = post(&srv, ROOT, "/api/v1/agent/run", run(&format!("r-{i}"))).await;
         assert_eq!(status, StatusCode::ACCEPTED);
     }
 }

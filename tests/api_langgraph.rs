@@ -6,7 +6,7 @@
 use chronicle_api::Tokens;
 use serde_json::{Value, json};
 
-use crate::api_support::server;
+use crate::api_support::{Server, server};
 
 /// Python: `uuid.uuid5(uuid.UUID("6ba7b821-9dad-11d1-80b4-00c04fd430c8"), "supervisor")`.
 const SUPERVISOR_ID: &str = "3dba61cc-373b-5094-96d6-8331cb40a952";
@@ -19,18 +19,16 @@ async fn detail(res: reqwest::Response, status: u16) -> String {
     obj["detail"].as_str().unwrap().to_owned()
 }
 
+/// The JSON body of a GET of `path` without a token.
+async fn get_json(srv: &Server, path: &str) -> Value {
+    let res = srv.http.get(srv.url(path)).send().await.unwrap();
+    res.json().await.unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn assistants_are_found_by_id_graph_id_and_search() {
     let srv = server(Tokens::none(), None).await;
-    let info: Value = srv
-        .http
-        .get(srv.url("/info"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let info = get_json(&srv, "/info").await;
     assert_eq!(info["flags"]["assistants"], true);
     assert_eq!(info["flags"]["crons"], false);
 
@@ -99,26 +97,10 @@ async fn assistants_are_found_by_id_graph_id_and_search() {
 
     // By id and by graph id: the same assistant.
     for id in [SUPERVISOR_ID, "supervisor"] {
-        let got: Value = srv
-            .http
-            .get(srv.url(&format!("/assistants/{id}")))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let got = get_json(&srv, &format!("/assistants/{id}")).await;
         assert_eq!(&got, sup);
     }
-    let graph: Value = srv
-        .http
-        .get(srv.url("/assistants/supervisor/graph?xray=false"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let graph = get_json(&srv, "/assistants/supervisor/graph?xray=false").await;
     let nodes: Vec<&str> = graph["nodes"]
         .as_array()
         .unwrap()
@@ -139,15 +121,7 @@ async fn assistants_are_found_by_id_graph_id_and_search() {
             "__end__"
         ]
     );
-    let schemas: Value = srv
-        .http
-        .get(srv.url(&format!("/assistants/{SUPERVISOR_ID}/schemas")))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let schemas = get_json(&srv, &format!("/assistants/{SUPERVISOR_ID}/schemas")).await;
     assert_eq!(schemas["graph_id"], "supervisor");
     assert_eq!(schemas["input_schema"]["type"], "object");
     srv.stop().await;

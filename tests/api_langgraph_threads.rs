@@ -7,7 +7,9 @@ use chronicle_engine::store::{Options, Store};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::api_support::{ALICE, BOB, ROOT, Server, call, principals, server, server_on};
+use crate::api_support::{
+    ALICE, BOB, ROOT, Server, call, get, post, principals, server, server_on,
+};
 
 const QUERY: &str = "강남구 아파트 전세 시세 알려줘";
 
@@ -16,16 +18,15 @@ fn records(srv: &Server) -> usize {
     srv.engine.store().records("langgraph/").unwrap().len()
 }
 
+/// A new empty thread of Alice's; its id.
+async fn new_thread(srv: &Server) -> String {
+    let (_, t) = post(srv, ALICE, "/threads", json!({})).await;
+    t["thread_id"].as_str().unwrap().to_owned()
+}
+
 /// A thread of `token`'s with one finished turn (HITL off); its id.
 async fn thread_with_a_turn(srv: &Server, token: &str) -> String {
-    let (s, t) = call(
-        srv,
-        token,
-        Method::POST,
-        "/threads",
-        Some(json!({"metadata": {"team": "a"}})),
-    )
-    .await;
+    let (s, t) = post(srv, token, "/threads", json!({"metadata": {"team": "a"}})).await;
     assert_eq!(s, StatusCode::OK, "{t}");
     let id = t["thread_id"].as_str().unwrap().to_owned();
     let body = json!({
@@ -33,14 +34,7 @@ async fn thread_with_a_turn(srv: &Server, token: &str) -> String {
         "input": {"messages": [{"type": "human", "content": QUERY}]},
         "config": {"configurable": {"hitl": "none"}},
     });
-    let (s, values) = call(
-        srv,
-        token,
-        Method::POST,
-        &format!("/threads/{id}/runs/wait"),
-        Some(body),
-    )
-    .await;
+    let (s, values) = post(srv, token, &format!("/threads/{id}/runs/wait"), body).await;
     assert_eq!(s, StatusCode::OK, "{values}");
     assert_eq!(values["run_status"], "completed", "{values}");
     id
@@ -50,23 +44,9 @@ async fn thread_with_a_turn(srv: &Server, token: &str) -> String {
 async fn another_principals_thread_is_not_found_anywhere_and_an_admin_sees_it() {
     let srv = server(principals(), None).await;
     let id = thread_with_a_turn(&srv, ALICE).await;
-    let (_, runs) = call(
-        &srv,
-        ALICE,
-        Method::GET,
-        &format!("/threads/{id}/runs"),
-        None,
-    )
-    .await;
+    let (_, runs) = get(&srv, ALICE, &format!("/threads/{id}/runs")).await;
     let run = runs[0]["run_id"].as_str().unwrap().to_owned();
-    let (_, state) = call(
-        &srv,
-        ALICE,
-        Method::GET,
-        &format!("/threads/{id}/state"),
-        None,
-    )
-    .await;
+    let (_, state) = get(&srv, ALICE, &format!("/threads/{id}/state")).await;
     let checkpoint = state["checkpoint"]["checkpoint_id"]
         .as_str()
         .unwrap()
@@ -110,16 +90,9 @@ async fn another_principals_thread_is_not_found_anywhere_and_an_admin_sees_it() 
         assert!(b["detail"].as_str().unwrap().contains("not found"), "{b}");
     }
     // Bob cannot take the id either, nor see it in a search.
-    let (s, _) = call(
-        &srv,
-        BOB,
-        Method::POST,
-        "/threads",
-        Some(json!({"thread_id": id})),
-    )
-    .await;
+    let (s, _) = post(&srv, BOB, "/threads", json!({"thread_id": id})).await;
     assert_eq!(s, StatusCode::CONFLICT);
-    let (_, found) = call(&srv, BOB, Method::POST, "/threads/search", Some(json!({}))).await;
+    let (_, found) = post(&srv, BOB, "/threads/search", json!({})).await;
     assert_eq!(found, json!([]));
     assert_eq!(
         (srv.offsets(), records(&srv)),
@@ -128,17 +101,16 @@ async fn another_principals_thread_is_not_found_anywhere_and_an_admin_sees_it() 
     );
 
     // The admin sees Alice's thread, in a search too; Alice sees it with its metadata.
-    let (s, t) = call(&srv, ROOT, Method::GET, &format!("/threads/{id}"), None).await;
+    let (s, t) = get(&srv, ROOT, &format!("/threads/{id}")).await;
     assert_eq!(s, StatusCode::OK);
     assert_eq!(t["metadata"]["team"], "a");
     assert_eq!(t["metadata"]["graph_id"], "supervisor");
     assert_eq!(t["status"], "idle");
-    let (_, found) = call(
+    let (_, found) = post(
         &srv,
         ROOT,
-        Method::POST,
         "/threads/search",
-        Some(json!({"metadata": {"team": "a"}})),
+        json!({"metadata": {"team": "a"}}),
     )
     .await;
     assert_eq!(found.as_array().unwrap().len(), 1);
@@ -160,9 +132,9 @@ async fn the_x_api_key_header_is_a_token() {
     let t: Value = res.json().await.unwrap();
     let id = t["thread_id"].as_str().unwrap();
     // It is Alice's: Bob's bearer token does not see it.
-    let (s, _) = call(&srv, BOB, Method::GET, &format!("/threads/{id}"), None).await;
+    let (s, _) = get(&srv, BOB, &format!("/threads/{id}")).await;
     assert_eq!(s, StatusCode::NOT_FOUND);
-    let (s, _) = call(&srv, ALICE, Method::GET, &format!("/threads/{id}"), None).await;
+    let (s, _) = get(&srv, ALICE, &format!("/threads/{id}")).await;
     assert_eq!(s, StatusCode::OK);
     let res = srv
         .http
@@ -329,42 +301,21 @@ async fn threads_and_runs_outlive_a_restart() {
         )
     };
     let srv = serve(open()).await;
-    let (_, empty) = call(
-        &srv,
-        ALICE,
-        Method::POST,
-        "/threads",
-        Some(json!({"metadata": {"k": [1, 2]}})),
-    )
-    .await;
+    let (_, empty) = post(&srv, ALICE, "/threads", json!({"metadata": {"k": [1, 2]}})).await;
     let empty = empty["thread_id"].as_str().unwrap().to_owned();
     let used = thread_with_a_turn(&srv, ALICE).await;
-    let (_, runs) = call(
-        &srv,
-        ALICE,
-        Method::GET,
-        &format!("/threads/{used}/runs"),
-        None,
-    )
-    .await;
+    let (_, runs) = get(&srv, ALICE, &format!("/threads/{used}/runs")).await;
     let history = format!("/threads/{used}/history");
     let all = || Some(json!({"limit": 100}));
     let (_, before) = call(&srv, ALICE, Method::POST, &history, all()).await;
     srv.stop().await;
 
     let srv = serve(open()).await;
-    let (s, t) = call(&srv, ALICE, Method::GET, &format!("/threads/{empty}"), None).await;
+    let (s, t) = get(&srv, ALICE, &format!("/threads/{empty}")).await;
     assert_eq!(s, StatusCode::OK, "{t}");
     assert_eq!(t["metadata"], json!({"k": [1, 2]}));
     assert_eq!(t["values"], Value::Null);
-    let (_, runs_after) = call(
-        &srv,
-        ALICE,
-        Method::GET,
-        &format!("/threads/{used}/runs"),
-        None,
-    )
-    .await;
+    let (_, runs_after) = get(&srv, ALICE, &format!("/threads/{used}/runs")).await;
     assert_eq!(runs_after, runs);
     let (_, after) = call(&srv, ALICE, Method::POST, &history, all()).await;
     assert_eq!(after, before, "the same checkpoints, ids and states");
@@ -394,8 +345,7 @@ async fn a_failing_run_streams_error_and_waits_to_an_error_value() {
     let mut settings = chronicle_realestate::settings();
     settings.defaults.limits.max_todos = 1;
     let srv = crate::api_support::server_settings(principals(), settings, Default::default()).await;
-    let (_, t) = call(&srv, ALICE, Method::POST, "/threads", Some(json!({}))).await;
-    let id = t["thread_id"].as_str().unwrap().to_owned();
+    let id = new_thread(&srv).await;
     let body = json!({"assistant_id": "supervisor", "input": {"query": QUERY}, "stream_mode": ["values", "updates"]});
     let res = srv
         .http
@@ -417,13 +367,13 @@ async fn a_failing_run_streams_error_and_waits_to_an_error_value() {
     assert_eq!(data["error"], "RunFailed");
     assert!(!data["message"].as_str().unwrap().is_empty(), "{data}");
     // The run is marked failed by the time the stream closed; so is the thread.
-    let (_, run) = call(&srv, ALICE, Method::GET, &location, None).await;
+    let (_, run) = get(&srv, ALICE, &location).await;
     assert_eq!(run["status"], "error", "{run}");
-    let (_, thread) = call(&srv, ALICE, Method::GET, &format!("/threads/{id}"), None).await;
+    let (_, thread) = get(&srv, ALICE, &format!("/threads/{id}")).await;
     assert_eq!(thread["status"], "error");
 
     // `wait` answers 200 with `__error__`; a stateless one too.
-    let (s, values) = call(&srv, ALICE, Method::POST, "/runs/wait", Some(body)).await;
+    let (s, values) = post(&srv, ALICE, "/runs/wait", body).await;
     assert_eq!(s, StatusCode::OK);
     assert_eq!(values["__error__"]["error"], "RunFailed", "{values}");
     assert_eq!(values["__error__"]["message"], data["message"]);
@@ -433,19 +383,11 @@ async fn a_failing_run_streams_error_and_waits_to_an_error_value() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancel_many_cancels_what_runs_and_only_the_callers() {
     let srv = server(principals(), None).await;
-    let (_, t) = call(&srv, ALICE, Method::POST, "/threads", Some(json!({}))).await;
-    let id = t["thread_id"].as_str().unwrap().to_owned();
+    let id = new_thread(&srv).await;
     // A turn that waits for approval stays settled: nothing of it is running.
     let body = json!({"assistant_id": "supervisor", "input": {"query": QUERY},
                       "config": {"configurable": {"hitl": "every_todo"}}});
-    let (s, values) = call(
-        &srv,
-        ALICE,
-        Method::POST,
-        &format!("/threads/{id}/runs/wait"),
-        Some(body),
-    )
-    .await;
+    let (s, values) = post(&srv, ALICE, &format!("/threads/{id}/runs/wait"), body).await;
     assert_eq!(s, StatusCode::OK, "{values}");
     assert!(values["__interrupt__"].is_array(), "{values}");
     let before = srv.offsets();
@@ -465,47 +407,25 @@ async fn cancel_many_cancels_what_runs_and_only_the_callers() {
         ),
     ];
     for (body, status) in refused {
-        let (s, b) = call(
-            &srv,
-            ALICE,
-            Method::POST,
-            "/runs/cancel",
-            Some(body.clone()),
-        )
-        .await;
+        let (s, b) = post(&srv, ALICE, "/runs/cancel", body.clone()).await;
         assert_eq!(s, status, "{body}: {b}");
     }
     // Bob's cancel of Alice's thread is not found; everyone's "all" leaves Alice's alone.
-    let (s, _) = call(
-        &srv,
-        BOB,
-        Method::POST,
-        "/runs/cancel",
-        Some(json!({"thread_id": id})),
-    )
-    .await;
+    let (s, _) = post(&srv, BOB, "/runs/cancel", json!({"thread_id": id})).await;
     assert_eq!(s, StatusCode::NOT_FOUND);
-    let (s, _) = call(
-        &srv,
-        BOB,
-        Method::POST,
-        "/runs/cancel",
-        Some(json!({"status": "all"})),
-    )
-    .await;
+    let (s, _) = post(&srv, BOB, "/runs/cancel", json!({"status": "all"})).await;
     assert_eq!(s, StatusCode::NO_CONTENT);
     // Alice's own: the run is settled, so nothing is running to cancel.
-    let (s, _) = call(
+    let (s, _) = post(
         &srv,
         ALICE,
-        Method::POST,
         "/runs/cancel",
-        Some(json!({"thread_id": id, "status": "running"})),
+        json!({"thread_id": id, "status": "running"}),
     )
     .await;
     assert_eq!(s, StatusCode::NO_CONTENT);
     assert_eq!(srv.offsets(), before, "nothing was cancelled");
-    let (_, thread) = call(&srv, ALICE, Method::GET, &format!("/threads/{id}"), None).await;
+    let (_, thread) = get(&srv, ALICE, &format!("/threads/{id}")).await;
     assert_eq!(thread["status"], "interrupted");
     srv.stop().await;
 }
@@ -517,15 +437,14 @@ async fn a_stream_refused_for_the_stream_cap_starts_no_run() {
         ..Default::default()
     };
     let srv = crate::api_support::server_with(principals(), None, config).await;
-    let (_, t) = call(&srv, ALICE, Method::POST, "/threads", Some(json!({}))).await;
-    let id = t["thread_id"].as_str().unwrap().to_owned();
+    let id = new_thread(&srv).await;
     let before = (srv.offsets(), records(&srv));
     let run = json!({"assistant_id": "supervisor", "input": {"query": QUERY}});
     for path in [
         format!("/threads/{id}/runs/stream"),
         "/runs/stream".to_owned(),
     ] {
-        let (s, b) = call(&srv, ALICE, Method::POST, &path, Some(run.clone())).await;
+        let (s, b) = post(&srv, ALICE, &path, run.clone()).await;
         assert_eq!(s, StatusCode::SERVICE_UNAVAILABLE, "{path}: {b}");
         assert!(b["detail"].as_str().unwrap().contains("streams"), "{b}");
     }
@@ -534,14 +453,7 @@ async fn a_stream_refused_for_the_stream_cap_starts_no_run() {
         before,
         "a refused stream started a run"
     );
-    let (_, runs) = call(
-        &srv,
-        ALICE,
-        Method::GET,
-        &format!("/threads/{id}/runs"),
-        None,
-    )
-    .await;
+    let (_, runs) = get(&srv, ALICE, &format!("/threads/{id}/runs")).await;
     assert_eq!(runs, json!([]));
     srv.stop().await;
 }
@@ -550,14 +462,7 @@ async fn a_stream_refused_for_the_stream_cap_starts_no_run() {
 async fn a_copy_does_not_serve_the_turns_of_a_deleted_thread() {
     let srv = server(principals(), None).await;
     let id = thread_with_a_turn(&srv, ALICE).await;
-    let (s, copy) = call(
-        &srv,
-        ALICE,
-        Method::POST,
-        &format!("/threads/{id}/copy"),
-        Some(json!({})),
-    )
-    .await;
+    let (s, copy) = post(&srv, ALICE, &format!("/threads/{id}/copy"), json!({})).await;
     assert_eq!(s, StatusCode::OK, "{copy}");
     let copy = copy["thread_id"].as_str().unwrap().to_owned();
     assert!(copy_shows(&srv, &copy).await.contains(QUERY), "copied");
@@ -570,7 +475,7 @@ async fn a_copy_does_not_serve_the_turns_of_a_deleted_thread() {
         !shown.contains(QUERY),
         "the copy serves a deleted turn: {shown}"
     );
-    let (_, t) = call(&srv, ALICE, Method::GET, &format!("/threads/{copy}"), None).await;
+    let (_, t) = get(&srv, ALICE, &format!("/threads/{copy}")).await;
     assert_eq!(
         (t["status"].clone(), t["values"].clone()),
         (json!("idle"), Value::Null)
@@ -578,14 +483,7 @@ async fn a_copy_does_not_serve_the_turns_of_a_deleted_thread() {
     // And it goes on by itself.
     let body = json!({"assistant_id": "supervisor", "input": {"query": "마포구 아파트 매매 시세 알려줘"},
                       "config": {"configurable": {"hitl": "none"}}});
-    let (s, values) = call(
-        &srv,
-        ALICE,
-        Method::POST,
-        &format!("/threads/{copy}/runs/wait"),
-        Some(body),
-    )
-    .await;
+    let (s, values) = post(&srv, ALICE, &format!("/threads/{copy}/runs/wait"), body).await;
     assert_eq!(s, StatusCode::OK, "{values}");
     assert!(!values.to_string().contains(QUERY), "{values}");
     srv.stop().await;
@@ -616,15 +514,7 @@ async fn a_threads_values_and_each_history_answer_are_bounded() {
     let srv = server(principals(), None).await;
     let id = thread_with_a_turn(&srv, ALICE).await;
     let state = format!("/threads/{id}/state");
-    let set = |values: Value| {
-        call(
-            &srv,
-            ALICE,
-            Method::POST,
-            &state,
-            Some(json!({ "values": values })),
-        )
-    };
+    let set = |values: Value| post(&srv, ALICE, &state, json!({ "values": values }));
     // 60 KiB a key: four fit in a thread's values (256 KiB in all), a fifth does not.
     let big = "x".repeat(60 * 1024);
     for k in 0..4 {
@@ -690,17 +580,10 @@ async fn containment_filters_are_bounded_and_match_within_the_bounds() {
     let srv = server(principals(), None).await;
     // A thread with a large metadata array, and filters just within and just over the bounds.
     let tags: Vec<String> = (0..2000).map(|i| format!("tag-{i}")).collect();
-    let (s, t) = call(
-        &srv,
-        ALICE,
-        Method::POST,
-        "/threads",
-        Some(json!({"metadata": {"tags": tags}})),
-    )
-    .await;
+    let (s, t) = post(&srv, ALICE, "/threads", json!({"metadata": {"tags": tags}})).await;
     assert_eq!(s, StatusCode::OK, "{t}");
     let id = thread_with_a_turn(&srv, ALICE).await;
-    let search = |body: Value| call(&srv, ALICE, Method::POST, "/threads/search", Some(body));
+    let search = |body: Value| post(&srv, ALICE, "/threads/search", body);
     let wanted: Vec<String> = (0..FILTER_VALUES_MAX - 2)
         .map(|i| format!("tag-{}", 1999 - i))
         .collect();
@@ -728,12 +611,11 @@ async fn containment_filters_are_bounded_and_match_within_the_bounds() {
         assert!(detail.contains(&format!("`{field}` filter")), "{detail}");
     }
     // The same bounds for a history's metadata filter.
-    let (s, b) = call(
+    let (s, b) = post(
         &srv,
         ALICE,
-        Method::POST,
         &format!("/threads/{id}/history"),
-        Some(json!({"metadata": {"k": (0..=FILTER_VALUES_MAX).collect::<Vec<_>>()}})),
+        json!({"metadata": {"k": (0..=FILTER_VALUES_MAX).collect::<Vec<_>>()}}),
     )
     .await;
     assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{b}");
@@ -744,16 +626,15 @@ async fn containment_filters_are_bounded_and_match_within_the_bounds() {
 async fn an_empty_input_beside_a_command_is_no_input() {
     // What agent-chat-ui's buttons send: `useStream().submit({}, {command})`.
     let srv = server(principals(), None).await;
-    let (_, t) = call(&srv, ALICE, Method::POST, "/threads", Some(json!({}))).await;
-    let id = t["thread_id"].as_str().unwrap().to_owned();
+    let id = new_thread(&srv).await;
     let wait = format!("/threads/{id}/runs/wait");
     let body = json!({"assistant_id": "supervisor", "input": {"query": QUERY},
                       "config": {"configurable": {"hitl": "every_todo"}}});
-    let (s, values) = call(&srv, ALICE, Method::POST, &wait, Some(body)).await;
+    let (s, values) = post(&srv, ALICE, &wait, body).await;
     assert_eq!(s, StatusCode::OK, "{values}");
     let approve = json!({"assistant_id": "supervisor", "input": {},
                          "command": {"resume": {"decisions": [{"type": "approve"}]}}});
-    let (s, values) = call(&srv, ALICE, Method::POST, &wait, Some(approve)).await;
+    let (s, values) = post(&srv, ALICE, &wait, approve).await;
     assert_eq!(s, StatusCode::OK, "{values}");
     let [next] = values["__interrupt__"].as_array().unwrap().as_slice() else {
         panic!("{values}")
@@ -763,17 +644,16 @@ async fn an_empty_input_beside_a_command_is_no_input() {
         "market_analysis"
     );
     let end = json!({"assistant_id": "supervisor", "input": null, "command": {"goto": "__end__"}});
-    let (s, _) = call(&srv, ALICE, Method::POST, &wait, Some(end)).await;
+    let (s, _) = post(&srv, ALICE, &wait, end).await;
     assert_eq!(s, StatusCode::OK);
-    let (_, t) = call(&srv, ALICE, Method::GET, &format!("/threads/{id}"), None).await;
+    let (_, t) = get(&srv, ALICE, &format!("/threads/{id}")).await;
     assert_eq!(t["status"], "idle");
     // An empty input alone is no run.
-    let (s, b) = call(
+    let (s, b) = post(
         &srv,
         ALICE,
-        Method::POST,
         &wait,
-        Some(json!({"assistant_id": "supervisor", "input": {}})),
+        json!({"assistant_id": "supervisor", "input": {}}),
     )
     .await;
     assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{b}");
@@ -786,53 +666,25 @@ async fn an_empty_input_beside_a_command_is_no_input() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_thread_made_before_its_first_run_cannot_be_taken_over() {
     let srv = server(principals(), None).await;
-    let (status, made) = call(&srv, ALICE, Method::POST, "/threads", Some(json!({}))).await;
+    let (status, made) = post(&srv, ALICE, "/threads", json!({})).await;
     assert_eq!(status, StatusCode::OK, "{made}");
     let thread = made["thread_id"].as_str().unwrap().to_owned();
     let body = json!({"query": "강남구 아파트 시세", "session_id": thread});
-    let (status, _) = call(
-        &srv,
-        BOB,
-        Method::POST,
-        "/api/v1/agent/run",
-        Some(body.clone()),
-    )
-    .await;
+    let (status, _) = post(&srv, BOB, "/api/v1/agent/run", body.clone()).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
     let chat = json!({"message": "강남구 아파트 시세", "thread_id": thread});
-    let (status, _) = call(&srv, BOB, Method::POST, "/chat", Some(chat)).await;
+    let (status, _) = post(&srv, BOB, "/chat", chat).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
     // Bob creating the same id is refused too.
-    let (status, _) = call(
-        &srv,
-        BOB,
-        Method::POST,
-        "/threads",
-        Some(json!({"thread_id": thread})),
-    )
-    .await;
+    let (status, _) = post(&srv, BOB, "/threads", json!({"thread_id": thread})).await;
     assert_eq!(status, StatusCode::CONFLICT);
     // Alice's thread is hers as before.
-    let (status, got) = call(
-        &srv,
-        ALICE,
-        Method::GET,
-        &format!("/threads/{thread}"),
-        None,
-    )
-    .await;
+    let (status, got) = get(&srv, ALICE, &format!("/threads/{thread}")).await;
     assert_eq!(status, StatusCode::OK, "{got}");
-    let (status, started) = call(&srv, ALICE, Method::POST, "/api/v1/agent/run", Some(body)).await;
+    let (status, started) = post(&srv, ALICE, "/api/v1/agent/run", body).await;
     assert_eq!(status, StatusCode::ACCEPTED, "{started}");
-    let (status, got) = call(
-        &srv,
-        ALICE,
-        Method::GET,
-        &format!("/threads/{thread}"),
-        None,
-    )
-    .await;
+    let (status, got) = get(&srv, ALICE, &format!("/threads/{thread}")).await;
     assert_eq!(status, StatusCode::OK, "{got}");
-    let (status, _) = call(&srv, BOB, Method::GET, &format!("/threads/{thread}"), None).await;
+    let (status, _) = get(&srv, BOB, &format!("/threads/{thread}")).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
 }

@@ -16,8 +16,10 @@ use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
-use crate::api_support::{ALICE, BOB, ROOT, Server, call, principals, server, server_on};
-use crate::engine::completed;
+use crate::api_support::{
+    ALICE, BOB, ROOT, Server, call, get, post, principals, server, server_on,
+};
+use crate::support::completed;
 
 const WAIT: Duration = Duration::from_secs(20);
 const QUERY: &str = "집주인이 전세금 3억을 10억으로 올려달래. 법적으로 해결방법 알려줘";
@@ -25,7 +27,7 @@ const QUERY: &str = "집주인이 전세금 3억을 10억으로 올려달래. �
 /// A run of `token`'s, started over the API in `session`.
 async fn start(srv: &Server, token: &str, session: &str, hitl: &str) -> RunId {
     let body = json!({"query": QUERY, "session_id": session, "hitl": hitl});
-    let (status, started) = call(srv, token, Method::POST, "/api/v1/agent/run", Some(body)).await;
+    let (status, started) = post(srv, token, "/api/v1/agent/run", body).await;
     assert_eq!(status, StatusCode::ACCEPTED, "{started}");
     serde_json::from_value(started["run_id"].clone()).unwrap()
 }
@@ -155,23 +157,15 @@ async fn someone_elses_run_is_not_there() {
     assert_eq!(s.supervisor.run_status, RunStatus::WaitingForApproval);
 
     // alice cannot reach bob's either.
-    let (status, _) = call(
-        srv,
-        ALICE,
-        Method::GET,
-        &format!("/api/v1/agent/{}/status", w.b),
-        None,
-    )
-    .await;
+    let (status, _) = get(srv, ALICE, &format!("/api/v1/agent/{}/status", w.b)).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
 
     // Naming another user is an admin's right only.
-    let (status, body) = call(
+    let (status, body) = post(
         srv,
         BOB,
-        Method::POST,
         "/api/v1/agent/run",
-        Some(json!({"query": "x", "user_id": "alice"})),
+        json!({"query": "x", "user_id": "alice"}),
     )
     .await;
     assert_eq!(
@@ -201,14 +195,7 @@ async fn the_owner_and_an_admin_reach_everything() {
     }
     // root decides alice's approval and the log says so; alice's run goes on.
     let path = format!("/api/v1/agent/{}/approvals/{}/decision", w.a, w.approval);
-    let (status, body) = call(
-        srv,
-        ROOT,
-        Method::POST,
-        &path,
-        Some(json!({"decision": "approve"})),
-    )
-    .await;
+    let (status, body) = post(srv, ROOT, &path, json!({"decision": "approve"})).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["approval"]["decided_by"], "root");
     // alice answers her own next approval in her own session.
@@ -219,12 +206,11 @@ async fn the_owner_and_an_admin_reach_everything() {
         })
         .await
         .unwrap();
-    let (status, body) = call(
+    let (status, body) = post(
         srv,
         ALICE,
-        Method::POST,
         "/api/sessions/s-alice/resume",
-        Some(json!({"approve": true})),
+        json!({"approve": true}),
     )
     .await;
     assert!(
@@ -233,12 +219,11 @@ async fn the_owner_and_an_admin_reach_everything() {
             || status == StatusCode::CONFLICT,
         "{status} {body}"
     );
-    let (status, body) = call(
+    let (status, body) = post(
         srv,
         ALICE,
-        Method::POST,
         &format!("/api/v1/agent/{}/cancel", w.a),
-        Some(json!({})),
+        json!({}),
     )
     .await;
     assert!(
@@ -247,12 +232,11 @@ async fn the_owner_and_an_admin_reach_everything() {
     );
 
     // An admin may start a run for another user; it is the admin's run, working for alice.
-    let (status, body) = call(
+    let (status, body) = post(
         srv,
         ROOT,
-        Method::POST,
         "/api/v1/agent/run",
-        Some(json!({"query": QUERY, "user_id": "alice", "hitl": "none"})),
+        json!({"query": QUERY, "user_id": "alice", "hitl": "none"}),
     )
     .await;
     assert_eq!(status, StatusCode::ACCEPTED, "{body}");
@@ -272,14 +256,7 @@ async fn the_owner_and_an_admin_reach_everything() {
             .as_deref(),
         Some("bob")
     );
-    let (status, _) = call(
-        srv,
-        ALICE,
-        Method::GET,
-        &format!("/api/v1/agent/{r}/status"),
-        None,
-    )
-    .await;
+    let (status, _) = get(srv, ALICE, &format!("/api/v1/agent/{r}/status")).await;
     assert_eq!(
         status,
         StatusCode::NOT_FOUND,
@@ -304,12 +281,11 @@ async fn listings_show_each_their_own() {
     let srv = &w.srv;
     // A decided approval of alice's, so the audit export has a row of hers.
     let path = format!("/api/v1/agent/{}/approvals/{}/decision", w.a, w.approval);
-    let (status, _) = call(
+    let (status, _) = post(
         srv,
         ALICE,
-        Method::POST,
         &path,
-        Some(json!({"decision": "approve", "comment": "go"})),
+        json!({"decision": "approve", "comment": "go"}),
     )
     .await;
     assert_eq!(status, StatusCode::OK);
@@ -318,7 +294,7 @@ async fn listings_show_each_their_own() {
         .await
         .unwrap();
 
-    let runs = |token| async move { call(srv, token, Method::GET, "/api/v1/runs", None).await.1 };
+    let runs = |token| async move { get(srv, token, "/api/v1/runs").await.1 };
     assert_eq!(run_ids(&runs(ALICE).await, "runs", "run_id"), [w.a]);
     assert_eq!(run_ids(&runs(BOB).await, "runs", "run_id"), [w.b]);
     let all = runs(ROOT).await;
@@ -330,36 +306,14 @@ async fn listings_show_each_their_own() {
         ),
         (Some("alice"), Some("bob"))
     );
-    let (_, by_session) = call(
-        srv,
-        BOB,
-        Method::GET,
-        "/api/v1/runs?session_id=s-alice",
-        None,
-    )
-    .await;
+    let (_, by_session) = get(srv, BOB, "/api/v1/runs?session_id=s-alice").await;
     assert_eq!(run_ids(&by_session, "runs", "run_id"), []);
     // A page cursor of someone else's run is not among the caller's runs: as an unknown run, 404.
-    let (status, _) = call(
-        srv,
-        BOB,
-        Method::GET,
-        &format!("/api/v1/runs?after={}", w.a),
-        None,
-    )
-    .await;
+    let (status, _) = get(srv, BOB, &format!("/api/v1/runs?after={}", w.a)).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
 
     let inbox = |token, q: &'static str| async move {
-        call(
-            srv,
-            token,
-            Method::GET,
-            &format!("/api/v1/approvals{q}"),
-            None,
-        )
-        .await
-        .1
+        get(srv, token, &format!("/api/v1/approvals{q}")).await.1
     };
     assert_eq!(
         run_ids(&inbox(ALICE, "").await, "approvals", "run_id"),
@@ -517,7 +471,7 @@ async fn a_child_run_belongs_to_its_parents_owner() {
     .await;
     let calls = json!([{"tool": "task", "args": {"description": "look it up", "subagent_type": "sub_worker"}}]);
     let body = json!({"query": "delegate", "hitl": "none", "plan": [{"agent_name": "tool_runner", "input_mapping": {"calls": calls}, "timeout": 30}]});
-    let (status, started) = call(&srv, ALICE, Method::POST, "/api/v1/agent/run", Some(body)).await;
+    let (status, started) = post(&srv, ALICE, "/api/v1/agent/run", body).await;
     assert_eq!(status, StatusCode::ACCEPTED, "{started}");
     let run: RunId = serde_json::from_value(started["run_id"].clone()).unwrap();
     let s = completed(&srv.engine, run).await;
@@ -528,15 +482,9 @@ async fn a_child_run_belongs_to_its_parents_owner() {
         ("alice", Some("alice"))
     );
     let path = format!("/api/v1/agent/{child}/status");
-    assert_eq!(
-        call(&srv, ALICE, Method::GET, &path, None).await.0,
-        StatusCode::OK
-    );
-    assert_eq!(
-        call(&srv, BOB, Method::GET, &path, None).await.0,
-        StatusCode::NOT_FOUND
-    );
-    let (_, list) = call(&srv, ALICE, Method::GET, "/api/v1/runs", None).await;
+    assert_eq!(get(&srv, ALICE, &path).await.0, StatusCode::OK);
+    assert_eq!(get(&srv, BOB, &path).await.0, StatusCode::NOT_FOUND);
+    let (_, list) = get(&srv, ALICE, "/api/v1/runs").await;
     assert_eq!(run_ids(&list, "runs", "run_id"), [run, child]);
     srv.engine.shutdown().await;
 }
@@ -578,14 +526,8 @@ async fn runs_from_before_owners_belong_to_local() {
     assert_eq!(s.supervisor.owner, "local");
     assert_eq!(srv.engine.owner(old).unwrap().as_deref(), Some("local"));
     let path = format!("/api/v1/agent/{old}/status");
-    assert_eq!(
-        call(&srv, ALICE, Method::GET, &path, None).await.0,
-        StatusCode::NOT_FOUND
-    );
-    assert_eq!(
-        call(&srv, ROOT, Method::GET, &path, None).await.0,
-        StatusCode::OK
-    );
+    assert_eq!(get(&srv, ALICE, &path).await.0, StatusCode::NOT_FOUND);
+    assert_eq!(get(&srv, ROOT, &path).await.0, StatusCode::OK);
     // A server without tokens is `local`'s: the old run is its own.
     assert!(Principal::local().may_access("local"));
     assert!(srv.engine.authorize(&Principal::local(), old).is_ok());
@@ -623,7 +565,7 @@ async fn two_first_runs_of_one_session_at_once_one_wins() {
                     ),
                 };
                 barrier.wait().await;
-                call(&srv, token, Method::POST, path, Some(body)).await
+                post(&srv, token, path, body).await
             })
         });
         let mut won = Vec::new();
@@ -644,35 +586,14 @@ async fn two_first_runs_of_one_session_at_once_one_wins() {
             ALICE => (ALICE, BOB),
             _ => (BOB, ALICE),
         };
-        let (status, view) = call(
-            &srv,
-            winner,
-            Method::GET,
-            &format!("/api/sessions/{session}"),
-            None,
-        )
-        .await;
+        let (status, view) = get(&srv, winner, &format!("/api/sessions/{session}")).await;
         assert_eq!(status, StatusCode::OK, "{view}");
         let owner = if winner == ALICE { "alice" } else { "bob" };
         assert_eq!(view["state"]["owner"], owner, "{session}: {view}");
         assert_eq!(view["turns"].as_array().unwrap().len(), 1, "{view}");
-        let (status, _) = call(
-            &srv,
-            loser,
-            Method::GET,
-            &format!("/api/sessions/{session}"),
-            None,
-        )
-        .await;
+        let (status, _) = get(&srv, loser, &format!("/api/sessions/{session}")).await;
         assert_eq!(status, StatusCode::NOT_FOUND, "{session}");
-        let (status, runs) = call(
-            &srv,
-            winner,
-            Method::GET,
-            &format!("/api/v1/runs?session_id={session}"),
-            None,
-        )
-        .await;
+        let (status, runs) = get(&srv, winner, &format!("/api/v1/runs?session_id={session}")).await;
         assert_eq!(status, StatusCode::OK);
         assert_eq!(runs["runs"].as_array().unwrap().len(), 1, "{runs}");
     }
@@ -688,15 +609,15 @@ async fn a_session_shows_its_reader_only_the_runs_they_may_read() {
     // An admin may start a run in anyone's session.
     let admins = start(&srv, ROOT, "shared-s", "none").await;
     completed(&srv.engine, admins).await;
-    let (status, view) = call(&srv, ALICE, Method::GET, "/api/sessions/shared-s", None).await;
+    let (status, view) = get(&srv, ALICE, "/api/sessions/shared-s").await;
     assert_eq!(status, StatusCode::OK, "{view}");
     assert_eq!(view["run_id"], json!(mine), "{view}");
     let turns: Vec<&Value> = view["turns"].as_array().unwrap().iter().collect();
     assert_eq!(turns.len(), 1, "{view}");
-    let (_, detail) = call(&srv, ALICE, Method::GET, "/api/v1/sessions/shared-s", None).await;
+    let (_, detail) = get(&srv, ALICE, "/api/v1/sessions/shared-s").await;
     assert_eq!(detail["turns"].as_array().unwrap().len(), 1, "{detail}");
     // The admin sees both.
-    let (_, detail) = call(&srv, ROOT, Method::GET, "/api/v1/sessions/shared-s", None).await;
+    let (_, detail) = get(&srv, ROOT, "/api/v1/sessions/shared-s").await;
     assert_eq!(detail["turns"].as_array().unwrap().len(), 2, "{detail}");
 }
 

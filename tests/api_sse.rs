@@ -105,6 +105,12 @@ fn seen(events: &[StreamEvent]) -> Vec<(u64, String)> {
         .collect()
 }
 
+/// The approval id of the last event of `events`, an `approval.requested`.
+fn approval_asked(events: &[StreamEvent]) -> String {
+    let asked = &events.last().unwrap().data.content;
+    asked["approval_id"].as_str().unwrap().to_owned()
+}
+
 async fn decide(srv: &Server, run: RunId, approval: &str, req: DecisionRequest) {
     srv.client
         .decide(run, &ApprovalId::from(approval), &req)
@@ -188,10 +194,7 @@ async fn resume_by_last_event_id_and_from_without_gap_or_duplicate() {
     };
     let mut second = stream(&srv, run, after_third).await;
     let mut more = until(&mut second, "approval.requested").await;
-    let approval = more.last().unwrap().data.content["approval_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let approval = approval_asked(&more);
     decide(&srv, run, &approval, DecisionRequest::approve()).await;
     more.extend(rest(&mut second).await);
     let decided = more.iter().find(|e| e.name == "approval.decided").unwrap();
@@ -264,10 +267,7 @@ async fn a_rejected_approval_has_no_effective_args() {
     let run = gated_run(&srv).await;
     let mut events = stream(&srv, run, EventsFrom::default()).await;
     let asked = until(&mut events, "approval.requested").await;
-    let approval = asked.last().unwrap().data.content["approval_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let approval = approval_asked(&asked);
     decide(&srv, run, &approval, DecisionRequest::reject()).await;
     let decided = until(&mut events, "approval.decided").await;
     let content = &decided.last().unwrap().data.content;
@@ -423,10 +423,7 @@ async fn after_a_restore_the_stream_follows_the_live_branch() {
     let run = gated_run(&srv).await;
     let mut events = stream(&srv, run, EventsFrom::default()).await;
     let asked = until(&mut events, "approval.requested").await;
-    let approval = asked.last().unwrap().data.content["approval_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let approval = approval_asked(&asked);
     let at_approval = asked.last().unwrap().id;
     decide(&srv, run, &approval, DecisionRequest::approve()).await;
     let first = rest(&mut events).await;

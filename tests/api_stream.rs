@@ -514,13 +514,13 @@ async fn an_agents_chunks_name_its_todo_and_come_between_its_start_and_its_resul
         gate: gate.clone(),
     }));
     let dir = tempfile::tempdir().unwrap();
-    let engine = crate::engine::engine_in(dir.path(), registry).await;
-    let config = crate::engine::plan_config(
+    let engine = crate::support::engine_in(dir.path(), registry).await;
+    let config = crate::support::plan_config(
         vec![crate::agents::step("writer", &[], false, 0)],
         HitlMode::None,
         chronicle_schemas::Strategy::Sequential,
     );
-    let run = crate::engine::start(&engine, config).await;
+    let run = crate::support::start(&engine, config).await;
     let mut live = engine.subscribe_live(run, 0).unwrap();
     let mut seen = Vec::new();
     let mut gate_open = false;

@@ -150,3 +150,25 @@ pub async fn call(
     };
     (status, body)
 }
+
+/// [`call`] with GET.
+pub async fn get(srv: &Server, token: &str, path: &str) -> (StatusCode, Value) {
+    call(srv, token, Method::GET, path, None).await
+}
+
+/// [`call`] with POST and a JSON body.
+pub async fn post(srv: &Server, token: &str, path: &str, body: Value) -> (StatusCode, Value) {
+    call(srv, token, Method::POST, path, Some(body)).await
+}
+
+/// [`call`] with DELETE and an empty JSON body (a state-changing request sends JSON).
+pub async fn delete(srv: &Server, token: &str, path: &str) -> (StatusCode, Value) {
+    call(
+        srv,
+        token,
+        Method::DELETE,
+        path,
+        Some(serde_json::json!({})),
+    )
+    .await
+}

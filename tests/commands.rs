@@ -8,7 +8,7 @@ use chronicle_wire::CommandOutcome;
 use serde_json::{Map, Value, json};
 
 use crate::agents::{Scripted, registry, step};
-use crate::engine::{WAIT, engine_in, events, plan_config, start};
+use crate::support::{WAIT, asking_about, engine_in, events, start_plan};
 
 /// Replaces run-specific values (ids, clocks) so the snapshot is stable.
 pub fn stable(v: Value) -> Value {
@@ -48,24 +48,8 @@ async fn every_command_good_and_bad() {
         step("search_team", &[], false, 1),
         step("analysis_team", &["search_team"], false, 1),
     ];
-    let run = start(
-        &engine,
-        plan_config(plan, HitlMode::EveryTodo, Strategy::Sequential),
-    )
-    .await;
-    let waiting_for = |todo: &'static str| {
-        move |s: &chronicle_projections::RunState| {
-            s.approvals.pending().any(|a| {
-                a.subject
-                    .as_ref()
-                    .is_some_and(|x| x.todo_id().as_str() == todo)
-            })
-        }
-    };
-    engine
-        .wait_until(run, WAIT, waiting_for("todo_001"))
-        .await
-        .unwrap();
+    let run = start_plan(&engine, plan, HitlMode::EveryTodo, Strategy::Sequential).await;
+    asking_about(&engine, run, "todo_001").await;
 
     let mut transcript = Vec::new();
     let mut sent = Vec::new();
@@ -105,10 +89,7 @@ async fn every_command_good_and_bad() {
     say("/todo update todo_003 bogus", &mut transcript).await;
     let out = say("/todo approve", &mut transcript).await;
     assert_eq!(out["todo_id"], "todo_001");
-    engine
-        .wait_until(run, WAIT, waiting_for("todo_002"))
-        .await
-        .unwrap();
+    asking_about(&engine, run, "todo_002").await;
     say("/todo update todo_001 in_progress", &mut transcript).await;
     say("/todo skip todo_999", &mut transcript).await;
     say("/todo skip", &mut transcript).await;
@@ -139,16 +120,10 @@ async fn every_command_good_and_bad() {
         &mut transcript,
     )
     .await;
-    engine
-        .wait_until(run, WAIT, waiting_for("todo_002"))
-        .await
-        .unwrap();
+    asking_about(&engine, run, "todo_002").await;
     say("/todo skip todo_002 handled offline", &mut transcript).await;
     // todo_003 (added above, skipped on the abandoned branch) is pending again after the restore.
-    engine
-        .wait_until(run, WAIT, waiting_for("todo_003"))
-        .await
-        .unwrap();
+    asking_about(&engine, run, "todo_003").await;
     say("/todo approve todo_404", &mut transcript).await;
     say("/todo approve todo_003", &mut transcript).await;
     say("/frobnicate", &mut transcript).await;
@@ -187,11 +162,7 @@ async fn a_refused_command_is_recorded_cut_short() {
     let agents = [Scripted::new("search_team")];
     let engine = engine_in(dir.path(), registry(&agents)).await;
     let plan = vec![step("search_team", &[], false, 1)];
-    let run = start(
-        &engine,
-        plan_config(plan, HitlMode::EveryTodo, Strategy::Sequential),
-    )
-    .await;
+    let run = start_plan(&engine, plan, HitlMode::EveryTodo, Strategy::Sequential).await;
     let alice = Principal::admin("alice");
     let long = format!("/todo skip todo_999 {}", "x".repeat(58_000));
     assert!(engine.command(run, &long, &alice).await.is_err());

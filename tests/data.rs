@@ -12,14 +12,14 @@ use std::time::Duration;
 
 use chronicle_data::DataConfig;
 use chronicle_engine::llm::{LlmConfig, OpenAiCompat};
-use chronicle_engine::store::{Options, Store};
-use chronicle_engine::{Engine, Principal, Settings, StartRun};
+use chronicle_engine::{Engine, Settings, StartRun};
 use chronicle_projections::RunState;
-use chronicle_schemas::{Decision, Envelope, Event, HitlMode, RunId, RunStatus};
+use chronicle_schemas::{Envelope, Event, HitlMode, RunId};
 use chronicle_testkit::model::{Reply, TestServer};
 use serde_json::{Value, json};
 
 use crate::llm_support::{KEY, calls, last_results, messages, turn_of};
+use crate::support::{approve, assert_completed, events, open_engine, pending_call, reject};
 
 /// A run's longest wait: a dbt command starts a Python process of its own (seconds).
 const WAIT: Duration = Duration::from_secs(90);
@@ -39,8 +39,7 @@ async fn engine(dir: &Path, model: Option<&TestServer>) -> Engine {
     let settings = chronicle_data::install(settings, &DataConfig::default())
         .await
         .expect("the data domain starts (make data-venv)");
-    let store = Store::open(dir, Options::default()).unwrap();
-    Engine::open(store, settings).await.unwrap()
+    open_engine(dir, settings).await
 }
 
 /// The session's workspace, made before its first run so the test can put files in it.
@@ -73,12 +72,7 @@ async fn completed(engine: &Engine, run: RunId) -> RunState {
         .wait_until(run, WAIT, |s| s.supervisor.run_status.is_terminal())
         .await
         .unwrap();
-    assert_eq!(
-        s.supervisor.run_status,
-        RunStatus::Completed,
-        "{:?}",
-        s.supervisor.error_log
-    );
+    assert_completed(&s);
     s
 }
 
@@ -87,14 +81,6 @@ fn answer(s: &RunState) -> String {
         .as_str()
         .unwrap()
         .to_owned()
-}
-
-fn events(engine: &Engine, run: RunId) -> Vec<Envelope> {
-    engine
-        .store()
-        .read_run(run, 0, u64::MAX)
-        .map(|e| e.unwrap())
-        .collect()
 }
 
 /// The tool calls of a run, in order: (tool, args, output or error).
@@ -245,25 +231,14 @@ async fn the_analyst_ingests_queries_charts_reports_and_runs_dbt_once_approved()
     )
     .await;
     let s = settled(&engine, run).await;
-    let pending: Vec<_> = s.approvals.pending().cloned().collect();
-    assert_eq!(pending.len(), 1, "only dbt_run waits for a person");
-    assert_eq!(pending[0].tool_name, "dbt_run");
+    // Only dbt_run waits for a person.
+    let call = pending_call(&s, "dbt_run");
     let db = ws.join("analyst.duckdb");
     assert!(
         !tables(&db).contains(&"main.stg_sales".to_owned()),
         "dbt has not run before the approval"
     );
-    engine
-        .decide(
-            run,
-            pending[0].approval_id.clone(),
-            Decision::Approve,
-            None,
-            &Principal::admin("alice"),
-            None,
-        )
-        .await
-        .unwrap();
+    approve(&engine, run, call.approval_id, "alice").await;
     let s = completed(&engine, run).await;
     assert_eq!(answer(&s), ANSWER);
 
@@ -423,20 +398,8 @@ async fn a_rejected_dbt_run_leaves_the_dbt_target_untouched() {
     let engine = engine(dir.path(), Some(&model)).await;
     let run = start(&engine, "Rebuild the dbt models.", "no-dbt", None).await;
     let s = settled(&engine, run).await;
-    let pending: Vec<_> = s.approvals.pending().cloned().collect();
-    assert_eq!(pending.len(), 1);
-    assert_eq!(pending[0].tool_name, "dbt_run");
-    engine
-        .decide(
-            run,
-            pending[0].approval_id.clone(),
-            Decision::Reject,
-            None,
-            &Principal::admin("alice"),
-            Some("not today".into()),
-        )
-        .await
-        .unwrap();
+    let call = pending_call(&s, "dbt_run");
+    reject(&engine, run, call.approval_id, "alice", Some("not today")).await;
     let s = completed(&engine, run).await;
     assert_eq!(answer(&s), "dbt was not run.");
     let told = &last_results(&model.requests()[2].body)[0];

@@ -5,85 +5,18 @@ use chronicle_engine::Principal;
 use std::sync::Arc;
 use std::time::Duration;
 
-use chronicle_engine::agents::{AgentError, Registry};
-use chronicle_engine::store::{Options, Store};
-use chronicle_engine::{Engine, Error, RestoreTarget, Settings, StartRun};
-use chronicle_projections::RunState;
+use chronicle_engine::agents::AgentError;
+use chronicle_engine::{Error, RestoreTarget};
 use chronicle_schemas::{
-    ApprovalStatus, Decision, Envelope, Event, HitlMode, PlanStep, RunConfig, RunId, RunStatus,
-    Strategy, TodoStatus,
+    ApprovalStatus, Decision, Envelope, Event, HitlMode, RunStatus, Strategy, TodoStatus,
 };
 use serde_json::json;
 
 use crate::agents::{Scripted, registry, step};
-
-pub const WAIT: Duration = Duration::from_secs(20);
-
-pub async fn engine_in(dir: &std::path::Path, registry: Registry) -> Engine {
-    let store = Store::open(dir, Options::default()).unwrap();
-    let settings = Settings {
-        registry,
-        ..chronicle_realestate::settings()
-    };
-    Engine::open(store, settings).await.unwrap()
-}
-
-pub fn plan_config(plan: Vec<PlanStep>, hitl: HitlMode, strategy: Strategy) -> RunConfig {
-    RunConfig {
-        hitl,
-        strategy: Some(strategy),
-        plan: Some(plan),
-        max_retries: 2,
-        ..RunConfig::default()
-    }
-}
-
-pub async fn start(engine: &Engine, config: RunConfig) -> RunId {
-    let req = StartRun {
-        query: "테스트 요청".into(),
-        config: Some(config),
-        ..StartRun::default()
-    };
-    engine.start_run(req).await.unwrap().run_id
-}
-
-pub fn events(engine: &Engine, run: RunId) -> Vec<Envelope> {
-    engine
-        .store()
-        .read_run(run, 0, u64::MAX)
-        .map(Result::unwrap)
-        .collect()
-}
-
-pub fn todo_status(state: &RunState, id: &str) -> TodoStatus {
-    state
-        .supervisor
-        .planning_state
-        .as_ref()
-        .unwrap()
-        .todo(&id.into())
-        .unwrap()
-        .status
-}
-
-async fn finished(engine: &Engine, run: RunId) -> RunState {
-    engine
-        .wait_until(run, WAIT, |s| s.supervisor.run_status.is_terminal())
-        .await
-        .unwrap()
-}
-
-/// The run once it ended, which must be completed (the failure shows its error log).
-pub async fn completed(engine: &Engine, run: RunId) -> RunState {
-    let s = finished(engine, run).await;
-    assert_eq!(
-        s.supervisor.run_status,
-        RunStatus::Completed,
-        "{:?}",
-        s.supervisor.error_log
-    );
-    s
-}
+use crate::support::{
+    WAIT, approval_of, approve, completed, edit, engine_in, events, finished, plan_config, reject,
+    start, start_plan, todo_status,
+};
 
 fn kinds_for(evs: &[Envelope], todo: &str) -> Vec<String> {
     evs.iter()
@@ -115,17 +48,14 @@ async fn retry_then_success() {
         None,
     );
     let engine = engine_in(dir.path(), registry(std::slice::from_ref(&a))).await;
-    let run = start(
+    let run = start_plan(
         &engine,
-        plan_config(
-            vec![step("a", &[], false, 2)],
-            HitlMode::None,
-            Strategy::Sequential,
-        ),
+        vec![step("a", &[], false, 2)],
+        HitlMode::None,
+        Strategy::Sequential,
     )
     .await;
-    let state = finished(&engine, run).await;
-    assert_eq!(state.supervisor.run_status, RunStatus::Completed);
+    let state = completed(&engine, run).await;
     assert_eq!(
         kinds_for(&events(&engine, run), "todo_001"),
         [
@@ -163,11 +93,7 @@ async fn retries_exhausted_on_a_required_todo_fail_the_run() {
     let b = Scripted::new("b");
     let engine = engine_in(dir.path(), registry(&[a.clone(), b.clone()])).await;
     let plan = vec![step("a", &[], false, 1), step("b", &["a"], false, 1)];
-    let run = start(
-        &engine,
-        plan_config(plan, HitlMode::None, Strategy::Sequential),
-    )
-    .await;
+    let run = start_plan(&engine, plan, HitlMode::None, Strategy::Sequential).await;
     let state = finished(&engine, run).await;
     assert_eq!(state.supervisor.run_status, RunStatus::Failed);
     assert_eq!(
@@ -194,13 +120,8 @@ async fn optional_failure_is_skipped_and_its_dependent_blocked() {
         step("b", &["a"], false, 1),
         step("c", &[], false, 1),
     ];
-    let run = start(
-        &engine,
-        plan_config(plan, HitlMode::None, Strategy::Sequential),
-    )
-    .await;
-    let state = finished(&engine, run).await;
-    assert_eq!(state.supervisor.run_status, RunStatus::Completed);
+    let run = start_plan(&engine, plan, HitlMode::None, Strategy::Sequential).await;
+    let state = completed(&engine, run).await;
     let p = state.supervisor.planning_state.as_ref().unwrap();
     let a_todo = p.todo(&"todo_001".into()).unwrap();
     assert_eq!(a_todo.status, TodoStatus::Skipped);
@@ -219,37 +140,13 @@ async fn optional_failure_is_skipped_and_its_dependent_blocked() {
     assert_eq!(todo_status(&state, "todo_003"), TodoStatus::Completed);
 }
 
-/// Approves every pending approval of `todo` as principal `alice`.
-async fn approval_of(engine: &Engine, run: RunId, todo: &str) -> chronicle_schemas::Approval {
-    let state = engine
-        .wait_until(run, WAIT, |s| {
-            s.approvals.pending().any(|a| {
-                a.subject
-                    .as_ref()
-                    .is_some_and(|x| x.todo_id().as_str() == todo)
-            })
-        })
-        .await
-        .unwrap();
-    state
-        .approvals
-        .pending()
-        .find(|a| a.subject.as_ref().unwrap().todo_id().as_str() == todo)
-        .unwrap()
-        .clone()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reject_skips_and_never_retries_edit_changes_the_input() {
     let dir = tempfile::tempdir().unwrap();
     let (a, b) = (Scripted::new("a"), Scripted::new("b"));
     let engine = engine_in(dir.path(), registry(&[a.clone(), b.clone()])).await;
     let plan = vec![step("a", &[], false, 3), step("b", &[], false, 3)];
-    let run = start(
-        &engine,
-        plan_config(plan, HitlMode::EveryTodo, Strategy::Sequential),
-    )
-    .await;
+    let run = start_plan(&engine, plan, HitlMode::EveryTodo, Strategy::Sequential).await;
 
     let first = approval_of(&engine, run, "todo_001").await;
     assert!(
@@ -257,17 +154,14 @@ async fn reject_skips_and_never_retries_edit_changes_the_input() {
         "{}",
         first.message
     );
-    let decided = engine
-        .decide(
-            run,
-            first.approval_id.clone(),
-            Decision::Reject,
-            None,
-            &Principal::admin("alice"),
-            Some("not now".into()),
-        )
-        .await
-        .unwrap();
+    let decided = reject(
+        &engine,
+        run,
+        first.approval_id.clone(),
+        "alice",
+        Some("not now"),
+    )
+    .await;
     assert_eq!(
         (decided.status, decided.decided_by.as_deref()),
         (ApprovalStatus::Rejected, Some("alice"))
@@ -275,21 +169,17 @@ async fn reject_skips_and_never_retries_edit_changes_the_input() {
 
     let second = approval_of(&engine, run, "todo_002").await;
     let edited = json!({"purpose": "b 작업", "n": 42});
-    let d = engine
-        .decide(
-            run,
-            second.approval_id.clone(),
-            Decision::Edit,
-            Some(edited.clone()),
-            &Principal::admin("bob"),
-            None,
-        )
-        .await
-        .unwrap();
+    let d = edit(
+        &engine,
+        run,
+        second.approval_id.clone(),
+        "bob",
+        edited.clone(),
+    )
+    .await;
     assert_eq!(d.effective_args, Some(edited.clone()));
 
-    let state = finished(&engine, run).await;
-    assert_eq!(state.supervisor.run_status, RunStatus::Completed);
+    let state = completed(&engine, run).await;
     let t1 = state
         .supervisor
         .planning_state
@@ -362,7 +252,7 @@ async fn concurrent_run(strategy: Strategy) {
     let b = Scripted::with("b", "general", vec![], Some(barrier));
     let engine = engine_in(dir.path(), registry(&[a, b])).await;
     let plan = vec![step("a", &[], false, 0), step("b", &[], false, 0)];
-    let run = start(&engine, plan_config(plan, HitlMode::None, strategy)).await;
+    let run = start_plan(&engine, plan, HitlMode::None, strategy).await;
     let state = finished(&engine, run).await;
     assert_eq!(
         state.supervisor.run_status,
@@ -402,11 +292,7 @@ async fn dag_under_every_todo_asks_for_both_and_each_decision_touches_one() {
         step("b", &[], false, 0),
         step("c", &["a", "b"], false, 0),
     ];
-    let run = start(
-        &engine,
-        plan_config(plan, HitlMode::EveryTodo, Strategy::Dag),
-    )
-    .await;
+    let run = start_plan(&engine, plan, HitlMode::EveryTodo, Strategy::Dag).await;
     let state = engine
         .wait_until(run, WAIT, |s| s.approvals.pending().count() == 2)
         .await
@@ -420,17 +306,7 @@ async fn dag_under_every_todo_asks_for_both_and_each_decision_touches_one() {
         .collect();
     assert_ne!(ids[0], ids[1]);
 
-    engine
-        .decide(
-            run,
-            ids[0].clone(),
-            Decision::Approve,
-            None,
-            &Principal::admin("alice"),
-            None,
-        )
-        .await
-        .unwrap();
+    approve(&engine, run, ids[0].clone(), "alice").await;
     let state = engine
         .wait_until(run, WAIT, |s| {
             todo_status(s, "todo_001") == TodoStatus::Completed
@@ -444,17 +320,7 @@ async fn dag_under_every_todo_asks_for_both_and_each_decision_touches_one() {
     );
     assert!(b.calls().is_empty());
 
-    engine
-        .decide(
-            run,
-            ids[1].clone(),
-            Decision::Reject,
-            None,
-            &Principal::admin("bob"),
-            None,
-        )
-        .await
-        .unwrap();
+    reject(&engine, run, ids[1].clone(), "bob", None).await;
     let state = finished(&engine, run).await;
     assert_eq!(todo_status(&state, "todo_001"), TodoStatus::Completed);
     assert_eq!(todo_status(&state, "todo_002"), TodoStatus::Skipped);
@@ -515,37 +381,12 @@ async fn restore_to_an_approval_checkpoint_asks_again_under_a_new_id() {
     let (a, b) = (Scripted::new("a"), Scripted::new("b"));
     let engine = engine_in(dir.path(), registry(&[a.clone(), b.clone()])).await;
     let plan = vec![step("a", &[], false, 0), step("b", &["a"], false, 0)];
-    let run = start(
-        &engine,
-        plan_config(plan, HitlMode::EveryTodo, Strategy::Sequential),
-    )
-    .await;
+    let run = start_plan(&engine, plan, HitlMode::EveryTodo, Strategy::Sequential).await;
     let first = approval_of(&engine, run, "todo_001").await;
-    engine
-        .decide(
-            run,
-            first.approval_id,
-            Decision::Approve,
-            None,
-            &Principal::admin("alice"),
-            None,
-        )
-        .await
-        .unwrap();
+    approve(&engine, run, first.approval_id, "alice").await;
     let second = approval_of(&engine, run, "todo_002").await;
-    engine
-        .decide(
-            run,
-            second.approval_id.clone(),
-            Decision::Approve,
-            None,
-            &Principal::admin("alice"),
-            None,
-        )
-        .await
-        .unwrap();
-    let done = finished(&engine, run).await;
-    assert_eq!(done.supervisor.run_status, RunStatus::Completed);
+    approve(&engine, run, second.approval_id.clone(), "alice").await;
+    let done = completed(&engine, run).await;
 
     // The approval checkpoint that waited for todo_002.
     let cp = done
@@ -583,19 +424,8 @@ async fn restore_to_an_approval_checkpoint_asks_again_under_a_new_id() {
         ApprovalStatus::Approved
     );
 
-    engine
-        .decide(
-            run,
-            again.approval_id,
-            Decision::Approve,
-            None,
-            &Principal::admin("carol"),
-            None,
-        )
-        .await
-        .unwrap();
-    let state = finished(&engine, run).await;
-    assert_eq!(state.supervisor.run_status, RunStatus::Completed);
+    approve(&engine, run, again.approval_id, "carol").await;
+    completed(&engine, run).await;
     assert_eq!(b.calls().len(), 2, "todo_002 ran on both branches");
     assert_eq!(
         a.calls().len(),
@@ -634,17 +464,14 @@ async fn evaluation_retries_the_named_agent() {
     ];
     let a = Scripted::with("a", "general", flaky, None);
     let engine = engine_in(dir.path(), registry(std::slice::from_ref(&a))).await;
-    let run = start(
+    let run = start_plan(
         &engine,
-        plan_config(
-            vec![step("a", &[], true, 1)],
-            HitlMode::None,
-            Strategy::Sequential,
-        ),
+        vec![step("a", &[], true, 1)],
+        HitlMode::None,
+        Strategy::Sequential,
     )
     .await;
-    let state = finished(&engine, run).await;
-    assert_eq!(state.supervisor.run_status, RunStatus::Completed);
+    let state = completed(&engine, run).await;
     let p = state.supervisor.planning_state.as_ref().unwrap();
     let ids: Vec<(&str, TodoStatus)> = p.todos.iter().map(|t| (t.id.as_str(), t.status)).collect();
     assert_eq!(
@@ -678,11 +505,7 @@ async fn an_agent_result_the_full_disk_refused_is_recorded_once_space_frees() {
     )
     .await;
     let plan = vec![step("gate", &[], false, 0)];
-    let run = start(
-        &engine,
-        plan_config(plan, HitlMode::None, Strategy::Sequential),
-    )
-    .await;
+    let run = start_plan(&engine, plan, HitlMode::None, Strategy::Sequential).await;
     // The agent is called right after its start is recorded; no event follows until it
     // answers, so this waits on the agent itself, not on the run's events.
     let deadline = tokio::time::Instant::now() + WAIT;

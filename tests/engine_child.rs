@@ -132,69 +132,58 @@ fn main() -> anyhow::Result<()> {
                     ),
                     ..chronicle_realestate::settings()
                 };
-                let engine = Engine::open(Store::open(dir, Options::default())?, settings).await?;
                 let calls = serde_json::json!([
                     tool_agents::write("/workspace/one.txt", "1"),
                     tool_agents::write("/workspace/two.txt", "2"),
                     tool_agents::write("/workspace/three.txt", "3"),
                 ]);
-                let run = engine.start_run(tool_run(calls)).await?.run_id;
-                println!("RUN {run}");
-                std::future::pending::<()>().await;
-                Ok(())
+                run_until_killed(dir, settings, tool_run(calls)).await
             }
             ["task", dir] => {
                 let settings = Settings {
                     registry: tool_agents::registry(None, true),
                     ..chronicle_realestate::settings()
                 };
-                let engine = Engine::open(Store::open(dir, Options::default())?, settings).await?;
                 let calls = serde_json::json!([{"tool": "task", "args": {
                     "description": "look it up", "subagent_type": "sub_worker", "input": {"k": 1}
                 }}]);
-                let run = engine.start_run(tool_run(calls)).await?.run_id;
-                println!("RUN {run}");
-                std::future::pending::<()>().await;
-                Ok(())
+                run_until_killed(dir, settings, tool_run(calls)).await
             }
             ["llm", dir, base_url] => {
-                let settings = llm_support::settings(base_url);
-                let engine = Engine::open(Store::open(dir, Options::default())?, settings).await?;
-                let run = engine
-                    .start_run(StartRun {
-                        query: "How did sales go in March? Write a report.".into(),
-                        session_id: Some("llm-session".into()),
-                        hitl: Some(HitlMode::None),
-                        agent: Some("analyst".into()),
-                        ..Default::default()
-                    })
-                    .await?
-                    .run_id;
-                println!("RUN {run}");
-                std::future::pending::<()>().await;
-                Ok(())
+                let query = "How did sales go in March? Write a report.";
+                let req = agent_run(query, "llm-session", "analyst");
+                run_until_killed(dir, llm_support::settings(base_url), req).await
             }
             ["mcp", dir, base_url, entry_file] => {
                 let entry = std::fs::read_to_string(entry_file)?;
                 let (settings, _servers) = mcp_support::settings(base_url, &entry).await;
-                let engine = Engine::open(Store::open(dir, Options::default())?, settings).await?;
-                let run = engine
-                    .start_run(StartRun {
-                        query: "Use the tools.".into(),
-                        session_id: Some("mcp-session".into()),
-                        hitl: Some(HitlMode::None),
-                        agent: Some("operator".into()),
-                        ..Default::default()
-                    })
-                    .await?
-                    .run_id;
-                println!("RUN {run}");
-                std::future::pending::<()>().await;
-                Ok(())
+                let req = agent_run("Use the tools.", "mcp-session", "operator");
+                run_until_killed(dir, settings, req).await
             }
             other => anyhow::bail!("unknown mode {other:?}"),
         }
     })
+}
+
+/// Starts `req` on an engine with `settings` over `dir`, prints `RUN <run>` and works on it
+/// until killed.
+async fn run_until_killed(dir: &str, settings: Settings, req: StartRun) -> anyhow::Result<()> {
+    let engine = Engine::open(Store::open(dir, Options::default())?, settings).await?;
+    let run = engine.start_run(req).await?.run_id;
+    println!("RUN {run}");
+    std::future::pending::<()>().await;
+    Ok(())
+}
+
+/// A run that `agent` drives alone in `session` (agent mode, HITL none).
+fn agent_run(query: &str, session: &str, agent: &str) -> StartRun {
+    StartRun {
+        query: query.into(),
+        session_id: Some(session.into()),
+        hitl: Some(HitlMode::None),
+        agent: Some(agent.into()),
+        ..Default::default()
+    }
 }
 
 /// A run of one `tool_runner` TODO making `calls`, HITL none.

@@ -4,23 +4,19 @@
 //! as a user message.
 
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use chronicle_api::{ApiConfig, Tokens};
 use chronicle_client::ChatReply;
 use chronicle_engine::agents::FEEDBACK_PREFIX;
-use chronicle_engine::store::{Options, Store};
-use chronicle_engine::{Engine, Principal, StartRun, Turn, TurnInput};
+use chronicle_engine::{Principal, StartRun, Turn, TurnInput};
 use chronicle_schemas::{HitlMode, RunId, RunStatus, SessionId};
 use chronicle_testkit::model::{Reply, TestServer};
 use chronicle_wire::{PlanStepRequest, ResumeRequest, RunRequest};
 use serde_json::{Value, json};
 
 use crate::api_support::{Server, server, server_settings};
-use crate::engine::completed;
 use crate::llm_support::{self, KEY, agent_of};
-
-const WAIT: Duration = Duration::from_secs(20);
+use crate::support::{WAIT, completed, open_engine, waiting};
 
 /// Answers every approval of the session's run until it ends, with `say(agent)` as words when
 /// it gives some, else a yes.
@@ -214,12 +210,7 @@ async fn an_http_agent_gets_the_feedback_in_its_request() {
         ..RunRequest::new("what is new?")
     };
     let run = c.start_run(&req).await.unwrap().run_id;
-    srv.engine
-        .wait_until(run, WAIT, |s| {
-            s.supervisor.run_status == RunStatus::WaitingForApproval
-        })
-        .await
-        .unwrap();
+    waiting(&srv.engine, run).await;
     let words = ResumeRequest {
         approve: None,
         response: Some("only the last week, please".into()),
@@ -242,10 +233,7 @@ async fn an_http_agent_gets_the_feedback_in_its_request() {
 async fn an_llm_agent_is_told_the_feedback_as_a_user_message() {
     let model = TestServer::start(Some(KEY), |_| Reply::Content("Bonjour.".into())).await;
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path(), Options::default()).unwrap();
-    let engine = Engine::open(store, llm_support::settings(&model.base_url))
-        .await
-        .unwrap();
+    let engine = open_engine(dir.path(), llm_support::settings(&model.base_url)).await;
     let run = engine
         .start_run(StartRun {
             query: "Greet the team.".into(),
@@ -257,12 +245,7 @@ async fn an_llm_agent_is_told_the_feedback_as_a_user_message() {
         .await
         .unwrap()
         .run_id;
-    engine
-        .wait_until(run, WAIT, |s| {
-            s.supervisor.run_status == RunStatus::WaitingForApproval
-        })
-        .await
-        .unwrap();
+    waiting(&engine, run).await;
     engine
         .turn(Turn {
             session: SessionId::from("t-llm"),

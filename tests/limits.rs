@@ -7,8 +7,8 @@ use chronicle_engine::agents::Registry;
 use chronicle_schemas::{HitlMode, Limits, RunConfig, RunStatus, Strategy};
 
 use crate::agents::step;
-use crate::engine::{WAIT, engine_in, start};
 use crate::slow_agent::Slow;
+use crate::support::{WAIT, engine_in, start};
 
 async fn failure(limits: Limits, steps: usize, delay_ms: u64) -> String {
     let dir = tempfile::tempdir().unwrap();

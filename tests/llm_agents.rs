@@ -4,9 +4,7 @@
 //! limit, and a restore into the middle of an agent loop (the cancelled call the model is told
 //! of).
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -24,26 +22,18 @@ use chronicle_wire::RunRequest;
 use serde_json::{Value, json};
 
 use crate::api_support::server_settings;
-use crate::engine::completed;
 use crate::llm_support::{
     self, ANSWER, KEY, REPORT, agent_of, analyst, calls, last_results, turn_of,
+};
+use crate::support::{
+    announced_run, completed, engine_child, events, first_pending, open_engine, pending_call,
+    reject,
 };
 
 const WAIT: Duration = Duration::from_secs(30);
 
 async fn engine(dir: &Path, model: &TestServer) -> Engine {
-    let store = Store::open(dir, Options::default()).unwrap();
-    Engine::open(store, llm_support::settings(&model.base_url))
-        .await
-        .unwrap()
-}
-
-fn events(engine: &Engine, run: RunId) -> Vec<Envelope> {
-    engine
-        .store()
-        .read_run(run, 0, u64::MAX)
-        .map(|e| e.unwrap())
-        .collect()
+    open_engine(dir, llm_support::settings(&model.base_url)).await
 }
 
 /// The run's `LlmCalled` events of agents' turns.
@@ -297,17 +287,8 @@ async fn sigkill_after_two_turns_then_the_model_is_asked_only_the_rest() {
     })
     .await;
     let dir = tempfile::tempdir().unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_engine-child"))
-        .args(["llm", dir.path().to_str().unwrap(), &model.base_url])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let run: RunId = line.trim().strip_prefix("RUN ").unwrap().parse().unwrap();
+    let mut child = engine_child(&["llm", dir.path().to_str().unwrap(), &model.base_url]);
+    let run = announced_run(&mut child);
     let model_ref = &model;
     tokio::task::block_in_place(|| wait_for_request(model_ref, "analyst", 3));
     child.kill().unwrap();
@@ -379,20 +360,8 @@ async fn a_rejected_write_is_the_models_tool_result_and_is_not_made_again() {
     let engine = engine(dir.path(), &model).await;
     let run = start_agent(&engine, "analyst", HitlMode::Tools, "reject").await;
     let s = engine.wait_settled(run, WAIT).await.unwrap();
-    let pending: Vec<_> = s.approvals.pending().cloned().collect();
-    assert_eq!(pending.len(), 1);
-    assert_eq!(pending[0].tool_name, "write_file");
-    engine
-        .decide(
-            run,
-            pending[0].approval_id.clone(),
-            Decision::Reject,
-            None,
-            &Principal::admin("alice"),
-            Some("not now".into()),
-        )
-        .await
-        .unwrap();
+    let call = pending_call(&s, "write_file");
+    reject(&engine, run, call.approval_id, "alice", Some("not now")).await;
     let s = completed(&engine, run).await;
     let seen = model.requests();
     assert_eq!(seen.len(), 3);
@@ -445,7 +414,7 @@ async fn a_persons_skip_is_told_to_the_model_on_its_next_turn() {
     let engine = engine(dir.path(), &model).await;
     let run = start_agent(&engine, "analyst", HitlMode::Tools, "edits").await;
     let s = engine.wait_settled(run, WAIT).await.unwrap();
-    let approval = s.approvals.pending().next().unwrap().approval_id.clone();
+    let approval = first_pending(&s);
     let alice = Principal::admin("alice");
     engine
         .command(run, "/todo skip todo_004 not needed", &alice)

@@ -6,23 +6,20 @@
 //! next turn, a SIGKILL of the engine answered from the log (the server counts no repeat), a
 //! session-scoped server per workspace, and bad entries refused at start.
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use chronicle_engine::store::{Options, Store};
 use chronicle_engine::tools::{ToolContext, ToolRegistry, ToolSource, Workspace};
 use chronicle_engine::{Engine, Principal, StartRun};
 use chronicle_schemas::{Decision, Envelope, Event, HitlMode, RunId};
 use chronicle_testkit::model::{Reply, TestServer};
 use serde_json::{Value, json};
 
-use crate::engine::completed;
 use crate::llm_support::{KEY, agent_of, calls, last_results, turn_of};
 use crate::mcp_support::{self, HttpServer, Via, count, logged};
+use crate::support::{announced_run, completed, engine_child, events, open_engine};
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -58,8 +55,8 @@ impl Setup {
         extra: &str,
     ) -> (Engine, Vec<chronicle_mcp::McpServer>) {
         let (settings, servers) = mcp_support::settings(&model.base_url, &self.entry(extra)).await;
-        let store = Store::open(self.dir.path().join("data"), Options::default()).unwrap();
-        (Engine::open(store, settings).await.unwrap(), servers)
+        let engine = open_engine(&self.dir.path().join("data"), settings).await;
+        (engine, servers)
     }
 }
 
@@ -75,14 +72,6 @@ async fn start(engine: &Engine, hitl: HitlMode) -> RunId {
         .await
         .unwrap()
         .run_id
-}
-
-fn events(engine: &Engine, run: RunId) -> Vec<Envelope> {
-    engine
-        .store()
-        .read_run(run, 0, u64::MAX)
-        .map(|e| e.unwrap())
-        .collect()
 }
 
 /// The run's tool calls as recorded: (tool, args, server).
@@ -544,18 +533,13 @@ async fn sigkill(over_http: bool) {
     let entry_file = setup.dir.path().join("entry.toml");
     std::fs::write(&entry_file, setup.entry("")).unwrap();
     let data = setup.dir.path().join("data");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_engine-child"))
-        .arg("mcp")
-        .args([&data, &PathBuf::from(&model.base_url), &entry_file])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let run: RunId = line.trim().strip_prefix("RUN ").unwrap().parse().unwrap();
+    let mut child = engine_child(&[
+        Path::new("mcp"),
+        data.as_path(),
+        Path::new(&model.base_url),
+        entry_file.as_path(),
+    ]);
+    let run = announced_run(&mut child);
     let asked = |turn| {
         model
             .requests()

@@ -6,56 +6,24 @@
 
 use std::time::Duration;
 
-use chronicle_api::Tokens;
 use chronicle_engine::store::{Options, Store};
 use chronicle_engine::{Engine, Principal, StartRun};
 use chronicle_projections::RunState;
 use chronicle_schemas::{Event, MemoryKind, RunId};
-use reqwest::{Method, StatusCode};
+use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::api_support::{Server, server};
-use crate::engine::{completed, events};
+use crate::api_support::{ALICE, BOB, ROOT, Server, delete, get, post, principals, server};
+use crate::support::{completed, events, open_engine};
 
-const ALICE: &str = "tok-alice-123456";
-const BOB: &str = "tok-bob-1234567890";
-const ROOT: &str = "tok-root-1234567890";
 const STATES_ONLY: &str = "강남구 전세만 보여줘";
 const PRICES: &str = "강남구 아파트 시세 알려줘";
-
-fn tokens() -> Tokens {
-    Tokens::parse(&format!("alice {ALICE}\nbob {BOB}\nroot {ROOT} admin\n")).unwrap()
-}
-
-/// One request as `token`: its status and JSON body.
-async fn call(srv: &Server, token: &str, method: Method, path: &str) -> (StatusCode, Value) {
-    let res = srv
-        .http
-        .request(method.clone(), srv.url(path))
-        .bearer_auth(token);
-    // A state-changing request sends JSON.
-    let res = if method == Method::DELETE {
-        res.json(&json!({}))
-    } else {
-        res
-    };
-    let res = res.send().await.unwrap();
-    (res.status(), res.json().await.unwrap_or(Value::Null))
-}
 
 /// A completed run of `token`'s in `session`.
 async fn turn(srv: &Server, token: &str, session: &str, query: &str) -> RunState {
     let body = json!({"query": query, "session_id": session, "hitl": "none"});
-    let res = srv
-        .http
-        .post(srv.url("/api/v1/agent/run"))
-        .bearer_auth(token)
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), StatusCode::ACCEPTED);
-    let started: Value = res.json().await.unwrap();
+    let (status, started) = post(srv, token, "/api/v1/agent/run", body).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{started}");
     let run: RunId = serde_json::from_value(started["run_id"].clone()).unwrap();
     completed(&srv.engine, run).await
 }
@@ -122,7 +90,7 @@ fn memory_ids(list: &Value) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stated_preference_is_remembered_across_sessions_until_it_is_deleted() {
-    let srv = server(tokens(), None).await;
+    let srv = server(principals(), None).await;
     let engine = srv.engine.clone();
 
     // Without memory the same question is answered with sale prices and other deals.
@@ -169,22 +137,22 @@ async fn a_stated_preference_is_remembered_across_sessions_until_it_is_deleted()
     // The routes: alice and the admin see it; bob sees nothing and cannot delete it.
     let path = "/api/v1/users/alice/memories";
     let one = format!("{path}/{}", memory.memory_id);
-    let (status, list) = call(&srv, ALICE, Method::GET, path).await;
+    let (status, list) = get(&srv, ALICE, path).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(
         (list["user_id"].clone(), memory_ids(&list)),
         (json!("alice"), vec![memory.memory_id.clone()])
     );
     assert_eq!(list["memories"][0]["value"], json!("jeonse"));
-    let (_, list) = call(&srv, ROOT, Method::GET, path).await;
+    let (_, list) = get(&srv, ROOT, path).await;
     assert_eq!(memory_ids(&list), std::slice::from_ref(&memory.memory_id));
-    let (status, list) = call(&srv, BOB, Method::GET, path).await;
+    let (status, list) = get(&srv, BOB, path).await;
     assert_eq!((status, memory_ids(&list).len()), (StatusCode::OK, 0));
-    let (status, _) = call(&srv, BOB, Method::DELETE, &one).await;
+    let (status, _) = delete(&srv, BOB, &one).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
-    let (status, deleted) = call(&srv, BOB, Method::DELETE, path).await;
+    let (status, deleted) = delete(&srv, BOB, path).await;
     assert_eq!((status, memory_ids(&deleted).len()), (StatusCode::OK, 0));
-    let (status, _) = call(&srv, ALICE, Method::DELETE, &format!("{path}/mem_unknown")).await;
+    let (status, _) = delete(&srv, ALICE, &format!("{path}/mem_unknown")).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
     // A deletion without a JSON body is refused like every state-changing request's.
     let res = srv
@@ -204,7 +172,7 @@ async fn a_stated_preference_is_remembered_across_sessions_until_it_is_deleted()
     );
 
     // Alice deletes it: recorded in the run that saved it, no longer listed nor loaded.
-    let (status, deleted) = call(&srv, ALICE, Method::DELETE, &one).await;
+    let (status, deleted) = delete(&srv, ALICE, &one).await;
     assert_eq!(
         (status, deleted["memory_id"].clone()),
         (StatusCode::OK, json!(memory.memory_id))
@@ -222,9 +190,9 @@ async fn a_stated_preference_is_remembered_across_sessions_until_it_is_deleted()
             chronicle_schemas::Actor::user("alice")
         ))
     );
-    let (_, list) = call(&srv, ALICE, Method::GET, path).await;
+    let (_, list) = get(&srv, ALICE, path).await;
     assert!(memory_ids(&list).is_empty());
-    let (status, _) = call(&srv, ALICE, Method::DELETE, &one).await;
+    let (status, _) = delete(&srv, ALICE, &one).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
     let c = turn(&srv, ALICE, "alice-c", PRICES).await;
     assert_eq!(loaded(&engine, c.run_id.unwrap()), None);
@@ -233,21 +201,18 @@ async fn a_stated_preference_is_remembered_across_sessions_until_it_is_deleted()
 
     // The admin deletes what alice's runs saved.
     turn(&srv, ALICE, "alice-d", "월세만 보여줘").await;
-    let (_, list) = call(&srv, ALICE, Method::GET, path).await;
+    let (_, list) = get(&srv, ALICE, path).await;
     let ids = memory_ids(&list);
     assert_eq!(ids.len(), 1);
-    let (status, deleted) = call(&srv, ROOT, Method::DELETE, path).await;
+    let (status, deleted) = delete(&srv, ROOT, path).await;
     assert_eq!((status, memory_ids(&deleted)), (StatusCode::OK, ids));
-    let (_, list) = call(&srv, ALICE, Method::GET, path).await;
+    let (_, list) = get(&srv, ALICE, path).await;
     assert!(memory_ids(&list).is_empty());
     srv.stop().await;
 }
 
 async fn engine_in(dir: &std::path::Path) -> Engine {
-    let store = Store::open(dir, Options::default()).unwrap();
-    Engine::open(store, chronicle_realestate::settings())
-        .await
-        .unwrap()
+    open_engine(dir, chronicle_realestate::settings()).await
 }
 
 async fn run_as(engine: &Engine, by: Principal, query: &str) -> RunState {

@@ -4,8 +4,6 @@
 //! the default `skip` the rejected TODO is skipped and the run carries on; an unknown value is
 //! refused with nothing written.
 
-use std::time::Duration;
-
 use chronicle_api::Tokens;
 use chronicle_client::ChatReply;
 use chronicle_projections::RunState;
@@ -15,10 +13,11 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use crate::api_support::{Server, server};
-use crate::engine::{completed, events, todo_status};
+use crate::support::{
+    WAIT, completed, events, open_engine, pending_call, reject, todo_status, waiting,
+};
 
 const SCENARIO_1: &str = "집주인이 전세금 3억을 10억으로 올려달래. 법적으로 해결방법 알려줘";
-const WAIT: Duration = Duration::from_secs(20);
 
 fn agent_of(s: &RunState, todo: &str) -> String {
     let p = s.supervisor.planning_state.as_ref().unwrap();
@@ -51,12 +50,7 @@ async fn end_turn_a_rejection_answers_with_it_and_skips_the_rest() {
         ..RunRequest::new(SCENARIO_1)
     };
     let run = c.start_run(&req).await.unwrap().run_id;
-    srv.engine
-        .wait_until(run, WAIT, |s| {
-            s.supervisor.run_status == RunStatus::WaitingForApproval
-        })
-        .await
-        .unwrap();
+    waiting(&srv.engine, run).await;
     let asked = c.approvals(run).await.unwrap();
     assert_eq!(asked.len(), 1, "{asked:?}");
     let reject = DecisionRequest {
@@ -222,12 +216,7 @@ async fn skip_the_answer_says_what_was_rejected_and_why() {
             ..RunRequest::new(query)
         };
         let run = c.start_run(&req).await.unwrap().run_id;
-        srv.engine
-            .wait_until(run, WAIT, |s| {
-                s.supervisor.run_status == RunStatus::WaitingForApproval
-            })
-            .await
-            .unwrap();
+        waiting(&srv.engine, run).await;
         let asked = c.approvals(run).await.unwrap();
         let (agent, message) = (&asked[0].approval.tool_name, &asked[0].approval.message);
         assert!(!message.contains("/todo"), "{message}");
@@ -314,9 +303,8 @@ async fn an_unknown_on_reject_is_refused_and_nothing_is_written() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn end_turn_a_rejected_tool_call_stops_its_agent_and_ends_the_turn() {
-    use chronicle_engine::store::{Options, Store};
-    use chronicle_engine::{Engine, Principal, StartRun};
-    use chronicle_schemas::Decision;
+    use chronicle_engine::StartRun;
+
     use chronicle_testkit::model::{Reply, TestServer};
 
     use crate::llm_support::{self, KEY, calls, turn_of};
@@ -328,10 +316,7 @@ async fn end_turn_a_rejected_tool_call_stops_its_agent_and_ends_the_turn() {
     })
     .await;
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path(), Options::default()).unwrap();
-    let engine = Engine::open(store, llm_support::settings(&model.base_url))
-        .await
-        .unwrap();
+    let engine = open_engine(dir.path(), llm_support::settings(&model.base_url)).await;
     let run = engine
         .start_run(StartRun {
             query: "Write the notes.".into(),
@@ -345,20 +330,8 @@ async fn end_turn_a_rejected_tool_call_stops_its_agent_and_ends_the_turn() {
         .unwrap()
         .run_id;
     let s = engine.wait_settled(run, WAIT).await.unwrap();
-    let pending: Vec<_> = s.approvals.pending().cloned().collect();
-    assert_eq!(pending.len(), 1, "{pending:?}");
-    assert_eq!(pending[0].tool_name, "write_file");
-    engine
-        .decide(
-            run,
-            pending[0].approval_id.clone(),
-            Decision::Reject,
-            None,
-            &Principal::admin("alice"),
-            Some("not now".into()),
-        )
-        .await
-        .unwrap();
+    let call = pending_call(&s, "write_file");
+    reject(&engine, run, call.approval_id, "alice", Some("not now")).await;
     let s = completed(&engine, run).await;
     let answer = s.supervisor.final_response.clone().unwrap();
     assert_eq!(answer["type"], "rejected", "{answer}");

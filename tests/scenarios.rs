@@ -8,22 +8,18 @@ use chronicle_engine::Principal;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
-use chronicle_engine::store::{Options, Store};
 use chronicle_engine::{Engine, Settings, StartRun};
 use chronicle_schemas::{Event, HitlMode, RunId, Source, TodoStatus};
 use serde_json::{Value, json};
 
-use crate::engine::{WAIT, completed, events};
+use crate::support::{asking_about, completed, edit, events, open_engine};
 
+/// A market question the rules read without a model.
+const GANGNAM_STATION: &str = "강남역 근처 30평대 아파트 매매 시세 알려줘";
 const SCENARIO_1: &str = "집주인이 전세금 3억을 10억으로 올려달래. 법적으로 해결방법 알려줘";
 
 async fn builtin_engine(dir: &std::path::Path) -> Engine {
-    Engine::open(
-        Store::open(dir, Options::default()).unwrap(),
-        chronicle_realestate::settings(),
-    )
-    .await
-    .unwrap()
+    open_engine(dir, chronicle_realestate::settings()).await
 }
 
 async fn start(engine: &Engine, query: &str, hitl: HitlMode) -> RunId {
@@ -37,16 +33,7 @@ async fn start(engine: &Engine, query: &str, hitl: HitlMode) -> RunId {
 
 /// Waits for the approval of `todo` and returns its message.
 async fn asked_for(engine: &Engine, run: RunId, todo: &str) -> String {
-    let s = engine
-        .wait_until(run, WAIT, |s| {
-            s.approvals.pending().any(|a| {
-                a.subject
-                    .as_ref()
-                    .is_some_and(|x| x.todo_id().as_str() == todo)
-            })
-        })
-        .await
-        .unwrap();
+    let s = asking_about(engine, run, todo).await;
     assert_eq!(
         s.supervisor
             .planning_state
@@ -316,12 +303,7 @@ async fn scenario_3_restore_after_a_crash() {
 async fn gangnam_station_query_through_the_rules() {
     let dir = tempfile::tempdir().unwrap();
     let engine = builtin_engine(dir.path()).await;
-    let run = start(
-        &engine,
-        "강남역 근처 30평대 아파트 매매 시세 알려줘",
-        HitlMode::None,
-    )
-    .await;
+    let run = start(&engine, GANGNAM_STATION, HitlMode::None).await;
     let s = completed(&engine, run).await;
     let p = s.supervisor.planning_state.as_ref().unwrap();
     assert_eq!(p.analyzed_intent["intent_type"], "analysis");
@@ -420,9 +402,7 @@ async fn with_model(dir: &std::path::Path, base_url: String, key: &str) -> Engin
         llm: Some(std::sync::Arc::new(OpenAiCompat::new(cfg).unwrap())),
         ..chronicle_realestate::settings()
     };
-    Engine::open(Store::open(dir, Options::default()).unwrap(), settings)
-        .await
-        .unwrap()
+    open_engine(dir, settings).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -431,12 +411,7 @@ async fn an_openai_compatible_model_is_used_and_its_key_is_never_recorded() {
     let base_url = model_server(KEY).await;
     let dir = tempfile::tempdir().unwrap();
     let engine = with_model(dir.path(), base_url, KEY).await;
-    let run = start(
-        &engine,
-        "강남역 근처 30평대 아파트 매매 시세 알려줘",
-        HitlMode::None,
-    )
-    .await;
+    let run = start(&engine, GANGNAM_STATION, HitlMode::None).await;
     let s = completed(&engine, run).await;
     let p = s.supervisor.planning_state.as_ref().unwrap();
     assert_eq!(
@@ -529,12 +504,7 @@ async fn a_key_echoed_in_any_form_is_never_recorded() {
 
     let dir = tempfile::tempdir().unwrap();
     let engine = with_model(dir.path(), model.base_url.clone(), KEY).await;
-    let run = start(
-        &engine,
-        "강남역 근처 30평대 아파트 매매 시세 알려줘",
-        HitlMode::None,
-    )
-    .await;
+    let run = start(&engine, GANGNAM_STATION, HitlMode::None).await;
     completed(&engine, run).await;
     assert!(!model.requests().is_empty(), "the model was asked");
     let responses: Vec<String> = events(&engine, run)
@@ -590,28 +560,13 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
 async fn an_edited_region_reaches_the_agent() {
     let dir = tempfile::tempdir().unwrap();
     let engine = builtin_engine(dir.path()).await;
-    let run = start(
-        &engine,
-        "강남역 근처 30평대 아파트 매매 시세 알려줘",
-        HitlMode::EveryTodo,
-    )
-    .await;
+    let run = start(&engine, GANGNAM_STATION, HitlMode::EveryTodo).await;
     asked_for(&engine, run, "todo_001").await;
     let s = engine.state(run, None).unwrap();
     let a = s.approvals.pending().next().unwrap().clone();
     let mut args = a.request_args.clone();
     args["region"] = json!("서울특별시 서초구");
-    engine
-        .decide(
-            run,
-            a.approval_id,
-            chronicle_schemas::Decision::Edit,
-            Some(args),
-            &Principal::admin("alice"),
-            None,
-        )
-        .await
-        .unwrap();
+    edit(&engine, run, a.approval_id, "alice", args).await;
     asked_for(&engine, run, "todo_002").await;
     let s = engine.state(run, None).unwrap();
     let listings = s.supervisor.team_results["property_search"]["data"]

@@ -8,23 +8,20 @@ use std::time::Duration;
 
 use chronicle_engine::Principal;
 use chronicle_schemas::{Actor, Event, RunId, RunStatus};
-use reqwest::{Method, StatusCode};
+use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::api_support::{ALICE, BOB, ROOT, Server, call, principals, server};
+use crate::api_support::{ALICE, BOB, ROOT, Server, delete, get, post, principals, server};
+use crate::support::first_pending;
 
 const WAIT: Duration = Duration::from_secs(30);
 const FIRST: &str = "집주인이 전세금 3억을 10억으로 올려달래. 법적으로 해결방법 알려줘";
 const SECOND: &str = "강남구 아파트 시세 알려줘";
 
-async fn get(srv: &Server, token: &str, path: &str) -> (StatusCode, Value) {
-    call(srv, token, Method::GET, path, None).await
-}
-
 /// A run of `token`'s in `session`, started over the API.
 async fn start(srv: &Server, token: &str, session: &str, query: &str, hitl: &str) -> RunId {
     let body = json!({"query": query, "session_id": session, "hitl": hitl});
-    let (status, started) = call(srv, token, Method::POST, "/api/v1/agent/run", Some(body)).await;
+    let (status, started) = post(srv, token, "/api/v1/agent/run", body).await;
     assert_eq!(status, StatusCode::ACCEPTED, "{started}");
     serde_json::from_value(started["run_id"].clone()).unwrap()
 }
@@ -140,14 +137,7 @@ async fn sessions_are_listed_read_and_deleted_by_their_owner_only() {
     assert_eq!(ids(&bobs), Vec::<String>::new());
     let (status, _) = get(&srv, BOB, "/api/v1/sessions/alice-one").await;
     assert_eq!(status, StatusCode::NOT_FOUND);
-    let (status, _) = call(
-        &srv,
-        BOB,
-        Method::DELETE,
-        "/api/v1/sessions/alice-one",
-        Some(json!({})),
-    )
-    .await;
+    let (status, _) = delete(&srv, BOB, "/api/v1/sessions/alice-one").await;
     assert_eq!(status, StatusCode::NOT_FOUND);
     let (_, roots) = get(&srv, ROOT, "/api/v1/sessions").await;
     assert_eq!(ids(&roots), ["alice-two", "alice-one"]);
@@ -158,14 +148,7 @@ async fn sessions_are_listed_read_and_deleted_by_their_owner_only() {
     let workspace = srv._dir.path().join("workspaces").join("alice-one");
     std::fs::create_dir_all(&workspace).unwrap();
     std::fs::write(workspace.join("notes.md"), "kept by a turn").unwrap();
-    let (status, deleted) = call(
-        &srv,
-        ALICE,
-        Method::DELETE,
-        "/api/v1/sessions/alice-one",
-        Some(json!({})),
-    )
-    .await;
+    let (status, deleted) = delete(&srv, ALICE, "/api/v1/sessions/alice-one").await;
     assert_eq!(status, StatusCode::OK, "{deleted}");
     assert_eq!(deleted["runs"], json!([a2.to_string(), a1.to_string()]));
     assert_eq!(deleted["cancelled"], json!([]));
@@ -204,26 +187,18 @@ async fn sessions_are_listed_read_and_deleted_by_their_owner_only() {
     assert_eq!(listed.len(), 2);
     let body = json!({"query": SECOND, "session_id": "alice-one", "hitl": "none"});
     let before = srv.offsets();
-    let (status, refused) = call(&srv, ALICE, Method::POST, "/api/v1/agent/run", Some(body)).await;
+    let (status, refused) = post(&srv, ALICE, "/api/v1/agent/run", body).await;
     assert_eq!(status, StatusCode::NOT_FOUND, "{refused}");
-    let (status, _) = call(
+    let (status, _) = post(
         &srv,
         ALICE,
-        Method::POST,
         "/chat",
-        Some(json!({"thread_id": "alice-one", "message": SECOND})),
+        json!({"thread_id": "alice-one", "message": SECOND}),
     )
     .await;
     assert_eq!(status, StatusCode::NOT_FOUND);
     assert_eq!(srv.offsets(), before, "nothing was written");
-    let (status, _) = call(
-        &srv,
-        ALICE,
-        Method::DELETE,
-        "/api/v1/sessions/alice-one",
-        Some(json!({})),
-    )
-    .await;
+    let (status, _) = delete(&srv, ALICE, "/api/v1/sessions/alice-one").await;
     assert_eq!(status, StatusCode::NOT_FOUND, "a second delete");
 
     // The events stay: each run ends with its tombstone, and the log verifies.
@@ -248,7 +223,7 @@ async fn deleting_a_session_cancels_its_waiting_run_and_empties_the_inbox() {
     let s = srv.engine.wait_settled(run, WAIT).await.unwrap();
     assert_eq!(s.supervisor.run_status, RunStatus::WaitingForApproval);
     // One decision, so the audit export has a row of this run.
-    let approval = s.approvals.pending().next().unwrap().approval_id.clone();
+    let approval = first_pending(&s);
     srv.engine
         .decide(
             run,
@@ -264,14 +239,7 @@ async fn deleting_a_session_cancels_its_waiting_run_and_empties_the_inbox() {
     let (_, inbox) = get(&srv, ALICE, "/api/v1/approvals").await;
     assert!(inbox["count"].as_u64().unwrap() > 0, "{inbox}");
 
-    let (status, deleted) = call(
-        &srv,
-        ALICE,
-        Method::DELETE,
-        "/api/v1/sessions/alice-waits",
-        Some(json!({})),
-    )
-    .await;
+    let (status, deleted) = delete(&srv, ALICE, "/api/v1/sessions/alice-waits").await;
     assert_eq!(status, StatusCode::OK, "{deleted}");
     assert_eq!(deleted["cancelled"], json!([run.to_string()]));
     let (_, inbox) = get(&srv, ALICE, "/api/v1/approvals").await;

@@ -10,14 +10,19 @@ use chronicle_engine::store::{
     Durability, Error, Options, SCHEMA_VERSION, SLED_VALUE_BYTES_MAX, Store, plain_events_value,
     stored_record_bytes,
 };
-use chronicle_schemas::{Event, RunId, SessionId};
+use chronicle_schemas::{Envelope, Event, RunId, SessionId};
 use tokio_stream::StreamExt;
 
 use crate::support::{note, open, run, run_started};
 
 /// Every offset from 0 is present exactly once, and every run's seqs are dense from 0.
+/// Every event in the store, in offset order.
+fn read_all(store: &Store) -> Vec<Envelope> {
+    store.read_range(0, u64::MAX).map(Result::unwrap).collect()
+}
+
 fn assert_dense(store: &Store) -> u64 {
-    let all: Vec<_> = store.read_range(0, u64::MAX).map(Result::unwrap).collect();
+    let all = read_all(store);
     let mut seqs: BTreeMap<RunId, u64> = BTreeMap::new();
     for (i, env) in all.iter().enumerate() {
         assert_eq!(env.offset, i as u64);
@@ -194,7 +199,7 @@ async fn open_drops_a_batch_that_a_crash_left_without_its_end_mark() {
         };
         let before: Vec<_> = {
             let store = open(dir.path());
-            let all = store.read_range(0, u64::MAX).map(Result::unwrap).collect();
+            let all = read_all(&store);
             // The batch: run 0 goes on and ends, run 7 starts, and the ended run gets a note.
             let failed = Event::RunFailed {
                 error: "dropped".into(),
@@ -228,7 +233,7 @@ async fn open_drops_a_batch_that_a_crash_left_without_its_end_mark() {
         }
         let store = open(dir.path());
         assert_eq!(assert_dense(&store), 10, "heads written: {heads_written}");
-        let after: Vec<_> = store.read_range(0, u64::MAX).map(Result::unwrap).collect();
+        let after = read_all(&store);
         assert_eq!(after, before);
         let head = store.run_head(going).unwrap().unwrap();
         assert_eq!((head.last_seq, head.last_offset), (2, 6));
@@ -470,7 +475,7 @@ async fn large_records_keep_sled_values_small_and_sled_writes_no_blob_file() {
     // 40-60 KB events, the size that made sled write unsynced page files of its own.
     let sizes: Vec<usize> = (0..60).map(|i| 40_000 + (i * 337) % 20_000).collect();
     let store = large_events(dir.path(), &sizes).await;
-    let all: Vec<_> = store.read_range(0, u64::MAX).map(Result::unwrap).collect();
+    let all = read_all(&store);
     assert_eq!(all.len(), 61);
     drop(store);
     let values = sled_value_sizes(dir.path());
@@ -660,7 +665,7 @@ async fn one_large_append(dir: &std::path::Path, n: u64, bytes: usize) -> Store 
 async fn an_append_is_one_sled_value_and_reads_from_any_offset_or_seq() {
     let dir = tempfile::tempdir().unwrap();
     let store = one_large_append(dir.path(), 5, 50).await;
-    let all: Vec<_> = store.read_range(0, u64::MAX).map(Result::unwrap).collect();
+    let all = read_all(&store);
     assert_eq!(all.len(), 8);
     // Reads that start and end inside the group.
     let middle: Vec<u64> = store.read_range(3, 5).map(|e| e.unwrap().offset).collect();
@@ -685,13 +690,7 @@ async fn an_append_is_one_sled_value_and_reads_from_any_offset_or_seq() {
     assert_eq!(keys, 3, "three appends, three values");
     let store = open(dir.path());
     assert_eq!(assert_dense(&store), 8);
-    assert_eq!(
-        store
-            .read_range(0, u64::MAX)
-            .map(Result::unwrap)
-            .collect::<Vec<_>>(),
-        all
-    );
+    assert_eq!(read_all(&store), all);
 }
 
 #[tokio::test]
@@ -867,10 +866,7 @@ async fn values_are_stored_compressed_and_stores_written_either_way_read_the_sam
         "compressed values: {formats:x?}"
     );
     let compressed = open(dir.path());
-    let written: Vec<_> = compressed
-        .read_range(0, u64::MAX)
-        .map(Result::unwrap)
-        .collect();
+    let written = read_all(&compressed);
     drop(compressed);
     // A store opened without compression reads them, and adds plain values beside them.
     let plain_opts = || Options {
@@ -878,13 +874,7 @@ async fn values_are_stored_compressed_and_stores_written_either_way_read_the_sam
         ..Options::default()
     };
     let store = Store::open(dir.path(), plain_opts()).unwrap();
-    assert_eq!(
-        store
-            .read_range(0, u64::MAX)
-            .map(Result::unwrap)
-            .collect::<Vec<_>>(),
-        written
-    );
+    assert_eq!(read_all(&store), written);
     store
         .append(run(1), 6, vec![note(8), note(9)])
         .await

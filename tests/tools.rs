@@ -5,27 +5,17 @@
 use chronicle_engine::Principal;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use chronicle_engine::store::{Options, Store};
 use chronicle_engine::{Engine, RestoreTarget, Settings, StartRun, child_run_id};
 use chronicle_projections::RunState;
-use chronicle_schemas::{
-    ApprovalStatus, Decision, Event, HitlMode, RunConfig, RunId, RunStatus, Subject,
-};
+use chronicle_schemas::{ApprovalStatus, Event, HitlMode, RunConfig, RunId, RunStatus, Subject};
 use serde_json::{Value, json};
 
-use crate::engine::completed;
+use crate::support::{self, approve, completed, edit, open_engine, reject};
 use crate::tool_agents::{self, runner_plan, write};
 
 const WAIT: Duration = Duration::from_secs(30);
-
-async fn engine(dir: &Path, settings: Settings) -> Engine {
-    Engine::open(Store::open(dir, Options::default()).unwrap(), settings)
-        .await
-        .unwrap()
-}
 
 fn settings() -> Settings {
     Settings {
@@ -60,10 +50,9 @@ fn answers(s: &RunState) -> Vec<Value> {
 }
 
 fn events(engine: &Engine, run: RunId) -> Vec<Event> {
-    engine
-        .store()
-        .read_run(run, 0, u64::MAX)
-        .map(|e| e.unwrap().event)
+    support::events(engine, run)
+        .into_iter()
+        .map(|e| e.event)
         .collect()
 }
 
@@ -87,7 +76,7 @@ async fn pending_tool_approval(engine: &Engine, run: RunId) -> chronicle_schemas
 #[tokio::test]
 async fn gated_calls_run_as_approved_edited_or_not_at_all() {
     let dir = tempfile::tempdir().unwrap();
-    let engine = engine(dir.path(), settings()).await;
+    let engine = open_engine(dir.path(), settings()).await;
     let ws = dir.path().join("workspaces/gated");
 
     // approve: runs with the original args.
@@ -106,17 +95,7 @@ async fn gated_calls_run_as_approved_edited_or_not_at_all() {
         !ws.join("a.txt").exists(),
         "nothing runs before the human says so"
     );
-    engine
-        .decide(
-            run,
-            a.approval_id,
-            Decision::Approve,
-            None,
-            &Principal::admin("alice"),
-            None,
-        )
-        .await
-        .unwrap();
+    approve(&engine, run, a.approval_id, "alice").await;
     let s = completed(&engine, run).await;
     assert_eq!(
         std::fs::read_to_string(ws.join("a.txt")).unwrap(),
@@ -152,17 +131,7 @@ async fn gated_calls_run_as_approved_edited_or_not_at_all() {
     .await;
     let a = pending_tool_approval(&engine, run).await;
     let edited = json!({"file_path": "/workspace/b.txt", "content": "edited by bob"});
-    let decided = engine
-        .decide(
-            run,
-            a.approval_id,
-            Decision::Edit,
-            Some(edited.clone()),
-            &Principal::admin("bob"),
-            None,
-        )
-        .await
-        .unwrap();
+    let decided = edit(&engine, run, a.approval_id, "bob", edited.clone()).await;
     assert_eq!(decided.status, ApprovalStatus::Edited);
     let s = completed(&engine, run).await;
     assert_eq!(
@@ -180,17 +149,7 @@ async fn gated_calls_run_as_approved_edited_or_not_at_all() {
     let c = write("/workspace/c.txt", "nope");
     let run = start(&engine, HitlMode::Tools, "gated", json!([c.clone(), c])).await;
     let a = pending_tool_approval(&engine, run).await;
-    engine
-        .decide(
-            run,
-            a.approval_id,
-            Decision::Reject,
-            None,
-            &Principal::admin("carol"),
-            Some("not now".into()),
-        )
-        .await
-        .unwrap();
+    reject(&engine, run, a.approval_id, "carol", Some("not now")).await;
     let s = completed(&engine, run).await;
     assert!(!ws.join("c.txt").exists());
     let got = answers(&s);
@@ -224,7 +183,7 @@ async fn gated_calls_run_as_approved_edited_or_not_at_all() {
 #[tokio::test]
 async fn the_host_refuses_paths_out_of_the_workspace() {
     let dir = tempfile::tempdir().unwrap();
-    let engine = engine(dir.path(), settings()).await;
+    let engine = open_engine(dir.path(), settings()).await;
     let before: Vec<_> = walk(dir.path());
     let long = format!("/workspace/{}", "a".repeat(10_000));
     let calls = json!([
@@ -298,7 +257,7 @@ async fn large_outputs_are_offloaded_to_the_workspace() {
         tool_output_offload_bytes: 1024,
         ..settings()
     };
-    let engine = engine(dir.path(), settings).await;
+    let engine = open_engine(dir.path(), settings).await;
     let big = "line of text\n".repeat(500);
     let run = start(
         &engine,
@@ -349,12 +308,7 @@ fn read_until(child: &mut std::process::Child, marker: &str) -> RunId {
 }
 
 fn spawn_child(mode: &str, dir: &Path) -> std::process::Child {
-    Command::new(env!("CARGO_BIN_EXE_engine-child"))
-        .args([mode, dir.to_str().unwrap()])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap()
+    support::engine_child(&[mode, dir.to_str().unwrap()])
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -373,7 +327,7 @@ async fn sigkill_between_calls_then_only_the_unrecorded_call_runs() {
         tools: tool_agents::counting_tools(log.clone()),
         ..chronicle_realestate::settings()
     };
-    let engine = engine(dir.path(), settings).await;
+    let engine = open_engine(dir.path(), settings).await;
     let s = completed(&engine, run).await;
     let keys: Vec<String> = executed().lines().map(str::to_owned).collect();
     assert_eq!(
@@ -457,7 +411,7 @@ async fn check_task(engine: &Engine, run: RunId) {
 #[tokio::test]
 async fn task_returns_the_child_runs_final_answer() {
     let dir = tempfile::tempdir().unwrap();
-    let engine = engine(dir.path(), settings()).await;
+    let engine = open_engine(dir.path(), settings()).await;
     let run = start(&engine, HitlMode::None, "task", task_call()).await;
     check_task(&engine, run).await;
     // An unknown sub-agent is the call's error, not a crash.
@@ -480,7 +434,7 @@ async fn sigkill_while_the_child_runs_then_both_complete() {
     child.kill().unwrap();
     child.wait().unwrap();
 
-    let engine = engine(dir.path(), settings()).await;
+    let engine = open_engine(dir.path(), settings()).await;
     check_task(&engine, run).await;
     let runs = engine.store().runs().count();
     assert_eq!(
@@ -493,7 +447,7 @@ async fn sigkill_while_the_child_runs_then_both_complete() {
 #[tokio::test]
 async fn document_team_saves_its_draft_through_the_tool_host() {
     let dir = tempfile::tempdir().unwrap();
-    let engine = engine(dir.path(), chronicle_realestate::settings()).await;
+    let engine = open_engine(dir.path(), chronicle_realestate::settings()).await;
     let query =
         "Draft a lease contract: landlord Kim Minsu, tenant John Smith, deposit 500 million won";
     let run = engine
@@ -542,7 +496,7 @@ async fn document_team_saves_its_draft_through_the_tool_host() {
 #[tokio::test]
 async fn a_restore_asks_again_and_a_skip_answers_the_waiting_call() {
     let dir = tempfile::tempdir().unwrap();
-    let engine = engine(dir.path(), settings()).await;
+    let engine = open_engine(dir.path(), settings()).await;
     let ws = dir.path().join("workspaces/again");
 
     // Restore to the request itself: the agent re-runs the same attempt, finds its recorded
@@ -571,17 +525,7 @@ async fn a_restore_asks_again_and_a_skip_answers_the_waiting_call() {
         s.approvals.get(&first.approval_id).unwrap().status,
         ApprovalStatus::Cancelled
     );
-    engine
-        .decide(
-            run,
-            second.approval_id,
-            Decision::Approve,
-            None,
-            &Principal::admin("alice"),
-            None,
-        )
-        .await
-        .unwrap();
+    approve(&engine, run, second.approval_id, "alice").await;
     completed(&engine, run).await;
     assert_eq!(std::fs::read_to_string(ws.join("r.txt")).unwrap(), "r");
     assert_eq!(kinds(&engine, run, &["ToolCallRequested"]).len(), 1);
@@ -626,7 +570,7 @@ async fn cancelling_the_parent_cancels_its_running_child() {
         registry: tool_agents::registry(None, true),
         ..chronicle_realestate::settings()
     };
-    let engine = engine(dir.path(), settings).await;
+    let engine = open_engine(dir.path(), settings).await;
     let run = start(&engine, HitlMode::None, "cancel", task_call()).await;
     let s = engine
         .wait_until(run, WAIT, |s| !s.supervisor.tool_calls.is_empty())

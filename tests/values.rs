@@ -13,7 +13,7 @@ use chronicle_schemas::{
 use serde_json::{Map, Value, json};
 
 use crate::agents::{Scripted, registry, step};
-use crate::engine::{WAIT, completed, engine_in, events, plan_config};
+use crate::support::{WAIT, completed, engine_in, events, first_pending, plan_config};
 
 fn alice() -> Principal {
     Principal::user("alice")
@@ -213,13 +213,7 @@ async fn a_run_waiting_for_approval_takes_values_and_goes_on() {
         .wait_until(run, WAIT, |s| s.approvals.pending().next().is_some())
         .await
         .unwrap();
-    let approval = waiting
-        .approvals
-        .pending()
-        .next()
-        .unwrap()
-        .approval_id
-        .clone();
+    let approval = first_pending(&waiting);
     engine
         .update_values(run, map(json!({"note": "careful"})), None, &alice())
         .await

@@ -746,13 +746,27 @@ fn wait_for_approval(
     api: &Client,
     run: RunId,
 ) -> chronicle_wire::Status {
+    poll_status(rt, api, run, "no approval", |s| {
+        s.pending_approval_id.is_some()
+    })
+}
+
+/// The status of `run` once `done` holds, polled until [`START_TIMEOUT`]; past it the test fails
+/// with `missing` and the last status.
+fn poll_status(
+    rt: &tokio::runtime::Runtime,
+    api: &Client,
+    run: RunId,
+    missing: &str,
+    done: impl Fn(&chronicle_wire::Status) -> bool,
+) -> chronicle_wire::Status {
     let deadline = Instant::now() + START_TIMEOUT;
     loop {
         let status = rt.block_on(api.status(run)).unwrap();
-        if status.pending_approval_id.is_some() {
+        if done(&status) {
             return status;
         }
-        assert!(Instant::now() < deadline, "no approval: {status:?}");
+        assert!(Instant::now() < deadline, "{missing}: {status:?}");
         std::thread::sleep(Duration::from_millis(20));
     }
 }
@@ -868,16 +882,7 @@ fn wait_for_approval_or_end(
     api: &Client,
     run: RunId,
 ) -> chronicle_wire::Status {
-    let deadline = Instant::now() + START_TIMEOUT;
-    loop {
-        let status = rt.block_on(api.status(run)).unwrap();
-        if status.pending_approval_id.is_some() || status.state.is_terminal() {
-            return status;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the run neither waits nor ends: {status:?}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    poll_status(rt, api, run, "the run neither waits nor ends", |s| {
+        s.pending_approval_id.is_some() || s.state.is_terminal()
+    })
 }
