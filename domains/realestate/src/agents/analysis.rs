@@ -158,8 +158,8 @@ mod tests {
 
     use super::*;
     use crate::agents::Agent;
-    use crate::agents::testing::ctx;
     use crate::agents::SearchTeam;
+    use crate::agents::testing::ctx;
 
     const SCENARIO_1: &str = "집주인이 전세금 3억을 10억으로 올려달래. 법적으로 해결방법 알려줘";
 
