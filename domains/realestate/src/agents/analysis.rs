@@ -2,13 +2,13 @@
 //! 주택임대차보호법 제7조's 5% cap (`increase.rs`), and otherwise analyses the market of the
 //! region asked about.
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use super::data::{dataset_source, round1};
 use super::filters::Filters;
 use super::increase::{change_analysis, change_request};
 use super::market::analyze_market;
-use super::{AgentContext, AgentError, DatasetAgent};
+use super::{AgentContext, AgentError, Asked, DatasetAgent};
 use crate::query::{Lang, parse_places};
 
 /// The analysis team: a change request against the legal cap, or the market.
@@ -20,9 +20,12 @@ impl DatasetAgent for AnalysisTeam {
 
     async fn answer(
         &self,
-        ctx: &AgentContext,
-        input: &Map<String, Value>,
-        mut f: Filters,
+        Asked {
+            ctx,
+            input,
+            mut f,
+            lang,
+        }: Asked<'_>,
     ) -> Result<Value, AgentError> {
         if f.places.is_empty() && f.unknown_regions.is_empty() {
             // The search team may have resolved the region from an earlier turn's intent.
@@ -30,8 +33,7 @@ impl DatasetAgent for AnalysisTeam {
                 f.places = parse_places(region);
             }
         }
-        let lang = Lang::of(&ctx.query);
-        let mut result = match change_request(ctx, input)? {
+        let mut result = match change_request(ctx, &input)? {
             Some(change) => change_analysis(ctx, &f, &change, lang),
             None => market_report(ctx, &f, lang),
         };

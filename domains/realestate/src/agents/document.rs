@@ -8,7 +8,7 @@ use super::data::{DATASET, DealType};
 use super::draft::Draft;
 use super::filters::Filters;
 use super::report::market_report;
-use super::{AgentContext, AgentError, DatasetAgent};
+use super::{AgentContext, AgentError, Asked, DatasetAgent};
 use crate::query::{self, Date, Lang, REPORT_TERMS, contains_any, format_won};
 
 /// The two contracts the team drafts.
@@ -187,14 +187,16 @@ impl DatasetAgent for DocumentTeam {
 
     async fn answer(
         &self,
-        ctx: &AgentContext,
-        input: &Map<String, Value>,
-        f: Filters,
+        Asked {
+            ctx,
+            input,
+            f,
+            lang,
+        }: Asked<'_>,
     ) -> Result<Value, AgentError> {
-        let lang = Lang::of(&ctx.query);
-        let requested = requested(ctx, input, &f)?;
+        let requested = requested(ctx, &input, &f)?;
         let mut result = match requested {
-            Requested::Contract(doc) => Draft::build(ctx, input, &f, doc)?.to_json(ctx, lang),
+            Requested::Contract(doc) => Draft::build(ctx, &input, &f, doc)?.to_json(ctx, lang),
             Requested::Report => market_report(ctx, &f, lang),
         };
         // The document goes to the session's workspace through the tool host: under HITL

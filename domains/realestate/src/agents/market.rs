@@ -2,14 +2,14 @@
 //! trend), `region_comparison` (two or more districts side by side) and `investment_advisor`
 //! (ratings from trend, 전세가율 and prices).
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use super::data::{
     DATASET, DealType, Direction, Listing, PriceStats, PropertyType, Trend, change_pct, pct,
     price_stats, round_manwon, round1, trend,
 };
 use super::filters::Filters;
-use super::{AgentContext, AgentError, DatasetAgent, Reply};
+use super::{AgentError, Asked, DatasetAgent, Reply};
 use crate::query::{Lang, PlaceRef, format_won};
 
 /// Above this 전세가율 a buyer's equity is thin and a tenant's deposit is at risk (깡통전세),
@@ -266,13 +266,7 @@ pub struct MarketAnalysis;
 impl DatasetAgent for MarketAnalysis {
     const NAME: &'static str = "market_analysis";
 
-    async fn answer(
-        &self,
-        ctx: &AgentContext,
-        _input: &Map<String, Value>,
-        f: Filters,
-    ) -> Result<Value, AgentError> {
-        let lang = Lang::of(&ctx.query);
+    async fn answer(&self, Asked { f, lang, .. }: Asked<'_>) -> Result<Value, AgentError> {
         let (data, insights) = analyze_market(&f, lang);
         let reply = Reply {
             summary: format!("{}.", insights[0]),
@@ -305,13 +299,7 @@ type Compared = (MarketView, Option<u64>, usize);
 impl DatasetAgent for RegionComparison {
     const NAME: &'static str = "region_comparison";
 
-    async fn answer(
-        &self,
-        ctx: &AgentContext,
-        _input: &Map<String, Value>,
-        f: Filters,
-    ) -> Result<Value, AgentError> {
-        let lang = Lang::of(&ctx.query);
+    async fn answer(&self, Asked { f, lang, .. }: Asked<'_>) -> Result<Value, AgentError> {
         let property_type = f.property_type.unwrap_or(PropertyType::Apartment);
         let deal = f.deal_type.unwrap_or(DealType::Sale);
         let (regions, all) = comparison_regions(&f);
@@ -518,13 +506,7 @@ type Scored = (f64, MarketView, Rating);
 impl DatasetAgent for InvestmentAdvisor {
     const NAME: &'static str = "investment_advisor";
 
-    async fn answer(
-        &self,
-        ctx: &AgentContext,
-        _input: &Map<String, Value>,
-        f: Filters,
-    ) -> Result<Value, AgentError> {
-        let lang = Lang::of(&ctx.query);
+    async fn answer(&self, Asked { ctx, f, lang, .. }: Asked<'_>) -> Result<Value, AgentError> {
         let property_type = f.property_type.unwrap_or(PropertyType::Apartment);
         let scored = scored_regions(&f, property_type);
         let picks = value_picks(&f, property_type);

@@ -128,24 +128,29 @@ pub fn registry() -> Registry {
     r
 }
 
-/// One of this domain's agents: it answers from the bundled dataset under the conditions its
-/// input, the intent and the query resolve to, and asks for anything else (a file write)
-/// through the run. `dataset_agents!` writes its [`Agent`] implementation.
+/// What one of this domain's agents is asked.
+#[derive(Debug)]
+pub(crate) struct Asked<'a> {
+    pub ctx: &'a AgentContext,
+    /// The input, an object.
+    pub input: Map<String, Value>,
+    /// The conditions the input, the intent and the query resolve to.
+    pub f: Filters,
+    /// The query's language.
+    pub lang: Lang,
+}
+
+/// One of this domain's agents: it answers from the bundled dataset, and asks for anything
+/// else (a file write) through the run. `dataset_agents!` writes its [`Agent`] implementation.
 pub(crate) trait DatasetAgent {
     /// Its name in the declarations.
     const NAME: &'static str;
 
-    /// The result for `input` (an object), under the conditions `f` resolved from it.
-    async fn answer(
-        &self,
-        ctx: &AgentContext,
-        input: &Map<String, Value>,
-        f: Filters,
-    ) -> Result<Value, AgentError>;
+    async fn answer(&self, asked: Asked<'_>) -> Result<Value, AgentError>;
 }
 
 /// The [`Agent`] of each [`DatasetAgent`]: its declaration, no acting outside, and its input
-/// read as an object and resolved into [`Filters`] before it answers.
+/// read as an object and resolved into [`Filters`] before it is [`Asked`].
 macro_rules! dataset_agents {
     ($($agent:ty),+ $(,)?) => {$(
         #[async_trait::async_trait]
@@ -165,8 +170,10 @@ macro_rules! dataset_agents {
             ) -> Result<AgentOutput, AgentError> {
                 let input = input_object(&input)?;
                 let f = Filters::resolve(ctx, &input)?;
+                let lang = Lang::of(&ctx.query);
+                let asked = Asked { ctx, input, f, lang };
                 Ok(AgentOutput {
-                    result: self.answer(ctx, &input, f).await?,
+                    result: self.answer(asked).await?,
                 })
             }
         }

@@ -8,7 +8,7 @@ use super::data::{
     round_manwon, trend,
 };
 use super::filters::Filters;
-use super::{AgentContext, AgentError, DatasetAgent, Reply};
+use super::{AgentContext, AgentError, Asked, DatasetAgent, Reply};
 use crate::query::{
     Lang, Query, contains_any, contains_term, find_term, format_won, parse_amounts,
 };
@@ -59,13 +59,8 @@ pub struct SearchTeam;
 impl DatasetAgent for SearchTeam {
     const NAME: &'static str = "search_team";
 
-    async fn answer(
-        &self,
-        ctx: &AgentContext,
-        input: &Map<String, Value>,
-        f: Filters,
-    ) -> Result<Value, AgentError> {
-        search_team(ctx, input, &f)
+    async fn answer(&self, Asked { ctx, input, f, .. }: Asked<'_>) -> Result<Value, AgentError> {
+        search_team(ctx, &input, &f)
     }
 }
 
@@ -452,12 +447,7 @@ pub struct PropertySearch;
 impl DatasetAgent for PropertySearch {
     const NAME: &'static str = "property_search";
 
-    async fn answer(
-        &self,
-        ctx: &AgentContext,
-        input: &Map<String, Value>,
-        f: Filters,
-    ) -> Result<Value, AgentError> {
+    async fn answer(&self, Asked { input, f, lang, .. }: Asked<'_>) -> Result<Value, AgentError> {
         let limit = match input.get("limit") {
             None | Some(Value::Null) => LISTINGS_DEFAULT,
             Some(v) => match v.as_u64() {
@@ -469,7 +459,6 @@ impl DatasetAgent for PropertySearch {
                 }
             },
         };
-        let lang = Lang::of(&ctx.query);
         let found = f.listings();
         let insights = property_insights(&f, &found, limit, lang);
         let data: Vec<Value> = found.iter().take(limit).map(|l| l.to_json()).collect();
