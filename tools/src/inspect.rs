@@ -234,19 +234,13 @@ pub fn runs(args: &RunsArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     for d in &damaged {
         eprintln!("warning: run {} is damaged: {}", d.run_id, d.error);
     }
-    if args.json {
-        for row in &rows {
-            json_line(out, "run", serde_json::to_value(row)?)?;
-        }
-        return Ok(());
-    }
-    if rows.is_empty() {
-        writeln!(out, "no runs")?;
-        return Ok(());
-    }
-    let table: Vec<Vec<String>> = rows
-        .iter()
-        .map(|r| {
+    view::listing(
+        out,
+        args.json,
+        "run",
+        &rows,
+        &["RUN", "SESSION", "STATUS", "CREATED", "SEQ", "QUERY"],
+        |r| {
             vec![
                 r.run_id.to_string(),
                 r.session_id.to_string(),
@@ -255,14 +249,8 @@ pub fn runs(args: &RunsArgs, out: &mut dyn Write) -> anyhow::Result<()> {
                 r.last_seq.to_string(),
                 view::one_line(&r.query, RUNS_QUERY_CHARS_MAX),
             ]
-        })
-        .collect();
-    view::table(
-        out,
-        &["RUN", "SESSION", "STATUS", "CREATED", "SEQ", "QUERY"],
-        &table,
-    )?;
-    Ok(())
+        },
+    )
 }
 
 /// The runs of a server, page after page, and those it found damaged.
@@ -365,21 +353,23 @@ pub fn checkpoints(args: &CheckpointsArgs, out: &mut dyn Write) -> anyhow::Resul
             )
         }
     };
-    if args.json {
-        for c in &listing.checkpoints {
-            json_line(out, "checkpoint", serde_json::to_value(c)?)?;
-        }
-        return Ok(());
-    }
-    if listing.checkpoints.is_empty() {
-        writeln!(out, "no checkpoints")?;
-        return Ok(());
-    }
     let or_dash = |v: Option<String>| v.unwrap_or_else(|| "-".into());
-    let rows: Vec<Vec<String>> = listing
-        .checkpoints
-        .iter()
-        .map(|c| {
+    view::listing(
+        out,
+        args.json,
+        "checkpoint",
+        &listing.checkpoints,
+        &[
+            "CHECKPOINT",
+            "SEQ",
+            "NODE",
+            "DONE",
+            "PARENT",
+            "BRANCH",
+            "TIME",
+            "",
+        ],
+        |c| {
             let is_head = listing.head.as_ref() == Some(&c.checkpoint_id);
             let mark = if is_head { "*" } else { "" };
             let row = vec![
@@ -403,23 +393,8 @@ pub fn checkpoints(args: &CheckpointsArgs, out: &mut dyn Write) -> anyhow::Resul
             } else {
                 row
             }
-        })
-        .collect();
-    view::table(
-        out,
-        &[
-            "CHECKPOINT",
-            "SEQ",
-            "NODE",
-            "DONE",
-            "PARENT",
-            "BRANCH",
-            "TIME",
-            "",
-        ],
-        &rows,
-    )?;
-    Ok(())
+        },
+    )
 }
 
 // -------------------------------------------------------------------------------------- restore

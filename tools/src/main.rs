@@ -19,6 +19,8 @@ use std::process::ExitCode;
 use clap::error::ErrorKind;
 use clap::{Parser, Subcommand};
 
+use crate::common::Outcome;
+
 /// jemalloc rather than glibc's malloc, because glibc writes a chunk header in front of every
 /// allocation and another after it: a buffer a connection reserves but never fills (hyper keeps
 /// two of 8 KiB per connection) was resident anyway, ~40% of an idle stream's memory.
@@ -101,44 +103,31 @@ fn main() -> ExitCode {
     };
     let stdout = io::stdout();
     let mut out = stdout.lock();
+    // A command that answers only "it worked" is `Outcome::Ok`.
+    let done = |r: anyhow::Result<()>| r.map(|()| Outcome::Ok);
     let result = match &cli.command {
-        Command::Serve(args) => serve::run(args),
-        Command::Bench(args) => bench::run(args, &mut out),
-        Command::BenchReplayMemory(args) => bench::replay_memory_child(args, &mut out),
-        Command::Log(args) => inspect::log(args, &mut out),
-        Command::Runs(args) => inspect::runs(args, &mut out),
-        Command::Sessions(args) => sessions::run(args, &mut out),
-        Command::Checkpoints(args) => inspect::checkpoints(args, &mut out),
-        Command::Restore(args) => inspect::restore(args, &mut out),
-        Command::Verify(args) => match inspect::verify(args, &mut out) {
-            // A problem found is a negative answer (exit 1), not an error.
-            Ok(common::Outcome::Negative) => {
-                let _ = out.flush();
-                return ExitCode::from(1);
-            }
-            other => other.map(|_| ()),
-        },
-        Command::Replay(args) => replay::run(args, &mut out),
-        Command::Run(args) => match run::run(args, &mut out) {
-            // A failed, cancelled or waiting run is a negative answer (exit 1), not an error.
-            Ok(common::Outcome::Negative) => {
-                let _ = out.flush();
-                return ExitCode::from(1);
-            }
-            other => other.map(|_| ()),
-        },
-        Command::Chat(args) => run::chat::run(args, &mut out).map(|_| ()),
-        Command::Audit(args) => match audit::run(args, &mut out) {
-            // A row that does not match the log is a negative answer (exit 1), not an error.
-            Ok(common::Outcome::Negative) => {
-                let _ = out.flush();
-                return ExitCode::from(1);
-            }
-            other => other.map(|_| ()),
-        },
+        Command::Serve(args) => done(serve::run(args)),
+        Command::Bench(args) => done(bench::run(args, &mut out)),
+        Command::BenchReplayMemory(args) => done(bench::replay_memory_child(args, &mut out)),
+        Command::Log(args) => done(inspect::log(args, &mut out)),
+        Command::Runs(args) => done(inspect::runs(args, &mut out)),
+        Command::Sessions(args) => done(sessions::run(args, &mut out)),
+        Command::Checkpoints(args) => done(inspect::checkpoints(args, &mut out)),
+        Command::Restore(args) => done(inspect::restore(args, &mut out)),
+        Command::Verify(args) => inspect::verify(args, &mut out),
+        Command::Replay(args) => done(replay::run(args, &mut out)),
+        Command::Run(args) => run::run(args, &mut out),
+        Command::Chat(args) => run::chat::run(args, &mut out),
+        Command::Audit(args) => audit::run(args, &mut out),
     };
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(Outcome::Ok) => ExitCode::SUCCESS,
+        // A negative answer (a problem `verify` found, a failed, cancelled or waiting run, an
+        // audit row that does not match the log) exits 1: it is not an error.
+        Ok(Outcome::Negative) => {
+            let _ = out.flush();
+            ExitCode::from(1)
+        }
         // A closed pipe (`chronicle bench | head`) is the reader's choice, not a failure.
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {

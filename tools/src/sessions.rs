@@ -110,19 +110,11 @@ fn list(args: &ListArgs, out: &mut dyn Write) -> anyhow::Result<()> {
         Some(client) => runtime()?.block_on(client.sessions(&query))?,
         None => every_page(&reader(&args.data)?, query)?,
     };
-    if args.json {
-        for row in &rows {
-            json_line(out, "session", serde_json::to_value(row)?)?;
-        }
-        return Ok(());
-    }
-    if rows.is_empty() {
-        writeln!(out, "no sessions")?;
-        return Ok(());
-    }
-    let table: Vec<Vec<String>> = rows.iter().map(session_row).collect();
-    view::table(
+    view::listing(
         out,
+        args.json,
+        "session",
+        &rows,
         &[
             "SESSION",
             "TURNS",
@@ -131,9 +123,8 @@ fn list(args: &ListArgs, out: &mut dyn Write) -> anyhow::Result<()> {
             "USER",
             "TITLE",
         ],
-        &table,
-    )?;
-    Ok(())
+        session_row,
+    )
 }
 
 /// Every session, page after page, as the server lists them.

@@ -574,6 +574,30 @@ pub fn table(out: &mut dyn Write, header: &[&str], rows: &[Vec<String>]) -> io::
     Ok(())
 }
 
+/// A listing (`chronicle runs`, `sessions`, `checkpoints`): with `json`, one `{"type": kind,
+/// "data": row}` line per row; else `no {kind}s` when there is none, or a table of `header`
+/// with the `cells` of each row.
+pub fn listing<T: serde::Serialize>(
+    out: &mut dyn Write,
+    json: bool,
+    kind: &str,
+    rows: &[T],
+    header: &[&str],
+    cells: impl FnMut(&T) -> Vec<String>,
+) -> anyhow::Result<()> {
+    if json {
+        for row in rows {
+            crate::common::json_line(out, kind, serde_json::to_value(row)?)?;
+        }
+    } else if rows.is_empty() {
+        writeln!(out, "no {kind}s")?;
+    } else {
+        let cells: Vec<Vec<String>> = rows.iter().map(cells).collect();
+        table(out, header, &cells)?;
+    }
+    Ok(())
+}
+
 /// The TODO table of a state.
 pub fn todo_table(out: &mut dyn Write, state: &RunState) -> io::Result<()> {
     let Some(p) = state.supervisor.planning_state.as_ref() else {

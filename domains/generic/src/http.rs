@@ -616,6 +616,14 @@ mod tests {
         http(parse_config(&toml).unwrap().remove(0))
     }
 
+    /// How the agent at `url` fails.
+    async fn failure(url: &str, timeout_ms: u64) -> AgentError {
+        agent(url, timeout_ms)
+            .run(&ctx(), Value::Null)
+            .await
+            .unwrap_err()
+    }
+
     fn http(d: Declared) -> HttpAgent {
         match d {
             Declared::Http(a) => a,
@@ -666,10 +674,7 @@ mod tests {
     #[tokio::test]
     async fn server_errors_are_retryable_and_client_errors_are_not() {
         let base = server().await;
-        let err = agent(&format!("{base}/fail"), 5_000)
-            .run(&ctx(), Value::Null)
-            .await
-            .unwrap_err();
+        let err = failure(&format!("{base}/fail"), 5_000).await;
         assert!(err.retryable);
         assert_eq!(
             err.message,
@@ -677,15 +682,9 @@ mod tests {
                 "http agent `ext`: POST {base}/fail returned 500 Internal Server Error: database down"
             )
         );
-        let err = agent(&format!("{base}/busy"), 5_000)
-            .run(&ctx(), Value::Null)
-            .await
-            .unwrap_err();
+        let err = failure(&format!("{base}/busy"), 5_000).await;
         assert!(err.retryable, "429 is worth another try");
-        let err = agent(&format!("{base}/bad"), 5_000)
-            .run(&ctx(), Value::Null)
-            .await
-            .unwrap_err();
+        let err = failure(&format!("{base}/bad"), 5_000).await;
         assert!(!err.retryable);
         assert_eq!(
             err.message,
@@ -693,10 +692,7 @@ mod tests {
                 "http agent `ext`: POST {base}/bad returned 400 Bad Request: missing field region"
             )
         );
-        let err = agent(&format!("{base}/text"), 5_000)
-            .run(&ctx(), Value::Null)
-            .await
-            .unwrap_err();
+        let err = failure(&format!("{base}/text"), 5_000).await;
         assert!(!err.retryable);
         assert!(
             err.message
@@ -704,10 +700,7 @@ mod tests {
             "{}",
             err.message
         );
-        let err = agent(&format!("{base}/nowhere"), 5_000)
-            .run(&ctx(), Value::Null)
-            .await
-            .unwrap_err();
+        let err = failure(&format!("{base}/nowhere"), 5_000).await;
         assert!(
             !err.retryable && err.message.contains("returned 404 Not Found"),
             "{}",
@@ -718,10 +711,7 @@ mod tests {
     #[tokio::test]
     async fn timeouts_and_refused_connections_are_retryable() {
         let base = server().await;
-        let err = agent(&format!("{base}/slow"), 200)
-            .run(&ctx(), Value::Null)
-            .await
-            .unwrap_err();
+        let err = failure(&format!("{base}/slow"), 200).await;
         assert!(err.retryable);
         assert_eq!(
             err.message,
@@ -732,10 +722,7 @@ mod tests {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
         drop(listener);
-        let err = agent(&format!("http://{addr}/run"), 2_000)
-            .run(&ctx(), Value::Null)
-            .await
-            .unwrap_err();
+        let err = failure(&format!("http://{addr}/run"), 2_000).await;
         assert!(err.retryable);
         assert!(
             err.message.starts_with(&format!(

@@ -246,15 +246,8 @@ pub fn checked_evaluation(
     let completeness = unit(&answer, "completeness")?.unwrap_or(rules.completeness);
     let mut retry_agents: Vec<String> = Vec::new();
     if answer.get("needs_retry").and_then(Value::as_bool) != Some(false) {
-        for agent in answer
-            .get("retry_agents")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            let agent = agent
-                .as_str()
-                .ok_or_else(|| format!("retry agent {agent} is not a name"))?;
+        for agent in agent_names(&answer, "retry_agents", "retry agent") {
+            let agent = agent?;
             if !results.iter().any(|r| r.agent == agent) {
                 return Err(format!("retry agent {agent:?} did not run"));
             }
@@ -269,15 +262,8 @@ pub fn checked_evaluation(
         }
     }
     let mut add_agents: Vec<String> = Vec::new();
-    for agent in answer
-        .get("add_agents")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        let agent = agent
-            .as_str()
-            .ok_or_else(|| format!("added agent {agent} is not a name"))?;
+    for agent in agent_names(&answer, "add_agents", "added agent") {
+        let agent = agent?;
         if agents.get(agent).is_none() {
             return Err(format!("added agent {agent:?} is not registered"));
         }
@@ -301,6 +287,25 @@ pub fn checked_evaluation(
         source: Source::Llm,
         add_agents,
     })
+}
+
+/// The agents a model's answer names in its `key` list, in order (none when it has no list);
+/// `what` says in an error which list held something that is not a name.
+fn agent_names<'a>(
+    answer: &'a Map<String, Value>,
+    key: &str,
+    what: &'a str,
+) -> impl Iterator<Item = Result<&'a str, String>> + 'a {
+    answer
+        .get(key)
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(move |agent| {
+            agent
+                .as_str()
+                .ok_or_else(|| format!("{what} {agent} is not a name"))
+        })
 }
 
 /// The text of a model's `{"answer": "..."}`, trimmed; refused when missing or empty.

@@ -5,36 +5,34 @@
 use serde_json::{Value, json};
 
 use super::data::{dataset_source, round1};
-use super::filters::{Filters, input_object};
+use super::filters::Filters;
 use super::increase::{change_analysis, change_request};
 use super::market::analyze_market;
-use super::{Agent, AgentContext, AgentError, AgentInfo, AgentOutput, declared};
+use super::{AgentContext, AgentError, Asked, DatasetAgent};
 use crate::query::{Lang, parse_places};
 
 /// The analysis team: a change request against the legal cap, or the market.
 #[derive(Debug, Default)]
 pub struct AnalysisTeam;
 
-#[async_trait::async_trait]
-impl Agent for AnalysisTeam {
-    /// It computes over the bundled dataset; what it asks goes through the run.
-    fn acts_outside(&self) -> bool {
-        false
-    }
-    fn info(&self) -> &AgentInfo {
-        declared("analysis_team")
-    }
+impl DatasetAgent for AnalysisTeam {
+    const NAME: &'static str = "analysis_team";
 
-    async fn run(&self, ctx: &AgentContext, input: Value) -> Result<AgentOutput, AgentError> {
-        let input = input_object(&input)?;
-        let mut f = Filters::resolve(ctx, &input)?;
+    async fn answer(
+        &self,
+        Asked {
+            ctx,
+            input,
+            mut f,
+            lang,
+        }: Asked<'_>,
+    ) -> Result<Value, AgentError> {
         if f.places.is_empty() && f.unknown_regions.is_empty() {
             // The search team may have resolved the region from an earlier turn's intent.
             if let Some(region) = search_region(ctx) {
                 f.places = parse_places(region);
             }
         }
-        let lang = Lang::of(&ctx.query);
         let mut result = match change_request(ctx, &input)? {
             Some(change) => change_analysis(ctx, &f, &change, lang),
             None => market_report(ctx, &f, lang),
@@ -42,7 +40,7 @@ impl Agent for AnalysisTeam {
         if let Some(feedback) = &ctx.turn.feedback {
             with_focus(&mut result, feedback, lang);
         }
-        Ok(AgentOutput { result })
+        Ok(result)
     }
 }
 
@@ -161,15 +159,9 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
+    use crate::agents::Agent;
     use crate::agents::SearchTeam;
-
-    fn ctx(query: &str) -> AgentContext {
-        AgentContext {
-            turn: Default::default(),
-            query: query.into(),
-            ..AgentContext::default()
-        }
-    }
+    use crate::agents::testing::ctx;
 
     const SCENARIO_1: &str = "집주인이 전세금 3억을 10억으로 올려달래. 법적으로 해결방법 알려줘";
 

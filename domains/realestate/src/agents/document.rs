@@ -6,9 +6,9 @@ use serde_json::{Map, Value, json};
 
 use super::data::{DATASET, DealType};
 use super::draft::Draft;
-use super::filters::{Filters, input_object};
+use super::filters::Filters;
 use super::report::market_report;
-use super::{Agent, AgentContext, AgentError, AgentInfo, AgentOutput, declared};
+use super::{AgentContext, AgentError, Asked, DatasetAgent};
 use crate::query::{self, Date, Lang, REPORT_TERMS, contains_any, format_won};
 
 /// The two contracts the team drafts.
@@ -182,20 +182,18 @@ impl Requested {
 #[derive(Debug, Default)]
 pub struct DocumentTeam;
 
-#[async_trait::async_trait]
-impl Agent for DocumentTeam {
-    /// It computes over the bundled dataset; what it asks goes through the run.
-    fn acts_outside(&self) -> bool {
-        false
-    }
-    fn info(&self) -> &AgentInfo {
-        declared("document_team")
-    }
+impl DatasetAgent for DocumentTeam {
+    const NAME: &'static str = "document_team";
 
-    async fn run(&self, ctx: &AgentContext, input: Value) -> Result<AgentOutput, AgentError> {
-        let input = input_object(&input)?;
-        let f = Filters::resolve(ctx, &input)?;
-        let lang = Lang::of(&ctx.query);
+    async fn answer(
+        &self,
+        Asked {
+            ctx,
+            input,
+            f,
+            lang,
+        }: Asked<'_>,
+    ) -> Result<Value, AgentError> {
         let requested = requested(ctx, &input, &f)?;
         let mut result = match requested {
             Requested::Contract(doc) => Draft::build(ctx, &input, &f, doc)?.to_json(ctx, lang),
@@ -213,7 +211,7 @@ impl Agent for DocumentTeam {
             Ok(out) => json!({"file_path": out["file_path"], "bytes": out["bytes"]}),
             Err(e) => json!({"file_path": null, "error": e.to_string()}),
         };
-        Ok(AgentOutput { result })
+        Ok(result)
     }
 }
 
@@ -312,15 +310,9 @@ pub(super) fn created_date(ctx: &AgentContext) -> Date {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::agents::Agent;
+    use crate::agents::testing::ctx;
     use chronicle_schemas::RunId;
-
-    fn ctx(query: &str) -> AgentContext {
-        AgentContext {
-            turn: Default::default(),
-            query: query.into(),
-            ..AgentContext::default()
-        }
-    }
 
     #[tokio::test]
     async fn korean_lease_draft_fills_the_template() {

@@ -92,34 +92,22 @@ impl Filters {
         f.property_type =
             typed(input, ctx, "property_type", parse_property_type)?.or(q.property_type);
         f.deal_type = typed(input, ctx, "deal_type", DealType::from_param)?.or(q.deal_type);
-        f.size_range = match lookup(input, ctx, &["size_range"]) {
-            Some((v, origin)) => match size_param(v) {
-                Some(r) => Some(r),
-                None if origin == Origin::Input => {
-                    return Err(bad_param(
-                        "size_range",
-                        "{min, max} in 평 or text like \"30평대\"",
-                        v,
-                    ));
-                }
-                None => q.size_range,
-            },
-            None => q.size_range,
-        };
-        f.price_range = match lookup(input, ctx, &["price_range"]) {
-            Some((v, origin)) => match price_param(v) {
-                Some(r) => Some(r),
-                None if origin == Origin::Input => {
-                    return Err(bad_param(
-                        "price_range",
-                        "{min, max} in won or text like \"10억 이하\"",
-                        v,
-                    ));
-                }
-                None => q.price_range,
-            },
-            None => q.price_range,
-        };
+        f.size_range = range_param(
+            input,
+            ctx,
+            "size_range",
+            "{min, max} in 평 or text like \"30평대\"",
+            size_param,
+            q.size_range,
+        )?;
+        f.price_range = range_param(
+            input,
+            ctx,
+            "price_range",
+            "{min, max} in won or text like \"10억 이하\"",
+            price_param,
+            q.price_range,
+        )?;
         Ok(f)
     }
 
@@ -338,6 +326,27 @@ fn typed<T>(
         )));
     }
     Ok(parsed)
+}
+
+/// A range parameter read by `parse`: the input's or the intent's, else the query's. One in the
+/// input that does not read is refused (`want` says what reads); one in the intent falls back to
+/// the query's.
+fn range_param<R>(
+    input: &Map<String, Value>,
+    ctx: &AgentContext,
+    key: &str,
+    want: &str,
+    parse: fn(&Value) -> Option<R>,
+    from_query: Option<R>,
+) -> Result<Option<R>, AgentError> {
+    match lookup(input, ctx, &[key]) {
+        Some((v, origin)) => match parse(v) {
+            Some(r) => Ok(Some(r)),
+            None if origin == Origin::Input => Err(bad_param(key, want, v)),
+            None => Ok(from_query),
+        },
+        None => Ok(from_query),
+    }
 }
 
 fn size_param(v: &Value) -> Option<SizeRange> {

@@ -5,11 +5,11 @@
 use serde_json::{Value, json};
 
 use super::data::{
-    DATASET, DealType, Direction, Listing, PriceStats, PropertyType, Trend, change_pct,
-    dataset_source, pct, price_stats, round_manwon, round1, trend,
+    DATASET, DealType, Direction, Listing, PriceStats, PropertyType, Trend, change_pct, pct,
+    price_stats, round_manwon, round1, trend,
 };
-use super::filters::{Filters, input_object};
-use super::{Agent, AgentContext, AgentError, AgentInfo, AgentOutput, Reply, declared};
+use super::filters::Filters;
+use super::{AgentError, Asked, DatasetAgent, Reply};
 use crate::query::{Lang, PlaceRef, format_won};
 
 /// Above this 전세가율 a buyer's equity is thin and a tenant's deposit is at risk (깡통전세),
@@ -263,31 +263,17 @@ fn market_insights(
 #[derive(Debug, Default)]
 pub struct MarketAnalysis;
 
-#[async_trait::async_trait]
-impl Agent for MarketAnalysis {
-    /// It computes over the bundled dataset; what it asks goes through the run.
-    fn acts_outside(&self) -> bool {
-        false
-    }
-    fn info(&self) -> &AgentInfo {
-        declared("market_analysis")
-    }
+impl DatasetAgent for MarketAnalysis {
+    const NAME: &'static str = "market_analysis";
 
-    async fn run(&self, ctx: &AgentContext, input: Value) -> Result<AgentOutput, AgentError> {
-        let input = input_object(&input)?;
-        let f = Filters::resolve(ctx, &input)?;
-        let lang = Lang::of(&ctx.query);
+    async fn answer(&self, Asked { f, lang, .. }: Asked<'_>) -> Result<Value, AgentError> {
         let (data, insights) = analyze_market(&f, lang);
         let reply = Reply {
             summary: format!("{}.", insights[0]),
             data,
             insights,
-            sources: vec![dataset_source(lang)],
-            params: f.to_json(),
         };
-        Ok(AgentOutput {
-            result: reply.into_result(self.name()),
-        })
+        Ok(reply.into_result(Self::NAME, &f, lang))
     }
 }
 
@@ -310,20 +296,10 @@ pub struct RegionComparison;
 /// One district of a comparison: its market, its listings' price per 평, how many listings.
 type Compared = (MarketView, Option<u64>, usize);
 
-#[async_trait::async_trait]
-impl Agent for RegionComparison {
-    /// It computes over the bundled dataset; what it asks goes through the run.
-    fn acts_outside(&self) -> bool {
-        false
-    }
-    fn info(&self) -> &AgentInfo {
-        declared("region_comparison")
-    }
+impl DatasetAgent for RegionComparison {
+    const NAME: &'static str = "region_comparison";
 
-    async fn run(&self, ctx: &AgentContext, input: Value) -> Result<AgentOutput, AgentError> {
-        let input = input_object(&input)?;
-        let f = Filters::resolve(ctx, &input)?;
-        let lang = Lang::of(&ctx.query);
+    async fn answer(&self, Asked { f, lang, .. }: Asked<'_>) -> Result<Value, AgentError> {
         let property_type = f.property_type.unwrap_or(PropertyType::Apartment);
         let deal = f.deal_type.unwrap_or(DealType::Sale);
         let (regions, all) = comparison_regions(&f);
@@ -362,12 +338,8 @@ impl Agent for RegionComparison {
             summary,
             data: comparison_json(&rows, property_type, deal, all, (&by_price, &by_change)),
             insights,
-            sources: vec![dataset_source(lang)],
-            params: f.to_json(),
         };
-        Ok(AgentOutput {
-            result: reply.into_result(self.name()),
-        })
+        Ok(reply.into_result(Self::NAME, &f, lang))
     }
 }
 
@@ -531,20 +503,10 @@ pub struct InvestmentAdvisor;
 /// One district's score, market and rating.
 type Scored = (f64, MarketView, Rating);
 
-#[async_trait::async_trait]
-impl Agent for InvestmentAdvisor {
-    /// It computes over the bundled dataset; what it asks goes through the run.
-    fn acts_outside(&self) -> bool {
-        false
-    }
-    fn info(&self) -> &AgentInfo {
-        declared("investment_advisor")
-    }
+impl DatasetAgent for InvestmentAdvisor {
+    const NAME: &'static str = "investment_advisor";
 
-    async fn run(&self, ctx: &AgentContext, input: Value) -> Result<AgentOutput, AgentError> {
-        let input = input_object(&input)?;
-        let f = Filters::resolve(ctx, &input)?;
-        let lang = Lang::of(&ctx.query);
+    async fn answer(&self, Asked { ctx, f, lang, .. }: Asked<'_>) -> Result<Value, AgentError> {
         let property_type = f.property_type.unwrap_or(PropertyType::Apartment);
         let scored = scored_regions(&f, property_type);
         let picks = value_picks(&f, property_type);
@@ -584,12 +546,8 @@ impl Agent for InvestmentAdvisor {
             summary,
             data,
             insights,
-            sources: vec![dataset_source(lang)],
-            params: f.to_json(),
         };
-        Ok(AgentOutput {
-            result: reply.into_result(self.name()),
-        })
+        Ok(reply.into_result(Self::NAME, &f, lang))
     }
 }
 
@@ -715,14 +673,8 @@ fn value_picks(f: &Filters, property_type: PropertyType) -> Vec<(&'static Listin
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn ctx(query: &str) -> AgentContext {
-        AgentContext {
-            turn: Default::default(),
-            query: query.into(),
-            ..AgentContext::default()
-        }
-    }
+    use crate::agents::Agent;
+    use crate::agents::testing::ctx;
 
     #[tokio::test]
     async fn gangnam_station_query_gets_statistics_and_trend() {

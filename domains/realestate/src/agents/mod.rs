@@ -8,7 +8,11 @@ use std::sync::{Arc, LazyLock};
 pub(crate) use chronicle_engine::agents::{
     Agent, AgentContext, AgentError, AgentInfo, AgentOutput, Registry, RoutingHints,
 };
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
+
+use crate::query::Lang;
+use data::dataset_source;
+use filters::{Filters, input_object};
 
 mod analysis;
 pub(crate) mod data;
@@ -124,6 +128,68 @@ pub fn registry() -> Registry {
     r
 }
 
+/// What one of this domain's agents is asked.
+#[derive(Debug)]
+pub(crate) struct Asked<'a> {
+    pub ctx: &'a AgentContext,
+    /// The input, an object.
+    pub input: Map<String, Value>,
+    /// The conditions the input, the intent and the query resolve to.
+    pub f: Filters,
+    /// The query's language.
+    pub lang: Lang,
+}
+
+/// One of this domain's agents: it answers from the bundled dataset, and asks for anything
+/// else (a file write) through the run. `dataset_agents!` writes its [`Agent`] implementation.
+pub(crate) trait DatasetAgent {
+    /// Its name in the declarations.
+    const NAME: &'static str;
+
+    async fn answer(&self, asked: Asked<'_>) -> Result<Value, AgentError>;
+}
+
+/// The [`Agent`] of each [`DatasetAgent`]: its declaration, no acting outside, and its input
+/// read as an object and resolved into [`Filters`] before it is [`Asked`].
+macro_rules! dataset_agents {
+    ($($agent:ty),+ $(,)?) => {$(
+        #[async_trait::async_trait]
+        impl Agent for $agent {
+            /// It computes over the bundled dataset; what it asks goes through the run.
+            fn acts_outside(&self) -> bool {
+                false
+            }
+            fn info(&self) -> &AgentInfo {
+                declared(<$agent as DatasetAgent>::NAME)
+            }
+
+            async fn run(
+                &self,
+                ctx: &AgentContext,
+                input: Value,
+            ) -> Result<AgentOutput, AgentError> {
+                let input = input_object(&input)?;
+                let f = Filters::resolve(ctx, &input)?;
+                let lang = Lang::of(&ctx.query);
+                let asked = Asked { ctx, input, f, lang };
+                Ok(AgentOutput {
+                    result: self.answer(asked).await?,
+                })
+            }
+        }
+    )+};
+}
+
+dataset_agents!(
+    SearchTeam,
+    AnalysisTeam,
+    DocumentTeam,
+    PropertySearch,
+    MarketAnalysis,
+    RegionComparison,
+    InvestmentAdvisor,
+);
+
 /// A specialist agent's reply: the shape the LangGraph supervisor's agents returned (`{status:
 /// "success", agent, data, insights, params}`) with the agent reply contract's `summary` and
 /// `sources`.
@@ -133,22 +199,36 @@ pub(crate) struct Reply {
     pub summary: String,
     pub data: Value,
     pub insights: Vec<String>,
-    pub sources: Vec<String>,
-    /// The conditions the agent worked with.
-    pub params: Value,
 }
 
 impl Reply {
-    pub(crate) fn into_result(self, agent: &str) -> Value {
+    /// `agent`'s result, found in the bundled dataset (its source) under the conditions `f`
+    /// (its `params`).
+    pub(crate) fn into_result(self, agent: &str, f: &Filters, lang: Lang) -> Value {
         json!({
             "status": "success",
             "agent": agent,
             "summary": self.summary,
             "data": self.data,
             "insights": self.insights,
-            "sources": self.sources,
-            "params": self.params,
+            "sources": [dataset_source(lang)],
+            "params": f.to_json(),
         })
+    }
+}
+
+/// What the agents' tests share.
+#[cfg(test)]
+pub(crate) mod testing {
+    use super::AgentContext;
+
+    /// The context of an agent asked `query` in a run's first turn.
+    pub(crate) fn ctx(query: &str) -> AgentContext {
+        AgentContext {
+            turn: Default::default(),
+            query: query.into(),
+            ..AgentContext::default()
+        }
     }
 }
 
@@ -209,11 +289,7 @@ mod tests {
             "송파 빌라 투자해도 될까?",
         ];
         for q in queries {
-            let mut ctx = AgentContext {
-                turn: Default::default(),
-                query: q.into(),
-                ..AgentContext::default()
-            };
+            let mut ctx = testing::ctx(q);
             for name in r.names() {
                 let agent = r.get(name).unwrap();
                 let a = agent.run(&ctx, Value::Null).await.unwrap();
@@ -238,11 +314,7 @@ mod tests {
             "관악구 아파트 전세",
         ];
         for q in queries {
-            let mut ctx = AgentContext {
-                turn: Default::default(),
-                query: q.into(),
-                ..AgentContext::default()
-            };
+            let mut ctx = testing::ctx(q);
             for name in r.names() {
                 let result = r
                     .get(name)

@@ -7,8 +7,8 @@ use super::data::{
     DATASET, DealType, LawArticle, Listing, PropertyType, dataset_source, law_source, price_stats,
     round_manwon, trend,
 };
-use super::filters::{Filters, input_object};
-use super::{Agent, AgentContext, AgentError, AgentInfo, AgentOutput, Reply, declared};
+use super::filters::Filters;
+use super::{AgentContext, AgentError, Asked, DatasetAgent, Reply};
 use crate::query::{
     Lang, Query, contains_any, contains_term, find_term, format_won, parse_amounts,
 };
@@ -56,22 +56,11 @@ const LOAN_TERMS: &[&str] = &[
 #[derive(Debug, Default)]
 pub struct SearchTeam;
 
-#[async_trait::async_trait]
-impl Agent for SearchTeam {
-    /// It computes over the bundled dataset; what it asks goes through the run.
-    fn acts_outside(&self) -> bool {
-        false
-    }
-    fn info(&self) -> &AgentInfo {
-        declared("search_team")
-    }
+impl DatasetAgent for SearchTeam {
+    const NAME: &'static str = "search_team";
 
-    async fn run(&self, ctx: &AgentContext, input: Value) -> Result<AgentOutput, AgentError> {
-        let input = input_object(&input)?;
-        let filters = Filters::resolve(ctx, &input)?;
-        Ok(AgentOutput {
-            result: search_team(ctx, &input, &filters)?,
-        })
+    async fn answer(&self, Asked { ctx, input, f, .. }: Asked<'_>) -> Result<Value, AgentError> {
+        search_team(ctx, &input, &f)
     }
 }
 
@@ -455,19 +444,10 @@ fn loan_search(lower_query: &str, deal: Option<DealType>) -> Vec<Value> {
 #[derive(Debug, Default)]
 pub struct PropertySearch;
 
-#[async_trait::async_trait]
-impl Agent for PropertySearch {
-    /// It computes over the bundled dataset; what it asks goes through the run.
-    fn acts_outside(&self) -> bool {
-        false
-    }
-    fn info(&self) -> &AgentInfo {
-        declared("property_search")
-    }
+impl DatasetAgent for PropertySearch {
+    const NAME: &'static str = "property_search";
 
-    async fn run(&self, ctx: &AgentContext, input: Value) -> Result<AgentOutput, AgentError> {
-        let input = input_object(&input)?;
-        let f = Filters::resolve(ctx, &input)?;
+    async fn answer(&self, Asked { input, f, lang, .. }: Asked<'_>) -> Result<Value, AgentError> {
         let limit = match input.get("limit") {
             None | Some(Value::Null) => LISTINGS_DEFAULT,
             Some(v) => match v.as_u64() {
@@ -479,7 +459,6 @@ impl Agent for PropertySearch {
                 }
             },
         };
-        let lang = Lang::of(&ctx.query);
         let found = f.listings();
         let insights = property_insights(&f, &found, limit, lang);
         let data: Vec<Value> = found.iter().take(limit).map(|l| l.to_json()).collect();
@@ -487,12 +466,10 @@ impl Agent for PropertySearch {
             summary: format!("{}.", insights[0]),
             data: Value::Array(data),
             insights,
-            sources: vec![dataset_source(lang)],
-            params: f.to_json(),
         };
-        let mut result = reply.into_result(self.name());
+        let mut result = reply.into_result(Self::NAME, &f, lang);
         result["total_count"] = found.len().into();
-        Ok(AgentOutput { result })
+        Ok(result)
     }
 }
 
@@ -629,14 +606,8 @@ pub(crate) fn supported_regions() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn ctx(query: &str) -> AgentContext {
-        AgentContext {
-            turn: Default::default(),
-            query: query.into(),
-            ..AgentContext::default()
-        }
-    }
+    use crate::agents::Agent;
+    use crate::agents::testing::ctx;
 
     #[tokio::test]
     async fn gangnam_station_query_finds_30_pyeong_apartments_for_sale() {
