@@ -114,8 +114,14 @@ fn bench_generates_a_valid_store_of_mixed_runs_that_a_server_lists() {
         - count(RunStatus::Cancelled)
         - count(RunStatus::WaitingForApproval);
     assert!(unfinished >= 1, "{statuses:?}");
-    assert!(sessions.values().all(|n| (1..=6).contains(n)), "{sessions:?}");
-    assert!(sessions.values().filter(|n| **n >= 3).count() >= 10, "{sessions:?}");
+    assert!(
+        sessions.values().all(|n| (1..=6).contains(n)),
+        "{sessions:?}"
+    );
+    assert!(
+        sessions.values().filter(|n| **n >= 3).count() >= 10,
+        "{sessions:?}"
+    );
     assert_eq!(owners.len(), 4, "{owners:?}");
     assert!(saved >= RUNS / 8, "{saved} memory items saved");
 
@@ -133,7 +139,9 @@ fn bench_generates_a_valid_store_of_mixed_runs_that_a_server_lists() {
     let rt = rt();
     let listed = rt.block_on(serve.api.runs(&RunsQuery::default())).unwrap();
     assert_eq!(listed.len(), RUNS, "{}", serve.log_text());
-    let inbox = rt.block_on(serve.api.inbox(&InboxQuery::default())).unwrap();
+    let inbox = rt
+        .block_on(serve.api.inbox(&InboxQuery::default()))
+        .unwrap();
     assert_eq!(
         inbox.count,
         count(RunStatus::WaitingForApproval),

@@ -107,8 +107,7 @@ pub(super) fn spawn_server(data: &Path, args: &[String], log: Option<&Path>) -> 
         .port();
     let stderr = match log {
         Some(path) => Stdio::from(
-            std::fs::File::create(path)
-                .with_context(|| format!("creating {}", path.display()))?,
+            std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?,
         ),
         None => Stdio::null(),
     };
@@ -142,7 +141,10 @@ impl Server {
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
-        bail!("the server did not answer /healthz within {} s", wait.as_secs())
+        bail!(
+            "the server did not answer /healthz within {} s",
+            wait.as_secs()
+        )
     }
 
     pub(super) fn pid(&self) -> u32 {

@@ -15,9 +15,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use chronicle_engine::store::{Durability, Options, Store};
-use chronicle_schemas::{
-    Event, Memory, MemoryKind, PriorTurn, RunId, SessionId, Timestamp,
-};
+use chronicle_schemas::{Event, Memory, MemoryKind, PriorTurn, RunId, SessionId, Timestamp};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use tokio::runtime::Runtime;
@@ -258,8 +256,8 @@ impl Writer {
                 let tpl = self
                     .templates
                     .get(u.owner, (i % QUERIES.len() as u64) as usize, kind);
-                let save = matches!(kind, Kind::Done | Kind::Approved | Kind::Rejected)
-                    && i % 4 == 1;
+                let save =
+                    matches!(kind, Kind::Done | Kind::Approved | Kind::Rejected) && i % 4 == 1;
                 let (run, last_seq) = self.run(tpl, &session, &mut u, &prior, save).await?;
                 prior.push(PriorTurn {
                     run_id: run,

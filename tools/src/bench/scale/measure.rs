@@ -162,7 +162,11 @@ async fn repeat(
 /// back there and on, as a person who restores it asks.
 async fn restores(server: &Server, probes: &[Probe], count: usize) -> Result<Option<Latency>> {
     let mut xs = Vec::new();
-    for p in probes.iter().filter(|p| !p.checkpoint.is_empty()).take(count) {
+    for p in probes
+        .iter()
+        .filter(|p| !p.checkpoint.is_empty())
+        .take(count)
+    {
         let path = format!(
             "/api/v1/agent/{}/checkpoints/{}/restore",
             p.run_id, p.checkpoint

@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use tokio::runtime::Runtime;
 
 use super::report::{Cell, Grid, GridRow, num};
-use super::{progress, Plan};
+use super::{Plan, progress};
 use generate::Generated;
 use measure::{LISTS, MeasurePlan, Measured};
 use template::Templates;
@@ -110,6 +110,7 @@ pub fn section(
     let mplan = measure_plan(plan);
     let mut measured = Vec::new();
     let mut disks = Vec::new();
+    let mut at_start = Vec::new();
     progress("scale: an empty store");
     let empty = root.join("scale-empty");
     measured.push(rt.block_on(measure::measure(
@@ -128,6 +129,7 @@ pub fn section(
             s.store().display()
         ));
         disks.push(super::engine::disk_bytes(&s.store()));
+        at_start.push(n + s.manifest.runs_added);
         s.manifest.measuring = true;
         s.save()?;
         let m = rt.block_on(measure::measure(
@@ -142,7 +144,7 @@ pub fn section(
         s.save()?;
         measured.push(m);
     }
-    Ok(grid(&stored, &disks, &measured, &mplan))
+    Ok(grid(&stored, &at_start, &disks, &measured, &mplan))
 }
 
 /// The store of `n` runs under `stores`: the one there when it can be reused, else a new one.
@@ -230,26 +232,29 @@ fn size_label(n: u64) -> String {
 
 /// The generation rows of each store.
 fn generation_rows(stored: &[Stored], lead: usize) -> Vec<GridRow> {
-    let row = |id: &str, metric: &str, unit: &'static str, f: &dyn Fn(&Stored) -> Cell| {
-        GridRow {
-            id: id.into(),
-            metric: metric.into(),
-            unit,
-            cells: std::iter::repeat_with(Cell::none)
-                .take(lead)
-                .chain(stored.iter().map(f))
-                .collect(),
-        }
+    let row = |id: &str, metric: &str, unit: &'static str, f: &dyn Fn(&Stored) -> Cell| GridRow {
+        id: id.into(),
+        metric: metric.into(),
+        unit,
+        cells: std::iter::repeat_with(Cell::none)
+            .take(lead)
+            .chain(stored.iter().map(f))
+            .collect(),
     };
     let g = |s: &Stored| s.manifest.generated.clone();
     vec![
-        row("generate_runs_per_s", "generated (runs/s)", "runs/s", &|s| {
-            if s.made {
-                Cell::one(g(s).runs as f64 / g(s).secs)
-            } else {
-                Cell::Text("reused".into())
-            }
-        }),
+        row(
+            "generate_runs_per_s",
+            "generated (runs/s)",
+            "runs/s",
+            &|s| {
+                if s.made {
+                    Cell::one(g(s).runs as f64 / g(s).secs)
+                } else {
+                    Cell::Text("reused".into())
+                }
+            },
+        ),
         row(
             "sessions_users",
             "sessions / users / memory items",
@@ -298,34 +303,49 @@ fn generation_grid(stored: &[Stored]) -> Grid {
     }
 }
 
-fn grid(stored: &[Stored], disks: &[u64], measured: &[Measured], plan: &MeasurePlan) -> Grid {
+fn grid(
+    stored: &[Stored],
+    at_start: &[u64],
+    disks: &[u64],
+    measured: &[Measured],
+    plan: &MeasurePlan,
+) -> Grid {
     let mib = |kib: u64| kib as f64 / 1024.0;
     let mut rows = Vec::new();
-    let mut row = |id: &str, metric: String, unit: &'static str, f: &dyn Fn(usize, &Measured) -> Cell| {
-        rows.push(GridRow {
-            id: id.into(),
-            metric,
-            unit,
-            cells: measured.iter().enumerate().map(|(i, m)| f(i, m)).collect(),
-        })
-    };
+    let mut row =
+        |id: &str, metric: String, unit: &'static str, f: &dyn Fn(usize, &Measured) -> Cell| {
+            rows.push(GridRow {
+                id: id.into(),
+                metric,
+                unit,
+                cells: measured.iter().enumerate().map(|(i, m)| f(i, m)).collect(),
+            })
+        };
     // Column 0 is the empty store; column i is stored[i - 1].
-    row("runs_at_start", "runs in the store at start".into(), "runs", &|i, _| {
-        match i {
+    row(
+        "runs_at_start",
+        "runs in the store at start".into(),
+        "runs",
+        &|i, _| match i {
             0 => Cell::one(0.0),
-            _ => {
-                let m = &stored[i - 1].manifest;
-                Cell::one((m.generated.runs + m.runs_added) as f64)
-            }
-        }
-    });
-    row("disk_mb", "on disk at start".into(), "MB", &|i, _| match i {
-        0 => Cell::none(),
-        _ => Cell::one(disks[i - 1] as f64 / 1e6),
-    });
-    row("start_ms", "start until /healthz answers".into(), "ms", &|_, m| {
-        Cell::one(m.start_ms)
-    });
+            _ => Cell::one(at_start[i - 1] as f64),
+        },
+    );
+    row(
+        "disk_mb",
+        "on disk at start".into(),
+        "MB",
+        &|i, _| match i {
+            0 => Cell::none(),
+            _ => Cell::one(disks[i - 1] as f64 / 1e6),
+        },
+    );
+    row(
+        "start_ms",
+        "start until /healthz answers".into(),
+        "ms",
+        &|_, m| Cell::one(m.start_ms),
+    );
     row("rss_start", "RSS after start".into(), "MiB", &|_, m| {
         Cell::one(mib(m.rss_start_kib))
     });
@@ -337,22 +357,53 @@ fn grid(stored: &[Stored], disks: &[u64], measured: &[Measured], plan: &MeasureP
             &|_, m| Cell::Num(vec![m.lists[k].p50, m.lists[k].p99]),
         );
     }
-    row("state_at", "GET /api/v1/agent/{old run}/state?at=<seq> p50 / p99".into(), "ms", &|_, m| {
-        m.state_at.map_or(Cell::none(), |l| Cell::Num(vec![l.p50, l.p99]))
-    });
-    row("restore", "restore an old run to a checkpoint p50".into(), "ms", &|_, m| {
-        m.restore.map_or(Cell::none(), |l| Cell::one(l.p50))
-    });
+    row(
+        "state_at",
+        "GET /api/v1/agent/{old run}/state?at=<seq> p50 / p99".into(),
+        "ms",
+        &|_, m| {
+            m.state_at
+                .map_or(Cell::none(), |l| Cell::Num(vec![l.p50, l.p99]))
+        },
+    );
+    row(
+        "restore",
+        "restore an old run to a checkpoint p50".into(),
+        "ms",
+        &|_, m| m.restore.map_or(Cell::none(), |l| Cell::one(l.p50)),
+    );
     let window = plan.load_window.as_secs();
-    row("runs_per_s", format!("POST /chat runs/s, {} clients, {window} s", plan.load_clients), "runs/s", &|_, m| {
-        Cell::one(m.runs_per_s)
-    });
-    row("rss_load", format!("RSS after {window} s of load (peak)"), "MiB", &|_, m| {
-        Cell::Num(vec![mib(m.rss_load_kib), mib(m.rss_load_peak_kib)])
-    });
+    row(
+        "runs_per_s",
+        format!(
+            "POST /chat runs/s, {} clients, {window} s",
+            plan.load_clients
+        ),
+        "runs/s",
+        &|_, m| Cell::one(m.runs_per_s),
+    );
+    row(
+        "rss_load",
+        format!("RSS after {window} s of load (peak)"),
+        "MiB",
+        &|_, m| {
+            Cell::Num(vec![
+                mib(m.rss_load_kib),
+                mib(m.rss_load_peak_kib.max(m.rss_load_kib)),
+            ])
+        },
+    );
     let mut gen_rows = generation_rows(stored, 1);
     gen_rows.extend(rows);
     let failed: usize = measured.iter().map(|m| m.load_failed).sum();
+    let requests = measured.last().map_or(String::new(), |m| {
+        LISTS
+            .iter()
+            .zip(&m.lists)
+            .map(|((id, _), l)| format!("{id} {}", l.n))
+            .collect::<Vec<_>>()
+            .join(", ")
+    });
     Grid {
         id: "scale",
         columns: std::iter::once("empty".to_owned())
@@ -363,7 +414,8 @@ fn grid(stored: &[Stored], disks: &[u64], measured: &[Measured], plan: &MeasureP
             format!(
                 "`chronicle serve --domain bench` on each store in place, release build, the page cache warm; \
                  lists p50 / p99 over up to {} requests each ({} s at most), one loopback connection per request; \
-                 the inbox lists every pending approval; {failed} load requests failed",
+                 the inbox lists every pending approval; {failed} load requests failed; \
+                 requests timed in the last column: {requests}",
                 plan.list_requests,
                 plan.list_budget.as_secs()
             ),
