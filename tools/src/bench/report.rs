@@ -272,9 +272,9 @@ mod tests {
         print_grid(&mut out, &grid).unwrap();
         let text = String::from_utf8(out).unwrap();
         let want = [
-            "| metric    | unit | empty |       10,000 |",
-            "|-----------|------|------:|-------------:|",
-            "| GET /runs | ms   |     – | 1.50 / 12.00 |",
+            "| metric    | unit | empty |    10,000 |",
+            "|-----------|------|------:|----------:|",
+            "| GET /runs | ms   |     – | 1.50 / 12 |",
             "- a note",
         ];
         assert_eq!(text.lines().collect::<Vec<_>>(), want);

@@ -378,7 +378,7 @@ impl Writer {
 /// The `n`th memory item of a user, saved by `run`: preferences and facts in turn.
 fn memory_item(run: RunId, user: &str, n: usize) -> Memory {
     let districts = ["gangnam", "seocho", "songpa", "mapo"];
-    let (kind, key, value, text) = if n % 2 == 0 {
+    let (kind, key, value, text) = if n.is_multiple_of(2) {
         let d = districts[n / 2 % districts.len()];
         (
             MemoryKind::Preference,
