@@ -46,9 +46,10 @@ impl ApiPlan {
     }
 }
 
-struct Server {
+pub(super) struct Server {
     child: Child,
-    client: Client,
+    pub(super) client: Client,
+    pub(super) port: u16,
 }
 
 impl Drop for Server {
@@ -69,7 +70,7 @@ impl Drop for Server {
     }
 }
 
-fn rss_kib(pid: u32, field: &str) -> Option<u64> {
+pub(super) fn rss_kib(pid: u32, field: &str) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     status
         .lines()
@@ -87,31 +88,68 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 /// Starts `chronicle serve`, its stream caps raised to fit `streams` (every subscriber of the
 /// bench is the one principal `local`, whose default cap is 256 streams).
 async fn start_server(dir: &Path, streams: usize) -> Result<Server> {
+    let caps = [
+        "--streams-max".to_owned(),
+        streams.to_string(),
+        "--streams-per-principal-max".to_owned(),
+        streams.to_string(),
+    ];
+    let mut server = spawn_server(&dir.join("api-store"), &caps, None)?;
+    server.wait_healthy(Duration::from_secs(15)).await?;
+    Ok(server)
+}
+
+/// Spawns `chronicle serve` (this executable) on a free loopback port with its data in `data`,
+/// without waiting for it; its stderr goes to `log` when given.
+pub(super) fn spawn_server(data: &Path, args: &[String], log: Option<&Path>) -> Result<Server> {
     let port = std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
         .port();
+    let stderr = match log {
+        Some(path) => Stdio::from(
+            std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?,
+        ),
+        None => Stdio::null(),
+    };
     let child = Command::new(std::env::current_exe()?)
         .args(["serve", "--addr", &format!("127.0.0.1:{port}"), "--data"])
-        .arg(dir.join("api-store"))
-        .args(["--streams-max", &streams.to_string()])
-        .args(["--streams-per-principal-max", &streams.to_string()])
+        .arg(data)
+        .args(args)
         .env("RUST_LOG", "warn")
         .env_remove("CHRONICLE_API_TOKEN")
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(stderr)
         .spawn()
         .context("starting `chronicle serve`")?;
-    let server = Server {
+    Ok(Server {
         child,
         client: Client::new(&format!("http://127.0.0.1:{port}"))?,
-    };
-    for _ in 0..300 {
-        if server.client.health().await.is_ok() {
-            return Ok(server);
+        port,
+    })
+}
+
+impl Server {
+    /// Waits until `/healthz` answers, polling every 10 ms, for at most `wait`.
+    pub(super) async fn wait_healthy(&mut self, wait: Duration) -> Result<()> {
+        let deadline = Instant::now() + wait;
+        while Instant::now() < deadline {
+            if self.client.health().await.is_ok() {
+                return Ok(());
+            }
+            if let Ok(Some(status)) = self.child.try_wait() {
+                bail!("the server exited before it answered: {status}");
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        bail!(
+            "the server did not answer /healthz within {} s",
+            wait.as_secs()
+        )
     }
-    bail!("the server did not come up")
+
+    pub(super) fn pid(&self) -> u32 {
+        self.child.id()
+    }
 }
 
 /// Micros between an event's `at` and now.
@@ -227,11 +265,33 @@ async fn fanout(server: &Server, plan: &ApiPlan, rows: &mut Vec<Row>) -> Result<
     Ok(peak_during)
 }
 
-async fn chat_load(server: &Server, plan: &ApiPlan, rows: &mut Vec<Row>) -> Result<u64> {
+/// What a window of `/chat` load did.
+pub(super) struct Load {
+    pub(super) done: usize,
+    pub(super) failed: usize,
+    pub(super) secs: f64,
+    /// The server's peak RSS, sampled every 50 ms.
+    pub(super) peak_kib: u64,
+}
+
+impl Load {
+    pub(super) fn rate(&self) -> f64 {
+        self.done as f64 / self.secs
+    }
+}
+
+/// `clients` concurrent clients sending `POST /chat` with `message` (a new session each) back to
+/// back for `window`.
+pub(super) async fn chat_turns(
+    server: &Server,
+    message: &str,
+    clients: usize,
+    window: Duration,
+) -> Result<Load> {
     let client = &server.client;
     let done = Arc::new(AtomicUsize::new(0));
     let failed = Arc::new(AtomicUsize::new(0));
-    let stop = Instant::now() + plan.chat_window;
+    let stop = Instant::now() + window;
     let pid = server.child.id();
     let sampler = tokio::spawn(async move {
         let mut peak = 0;
@@ -243,10 +303,10 @@ async fn chat_load(server: &Server, plan: &ApiPlan, rows: &mut Vec<Row>) -> Resu
     });
     let started = Instant::now();
     let mut tasks = Vec::new();
-    for _ in 0..plan.chat_clients {
+    for _ in 0..clients {
         let (client, done, failed) = (client.clone(), done.clone(), failed.clone());
         let turn = ChatRequest {
-            message: CHAT_QUERY.into(),
+            message: message.into(),
             ..ChatRequest::default()
         };
         tasks.push(tokio::spawn(async move {
@@ -266,13 +326,21 @@ async fn chat_load(server: &Server, plan: &ApiPlan, rows: &mut Vec<Row>) -> Resu
         t.await?;
     }
     let secs = started.elapsed().as_secs_f64();
-    let peak = sampler.await?;
-    let n = done.load(Ordering::Relaxed);
+    Ok(Load {
+        done: done.load(Ordering::Relaxed),
+        failed: failed.load(Ordering::Relaxed),
+        secs,
+        peak_kib: sampler.await?,
+    })
+}
+
+async fn chat_load(server: &Server, plan: &ApiPlan, rows: &mut Vec<Row>) -> Result<u64> {
+    let load = chat_turns(server, CHAT_QUERY, plan.chat_clients, plan.chat_window).await?;
     rows.push(
-        Row::new("chat_completions_per_s", format!("POST /chat completions/s, {} clients, HITL none", plan.chat_clients), n as f64 / secs, "req/s")
-            .note(format!("{n} completed, {} failed; each a full run (intent, plan, 2 agents, answer), durable; target ≥ 800", failed.load(Ordering::Relaxed))),
+        Row::new("chat_completions_per_s", format!("POST /chat completions/s, {} clients, HITL none", plan.chat_clients), load.rate(), "req/s")
+            .note(format!("{} completed, {} failed; each a full run (intent, plan, 2 agents, answer), durable; target ≥ 800", load.done, load.failed)),
     );
-    Ok(peak)
+    Ok(load.peak_kib)
 }
 
 pub async fn run(dir: &Path, quick: bool) -> Result<Vec<Row>> {

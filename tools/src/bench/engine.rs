@@ -333,7 +333,7 @@ impl Sizes {
 }
 
 /// Bytes a directory takes on disk (allocated blocks, as `du` counts them).
-fn disk_bytes(dir: &Path) -> u64 {
+pub(super) fn disk_bytes(dir: &Path) -> u64 {
     use std::os::unix::fs::MetadataExt;
     let Ok(entries) = std::fs::read_dir(dir) else {
         return 0;

@@ -4,10 +4,11 @@
 //! resume, a long run's checkpoint list and restore), tool calls, an llm agent's loop (events and
 //! bytes per model turn, recovery from the log), MCP call overhead (stdio and HTTP beside a
 //! built-in tool), and the API (SSE fan-out, `/chat` load, server memory, live chunk fan-out).
-//! Prints one table.
+//! Prints one table; then the scale section's, one column per store size.
 //!
 //! Every store lives in a temporary directory under `--dir` (the system temp dir by default),
-//! and the fsync ceiling is measured in that same directory, so the two share a filesystem.
+//! and the fsync ceiling is measured in that same directory, so the two share a filesystem. The
+//! scale section's generated stores stay in `--dir` for the next bench (see [`scale`]).
 
 mod api;
 mod append;
@@ -18,6 +19,7 @@ mod mcp;
 mod memory;
 mod replay;
 mod report;
+mod scale;
 mod tools;
 mod workload;
 
@@ -41,6 +43,8 @@ pub struct BenchArgs {
     #[arg(long)]
     pub json: bool,
     /// Where the temporary stores go (and where fsync is measured); the system temp dir by default.
+    /// The scale section's generated stores stay in DIR/chronicle-bench-stores/runs-N/ for the
+    /// next bench at the same N (delete that directory to free the space).
     #[arg(long, value_name = "DIR")]
     pub dir: Option<PathBuf>,
     /// Keep the temporary stores (the path is printed on stderr) instead of deleting them.
@@ -49,6 +53,15 @@ pub struct BenchArgs {
     /// Run only these sections (repeatable); all of them by default.
     #[arg(long, value_enum, value_name = "SECTION")]
     pub only: Vec<Section>,
+    /// The sizes of the scale section's stores, in runs, comma-separated: 10000,100000 by
+    /// default (2000,5000 with --quick); a million takes minutes to generate and GBs of disk, so
+    /// ask for it (`--store-runs 10000,100000,1000000`).
+    #[arg(long, value_name = "N,...", value_delimiter = ',', value_parser = clap::value_parser!(u64).range(1..))]
+    pub store_runs: Vec<u64>,
+    /// Make (or reuse) the scale section's stores and stop: print where they are and how they
+    /// were made, measure nothing (implies `--only scale`).
+    #[arg(long)]
+    pub store_generate_only: bool,
     /// sled page cache of the child that measures replay memory, in MiB.
     #[arg(long, value_name = "MIB", default_value_t = 64)]
     pub memory_cache_mib: u64,
@@ -74,11 +87,17 @@ pub enum Section {
     /// MCP call overhead: a no-op tool over stdio and over HTTP beside a built-in tool, through
     /// the tool host (needs `make data-venv`).
     Mcp,
+    /// Stores of N runs (`--store-runs`) generated straight through the store, and what
+    /// `chronicle serve` on each costs: start, RSS, every list's p50/p99, time travel and
+    /// restore in old runs, RSS and runs/s under load, beside an empty store.
+    Scale,
 }
 
 /// Sizes and time windows of one bench run.
 #[derive(Clone, Debug)]
 struct Plan {
+    /// `--quick`: small sizes, short windows.
+    quick: bool,
     /// Each append configuration runs for this long.
     append_window: Duration,
     fsync_window: Duration,
@@ -120,6 +139,7 @@ impl Plan {
     fn new(quick: bool) -> Self {
         if quick {
             Plan {
+                quick,
                 append_window: Duration::from_millis(500),
                 fsync_window: Duration::from_millis(500),
                 barrier_window: Duration::from_millis(300),
@@ -145,6 +165,7 @@ impl Plan {
             }
         } else {
             Plan {
+                quick,
                 append_window: Duration::from_secs(3),
                 fsync_window: Duration::from_secs(2),
                 barrier_window: Duration::from_millis(1500),
@@ -203,7 +224,12 @@ pub fn run(args: &BenchArgs, out: &mut impl Write) -> Result<()> {
         .enable_all()
         .build()
         .context("starting the tokio runtime")?;
-    let wanted = |s: Section| args.only.is_empty() || args.only.contains(&s);
+    let wanted = |s: Section| {
+        if args.store_generate_only {
+            return s == Section::Scale;
+        }
+        args.only.is_empty() || args.only.contains(&s)
+    };
     if wanted(Section::Append) {
         rows.extend(append::section(&rt, root.path(), &plan)?);
     }
@@ -230,6 +256,24 @@ pub fn run(args: &BenchArgs, out: &mut impl Write) -> Result<()> {
         rows.extend(rt.block_on(api::run(root.path(), args.quick))?);
         rows.extend(chunks::section(&rt, root.path(), args.quick)?);
     }
+    let grid = if wanted(Section::Scale) {
+        let sizes = match (&args.store_runs[..], args.quick) {
+            ([], false) => scale::RUNS_DEFAULT.to_vec(),
+            ([], true) => scale::RUNS_QUICK.to_vec(),
+            (sizes, _) => sizes.to_vec(),
+        };
+        let stores = base.join(scale::STORES_DIR);
+        Some(scale::section(
+            &rt,
+            root.path(),
+            &stores,
+            &plan,
+            &sizes,
+            args.store_generate_only,
+        )?)
+    } else {
+        None
+    };
     rows.push(
         Row::new(
             "bench_wall_s",
@@ -250,8 +294,15 @@ pub fn run(args: &BenchArgs, out: &mut impl Write) -> Result<()> {
 
     if args.json {
         report::print_json(out, &rows)?;
+        if let Some(grid) = &grid {
+            report::print_grid_json(out, grid)?;
+        }
     } else {
         report::print_table(out, &rows)?;
+        if let Some(grid) = &grid {
+            writeln!(out)?;
+            report::print_grid(out, grid)?;
+        }
     }
     Ok(())
 }

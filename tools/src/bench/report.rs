@@ -1,5 +1,6 @@
-//! The benchmark's one table: rows of `metric | value | unit | note/target`, printed as a
-//! markdown table or as JSON Lines (`{"type": "bench", "data": {...}}`).
+//! The benchmark's table: rows of `metric | value | unit | note/target`, printed as a markdown
+//! table or as JSON Lines (`{"type": "bench", "data": {...}}`); and a [`Grid`] for measurements
+//! taken at several sizes, one column per size (`{"type": "bench_grid", "data": {...}}`).
 
 use std::io::{self, Write};
 
@@ -135,6 +136,111 @@ pub fn print_json(out: &mut impl Write, rows: &[Row]) -> io::Result<()> {
     out.flush()
 }
 
+/// Measurements at several sizes side by side: one row per metric, one column per size.
+#[derive(Clone, Debug, Serialize)]
+pub struct Grid {
+    /// A stable snake_case key for machines.
+    pub id: &'static str,
+    pub columns: Vec<String>,
+    pub rows: Vec<GridRow>,
+    /// Lines printed under the table.
+    pub notes: Vec<String>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct GridRow {
+    pub id: String,
+    pub metric: String,
+    pub unit: &'static str,
+    /// One per column.
+    pub cells: Vec<Cell>,
+}
+
+/// A grid cell: numbers (shown `a / b`), a word, or nothing measured.
+#[derive(Clone, Debug, Serialize)]
+#[serde(untagged)]
+pub enum Cell {
+    Num(Vec<f64>),
+    Text(String),
+}
+
+impl Cell {
+    pub fn one(v: f64) -> Cell {
+        Cell::Num(vec![v])
+    }
+
+    pub fn none() -> Cell {
+        Cell::Num(Vec::new())
+    }
+
+    fn show(&self) -> String {
+        match self {
+            Cell::Num(v) if v.is_empty() => "–".to_owned(),
+            Cell::Num(v) => v.iter().map(|x| num(*x)).collect::<Vec<_>>().join(" / "),
+            Cell::Text(t) => t.clone(),
+        }
+    }
+}
+
+pub fn print_grid(out: &mut impl Write, grid: &Grid) -> io::Result<()> {
+    let mut lines: Vec<Vec<String>> = vec![
+        ["metric", "unit"]
+            .iter()
+            .map(|s| (*s).to_owned())
+            .chain(grid.columns.iter().cloned())
+            .collect(),
+    ];
+    for r in &grid.rows {
+        lines.push(
+            [r.metric.clone(), r.unit.to_owned()]
+                .into_iter()
+                .chain(r.cells.iter().map(Cell::show))
+                .collect(),
+        );
+    }
+    let mut width = vec![0; lines[0].len()];
+    for l in &lines {
+        for (w, s) in width.iter_mut().zip(l) {
+            *w = (*w).max(s.chars().count());
+        }
+    }
+    let pad = |s: &str, w: usize| " ".repeat(w.saturating_sub(s.chars().count()));
+    for (i, l) in lines.iter().enumerate() {
+        let cells: Vec<String> = l
+            .iter()
+            .zip(&width)
+            .enumerate()
+            // Text columns to the left, numbers to the right.
+            .map(|(c, (s, w))| match c {
+                0 | 1 => format!("{s}{}", pad(s, *w)),
+                _ => format!("{}{s}", pad(s, *w)),
+            })
+            .collect();
+        writeln!(out, "| {} |", cells.join(" | "))?;
+        if i == 0 {
+            let rule: Vec<String> = width
+                .iter()
+                .enumerate()
+                .map(|(c, w)| match c {
+                    0 | 1 => "-".repeat(w + 2),
+                    _ => format!("{}:", "-".repeat(w + 1)),
+                })
+                .collect();
+            writeln!(out, "|{}|", rule.join("|"))?;
+        }
+    }
+    for n in &grid.notes {
+        writeln!(out, "- {n}")?;
+    }
+    out.flush()
+}
+
+pub fn print_grid_json(out: &mut impl Write, grid: &Grid) -> io::Result<()> {
+    let line = serde_json::json!({"type": "bench_grid", "data": grid});
+    writeln!(out, "{line}")?;
+    out.flush()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -147,5 +253,30 @@ mod tests {
         assert_eq!(num(0.01234), "0.012");
         assert_eq!(num(-4321.0), "-4,321");
         assert_eq!(num(998.0), "998");
+    }
+
+    #[test]
+    fn a_grid_has_one_column_per_size_and_numbers_to_the_right() {
+        let grid = Grid {
+            id: "scale",
+            columns: vec!["empty".into(), "10,000".into()],
+            rows: vec![GridRow {
+                id: "list_p50_p99".into(),
+                metric: "GET /runs".into(),
+                unit: "ms",
+                cells: vec![Cell::none(), Cell::Num(vec![1.5, 12.0])],
+            }],
+            notes: vec!["a note".into()],
+        };
+        let mut out = Vec::new();
+        print_grid(&mut out, &grid).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let want = [
+            "| metric    | unit | empty |    10,000 |",
+            "|-----------|------|------:|----------:|",
+            "| GET /runs | ms   |     – | 1.50 / 12 |",
+            "- a note",
+        ];
+        assert_eq!(text.lines().collect::<Vec<_>>(), want);
     }
 }
