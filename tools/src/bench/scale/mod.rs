@@ -27,7 +27,7 @@ use measure::{LISTS, MeasurePlan, Measured};
 use template::Templates;
 
 /// Bump when the generated runs change, so older stores are made again.
-const GENERATOR_VERSION: u32 = 1;
+const GENERATOR_VERSION: u32 = 2;
 /// Where the generated stores stay, under `--dir`.
 pub const STORES_DIR: &str = "chronicle-bench-stores";
 /// The sizes measured unless `--store-runs` names others.
@@ -263,6 +263,12 @@ fn generation_rows(stored: &[Stored], lead: usize) -> Vec<GridRow> {
                 let g = g(s);
                 Cell::Num(vec![g.sessions as f64, g.users as f64, g.memories as f64])
             },
+        ),
+        row(
+            "index_s",
+            "its index built at once (a store written before the index)",
+            "s",
+            &|s| Cell::one(g(s).index_secs),
         ),
         row("events_per_run", "events per run", "events", &|s| {
             Cell::one(g(s).events as f64 / g(s).runs as f64)
