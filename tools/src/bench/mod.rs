@@ -320,18 +320,20 @@ fn progress(msg: &str) {
     eprintln!("[bench] {msg}");
 }
 
+/// A new store in `dir` for a bulk load: `async` durability (flushed by the caller at the end).
+pub(crate) fn bulk_store(dir: &Path) -> Result<Store> {
+    let opts = Options {
+        durability: Durability::Async,
+        ..Options::default()
+    };
+    Store::open(dir, opts).with_context(|| format!("opening a store in {}", dir.display()))
+}
+
 /// Builds a store holding one run of `events` events of the long workload, appended in
 /// `batch`-event calls in `async` durability (a bulk load, not the durable-append measurement),
 /// then flushed. Returns the store and the load rate in events/s.
 fn build_long_store(dir: &Path, run: RunId, events: u64, batch: usize) -> Result<(Store, f64)> {
-    let store = Store::open(
-        dir,
-        Options {
-            durability: Durability::Async,
-            ..Options::default()
-        },
-    )
-    .with_context(|| format!("opening a store in {}", dir.display()))?;
+    let store = bulk_store(dir)?;
     let t = Instant::now();
     let mut events_iter = workload::LongRun::new();
     let mut seq = 0u64;

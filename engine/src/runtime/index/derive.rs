@@ -89,6 +89,10 @@ pub(crate) fn decode<T: DeserializeOwned>(key: &[u8], bytes: &[u8]) -> store::Re
 pub(crate) struct Batch<'a, S: Sink> {
     sink: &'a S,
     store: &'a Store,
+    /// Runs' and sessions' facts read or changed in this batch, decoded (encoded once, at the
+    /// end: a run's events mostly come many to a batch).
+    runs: std::collections::HashMap<Vec<u8>, RunFacts>,
+    sessions: std::collections::HashMap<Vec<u8>, SessionFacts>,
     changes: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
 }
 
@@ -99,11 +103,19 @@ impl<'a, S: Sink> Batch<'a, S> {
             sink,
             store,
             changes: BTreeMap::new(),
+            runs: std::collections::HashMap::new(),
+            sessions: std::collections::HashMap::new(),
         }
     }
 
     /// The changes, as one index write.
-    pub fn ops(self) -> Vec<IndexOp> {
+    pub fn ops(mut self) -> Vec<IndexOp> {
+        for (k, f) in std::mem::take(&mut self.runs) {
+            self.put(k, encode(&f));
+        }
+        for (k, f) in std::mem::take(&mut self.sessions) {
+            self.put(k, encode(&f));
+        }
         self.changes
             .into_iter()
             .map(|(k, v)| match v {
@@ -170,7 +182,10 @@ impl<'a, S: Sink> Batch<'a, S> {
     /// Takes one durable event in.
     pub fn take(&mut self, env: &Envelope) -> store::Result<()> {
         let run_key = Key::new(keys::RUN).run(env.run_id).done();
-        let old: Option<RunFacts> = self.get_as(&run_key)?;
+        let old: Option<RunFacts> = match self.runs.get(&run_key) {
+            Some(f) => Some(f.clone()),
+            None => self.get_as(&run_key)?,
+        };
         if old.is_none() && !matches!(env.event, Event::RunStarted { .. }) {
             // A run whose start the index never saw (it cannot be: seq 0 comes first).
             tracing::warn!(run = %env.run_id, seq = env.seq, "an event of a run the index does not know");
@@ -183,13 +198,17 @@ impl<'a, S: Sink> Batch<'a, S> {
         }
         self.memory(env, &facts)?;
         self.replace(run_keys(old.as_ref()), run_keys(Some(&facts)));
-        self.put(run_key, encode(&facts));
-        self.session(env, &facts)
+        self.session(env, &facts)?;
+        self.runs.insert(run_key, facts);
+        Ok(())
     }
 
     fn session(&mut self, env: &Envelope, run: &RunFacts) -> store::Result<()> {
         let key = Key::new(keys::SESSION).tail(&run.session_id.0).done();
-        let old: Option<SessionFacts> = self.get_as(&key)?;
+        let old: Option<SessionFacts> = match self.sessions.get(&key) {
+            Some(f) => Some(f.clone()),
+            None => self.get_as(&key)?,
+        };
         let mut s = old.clone().unwrap_or_default();
         let first = old.is_none() || (run.created_at, run.run_id) < (s.created_at, s.first_run);
         if first {
@@ -205,7 +224,7 @@ impl<'a, S: Sink> Batch<'a, S> {
         }
         s.last_activity = s.last_activity.max(env.at);
         self.replace(session_keys(old.as_ref()), session_keys(Some(&s)));
-        self.put(key, encode(&s));
+        self.sessions.insert(key, s);
         Ok(())
     }
 

@@ -74,8 +74,14 @@ pub fn catch_up_with(store: &Store, progress: &mut dyn FnMut(u64, u64)) -> store
         at = clear(store, at)?;
     }
     let start = at;
+    // Far behind (a store indexed for the first time), larger chunks: fewer rewrites of the
+    // same runs' facts, fewer transactions.
+    let chunk = match end - at > INDEX_CHUNK_EVENTS * 64 {
+        true => INDEX_CHUNK_EVENTS * 16,
+        false => INDEX_CHUNK_EVENTS,
+    };
     while at < end {
-        let to = end.min(at + INDEX_CHUNK_EVENTS);
+        let to = end.min(at + chunk);
         let mut batch = derive::Batch::new(store, store);
         for env in store.read_range(at, to) {
             match env {

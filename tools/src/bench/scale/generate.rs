@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-use chronicle_engine::store::{Durability, Options, Store};
+use chronicle_engine::store::Store;
 use chronicle_schemas::{Event, Memory, MemoryKind, PriorTurn, RunId, SessionId, Timestamp};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -131,14 +131,7 @@ pub fn generate(
     templates: Arc<Templates>,
     runs: u64,
 ) -> Result<Generated> {
-    let store = Store::open(
-        dir,
-        Options {
-            durability: Durability::Async,
-            ..Options::default()
-        },
-    )
-    .with_context(|| format!("opening a store in {}", dir.display()))?;
+    let store = super::super::bulk_store(dir)?;
     let by_user = Arc::new(layout(runs));
     let sessions = by_user.iter().map(Vec::len).sum::<usize>() as u64;
     let users = by_user.len() as u64;
