@@ -1,13 +1,14 @@
 //! No file of ours cites a document the repository does not contain. The project was specified
-//! from design notes that are not part of it, and a reader cannot open "seed 000" or "DESIGN §4":
-//! a comment, a doc or a message says what the thing is instead.
+//! from design notes that are not part of it, and a reader cannot open a numbered source document
+//! or a section of a design document they were never given: a comment, a doc or a message says
+//! what the thing is instead.
 
 use std::path::{Path, PathBuf};
 
 /// What a citation of an outside document looks like, lowercase (matched case-insensitively).
 pub const CITATIONS: [&str; 5] = [
-    "seed 0",
-    "design §",
+    concat!("seed", " 0"),
+    concat!("design", " §"),
     "design.md",
     "the original system",
     "style.md",

@@ -133,7 +133,8 @@ fn pending_items(
     Ok((out, more))
 }
 
-/// The approvals of `status` of the runs `who` may see.
+/// The approvals of `status` (not pending: those are read from the index) of the runs `who` may
+/// see, by reading every run.
 fn inbox_items(
     engine: &Engine,
     who: &chronicle_engine::Principal,
@@ -144,11 +145,6 @@ fn inbox_items(
     let mut out = Vec::new();
     for head in engine.store().runs() {
         let head = head?;
-        // A terminal event cancels every pending approval, so only live runs can have one; the
-        // head's flag spares replaying every finished run.
-        if status == ApprovalStatus::Pending && head.terminal {
-            continue;
-        }
         if engine.authorize(who, head.run_id).is_err() {
             continue;
         }

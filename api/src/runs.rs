@@ -62,7 +62,7 @@ pub fn page(
             let after = match query.after {
                 None => None,
                 Some(after) => Some(
-                    index::facts_of(store, after)?
+                    index::run_facts(store, after)?
                         .filter(|f| index::in_scope(f, scope))
                         .ok_or(PageError::UnknownAfter(after))?,
                 ),
@@ -128,7 +128,7 @@ fn session_page(
 ) -> Result<(Vec<RunFacts>, bool), PageError> {
     let mut runs = Vec::new();
     for run in store.session_runs(session)? {
-        if let Some(f) = index::facts_of(store, run)?.filter(|f| index::in_scope(f, scope)) {
+        if let Some(f) = index::run_facts(store, run)?.filter(|f| index::in_scope(f, scope)) {
             runs.push(f);
         }
     }

@@ -19,14 +19,11 @@ mod read;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use chronicle_projections::RunFacts;
-use chronicle_schemas::RunId;
-
 pub use derive::Stored;
 pub use read::{
-    PendingAt, RunScope, RunsPage, in_scope, memory_items, pending_approvals, runs_page,
+    PendingAt, RunScope, RunsPage, in_scope, memory_items, pending_approvals, run_facts, runs_page,
 };
-pub(crate) use read::{live_runs, memory_item, run_facts, sessions_page};
+pub(crate) use read::{live_runs, memory_item, sessions_page};
 
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -169,9 +166,4 @@ pub fn entries(store: &Store) -> store::Result<BTreeMap<Vec<u8>, Vec<u8>>> {
         .index_range(&store::IndexRange::prefix(b"", usize::MAX))?
         .into_iter()
         .collect())
-}
-
-/// The facts of `run` as the index has them.
-pub fn facts_of(store: &Store, run: RunId) -> store::Result<Option<RunFacts>> {
-    run_facts(store, run)
 }

@@ -36,7 +36,7 @@ fn prefix(scope: RunScope<'_>) -> Vec<u8> {
 }
 
 /// The facts of `run`.
-pub(crate) fn run_facts(store: &Store, run: RunId) -> store::Result<Option<RunFacts>> {
+pub fn run_facts(store: &Store, run: RunId) -> store::Result<Option<RunFacts>> {
     let key = Key::new(keys::RUN).run(run).done();
     store.index_get(&key)?.map(|v| decode(&key, &v)).transpose()
 }
