@@ -298,29 +298,34 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
         // The bound address, so that `--addr 127.0.0.1:0` tells which port it got.
         let addr = listener.local_addr().unwrap_or(args.addr);
         let state = AppState::new(engine, tokens.clone(), config);
+        // The handlers are in place before anyone is told the server listens: a SIGTERM from
+        // then on is a clean stop, never the default kill.
+        let stop = shutdown_signal()?;
         tracing::info!(addr = %addr, data = %args.data.display(), auth = !tokens.is_empty(), "chronicle is listening");
         if tokens.is_empty() && !args.addr.ip().is_loopback() {
             tracing::warn!("serving without tokens on a non-loopback address (--insecure)");
         }
-        chronicle_api::serve(listener, state, shutdown_signal()).await?;
+        chronicle_api::serve(listener, state, stop).await?;
         tracing::info!("stopped; the store is flushed");
         Ok::<_, anyhow::Error>(())
     })?;
     Ok(())
 }
 
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
+/// Ctrl-C or SIGTERM, with their handlers installed now (not when the future is first polled).
+fn shutdown_signal() -> anyhow::Result<impl std::future::Future<Output = ()>> {
     #[cfg(unix)]
-    let term = async {
-        if let Ok(mut s) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        {
-            s.recv().await;
-        }
+    let (mut interrupt, mut term) = {
+        use tokio::signal::unix::{SignalKind, signal};
+        (
+            signal(SignalKind::interrupt()).context("installing the SIGINT handler")?,
+            signal(SignalKind::terminate()).context("installing the SIGTERM handler")?,
+        )
     };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! { _ = ctrl_c => {}, _ = term => {} }
+    Ok(async move {
+        #[cfg(unix)]
+        tokio::select! { _ = interrupt.recv() => {}, _ = term.recv() => {} }
+        #[cfg(not(unix))]
+        let _ = tokio::signal::ctrl_c().await;
+    })
 }
