@@ -2077,7 +2077,13 @@ impl PageCache {
 
             trace!("load_snapshot pid {} {:?}", pid, state);
 
-            let mut cache_infos = Vec::default();
+            // Exactly as many as the page has: a `Vec` grown by pushes holds
+            // room for four, and this runs once for every page of the store,
+            // so the spare room was most of the memory an open store held.
+            let mut cache_infos = Vec::with_capacity(match state {
+                PageState::Present { ref frags, .. } => 1 + frags.len(),
+                _ => 1,
+            });
 
             let guard = pin();
 
