@@ -998,7 +998,8 @@ pub async fn record_writes_apply_whole_or_not_at_all(f: &dyn Factory) {
     // A bad key or value anywhere, or a write over its limits: nothing is written.
     let too_long = "k".repeat(RECORD_KEY_BYTES_MAX + 1);
     let over = vec![1u8; RECORD_VALUE_BYTES_MAX + 1];
-    let bad: Vec<(Vec<RecordOp>, fn(&Error) -> bool)> = vec![
+    type Refusal = fn(&Error) -> bool;
+    let bad: Vec<(Vec<RecordOp>, Refusal)> = vec![
         (
             vec![
                 Put("c".into(), b"c".to_vec()),

@@ -113,10 +113,10 @@ pub(crate) async fn delete(
     responses(
         (status = 200, description = "One page of the caller's threads that match every filter, newest `updated_at` first by default", body = Vec<Thread>,
             headers(
-                ("X-Pagination-Total" = u64, description = "How many threads match, over all pages"),
+                ("X-Pagination-Total" = u64, description = "How many threads match, over all pages (when the search stopped at its bound of 10000 threads stepped over with its page full: the matches counted so far)"),
                 ("X-Pagination-Next" = u64, description = "The `offset` of the next page, when there is one"),
             )),
-        (status = 422, description = "A field of the wrong type, a `limit` outside 1..=1000, or a `metadata` or `values` filter over its bounds (256 JSON values, 8 levels, 16 KiB of keys and strings)", body = Detail),
+        (status = 422, description = "A field of the wrong type, a `limit` outside 1..=1000, a `metadata` or `values` filter over its bounds (256 JSON values, 8 levels, 16 KiB of keys and strings), or a search over its bounds: one that steps over more than 10000 threads before its page is full, or reads the state of more than 1000 (a `status` or `values` filter, a sort by status); a `metadata` filter on a top-level key with a string, number, bool or null value, or `ids`, narrows it", body = Detail),
         LgReadError,
     ))]
 pub(crate) async fn search(
