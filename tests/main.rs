@@ -6,6 +6,7 @@ mod api_audit;
 mod api_bounds;
 mod api_browser;
 mod api_langgraph;
+mod api_langgraph_search;
 mod api_langgraph_threads;
 mod api_owners;
 mod api_sse;

@@ -175,10 +175,11 @@ impl From<StoreError> for ApiError {
             | StoreError::RunStartedNotFirst { .. }
             | StoreError::BadSessionId { .. }
             | StoreError::BadRecordKey { .. }
-            | StoreError::RecordTooLarge { .. } => ApiError::unprocessable(e.to_string()),
-            StoreError::Conflict { .. } | StoreError::IndexConflict { .. } => {
-                ApiError::conflict(e.to_string())
-            }
+            | StoreError::RecordTooLarge { .. }
+            | StoreError::RecordBatchTooLarge { .. } => ApiError::unprocessable(e.to_string()),
+            StoreError::Conflict { .. }
+            | StoreError::IndexConflict { .. }
+            | StoreError::RecordConflict { .. } => ApiError::conflict(e.to_string()),
             StoreError::StorageFull { .. } => ApiError::new(
                 StatusCode::INSUFFICIENT_STORAGE,
                 "insufficient_storage",

@@ -71,6 +71,16 @@ impl AppState {
         let site = Site::new(None, &config.allowed_hosts, &config.cors_origins);
         let metrics = Arc::new(Metrics::new());
         let streams = Arc::new(Streams::new(&config, metrics.clone()));
+        // Once per store, before anything is served: a store whose thread records predate
+        // the thread index gets it built (a store whose index is built is not read). A failure
+        // is logged, and thread search answers that the index is not built.
+        match crate::langgraph::build_thread_index(engine.store()) {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(threads = n, "built the LangGraph thread index"),
+            Err(e) => {
+                tracing::error!(error = %e.message, "building the LangGraph thread index failed")
+            }
+        }
         let quota = WriteQuota::new(
             config.writes_per_principal_per_s,
             config.writes_per_principal_burst,

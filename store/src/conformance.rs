@@ -16,8 +16,9 @@ use proptest::prelude::*;
 use tokio_stream::StreamExt;
 
 use crate::{
-    Error, IndexOp, IndexRange, Options, RECORD_KEY_BYTES_MAX, RECORD_VALUE_BYTES_MAX,
-    SESSION_ID_BYTES_MAX, Store,
+    Error, IndexOp, IndexRange, Options, RECORD_BATCH_BYTES_MAX, RECORD_BATCH_OPS_MAX,
+    RECORD_KEY_BYTES_MAX, RECORD_VALUE_BYTES_MAX, RecordOp, RecordRange, SESSION_ID_BYTES_MAX,
+    Store,
 };
 
 /// Makes the stores a case runs against.
@@ -98,6 +99,8 @@ macro_rules! conformance_tests {
             bad_record_keys_and_oversized_values_write_nothing,
             records_survive_a_reopen_and_stay_out_of_verify,
             a_stopped_store_refuses_record_writes,
+            record_writes_apply_whole_or_not_at_all,
+            record_pages_go_both_ways_within_their_prefix,
             written_appends_are_durable_once_waited_for,
             the_index_applies_batches_whole_and_pages_both_ways,
             bad_index_keys_write_nothing_and_a_stopped_store_refuses_the_index,
@@ -943,6 +946,185 @@ pub async fn a_stopped_store_refuses_record_writes(f: &dyn Factory) {
         store.health(),
         crate::StorageHealth::Failed("a drill".into())
     );
+}
+
+/// `records_apply`: every put and delete of a write, or none — a failed expectation, a bad key
+/// or value anywhere, a write over its limits, or a stopped store writes nothing; large values
+/// go whole; what was applied survives a reopen.
+pub async fn record_writes_apply_whole_or_not_at_all(f: &dyn Factory) {
+    use RecordOp::{Delete, Expect, Put};
+    let store = f.create(Options::default());
+    store.put_record("a", b"old a").unwrap();
+    store.put_record("gone", b"to delete").unwrap();
+    let big = record_value(RECORD_VALUE_BYTES_MAX, 5);
+    store
+        .records_apply(&[
+            Expect("a".into(), Some(b"old a".to_vec())),
+            Expect("b".into(), None),
+            Put("a".into(), b"new a".to_vec()),
+            Put("b".into(), big.clone()),
+            Delete("gone".into()),
+            Delete("never".into()),
+        ])
+        .unwrap();
+    let applied = vec![
+        ("a".to_owned(), b"new a".to_vec()),
+        ("b".to_owned(), big.clone()),
+    ];
+    assert_eq!(all_records(&store), applied);
+    store.records_apply(&[]).unwrap();
+
+    // An expectation that does not hold (a value, a large value, an absence) writes nothing.
+    for expect in [
+        Expect("a".into(), Some(b"old a".to_vec())),
+        Expect("b".into(), Some(record_value(RECORD_VALUE_BYTES_MAX, 6))),
+        Expect("a".into(), None),
+        Expect("c".into(), Some(Vec::new())),
+    ] {
+        let key = expect.key().to_owned();
+        let err = store
+            .records_apply(&[Put("c".into(), b"c".to_vec()), Delete("a".into()), expect])
+            .unwrap_err();
+        assert!(
+            matches!(&err, Error::RecordConflict { key: k } if *k == key),
+            "{err}"
+        );
+        assert_eq!(all_records(&store), applied, "nothing was written");
+    }
+    store
+        .records_apply(&[Expect("b".into(), Some(big.clone()))])
+        .unwrap();
+
+    // A bad key or value anywhere, or a write over its limits: nothing is written.
+    let too_long = "k".repeat(RECORD_KEY_BYTES_MAX + 1);
+    let over = vec![1u8; RECORD_VALUE_BYTES_MAX + 1];
+    type Refusal = fn(&Error) -> bool;
+    let bad: Vec<(Vec<RecordOp>, Refusal)> = vec![
+        (
+            vec![
+                Put("c".into(), b"c".to_vec()),
+                Put(String::new(), b"v".to_vec()),
+            ],
+            |e| matches!(e, Error::BadRecordKey { bytes: 0, .. }),
+        ),
+        (
+            vec![Put("c".into(), b"c".to_vec()), Delete(too_long)],
+            |e| matches!(e, Error::BadRecordKey { .. }),
+        ),
+        (vec![Delete("a".into()), Put("c".into(), over)], |e| {
+            matches!(e, Error::RecordTooLarge { .. })
+        }),
+        (
+            (0..=RECORD_BATCH_OPS_MAX)
+                .map(|i| Put(format!("many/{i}"), Vec::new()))
+                .collect(),
+            |e| matches!(e, Error::RecordBatchTooLarge { ops, max_ops: RECORD_BATCH_OPS_MAX, .. } if *ops == RECORD_BATCH_OPS_MAX + 1),
+        ),
+        (
+            (0..=RECORD_BATCH_BYTES_MAX / RECORD_VALUE_BYTES_MAX)
+                .map(|i| Put(format!("big/{i}"), big.clone()))
+                .collect(),
+            |e| matches!(e, Error::RecordBatchTooLarge { bytes, max_bytes: RECORD_BATCH_BYTES_MAX, .. } if *bytes > RECORD_BATCH_BYTES_MAX),
+        ),
+    ];
+    for (ops, is) in bad {
+        let err = store.records_apply(&ops).unwrap_err();
+        assert!(is(&err), "{err}");
+        assert_eq!(all_records(&store), applied, "nothing was written");
+    }
+    // At the limits: stored.
+    let at: Vec<RecordOp> = (0..RECORD_BATCH_OPS_MAX)
+        .map(|i| Put(format!("many/{i:04}"), Vec::new()))
+        .collect();
+    store.records_apply(&at).unwrap();
+    assert_eq!(store.records("many/").unwrap().len(), RECORD_BATCH_OPS_MAX);
+    let deletes: Vec<RecordOp> = (0..RECORD_BATCH_OPS_MAX)
+        .map(|i| Delete(format!("many/{i:04}")))
+        .collect();
+    store.records_apply(&deletes).unwrap();
+
+    let store = f.reopen(store);
+    assert_eq!(all_records(&store), applied);
+
+    store.log.fail_stop("a drill");
+    let err = store
+        .records_apply(&[Put("c".into(), b"c".to_vec())])
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::Stopped(why) if why == "a drill"),
+        "{err}"
+    );
+    assert_eq!(all_records(&store), applied);
+}
+
+/// `records_range`: the keys of a prefix (and none beside it) in pages of at most `limit`, after
+/// a key, in key order or against it; paging on from each page's last key visits each key once.
+pub async fn record_pages_go_both_ways_within_their_prefix(f: &dyn Factory) {
+    let store = f.create(Options::default());
+    // Neighbours on both sides of the prefix, and keys whose bytes sort past ASCII.
+    let keys: Vec<String> = (0..23)
+        .map(|i| format!("ix/{i:02}"))
+        .chain(["ix/é".into(), "ix/\u{ffff}".into(), "ix/\u{10ffff}z".into()])
+        .collect();
+    for k in keys
+        .iter()
+        .chain(&["iw".to_owned(), "ix".to_owned(), "iy/0".to_owned()])
+    {
+        store.put_record(k, k.as_bytes()).unwrap();
+    }
+    let mut sorted = keys.clone();
+    sorted.sort_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
+    for reverse in [false, true] {
+        for limit in [1, 4, 26, 100] {
+            let mut seen = Vec::new();
+            let mut after: Option<String> = None;
+            loop {
+                let page = store
+                    .records_range(&RecordRange {
+                        prefix: "ix/".into(),
+                        after: after.clone(),
+                        reverse,
+                        limit,
+                    })
+                    .unwrap();
+                assert!(page.len() <= limit);
+                for (k, v) in &page {
+                    assert_eq!(v, k.as_bytes());
+                }
+                let full = page.len() == limit;
+                after = page.last().map(|(k, _)| k.clone());
+                seen.extend(page.into_iter().map(|(k, _)| k));
+                if !full {
+                    break;
+                }
+            }
+            let mut want = sorted.clone();
+            if reverse {
+                want.reverse();
+            }
+            assert_eq!(seen, want, "reverse {reverse}, limit {limit}");
+        }
+    }
+    let r = RecordRange::prefix("ix/", 0);
+    assert!(store.records_range(&r).unwrap().is_empty());
+    let r = RecordRange::prefix("nothing/", 5);
+    assert!(store.records_range(&r).unwrap().is_empty());
+    // A prefix whose last byte cannot be incremented in place still ends where it should.
+    store.put_record("\u{10ffff}", b"x").unwrap();
+    store.put_record("\u{10ffff}a", b"y").unwrap();
+    let r = RecordRange {
+        prefix: "\u{10ffff}".into(),
+        after: None,
+        reverse: true,
+        limit: 10,
+    };
+    let page: Vec<String> = store
+        .records_range(&r)
+        .unwrap()
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect();
+    assert_eq!(page, ["\u{10ffff}a", "\u{10ffff}"]);
 }
 
 /// Appends only written keep every rule of `append` (dense offsets and seqs, conflicts write

@@ -45,6 +45,18 @@ pub enum Error {
     BadRecordKey { bytes: usize, max: usize },
     #[error("a record value may be at most {max} bytes, got {bytes}")]
     RecordTooLarge { bytes: usize, max: usize },
+    #[error(
+        "a write of records may hold at most {max_ops} operations and {max_bytes} bytes, got {ops} and {bytes}"
+    )]
+    RecordBatchTooLarge {
+        ops: usize,
+        bytes: usize,
+        max_ops: usize,
+        max_bytes: usize,
+    },
+    /// A write of records that expected a value under `key` found another: nothing was written.
+    #[error("conflict on record {key:?}: it no longer holds the value the write expected")]
+    RecordConflict { key: String },
     /// What the store holds at `offset` is damaged: it does not decode, or does not hash.
     #[error("corrupt log at offset {offset}: {reason}")]
     Corrupt { offset: u64, reason: String },

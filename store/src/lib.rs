@@ -31,7 +31,10 @@ pub use live::LiveRun;
 pub use log::{EventLog, Events, RunHead, SharedEvents, StorageHealth};
 pub use memory_log::MemoryLog;
 pub use options::{Durability, Options};
-pub use records::{RECORD_KEY_BYTES_MAX, RECORD_VALUE_BYTES_MAX};
+pub use records::{
+    RECORD_BATCH_BYTES_MAX, RECORD_BATCH_OPS_MAX, RECORD_KEY_BYTES_MAX, RECORD_VALUE_BYTES_MAX,
+    RecordOp, RecordRange,
+};
 pub use sled_log::{
     SCHEMA_VERSION, SLED_VALUE_BYTES_MAX, SledLog, plain_events_value, stored_record_bytes,
 };

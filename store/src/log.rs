@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
 use crate::index::{IndexEntry, IndexOp, IndexRange};
+use crate::records::{RecordOp, RecordRange};
 use crate::{Options, Result, VerifyReport};
 
 /// Events in order, each read or the reason it could not be.
@@ -79,6 +80,15 @@ pub(crate) fn only(events: Events<'_>, keep: fn(&Event) -> bool) -> Events<'_> {
 ///   nothing (a delete is not refused: the reserve is there for such small writes); a failed
 ///   fsync stops the store. Records are not events: they are not chained, take no offset, and
 ///   `verify` does not read them.
+/// - **Record writes may be atomic over many keys**: `records_apply(ops)` makes every put and
+///   delete of `ops`, or none (after a crash too), and only if every `Expect` in it holds (else
+///   [`Error::RecordConflict`](crate::Error::RecordConflict)). Its limits
+///   (`RECORD_BATCH_OPS_MAX`, `RECORD_BATCH_BYTES_MAX`, and each key's and value's) are checked
+///   before anything is written ([`Error::RecordBatchTooLarge`](crate::Error::RecordBatchTooLarge)).
+///   It is durable, refused when stopped or short of space, as `put_record` is.
+/// - **Record reads are bounded by the caller**: `records_range` answers one page of a prefix
+///   (after a key, either way, at most `limit`); `records(prefix)` reads them all, for callers
+///   that know the prefix holds few.
 /// - **Failure is fail-stop**: once `failure` is `Some`, no append, blob or record write is
 ///   acknowledged again; only a new store (a restart) recovers.
 ///
@@ -216,6 +226,13 @@ pub trait EventLog: Send + Sync + std::fmt::Debug + 'static {
 
     /// Removes the record under `key` (nothing when absent); durable when it returns.
     fn delete_record(&self, key: &str) -> Result<()>;
+
+    /// Applies every put and delete of `ops` if every expectation in it holds, atomically and
+    /// durably (see the rules above); nothing is written when it fails.
+    fn records_apply(&self, ops: &[RecordOp]) -> Result<()>;
+
+    /// One page of records (see [`RecordRange`]).
+    fn records_range(&self, range: &RecordRange) -> Result<Vec<(String, Vec<u8>)>>;
 
     /// Applies `ops` to the index and moves its watermark from `from` to `to`, atomically (see
     /// [`crate::index`]): all of it or, after a crash, none. Made durable by the log's next

@@ -18,7 +18,9 @@ use tokio::sync::watch;
 use crate::append::{Clock, stage};
 use crate::index::{IndexEntry, IndexOp, IndexRange};
 use crate::log::Events;
-use crate::records;
+use std::ops::Bound;
+
+use crate::records::{self, RecordOp, RecordRange};
 use crate::verify::{Chains, Problem, VerifyReport};
 use crate::{Error, EventLog, Options, Result, RunHead, StorageHealth};
 
@@ -412,6 +414,78 @@ impl EventLog for MemoryLog {
         self.refuse_if_stopped()?;
         self.state().named.remove(key);
         Ok(())
+    }
+
+    fn records_apply(&self, ops: &[RecordOp]) -> Result<()> {
+        records::check_batch(ops)?;
+        self.refuse_if_stopped()?;
+        let mut st = self.state();
+        for op in ops {
+            if let RecordOp::Expect(key, want) = op
+                && st.named.get(key) != want.as_ref()
+            {
+                return Err(Error::RecordConflict { key: key.clone() });
+            }
+        }
+        for op in ops {
+            match op {
+                RecordOp::Put(key, v) => {
+                    st.named.insert(key.clone(), v.clone());
+                }
+                RecordOp::Delete(key) => {
+                    st.named.remove(key);
+                }
+                RecordOp::Expect(..) => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn records_range(&self, range: &RecordRange) -> Result<Vec<(String, Vec<u8>)>> {
+        if range.is_empty() {
+            return Ok(Vec::new());
+        }
+        let st = self.state();
+        let (start, end) = range.bounds();
+        // A `String` map iterates in the keys' byte order; a bound that is not UTF-8 (the end of
+        // a prefix may not be) is kept by comparing bytes instead.
+        let as_str = |b: &Bound<Vec<u8>>| match b {
+            Bound::Included(k) => {
+                String::from_utf8(k.clone()).map_or(Bound::Unbounded, Bound::Included)
+            }
+            Bound::Excluded(k) => {
+                String::from_utf8(k.clone()).map_or(Bound::Unbounded, Bound::Excluded)
+            }
+            Bound::Unbounded => Bound::Unbounded,
+        };
+        let after_start = |k: &[u8]| match &start {
+            Bound::Included(s) => k >= s.as_slice(),
+            Bound::Excluded(s) => k > s.as_slice(),
+            Bound::Unbounded => true,
+        };
+        let before_end = |k: &[u8]| match &end {
+            Bound::Included(e) => k <= e.as_slice(),
+            Bound::Excluded(e) => k < e.as_slice(),
+            Bound::Unbounded => true,
+        };
+        let entries = st.named.range::<String, _>((as_str(&start), as_str(&end)));
+        let owned = |(k, v): (&String, &Vec<u8>)| (k.clone(), v.clone());
+        Ok(if range.reverse {
+            entries
+                .rev()
+                .skip_while(|(k, _)| !before_end(k.as_bytes()))
+                .take_while(|(k, _)| after_start(k.as_bytes()))
+                .take(range.limit)
+                .map(owned)
+                .collect()
+        } else {
+            entries
+                .skip_while(|(k, _)| !after_start(k.as_bytes()))
+                .take_while(|(k, _)| before_end(k.as_bytes()))
+                .take(range.limit)
+                .map(owned)
+                .collect()
+        })
     }
 
     fn health(&self) -> StorageHealth {

@@ -10,6 +10,7 @@ use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::ReceiverStream;
 
 use crate::index::{IndexEntry, IndexOp, IndexRange};
+use crate::records::{RecordOp, RecordRange};
 use crate::{
     Error, EventLog, MemoryLog, Options, Result, RunHead, SledLog, StorageHealth, VerifyReport,
 };
@@ -363,6 +364,17 @@ impl Store {
     /// Removes the record under `key` (nothing when absent); durable when it returns.
     pub fn delete_record(&self, key: &str) -> Result<()> {
         self.log.delete_record(key)
+    }
+
+    /// Applies every put and delete of `ops`, if every expectation in it holds, atomically and
+    /// durably; [`Error::RecordConflict`] (nothing written) when one does not.
+    pub fn records_apply(&self, ops: &[RecordOp]) -> Result<()> {
+        self.log.records_apply(ops)
+    }
+
+    /// One page of records: a prefix, after a key, either way, at most a limit.
+    pub fn records_range(&self, range: &RecordRange) -> Result<Vec<(String, Vec<u8>)>> {
+        self.log.records_range(range)
     }
 
     /// Caches a projection of `state.run_id` at `state.last_seq`.

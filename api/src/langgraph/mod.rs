@@ -17,12 +17,25 @@ mod records;
 mod request;
 mod runs;
 mod stream;
+mod thread_index;
+mod thread_search;
 mod threads;
 pub mod views;
+
+#[doc(hidden)]
+pub use thread_search::full_scan as thread_search_full_scan;
+pub use thread_search::{THREAD_SEARCH_EXAMINED_MAX, THREAD_SEARCH_LOADED_MAX};
+
+/// Builds the thread index of a store whose thread records predate it (once: a store whose
+/// index is built is not read); how many threads it indexed.
+pub fn build_thread_index(store: &chronicle_engine::store::Store) -> Result<usize, ApiError> {
+    thread_index::build(store)
+}
 
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use crate::error::ApiError;
 use crate::state::AppState;
 
 /// The LangGraph routes, to be merged into the API's router: each path's handlers, whose

@@ -12,9 +12,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
+use super::thread_index;
 use crate::error::{ApiError, ApiResult};
 
-const THREADS: &str = "langgraph/thread/";
+pub(crate) const THREADS: &str = "langgraph/thread/";
 const RUNS: &str = "langgraph/run/";
 
 /// A thread made through this API.
@@ -65,7 +66,7 @@ pub(crate) struct RunRecord {
     pub cancelled: bool,
 }
 
-fn thread_key(thread: Uuid) -> String {
+pub(crate) fn thread_key(thread: Uuid) -> String {
     format!("{THREADS}{thread}")
 }
 
@@ -83,13 +84,14 @@ fn put<T: Serialize>(store: &Store, key: &str, value: &T) -> ApiResult<()> {
     Ok(())
 }
 
-fn parse<T: for<'de> Deserialize<'de>>(key: &str, bytes: &[u8]) -> ApiResult<T> {
+pub(crate) fn parse<T: for<'de> Deserialize<'de>>(key: &str, bytes: &[u8]) -> ApiResult<T> {
     serde_json::from_slice(bytes)
         .map_err(|e| ApiError::internal(format!("the record {key} does not read: {e}")))
 }
 
+/// Stores `t`, with its entries in the thread index, in one write.
 pub(crate) fn put_thread(store: &Store, t: &ThreadRecord) -> ApiResult<()> {
-    put(store, &thread_key(t.thread_id), t)
+    thread_index::write(store, t.thread_id, Some(t))
 }
 
 /// The record of `thread`, whoever owns it.
@@ -98,7 +100,9 @@ pub(crate) fn thread(store: &Store, thread: Uuid) -> ApiResult<Option<ThreadReco
     store.record(&key)?.map(|b| parse(&key, &b)).transpose()
 }
 
-/// Every thread record `who` may see, in id order.
+/// Every thread record `who` may see, in id order: a read of every thread record, for the few
+/// callers that act on each of them anyway (cancelling all of a principal's runs) and for the
+/// full scan search is checked against; search itself reads the index.
 pub(crate) fn threads(store: &Store, who: &Principal) -> ApiResult<Vec<ThreadRecord>> {
     store
         .records(THREADS)?
@@ -112,8 +116,7 @@ pub(crate) fn delete_thread(store: &Store, thread: Uuid) -> ApiResult<()> {
     for r in runs(store, thread)? {
         store.delete_record(&run_key(thread, r.run_id))?;
     }
-    store.delete_record(&thread_key(thread))?;
-    Ok(())
+    thread_index::write(store, thread, None)
 }
 
 pub(crate) fn put_run(store: &Store, r: &RunRecord) -> ApiResult<()> {

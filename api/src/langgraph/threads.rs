@@ -3,8 +3,6 @@
 //! thread's values, status, checkpoints, history and interrupts are views of its turns' folded
 //! states (see [`super::loaded`]).
 
-use std::collections::HashSet;
-
 use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderValue, StatusCode, header};
@@ -12,8 +10,8 @@ use axum::response::{IntoResponse, Response};
 use chronicle_engine::Principal as Who;
 use chronicle_schemas::{RunId, SessionId};
 use chronicle_wire::langgraph::{
-    Checkpoint as LgCheckpoint, HistoryRequest, IfExists, SortOrder, StateAtRequest, StateUpdate,
-    StateUpdated, Thread, ThreadCreate, ThreadSearch, ThreadSort, ThreadState,
+    Checkpoint as LgCheckpoint, HistoryRequest, IfExists, StateAtRequest, StateUpdate,
+    StateUpdated, Thread, ThreadCreate, ThreadSearch, ThreadState,
 };
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -23,8 +21,9 @@ use super::graphs::SUPERVISOR_NODES;
 use super::loaded::{
     Loaded, checkpoint_id_in, empty_state, load, new_record, point, state_of, taken, uuid_of, view,
 };
-use super::records::{self, ThreadRecord};
-use super::request::{ThreadPath, page_limit, page_of, paged};
+use super::records;
+use super::request::{ThreadPath, page_limit};
+use super::thread_search;
 use super::views::{self, Point, Turns};
 use crate::auth::Principal;
 use crate::error::{ApiError, ApiResult};
@@ -114,10 +113,10 @@ pub(crate) async fn delete(
     responses(
         (status = 200, description = "One page of the caller's threads that match every filter, newest `updated_at` first by default", body = Vec<Thread>,
             headers(
-                ("X-Pagination-Total" = u64, description = "How many threads match, over all pages"),
+                ("X-Pagination-Total" = u64, description = "How many threads match, over all pages (when the search stopped at its bound of 10000 threads stepped over with its page full: the matches counted so far)"),
                 ("X-Pagination-Next" = u64, description = "The `offset` of the next page, when there is one"),
             )),
-        (status = 422, description = "A field of the wrong type, a `limit` outside 1..=1000, or a `metadata` or `values` filter over its bounds (256 JSON values, 8 levels, 16 KiB of keys and strings)", body = Detail),
+        (status = 422, description = "A field of the wrong type, a `limit` outside 1..=1000, a `metadata` or `values` filter over its bounds (256 JSON values, 8 levels, 16 KiB of keys and strings), or a search over its bounds: one that steps over more than 10000 threads before its page is full, or reads the state of more than 1000 (a `status` or `values` filter, a sort by status); a `metadata` filter on a top-level key with a string, number, bool or null value, or `ids`, narrows it", body = Detail),
         LgReadError,
     ))]
 pub(crate) async fn search(
@@ -127,89 +126,10 @@ pub(crate) async fn search(
 ) -> Result<Response, LgReadError> {
     // It reads and folds threads and matches filters: off the async workers.
     Ok(
-        tokio::task::spawn_blocking(move || search_threads(&st, &who, &q))
+        tokio::task::spawn_blocking(move || thread_search::search(&st, &who, &q))
             .await
             .map_err(ApiError::internal)??,
     )
-}
-
-fn search_threads(st: &AppState, who: &Who, q: &ThreadSearch) -> ApiResult<Response> {
-    let limit = page_limit(q.limit)?;
-    let metadata = q
-        .metadata
-        .as_ref()
-        .map(|m| filter::checked("metadata", m))
-        .transpose()?;
-    let values = q
-        .values
-        .as_ref()
-        .map(|v| filter::checked("values", v))
-        .transpose()?;
-    // An id that is not a UUID names no thread.
-    let ids: Option<HashSet<Uuid>> = q
-        .ids
-        .as_ref()
-        .map(|ids| ids.iter().filter_map(|i| Uuid::parse_str(i).ok()).collect());
-    let sort = q.sort_by.unwrap_or(ThreadSort::UpdatedAt);
-    let desc = q.sort_order.unwrap_or(SortOrder::Desc) == SortOrder::Desc;
-    // What the records say is filtered (and, when it can be, sorted and paged) before any
-    // thread's turns are read.
-    let mut candidates: Vec<ThreadRecord> = records::threads(st.engine.store(), who)?
-        .into_iter()
-        .filter(|r| {
-            metadata
-                .as_ref()
-                .is_none_or(|m| filter::contains(&json!(r.metadata), m))
-                && ids.as_ref().is_none_or(|ids| ids.contains(&r.thread_id))
-        })
-        .collect();
-    let by_record = q.status.is_none() && values.is_none() && sort != ThreadSort::Status;
-    let (total, offset) = if by_record {
-        candidates.sort_by_key(|r| match sort {
-            ThreadSort::ThreadId => (r.thread_id.to_string(), r.created_at),
-            ThreadSort::CreatedAt => (String::new(), r.created_at),
-            _ => (String::new(), r.updated_at),
-        });
-        if desc {
-            candidates.reverse();
-        }
-        let total = candidates.len();
-        let offset = usize::try_from(q.offset.unwrap_or(0)).unwrap_or(usize::MAX);
-        candidates = candidates.into_iter().skip(offset).take(limit).collect();
-        (Some(total), offset)
-    } else {
-        (None, 0)
-    };
-    let mut found = Vec::new();
-    for r in candidates {
-        let l = match load(st, who, r.thread_id) {
-            Ok(l) => l,
-            // Deleted through Chronicle's own API meanwhile.
-            Err(e) if e.status == StatusCode::NOT_FOUND => continue,
-            Err(e) => return Err(e),
-        };
-        let t = view(st, &l)?;
-        let keep = values
-            .as_ref()
-            .is_none_or(|v| filter::contains(&t.values, v))
-            && q.status.is_none_or(|s| s.as_str() == t.status);
-        if keep {
-            found.push(t);
-        }
-    }
-    if let Some(total) = total {
-        return Ok(page_of(found, total, offset, limit));
-    }
-    found.sort_by_key(|t| match sort {
-        ThreadSort::ThreadId => t.thread_id.clone(),
-        ThreadSort::Status => t.status.clone(),
-        ThreadSort::CreatedAt => t.created_at.clone(),
-        ThreadSort::UpdatedAt => t.updated_at.clone(),
-    });
-    if desc {
-        found.reverse();
-    }
-    Ok(paged(found, q.offset, limit))
 }
 
 #[utoipa::path(get, path = "/threads/{thread_id}/state", operation_id = "get_thread_state", tag = "langgraph", security(("bearer" = [])),

@@ -47,6 +47,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::index::{IndexEntry, IndexOp, IndexRange};
 use crate::log::{Events, SharedEvents};
+use crate::records::{RecordOp, RecordRange};
 use crate::{
     Durability, Error, EventLog, Options, Problem, Result, RunHead, StorageHealth, VerifyReport,
 };
@@ -753,6 +754,35 @@ impl EventLog for SledLog {
 
     fn delete_record(&self, key: &str) -> Result<()> {
         self.write_record(key, None)
+    }
+
+    /// One sled transaction over both record trees, then a barrier, as a single record write.
+    fn records_apply(&self, ops: &[RecordOp]) -> Result<()> {
+        crate::records::check_batch(ops)?;
+        self.barrier.stopped()?;
+        let written: u64 = ops
+            .iter()
+            .filter_map(RecordOp::written)
+            .map(|v| v.len() as u64)
+            .sum();
+        let needed = space::counted(written);
+        let puts = ops.iter().any(|op| op.written().is_some());
+        if puts {
+            self.space.check(needed)?;
+        }
+        let reserve = self.space.reserve();
+        records::apply(&self.trees, ops).map_err(|e| match e {
+            Error::Sled(sled::Error::Io(e)) => Error::Io(e).or_storage_full(needed, reserve),
+            other => other,
+        })?;
+        if ops.iter().any(|op| !matches!(op, RecordOp::Expect(..))) {
+            self.barrier.run()?;
+        }
+        Ok(())
+    }
+
+    fn records_range(&self, range: &RecordRange) -> Result<Vec<(String, Vec<u8>)>> {
+        records::range(&self.trees, range)
     }
 
     fn health(&self) -> StorageHealth {

@@ -13,7 +13,7 @@ use sled::transaction::{
 };
 
 use super::{SLED_VALUE_BYTES_MAX, Trees, keys};
-use crate::records::RECORD_KEY_BYTES_MAX;
+use crate::records::{RECORD_KEY_BYTES_MAX, RecordOp, RecordRange};
 use crate::{Error, Result};
 
 /// Most value bytes in one sled value, leaving room for the longest key and a piece's framing.
@@ -34,32 +34,118 @@ pub(crate) fn write(
 ) -> Result<Option<Vec<u8>>> {
     let there = (&t.records, &t.record_chunks)
         .transaction(|(heads, pieces)| {
-            if let Some(old) = heads.get(key)? {
-                if if_absent {
-                    return Ok(Some(old));
-                }
-                remove_pieces(pieces, key, &old)?;
+            if if_absent && let Some(old) = heads.get(key)? {
+                return Ok(Some(old));
             }
-            match new {
-                Some(v) if v.len() <= PIECE_BYTES => {
-                    heads.insert(key, [&[INLINE], v].concat())?;
-                }
-                Some(v) => {
-                    for (i, piece) in (0u32..).zip(v.chunks(PIECE_BYTES)) {
-                        pieces.insert(piece_key(key, i), piece)?;
-                    }
-                    let len = (v.len() as u64).to_be_bytes();
-                    heads.insert(key, [&[IN_PIECES], &len[..]].concat())?;
-                }
-                None => {
-                    heads.remove(key)?;
-                }
-            }
+            replace(heads, pieces, key, new)?;
             Ok::<_, ConflictableTransactionError<()>>(None)
         })
         .map_err(|e: TransactionError<()>| Error::from(e))?;
     // The head found in the transaction; its pieces (if any) are read after it.
     there.map(|head| value(t, key, &head)).transpose()
+}
+
+/// Applies `ops` in one transaction: every expectation holds and every put and delete is made,
+/// or nothing is written ([`Error::RecordConflict`] naming the first key that did not hold).
+pub(crate) fn apply(t: &Trees, ops: &[RecordOp]) -> Result<()> {
+    (&t.records, &t.record_chunks)
+        .transaction(|(heads, pieces)| {
+            for op in ops {
+                if let RecordOp::Expect(key, want) = op
+                    && tx_value(heads, pieces, key)?.as_deref() != want.as_deref()
+                {
+                    return Err(ConflictableTransactionError::Abort(key.clone()));
+                }
+            }
+            for op in ops {
+                match op {
+                    RecordOp::Put(key, v) => replace(heads, pieces, key, Some(v))?,
+                    RecordOp::Delete(key) => replace(heads, pieces, key, None)?,
+                    RecordOp::Expect(..) => {}
+                }
+            }
+            Ok(())
+        })
+        .map_err(|e: TransactionError<String>| match e {
+            TransactionError::Abort(key) => Error::RecordConflict { key },
+            TransactionError::Storage(e) => e.into(),
+        })
+}
+
+/// Replaces the value under `key` (`None` deletes it) with its pieces, in a transaction.
+fn replace(
+    heads: &TransactionalTree,
+    pieces: &TransactionalTree,
+    key: &str,
+    new: Option<&[u8]>,
+) -> std::result::Result<(), UnabortableTransactionError> {
+    if let Some(old) = heads.get(key)? {
+        remove_pieces(pieces, key, &old)?;
+    }
+    match new {
+        Some(v) if v.len() <= PIECE_BYTES => {
+            heads.insert(key, [&[INLINE], v].concat())?;
+        }
+        Some(v) => {
+            for (i, piece) in (0u32..).zip(v.chunks(PIECE_BYTES)) {
+                pieces.insert(piece_key(key, i), piece)?;
+            }
+            let len = (v.len() as u64).to_be_bytes();
+            heads.insert(key, [&[IN_PIECES], &len[..]].concat())?;
+        }
+        None => {
+            heads.remove(key)?;
+        }
+    }
+    Ok(())
+}
+
+/// The value under `key` as the transaction sees it (a damaged one reads as no value: an
+/// expectation of it fails, and nothing is written).
+fn tx_value(
+    heads: &TransactionalTree,
+    pieces: &TransactionalTree,
+    key: &str,
+) -> std::result::Result<Option<Vec<u8>>, UnabortableTransactionError> {
+    let Some(head) = heads.get(key)? else {
+        return Ok(None);
+    };
+    match (head.first(), pieces_len(&head)) {
+        (Some(&INLINE), _) => Ok(Some(head[1..].to_vec())),
+        (Some(&IN_PIECES), Some(len)) => {
+            let mut v = Vec::with_capacity(len as usize);
+            for i in 0..piece_count(len) {
+                match pieces.get(piece_key(key, i))? {
+                    Some(piece) => v.extend_from_slice(&piece),
+                    None => return Ok(None),
+                }
+            }
+            Ok(Some(v))
+        }
+        _ => Ok(None),
+    }
+}
+
+/// A page of records (see [`RecordRange`]).
+pub(crate) fn range(t: &Trees, r: &RecordRange) -> Result<Vec<(String, Vec<u8>)>> {
+    if r.is_empty() {
+        return Ok(Vec::new());
+    }
+    let heads = t.records.range::<Vec<u8>, _>(r.bounds());
+    let heads: Box<dyn Iterator<Item = _>> = if r.reverse {
+        Box::new(heads.rev())
+    } else {
+        Box::new(heads)
+    };
+    let mut out = Vec::new();
+    for kv in heads.take(r.limit) {
+        let (k, head) = kv?;
+        let key = String::from_utf8(k.to_vec())
+            .map_err(|_| Error::Decode("a record key is not UTF-8".into()))?;
+        let v = value(t, &key, &head)?;
+        out.push((key, v));
+    }
+    Ok(out)
 }
 
 /// Removes the pieces a head points at (none for an inline value).
