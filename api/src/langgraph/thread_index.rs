@@ -197,6 +197,13 @@ fn read_count(store: &Store, key: &str) -> ApiResult<(u64, Option<Vec<u8>>)> {
 /// what it read, and is made again from a fresh read when another write came between: two
 /// writes of one thread can never leave the entries of a record that is gone.
 pub(crate) fn write(store: &Store, thread: Uuid, new: Option<&ThreadRecord>) -> ApiResult<()> {
+    // One writer at a time in this process: every create and delete changes the same counts, so
+    // writers racing would mostly refuse each other (and, with enough of them, run out of
+    // attempts). The expectations still guard against a writer this lock does not see.
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let key = records::thread_key(thread);
     let new_bytes = new
         .map(serde_json::to_vec)
