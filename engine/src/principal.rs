@@ -33,6 +33,19 @@ impl Principal {
         }
     }
 
+    /// Whose items a list shows when this principal asks for those of `owner` (every owner's
+    /// when neither says: `None`): an admin's choice, and an ordinary principal's own name;
+    /// [`crate::Error::NotYourOwner`] when an ordinary principal names another.
+    pub fn list_owner<'a>(&'a self, owner: Option<&'a str>) -> crate::Result<Option<&'a str>> {
+        match (self.admin, owner) {
+            (true, owner) => Ok(owner),
+            (false, Some(o)) if o != self.name => Err(crate::Error::NotYourOwner {
+                given: o.to_owned(),
+            }),
+            (false, _) => Ok(Some(&self.name)),
+        }
+    }
+
     /// May this principal see and act on what `owner` owns?
     pub fn may_access(&self, owner: &str) -> bool {
         self.admin || self.name == owner
