@@ -11,10 +11,10 @@ use std::time::Duration;
 use chronicle_api::runs::page;
 use chronicle_engine::index::{self, RunScope};
 use chronicle_engine::store::{Options, Store};
-use chronicle_engine::{Engine, Principal, SessionReader, Settings};
+use chronicle_engine::{Engine, Error as EngineError, Principal, SessionReader, Settings};
 use chronicle_projections::RunState;
 use chronicle_schemas::{ApprovalStatus, Memory, RunId, RunStatus, SessionId, Timestamp};
-use chronicle_wire::{RunsQuery, SessionsQuery};
+use chronicle_wire::{Order, RunsQuery, SessionsQuery};
 
 use crate::index_workload::{OWNERS, USERS, Workload};
 
@@ -53,7 +53,8 @@ fn principals() -> Vec<Principal> {
     out
 }
 
-/// The runs page as the full scan made it: every head the principal may see, by creation time.
+/// The runs page as the full scan made it: every head the principal may see (of the owner asked
+/// for), by creation time either way.
 fn runs_by_scan(
     store: &Store,
     states: &BTreeMap<RunId, RunState>,
@@ -68,8 +69,16 @@ fn runs_by_scan(
             !s.session_deleted && who.may_access(&s.owner)
         })
         .filter(|h| q.session_id.as_ref().is_none_or(|s| h.session_id.0 == *s))
+        .filter(|h| {
+            q.owner
+                .as_ref()
+                .is_none_or(|o| states[&h.run_id].supervisor.owner == *o)
+        })
         .collect();
     heads.sort_by_key(|h| (h.created_at, h.run_id));
+    if q.order == Some(Order::Desc) {
+        heads.reverse();
+    }
     let start = q
         .after
         .map_or(0, |a| heads.iter().position(|h| h.run_id == a).unwrap() + 1);
@@ -113,10 +122,12 @@ fn sessions_by_scan(
     out
 }
 
-/// The pending approvals as the full scan found them: (requested at, run, seq), oldest first.
-fn pending_by_scan(
+/// The approvals of `status` as the full scan of every run found them (the inbox's old
+/// `inbox_items`): (requested at, run, seq), oldest first.
+fn approvals_by_scan(
     states: &BTreeMap<RunId, RunState>,
     who: &Principal,
+    status: ApprovalStatus,
 ) -> Vec<(Timestamp, RunId, u64)> {
     let mut out: Vec<_> = states
         .iter()
@@ -125,12 +136,79 @@ fn pending_by_scan(
             s.approvals
                 .list
                 .iter()
-                .filter(|a| a.status == ApprovalStatus::Pending)
+                .filter(|a| a.status == status)
                 .map(|a| (a.created_at, *run, a.requested_seq))
         })
         .collect();
     out.sort();
     out
+}
+
+const STATUSES: [ApprovalStatus; 6] = [
+    ApprovalStatus::Pending,
+    ApprovalStatus::Approved,
+    ApprovalStatus::Rejected,
+    ApprovalStatus::Edited,
+    ApprovalStatus::Expired,
+    ApprovalStatus::Cancelled,
+];
+
+/// Every page of the runs `q` asks for as `who`, each equal to the scan's.
+fn check_runs_pages(
+    store: &Store,
+    states: &BTreeMap<RunId, RunState>,
+    who: &Principal,
+    mut q: RunsQuery,
+) {
+    let scope = match who.list_owner(q.owner.as_deref()) {
+        Ok(None) => RunScope::Visible,
+        Ok(Some(owner)) => RunScope::Owner(owner),
+        Err(e) => {
+            assert!(
+                matches!(e, EngineError::NotYourOwner { .. }) && !who.admin,
+                "{e}"
+            );
+            return;
+        }
+    };
+    // As the server answers it: `owner` (an ordinary principal's own) or the principal's own.
+    let as_scanned = match scope {
+        RunScope::Owner(o) => Principal::user(o),
+        _ => who.clone(),
+    };
+    let mut pages = 0;
+    loop {
+        let got = page(store, &q, scope, &mut || {}).unwrap();
+        let (want, next) = runs_by_scan(store, states, &as_scanned, &q);
+        let ids: Vec<RunId> = got.runs.iter().map(|r| r.run_id).collect();
+        assert_eq!(ids, want, "{} page {pages} of {q:?}", who.name);
+        assert_eq!(got.next, next, "{} page {pages} of {q:?}", who.name);
+        pages += 1;
+        match next {
+            Some(n) => q.after = Some(n),
+            None => break,
+        }
+    }
+}
+
+/// Every page of the approvals of each status as `who` (of its runs; an admin: all), each equal
+/// to the scan's, and those older than a moment.
+fn check_approvals(store: &Store, states: &BTreeMap<RunId, RunState>, who: &Principal) {
+    let owner = (!who.admin).then_some(who.name.as_str());
+    for status in STATUSES {
+        let want = approvals_by_scan(states, who, status);
+        assert!(!want.is_empty() || !who.admin, "some {status:?}");
+        let (all, more) = index::approvals(store, status, owner, None, 10_000).unwrap();
+        assert_eq!((all, more), (want.clone(), false), "{} {status:?}", who.name);
+        let (first, more) = index::approvals(store, status, owner, None, 5).unwrap();
+        assert_eq!(first[..], want[..want.len().min(5)]);
+        assert_eq!(more, want.len() > 5);
+        if let Some(mid) = want.get(want.len() / 2) {
+            let (older, _) = index::approvals(store, status, owner, Some(mid.0), 10_000).unwrap();
+            let expected: Vec<_> = want.iter().filter(|p| p.0 < mid.0).cloned().collect();
+            assert_eq!(older, expected, "{} {status:?} before {:?}", who.name, mid.0);
+        }
+    }
 }
 
 /// Every memory item saved and not deleted (nor of a deleted session), by who saved it.
@@ -179,49 +257,56 @@ async fn every_list_from_the_index_equals_the_full_scan_it_replaced() {
         .0
         .clone();
     for who in principals() {
-        let scope = match who.admin {
-            true => RunScope::Visible,
-            false => RunScope::Owner(&who.name),
-        };
-        // Runs: every page boundary of a few page sizes, with and without filters.
-        for (limit, status, session) in [
-            (1_000, None, None),
-            (97, statuses[1], None),
-            (250, statuses[2], None),
-            (13, statuses[3], None),
-            (3, statuses[0], Some(some_session.clone())),
+        // Runs: every page boundary of a few page sizes, both ways, with and without filters,
+        // of every owner (an ordinary principal: its own, another refused).
+        for (limit, status, session, order, owner) in [
+            (1_000, None, None, Order::Asc, None),
+            (1_000, None, None, Order::Desc, None),
+            (97, statuses[1], None, Order::Asc, None),
+            (250, statuses[2], None, Order::Desc, None),
+            (13, statuses[3], None, Order::Asc, None),
+            (3, statuses[0], Some(some_session.clone()), Order::Asc, None),
+            (3, statuses[0], Some(some_session.clone()), Order::Desc, None),
+            (41, None, None, Order::Desc, Some(OWNERS[1])),
+            (300, statuses[3], None, Order::Asc, Some(OWNERS[2])),
         ] {
-            let mut q = RunsQuery {
+            let q = RunsQuery {
                 limit: Some(limit),
                 status,
                 session_id: session,
+                order: Some(order),
+                owner: owner.map(str::to_owned),
                 ..RunsQuery::default()
             };
-            let mut pages = 0;
-            loop {
-                let got = page(&store, &q, scope, &mut || {}).unwrap();
-                let (want, next) = runs_by_scan(&store, &states, &who, &q);
-                let ids: Vec<RunId> = got.runs.iter().map(|r| r.run_id).collect();
-                assert_eq!(ids, want, "{} page {pages} of {q:?}", who.name);
-                assert_eq!(got.next, next, "{} page {pages} of {q:?}", who.name);
-                pages += 1;
-                match next {
-                    Some(n) => q.after = Some(n),
-                    None => break,
-                }
-            }
-            assert!(pages >= 1);
+            check_runs_pages(&store, &states, &who, q);
         }
-        // Sessions: every page, for each user filter.
+        // Sessions: every page, for each user and owner filter.
         let reader = SessionReader::new(store.clone());
-        for user in [None, Some(USERS[0]), Some(USERS[2])] {
-            let want = sessions_by_scan(&store, &states, &who, user);
-            let mut got = Vec::new();
+        for (user, owner) in [
+            (None, None),
+            (Some(USERS[0]), None),
+            (Some(USERS[2]), None),
+            (None, Some(OWNERS[0])),
+            (Some(USERS[1]), Some(OWNERS[2])),
+        ] {
             let mut q = SessionsQuery {
                 limit: Some(7),
                 user: user.map(str::to_owned),
+                owner: owner.map(str::to_owned),
                 ..SessionsQuery::default()
             };
+            let as_scanned = match who.list_owner(owner) {
+                Ok(Some(o)) => Principal::user(o),
+                Ok(None) => who.clone(),
+                Err(e) => {
+                    assert!(matches!(e, EngineError::NotYourOwner { .. }), "{e}");
+                    let refused = reader.list(&who, &q).unwrap_err();
+                    assert!(matches!(refused, EngineError::NotYourOwner { .. }));
+                    continue;
+                }
+            };
+            let want = sessions_by_scan(&store, &states, &as_scanned, user);
+            let mut got = Vec::new();
             loop {
                 let page = reader.list(&who, &q).unwrap();
                 got.extend(
@@ -234,22 +319,10 @@ async fn every_list_from_the_index_equals_the_full_scan_it_replaced() {
                     None => break,
                 }
             }
-            assert_eq!(got, want, "{}'s sessions of {user:?}", who.name);
+            assert_eq!(got, want, "{}'s sessions of {user:?} {owner:?}", who.name);
         }
-        // The pending approvals, in pages, and older than a moment.
-        let owner = (!who.admin).then_some(who.name.as_str());
-        let want = pending_by_scan(&states, &who);
-        assert!(!want.is_empty() || !who.admin);
-        let (all, more) = index::pending_approvals(&store, owner, None, 10_000).unwrap();
-        assert_eq!((all.clone(), more), (want.clone(), false), "{}", who.name);
-        let (first, more) = index::pending_approvals(&store, owner, None, 5).unwrap();
-        assert_eq!(first[..], want[..want.len().min(5)]);
-        assert_eq!(more, want.len() > 5);
-        if let Some(mid) = want.get(want.len() / 2) {
-            let (older, _) = index::pending_approvals(&store, owner, Some(mid.0), 10_000).unwrap();
-            let expected: Vec<_> = want.iter().filter(|p| p.0 < mid.0).cloned().collect();
-            assert_eq!(older, expected);
-        }
+        // The approvals of every status, in pages, and older than a moment.
+        check_approvals(&store, &states, &who);
     }
     // Memory: what each owner's runs saved for each user, newest first.
     let all = memories_by_scan(&store);
@@ -267,6 +340,19 @@ async fn every_list_from_the_index_equals_the_full_scan_it_replaced() {
                 .map(|(_, m)| m.memory_id.clone())
                 .collect();
             assert_eq!(got, want, "{owner:?}'s items for {user}");
+            // And a page at a time: each page continues where the last ended.
+            let mut paged = Vec::new();
+            let mut before = None;
+            loop {
+                let (page, more) = index::memory_page(&store, owner, user, before, 3).unwrap();
+                assert!(page.len() <= 3);
+                before = page.last().map(|(at, _)| *at);
+                paged.extend(page.into_iter().map(|(_, s)| s.memory.memory_id));
+                if !more {
+                    break;
+                }
+            }
+            assert_eq!(paged, want, "{owner:?}'s items for {user}, in pages");
         }
     }
 }
