@@ -198,14 +198,23 @@ fn check_approvals(store: &Store, states: &BTreeMap<RunId, RunState>, who: &Prin
     for status in STATUSES {
         let want = approvals_by_scan(states, who, status);
         let (all, more) = index::approvals(store, status, owner, None, 10_000).unwrap();
-        assert_eq!((all, more), (want.clone(), false), "{} {status:?}", who.name);
+        assert_eq!(
+            (all, more),
+            (want.clone(), false),
+            "{} {status:?}",
+            who.name
+        );
         let (first, more) = index::approvals(store, status, owner, None, 5).unwrap();
         assert_eq!(first[..], want[..want.len().min(5)]);
         assert_eq!(more, want.len() > 5);
         if let Some(mid) = want.get(want.len() / 2) {
             let (older, _) = index::approvals(store, status, owner, Some(mid.0), 10_000).unwrap();
             let expected: Vec<_> = want.iter().filter(|p| p.0 < mid.0).cloned().collect();
-            assert_eq!(older, expected, "{} {status:?} before {:?}", who.name, mid.0);
+            assert_eq!(
+                older, expected,
+                "{} {status:?} before {:?}",
+                who.name, mid.0
+            );
         }
     }
 }
@@ -265,7 +274,13 @@ async fn every_list_from_the_index_equals_the_full_scan_it_replaced() {
             (250, statuses[2], None, Order::Desc, None),
             (13, statuses[3], None, Order::Asc, None),
             (3, statuses[0], Some(some_session.clone()), Order::Asc, None),
-            (3, statuses[0], Some(some_session.clone()), Order::Desc, None),
+            (
+                3,
+                statuses[0],
+                Some(some_session.clone()),
+                Order::Desc,
+                None,
+            ),
             (41, None, None, Order::Desc, Some(OWNERS[1])),
             (300, statuses[3], None, Order::Asc, Some(OWNERS[2])),
         ] {
@@ -323,7 +338,10 @@ async fn every_list_from_the_index_equals_the_full_scan_it_replaced() {
         // The approvals of every status, in pages, and older than a moment.
         check_approvals(&store, &states, &who);
         for status in STATUSES.iter().filter(|_| who.admin) {
-            assert!(!approvals_by_scan(&states, &who, *status).is_empty(), "some {status:?}");
+            assert!(
+                !approvals_by_scan(&states, &who, *status).is_empty(),
+                "some {status:?}"
+            );
         }
     }
     // Memory: what each owner's runs saved for each user, newest first.
@@ -459,7 +477,10 @@ async fn an_index_of_an_older_format_is_rebuilt_once() {
     let states = states(&store);
     let read_before = store.reads().events();
     assert_index_agrees_with_a_rebuild(&store);
-    assert!(store.reads().events() > read_before, "the log was read again");
+    assert!(
+        store.reads().events() > read_before,
+        "the log was read again"
+    );
     assert_eq!(
         index::entries(&store).unwrap().get(&b"#"[..]),
         Some(&index::INDEX_VERSION.to_be_bytes().to_vec())
@@ -512,7 +533,12 @@ async fn the_lists_over_http_page_by_order_owner_and_status() {
         let (status, body) = get(&srv, ALICE, path).await;
         assert_eq!(status, 403, "{path}: {body}");
         assert_eq!(body["error"]["code"], "forbidden");
-        assert!(body["error"]["message"].as_str().unwrap().contains("\"bob\""));
+        assert!(
+            body["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("\"bob\"")
+        );
         let (status, _) = get(&srv, ALICE, &path.replace("bob", "alice")).await;
         assert_eq!(status, 200, "{path}");
     }

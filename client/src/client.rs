@@ -9,10 +9,10 @@ use chronicle_wire::audit::{
 use chronicle_wire::{
     ApprovalView, CancelRequest, ChatCommand, ChatRequest, ChatTurn, ChatWaiting, CheckpointList,
     CommandOutcome, CommandRequest, DecisionAccepted, DecisionRequest, ErrorBody, ExportQuery,
-    Health, Inbox, InboxQuery, LogQuery, MemoriesQuery, RestoreRequest, Restored, ResumeRequest, RunCancelled,
-    RunList, RunRequest, RunSummary, RunsQuery, SessionCheckpoints, SessionDeletedView,
-    SessionDetail, SessionList, SessionSummary, SessionView, SessionsQuery, Started, StateQuery,
-    Status, TodoList, UserMemories,
+    Health, Inbox, InboxQuery, LogQuery, MemoriesQuery, RestoreRequest, Restored, ResumeRequest,
+    RunCancelled, RunList, RunRequest, RunSummary, RunsQuery, SessionCheckpoints,
+    SessionDeletedView, SessionDetail, SessionList, SessionSummary, SessionView, SessionsQuery,
+    Started, StateQuery, Status, TodoList, UserMemories,
 };
 use reqwest::{Method, RequestBuilder, Response, StatusCode};
 use serde::Serialize;

@@ -548,7 +548,10 @@ fn runs_lists_the_run() {
     let newest = ok(&data, &["runs", "--newest-first", "--owner", owner]);
     assert!(newest.contains(&f.run.to_string()), "{newest}");
     assert_eq!(ok(&data, &["runs", "--owner", "nobody"]), "no runs\n");
-    assert_eq!(ok(&data, &["sessions", "--owner", "nobody"]), "no sessions\n");
+    assert_eq!(
+        ok(&data, &["sessions", "--owner", "nobody"]),
+        "no sessions\n"
+    );
 }
 
 // -------------------------------------------------------------------------------------- restore
