@@ -57,3 +57,27 @@ impl Default for Principal {
         Self::local()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_list_shows_an_admins_choice_and_anyone_elses_own() {
+        let root = Principal::admin("root");
+        assert_eq!(root.list_owner(None).unwrap(), None);
+        assert_eq!(root.list_owner(Some("bob")).unwrap(), Some("bob"));
+        let alice = Principal::user("alice");
+        assert_eq!(alice.list_owner(None).unwrap(), Some("alice"));
+        assert_eq!(alice.list_owner(Some("alice")).unwrap(), Some("alice"));
+        let refused = alice.list_owner(Some("bob")).unwrap_err();
+        assert!(
+            matches!(&refused, crate::Error::NotYourOwner { given } if given == "bob"),
+            "{refused}"
+        );
+        assert_eq!(
+            refused.to_string(),
+            r#"owner "bob" is not you: only an admin may list another principal's items"#
+        );
+    }
+}

@@ -515,6 +515,23 @@ mod tests {
     }
 
     #[test]
+    fn a_runs_query_says_its_order_and_owner_in_the_query_string_words() {
+        let q: RunsQuery =
+            serde_json::from_value(json!({"order": "desc", "owner": "bob"})).unwrap();
+        assert_eq!(
+            (q.order, q.owner.as_deref()),
+            (Some(Order::Desc), Some("bob"))
+        );
+        assert_eq!(serde_json::to_value(Order::Asc).unwrap(), json!("asc"));
+        assert!(serde_json::from_value::<RunsQuery>(json!({"order": "up"})).is_err());
+        // Unset, they are left out, as before.
+        assert_eq!(
+            serde_json::to_value(RunsQuery::default()).unwrap(),
+            json!({})
+        );
+    }
+
+    #[test]
     fn decisions_keep_their_json_and_an_edit_its_args() {
         let cases = [
             (json!({"decision": "approve"}), DecisionRequest::approve()),
