@@ -10,11 +10,11 @@ use std::time::Duration;
 
 use chronicle_api::runs::page;
 use chronicle_engine::index::{self, RunScope};
-use chronicle_engine::store::{Options, Store};
-use chronicle_engine::{Engine, Principal, SessionReader, Settings};
+use chronicle_engine::store::{IndexOp, Options, Store};
+use chronicle_engine::{Engine, Error as EngineError, Principal, SessionReader, Settings};
 use chronicle_projections::RunState;
 use chronicle_schemas::{ApprovalStatus, Memory, RunId, RunStatus, SessionId, Timestamp};
-use chronicle_wire::{RunsQuery, SessionsQuery};
+use chronicle_wire::{InboxQuery, MemoriesQuery, Order, RunsQuery, SessionsQuery};
 
 use crate::index_workload::{OWNERS, USERS, Workload};
 
@@ -53,7 +53,8 @@ fn principals() -> Vec<Principal> {
     out
 }
 
-/// The runs page as the full scan made it: every head the principal may see, by creation time.
+/// The runs page as the full scan made it: every head the principal may see (of the owner asked
+/// for), by creation time either way.
 fn runs_by_scan(
     store: &Store,
     states: &BTreeMap<RunId, RunState>,
@@ -68,8 +69,16 @@ fn runs_by_scan(
             !s.session_deleted && who.may_access(&s.owner)
         })
         .filter(|h| q.session_id.as_ref().is_none_or(|s| h.session_id.0 == *s))
+        .filter(|h| {
+            q.owner
+                .as_ref()
+                .is_none_or(|o| states[&h.run_id].supervisor.owner == *o)
+        })
         .collect();
     heads.sort_by_key(|h| (h.created_at, h.run_id));
+    if q.order == Some(Order::Desc) {
+        heads.reverse();
+    }
     let start = q
         .after
         .map_or(0, |a| heads.iter().position(|h| h.run_id == a).unwrap() + 1);
@@ -113,10 +122,12 @@ fn sessions_by_scan(
     out
 }
 
-/// The pending approvals as the full scan found them: (requested at, run, seq), oldest first.
-fn pending_by_scan(
+/// The approvals of `status` as the full scan of every run found them (the inbox's old
+/// `inbox_items`): (requested at, run, seq), oldest first.
+fn approvals_by_scan(
     states: &BTreeMap<RunId, RunState>,
     who: &Principal,
+    status: ApprovalStatus,
 ) -> Vec<(Timestamp, RunId, u64)> {
     let mut out: Vec<_> = states
         .iter()
@@ -125,12 +136,87 @@ fn pending_by_scan(
             s.approvals
                 .list
                 .iter()
-                .filter(|a| a.status == ApprovalStatus::Pending)
+                .filter(|a| a.status == status)
                 .map(|a| (a.created_at, *run, a.requested_seq))
         })
         .collect();
     out.sort();
     out
+}
+
+const STATUSES: [ApprovalStatus; 6] = [
+    ApprovalStatus::Pending,
+    ApprovalStatus::Approved,
+    ApprovalStatus::Rejected,
+    ApprovalStatus::Edited,
+    ApprovalStatus::Expired,
+    ApprovalStatus::Cancelled,
+];
+
+/// Every page of the runs `q` asks for as `who`, each equal to the scan's.
+fn check_runs_pages(
+    store: &Store,
+    states: &BTreeMap<RunId, RunState>,
+    who: &Principal,
+    mut q: RunsQuery,
+) {
+    let scope = match who.list_owner(q.owner.as_deref()) {
+        Ok(None) => RunScope::Visible,
+        Ok(Some(owner)) => RunScope::Owner(owner),
+        Err(e) => {
+            assert!(
+                matches!(e, EngineError::NotYourOwner { .. }) && !who.admin,
+                "{e}"
+            );
+            return;
+        }
+    };
+    // As the server answers it: `owner` (an ordinary principal's own) or the principal's own.
+    let as_scanned = match scope {
+        RunScope::Owner(o) => Principal::user(o),
+        _ => who.clone(),
+    };
+    let mut pages = 0;
+    loop {
+        let got = page(store, &q, scope, &mut || {}).unwrap();
+        let (want, next) = runs_by_scan(store, states, &as_scanned, &q);
+        let ids: Vec<RunId> = got.runs.iter().map(|r| r.run_id).collect();
+        assert_eq!(ids, want, "{} page {pages} of {q:?}", who.name);
+        assert_eq!(got.next, next, "{} page {pages} of {q:?}", who.name);
+        pages += 1;
+        match next {
+            Some(n) => q.after = Some(n),
+            None => break,
+        }
+    }
+}
+
+/// Every page of the approvals of each status as `who` (of its runs; an admin: all), each equal
+/// to the scan's, and those older than a moment.
+fn check_approvals(store: &Store, states: &BTreeMap<RunId, RunState>, who: &Principal) {
+    let owner = (!who.admin).then_some(who.name.as_str());
+    for status in STATUSES {
+        let want = approvals_by_scan(states, who, status);
+        let (all, more) = index::approvals(store, status, owner, None, 10_000).unwrap();
+        assert_eq!(
+            (all, more),
+            (want.clone(), false),
+            "{} {status:?}",
+            who.name
+        );
+        let (first, more) = index::approvals(store, status, owner, None, 5).unwrap();
+        assert_eq!(first[..], want[..want.len().min(5)]);
+        assert_eq!(more, want.len() > 5);
+        if let Some(mid) = want.get(want.len() / 2) {
+            let (older, _) = index::approvals(store, status, owner, Some(mid.0), 10_000).unwrap();
+            let expected: Vec<_> = want.iter().filter(|p| p.0 < mid.0).cloned().collect();
+            assert_eq!(
+                older, expected,
+                "{} {status:?} before {:?}",
+                who.name, mid.0
+            );
+        }
+    }
 }
 
 /// Every memory item saved and not deleted (nor of a deleted session), by who saved it.
@@ -179,49 +265,62 @@ async fn every_list_from_the_index_equals_the_full_scan_it_replaced() {
         .0
         .clone();
     for who in principals() {
-        let scope = match who.admin {
-            true => RunScope::Visible,
-            false => RunScope::Owner(&who.name),
-        };
-        // Runs: every page boundary of a few page sizes, with and without filters.
-        for (limit, status, session) in [
-            (1_000, None, None),
-            (97, statuses[1], None),
-            (250, statuses[2], None),
-            (13, statuses[3], None),
-            (3, statuses[0], Some(some_session.clone())),
+        // Runs: every page boundary of a few page sizes, both ways, with and without filters,
+        // of every owner (an ordinary principal: its own, another refused).
+        for (limit, status, session, order, owner) in [
+            (1_000, None, None, Order::Asc, None),
+            (1_000, None, None, Order::Desc, None),
+            (97, statuses[1], None, Order::Asc, None),
+            (250, statuses[2], None, Order::Desc, None),
+            (13, statuses[3], None, Order::Asc, None),
+            (3, statuses[0], Some(some_session.clone()), Order::Asc, None),
+            (
+                3,
+                statuses[0],
+                Some(some_session.clone()),
+                Order::Desc,
+                None,
+            ),
+            (41, None, None, Order::Desc, Some(OWNERS[1])),
+            (300, statuses[3], None, Order::Asc, Some(OWNERS[2])),
         ] {
-            let mut q = RunsQuery {
+            let q = RunsQuery {
                 limit: Some(limit),
                 status,
                 session_id: session,
+                order: Some(order),
+                owner: owner.map(str::to_owned),
                 ..RunsQuery::default()
             };
-            let mut pages = 0;
-            loop {
-                let got = page(&store, &q, scope, &mut || {}).unwrap();
-                let (want, next) = runs_by_scan(&store, &states, &who, &q);
-                let ids: Vec<RunId> = got.runs.iter().map(|r| r.run_id).collect();
-                assert_eq!(ids, want, "{} page {pages} of {q:?}", who.name);
-                assert_eq!(got.next, next, "{} page {pages} of {q:?}", who.name);
-                pages += 1;
-                match next {
-                    Some(n) => q.after = Some(n),
-                    None => break,
-                }
-            }
-            assert!(pages >= 1);
+            check_runs_pages(&store, &states, &who, q);
         }
-        // Sessions: every page, for each user filter.
+        // Sessions: every page, for each user and owner filter.
         let reader = SessionReader::new(store.clone());
-        for user in [None, Some(USERS[0]), Some(USERS[2])] {
-            let want = sessions_by_scan(&store, &states, &who, user);
-            let mut got = Vec::new();
+        for (user, owner) in [
+            (None, None),
+            (Some(USERS[0]), None),
+            (Some(USERS[2]), None),
+            (None, Some(OWNERS[0])),
+            (Some(USERS[1]), Some(OWNERS[2])),
+        ] {
             let mut q = SessionsQuery {
                 limit: Some(7),
                 user: user.map(str::to_owned),
+                owner: owner.map(str::to_owned),
                 ..SessionsQuery::default()
             };
+            let as_scanned = match who.list_owner(owner) {
+                Ok(Some(o)) => Principal::user(o),
+                Ok(None) => who.clone(),
+                Err(e) => {
+                    assert!(matches!(e, EngineError::NotYourOwner { .. }), "{e}");
+                    let refused = reader.list(&who, &q).unwrap_err();
+                    assert!(matches!(refused, EngineError::NotYourOwner { .. }));
+                    continue;
+                }
+            };
+            let want = sessions_by_scan(&store, &states, &as_scanned, user);
+            let mut got = Vec::new();
             loop {
                 let page = reader.list(&who, &q).unwrap();
                 got.extend(
@@ -234,21 +333,15 @@ async fn every_list_from_the_index_equals_the_full_scan_it_replaced() {
                     None => break,
                 }
             }
-            assert_eq!(got, want, "{}'s sessions of {user:?}", who.name);
+            assert_eq!(got, want, "{}'s sessions of {user:?} {owner:?}", who.name);
         }
-        // The pending approvals, in pages, and older than a moment.
-        let owner = (!who.admin).then_some(who.name.as_str());
-        let want = pending_by_scan(&states, &who);
-        assert!(!want.is_empty() || !who.admin);
-        let (all, more) = index::pending_approvals(&store, owner, None, 10_000).unwrap();
-        assert_eq!((all.clone(), more), (want.clone(), false), "{}", who.name);
-        let (first, more) = index::pending_approvals(&store, owner, None, 5).unwrap();
-        assert_eq!(first[..], want[..want.len().min(5)]);
-        assert_eq!(more, want.len() > 5);
-        if let Some(mid) = want.get(want.len() / 2) {
-            let (older, _) = index::pending_approvals(&store, owner, Some(mid.0), 10_000).unwrap();
-            let expected: Vec<_> = want.iter().filter(|p| p.0 < mid.0).cloned().collect();
-            assert_eq!(older, expected);
+        // The approvals of every status, in pages, and older than a moment.
+        check_approvals(&store, &states, &who);
+        for status in STATUSES.iter().filter(|_| who.admin) {
+            assert!(
+                !approvals_by_scan(&states, &who, *status).is_empty(),
+                "some {status:?}"
+            );
         }
     }
     // Memory: what each owner's runs saved for each user, newest first.
@@ -267,6 +360,19 @@ async fn every_list_from_the_index_equals_the_full_scan_it_replaced() {
                 .map(|(_, m)| m.memory_id.clone())
                 .collect();
             assert_eq!(got, want, "{owner:?}'s items for {user}");
+            // And a page at a time: each page continues where the last ended.
+            let mut paged = Vec::new();
+            let mut before = None;
+            loop {
+                let (page, more) = index::memory_page(&store, owner, user, before, 3).unwrap();
+                assert!(page.len() <= 3);
+                before = page.last().map(|(at, _)| *at);
+                paged.extend(page.into_iter().map(|(_, s)| s.memory.memory_id));
+                if !more {
+                    break;
+                }
+            }
+            assert_eq!(paged, want, "{owner:?}'s items for {user}, in pages");
         }
     }
 }
@@ -341,6 +447,160 @@ async fn a_store_without_an_index_is_indexed_once_and_answers_as_before() {
     let store = Store::open(dir.path(), Options::default()).unwrap();
     index::catch_up(&store).unwrap();
     assert_eq!(store.reads().events(), 0);
+}
+
+/// An index written at an older format (before the settled approvals and the version entry) is
+/// cleared and made again from the log once, and then equals a rebuild and answers as one does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_index_of_an_older_format_is_rebuilt_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), Options::default()).unwrap();
+    written(&store, 9, 400).await;
+    let upto = index::catch_up(&store).unwrap();
+    // Format 1: what derive wrote before settled approvals were indexed, and no version.
+    let newer: Vec<IndexOp> = index::entries(&store)
+        .unwrap()
+        .into_keys()
+        .filter(|k| matches!(k[0], b'#' | b's' | b'p'))
+        .map(IndexOp::Delete)
+        .collect();
+    assert!(newer.len() > 1, "settled approvals were indexed");
+    store.index_apply(&newer, upto, upto).unwrap();
+    let approved = |store: &Store| {
+        index::approvals(store, ApprovalStatus::Approved, None, None, 10_000)
+            .unwrap()
+            .0
+    };
+    assert!(approved(&store).is_empty(), "the old index lacks them");
+    drop(store);
+    let store = Store::open(dir.path(), Options::default()).unwrap();
+    let states = states(&store);
+    let read_before = store.reads().events();
+    assert_index_agrees_with_a_rebuild(&store);
+    assert!(
+        store.reads().events() > read_before,
+        "the log was read again"
+    );
+    assert_eq!(
+        index::entries(&store).unwrap().get(&b"#"[..]),
+        Some(&index::INDEX_VERSION.to_be_bytes().to_vec())
+    );
+    for who in principals() {
+        check_approvals(&store, &states, &who);
+    }
+    drop(store);
+    // Once: the next open takes in nothing.
+    let store = Store::open(dir.path(), Options::default()).unwrap();
+    index::catch_up(&store).unwrap();
+    assert_eq!(store.reads().events(), 0);
+}
+
+/// The lists over HTTP: runs newest first and by owner, sessions by owner, an ordinary
+/// principal refused another's (403), memories a page at a time within a bounded limit, and the
+/// inbox of a settled status from the index.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_lists_over_http_page_by_order_owner_and_status() {
+    use crate::api_support::{ALICE, ROOT, get, principals as tokens};
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), Options::default()).unwrap();
+    let mut w = written(&store, 13, 300).await;
+    w.end_all(&store).await;
+    let states = states(&store);
+    let srv = crate::api_support::server_on(
+        dir,
+        store.clone(),
+        tokens(),
+        Settings::default(),
+        chronicle_api::ApiConfig::default(),
+    )
+    .await;
+    let root = Principal::admin("root");
+    // Newest first, continued with `after`.
+    let q = RunsQuery {
+        limit: Some(7),
+        order: Some(Order::Desc),
+        owner: Some("bob".into()),
+        ..RunsQuery::default()
+    };
+    let got = srv.client_as(ROOT).runs_page(&q).await.unwrap();
+    let (want, next) = runs_by_scan(&store, &states, &root, &q);
+    let ids: Vec<RunId> = got.runs.iter().map(|r| r.run_id).collect();
+    assert_eq!((ids, got.next), (want, next));
+    let (status, body) = get(&srv, ROOT, "/api/v1/runs?order=sideways").await;
+    assert_eq!(status, 400, "{body}");
+    // Another's runs and sessions: refused to an ordinary principal, its own answered.
+    for path in ["/api/v1/runs?owner=bob", "/api/v1/sessions?owner=bob"] {
+        let (status, body) = get(&srv, ALICE, path).await;
+        assert_eq!(status, 403, "{path}: {body}");
+        assert_eq!(body["error"]["code"], "forbidden");
+        assert!(
+            body["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("\"bob\"")
+        );
+        let (status, _) = get(&srv, ALICE, &path.replace("bob", "alice")).await;
+        assert_eq!(status, 200, "{path}");
+    }
+    // Memories: bounded pages that continue where the last ended.
+    for bad in ["limit=0", "limit=1001", "before=x"] {
+        let (status, body) = get(&srv, ROOT, &format!("/api/v1/users/u1/memories?{bad}")).await;
+        assert_eq!(status, 400, "{bad}: {body}");
+    }
+    let all = srv
+        .client_as(ROOT)
+        .memories_page("u3", &MemoriesQuery::default())
+        .await
+        .unwrap();
+    assert!(all.memories.len() > 2 && all.next_before.is_none());
+    let mut paged = Vec::new();
+    let mut q = MemoriesQuery {
+        limit: Some(2),
+        before: None,
+    };
+    loop {
+        let page = srv.client_as(ROOT).memories_page("u3", &q).await.unwrap();
+        paged.extend(page.memories);
+        match page.next_before {
+            Some(b) => q.before = Some(b),
+            None => break,
+        }
+    }
+    assert_eq!(paged, all.memories);
+    // The inbox of a settled status, oldest request first, truncated at the limit.
+    for status in [ApprovalStatus::Approved, ApprovalStatus::Cancelled] {
+        let want = approvals_by_scan(&states, &root, status);
+        let inbox = srv
+            .client_as(ROOT)
+            .inbox(&InboxQuery {
+                status: Some(status.as_str().into()),
+                limit: Some(1_000),
+                ..InboxQuery::default()
+            })
+            .await
+            .unwrap();
+        let got: Vec<_> = inbox
+            .approvals
+            .iter()
+            .map(|i| {
+                let a = &i.approval.approval;
+                assert!(i.waiting_ms.is_none());
+                (a.created_at, i.approval.run_id, a.requested_seq)
+            })
+            .collect();
+        assert_eq!((got, inbox.truncated), (want.clone(), false), "{status:?}");
+        let short = srv
+            .client_as(ROOT)
+            .inbox(&InboxQuery {
+                status: Some(status.as_str().into()),
+                limit: Some(2),
+                ..InboxQuery::default()
+            })
+            .await
+            .unwrap();
+        assert_eq!((short.count, short.truncated), (2, want.len() > 2));
+    }
+    srv.stop().await;
 }
 
 /// SIGKILL while runs, approvals, memory and session deletes are written and indexed: after every

@@ -1,7 +1,8 @@
 //! A random mix of what the index takes in, written straight to a store: runs of three owners in
-//! sessions of several runs (sub-agent runs among them), approvals requested and decided or left
-//! pending, memory saved and deleted, restores, runs completed, failed and cancelled, and whole
-//! sessions deleted. The index tests and the crash child share it.
+//! sessions of several runs (sub-agent runs among them), approvals requested and settled in
+//! every way (approved, rejected, edited, expired, superseded) or left pending, memory saved and
+//! deleted, restores, runs completed, failed and cancelled, and whole sessions deleted. The
+//! index tests and the crash child share it.
 
 use std::collections::HashMap;
 
@@ -142,6 +143,11 @@ impl Workload {
 
     async fn request(&mut self, store: &Store, run: RunId) -> usize {
         let id = ApprovalId::from(format!("ap-{}", self.next_id()).as_str());
+        // Now and then a request supersedes the newest one pending (which is cancelled).
+        let supersedes = match self.rng.below(6) {
+            0 => self.live.get_mut(&run).unwrap().pending.pop(),
+            _ => None,
+        };
         self.live.get_mut(&run).unwrap().pending.push(id.clone());
         let event = Event::ApprovalRequested {
             approval_id: id,
@@ -154,7 +160,7 @@ impl Workload {
             policy: "every_todo".into(),
             message: "may I?".into(),
             expires_at: None,
-            supersedes: None,
+            supersedes,
         };
         self.append(store, run, vec![event]).await
     }
@@ -163,13 +169,23 @@ impl Workload {
         let Some(id) = self.live.get_mut(&run).unwrap().pending.pop() else {
             return 0;
         };
-        let decision = [Decision::Approve, Decision::Reject][self.rng.below(2)];
-        let event = Event::ApprovalDecided {
-            approval_id: id,
+        // Every way an approval settles: approved, rejected, edited, expired (and cancelled, by a
+        // supersession, a restore or the run's end).
+        let decided = |decision, edited_args| Event::ApprovalDecided {
+            approval_id: id.clone(),
             decision,
-            edited_args: None,
+            edited_args,
             decided_by: "alice".into(),
             comment: None,
+        };
+        let event = match self.rng.below(4) {
+            0 => decided(Decision::Approve, None),
+            1 => decided(Decision::Reject, None),
+            2 => decided(Decision::Edit, Some(json!({"q": 2}))),
+            _ => Event::ApprovalExpired {
+                approval_id: id.clone(),
+                on_expiry: Decision::Reject,
+            },
         };
         self.append(store, run, vec![event]).await
     }

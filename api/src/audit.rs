@@ -74,98 +74,52 @@ pub(crate) async fn inbox(
         .transpose()?;
     let engine = st.engine.clone();
     // Replaying runs reads sled synchronously: keep it off the async workers.
-    let (items, truncated) = tokio::task::spawn_blocking(move || match status {
-        // Pending approvals are indexed by age: the page costs what its items cost.
-        ApprovalStatus::Pending => pending_items(&engine, &who, before, now, limit),
-        _ => {
-            let mut items = inbox_items(&engine, &who, status, before, now)?;
-            items.sort_by_key(|(key, _)| *key);
-            let truncated = items.len() > limit;
-            items.truncate(limit);
-            Ok((items, truncated))
-        }
-    })
-    .await
-    .map_err(ApiError::internal)??;
-    let approvals: Vec<InboxItem> = items.into_iter().map(|(_, v)| v).collect();
+    let (items, truncated) =
+        tokio::task::spawn_blocking(move || items(&engine, &who, status, before, now, limit))
+            .await
+            .map_err(ApiError::internal)??;
     Ok(axum::Json(Inbox {
         status,
         now,
-        count: approvals.len(),
+        count: items.len(),
         truncated,
-        approvals,
+        approvals: items,
     })
     .into_response())
 }
 
-/// Sort key: request time, then run and seq, so equal times still list in a stable order.
-type InboxKey = (Timestamp, RunId, u64);
-
-/// Up to `limit` pending approvals of the runs `who` may see, oldest request first, read from the
-/// index; and whether more are pending.
-fn pending_items(
-    engine: &Engine,
-    who: &chronicle_engine::Principal,
-    before: Option<Timestamp>,
-    now: Timestamp,
-    limit: usize,
-) -> ApiResult<(Vec<(InboxKey, InboxItem)>, bool)> {
-    let (pending, more) = engine.pending_approvals(who, before, limit)?;
-    let mut out = Vec::with_capacity(pending.len());
-    for (at, run, seq) in pending {
-        let state = engine.state(run, None)?;
-        let Some(a) = state
-            .approvals
-            .list
-            .iter()
-            .find(|a| a.requested_seq == seq && a.status == ApprovalStatus::Pending)
-        else {
-            continue;
-        };
-        let item = InboxItem {
-            approval: ApprovalView::new(run, a.clone()),
-            session_id: state.supervisor.session_id.clone(),
-            user_id: state.supervisor.user_id.clone(),
-            waiting_ms: Some((now.as_micros() - a.created_at.as_micros()).max(0) / 1000),
-        };
-        out.push(((at, run, seq), item));
-    }
-    Ok((out, more))
-}
-
-/// The approvals of `status` (not pending: those are read from the index) of the runs `who` may
-/// see, by reading every run.
-fn inbox_items(
+/// Up to `limit` approvals of `status` of the runs `who` may see, oldest request first (then by
+/// run and seq), read from the index, which keeps them by status and request time: the page
+/// costs what its items cost. And whether more are there.
+fn items(
     engine: &Engine,
     who: &chronicle_engine::Principal,
     status: ApprovalStatus,
     before: Option<Timestamp>,
     now: Timestamp,
-) -> ApiResult<Vec<(InboxKey, InboxItem)>> {
-    let mut out = Vec::new();
-    for head in engine.store().runs() {
-        let head = head?;
-        if engine.authorize(who, head.run_id).is_err() {
-            continue;
-        }
-        let state = engine.state(head.run_id, None)?;
-        for a in state
+    limit: usize,
+) -> ApiResult<(Vec<InboxItem>, bool)> {
+    let (listed, more) = engine.approvals(who, status, before, limit)?;
+    let mut out = Vec::with_capacity(listed.len());
+    for (_, run, seq) in listed {
+        let state = engine.state(run, None)?;
+        let Some(a) = state
             .approvals
             .list
             .iter()
-            .filter(|a| a.status == status && before.is_none_or(|before| a.created_at < before))
-        {
-            let item = InboxItem {
-                approval: ApprovalView::new(head.run_id, a.clone()),
-                session_id: head.session_id.clone(),
-                user_id: state.supervisor.user_id.clone(),
-                waiting_ms: (status == ApprovalStatus::Pending)
-                    .then(|| (now.as_micros() - a.created_at.as_micros()).max(0) / 1000),
-            };
-            out.push(((a.created_at, head.run_id, a.requested_seq), item));
-        }
+            .find(|a| a.requested_seq == seq && a.status == status)
+        else {
+            continue;
+        };
+        out.push(InboxItem {
+            approval: ApprovalView::new(run, a.clone()),
+            session_id: state.supervisor.session_id.clone(),
+            user_id: state.supervisor.user_id.clone(),
+            waiting_ms: (status == ApprovalStatus::Pending)
+                .then(|| (now.as_micros() - a.created_at.as_micros()).max(0) / 1000),
+        });
     }
-    Ok(out)
+    Ok((out, more))
 }
 
 fn parse_status(s: &str) -> ApiResult<ApprovalStatus> {

@@ -1,5 +1,5 @@
-//! The one mapping from failures to HTTP: `{"error": {"code", "message"}}` with 400 / 401 / 404 /
-//! 408 / 409 / 413 / 422 / 500 / 503 / 507. Internal errors send a generic message and log the real one;
+//! The one mapping from failures to HTTP: `{"error": {"code", "message"}}` with 400 / 401 / 403 /
+//! 404 / 408 / 409 / 413 / 422 / 500 / 503 / 507. Internal errors send a generic message and log the real one;
 //! storage failures say what happened (full disk, a store that cannot be read or written now,
 //! corrupt log at an offset).
 
@@ -41,6 +41,9 @@ impl ApiError {
     }
     pub fn not_found(message: impl Into<String>) -> Self {
         Self::new(StatusCode::NOT_FOUND, "not_found", message)
+    }
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::FORBIDDEN, "forbidden", message)
     }
     pub fn conflict(message: impl Into<String>) -> Self {
         Self::new(StatusCode::CONFLICT, "conflict", message)
@@ -111,6 +114,7 @@ impl From<EngineError> for ApiError {
             | E::SessionNotFound(_)
             | E::MemoryNotFound(_) => ApiError::not_found(e.to_string()),
             E::BadCursor(_) | E::PageLimit { .. } => ApiError::bad_request(e.to_string()),
+            E::NotYourOwner { .. } => ApiError::forbidden(e.to_string()),
             E::Command { reason, help } => {
                 ApiError::bad_request(reason).with(json!({"help": help}))
             }

@@ -1,32 +1,46 @@
-//! A user's long-term memory: listed and deleted per user, as the caller's principal may see it
-//! (what its own runs saved; an admin: everyone's). A deletion is recorded in the run that saved
-//! the item.
+//! A user's long-term memory: listed (a page at a time, newest first) and deleted per user, as
+//! the caller's principal may see it (what its own runs saved; an admin: everyone's). A deletion
+//! is recorded in the run that saved the item.
 
 use axum::extract::State;
 use chronicle_schemas::Memory;
-use chronicle_wire::{ErrorBody, ForgetRequest, UserMemories};
+use chronicle_wire::{ErrorBody, ForgetRequest, MEMORIES_PAGE_MAX, MemoriesQuery, UserMemories};
 
 use crate::auth::Principal;
-use crate::extract::{Json, Path};
+use crate::error::ApiError;
+use crate::extract::{Json, Path, Query};
 use crate::refusals::{ReadError, WriteError};
 use crate::state::AppState;
 
 #[utoipa::path(get, path = "/api/v1/users/{user}/memories", tag = "memory", operation_id = "list_memories", security(("bearer" = [])),
-    params(("user" = String, Path, min_length = 1, description = "The user (a run's `user_id`, else its owner)")),
+    params(
+        ("user" = String, Path, min_length = 1, description = "The user (a run's `user_id`, else its owner)"),
+        ("limit" = Option<usize>, Query, minimum = 1, maximum = 1000, description = "At most this many items (default 1000)"),
+        ("before" = Option<u64>, Query, description = "Only items saved before this position: the previous page's `next_before`"),
+    ),
     responses(
-        (status = 200, description = "The user's memory that the caller may see (what its own runs saved; an admin: everyone's), newest first; empty for a user with none", body = UserMemories),
-        (status = 400, description = "A `Host` header that names another server (`bad_host`)", body = ErrorBody),
+        (status = 200, description = "One page of the user's memory that the caller may see (what its own runs saved; an admin: everyone's), newest first; empty for a user with none; `next_before` continues the listing (null on the last page)", body = UserMemories),
+        (status = 400, description = "A bad `limit` or `before` (`bad_request`), or a `Host` header that names another server (`bad_host`)", body = ErrorBody),
         ReadError,
     ))]
 pub(crate) async fn list(
     State(st): State<AppState>,
     Principal(who): Principal,
     Path(user): Path<String>,
+    Query(q): Query<MemoriesQuery>,
 ) -> Result<axum::Json<UserMemories>, ReadError> {
-    let memories = st.engine.memories(&who, &user)?;
+    let limit = q.limit.unwrap_or(MEMORIES_PAGE_MAX);
+    if limit == 0 || limit > MEMORIES_PAGE_MAX {
+        return Err(ApiError::bad_request(format!(
+            "limit must be 1..={MEMORIES_PAGE_MAX}, got {limit}"
+        ))
+        .into());
+    }
+    let (memories, next_before) = st.engine.memories_page(&who, &user, q.before, limit)?;
     Ok(axum::Json(UserMemories {
         user_id: user,
         memories,
+        next_before,
     }))
 }
 
@@ -71,5 +85,6 @@ pub(crate) async fn forget_all(
     Ok(axum::Json(UserMemories {
         user_id: user,
         memories,
+        next_before: None,
     }))
 }

@@ -33,7 +33,7 @@ use crate::state::AppState;
 #[openapi(
     info(title = "Chronicle", description = "Event-sourced workflow engine for LLM supervisor workflows"),
     components(
-        schemas(chronicle_wire::ErrorBody, chronicle_wire::EventData, chronicle_wire::langgraph::Detail),
+        schemas(chronicle_wire::ErrorBody, chronicle_wire::EventData, chronicle_wire::langgraph::Detail, chronicle_wire::Order),
         responses(
             BadHost, Unauthorized, Forbidden, RunNotFound, RequestTimeout, PayloadTooLarge,
             UnsupportedMediaType, Internal, Unavailable, StreamsUnavailable, TicketsUnavailable,

@@ -1,5 +1,5 @@
-//! `GET /api/v1/runs`: the runs of the store, oldest first, a page at a time, each with its status
-//! and query. [`page`] is also how `chronicle runs` lists a data directory, so the two listings
+//! `GET /api/v1/runs`: the runs of the store, oldest first (or newest first), a page at a time,
+//! each with its status and query. [`page`] is also how `chronicle runs` lists a data directory, so the two listings
 //! cannot differ.
 
 use chronicle_engine::index::{self, RunScope};
@@ -7,7 +7,7 @@ use chronicle_engine::store::{self, Store};
 use chronicle_projections::RunFacts;
 use chronicle_schemas::{RunId, RunStatus, SessionId};
 use chronicle_wire::ErrorBody;
-use chronicle_wire::{DamagedRun, RUNS_PAGE_MAX, RunList, RunSummary, RunsQuery};
+use chronicle_wire::{DamagedRun, Order, RUNS_PAGE_MAX, RunList, RunSummary, RunsQuery};
 
 use axum::extract::State;
 
@@ -40,7 +40,7 @@ impl From<PageError> for ApiError {
 }
 
 /// One page of the runs `query` asks for in `scope`: it looks at up to `limit` runs after `after`
-/// (by creation time, then id) and lists those that match its status; `next` says where the next
+/// (by creation time, then id; newest first with `order=desc`) and lists those that match its status; `next` says where the next
 /// page starts. Each run shows as of its newest durable event, as every read does. A run whose
 /// records are damaged is named in `damaged` and the others are listed; a store that cannot be
 /// read at all (an I/O error) fails the page. The runs come from the index (caught up first), so
@@ -56,8 +56,12 @@ pub fn page(
         return Err(PageError::Limit(limit));
     }
     index::catch_up(store)?;
+    let newest_first = query.order == Some(Order::Desc);
     let (looked_at, more) = match &query.session_id {
-        Some(s) => session_page(store, &SessionId(s.clone()), query.after, scope, limit)?,
+        Some(s) => {
+            let session = SessionId(s.clone());
+            session_page(store, &session, query.after, scope, newest_first, limit)?
+        }
         None => {
             let after = match query.after {
                 None => None,
@@ -67,7 +71,7 @@ pub fn page(
                         .ok_or(PageError::UnknownAfter(after))?,
                 ),
             };
-            let page = index::runs_page(store, scope, after.as_ref(), false, limit)?;
+            let page = index::runs_page(store, scope, after.as_ref(), newest_first, limit)?;
             (page.runs, page.more)
         }
     };
@@ -117,13 +121,14 @@ pub fn page(
     })
 }
 
-/// Up to `limit` runs of one session in `scope` after `after`, oldest first, and whether more
-/// follow (a session's runs are read from the session's own index).
+/// Up to `limit` runs of one session in `scope` after `after`, oldest first (or newest first),
+/// and whether more follow (a session's runs are read from the session's own index).
 fn session_page(
     store: &Store,
     session: &SessionId,
     after: Option<RunId>,
     scope: RunScope<'_>,
+    newest_first: bool,
     limit: usize,
 ) -> Result<(Vec<RunFacts>, bool), PageError> {
     let mut runs = Vec::new();
@@ -133,6 +138,9 @@ fn session_page(
         }
     }
     runs.sort_by_key(|f| (f.created_at, f.run_id));
+    if newest_first {
+        runs.reverse();
+    }
     let start = match after {
         None => 0,
         Some(after) => {
@@ -153,9 +161,11 @@ fn session_page(
         ("status" = Option<RunStatus>, Query, description = "Only runs in this state"),
         ("after" = Option<RunId>, Query, description = "Continue after this run (the previous page's `next`)"),
         ("limit" = Option<usize>, Query, minimum = 1, maximum = 1000, description = "Look at most at this many runs (default 1000)"),
+        ("order" = Option<Order>, Query, description = "By creation time: `asc`, oldest first (default), or `desc`, newest first; `after` continues the same way"),
+        ("owner" = Option<String>, Query, description = "Only the runs of this owner: an admin may name any; another principal only itself (403 `forbidden` otherwise)"),
     ),
     responses(
-        (status = 200, description = "The runs the caller may see (an admin: all), oldest first; `next` is where the next page starts (null on the last page); a run whose records are damaged is named in `damaged` instead", body = RunList),
+        (status = 200, description = "The runs the caller may see (an admin: all), oldest first (newest first with `order=desc`); `next` is where the next page starts (null on the last page); a run whose records are damaged is named in `damaged` instead", body = RunList),
         (status = 400, description = "A bad `status`, `after` (not a UUID) or `limit` (`bad_request`), or a `Host` header that names another server (`bad_host`)", body = ErrorBody),
         (status = 404, description = "`after` names no run the caller may see (`not_found`)", body = ErrorBody),
         ReadError,
@@ -168,11 +178,11 @@ pub(crate) async fn list(
     let store = st.engine.store().clone();
     // Replaying runs reads sled synchronously: keep it off the async workers.
     let list = tokio::task::spawn_blocking(move || {
-        let scope = match who.admin {
-            true => RunScope::Visible,
-            false => RunScope::Owner(&who.name),
+        let scope = match who.list_owner(q.owner.as_deref())? {
+            None => RunScope::Visible,
+            Some(owner) => RunScope::Owner(owner),
         };
-        page(&store, &q, scope, &mut || {})
+        page(&store, &q, scope, &mut || {}).map_err(ApiError::from)
     })
     .await
     .map_err(ApiError::internal)??;

@@ -18,6 +18,7 @@ use crate::state::AppState;
         ("user" = Option<String>, Query, description = "Only the sessions of this `user_id`"),
         ("limit" = Option<usize>, Query, minimum = 1, maximum = 100, description = "At most this many sessions (default 20)"),
         ("cursor" = inline(Option<SessionsCursor>), Query, description = "Where the page starts: the previous page's `next_cursor`"),
+        ("owner" = Option<String>, Query, description = "Only the sessions of this owner: an admin may name any; another principal only itself (403 `forbidden` otherwise)"),
     ),
     responses(
         (status = 200, description = "The sessions the caller may see (an admin: all), the most recently active first; `next_cursor` continues the listing (null on the last page)", body = SessionList),
@@ -30,7 +31,7 @@ pub(crate) async fn list(
     Query(q): Query<SessionsQuery>,
 ) -> Result<axum::Json<SessionList>, ReadError> {
     let engine = st.engine.clone();
-    // Listing reads every run head and replays the page's turns: off the async workers.
+    // Listing replays the page's turns, reading sled synchronously: off the async workers.
     let list = tokio::task::spawn_blocking(move || engine.sessions(&who, &q))
         .await
         .map_err(ApiError::internal)??;

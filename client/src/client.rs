@@ -9,10 +9,10 @@ use chronicle_wire::audit::{
 use chronicle_wire::{
     ApprovalView, CancelRequest, ChatCommand, ChatRequest, ChatTurn, ChatWaiting, CheckpointList,
     CommandOutcome, CommandRequest, DecisionAccepted, DecisionRequest, ErrorBody, ExportQuery,
-    Health, Inbox, InboxQuery, LogQuery, RestoreRequest, Restored, ResumeRequest, RunCancelled,
-    RunList, RunRequest, RunSummary, RunsQuery, SessionCheckpoints, SessionDeletedView,
-    SessionDetail, SessionList, SessionSummary, SessionView, SessionsQuery, Started, StateQuery,
-    Status, TodoList,
+    Health, Inbox, InboxQuery, LogQuery, MemoriesQuery, RestoreRequest, Restored, ResumeRequest,
+    RunCancelled, RunList, RunRequest, RunSummary, RunsQuery, SessionCheckpoints,
+    SessionDeletedView, SessionDetail, SessionList, SessionSummary, SessionView, SessionsQuery,
+    Started, StateQuery, Status, TodoList, UserMemories,
 };
 use reqwest::{Method, RequestBuilder, Response, StatusCode};
 use serde::Serialize;
@@ -454,6 +454,13 @@ impl Client {
     /// `GET /api/v1/sessions/{session}`: the session and all its turns.
     pub async fn session_detail(&self, session: &str) -> Result<SessionDetail> {
         self.get(&format!("/api/v1/sessions/{session}"), &()).await
+    }
+
+    /// `GET /api/v1/users/{user}/memories`: one page of the user's memory, newest first
+    /// (`next_before` continues it).
+    pub async fn memories_page(&self, user: &str, query: &MemoriesQuery) -> Result<UserMemories> {
+        self.get(&format!("/api/v1/users/{user}/memories"), query)
+            .await
     }
 
     /// `DELETE /api/v1/sessions/{session}`: deletes the session (a recorded tombstone).

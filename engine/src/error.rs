@@ -57,6 +57,9 @@ pub enum Error {
     ArgsWithoutEdit(Decision),
     #[error("user_id {given:?} is not yours: only an admin may start runs for another user")]
     NotYourUser { given: String },
+    /// A list of another principal's items, asked for by an ordinary principal.
+    #[error("owner {given:?} is not you: only an admin may list another principal's items")]
+    NotYourOwner { given: String },
     #[error("seq {seq} is beyond the run's last seq {last}")]
     SeqBeyondEnd { seq: u64, last: u64 },
     #[error(

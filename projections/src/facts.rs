@@ -1,10 +1,11 @@
 //! [`RunFacts`]: the few facts about a run that lists and recovery need (who owns it, its
-//! session, its status, its pending approvals), folded from its events in constant memory, so an
-//! index can keep them for every run without keeping every run's state.
+//! session, its status, its approvals), folded from its events in memory that grows only with
+//! the run's approvals, so an index can keep them for every run without keeping every run's
+//! state.
 //!
 //! The fold agrees with [`RunState`](crate::RunState) wherever both say something: its `status`
-//! is the supervisor's `run_status` and its `pending` the approvals the approvals projection has
-//! pending. A `RunRestored` is the one event it cannot fold by itself: the caller passes the
+//! is the supervisor's `run_status`, its `pending` the approvals the approvals projection has
+//! pending and its `settled` the others, with their status. A `RunRestored` is the one event it cannot fold by itself: the caller passes the
 //! run's state right after it, as [`RunFacts::restored`].
 
 use chronicle_schemas::{
@@ -21,6 +22,16 @@ pub struct PendingApproval {
     pub approval_id: ApprovalId,
     pub requested_at: Timestamp,
     pub requested_seq: u64,
+}
+
+/// One approval no longer pending: its id, when it was requested, the seq of the request, and how
+/// it ended (approved, rejected, edited, expired or cancelled).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SettledApproval {
+    pub approval_id: ApprovalId,
+    pub requested_at: Timestamp,
+    pub requested_seq: u64,
+    pub status: ApprovalStatus,
 }
 
 /// What lists and recovery need to know of one run.
@@ -46,6 +57,8 @@ pub struct RunFacts {
     /// The approvals the supervisor waits on (its `pending_approval_ids`): what makes the status
     /// `waiting_for_approval`. After a restore it may differ from `pending`.
     pub waiting_on: Vec<ApprovalId>,
+    /// The approvals no longer pending, in request order (the approvals projection's others).
+    pub settled: Vec<SettledApproval>,
 }
 
 impl RunFacts {
@@ -78,13 +91,16 @@ impl RunFacts {
                 ..
             } => {
                 if let Some(old) = supersedes {
-                    self.pending.retain(|p| &p.approval_id != old);
+                    self.settle(old, ApprovalStatus::Cancelled);
                     self.waiting_on.retain(|id| id != old);
                 }
                 if !self.waiting_on.contains(approval_id) {
                     self.waiting_on.push(approval_id.clone());
                 }
-                if !self.pending.iter().any(|p| &p.approval_id == approval_id) {
+                // A repeated id is ignored, as the approvals projection ignores it.
+                let known = self.pending.iter().any(|p| &p.approval_id == approval_id)
+                    || self.settled.iter().any(|s| &s.approval_id == approval_id);
+                if !known {
                     self.pending.push(PendingApproval {
                         approval_id: approval_id.clone(),
                         requested_at: env.at,
@@ -93,13 +109,13 @@ impl RunFacts {
                 }
                 self.status = RunStatus::WaitingForApproval;
             }
-            Event::ApprovalDecided { approval_id, .. }
-            | Event::ApprovalExpired { approval_id, .. } => {
-                self.pending.retain(|p| &p.approval_id != approval_id);
-                self.waiting_on.retain(|id| id != approval_id);
-                if self.waiting_on.is_empty() && self.status == RunStatus::WaitingForApproval {
-                    self.status = RunStatus::Running;
-                }
+            Event::ApprovalDecided {
+                approval_id,
+                decision,
+                ..
+            } => self.decided(approval_id, (*decision).into()),
+            Event::ApprovalExpired { approval_id, .. } => {
+                self.decided(approval_id, ApprovalStatus::Expired);
             }
             Event::RunInterrupted { .. } if !self.waiting_on.is_empty() => {
                 self.status = RunStatus::WaitingForApproval;
@@ -112,10 +128,46 @@ impl RunFacts {
         }
     }
 
+    /// An approval decided (or expired): no longer pending nor waited on.
+    fn decided(&mut self, approval_id: &ApprovalId, status: ApprovalStatus) {
+        self.settle(approval_id, status);
+        self.waiting_on.retain(|id| id != approval_id);
+        if self.waiting_on.is_empty() && self.status == RunStatus::WaitingForApproval {
+            self.status = RunStatus::Running;
+        }
+    }
+
+    /// Moves a pending approval to the settled ones, in request order.
+    fn settle(&mut self, approval_id: &ApprovalId, status: ApprovalStatus) {
+        let Some(at) = self
+            .pending
+            .iter()
+            .position(|p| &p.approval_id == approval_id)
+        else {
+            return;
+        };
+        let p = self.pending.remove(at);
+        let to = self
+            .settled
+            .partition_point(|s| s.requested_seq < p.requested_seq);
+        self.settled.insert(
+            to,
+            SettledApproval {
+                approval_id: p.approval_id,
+                requested_at: p.requested_at,
+                requested_seq: p.requested_seq,
+                status,
+            },
+        );
+    }
+
     /// A run's end cancels every approval still pending.
     fn finish(&mut self, status: RunStatus) {
         self.status = status;
-        self.pending.clear();
+        let ids: Vec<ApprovalId> = self.pending.iter().map(|p| p.approval_id.clone()).collect();
+        for id in &ids {
+            self.settle(id, ApprovalStatus::Cancelled);
+        }
         self.waiting_on.clear();
     }
 
@@ -133,6 +185,18 @@ impl RunFacts {
                 requested_seq: a.requested_seq,
             })
             .collect();
+        let settled = state
+            .approvals
+            .list
+            .iter()
+            .filter(|a| a.status != ApprovalStatus::Pending)
+            .map(|a| SettledApproval {
+                approval_id: a.approval_id.clone(),
+                requested_at: a.created_at,
+                requested_seq: a.requested_seq,
+                status: a.status,
+            })
+            .collect();
         RunFacts {
             run_id: state.run_id.unwrap_or_default(),
             session_id: sup.session_id.clone(),
@@ -146,6 +210,7 @@ impl RunFacts {
             deleted: sup.session_deleted,
             pending,
             waiting_on: sup.pending_approval_ids.clone(),
+            settled,
         }
     }
 

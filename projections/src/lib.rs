@@ -22,6 +22,6 @@ pub use approvals::Approvals;
 pub use audit::{Audit, EXPIRY_DECIDED_BY, audit_rows};
 pub use branches::{Branches, restore_of, restores_of};
 pub use checkpoints::CheckpointList;
-pub use facts::{PendingApproval, RunFacts};
+pub use facts::{PendingApproval, RunFacts, SettledApproval};
 pub use run::{EventSource, NoSnapshots, RunState, VecSource, replay, replay_from_zero};
 pub use snapshot::SNAPSHOT_INTERVAL_EVENTS;

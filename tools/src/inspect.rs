@@ -10,7 +10,7 @@ use chronicle_client::{Client, EventsFrom};
 use chronicle_engine::index::RunScope;
 use chronicle_engine::{Engine, RestoreTarget};
 use chronicle_schemas::{CheckpointId, Envelope, Event, RunId, RunStatus};
-use chronicle_wire::{CheckpointList, DamagedRun, Restored, RunSummary, RunsQuery};
+use chronicle_wire::{CheckpointList, DamagedRun, Order, Restored, RunSummary, RunsQuery};
 use serde_json::{Value, json};
 
 use crate::common::{
@@ -188,11 +188,12 @@ impl StatusFilter {
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\
-Lists the runs of a data directory, oldest first: run id, session, status, created (UTC), last
-seq and the query.
+Lists the runs of a data directory, oldest first (--newest-first: newest first): run id,
+session, status, created (UTC), last seq and the query.
 
 Examples:
   chronicle runs
+  chronicle runs --newest-first --owner alice
   chronicle runs --status waiting_for_approval
   chronicle runs --session 6f1c2d3e-4b5a-6978-8a9b-0c1d2e3f4a5b --json
   chronicle runs --server http://127.0.0.1:8080
@@ -210,6 +211,13 @@ pub struct RunsArgs {
     /// Only runs in this state.
     #[arg(long, value_enum)]
     status: Option<StatusFilter>,
+    /// Only the runs of this owner (a principal), not those of deleted sessions; on a server,
+    /// another owner than yours needs an admin token.
+    #[arg(long, value_name = "OWNER")]
+    owner: Option<String>,
+    /// The newest run first.
+    #[arg(long)]
+    newest_first: bool,
     /// JSON Lines: one run per line.
     #[arg(long)]
     json: bool,
@@ -224,6 +232,8 @@ pub fn runs(args: &RunsArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     let query = RunsQuery {
         session_id: args.session.clone(),
         status: args.status.map(StatusFilter::status),
+        owner: args.owner.clone(),
+        order: args.newest_first.then_some(Order::Desc),
         ..RunsQuery::default()
     };
     let (rows, damaged) = match args.remote.client()? {
@@ -292,7 +302,11 @@ fn runs_embedded(
                 b.inc(1);
             }
         };
-        let page = chronicle_api::runs::page(&store, &query, RunScope::All, &mut tick)?;
+        let scope = match query.owner.as_deref() {
+            None => RunScope::All,
+            Some(owner) => RunScope::Owner(owner),
+        };
+        let page = chronicle_api::runs::page(&store, &query, scope, &mut tick)?;
         rows.extend(page.runs);
         damaged.extend(page.damaged);
         match page.next {

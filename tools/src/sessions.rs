@@ -64,6 +64,10 @@ struct ListArgs {
     /// Only the sessions of this user id.
     #[arg(long, value_name = "USER")]
     user: Option<String>,
+    /// Only the sessions of this owner (a principal; on a server, another than yours needs an
+    /// admin token).
+    #[arg(long, value_name = "OWNER")]
+    owner: Option<String>,
     /// JSON Lines: one session per line.
     #[arg(long)]
     json: bool,
@@ -104,6 +108,7 @@ fn reader(data: &DataArgs) -> anyhow::Result<SessionReader> {
 fn list(args: &ListArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     let query = SessionsQuery {
         user: args.user.clone(),
+        owner: args.owner.clone(),
         ..SessionsQuery::default()
     };
     let rows = match args.remote.client()? {

@@ -543,6 +543,15 @@ fn runs_lists_the_run() {
     let session = v["data"]["session_id"].as_str().unwrap();
     assert!(ok(&data, &["runs", "--session", session]).contains(&f.run.to_string()));
     assert_eq!(ok(&data, &["runs", "--session", "nobody"]), "no runs\n");
+    // Newest first, of one owner.
+    let owner = v["data"]["owner"].as_str().unwrap();
+    let newest = ok(&data, &["runs", "--newest-first", "--owner", owner]);
+    assert!(newest.contains(&f.run.to_string()), "{newest}");
+    assert_eq!(ok(&data, &["runs", "--owner", "nobody"]), "no runs\n");
+    assert_eq!(
+        ok(&data, &["sessions", "--owner", "nobody"]),
+        "no sessions\n"
+    );
 }
 
 // -------------------------------------------------------------------------------------- restore

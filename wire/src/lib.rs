@@ -35,15 +35,16 @@ pub use error::{ErrorBody, ErrorDetail};
 pub use names::{ChunkData, EventData};
 pub use requests::{
     CancelRequest, ChatRequest, CommandRequest, DecisionRequest, DeleteSessionRequest, EventsQuery,
-    ExportQuery, ForgetRequest, InboxQuery, LogQuery, PlanStepRequest, RestoreRequest,
-    ResumeRequest, RunRequest, RunsQuery, SessionsQuery, StateQuery, StreamTicketRequest, Verdict,
+    ExportQuery, ForgetRequest, InboxQuery, LogQuery, MemoriesQuery, Order, PlanStepRequest,
+    RestoreRequest, ResumeRequest, RunRequest, RunsQuery, SessionsQuery, StateQuery,
+    StreamTicketRequest, Verdict,
 };
 pub use views::{
     ApprovalView, ChatCommand, ChatTurn, ChatWaiting, CheckpointEntry, CheckpointList, DamagedRun,
-    DecisionAccepted, Health, HealthStatus, Inbox, InboxItem, RUNS_PAGE_MAX, RunCancelled, RunList,
-    RunSummary, SESSION_TITLE_CHARS_MAX, SESSIONS_PAGE_DEFAULT, SESSIONS_PAGE_MAX,
-    SessionCheckpoints, SessionDeletedView, SessionDetail, SessionList, SessionStatus,
-    SessionSummary, SessionTurn, SessionView, Started, Status, StorageState, StreamTicket, SubRun,
-    TodoIds, TodoList, TodoSummary, TurnCheckpoints, UserMemories, answer_text, one_line,
-    session_title,
+    DecisionAccepted, Health, HealthStatus, Inbox, InboxItem, MEMORIES_PAGE_MAX, RUNS_PAGE_MAX,
+    RunCancelled, RunList, RunSummary, SESSION_TITLE_CHARS_MAX, SESSIONS_PAGE_DEFAULT,
+    SESSIONS_PAGE_MAX, SessionCheckpoints, SessionDeletedView, SessionDetail, SessionList,
+    SessionStatus, SessionSummary, SessionTurn, SessionView, Started, Status, StorageState,
+    StreamTicket, SubRun, TodoIds, TodoList, TodoSummary, TurnCheckpoints, UserMemories,
+    answer_text, one_line, session_title,
 };

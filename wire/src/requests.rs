@@ -428,7 +428,17 @@ pub struct ExportQuery {
     pub run_id: Option<String>,
 }
 
-/// `GET /api/v1/runs`: one page of the runs, oldest first.
+/// Which way a list goes: `asc`, oldest first (the default), or `desc`, newest first.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "lowercase")]
+pub enum Order {
+    #[default]
+    Asc,
+    Desc,
+}
+
+/// `GET /api/v1/runs`: one page of the runs, oldest first (or newest first).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunsQuery {
     /// Only the runs of this session.
@@ -443,6 +453,13 @@ pub struct RunsQuery {
     /// Look at most at this many runs (1..=[`crate::RUNS_PAGE_MAX`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<usize>,
+    /// By creation time, oldest first (`asc`, the default) or newest first (`desc`); `after`
+    /// continues the same way.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub order: Option<Order>,
+    /// Only the runs of this owner (an admin: any; another principal: its own name only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
 }
 
 /// `GET /api/v1/sessions?user=&limit=&cursor=`: one page of sessions, the most recently
@@ -459,6 +476,21 @@ pub struct SessionsQuery {
     /// Where the page starts: the previous page's `next_cursor`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cursor: Option<String>,
+    /// Only the sessions of this owner (an admin: any; another principal: its own name only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+}
+
+/// `GET /api/v1/users/{user}/memories?limit=&before=`: one page of a user's memory, newest
+/// first. The server checks the values.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemoriesQuery {
+    /// At most this many items (1..=[`crate::MEMORIES_PAGE_MAX`], default the max).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<usize>,
+    /// Only items saved before this position: the previous page's `next_before`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before: Option<u64>,
 }
 
 /// `GET .../events?from=SEQ&follow=BOOL`: a run's event stream.
@@ -480,6 +512,23 @@ mod tests {
 
     fn decode(v: Value) -> Result<DecisionRequest, String> {
         serde_json::from_value(v).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn a_runs_query_says_its_order_and_owner_in_the_query_string_words() {
+        let q: RunsQuery =
+            serde_json::from_value(json!({"order": "desc", "owner": "bob"})).unwrap();
+        assert_eq!(
+            (q.order, q.owner.as_deref()),
+            (Some(Order::Desc), Some("bob"))
+        );
+        assert_eq!(serde_json::to_value(Order::Asc).unwrap(), json!("asc"));
+        assert!(serde_json::from_value::<RunsQuery>(json!({"order": "up"})).is_err());
+        // Unset, they are left out, as before.
+        assert_eq!(
+            serde_json::to_value(RunsQuery::default()).unwrap(),
+            json!({})
+        );
     }
 
     #[test]

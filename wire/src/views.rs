@@ -10,13 +10,20 @@ use serde_json::Value;
 
 use crate::tag;
 
-/// `GET /api/v1/users/{user}/memories`: a user's long-term memory as the caller may see it,
-/// newest first; `DELETE` of the same path answers with the items it deleted.
+/// The default and the largest page of `GET /api/v1/users/{user}/memories`.
+pub const MEMORIES_PAGE_MAX: usize = 1_000;
+
+/// `GET /api/v1/users/{user}/memories`: one page of a user's long-term memory as the caller may
+/// see it, newest first; `DELETE` of the same path answers with the items it deleted.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct UserMemories {
     pub user_id: String,
     pub memories: Vec<chronicle_schemas::Memory>,
+    /// Pass it as `before` for the next page; null on the last page (and in a `DELETE`'s
+    /// answer).
+    #[serde(default)]
+    pub next_before: Option<u64>,
 }
 
 /// `201 {ticket, expires_in_ms}`: a stream ticket, good for one stream (`?ticket=`) until it

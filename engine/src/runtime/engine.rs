@@ -326,25 +326,40 @@ impl Engine {
             .await
     }
 
-    /// Up to `limit` approvals pending in runs `who` may see (an admin: all), requested before
-    /// `before`, oldest first, as (requested at, run, seq of the request); and whether more are
-    /// pending. Read from the index, after it took in every durable event.
-    pub fn pending_approvals(
+    /// Up to `limit` approvals of `status` in runs `who` may see (an admin: all), requested
+    /// before `before`, oldest first, as (requested at, run, seq of the request); and whether
+    /// more are there. Read from the index, after it took in every durable event.
+    pub fn approvals(
         &self,
         who: &Principal,
+        status: chronicle_schemas::ApprovalStatus,
         before: Option<chronicle_schemas::Timestamp>,
         limit: usize,
-    ) -> Result<(Vec<index::PendingAt>, bool)> {
+    ) -> Result<(Vec<index::ApprovalAt>, bool)> {
         let store = &self.shared.store;
         index::catch_up(store)?;
         let owner = (!who.admin).then_some(who.name.as_str());
-        Ok(index::pending_approvals(store, owner, before, limit)?)
+        Ok(index::approvals(store, status, owner, before, limit)?)
     }
 
     /// The long-term memory of `user` that `who` may see (what its own runs saved; an admin:
-    /// everyone's), newest first.
+    /// everyone's), newest first: every item (what deleting them all deletes).
     pub fn memories(&self, who: &Principal, user: &str) -> Result<Vec<Memory>> {
         Ok(self.shared.memory()?.visible(who, user)?)
+    }
+
+    /// Up to `limit` items of the long-term memory of `user` that `who` may see (what its own
+    /// runs saved; an admin: everyone's), saved before the position `before` (a page's
+    /// `next_before`), newest first; and the position the next page starts before (`None` on
+    /// the last page).
+    pub fn memories_page(
+        &self,
+        who: &Principal,
+        user: &str,
+        before: Option<u64>,
+        limit: usize,
+    ) -> Result<(Vec<Memory>, Option<u64>)> {
+        Ok(self.shared.memory()?.page(who, user, before, limit)?)
     }
 
     /// Deletes an item of `user`'s memory that `who` may see, recorded in the run that saved

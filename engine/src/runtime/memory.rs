@@ -59,6 +59,21 @@ impl<'a> MemoryIndex<'a> {
             .collect())
     }
 
+    /// Up to `limit` items of `user` that `who` may see, saved before the position `before`,
+    /// newest first, superseded preferences included; and where the next page starts.
+    pub(crate) fn page(
+        &self,
+        who: &Principal,
+        user: &str,
+        before: Option<u64>,
+        limit: usize,
+    ) -> store::Result<(Vec<Memory>, Option<u64>)> {
+        let owner = (!who.admin).then_some(who.name.as_str());
+        let (items, more) = index::memory_page(self.store, owner, user, before, limit)?;
+        let next = more.then(|| items.last().map(|(at, _)| *at)).flatten();
+        Ok((items.into_iter().map(|(_, s)| s.memory).collect(), next))
+    }
+
     /// The item `memory_id` of `user`, when `who` may see it.
     pub(crate) fn find(
         &self,

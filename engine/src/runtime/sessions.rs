@@ -92,7 +92,7 @@ fn list(r: &SessionReader, who: &Principal, q: &SessionsQuery) -> Result<Session
     }
     let after = q.cursor.as_deref().map(Position::parse).transpose()?;
     index::catch_up(&r.store)?;
-    let owner = (!who.admin).then_some(who.name.as_str());
+    let owner = who.list_owner(q.owner.as_deref())?;
     let after = after.as_ref().map(|p| {
         (
             Timestamp(p.newest_first.saturating_neg()),

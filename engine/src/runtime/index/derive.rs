@@ -369,6 +369,27 @@ fn run_keys(facts: Option<&RunFacts>) -> Vec<Vec<u8>> {
                 .done(),
         );
     }
+    // Settled approvals are listed while the run is (an approval of a deleted session is not
+    // shown to anyone).
+    for a in f.settled.iter().filter(|_| !f.deleted) {
+        out.push(
+            Key::new(keys::SETTLED)
+                .part(a.status.as_str())
+                .time(a.requested_at)
+                .run(f.run_id)
+                .u64(a.requested_seq)
+                .done(),
+        );
+        out.push(
+            Key::new(keys::OWNER_SETTLED)
+                .part(&f.owner)
+                .part(a.status.as_str())
+                .time(a.requested_at)
+                .run(f.run_id)
+                .u64(a.requested_seq)
+                .done(),
+        );
+    }
     out
 }
 

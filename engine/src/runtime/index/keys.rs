@@ -14,12 +14,15 @@
 //! | `b` | owner, newest first, session | – | those of one owner |
 //! | `c` | user, newest first, session | – | those of one user |
 //! | `d` | owner, user, newest first, session | – | those of one owner and user |
-//! | `q` | requested, run, seq | approval id | pending approvals by age |
-//! | `w` | owner, requested, run, seq | approval id | those of one owner |
+//! | `q` | requested, run, seq | – | pending approvals by age |
+//! | `w` | owner, requested, run, seq | – | those of one owner |
+//! | `s` | status, requested, run, seq | – | settled approvals (not a deleted session's) by status and age |
+//! | `p` | owner, status, requested, run, seq | – | those of one owner |
 //! | `m` | owner, user, offset | [`Memory`](chronicle_schemas::Memory) | memory items, by age |
 //! | `u` | user, offset | the `m` key | a user's items of every owner |
 //! | `i` | memory id | the `m` key | one item |
 //! | `k` | run, memory id | – | the items a run saved |
+//! | `#` | – | [`INDEX_VERSION`], 4 bytes | the format of the entries: an index of another is rebuilt |
 
 use chronicle_schemas::{RunId, Timestamp};
 
@@ -42,6 +45,16 @@ pub(crate) const MEMORY: u8 = b'm';
 pub(crate) const USER_MEMORY: u8 = b'u';
 pub(crate) const MEMORY_ID: u8 = b'i';
 pub(crate) const RUN_MEMORY: u8 = b'k';
+pub(crate) const SETTLED: u8 = b's';
+pub(crate) const OWNER_SETTLED: u8 = b'p';
+pub(crate) const VERSION: u8 = b'#';
+
+/// The format of the index's entries, kept under [`VERSION`]. An index without the entry (one
+/// written before it existed: format 1) or of another format is cleared and rebuilt from the
+/// log once. Raise it whenever what [`super::derive`] writes changes.
+///
+/// 1: runs, sessions, pending approvals, memory items. 2: settled approvals (`s`, `p`).
+pub const INDEX_VERSION: u32 = 2;
 
 /// A key being built.
 #[derive(Clone, Debug, Default)]

@@ -1,4 +1,4 @@
-//! The index of runs, sessions, pending approvals and memory items that lists and recovery read,
+//! The index of runs, sessions, approvals and memory items that lists and recovery read,
 //! so that neither the engine's start nor any list reads the whole log.
 //!
 //! It is kept in the store's index (see `chronicle_store::index`) by following the log: each
@@ -7,7 +7,8 @@
 //! what it was after some chunk, and the next catch-up goes on from there: it always ends where a
 //! rebuild from the first event ends ([`rebuild`], which the tests compare it with). A store
 //! written before the index existed has a watermark of 0: its first catch-up is the migration,
-//! reading the log once (with progress on the log every few seconds).
+//! reading the log once (with progress on the log every few seconds). So is an index of an older
+//! format (see [`INDEX_VERSION`]): it is cleared and made again from the log, once.
 //!
 //! Readers catch up before they read (the engine also follows the log in the background), so a
 //! list shows at least every event that was durable when it was asked for.
@@ -20,8 +21,10 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 pub use derive::Stored;
+pub use keys::INDEX_VERSION;
 pub use read::{
-    PendingAt, RunScope, RunsPage, in_scope, memory_items, pending_approvals, run_facts, runs_page,
+    ApprovalAt, MemoryPage, RunScope, RunsPage, approvals, in_scope, memory_items, memory_page,
+    run_facts, runs_page,
 };
 pub(crate) use read::{live_runs, memory_item, sessions_page};
 
@@ -68,6 +71,19 @@ pub fn catch_up_with(store: &Store, progress: &mut dyn FnMut(u64, u64)) -> store
             log = end,
             "the index is ahead of the log; rebuilding it"
         );
+        at = clear(store, at)?;
+    }
+    let version = version(store)?;
+    if version != Some(INDEX_VERSION) {
+        // Entries of another format (an index written before some keys existed lacks them):
+        // the index is made again from the log, once, as a store without one is.
+        if at > 0 {
+            tracing::warn!(
+                found = version.unwrap_or(1),
+                now = INDEX_VERSION,
+                "the index is of another format; rebuilding it"
+            );
+        }
         at = clear(store, at)?;
     }
     let start = at;
@@ -121,15 +137,33 @@ pub(crate) fn follow(store: &Store, tasks: &TaskTracker, stop: CancellationToken
     });
 }
 
-/// Deletes every index entry; returns the watermark, now 0.
+/// The format of the index's entries ([`INDEX_VERSION`] when current; `None` without the entry).
+fn version(store: &Store) -> store::Result<Option<u32>> {
+    let key = [keys::VERSION];
+    Ok(store
+        .index_get(&key)?
+        .map(|v| v.as_slice().try_into().map_or(0, u32::from_be_bytes)))
+}
+
+/// The entry saying the index is of the current format.
+fn version_entry() -> (Vec<u8>, Vec<u8>) {
+    (vec![keys::VERSION], INDEX_VERSION.to_be_bytes().to_vec())
+}
+
+/// Deletes every index entry and marks the empty index as of the current format (an empty index
+/// at watermark 0 is one of every format); returns the watermark, now 0.
 fn clear(store: &Store, mut at: u64) -> store::Result<u64> {
     loop {
         let page = store.index_range(&store::IndexRange::prefix(b"", 4096))?;
-        let ops: Vec<_> = page
+        let mut ops: Vec<_> = page
             .into_iter()
             .map(|(k, _)| store::IndexOp::Delete(k))
             .collect();
         let last = ops.is_empty();
+        if last {
+            let (k, v) = version_entry();
+            ops.push(store::IndexOp::Put(k, v));
+        }
         store.index_apply(&ops, at, if last { 0 } else { at })?;
         if last {
             return Ok(0);
@@ -141,7 +175,7 @@ fn clear(store: &Store, mut at: u64) -> store::Result<u64> {
 /// The index a rebuild from the first event makes: every entry, by key (what [`catch_up`]'s
 /// index must equal).
 pub fn rebuild(store: &Store, upto: u64) -> store::Result<BTreeMap<Vec<u8>, Vec<u8>>> {
-    let mut map = BTreeMap::new();
+    let mut map = BTreeMap::from([version_entry()]);
     let mut at = 0;
     while at < upto {
         let to = upto.min(at + INDEX_CHUNK_EVENTS);

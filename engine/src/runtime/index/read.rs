@@ -2,7 +2,7 @@
 //! the page, not on the store.
 
 use chronicle_projections::RunFacts;
-use chronicle_schemas::{RunId, Timestamp};
+use chronicle_schemas::{ApprovalStatus, RunId, Timestamp};
 
 use super::derive::{SessionFacts, Stored, decode};
 use super::keys::{self, Key};
@@ -127,21 +127,23 @@ pub(crate) fn sessions_page(
     Ok((out, more))
 }
 
-/// A pending approval as the index lists it: when it was requested, its run and the request's
-/// seq.
-pub type PendingAt = (Timestamp, RunId, u64);
+/// An approval as the index lists it: when it was requested, its run and the request's seq.
+pub type ApprovalAt = (Timestamp, RunId, u64);
 
-/// Up to `limit` pending approvals (of `owner`'s runs when given) requested before `before`,
-/// oldest first; and whether more follow.
-pub fn pending_approvals(
+/// Up to `limit` approvals of `status` (of `owner`'s runs when given) requested before `before`,
+/// oldest first; and whether more follow. Approvals of a deleted session are not listed.
+pub fn approvals(
     store: &Store,
+    status: ApprovalStatus,
     owner: Option<&str>,
     before: Option<Timestamp>,
     limit: usize,
-) -> store::Result<(Vec<PendingAt>, bool)> {
-    let prefix = match owner {
-        None => Key::new(keys::PENDING),
-        Some(o) => Key::new(keys::OWNER_PENDING).part(o),
+) -> store::Result<(Vec<ApprovalAt>, bool)> {
+    let prefix = match (status, owner) {
+        (ApprovalStatus::Pending, None) => Key::new(keys::PENDING),
+        (ApprovalStatus::Pending, Some(o)) => Key::new(keys::OWNER_PENDING).part(o),
+        (s, None) => Key::new(keys::SETTLED).part(s.as_str()),
+        (s, Some(o)) => Key::new(keys::OWNER_SETTLED).part(o).part(s.as_str()),
     }
     .done();
     let mut range = IndexRange::prefix(&prefix, limit.saturating_add(1));
@@ -156,20 +158,57 @@ pub fn pending_approvals(
     for (k, _) in entries.into_iter().take(limit) {
         let at = prefix.len();
         let bad = || bad_key(&k);
-        let time = u64::from_be_bytes(
-            k.get(at..at + 8)
-                .ok_or_else(bad)?
-                .try_into()
-                .map_err(|_| bad())?,
-        );
+        let time = u64_at(&k, at).ok_or_else(bad)?;
         let run = keys::run_at(&k, at + 8).ok_or_else(bad)?;
-        let seq = u64::from_be_bytes(
-            k.get(at + 24..at + 32)
-                .ok_or_else(bad)?
-                .try_into()
-                .map_err(|_| bad())?,
-        );
+        let seq = u64_at(&k, at + 24).ok_or_else(bad)?;
         out.push((Timestamp((time ^ (1 << 63)) as i64), run, seq));
+    }
+    Ok((out, more))
+}
+
+/// The big-endian number at `at..at + 8` of `key`.
+fn u64_at(key: &[u8], at: usize) -> Option<u64> {
+    Some(u64::from_be_bytes(key.get(at..at + 8)?.try_into().ok()?))
+}
+
+/// One page of memory items: each with its position (the offset of its save; pass the last one
+/// as `before` for the next page), newest first, and whether more follow.
+pub type MemoryPage = (Vec<(u64, Stored)>, bool);
+
+/// Up to `limit` memory items of `user` that runs of `owner` saved (every owner's when `None`),
+/// saved before the position `before`, newest first.
+pub fn memory_page(
+    store: &Store,
+    owner: Option<&str>,
+    user: &str,
+    before: Option<u64>,
+    limit: usize,
+) -> store::Result<MemoryPage> {
+    let prefix = match owner {
+        Some(owner) => Key::new(keys::MEMORY).part(owner).part(user).done(),
+        None => Key::new(keys::USER_MEMORY).part(user).done(),
+    };
+    let before = before.map(u64::to_be_bytes);
+    let range = IndexRange::prefix_after(
+        &prefix,
+        before.as_ref().map(|b| &b[..]),
+        true,
+        limit.saturating_add(1),
+    );
+    let entries = store.index_range(&range)?;
+    let more = entries.len() > limit;
+    let mut out = Vec::new();
+    for (k, v) in entries.into_iter().take(limit) {
+        let at = u64_at(&k, prefix.len()).ok_or_else(|| bad_key(&k))?;
+        let stored = match owner {
+            Some(_) => decode(&k, &v)?,
+            // A user's entry names the item's key.
+            None => match store.index_get(&v)? {
+                Some(item) => decode(&v, &item)?,
+                None => continue,
+            },
+        };
+        out.push((at, stored));
     }
     Ok((out, more))
 }
@@ -182,26 +221,8 @@ pub fn memory_items(
     user: &str,
     limit: usize,
 ) -> store::Result<Vec<Stored>> {
-    let mut out = Vec::new();
-    match owner {
-        Some(owner) => {
-            let prefix = Key::new(keys::MEMORY).part(owner).part(user).done();
-            let range = IndexRange::prefix_after(&prefix, None, true, limit);
-            for (k, v) in store.index_range(&range)? {
-                out.push(decode(&k, &v)?);
-            }
-        }
-        None => {
-            let prefix = Key::new(keys::USER_MEMORY).part(user).done();
-            let range = IndexRange::prefix_after(&prefix, None, true, limit);
-            for (_, item) in store.index_range(&range)? {
-                if let Some(v) = store.index_get(&item)? {
-                    out.push(decode(&item, &v)?);
-                }
-            }
-        }
-    }
-    Ok(out)
+    let (page, _) = memory_page(store, owner, user, None, limit)?;
+    Ok(page.into_iter().map(|(_, s)| s).collect())
 }
 
 /// The memory item `memory_id`.
