@@ -391,6 +391,7 @@ const TOUR: &[Check] = &[
     ("APPROVAL=$(curl", quiet),
     ("/decision", |r, _| ok(r, &["\"status\":\"accepted\""])),
     ("api/v1/runs", |r, _| ok(r, &["\"runs\"", "\"completed\""])),
+    ("runs?order=desc", |r, _| ok(r, &["\"runs\"", "\"completed\""])),
     ("/checkpoints", |r, _| {
         ok(r, &["\"cp_004\"", "\"node\":\"approval\""])
     }),
@@ -480,6 +481,7 @@ const CLI: &[Check] = &[
         ok(r, &["chronicle chat (--data ./.chronicle)"])
     }),
     ("runs --status completed", |r, _| ok(r, &["completed"])),
+    ("--newest-first --owner local", |r, _| ok(r, &["completed"])),
     ("RUN=$(chronicle runs", quiet),
     ("--all-branches", |r, _| ok(r, &["run.started", "run.end"])),
     ("--to 12", |r, _| ok(r, &["at seq 12 of"])),
