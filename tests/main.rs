@@ -33,6 +33,7 @@ mod memory;
 mod reject;
 mod scenarios;
 mod sessions;
+mod sled_snapshot;
 mod slow_agent;
 mod store;
 mod support;
