@@ -127,6 +127,42 @@ pub struct SledLog {
     recent: Arc<recent::Recent>,
     /// Free disk space against the reserve (shared with the writer).
     space: Arc<Space>,
+    /// The thread that writes sled's page-table snapshot as the log grows, and its stop signal.
+    snapshotter: Mutex<Option<(std::sync::mpsc::Sender<()>, JoinHandle<()>)>>,
+}
+
+/// sled writes a snapshot of its page table after this many bytes of log, so that an open
+/// replays at most about this much (sled alone writes one only at open, and the first open after
+/// a long-lived process replayed everything it wrote).
+const SNAPSHOT_EVERY_BYTES: u64 = 256 << 20;
+
+/// How often the snapshot thread looks at how much log was written since the last snapshot.
+const SNAPSHOT_CHECK_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Writes sled's snapshot each time `SNAPSHOT_EVERY_BYTES` of log were written, until stopped.
+fn spawn_snapshotter(db: sled::Db) -> Result<(std::sync::mpsc::Sender<()>, JoinHandle<()>)> {
+    let (stop, stopped) = std::sync::mpsc::channel::<()>();
+    let handle = std::thread::Builder::new()
+        .name("chronicle-sled-snapshot".into())
+        .spawn(move || {
+            while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+                stopped.recv_timeout(SNAPSHOT_CHECK_EVERY)
+            {
+                if db.log_bytes_since_snapshot() >= SNAPSHOT_EVERY_BYTES {
+                    write_sled_snapshot(&db);
+                }
+            }
+        })?;
+    Ok((stop, handle))
+}
+
+/// A failed snapshot costs only a longer replay at the next open: it is logged, not fatal.
+fn write_sled_snapshot(db: &sled::Db) {
+    match catching_panics(|| db.write_snapshot_quiesced()) {
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => tracing::warn!(error = %e, "writing sled's snapshot failed"),
+        Err(e) => tracing::warn!(error = %e, "writing sled's snapshot failed"),
+    }
 }
 
 impl Drop for SledLog {
@@ -139,6 +175,14 @@ impl Drop for SledLog {
         if let Ok(mut threads) = self.threads.lock() {
             for t in threads.drain(..) {
                 let _ = t.join();
+            }
+        }
+        if let Some((stop, handle)) = self.snapshotter.lock().ok().and_then(|mut s| s.take()) {
+            drop(stop);
+            let _ = handle.join();
+            // A clean close leaves a snapshot of everything: the next open replays nothing.
+            if self.barrier.stopped().is_ok() {
+                write_sled_snapshot(&self.trees.db);
             }
         }
     }
@@ -286,8 +330,10 @@ impl SledLog {
                 opts.async_flush_ms,
             )?);
         }
+        let snapshotter = spawn_snapshotter(trees.db.clone())?;
         Ok(SledLog {
             dir,
+            snapshotter: Mutex::new(Some(snapshotter)),
             trees,
             opts,
             tx: Mutex::new(Some(tx)),

@@ -150,7 +150,10 @@ impl Db {
             return Ok(tree.clone());
         }
 
+        // It may create the tree's pages: a write, like any other.
+        let cc = concurrency_control::read();
         let tree = meta::open_tree(&self.context, name_ref.to_vec(), &guard)?;
+        drop(cc);
 
         assert!(tenants.insert(name_ref.into(), tree.clone()).is_none());
 
@@ -166,6 +169,9 @@ impl Db {
             ));
         }
         trace!("dropping tree {:?}", name_ref,);
+
+        // It frees the tree's pages: a write, like any other.
+        let _cc = concurrency_control::read();
 
         let mut tenants = self.tenants.write();
 
@@ -215,6 +221,35 @@ impl Db {
         guard.flush();
 
         Ok(true)
+    }
+
+    /// Writes a snapshot of the page table now (what sled otherwise writes
+    /// only at open), so that the next open replays only the log written
+    /// after it. It waits for the writes in flight and holds off new ones
+    /// while it reads the page table (not while it writes the file). Returns
+    /// the log position it covers, or `None` when none was written (the log's
+    /// tip too near the end of a segment, or nothing new since the last one).
+    pub fn write_snapshot_quiesced(&self) -> Result<Option<i64>> {
+        self.context.pagecache.write_quiesced_snapshot()
+    }
+
+    /// Bytes of log written since the newest snapshot: what an open would
+    /// replay now.
+    pub fn log_bytes_since_snapshot(&self) -> u64 {
+        self.context.pagecache.log_bytes_since_snapshot()
+    }
+
+    /// The snapshot `write_snapshot_quiesced` would write now, serialized as
+    /// in a snapshot file (before its length and checksum); for tests that
+    /// compare it with what recovery writes.
+    #[doc(hidden)]
+    pub fn quiesced_snapshot_bytes(&self) -> Result<Option<Vec<u8>>> {
+        let _cc = concurrency_control::write();
+        Ok(self
+            .context
+            .pagecache
+            .quiesced_snapshot()?
+            .map(|snapshot| snapshot.serialize()))
     }
 
     /// Returns the trees names saved in this Db.

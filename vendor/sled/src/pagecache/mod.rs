@@ -517,6 +517,10 @@ pub struct PageCache {
     idgen_persists: Arc<AtomicU64>,
     idgen_persist_mu: Arc<Mutex<()>>,
     was_recovered: bool,
+    // The `stable_lsn` of the newest snapshot file (read at open or written by
+    // `write_quiesced_snapshot`), and what serializes the writers of snapshot files.
+    snapshot_lsn: AtomicLsn,
+    snapshot_mu: Mutex<()>,
 }
 
 unsafe impl Send for PageCache {}
@@ -657,6 +661,8 @@ impl PageCache {
             idgen: Arc::new(AtomicU64::new(0)),
             idgen_persists: Arc::new(AtomicU64::new(0)),
             was_recovered: false,
+            snapshot_lsn: AtomicLsn::new(snapshot.stable_lsn.unwrap_or(0)),
+            snapshot_mu: Mutex::new(()),
         };
 
         // now we read it back in
@@ -2139,6 +2145,118 @@ impl PageCache {
         }
 
         Ok(())
+    }
+
+    /// Log bytes written since the newest snapshot file: what the next open replays.
+    pub(crate) fn log_bytes_since_snapshot(&self) -> u64 {
+        let reserved = self.log.iobufs.max_reserved_lsn.load(Acquire);
+        let snapshot = self.snapshot_lsn.load(Acquire);
+        u64::try_from(reserved.saturating_sub(snapshot)).unwrap_or(0)
+    }
+
+    /// Writes a snapshot file of the page table as it is now, so that the
+    /// next open replays only the log written after it. Returns the snapshot's
+    /// `stable_lsn`, or `None` when the log was not at a point where a
+    /// snapshot is taken (the tip too near the end of its segment), which
+    /// costs nothing but a longer replay.
+    ///
+    /// The page table is read while holding the write side of the
+    /// concurrency control, which every path that reserves log space or
+    /// changes a page holds the read side of (or the write side: batches and
+    /// transactions): no write is in flight. The log is made stable up to
+    /// its tip first, so the snapshot is exactly what recovery computes from
+    /// the previous snapshot and the log (`advance_snapshot`): every page's
+    /// parts as the log's messages set them, `stable_lsn` the end of the last
+    /// message and `active_segment` the segment holding it. The log file and
+    /// the blobs it points to are synced before the snapshot file is written
+    /// (and renamed into place, and its directory synced).
+    pub(crate) fn write_quiesced_snapshot(&self) -> Result<Option<Lsn>> {
+        let _serial = self.snapshot_mu.lock();
+        let snapshot = {
+            let _cc = concurrency_control::write();
+            match self.quiesced_snapshot()? {
+                Some(snapshot) => snapshot,
+                None => return Ok(None),
+            }
+        };
+        let stable_lsn = snapshot.stable_lsn.unwrap();
+        if stable_lsn <= self.snapshot_lsn.load(Acquire) {
+            return Ok(None);
+        }
+        self.config.file.sync_all()?;
+        let blob_dir = self.config.get_path().join("blobs");
+        for entry in std::fs::read_dir(&blob_dir)? {
+            let path = entry?.path();
+            match std::fs::File::open(&path) {
+                Ok(f) => f.sync_all()?,
+                // replaced and removed since: the page no longer points to it
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        std::fs::File::open(&blob_dir)?.sync_all()?;
+        snapshot::write_snapshot(&self.config, &snapshot)?;
+        std::fs::File::open(self.config.get_path())?.sync_all()?;
+        self.snapshot_lsn.store(stable_lsn, Release);
+        Ok(Some(stable_lsn))
+    }
+
+    /// The page table as a `Snapshot` once the log is stable up to its tip.
+    /// The caller holds `concurrency_control::write()`.
+    pub(crate) fn quiesced_snapshot(&self) -> Result<Option<Snapshot>> {
+        let iobufs = &self.log.iobufs;
+        let segment_size = self.config.segment_size as Lsn;
+        // Make every reserved byte stable, and the segment header of the
+        // segment the next message goes to (a fresh segment's buffer holds
+        // only its header): then the log on disk ends exactly where the
+        // current, empty buffer starts.
+        let (tip_lsn, tip_lid) = loop {
+            let iobuf = iobufs.current_iobuf();
+            let header = iobuf.get_header();
+            let res_len = header::offset(header) as Lsn;
+            if header::n_writers(header) != 0 {
+                // cannot happen while the caller holds the write side
+                return Ok(None);
+            }
+            if header::is_sealed(header) || res_len != 0 {
+                iobuf::make_stable(iobufs, iobuf.lsn + res_len.max(1) - 1)?;
+                continue;
+            }
+            if iobufs.stable() < iobuf.lsn - 1 {
+                iobuf::make_stable(iobufs, iobuf.lsn - 1)?;
+                continue;
+            }
+            break (iobuf.lsn, iobuf.offset);
+        };
+        let progress = tip_lsn % segment_size;
+        // `advance_snapshot` moves a tip this near the end of its segment to
+        // the next segment, where this process would not go: no snapshot.
+        if progress < SEG_HEADER_LEN as Lsn
+            || progress + MAX_MSG_HEADER_LEN as Lsn >= segment_size
+            || tip_lid % segment_size as LogOffset
+                != LogOffset::try_from(progress).unwrap()
+        {
+            return Ok(None);
+        }
+        let active_segment = tip_lid - LogOffset::try_from(progress).unwrap();
+
+        let pid_bound = *self.next_pid_to_allocate.lock();
+        let mut pt = Vec::with_capacity(assert_usize(pid_bound));
+        let guard = pin();
+        for pid in 0..pid_bound {
+            match self.inner.get(pid, &guard) {
+                Some(view) if !view.cache_infos.is_empty() => {
+                    pt.push(view.to_page_state())
+                }
+                // a page being allocated: cannot happen while quiesced
+                _ => return Ok(None),
+            }
+        }
+        Ok(Some(Snapshot {
+            stable_lsn: Some(tip_lsn),
+            active_segment: Some(active_segment),
+            pt,
+        }))
     }
 
     /// A snapshot is to recover the pageTable at a point in time.

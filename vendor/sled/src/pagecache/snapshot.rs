@@ -509,7 +509,7 @@ fn read_snapshot(config: &RunningConfig) -> Result<Option<Snapshot>> {
     Snapshot::deserialize(&mut bytes.as_slice()).map(Some)
 }
 
-fn write_snapshot(config: &RunningConfig, snapshot: &Snapshot) -> Result<()> {
+pub(crate) fn write_snapshot(config: &RunningConfig, snapshot: &Snapshot) -> Result<()> {
     trace!("writing snapshot {:?}", snapshot);
 
     let raw_bytes = snapshot.serialize();
