@@ -391,7 +391,9 @@ const TOUR: &[Check] = &[
     ("APPROVAL=$(curl", quiet),
     ("/decision", |r, _| ok(r, &["\"status\":\"accepted\""])),
     ("api/v1/runs", |r, _| ok(r, &["\"runs\"", "\"completed\""])),
-    ("runs?order=desc", |r, _| ok(r, &["\"runs\"", "\"completed\""])),
+    ("runs?order=desc", |r, _| {
+        ok(r, &["\"runs\"", "\"completed\""])
+    }),
     ("/checkpoints", |r, _| {
         ok(r, &["\"cp_004\"", "\"node\":\"approval\""])
     }),
