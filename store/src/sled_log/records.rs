@@ -137,15 +137,15 @@ pub(crate) fn range(t: &Trees, r: &RecordRange) -> Result<Vec<(String, Vec<u8>)>
     } else {
         Box::new(heads)
     };
-    let mut out = Vec::new();
-    for kv in heads.take(r.limit) {
-        let (k, head) = kv?;
-        let key = String::from_utf8(k.to_vec())
-            .map_err(|_| Error::Decode("a record key is not UTF-8".into()))?;
-        let v = value(t, &key, &head)?;
-        out.push((key, v));
-    }
-    Ok(out)
+    heads.take(r.limit).map(|kv| entry(t, kv?)).collect()
+}
+
+/// A record's key and value, from its key and head in the records tree.
+fn entry(t: &Trees, (k, head): (sled::IVec, sled::IVec)) -> Result<(String, Vec<u8>)> {
+    let key = String::from_utf8(k.to_vec())
+        .map_err(|_| Error::Decode("a record key is not UTF-8".into()))?;
+    let v = value(t, &key, &head)?;
+    Ok((key, v))
 }
 
 /// Removes the pieces a head points at (none for an inline value).
@@ -172,15 +172,10 @@ pub(crate) fn read(t: &Trees, key: &str) -> Result<Option<Vec<u8>>> {
 
 /// Every record whose key starts with `prefix`, in key order.
 pub(crate) fn list(t: &Trees, prefix: &str) -> Result<Vec<(String, Vec<u8>)>> {
-    let mut out = Vec::new();
-    for kv in t.records.scan_prefix(prefix) {
-        let (k, head) = kv?;
-        let key = String::from_utf8(k.to_vec())
-            .map_err(|_| Error::Decode("a record key is not UTF-8".into()))?;
-        let v = value(t, &key, &head)?;
-        out.push((key, v));
-    }
-    Ok(out)
+    t.records
+        .scan_prefix(prefix)
+        .map(|kv| entry(t, kv?))
+        .collect()
 }
 
 fn value(t: &Trees, key: &str, head: &[u8]) -> Result<Vec<u8>> {
