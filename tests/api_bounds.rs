@@ -401,3 +401,44 @@ async fn writes_past_a_principals_quota_are_answered_429() {
         assert_eq!(status, StatusCode::ACCEPTED);
     }
 }
+
+/// The run-actor gauge of `/metrics`.
+async fn run_actors(srv: &Server) -> u64 {
+    let metrics = srv.client.metrics().await.unwrap();
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("chronicle_run_actors ")?.parse().ok())
+        .unwrap_or_else(|| panic!("no chronicle_run_actors in {metrics}"))
+}
+
+/// An ended run leaves nothing of its actor behind: the engine knows as many actors as runs go
+/// on, however many were made (a mailbox kept per run ever made held ~10 KiB each, for good).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ended_runs_leave_no_actor_behind_however_many_were_made() {
+    let srv = crate::api_support::server(Tokens::none(), None).await;
+    const RUNS: usize = 40;
+    for _ in 0..RUNS {
+        let reply = srv
+            .client
+            .chat(&chronicle_wire::ChatRequest {
+                message: "강남역 근처 30평대 아파트 매매 시세 알려줘".into(),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        assert!(
+            matches!(reply, chronicle_client::ChatReply::Done(_)),
+            "{reply:?}"
+        );
+    }
+    // Each actor stops just after its run's answer: wait for the last ones to go.
+    let deadline = tokio::time::Instant::now() + GUARD;
+    let mut actors = run_actors(&srv).await;
+    while actors > 0 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        actors = run_actors(&srv).await;
+    }
+    assert_eq!(actors, 0, "actors left after {RUNS} ended runs");
+    assert_eq!(srv.engine.cache_stats().actors, 0);
+    srv.stop().await;
+}

@@ -108,6 +108,8 @@ pub struct Metrics {
     pub store_events_read: Counter,
     pub store_heads_read: Counter,
     pub index_behind_events: Gauge,
+    /// Runs with an actor now.
+    pub run_actors: Gauge,
 }
 
 impl Metrics {
@@ -158,6 +160,7 @@ impl Metrics {
         to(&self.store_events_read, c.store_events_read);
         to(&self.store_heads_read, c.store_heads_read);
         gauge(&self.index_behind_events, c.index_behind_events);
+        gauge(&self.run_actors, c.actors);
     }
 
     pub(crate) fn new() -> Self {
@@ -227,6 +230,11 @@ impl Metrics {
             "index_behind_events",
             "Durable events the index has not taken in yet",
             m.index_behind_events.clone(),
+        );
+        registry.register(
+            "run_actors",
+            "Runs with an actor now: those going on, and those just stopping",
+            m.run_actors.clone(),
         );
         m.registry = registry;
         m

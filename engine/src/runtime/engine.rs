@@ -41,6 +41,9 @@ pub struct CacheStats {
     pub idle_events: u64,
     pub idle_hits: u64,
     pub idle_misses: u64,
+    /// Runs with an actor now (going on, or just stopping): bounded by the runs in progress,
+    /// not by the runs made.
+    pub actors: u64,
     /// Events and run heads read from the store since it opened.
     pub store_events_read: u64,
     pub store_heads_read: u64,
@@ -106,6 +109,7 @@ impl Engine {
             idle_events,
             idle_hits,
             idle_misses,
+            actors: s.actors() as u64,
             store_events_read: s.store.reads().events(),
             store_heads_read: s.store.reads().heads(),
             index_behind_events: index::behind(&s.store).unwrap_or(0),

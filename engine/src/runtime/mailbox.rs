@@ -111,7 +111,7 @@ impl Input {
 /// Waiting on the reply alone could wait forever. An input sent while the actor ends can be
 /// left in the closed mailbox (tokio's mpsc does not drain a value sent through a permit taken
 /// before its receiver was dropped), and then nothing drops it, nor its reply sender, while any
-/// handle of the mailbox lives: the engine keeps one for the run. An actor sends every answer
+/// handle of the mailbox lives: the caller's own, at least. An actor sends every answer
 /// before it ends, so once the mailbox is closed the answer is there or never comes.
 pub(crate) async fn answer<T>(
     mailbox: &mpsc::Sender<Input>,

@@ -350,8 +350,8 @@ pub(crate) struct Shared {
     pub shutdown: CancellationToken,
     pub tasks: TaskTracker,
     pub bus: Bus,
-    /// Every user's long-term memory (filled by [`crate::Engine::open`]); read it through
-    /// [`Shared::memory`], which brings it up to date with the log first.
+    /// The mailbox of each run's actor, while it runs: an actor forgets its own when it stops
+    /// ([`Shared::actor_stopped`]).
     actors: Mutex<HashMap<RunId, mpsc::Sender<Input>>>,
     /// The states of runs that ended recently, for their next actor.
     pub idle: IdleRuns,
@@ -444,6 +444,25 @@ impl Shared {
         session: &SessionId,
     ) -> Result<Vec<RunId>> {
         self.facts.session_runs(&self.store, who, session)
+    }
+
+    /// Runs whose actors are known by their mailboxes now: the runs that are going on, and
+    /// those whose actors are just stopping.
+    pub(crate) fn actors(&self) -> usize {
+        self.actors
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
+    }
+
+    /// Forgets the mailbox `tx` of `run`'s actor, which stopped: a sender kept here would keep
+    /// the channel and its buffer alive, for every run ever made. A newer actor's mailbox,
+    /// started meanwhile, stays.
+    pub(crate) fn actor_stopped(&self, run: RunId, tx: &mpsc::Sender<Input>) {
+        let mut actors = self.actors.lock().unwrap_or_else(PoisonError::into_inner);
+        if actors.get(&run).is_some_and(|kept| kept.same_channel(tx)) {
+            actors.remove(&run);
+        }
     }
 
     fn open_mailbox(&self, run: RunId) -> Option<mpsc::Sender<Input>> {

@@ -23,7 +23,9 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use chronicle_projections::RunState;
-use chronicle_schemas::{Envelope, Event, Payload, SupervisorTodo, Timestamp, TodoId, ToolCallId};
+use chronicle_schemas::{
+    Envelope, Event, Payload, RunId, SupervisorTodo, Timestamp, TodoId, ToolCallId,
+};
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::AbortHandle;
@@ -103,6 +105,11 @@ pub(crate) fn spawn(
     rx: mpsc::Receiver<Input>,
 ) {
     let tasks = shared.tasks.clone();
+    let stopped = Stopped {
+        shared: shared.clone(),
+        run: live.run_id(),
+        tx: tx.clone(),
+    };
     let actor = RunActor {
         shared,
         live,
@@ -117,7 +124,24 @@ pub(crate) fn spawn(
         acks: Vec::new(),
         settled: Vec::new(),
     };
-    tasks.spawn(actor.run(rx));
+    tasks.spawn(async move {
+        actor.run(rx).await;
+        drop(stopped);
+    });
+}
+
+/// Forgets the actor's mailbox when the actor stops, however it stops (a panic too): dropped
+/// after the actor's receiver, so a caller that finds the mailbox closed starts a new actor.
+struct Stopped {
+    shared: Arc<Shared>,
+    run: RunId,
+    tx: mpsc::Sender<Input>,
+}
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        self.shared.actor_stopped(self.run, &self.tx);
+    }
 }
 
 pub(crate) fn now() -> Timestamp {
