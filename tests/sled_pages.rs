@@ -46,7 +46,11 @@ fn check(db: &sled::Db, model: &Model) {
     for (name, keys) in model {
         let tree = db.open_tree(name).unwrap();
         for (k, v) in keys {
-            assert_eq!(tree.get(k).unwrap().as_deref(), Some(&v[..]), "{name} {k:?}");
+            assert_eq!(
+                tree.get(k).unwrap().as_deref(),
+                Some(&v[..]),
+                "{name} {k:?}"
+            );
         }
         let scanned: Vec<(Vec<u8>, Vec<u8>)> = tree
             .iter()
@@ -58,7 +62,10 @@ fn check(db: &sled::Db, model: &Model) {
         let expected: Vec<(Vec<u8>, Vec<u8>)> =
             keys.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
         assert_eq!(scanned.len(), expected.len(), "{name}");
-        assert!(scanned == expected, "{name}: a scan differs from what was written");
+        assert!(
+            scanned == expected,
+            "{name}: a scan differs from what was written"
+        );
     }
 }
 
@@ -84,21 +91,39 @@ fn appends_and_small_values_fill_their_leaves_and_read_back() {
     // Increasing keys with 400-byte values, as the events tree: a leaf of 17 passes 4 KiB and
     // splits, the right edge keeping 4; half-full leaves would take one page per 8 or 9 items.
     let n = 6_000u64;
-    let appends = (0..n).map(|i| (i.to_be_bytes().to_vec(), vec![(i % 251) as u8; 400])).collect();
+    let appends = (0..n)
+        .map(|i| (i.to_be_bytes().to_vec(), vec![(i % 251) as u8; 400]))
+        .collect();
     let pages = fill(&db, &mut model, "appends", appends);
-    assert!(pages <= n / 12, "{n} appended keys of 400 bytes took {pages} pages");
+    assert!(
+        pages <= n / 12,
+        "{n} appended keys of 400 bytes took {pages} pages"
+    );
 
     // Increasing keys with 24-byte values: leaves of up to 128 items, left full.
-    let ascending = (0..20_000u64).map(|i| (i.to_be_bytes().to_vec(), vec![7u8; 24])).collect();
+    let ascending = (0..20_000u64)
+        .map(|i| (i.to_be_bytes().to_vec(), vec![7u8; 24]))
+        .collect();
     let pages = fill(&db, &mut model, "small-ascending", ascending);
-    assert!(pages <= 20_000 / 100, "20,000 appended keys of 24 bytes took {pages} pages");
+    assert!(
+        pages <= 20_000 / 100,
+        "20,000 appended keys of 24 bytes took {pages} pages"
+    );
 
     // Keys in random order with 24-byte values: leaves split in the middle, by bytes.
     let random = (0..20_000u64)
-        .map(|_| (rng.next().to_be_bytes().to_vec(), vec![(rng.next() % 256) as u8; 24]))
+        .map(|_| {
+            (
+                rng.next().to_be_bytes().to_vec(),
+                vec![(rng.next() % 256) as u8; 24],
+            )
+        })
         .collect();
     let pages = fill(&db, &mut model, "small-random", random);
-    assert!(pages <= 20_000 / 64, "20,000 random keys of 24 bytes took {pages} pages");
+    assert!(
+        pages <= 20_000 / 64,
+        "20,000 random keys of 24 bytes took {pages} pages"
+    );
 
     // Values of every size in random order: leaves of large values still split past 16 items.
     let mut mixed = Vec::new();
@@ -108,7 +133,10 @@ fn appends_and_small_values_fill_their_leaves_and_read_back() {
             1..=3 => 200 + rng.next() % 800,
             _ => rng.next() % 64,
         } as usize;
-        mixed.push(((rng.next() % 100_000).to_be_bytes().to_vec(), vec![3u8; len]));
+        mixed.push((
+            (rng.next() % 100_000).to_be_bytes().to_vec(),
+            vec![3u8; len],
+        ));
     }
     fill(&db, &mut model, "mixed", mixed);
     check(&db, &model);
@@ -135,7 +163,10 @@ fn appends_and_small_values_fill_their_leaves_and_read_back() {
     }
     check(&db, &model);
     let after_removes = db.pages_in_use();
-    assert!(after_removes < pages / 2, "{pages} pages, {after_removes} after removing 90% of keys");
+    assert!(
+        after_removes < pages / 2,
+        "{pages} pages, {after_removes} after removing 90% of keys"
+    );
 
     drop(db);
     let db = open(dir.path());
