@@ -34,6 +34,7 @@ mod memory;
 mod reject;
 mod scenarios;
 mod sessions;
+mod sled_pages;
 mod sled_snapshot;
 mod slow_agent;
 mod store;

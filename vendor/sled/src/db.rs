@@ -252,6 +252,14 @@ impl Db {
             .map(|snapshot| snapshot.serialize()))
     }
 
+    /// Pages allocated and not freed (every tree's nodes and sled's own
+    /// pages): each costs an entry in memory for as long as the `Db` is open.
+    /// For tests and measurements.
+    #[doc(hidden)]
+    pub fn pages_in_use(&self) -> u64 {
+        self.context.pagecache.pages_in_use()
+    }
+
     /// Returns the trees names saved in this Db.
     pub fn tree_names(&self) -> Vec<IVec> {
         let tenants = self.tenants.read();

@@ -2,6 +2,18 @@ use std::{num::NonZeroU64, ops::Bound};
 
 use super::*;
 
+/// A leaf of more than 16 items splits once its keys and values pass this
+/// many bytes.
+const LEAF_SPLIT_BYTES: usize = 4096;
+
+/// A leaf splits past this many items whatever their size.
+const LEAF_SPLIT_ITEMS: usize = 128;
+
+/// How many items the leaf at the right edge of a tree hands to the new
+/// right edge when it splits: not fewer than a leaf merges below (4), so
+/// neither side is merged back at once.
+const RIGHT_EDGE_SPLIT_KEEP: usize = 4;
+
 #[derive(Default, Debug, Clone, PartialEq)]
 pub struct Node {
     pub(crate) prefix_len: u8,
@@ -170,11 +182,12 @@ impl Node {
             old_prefix: &[u8],
             old_hi: &[u8],
             suffix_truncation: bool,
+            split_point: usize,
         ) -> (IVec, u8, Vec<IVec>, Vec<T>)
         where
             T: Clone + Ord,
         {
-            let split_point = keys.len() / 2 + 1;
+            assert!(0 < split_point && split_point < keys.len());
             let right_keys = keys.split_off(split_point);
             let right_values = values.split_off(split_point);
             let right_min = &right_keys[0];
@@ -241,6 +254,16 @@ impl Node {
             )
         }
 
+        // The leaf at the right edge of the tree (no `hi` bound) is where
+        // increasing keys are appended: it keeps all but a few items, which
+        // start the new right edge, so that appends leave full leaves behind
+        // and not half-full ones. Every other node splits in the middle.
+        let middle = self.data.len() / 2 + 1;
+        let split_point = if self.hi.is_empty() && !self.data.is_index() {
+            middle.max(self.data.len().saturating_sub(RIGHT_EDGE_SPLIT_KEEP))
+        } else {
+            middle
+        };
         let prefixed_lo = &self.lo[..self.prefix_len as usize];
         let prefixed_hi = &self.hi;
         let (split, right_prefix_len, right_data) = match self.data {
@@ -252,6 +275,7 @@ impl Node {
                         prefixed_lo,
                         prefixed_hi,
                         false,
+                        split_point,
                     );
 
                 (
@@ -271,6 +295,7 @@ impl Node {
                         prefixed_lo,
                         prefixed_hi,
                         true,
+                        split_point,
                     );
 
                 (
@@ -597,15 +622,20 @@ impl Node {
     }
 
     pub(crate) fn should_split(&self) -> bool {
-        let threshold = if cfg!(any(test, feature = "lock_free_delays")) {
-            2
+        let size_checks = if cfg!(any(test, feature = "lock_free_delays")) {
+            self.data.len() > 2
         } else if self.data.is_index() {
-            256
+            self.data.len() > 256
         } else {
-            16
+            // A leaf splits past 16 items once its keys and values pass
+            // `LEAF_SPLIT_BYTES`, and in any case past `LEAF_SPLIT_ITEMS`:
+            // leaves of large values split as they always did, and leaves
+            // of small values hold more of them (each page costs an entry
+            // in memory while the database is open, whatever its size).
+            let len = self.data.len();
+            len > LEAF_SPLIT_ITEMS
+                || (len > 16 && self.data.leaf_bytes_over(LEAF_SPLIT_BYTES))
         };
-
-        let size_checks = self.data.len() > threshold;
         let safety_checks = self.merging_child.is_none() && !self.merging;
 
         size_checks && safety_checks
@@ -669,6 +699,23 @@ impl Data {
                 .map(|(k, v)| k.len() + v.len())
                 .sum::<usize>() as u64,
         }
+    }
+
+    /// Whether a leaf's keys (as stored, after the node's prefix) and values
+    /// add up to more than `limit` bytes; `false` for an index.
+    pub(crate) fn leaf_bytes_over(&self, limit: usize) -> bool {
+        let leaf = match self {
+            Data::Leaf(ref leaf) => leaf,
+            Data::Index(_) => return false,
+        };
+        let mut bytes = 0;
+        for (k, v) in leaf.keys.iter().zip(leaf.values.iter()) {
+            bytes += k.len() + v.len();
+            if bytes > limit {
+                return true;
+            }
+        }
+        false
     }
 
     pub(crate) fn len(&self) -> usize {

@@ -2201,6 +2201,14 @@ impl PageCache {
         Ok(Some(stable_lsn))
     }
 
+    /// Pages allocated and not freed: what the page table holds an entry
+    /// for. Approximate while pages are allocated or freed concurrently.
+    pub(crate) fn pages_in_use(&self) -> u64 {
+        let allocated = *self.next_pid_to_allocate.lock();
+        let free = self.free.lock().len() as PageId;
+        allocated.saturating_sub(free)
+    }
+
     /// The page table as a `Snapshot` once the log is stable up to its tip.
     /// The caller holds `concurrency_control::write()`.
     pub(crate) fn quiesced_snapshot(&self) -> Result<Option<Snapshot>> {
