@@ -7,19 +7,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-/// A tiny deterministic generator (xorshift), so a failing seed can be replayed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.0 = x;
-        x
-    }
-}
+use crate::index_workload::Rng;
 
 fn open(dir: &Path) -> sled::Db {
     // A closed `Db`'s IO threads may hold the file lock for a moment, as the store knows.
@@ -85,7 +73,7 @@ fn fill(db: &sled::Db, model: &mut Model, name: &str, items: Vec<(Vec<u8>, Vec<u
 fn appends_and_small_values_fill_their_leaves_and_read_back() {
     let dir = tempfile::tempdir().unwrap();
     let mut model = Model::new();
-    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let mut rng = Rng::new(0x9e37_79b9_7f4a_7c15);
     let db = open(dir.path());
 
     // Increasing keys with 400-byte values, as the events tree: a leaf of 17 passes 4 KiB and

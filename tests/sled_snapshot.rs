@@ -10,22 +10,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-/// A tiny deterministic generator (xorshift), so a failing seed can be replayed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.0 = x;
-        x
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
+use crate::index_workload::Rng;
 
 fn config(dir: &Path) -> sled::Config {
     sled::Config::new()
@@ -72,7 +57,7 @@ fn value(rng: &mut Rng) -> Vec<u8> {
         0 => 20_000 + rng.below(40_000),
         1..=4 => 1_000 + rng.below(4_000),
         _ => 1 + rng.below(200),
-    } as usize;
+    };
     let b = rng.below(256) as u8;
     vec![b; len]
 }
@@ -184,7 +169,7 @@ fn a_quiesced_snapshot_equals_the_one_recovery_computes() {
     for seed in [7u64, 1234, 99_991] {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("db");
-        let mut rng = Rng(seed);
+        let mut rng = Rng::new(seed);
         let mut model = Model::new();
         let mut db = config(&dir).open().unwrap();
         for round in 0..4 {
@@ -218,7 +203,7 @@ fn snapshots_taken_while_writers_run_lose_nothing_and_match_recovery() {
             let db = db.clone();
             let model = model.clone();
             std::thread::spawn(move || {
-                let mut rng = Rng(w * 7919 + 17);
+                let mut rng = Rng::new(w * 7919 + 17);
                 let tree_name = format!("w{w}");
                 let tree = db.open_tree(&tree_name).unwrap();
                 for _ in 0..1500 {
