@@ -182,8 +182,9 @@ impl<'a, S: Sink> Batch<'a, S> {
     /// Takes one durable event in.
     pub fn take(&mut self, env: &Envelope) -> store::Result<()> {
         let run_key = Key::new(keys::RUN).run(env.run_id).done();
-        let old: Option<RunFacts> = match self.runs.get(&run_key) {
-            Some(f) => Some(f.clone()),
+        // Taken out of the batch (put back below): one copy per event, for `facts`.
+        let old: Option<RunFacts> = match self.runs.remove(&run_key) {
+            Some(f) => Some(f),
             None => self.get_as(&run_key)?,
         };
         if old.is_none() && !matches!(env.event, Event::RunStarted { .. }) {
@@ -205,8 +206,8 @@ impl<'a, S: Sink> Batch<'a, S> {
 
     fn session(&mut self, env: &Envelope, run: &RunFacts) -> store::Result<()> {
         let key = Key::new(keys::SESSION).tail(&run.session_id.0).done();
-        let old: Option<SessionFacts> = match self.sessions.get(&key) {
-            Some(f) => Some(f.clone()),
+        let old: Option<SessionFacts> = match self.sessions.remove(&key) {
+            Some(f) => Some(f),
             None => self.get_as(&key)?,
         };
         let mut s = old.clone().unwrap_or_default();
