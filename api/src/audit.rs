@@ -12,7 +12,7 @@ use axum::extract::State;
 use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE};
 use axum::http::{HeaderMap, HeaderName, HeaderValue};
 use axum::response::{IntoResponse, Response};
-use chronicle_engine::{Engine, store};
+use chronicle_engine::store;
 use chronicle_projections::Audit;
 use chronicle_schemas::{
     ApprovalStatus, AuditRow, Envelope, Event, Hash, OWNER_OF_OLD_RUNS, RunId, Timestamp,
@@ -20,7 +20,7 @@ use chronicle_schemas::{
 use chronicle_wire::audit::{
     Encoder, Format, HEAD_OFFSET_HEADER, RUN_HEAD_HASH_HEADER, RUN_HEAD_SEQ_HEADER,
 };
-use chronicle_wire::{ApprovalView, ErrorBody, ExportQuery, Inbox, InboxItem, InboxQuery};
+use chronicle_wire::{ErrorBody, ExportQuery, Inbox, InboxQuery};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -28,6 +28,7 @@ use crate::auth::Principal;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{ExportFormat, OlderThan, Query, owned_run};
 use crate::refusals::ReadError;
+use crate::lists::{INBOX_ITEMS_MAX, inbox_items};
 use crate::state::AppState;
 
 /// The export sends the body in chunks of about this size.
@@ -37,8 +38,6 @@ const EXPORT_QUEUE_CHUNKS: usize = 8;
 /// How long the export waits for a run's newest event to pass its durability barrier (it is
 /// visible in the run head a moment before): the export shows only durable events.
 const DURABLE_WAIT_MS: u64 = 5_000;
-/// The most items one inbox answer lists (the oldest ones; `truncated` says if there were more).
-pub const INBOX_ITEMS_MAX: usize = 1_000;
 
 // ------------------------------------------------------------------ the inbox
 
@@ -75,7 +74,9 @@ pub(crate) async fn inbox(
     let engine = st.engine.clone();
     // Replaying runs reads sled synchronously: keep it off the async workers.
     let (items, truncated) =
-        tokio::task::spawn_blocking(move || items(&engine, &who, status, before, now, limit))
+        tokio::task::spawn_blocking(move || {
+            inbox_items(&engine, &who, status, before, now, limit)
+        })
             .await
             .map_err(ApiError::internal)??;
     Ok(axum::Json(Inbox {
@@ -86,40 +87,6 @@ pub(crate) async fn inbox(
         approvals: items,
     })
     .into_response())
-}
-
-/// Up to `limit` approvals of `status` of the runs `who` may see, oldest request first (then by
-/// run and seq), read from the index, which keeps them by status and request time: the page
-/// costs what its items cost. And whether more are there.
-fn items(
-    engine: &Engine,
-    who: &chronicle_engine::Principal,
-    status: ApprovalStatus,
-    before: Option<Timestamp>,
-    now: Timestamp,
-    limit: usize,
-) -> ApiResult<(Vec<InboxItem>, bool)> {
-    let (listed, more) = engine.approvals(who, status, before, limit)?;
-    let mut out = Vec::with_capacity(listed.len());
-    for (_, run, seq) in listed {
-        let state = engine.state(run, None)?;
-        let Some(a) = state
-            .approvals
-            .list
-            .iter()
-            .find(|a| a.requested_seq == seq && a.status == status)
-        else {
-            continue;
-        };
-        out.push(InboxItem {
-            approval: ApprovalView::new(run, a.clone()),
-            session_id: state.supervisor.session_id.clone(),
-            user_id: state.supervisor.user_id.clone(),
-            waiting_ms: (status == ApprovalStatus::Pending)
-                .then(|| (now.as_micros() - a.created_at.as_micros()).max(0) / 1000),
-        });
-    }
-    Ok((out, more))
 }
 
 fn parse_status(s: &str) -> ApiResult<ApprovalStatus> {

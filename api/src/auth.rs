@@ -9,8 +9,15 @@
 //! authenticated caller, good for one stream within [`TICKET_TTL_MS`]. A long-lived token never
 //! appears in a URL, and request logs carry paths only.
 //!
-//! Tokens and tickets are kept as their BLAKE3 hashes: a lookup compares digests (in constant
-//! time), never the secret's bytes one by one.
+//! The web console signs a person in once: a token typed on its login page is exchanged for a
+//! *console session* ([`Sessions`]), an `HttpOnly; SameSite=Strict` cookie the page's script
+//! cannot read, so the long-lived token is never kept by the page. A request carries either:
+//! `Authorization` (or `X-Api-Key`) always wins over the cookie. A request that changes state
+//! with the cookie alone must also come from this server's own origin (not a `--cors-origin`
+//! page: no cookie is honoured for one) and carry the session's `X-CSRF-Token`.
+//!
+//! Tokens, tickets and sessions are kept as their BLAKE3 hashes: a lookup compares digests (in
+//! constant time), never the secret's bytes one by one.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -19,8 +26,9 @@ use std::time::{Duration, Instant};
 
 use axum::extract::{FromRef, FromRequestParts};
 use axum::http::request::Parts;
-use axum::http::{HeaderMap, header};
+use axum::http::{HeaderMap, Method, header};
 
+use crate::browser::Site;
 use crate::error::{ApiError, ApiResult};
 
 /// The shortest token accepted, in bytes.
@@ -169,25 +177,215 @@ impl Tokens {
 /// The header LangGraph clients send their key in.
 const X_API_KEY: &str = "x-api-key";
 
-/// The authenticated principal of a request, from its `Authorization` header (or `X-Api-Key`).
+/// The authenticated principal of a request: its `Authorization` header (or `X-Api-Key`), or
+/// else its console session cookie ([`Sessions::check`]).
 #[derive(Clone, Debug)]
 pub struct Principal(pub chronicle_engine::Principal);
 
 impl<S: Send + Sync> FromRequestParts<S> for Principal
 where
     Tokens: FromRef<S>,
+    Arc<Sessions>: FromRef<S>,
+    Arc<Site>: FromRef<S>,
 {
     type Rejection = ApiError;
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
-        Tokens::from_ref(state)
-            .of_headers(&parts.headers)
-            .map(Principal)
+        let tokens = Tokens::from_ref(state);
+        if let Some(cookie) = session_cookie(&tokens, &parts.headers) {
+            let sessions = Arc::<Sessions>::from_ref(state);
+            return sessions
+                .check(cookie, parts, &Arc::<Site>::from_ref(state))
+                .map(|s| Principal(s.principal));
+        }
+        tokens.of_headers(&parts.headers).map(Principal)
     }
 }
 
+/// The console session cookie a request is to be authenticated by: on a server with tokens, a
+/// request without `Authorization` and `X-Api-Key` that carries one.
+pub(crate) fn session_cookie<'h>(tokens: &Tokens, headers: &'h HeaderMap) -> Option<&'h str> {
+    if tokens.is_empty()
+        || headers.contains_key(header::AUTHORIZATION)
+        || headers.contains_key(X_API_KEY)
+    {
+        return None;
+    }
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .find_map(|kv| {
+            let (k, v) = kv.trim().split_once('=')?;
+            (k == SESSION_COOKIE).then_some(v)
+        })
+}
+
+/// The principal of a request as far as its credentials go, without the checks a change
+/// needs: for counting a write against its principal's quota before the handler runs.
+pub(crate) fn principal_of(
+    tokens: &Tokens,
+    sessions: &Sessions,
+    headers: &HeaderMap,
+) -> Option<chronicle_engine::Principal> {
+    match session_cookie(tokens, headers) {
+        Some(cookie) => sessions.find(cookie).map(|s| s.principal),
+        None => tokens.of_headers(headers).ok(),
+    }
+}
+
+/// The name of the console session cookie.
+pub const SESSION_COOKIE: &str = "chronicle_session";
+/// A console session ends after this long without a request.
+pub const SESSION_IDLE_MS: u64 = 8 * 60 * 60 * 1000;
+/// A console session ends this long after sign-in, however busy.
+pub const SESSION_LIFETIME_MS: u64 = 24 * 60 * 60 * 1000;
+/// Console sessions open at once; beyond it signing in answers 503 until some end.
+pub const SESSIONS_MAX: usize = 10_000;
+/// Console sessions one principal may hold open at once (every browser it signs in from).
+pub const SESSIONS_PER_PRINCIPAL_MAX: usize = 64;
+/// The header a console change carries its session's CSRF token in.
+pub const CSRF_HEADER: &str = "x-csrf-token";
+
+/// A signed-in console session: who, and the token its page sends with each change.
+#[derive(Clone, Debug)]
+pub struct LoginSession {
+    pub principal: chronicle_engine::Principal,
+    /// Sent back in [`CSRF_HEADER`] by the page's changes; kept as its hash.
+    csrf: blake3::Hash,
+    /// The CSRF token itself, which the pages of this session carry.
+    pub csrf_token: String,
+    created: Instant,
+    used: Instant,
+}
+
+/// The console sessions open: cookie hash → session. A restart signs everyone out.
+#[derive(Debug, Default)]
+pub struct Sessions(Mutex<HashMap<blake3::Hash, LoginSession>>);
+
+/// 256 random bits, as 64 hex characters.
+fn secret() -> String {
+    format!(
+        "{}{}",
+        uuid::Uuid::new_v4().simple(),
+        uuid::Uuid::new_v4().simple()
+    )
+}
+
+impl Sessions {
+    /// Signs `who` in: the cookie value and the session.
+    pub(crate) fn open(&self, who: chronicle_engine::Principal) -> ApiResult<(String, LoginSession)> {
+        let mut map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let now = Instant::now();
+        map.retain(|_, s| live(s, now));
+        let held = map.values().filter(|s| s.principal.name == who.name).count();
+        if held >= SESSIONS_PER_PRINCIPAL_MAX || map.len() >= SESSIONS_MAX {
+            let whose = if held >= SESSIONS_PER_PRINCIPAL_MAX {
+                format!("{} holds {SESSIONS_PER_PRINCIPAL_MAX} console sessions, its most", who.name)
+            } else {
+                format!("{SESSIONS_MAX} console sessions are open")
+            };
+            return Err(ApiError::capped(
+                "too_many_sessions",
+                format!("{whose}; sign out elsewhere or wait for them to expire"),
+                60,
+            ));
+        }
+        let cookie = secret();
+        let csrf_token = secret();
+        let session = LoginSession {
+            principal: who,
+            csrf: blake3::hash(csrf_token.as_bytes()),
+            csrf_token,
+            created: now,
+            used: now,
+        };
+        map.insert(blake3::hash(cookie.as_bytes()), session.clone());
+        Ok((cookie, session))
+    }
+
+    /// The live session of `cookie` (now used), if any.
+    pub(crate) fn find(&self, cookie: &str) -> Option<LoginSession> {
+        let mut map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let key = blake3::hash(cookie.as_bytes());
+        let now = Instant::now();
+        match map.get_mut(&key) {
+            Some(s) if live(s, now) => {
+                s.used = now;
+                Some(s.clone())
+            }
+            Some(_) => {
+                map.remove(&key);
+                None
+            }
+            None => None,
+        }
+    }
+
+    /// Signs the session of `cookie` out; whether there was one.
+    pub(crate) fn close(&self, cookie: &str) -> bool {
+        let mut map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        map.remove(&blake3::hash(cookie.as_bytes())).is_some()
+    }
+
+    /// The session of a request authenticated by `cookie`: 401 when it is unknown or expired,
+    /// or the request comes from another origin than this server's; 403 when it changes state
+    /// without its session's CSRF token, or from a page of another site.
+    pub(crate) fn check(&self, cookie: &str, parts: &Parts, site: &Site) -> ApiResult<LoginSession> {
+        let headers = &parts.headers;
+        let origin = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok());
+        let host = headers
+            .get(header::HOST)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default();
+        if let Some(origin) = origin
+            && !site.own_origin(origin, host)
+        {
+            return Err(ApiError::unauthorized(format!(
+                "a console session is not accepted from pages of {origin:?}: send a bearer token"
+            )));
+        }
+        let session = self.find(cookie).ok_or_else(|| {
+            ApiError::unauthorized("the console session is unknown or expired: sign in again")
+        })?;
+        if changes_state(&parts.method) {
+            if origin.is_none() {
+                return Err(ApiError::forbidden(
+                    "a change made with a console session must carry this server's Origin",
+                ));
+            }
+            let fetch_site = headers.get("sec-fetch-site").and_then(|v| v.to_str().ok());
+            if fetch_site.is_some_and(|s| s != "same-origin") {
+                return Err(ApiError::forbidden(
+                    "a change made with a console session must come from the console's own pages",
+                ));
+            }
+            let sent = headers.get(CSRF_HEADER).and_then(|v| v.to_str().ok());
+            if sent.is_none_or(|t| blake3::hash(t.as_bytes()) != session.csrf) {
+                return Err(ApiError::forbidden(format!(
+                    "a change made with a console session must carry the session's {CSRF_HEADER} header"
+                )));
+            }
+        }
+        Ok(session)
+    }
+}
+
+fn live(s: &LoginSession, now: Instant) -> bool {
+    now.duration_since(s.used) < Duration::from_millis(SESSION_IDLE_MS)
+        && now.duration_since(s.created) < Duration::from_millis(SESSION_LIFETIME_MS)
+}
+
+fn changes_state(method: &Method) -> bool {
+    matches!(
+        *method,
+        Method::POST | Method::PUT | Method::PATCH | Method::DELETE
+    )
+}
+
 /// The principal of a stream request: its `Authorization` header or, when it has none, a
-/// stream ticket in `?ticket=` (used up by this request). A server without tokens needs neither
-/// (every request is `local`) and does not look at a ticket.
+/// stream ticket in `?ticket=` (used up by this request), or the console session cookie. A
+/// server without tokens needs none of them (every request is `local`) and does not look.
 #[derive(Clone, Debug)]
 pub struct StreamPrincipal(pub chronicle_engine::Principal);
 
@@ -195,6 +393,8 @@ impl<S: Send + Sync> FromRequestParts<S> for StreamPrincipal
 where
     Tokens: FromRef<S>,
     Arc<Tickets>: FromRef<S>,
+    Arc<Sessions>: FromRef<S>,
+    Arc<Site>: FromRef<S>,
 {
     type Rejection = ApiError;
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
@@ -209,11 +409,14 @@ where
             .uri
             .query()
             .and_then(|q| q.split('&').find_map(|kv| kv.strip_prefix("ticket=")));
-        match ticket {
-            Some(ticket) => Arc::<Tickets>::from_ref(state)
+        match (ticket, session_cookie(&tokens, &parts.headers)) {
+            (Some(ticket), _) => Arc::<Tickets>::from_ref(state)
                 .redeem(ticket)
                 .map(StreamPrincipal),
-            None => tokens.principal(None).map(StreamPrincipal),
+            (None, Some(cookie)) => Arc::<Sessions>::from_ref(state)
+                .check(cookie, parts, &Arc::<Site>::from_ref(state))
+                .map(|s| StreamPrincipal(s.principal)),
+            (None, None) => tokens.principal(None).map(StreamPrincipal),
         }
     }
 }

@@ -75,10 +75,14 @@ impl Site {
 
     /// May a page of `origin` send this request (whose `Host` is already known to be ours)?
     fn origin_ok(&self, origin: &str, host: &str) -> bool {
+        let lower = origin.trim_end_matches('/').to_ascii_lowercase();
+        self.cors.contains(&lower) || self.own_origin(origin, host)
+    }
+
+    /// Is `origin` this server's own (the origin of its pages, the console's), not merely one
+    /// it lets read answers (`--cors-origin`)? A console session cookie is honoured only from it.
+    pub(crate) fn own_origin(&self, origin: &str, host: &str) -> bool {
         let origin = origin.trim_end_matches('/').to_ascii_lowercase();
-        if self.cors.contains(&origin) {
-            return true;
-        }
         let Some((scheme, authority)) = origin.split_once("://") else {
             return false;
         };
@@ -344,6 +348,9 @@ mod tests {
         }
         // The server's own origin under a configured name.
         assert!(s.origin_ok("https://api.example", "api.example"));
+        // A --cors-origin page may read answers, but it is not the server's own origin.
+        assert!(!s.own_origin("https://ui.example.com", host));
+        assert!(s.own_origin("http://localhost:8080", host));
     }
 
     #[test]

@@ -6,6 +6,7 @@
 
 // Handlers: each route's handler file (a handler file imports no other handler file).
 mod audit;
+mod console;
 mod memory;
 mod ops;
 mod rest;
@@ -27,6 +28,7 @@ pub mod langgraph;
 #[cfg(test)]
 mod layering;
 mod limits;
+mod lists;
 pub mod openapi;
 mod quota;
 mod refusals;
@@ -121,7 +123,9 @@ fn routes() -> OpenApiRouter<AppState> {
 pub fn router(state: AppState) -> Router {
     let body_limit = state.config.request_body_bytes_max;
     let (router, generated) = routes().split_for_parts();
+    // The console's pages are HTML, not part of the API's document.
     let router = router
+        .merge(console::routes())
         .route_layer(middleware::from_fn(browser::json_only))
         .route_layer(middleware::from_fn_with_state(
             quota::Writes::from_ref(&state),

@@ -89,6 +89,7 @@ fn is_write(req: &Request) -> bool {
 pub(crate) struct Writes {
     pub(crate) quota: Arc<WriteQuota>,
     pub(crate) tokens: Tokens,
+    pub(crate) sessions: Arc<crate::auth::Sessions>,
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) config: Arc<ApiConfig>,
 }
@@ -99,8 +100,8 @@ pub(crate) async fn writes(State(st): State<Writes>, req: Request, next: Next) -
     if !is_write(&req) {
         return next.run(req).await;
     }
-    let who = match st.tokens.of_headers(req.headers()) {
-        Ok(who) if !who.admin => who,
+    let who = match crate::auth::principal_of(&st.tokens, &st.sessions, req.headers()) {
+        Some(who) if !who.admin => who,
         _ => return next.run(req).await,
     };
     match st.quota.take(&who.name, Instant::now()) {

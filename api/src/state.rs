@@ -7,7 +7,7 @@ use axum::extract::FromRef;
 use chronicle_engine::Engine;
 use tokio_util::sync::CancellationToken;
 
-use crate::auth::{Tickets, Tokens};
+use crate::auth::{Sessions, Tickets, Tokens};
 use crate::browser::Site;
 use crate::config::{ApiConfig, Metrics};
 use crate::limits::Streams;
@@ -25,6 +25,8 @@ pub struct AppState {
     pub shutdown: CancellationToken,
     /// Stream tickets issued and not yet used.
     pub tickets: Arc<Tickets>,
+    /// The console's signed-in sessions.
+    pub sessions: Arc<Sessions>,
     /// Which Host and Origin headers the server accepts; set from the bound address by
     /// [`crate::serve`].
     pub site: Arc<Site>,
@@ -49,6 +51,12 @@ impl FromRef<AppState> for Arc<Tickets> {
     }
 }
 
+impl FromRef<AppState> for Arc<Sessions> {
+    fn from_ref(st: &AppState) -> Self {
+        st.sessions.clone()
+    }
+}
+
 impl FromRef<AppState> for Arc<Site> {
     fn from_ref(st: &AppState) -> Self {
         st.site.clone()
@@ -60,6 +68,7 @@ impl FromRef<AppState> for Writes {
         Writes {
             quota: st.quota.clone(),
             tokens: st.tokens.clone(),
+            sessions: st.sessions.clone(),
             metrics: st.metrics.clone(),
             config: st.config.clone(),
         }
@@ -93,6 +102,7 @@ impl AppState {
             metrics,
             shutdown: CancellationToken::new(),
             tickets: Arc::default(),
+            sessions: Arc::default(),
             site: Arc::new(site),
             streams,
             started_at: now(),

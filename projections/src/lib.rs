@@ -9,6 +9,7 @@ mod approvals;
 mod audit;
 mod branches;
 mod checkpoints;
+pub mod diff;
 mod facts;
 #[doc(hidden)]
 pub mod fixtures;

@@ -25,6 +25,7 @@ pub mod names;
 #[cfg(feature = "openapi")]
 pub mod openapi;
 mod requests;
+pub mod summary;
 pub mod tag;
 mod views;
 

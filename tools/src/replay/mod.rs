@@ -220,7 +220,7 @@ fn print_diff(
     out: &mut dyn Write,
 ) -> anyhow::Result<()> {
     let (sa, sb) = (reader.state_at(a)?, reader.state_at(b)?);
-    let d = diff::diff(&sa, &sb);
+    let d = chronicle_projections::diff::diff(&sa, &sb);
     if json {
         return json_line(out, "diff", serde_json::to_value(&d)?);
     }
@@ -518,7 +518,7 @@ impl<'a> Stepper<'a> {
         self.reader
             .apply(&mut after, &env)
             .with_context(|| format!("replaying seq {seq}"))?;
-        let change = diff::diff(&before, &after);
+        let change = chronicle_projections::diff::diff(&before, &after);
         let abandoned = self.branches.is_abandoned(seq);
         if self.json {
             json_line(

@@ -27,7 +27,7 @@ use measure::{LISTS, MeasurePlan, Measured};
 use template::Templates;
 
 /// Bump when the generated runs change, so older stores are made again.
-const GENERATOR_VERSION: u32 = 2;
+const GENERATOR_VERSION: u32 = 3;
 /// Where the generated stores stay, under `--dir`.
 pub const STORES_DIR: &str = "chronicle-bench-stores";
 /// The sizes measured unless `--store-runs` names others.

@@ -30,6 +30,8 @@ pub const QUERIES: [&str; 2] = [
 /// The agent of the failing runs' plan: it fails at once, as an agent whose service is down.
 const FAILING_AGENT: &str = "review_team";
 const FAILING_ERROR: &str = "upstream review service unavailable (503)";
+/// The run timeout of every template, and so of every copy: a year.
+const RUN_TIMEOUT_MS: u64 = 365 * 24 * 60 * 60 * 1_000;
 /// The longest the template waits for one event before it calls the engine stuck.
 const EVENT_WAIT: Duration = Duration::from_secs(30);
 
@@ -120,6 +122,9 @@ impl Templates {
         .with_context(|| format!("opening the template store in {}", dir.display()))?;
         let mut settings = chronicle_bench::settings();
         settings.registry.register(Arc::new(Failing::new()));
+        // Copies are measured days after they were written: a run that waits for a person, and
+        // an old run the bench restores, must still be able to go on then.
+        settings.defaults.limits.run_timeout_ms = RUN_TIMEOUT_MS;
         let engine = rt.block_on(Engine::open(store.clone(), settings))?;
         let made = rt.block_on(make_all(&engine));
         rt.block_on(engine.shutdown());
