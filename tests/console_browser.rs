@@ -255,3 +255,128 @@ async fn other_origin() -> (String, tokio::sync::oneshot::Sender<()>) {
     });
     (url, stop)
 }
+
+/// The answer the scripted model streams, in three parts with a gate after each of the first
+/// two (each part longer than what the server holds back of a stream).
+const PARTS: [&str; 3] = [
+    "강남역 근처 30평대 아파트 매매 시세는 13억에서 15억 사이입니다. 역에서 가까울수록 비쌉니다. ",
+    "최근 석 달 동안 거래가 조금 늘었고, 호가는 지난해보다 조금 올랐습니다. 전세가율은 오십 퍼센트 안팎입니다. ",
+    "자세한 매물은 목록을 보세요. 이상입니다.",
+];
+
+/// The open SSE and WebSocket streams the server counts.
+async fn open_streams(srv: &Server) -> u64 {
+    let text = srv.http.get(srv.url("/metrics")).send().await.unwrap().text().await.unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix("chronicle_open_streams "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_shows_its_answer_growing_as_the_model_writes_it() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use chronicle_engine::llm::{LlmConfig, OpenAiCompat};
+    use chronicle_testkit::model::{Gate, Piece, Reply, TestServer};
+
+    let gates = [Gate::new(), Gate::new()];
+    let answers = Arc::new(AtomicUsize::new(0));
+    let (g, n) = (gates.clone(), answers.clone());
+    let model = TestServer::start(None, move |body| {
+        let system = body["messages"][0]["content"].as_str().unwrap_or_default();
+        if !system.contains("formatting real estate information") {
+            return Reply::Status(500);
+        }
+        // The first turn's answer comes whole; the second one streams behind the gates.
+        if n.fetch_add(1, Ordering::SeqCst) == 0 {
+            return Reply::Content(json!({"answer": "첫 답입니다.", "insights": []}).to_string());
+        }
+        let mut pieces = vec![Piece::Content("{\"answer\": \"".into())];
+        pieces.push(Piece::Content(PARTS[0].into()));
+        pieces.push(Piece::Wait(g[0].clone()));
+        pieces.push(Piece::Content(PARTS[1].into()));
+        pieces.push(Piece::Wait(g[1].clone()));
+        pieces.push(Piece::Content(PARTS[2].into()));
+        pieces.push(Piece::Content("\", \"insights\": []}".into()));
+        Reply::Stream(pieces)
+    })
+    .await;
+    let llm = LlmConfig {
+        base_url: model.base_url.clone(),
+        model: "test-model".into(),
+        api_key: None,
+        timeout_ms: 30_000,
+    };
+    let settings = chronicle_engine::Settings {
+        llm: Some(Arc::new(OpenAiCompat::new(llm).unwrap())),
+        ..chronicle_realestate::settings()
+    };
+    let srv = crate::api_support::server_settings(
+        chronicle_api::Tokens::none(),
+        settings,
+        chronicle_api::ApiConfig::default(),
+    )
+    .await;
+
+    // A first turn, so the session exists.
+    let (status, started) = post(
+        &srv,
+        "",
+        "/api/v1/agent/run",
+        json!({"query": QUERY, "session_id": "console-chat"}),
+    )
+    .await;
+    assert_eq!(status, reqwest::StatusCode::ACCEPTED, "{started}");
+    let first: RunId = serde_json::from_value(started["run_id"].clone()).unwrap();
+    crate::support::completed(&srv.engine, first).await;
+
+    let mut b = Browser::launch().await;
+    b.open(&srv.url("/console/sessions/console-chat")).await;
+    b.wait("document.querySelectorAll('#turns .turn').length === 1").await;
+    // Record every length the newest answer shows, as the page changes.
+    b.eval(
+        "window.__lengths = []; new MutationObserver(() => { \
+           const a = [...document.querySelectorAll('#turns .turn .a')]; \
+           if (a.length > 1) window.__lengths.push(a[a.length - 1].textContent.length); \
+         }).observe(document.getElementById('turns'), {subtree: true, childList: true, characterData: true}); true",
+    )
+    .await;
+    let before = open_streams(&srv).await;
+    b.eval(&format!(
+        "const f = document.getElementById('send'); f.elements.message.value = {:?}; f.requestSubmit(); true",
+        "지난 석 달 거래는 어땠어?"
+    ))
+    .await;
+    b.wait("document.querySelectorAll('#turns .turn').length === 2").await;
+    // The page follows the new run before the model says anything.
+    let deadline = std::time::Instant::now() + crate::browser_support::GUARD;
+    while open_streams(&srv).await <= before {
+        assert!(std::time::Instant::now() < deadline, "the page never opened the run's stream");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let shown = "(() => { const a = [...document.querySelectorAll('#turns .turn .a')]; return a[a.length - 1].textContent; })()";
+    b.wait(&format!("{shown}.length > 0")).await;
+    let step1 = b.eval(shown).await.as_str().unwrap().to_owned();
+    assert!(PARTS[0].starts_with(&step1) || step1.starts_with(PARTS[0].trim_end()), "{step1}");
+    b.screenshot("07-session-mid-stream").await;
+    gates[0].open();
+    b.wait(&format!("{shown}.length > {}", step1.chars().count())).await;
+    gates[1].open();
+    let whole: String = PARTS.concat();
+    b.wait(&format!("{shown} === {:?}", whole.trim_end())).await;
+    let run = srv.engine.latest_run_of(&chronicle_engine::Principal::local(), &chronicle_schemas::SessionId("console-chat".into()))
+        .unwrap()
+        .unwrap();
+    let done = crate::support::completed(&srv.engine, run).await;
+    let answer = chronicle_wire::answer_text(done.supervisor.final_response.as_ref().unwrap());
+    assert_eq!(answer.trim_end(), whole.trim_end());
+    let lengths: Vec<usize> = serde_json::from_value(b.eval("window.__lengths").await).unwrap();
+    let final_len = whole.trim_end().chars().count();
+    let mut steps: Vec<usize> = lengths.iter().copied().filter(|l| *l > 0 && *l < final_len).collect();
+    steps.dedup();
+    assert!(steps.len() >= 2, "the answer grew in visible steps before its end: {lengths:?}");
+    drop(b);
+    srv.stop().await;
+}

@@ -4,7 +4,10 @@
 //! `CHRONICLE_API_TOKEN`, the server from `--server` or `CHRONICLE_SERVER`. (`serve` starts with a
 //! token: `chronicle serve` is ready once it listens.)
 
+use std::io::{Read, Write};
 use std::process::Command;
+
+use serde_json::Value;
 
 use crate::cli_inspect::{Fixture, Run, chronicle, fixture, ok, output};
 use crate::cli_run::output as with_input;
@@ -142,6 +145,37 @@ fn read_commands_print_the_same_against_a_server() {
         assert_eq!(got.stderr, want.stderr, "{args:?}");
     }
 
+    // The console's diff page shows the TODO transitions `replay --diff --json` gives: one diff,
+    // two surfaces.
+    let run = f.run.to_string();
+    for (from, to) in [(f.second_approval_seq, f.last_seq), (f.second_approval_seq, f.restore_seq - 1)] {
+        let (from, to) = (from.to_string(), to.to_string());
+        let cli = read(&serve, &["replay", &run, "--diff", &from, &to, "--json"], Via::Flag, "");
+        assert_eq!(cli.code, 0, "{}", cli.stderr);
+        let v: Value = serde_json::from_str(cli.stdout.trim()).unwrap();
+        let want: Vec<String> = v["data"]["todos_changed"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|t| t.get("status").is_some())
+            .map(|t| {
+                let s = |k: &str| t["status"][k].as_str().unwrap().to_owned();
+                format!("{} {} {}", t["todo_id"].as_str().unwrap(), s("from"), s("to"))
+            })
+            .collect();
+        let page = http_get(serve.port, &format!("/console/runs/{run}/diff?from={from}&to={to}"));
+        let got: Vec<String> = page
+            .split(" data-todo=\"")
+            .skip(1)
+            .map(|s| {
+                let attr = |k: &str| s.split(k).nth(1).unwrap().split('"').next().unwrap().to_owned();
+                format!("{} {} {}", s.split('"').next().unwrap(), attr("data-from=\""), attr("data-to=\""))
+            })
+            .collect();
+        assert!(!want.is_empty(), "the diff {from}..{to} changes TODOs");
+        assert_eq!(got, want, "the diff {from}..{to}");
+    }
+
     // Errors against a server are one line, as on a directory.
     let unknown = "0190d5a2-8c1e-7f3a-9b2d-4c5e6f708192";
     for args in [
@@ -200,4 +234,18 @@ fn read_commands_document_server() {
             "{cmd}: {help}"
         );
     }
+}
+
+/// A page of the server's console, read with its token over plain HTTP/1.1.
+fn http_get(port: u16, path: &str) -> String {
+    let mut conn = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(
+        conn,
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {TOKEN}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut answer = String::new();
+    conn.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{path}: {}", answer.lines().next().unwrap_or_default());
+    answer
 }
