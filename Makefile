@@ -2,7 +2,7 @@
 CARGO ?= cargo
 SHELL := /bin/bash
 
-.PHONY: run test test-deps schemathesis schemathesis-venv langgraph langgraph-venv langgraph-js langgraph-js-deps data-venv bench lint fmt
+.PHONY: run test test-deps schemathesis schemathesis-venv langgraph langgraph-venv langgraph-js langgraph-js-deps data-venv bench console-shots lint fmt
 
 # The server on 127.0.0.1:8080 with the embedded store in ./.chronicle/, the built-in agents and
 # no LLM key needed. Extra flags: make run ARGS="--hitl-default every_todo". The data domain
@@ -101,6 +101,11 @@ test-deps: schemathesis-venv langgraph-venv langgraph-js-deps data-venv
 	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; } \
 	    || echo "make test: could not install$$missing; continuing" >&2; \
 	fi
+
+# The console walked in headless Chromium again: its screenshots land in
+# target/console-screenshots/ (`make test` takes them too).
+console-shots:
+	$(CARGO) test -p chronicle-tests --test integration console_browser
 
 # Benchmarks print one table; not part of `make test`.
 bench:

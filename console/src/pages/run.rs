@@ -14,6 +14,9 @@ use crate::text;
 
 /// The longest answer and query the header shows, in characters.
 const HEADER_TEXT_CHARS_MAX: usize = 4_000;
+/// The newest checkpoints the page lists (a long run has one per node execution); the slider's
+/// ticks mark them all, and `chronicle checkpoints` lists them all.
+pub const CHECKPOINTS_SHOWN: usize = 100;
 
 /// The run as its newest state shows it: the page's header.
 #[derive(Clone, Debug)]
@@ -285,6 +288,8 @@ pub struct Checkpoints {
     pub checkpoints: Vec<CheckpointRow>,
     /// How many are on abandoned branches.
     pub abandoned: usize,
+    /// Older ones not listed (past [`CHECKPOINTS_SHOWN`]).
+    pub older: usize,
     pub terminal: bool,
 }
 
@@ -292,13 +297,15 @@ impl Checkpoints {
     pub fn new(run: RunId, head: &RunState, checkpoints: &[CheckpointEntry]) -> Self {
         let last_seq = head.last_seq.unwrap_or(0);
         let head_id = head.checkpoints.head.as_ref().map(|c| c.as_str());
+        let older = checkpoints.len().saturating_sub(CHECKPOINTS_SHOWN);
         Self {
             run_id: run.to_string(),
-            checkpoints: checkpoints
+            checkpoints: checkpoints[older..]
                 .iter()
                 .map(|c| CheckpointRow::new(c, head_id, last_seq))
                 .collect(),
             abandoned: checkpoints.iter().filter(|c| c.abandoned).count(),
+            older,
             terminal: head.supervisor.run_status.is_terminal(),
         }
     }

@@ -111,6 +111,8 @@ pub struct SessionPage {
     pub pending: Option<PendingRow>,
     /// The newest turn's run, which the page follows live while it works.
     pub live_run: String,
+    /// The CLI command that shows the session.
+    pub cli: String,
 }
 
 impl SessionPage {
@@ -143,6 +145,29 @@ impl SessionPage {
                 args: text::pretty(&a.approval.request_args, 2_000),
             }),
             live_run,
+            cli: format!("chronicle sessions show {}", shell_word(&detail.session.session_id.0)),
         }
+    }
+}
+
+/// `s` as one shell word: as it is when it is plain, else in single quotes.
+fn shell_word(s: &str) -> String {
+    if !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_.:/".contains(c)) {
+        s.to_owned()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shell_word;
+
+    #[test]
+    fn a_session_id_is_one_shell_word() {
+        assert_eq!(shell_word("chat-1"), "chat-1");
+        assert_eq!(shell_word("a b"), "'a b'");
+        assert_eq!(shell_word("it's"), "'it'\\''s'");
+        assert_eq!(shell_word("$(rm)"), "'$(rm)'");
     }
 }

@@ -42,8 +42,8 @@ const RESUME_SLACK_MS: f64 = 0.3;
 /// The long run the storage, list and restore targets are stated for.
 const LONG_TODOS_TARGETED: usize = 200;
 /// The long run's limits, raised from the defaults (50 TODOs, 200 steps) to fit its plan.
-const LONG_MAX_TODOS: u32 = 250;
-const LONG_MAX_STEPS: u32 = 2000;
+pub(super) const LONG_MAX_TODOS: u32 = 250;
+pub(super) const LONG_MAX_STEPS: u32 = 2000;
 const LONG_BYTES_TARGET: f64 = 1_000_000.0;
 const LIST_TARGET_MS: f64 = 2.0;
 const RESTORE_TARGET_MS: f64 = 5.0;
@@ -101,7 +101,7 @@ fn plan_steps(todos: usize) -> Vec<PlanStep> {
 
 /// A caller-provided sequential plan of exactly `todos` TODOs (no evaluation retries: the
 /// default `max_retries` of a caller's config is 0).
-fn run_config(hitl: HitlMode, todos: usize) -> RunConfig {
+pub(super) fn run_config(hitl: HitlMode, todos: usize) -> RunConfig {
     RunConfig {
         hitl,
         strategy: Some(Strategy::Sequential),
@@ -110,7 +110,7 @@ fn run_config(hitl: HitlMode, todos: usize) -> RunConfig {
     }
 }
 
-fn start_req(config: &RunConfig) -> StartRun {
+pub(super) fn start_req(config: &RunConfig) -> StartRun {
     StartRun {
         query: QUERY.into(),
         user_id: Some("bench".into()),
@@ -141,7 +141,7 @@ async fn until_completed(events: &mut Events, run: RunId) -> Result<Arc<Envelope
 }
 
 /// One run from `start_run` to its durable `RunCompleted`, as a subscriber sees it.
-async fn full_run(engine: &Engine, req: &StartRun) -> Result<(RunId, Duration)> {
+pub(super) async fn full_run(engine: &Engine, req: &StartRun) -> Result<(RunId, Duration)> {
     let t = Instant::now();
     let run = engine.start_run(req.clone()).await?.run_id;
     let mut events = engine.subscribe(run, 0)?.into_inner();
@@ -350,7 +350,7 @@ pub(super) fn disk_bytes(dir: &Path) -> u64 {
 
 /// An engine on a new store in `dir` with the demo's domain: built-in agents, no LLM (rules
 /// only), `sync` durability.
-fn open_engine(rt: &Runtime, dir: &Path) -> Result<Engine> {
+pub(super) fn open_engine(rt: &Runtime, dir: &Path) -> Result<Engine> {
     open_engine_with(rt, dir, chronicle_realestate::settings())
 }
 
@@ -362,7 +362,7 @@ fn open_engine_with(rt: &Runtime, dir: &Path, settings: Settings) -> Result<Engi
 
 /// Stops the engine; the store closes (joining its writer) when `engine` drops, outside the
 /// runtime.
-fn close_engine(rt: &Runtime, engine: Engine) {
+pub(super) fn close_engine(rt: &Runtime, engine: Engine) {
     rt.block_on(engine.shutdown());
     drop(engine);
 }

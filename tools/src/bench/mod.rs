@@ -3,7 +3,8 @@
 //! replay, measured in a child process; and the engine end to end (full runs, bytes per run, HITL
 //! resume, a long run's checkpoint list and restore), tool calls, an llm agent's loop (events and
 //! bytes per model turn, recovery from the log), MCP call overhead (stdio and HTTP beside a
-//! built-in tool), and the API (SSE fan-out, `/chat` load, server memory, live chunk fan-out).
+//! built-in tool), the API (SSE fan-out, `/chat` load, server memory, live chunk fan-out), and the
+//! console's run page of a long run.
 //! Prints one table; then the scale section's, one column per store size.
 //!
 //! Every store lives in a temporary directory under `--dir` (the system temp dir by default),
@@ -13,6 +14,7 @@
 mod api;
 mod append;
 mod chunks;
+mod console;
 mod engine;
 mod llm;
 mod mcp;
@@ -87,6 +89,9 @@ pub enum Section {
     /// MCP call overhead: a no-op tool over stdio and over HTTP beside a built-in tool, through
     /// the tool host (needs `make data-venv`).
     Mcp,
+    /// The console's run page of a long run: its weight, the server's time to the page and to
+    /// one scrub step.
+    Console,
     /// Stores of N runs (`--store-runs`) generated straight through the store, and what
     /// `chronicle serve` on each costs: start, RSS, every list's p50/p99, time travel and
     /// restore in old runs, RSS and runs/s under load, beside an empty store.
@@ -255,6 +260,9 @@ pub fn run(args: &BenchArgs, out: &mut impl Write) -> Result<()> {
         progress("api: SSE fan-out, /chat load and server memory against `chronicle serve`");
         rows.extend(rt.block_on(api::run(root.path(), args.quick))?);
         rows.extend(chunks::section(&rt, root.path(), args.quick)?);
+    }
+    if wanted(Section::Console) {
+        rows.extend(console::section(&rt, root.path(), &plan)?);
     }
     let grid = if wanted(Section::Scale) {
         let sizes = match (&args.store_runs[..], args.quick) {
