@@ -59,14 +59,18 @@ impl Browser {
             {
                 break p;
             }
-            assert!(Instant::now() < deadline, "chromium never opened its debugging port");
+            assert!(
+                Instant::now() < deadline,
+                "chromium never opened its debugging port"
+            );
             tokio::time::sleep(Duration::from_millis(50)).await;
         };
         let targets: Value = loop {
             let got = reqwest::get(format!("http://127.0.0.1:{port}/json/list")).await;
             if let Ok(res) = got
                 && let Ok(v) = res.json::<Value>().await
-                && v.as_array().is_some_and(|a| a.iter().any(|t| t["type"] == "page"))
+                && v.as_array()
+                    .is_some_and(|a| a.iter().any(|t| t["type"] == "page"))
             {
                 break v;
             }
@@ -119,7 +123,8 @@ impl Browser {
     /// Opens `url` and waits until it has loaded.
     pub async fn open(&mut self, url: &str) {
         self.call("Page.navigate", json!({"url": url})).await;
-        self.wait("document.readyState === 'complete' && !!document.body").await;
+        self.wait("document.readyState === 'complete' && !!document.body")
+            .await;
     }
 
     /// The value of a script expression run in the page (a promise is awaited).
@@ -151,7 +156,10 @@ impl Browser {
             if r["result"]["value"] == true {
                 return;
             }
-            assert!(Instant::now() < deadline, "the page never showed: {condition}");
+            assert!(
+                Instant::now() < deadline,
+                "the page never showed: {condition}"
+            );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
@@ -159,7 +167,10 @@ impl Browser {
     /// Saves a PNG of the page as `target/console-screenshots/<name>.png`.
     pub async fn screenshot(&mut self, name: &str) {
         let r = self
-            .call("Page.captureScreenshot", json!({"format": "png", "captureBeyondViewport": true}))
+            .call(
+                "Page.captureScreenshot",
+                json!({"format": "png", "captureBeyondViewport": true}),
+            )
             .await;
         let png = base64::engine::general_purpose::STANDARD
             .decode(r["data"].as_str().unwrap())

@@ -16,7 +16,7 @@ use reqwest::header::{CONTENT_SECURITY_POLICY, LOCATION, SET_COOKIE};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::api_support::{ALICE, BOB, Server, principals, server, server_with};
+use crate::api_support::{ALICE, BOB, ROOT, Server, principals, server, server_with};
 use crate::support::{approve, asking_about, completed, first_pending, start};
 
 /// The policy every console answer carries.
@@ -129,7 +129,10 @@ async fn every_page_answers_with_a_strict_policy() {
         assert_eq!(h["cache-control"], "no-store", "{path}");
         assert!(h["content-type"].to_str().unwrap().starts_with("text/html"));
         // No inline script anywhere: the policy would block it, and nothing needs it.
-        assert!(!body.contains("<script>") && !body.contains("onclick="), "{path}");
+        assert!(
+            !body.contains("<script>") && !body.contains("onclick="),
+            "{path}"
+        );
     }
     // The script and style the pages name are served, cached for good.
     let (_, _, home) = fetch(&srv, "/console/", &[]).await;
@@ -170,11 +173,31 @@ async fn the_board_at_a_seq_is_the_state_at_that_seq() {
             }
         }
     }
-    assert!(differs > 0, "some seq must show another board than the newest");
+    assert!(
+        differs > 0,
+        "some seq must show another board than the newest"
+    );
     // Beyond the last seq: a clear refusal, as the JSON route gives.
     let (status, _, body) = fetch(&srv, &format!("/console/runs/{run}?at={}", last + 1), &[]).await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
-    assert!(body.contains("beyond the run&#x27;s last seq") || body.contains("beyond the run"), "{body}");
+    assert!(
+        body.contains("beyond the run&#x27;s last seq") || body.contains("beyond the run"),
+        "{body}"
+    );
+    for (tooth, path) in [
+        (
+            "past the end",
+            format!("/console/runs/{run}/timeline?from={}", last + 1),
+        ),
+        ("backwards", format!("/console/runs/{run}/diff?from=5&to=2")),
+        (
+            "past the end",
+            format!("/console/runs/{run}/diff?from=0&to={}", last + 1),
+        ),
+    ] {
+        let (status, _, _) = fetch(&srv, &path, &[]).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{tooth}: {path}");
+    }
     for bad in [
         "/console/runs/not-a-run".to_owned(),
         format!("/console/runs/{run}?at=x"),
@@ -206,17 +229,30 @@ async fn the_timeline_and_the_diff_agree_with_the_log_and_the_shared_diff() {
         .collect();
     assert_eq!(seqs, (0..=last).collect::<Vec<_>>());
     // The kind filter keeps only that kind.
-    let (_, _, body) = fetch(&srv, &format!("/console/runs/{run}/timeline?kind=approval"), &[]).await;
+    let (_, _, body) = fetch(
+        &srv,
+        &format!("/console/runs/{run}/timeline?kind=approval"),
+        &[],
+    )
+    .await;
     let kinds: Vec<&str> = body
         .split("data-kind=\"")
         .skip(1)
         .map(|s| s.split('"').next().unwrap())
         .collect();
-    assert!(!kinds.is_empty() && kinds.iter().all(|k| *k == "approval"), "{kinds:?}");
+    assert!(
+        !kinds.is_empty() && kinds.iter().all(|k| *k == "approval"),
+        "{kinds:?}"
+    );
     // The diff page lists the TODO transitions the shared diff computes.
     // From the first approval request on, every TODO changes.
     let from = srv.engine.state(run, None).unwrap().approvals.list[0].requested_seq;
-    let (_, _, body) = fetch(&srv, &format!("/console/runs/{run}/diff?from={from}&to={last}"), &[]).await;
+    let (_, _, body) = fetch(
+        &srv,
+        &format!("/console/runs/{run}/diff?from={from}&to={last}"),
+        &[],
+    )
+    .await;
     let a = srv.engine.state(run, Some(from)).unwrap();
     let b = srv.engine.state(run, Some(last)).unwrap();
     let d = chronicle_projections::diff::diff(&a, &b);
@@ -233,8 +269,21 @@ async fn the_timeline_and_the_diff_agree_with_the_log_and_the_shared_diff() {
         .split("<li class=\"d-change\" data-todo=\"")
         .skip(1)
         .map(|s| {
-            let f = |k: &str| s.split(k).nth(1).unwrap().split('"').next().unwrap().to_owned();
-            format!("{} {} {}", s.split('"').next().unwrap(), f("data-from=\""), f("data-to=\""))
+            let f = |k: &str| {
+                s.split(k)
+                    .nth(1)
+                    .unwrap()
+                    .split('"')
+                    .next()
+                    .unwrap()
+                    .to_owned()
+            };
+            format!(
+                "{} {} {}",
+                s.split('"').next().unwrap(),
+                f("data-from=\""),
+                f("data-to=\"")
+            )
         })
         .collect();
     assert!(!want.is_empty());
@@ -260,7 +309,11 @@ impl Agent for Hostile {
 #[tokio::test]
 async fn text_from_users_and_agents_is_shown_as_text() {
     let mut registry = Registry::empty();
-    registry.register(Arc::new(Hostile(AgentInfo::new("hostile", "test", "replies with markup"))));
+    registry.register(Arc::new(Hostile(AgentInfo::new(
+        "hostile",
+        "test",
+        "replies with markup",
+    ))));
     let srv = server(Tokens::none(), Some(registry)).await;
     let plan = json!([{"agent_name": "hostile", "team": "test", "timeout": 30}]);
     let body = json!({"query": ATTACK, "hitl": "none", "plan": plan});
@@ -270,7 +323,11 @@ async fn text_from_users_and_agents_is_shown_as_text() {
     let s = srv.engine.wait_settled(run, WAIT).await.unwrap();
     assert!(s.supervisor.run_status.is_terminal());
     let todo = &s.supervisor.planning_state.as_ref().unwrap().todos[0];
-    assert_eq!(todo.error.as_deref(), Some(ATTACK), "the agent's reply is in the state");
+    assert_eq!(
+        todo.error.as_deref(),
+        Some(ATTACK),
+        "the agent's reply is in the state"
+    );
     for path in [
         format!("/console/runs/{run}"),
         format!("/console/runs/{run}/board"),
@@ -283,10 +340,17 @@ async fn text_from_users_and_agents_is_shown_as_text() {
         let (status, _, html) = fetch(&srv, &path, &[]).await;
         assert_eq!(status, StatusCode::OK, "{path}");
         let at = html.find("<img").or_else(|| html.find("<script>alert"));
-        assert!(at.is_none(), "{path}: {}", &html[at.unwrap_or(0).saturating_sub(200)..]);
+        assert!(
+            at.is_none(),
+            "{path}: {}",
+            &html[at.unwrap_or(0).saturating_sub(200)..]
+        );
         // Shown as text: escaped (askama writes `<` as `&#60;`).
         let text = html.replace("&#60;", "&lt;").replace("&#62;", "&gt;");
-        assert!(text.contains("&lt;img src=x onerror=alert(1)&gt;"), "{path}");
+        assert!(
+            text.contains("&lt;img src=x onerror=alert(1)&gt;"),
+            "{path}"
+        );
     }
     srv.stop().await;
 }
@@ -303,7 +367,10 @@ async fn sign_in(srv: &Server, token: &str) -> (String, String) {
         .unwrap();
     assert_eq!(res.status(), StatusCode::OK);
     let set = res.headers()[SET_COOKIE].to_str().unwrap().to_owned();
-    assert!(set.contains("HttpOnly") && set.contains("SameSite=Strict") && set.contains("Path=/"), "{set}");
+    assert!(
+        set.contains("HttpOnly") && set.contains("SameSite=Strict") && set.contains("Path=/"),
+        "{set}"
+    );
     let cookie = set.split(';').next().unwrap().to_owned();
     let (_, _, page) = fetch(srv, "/console/", &[("cookie", &cookie)]).await;
     let csrf = page
@@ -317,7 +384,12 @@ async fn sign_in(srv: &Server, token: &str) -> (String, String) {
 }
 
 /// A JSON POST with the cookie (and whatever else is given): its status.
-async fn cookie_post(srv: &Server, path: &str, body: Value, headers: &[(&str, &str)]) -> StatusCode {
+async fn cookie_post(
+    srv: &Server,
+    path: &str,
+    body: Value,
+    headers: &[(&str, &str)],
+) -> StatusCode {
     let mut req = browser().request(Method::POST, srv.url(path)).json(&body);
     for (k, v) in headers {
         req = req.header(*k, *v);
@@ -335,7 +407,10 @@ async fn a_signed_in_browser_acts_as_its_principal_and_nobody_else() {
     // No cookie: the login page, remembering where to go.
     let (status, h, _) = fetch(&srv, "/console/runs?status=failed", &[]).await;
     assert_eq!(status, StatusCode::SEE_OTHER);
-    assert_eq!(h[LOCATION], "/console/login?next=%2Fconsole%2Fruns%3Fstatus%3Dfailed");
+    assert_eq!(
+        h[LOCATION],
+        "/console/login?next=%2Fconsole%2Fruns%3Fstatus%3Dfailed"
+    );
     let (status, _, login) = fetch(&srv, "/console/login?next=/console/runs", &[]).await;
     assert_eq!(status, StatusCode::OK);
     assert!(login.contains("type=\"password\""));
@@ -349,13 +424,56 @@ async fn a_signed_in_browser_acts_as_its_principal_and_nobody_else() {
     assert_eq!(res.status(), StatusCode::UNAUTHORIZED);
     assert!(res.headers().get(SET_COOKIE).is_none());
 
+    // Only the console's own page signs a browser in.
+    for origin in ["http://ui.example.test", "http://evil.example"] {
+        let res = browser()
+            .post(srv.url("/console/session"))
+            .header("origin", origin)
+            .json(&json!({"token": ALICE}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), StatusCode::FORBIDDEN, "{origin}");
+        assert!(res.headers().get(SET_COOKIE).is_none());
+    }
+
     let (alice, alice_csrf) = sign_in(&srv, ALICE).await;
     let (bob, _) = sign_in(&srv, BOB).await;
     let (_, _, home) = fetch(&srv, "/console/", &[("cookie", &alice)]).await;
-    assert!(home.contains("id=\"principal\">alice<"), "the header names alice");
+    assert!(
+        home.contains("id=\"principal\">alice<"),
+        "the header names alice"
+    );
+    // How busy the whole server is, is an admin's to see.
+    assert!(!home.contains("events in the log"));
+    let (_, _, home) = fetch(
+        &srv,
+        "/console/",
+        &[("authorization", &format!("Bearer {ROOT}"))],
+    )
+    .await;
+    assert!(home.contains("events in the log"));
+    // A console session opens no WebSocket: its messages would carry changes without the
+    // CSRF token.
+    let ws = browser()
+        .get(srv.url("/ws"))
+        .header("cookie", &alice)
+        .header("origin", &srv.base)
+        .header("connection", "upgrade")
+        .header("upgrade", "websocket")
+        .header("sec-websocket-version", "13")
+        .header("sec-websocket-key", "dGhlIHNhbXBsZSBub25jZQ==")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ws.status(), StatusCode::UNAUTHORIZED);
 
     // Alice starts a run through the JSON API with her cookie: it is hers.
-    let own = [("cookie", alice.as_str()), ("origin", srv.base.as_str()), ("x-csrf-token", alice_csrf.as_str())];
+    let own = [
+        ("cookie", alice.as_str()),
+        ("origin", srv.base.as_str()),
+        ("x-csrf-token", alice_csrf.as_str()),
+    ];
     let res = browser()
         .post(srv.url("/api/v1/agent/run"))
         .header("cookie", &alice)
@@ -366,7 +484,8 @@ async fn a_signed_in_browser_acts_as_its_principal_and_nobody_else() {
         .await
         .unwrap();
     assert_eq!(res.status(), StatusCode::ACCEPTED);
-    let run: RunId = serde_json::from_value(res.json::<Value>().await.unwrap()["run_id"].clone()).unwrap();
+    let run: RunId =
+        serde_json::from_value(res.json::<Value>().await.unwrap()["run_id"].clone()).unwrap();
     let s = asking_about(&srv.engine, run, "todo_001").await;
     assert_eq!(s.supervisor.owner, "alice");
 
@@ -388,27 +507,85 @@ async fn a_signed_in_browser_acts_as_its_principal_and_nobody_else() {
     let body = json!({"decision": "approve"});
     let forged = "0".repeat(64);
     let refusals = [
-        (vec![("cookie", alice.as_str()), ("origin", srv.base.as_str())], StatusCode::FORBIDDEN),
-        (vec![("cookie", alice.as_str()), ("x-csrf-token", alice_csrf.as_str())], StatusCode::FORBIDDEN),
-        (vec![("cookie", alice.as_str()), ("origin", srv.base.as_str()), ("x-csrf-token", forged.as_str())], StatusCode::FORBIDDEN),
-        (vec![("cookie", alice.as_str()), ("origin", "http://evil.example"), ("x-csrf-token", alice_csrf.as_str())], StatusCode::FORBIDDEN),
-        (vec![("cookie", alice.as_str()), ("origin", srv.base.as_str()), ("x-csrf-token", alice_csrf.as_str()), ("sec-fetch-site", "cross-site")], StatusCode::FORBIDDEN),
+        (
+            vec![("cookie", alice.as_str()), ("origin", srv.base.as_str())],
+            StatusCode::FORBIDDEN,
+        ),
+        (
+            vec![
+                ("cookie", alice.as_str()),
+                ("x-csrf-token", alice_csrf.as_str()),
+            ],
+            StatusCode::FORBIDDEN,
+        ),
+        (
+            vec![
+                ("cookie", alice.as_str()),
+                ("origin", srv.base.as_str()),
+                ("x-csrf-token", forged.as_str()),
+            ],
+            StatusCode::FORBIDDEN,
+        ),
+        (
+            vec![
+                ("cookie", alice.as_str()),
+                ("origin", "http://evil.example"),
+                ("x-csrf-token", alice_csrf.as_str()),
+            ],
+            StatusCode::FORBIDDEN,
+        ),
+        (
+            vec![
+                ("cookie", alice.as_str()),
+                ("origin", srv.base.as_str()),
+                ("x-csrf-token", alice_csrf.as_str()),
+                ("sec-fetch-site", "cross-site"),
+            ],
+            StatusCode::FORBIDDEN,
+        ),
         // A --cors-origin page may call the API with a token, never with the cookie.
-        (vec![("cookie", alice.as_str()), ("origin", "http://ui.example.test"), ("x-csrf-token", alice_csrf.as_str())], StatusCode::UNAUTHORIZED),
-        (vec![("cookie", bob.as_str()), ("origin", srv.base.as_str()), ("x-csrf-token", alice_csrf.as_str())], StatusCode::FORBIDDEN),
+        (
+            vec![
+                ("cookie", alice.as_str()),
+                ("origin", "http://ui.example.test"),
+                ("x-csrf-token", alice_csrf.as_str()),
+            ],
+            StatusCode::UNAUTHORIZED,
+        ),
+        (
+            vec![
+                ("cookie", bob.as_str()),
+                ("origin", srv.base.as_str()),
+                ("x-csrf-token", alice_csrf.as_str()),
+            ],
+            StatusCode::FORBIDDEN,
+        ),
     ];
     for (headers, want) in refusals {
-        assert_eq!(cookie_post(&srv, &decision, body.clone(), &headers).await, want, "{headers:?}");
+        assert_eq!(
+            cookie_post(&srv, &decision, body.clone(), &headers).await,
+            want,
+            "{headers:?}"
+        );
     }
     assert_eq!(srv.offsets(), before, "a refused change wrote nothing");
 
     // With everything in place the decision is alice's.
-    assert_eq!(cookie_post(&srv, &decision, body, &own).await, StatusCode::OK);
+    assert_eq!(
+        cookie_post(&srv, &decision, body, &own).await,
+        StatusCode::OK
+    );
     let a = srv.engine.state(run, None).unwrap();
-    assert_eq!(a.approvals.get(&approval).unwrap().decided_by.as_deref(), Some("alice"));
+    assert_eq!(
+        a.approvals.get(&approval).unwrap().decided_by.as_deref(),
+        Some("alice")
+    );
 
     // Signing out ends the session: the cookie opens nothing.
-    assert_eq!(cookie_post(&srv, "/console/logout", json!({}), &own).await, StatusCode::NO_CONTENT);
+    assert_eq!(
+        cookie_post(&srv, "/console/logout", json!({}), &own).await,
+        StatusCode::NO_CONTENT
+    );
     let (status, _, _) = fetch(&srv, "/console/", &[("cookie", &alice)]).await;
     assert_eq!(status, StatusCode::SEE_OTHER);
     let (status, _, _) = fetch(&srv, "/api/v1/runs", &[("cookie", &alice)]).await;

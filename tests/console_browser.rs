@@ -56,7 +56,8 @@ async fn a_person_walks_the_console_in_a_real_browser() {
         .await;
     assert_eq!(b.eval("document.cookie").await, json!(""));
     assert_eq!(
-        b.eval("document.getElementById('principal').textContent").await,
+        b.eval("document.getElementById('principal').textContent")
+            .await,
         json!("alice")
     );
     b.screenshot("01-runs").await;
@@ -67,7 +68,8 @@ async fn a_person_walks_the_console_in_a_real_browser() {
         "const f = document.getElementById('start'); f.elements.query.value = {QUERY:?}; f.elements.hitl.value = 'every_todo'; f.requestSubmit(); true"
     ))
     .await;
-    b.wait("/^\\/console\\/runs\\/[0-9a-f-]{36}$/.test(location.pathname)").await;
+    b.wait("/^\\/console\\/runs\\/[0-9a-f-]{36}$/.test(location.pathname)")
+        .await;
     let run: RunId = b
         .eval("location.pathname.split('/')[3]")
         .await
@@ -80,7 +82,10 @@ async fn a_person_walks_the_console_in_a_real_browser() {
         .await;
     assert_eq!(b.eval("window.__marker").await, json!(1), "no reload");
     assert_eq!(page_board(&mut b).await, engine_board(&srv, run, None));
-    assert_eq!(srv.engine.state(run, None).unwrap().supervisor.owner, "alice");
+    assert_eq!(
+        srv.engine.state(run, None).unwrap().supervisor.owner,
+        "alice"
+    );
     b.screenshot("02-live-board").await;
 
     // The inbox: edit the arguments of todo_001's approval, and approve with them.
@@ -94,25 +99,38 @@ async fn a_person_walks_the_console_in_a_real_browser() {
          t.value = JSON.stringify(a, null, 2); true"
     ))
     .await;
-    b.wait(&format!("!document.querySelector('{card} .editor').hidden")).await;
+    b.wait(&format!("!document.querySelector('{card} .editor').hidden"))
+        .await;
     b.screenshot("03-inbox-editor").await;
     let asked = srv.engine.state(run, None).unwrap();
     let first = asked.approvals.pending().next().unwrap().clone();
-    b.eval(&format!("document.querySelector('{card} [data-decision=\"edit\"]').click(); true"))
-        .await;
-    b.wait(&format!("!document.querySelector('{card}[data-approval=\"{}\"]')", first.approval_id))
-        .await;
+    b.eval(&format!(
+        "document.querySelector('{card} [data-decision=\"edit\"]').click(); true"
+    ))
+    .await;
+    b.wait(&format!(
+        "!document.querySelector('{card}[data-approval=\"{}\"]')",
+        first.approval_id
+    ))
+    .await;
     let decided = srv.engine.state(run, None).unwrap();
     let a = decided.approvals.get(&first.approval_id).unwrap();
     assert_eq!(a.status, ApprovalStatus::Edited);
     assert_eq!(a.decided_by.as_deref(), Some("alice"));
-    assert_eq!(a.edited_args.as_ref().unwrap()["note"], "edited in the console");
+    assert_eq!(
+        a.edited_args.as_ref().unwrap()["note"],
+        "edited in the console"
+    );
 
     // The run page follows the run to its end while alice approves the rest over the API.
     b.open(&srv.url(&format!("/console/runs/{run}"))).await;
     b.eval("window.__marker = 2").await;
     loop {
-        let s = srv.engine.wait_settled(run, crate::browser_support::GUARD).await.unwrap();
+        let s = srv
+            .engine
+            .wait_settled(run, crate::browser_support::GUARD)
+            .await
+            .unwrap();
         if s.supervisor.run_status.is_terminal() {
             break;
         }
@@ -126,13 +144,21 @@ async fn a_person_walks_the_console_in_a_real_browser() {
     let head = srv.engine.state(run, None).unwrap();
     assert_eq!(head.supervisor.run_status, RunStatus::Completed);
     let last = head.last_seq.unwrap();
-    b.wait(&format!("document.querySelector('#board')?.dataset.lastSeq === '{last}'")).await;
+    b.wait(&format!(
+        "document.querySelector('#board')?.dataset.lastSeq === '{last}'"
+    ))
+    .await;
     assert_eq!(b.eval("window.__marker").await, json!(2), "no reload");
     assert_eq!(page_board(&mut b).await, engine_board(&srv, run, None));
 
     // The timeline's rows are the log's events.
     let (_, log) = crate::api_support::get(&srv, ALICE, &format!("/api/v1/agent/{run}/log")).await;
-    let log_seqs: Vec<u64> = log.as_array().unwrap().iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    let log_seqs: Vec<u64> = log
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["seq"].as_u64().unwrap())
+        .collect();
     let rows: Vec<u64> = serde_json::from_value(
         b.eval("[...document.querySelectorAll('#timeline tr[data-seq]')].map(r => Number(r.dataset.seq))").await,
     )
@@ -151,17 +177,34 @@ async fn a_person_walks_the_console_in_a_real_browser() {
         "const s = document.getElementById('scrub'); s.value = '{n}'; s.dispatchEvent(new Event('input', {{bubbles: true}})); true"
     ))
     .await;
-    b.wait(&format!("document.getElementById('board')?.dataset.seq === '{n}'")).await;
+    b.wait(&format!(
+        "document.getElementById('board')?.dataset.seq === '{n}'"
+    ))
+    .await;
     let at_n = engine_board(&srv, run, Some(n));
     assert_eq!(page_board(&mut b).await, at_n);
-    assert_ne!(at_n, engine_board(&srv, run, None), "the past board differs from the newest");
+    assert_ne!(
+        at_n,
+        engine_board(&srv, run, None),
+        "the past board differs from the newest"
+    );
     assert_eq!(b.eval("location.search").await, json!(format!("?at={n}")));
     // The key `n` steps one seq on, and `p` back.
     b.eval("document.body.dispatchEvent(new KeyboardEvent('keydown', {key: 'n', bubbles: true})); true").await;
-    b.wait(&format!("document.getElementById('board')?.dataset.seq === '{}'", n + 1)).await;
-    assert_eq!(page_board(&mut b).await, engine_board(&srv, run, Some(n + 1)));
+    b.wait(&format!(
+        "document.getElementById('board')?.dataset.seq === '{}'",
+        n + 1
+    ))
+    .await;
+    assert_eq!(
+        page_board(&mut b).await,
+        engine_board(&srv, run, Some(n + 1))
+    );
     b.eval("document.body.dispatchEvent(new KeyboardEvent('keydown', {key: 'p', bubbles: true})); true").await;
-    b.wait(&format!("document.getElementById('board')?.dataset.seq === '{n}'")).await;
+    b.wait(&format!(
+        "document.getElementById('board')?.dataset.seq === '{n}'"
+    ))
+    .await;
     // The URL is shareable: opened anew, it shows the same board.
     let url = b.eval("location.href").await.as_str().unwrap().to_owned();
     b.open(&url).await;
@@ -169,7 +212,8 @@ async fn a_person_walks_the_console_in_a_real_browser() {
     b.screenshot("04-scrubbed-board").await;
 
     // The diff page shows the shared diff's TODO transitions.
-    b.open(&srv.url(&format!("/console/runs/{run}/diff?from={n}&to={last}"))).await;
+    b.open(&srv.url(&format!("/console/runs/{run}/diff?from={n}&to={last}")))
+        .await;
     let shown: Vec<String> = serde_json::from_value(
         b.eval("[...document.querySelectorAll('#diff li[data-todo]')].map(l => `${l.dataset.todo} ${l.dataset.from} ${l.dataset.to}`)").await,
     )
@@ -181,7 +225,11 @@ async fn a_person_walks_the_console_in_a_real_browser() {
     let want: Vec<String> = d
         .todos_changed
         .iter()
-        .filter_map(|t| t.status.as_ref().map(|s| format!("{} {} {}", t.todo_id, s.from.as_str(), s.to.as_str())))
+        .filter_map(|t| {
+            t.status
+                .as_ref()
+                .map(|s| format!("{} {} {}", t.todo_id, s.from.as_str(), s.to.as_str()))
+        })
         .collect();
     assert!(!want.is_empty());
     assert_eq!(shown, want);
@@ -201,11 +249,26 @@ async fn a_person_walks_the_console_in_a_real_browser() {
     b.eval("window.confirm = () => true; true").await;
     b.eval(&format!("document.querySelector('button[data-action=\"restore\"][data-checkpoint=\"{cp}\"]').click(); true"))
         .await;
-    b.wait("document.querySelectorAll('#checkpoints tr[data-abandoned=\"true\"]').length > 0").await;
-    let restored = srv.engine.wait_settled(run, crate::browser_support::GUARD).await.unwrap();
-    assert!(restored.checkpoints.with_abandoned().iter().any(|(_, abandoned)| *abandoned));
+    b.wait("document.querySelectorAll('#checkpoints tr[data-abandoned=\"true\"]').length > 0")
+        .await;
+    let restored = srv
+        .engine
+        .wait_settled(run, crate::browser_support::GUARD)
+        .await
+        .unwrap();
+    assert!(
+        restored
+            .checkpoints
+            .with_abandoned()
+            .iter()
+            .any(|(_, abandoned)| *abandoned)
+    );
     let events = crate::support::events(&srv.engine, run);
-    assert!(events.iter().any(|e| matches!(e.event, Event::RunRestored { .. })));
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e.event, Event::RunRestored { .. }))
+    );
     b.wait(&format!(
         "document.getElementById('run-status')?.textContent === '{}'",
         restored.supervisor.run_status.as_str()
@@ -215,7 +278,11 @@ async fn a_person_walks_the_console_in_a_real_browser() {
 
     // A page of another origin cannot decide with alice's cookie: nothing is written.
     let (other, _stop) = other_origin().await;
-    let pending = restored.approvals.pending().next().map(|a| a.approval_id.clone());
+    let pending = restored
+        .approvals
+        .pending()
+        .next()
+        .map(|a| a.approval_id.clone());
     let before = srv.offsets();
     b.open(&other).await;
     let target = match &pending {
@@ -240,7 +307,9 @@ async fn a_person_walks_the_console_in_a_real_browser() {
 async fn other_origin() -> (String, tokio::sync::oneshot::Sender<()>) {
     let app = axum::Router::new().route(
         "/",
-        axum::routing::get(|| async { axum::response::Html("<!doctype html><title>other</title><p>another site</p>") }),
+        axum::routing::get(|| async {
+            axum::response::Html("<!doctype html><title>other</title><p>another site</p>")
+        }),
     );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/", listener.local_addr().unwrap());
@@ -266,7 +335,15 @@ const PARTS: [&str; 3] = [
 
 /// The open SSE and WebSocket streams the server counts.
 async fn open_streams(srv: &Server) -> u64 {
-    let text = srv.http.get(srv.url("/metrics")).send().await.unwrap().text().await.unwrap();
+    let text = srv
+        .http
+        .get(srv.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
     text.lines()
         .find_map(|l| l.strip_prefix("chronicle_open_streams "))
         .and_then(|v| v.trim().parse().ok())
@@ -334,7 +411,8 @@ async fn a_session_shows_its_answer_growing_as_the_model_writes_it() {
 
     let mut b = Browser::launch().await;
     b.open(&srv.url("/console/sessions/console-chat")).await;
-    b.wait("document.querySelectorAll('#turns .turn').length === 1").await;
+    b.wait("document.querySelectorAll('#turns .turn').length === 1")
+        .await;
     // Record every length the newest answer shows, as the page changes.
     b.eval(
         "window.__lengths = []; new MutationObserver(() => { \
@@ -349,24 +427,37 @@ async fn a_session_shows_its_answer_growing_as_the_model_writes_it() {
         "지난 석 달 거래는 어땠어?"
     ))
     .await;
-    b.wait("document.querySelectorAll('#turns .turn').length === 2").await;
+    b.wait("document.querySelectorAll('#turns .turn').length === 2")
+        .await;
     // The page follows the new run before the model says anything.
     let deadline = std::time::Instant::now() + crate::browser_support::GUARD;
     while open_streams(&srv).await <= before {
-        assert!(std::time::Instant::now() < deadline, "the page never opened the run's stream");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the page never opened the run's stream"
+        );
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
     let shown = "(() => { const a = [...document.querySelectorAll('#turns .turn .a')]; return a[a.length - 1].textContent; })()";
     b.wait(&format!("{shown}.length > 0")).await;
     let step1 = b.eval(shown).await.as_str().unwrap().to_owned();
-    assert!(PARTS[0].starts_with(&step1) || step1.starts_with(PARTS[0].trim_end()), "{step1}");
+    assert!(
+        PARTS[0].starts_with(&step1) || step1.starts_with(PARTS[0].trim_end()),
+        "{step1}"
+    );
     b.screenshot("07-session-mid-stream").await;
     gates[0].open();
-    b.wait(&format!("{shown}.length > {}", step1.chars().count())).await;
+    b.wait(&format!("{shown}.length > {}", step1.chars().count()))
+        .await;
     gates[1].open();
     let whole: String = PARTS.concat();
     b.wait(&format!("{shown} === {:?}", whole.trim_end())).await;
-    let run = srv.engine.latest_run_of(&chronicle_engine::Principal::local(), &chronicle_schemas::SessionId("console-chat".into()))
+    let run = srv
+        .engine
+        .latest_run_of(
+            &chronicle_engine::Principal::local(),
+            &chronicle_schemas::SessionId("console-chat".into()),
+        )
         .unwrap()
         .unwrap();
     let done = crate::support::completed(&srv.engine, run).await;
@@ -374,9 +465,16 @@ async fn a_session_shows_its_answer_growing_as_the_model_writes_it() {
     assert_eq!(answer.trim_end(), whole.trim_end());
     let lengths: Vec<usize> = serde_json::from_value(b.eval("window.__lengths").await).unwrap();
     let final_len = whole.trim_end().chars().count();
-    let mut steps: Vec<usize> = lengths.iter().copied().filter(|l| *l > 0 && *l < final_len).collect();
+    let mut steps: Vec<usize> = lengths
+        .iter()
+        .copied()
+        .filter(|l| *l > 0 && *l < final_len)
+        .collect();
     steps.dedup();
-    assert!(steps.len() >= 2, "the answer grew in visible steps before its end: {lengths:?}");
+    assert!(
+        steps.len() >= 2,
+        "the answer grew in visible steps before its end: {lengths:?}"
+    );
     drop(b);
     srv.stop().await;
 }

@@ -27,8 +27,8 @@ use tokio_util::sync::CancellationToken;
 use crate::auth::Principal;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{ExportFormat, OlderThan, Query, owned_run};
+use crate::lists::{INBOX_ITEMS_MAX, inbox_items, parse_status};
 use crate::refusals::ReadError;
-use crate::lists::{INBOX_ITEMS_MAX, inbox_items};
 use crate::state::AppState;
 
 /// The export sends the body in chunks of about this size.
@@ -74,9 +74,7 @@ pub(crate) async fn inbox(
     let engine = st.engine.clone();
     // Replaying runs reads sled synchronously: keep it off the async workers.
     let (items, truncated) =
-        tokio::task::spawn_blocking(move || {
-            inbox_items(&engine, &who, status, before, now, limit)
-        })
+        tokio::task::spawn_blocking(move || inbox_items(&engine, &who, status, before, now, limit))
             .await
             .map_err(ApiError::internal)??;
     Ok(axum::Json(Inbox {
@@ -87,18 +85,6 @@ pub(crate) async fn inbox(
         approvals: items,
     })
     .into_response())
-}
-
-fn parse_status(s: &str) -> ApiResult<ApprovalStatus> {
-    use ApprovalStatus::*;
-    [Pending, Approved, Rejected, Edited, Expired, Cancelled]
-        .into_iter()
-        .find(|st| st.as_str() == s)
-        .ok_or_else(|| {
-            ApiError::bad_request(format!(
-                "status must be pending, approved, rejected, edited, expired or cancelled, got {s:?}"
-            ))
-        })
 }
 
 /// The instant before which an approval counts as older than `s`: `now - duration` for a

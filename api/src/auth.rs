@@ -141,7 +141,7 @@ impl Tokens {
         self.of_token(token)
     }
 
-    fn of_token(&self, token: &str) -> Result<chronicle_engine::Principal, ApiError> {
+    pub(crate) fn of_token(&self, token: &str) -> Result<chronicle_engine::Principal, ApiError> {
         self.0
             .get(&blake3::hash(token.as_bytes()))
             .cloned()
@@ -175,7 +175,7 @@ impl Tokens {
 }
 
 /// The header LangGraph clients send their key in.
-const X_API_KEY: &str = "x-api-key";
+pub(crate) const X_API_KEY: &str = "x-api-key";
 
 /// The authenticated principal of a request: its `Authorization` header (or `X-Api-Key`), or
 /// else its console session cookie ([`Sessions::check`]).
@@ -244,6 +244,8 @@ pub const SESSION_LIFETIME_MS: u64 = 24 * 60 * 60 * 1000;
 pub const SESSIONS_MAX: usize = 10_000;
 /// Console sessions one principal may hold open at once (every browser it signs in from).
 pub const SESSIONS_PER_PRINCIPAL_MAX: usize = 64;
+/// How long a sign-in refused for too many sessions is told to wait, in seconds.
+const SESSIONS_FULL_RETRY_S: u64 = 60;
 /// The header a console change carries its session's CSRF token in.
 pub const CSRF_HEADER: &str = "x-csrf-token";
 
@@ -251,9 +253,8 @@ pub const CSRF_HEADER: &str = "x-csrf-token";
 #[derive(Clone, Debug)]
 pub struct LoginSession {
     pub principal: chronicle_engine::Principal,
-    /// Sent back in [`CSRF_HEADER`] by the page's changes; kept as its hash.
-    csrf: blake3::Hash,
-    /// The CSRF token itself, which the pages of this session carry.
+    /// The CSRF token the pages of this session carry and send back in [`CSRF_HEADER`] with
+    /// each change (it is no secret from the page; it is one from every other site).
     pub csrf_token: String,
     created: Instant,
     used: Instant,
@@ -274,28 +275,36 @@ fn secret() -> String {
 
 impl Sessions {
     /// Signs `who` in: the cookie value and the session.
-    pub(crate) fn open(&self, who: chronicle_engine::Principal) -> ApiResult<(String, LoginSession)> {
+    pub(crate) fn open(
+        &self,
+        who: chronicle_engine::Principal,
+    ) -> ApiResult<(String, LoginSession)> {
         let mut map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         let now = Instant::now();
         map.retain(|_, s| live(s, now));
-        let held = map.values().filter(|s| s.principal.name == who.name).count();
+        let held = map
+            .values()
+            .filter(|s| s.principal.name == who.name)
+            .count();
         if held >= SESSIONS_PER_PRINCIPAL_MAX || map.len() >= SESSIONS_MAX {
             let whose = if held >= SESSIONS_PER_PRINCIPAL_MAX {
-                format!("{} holds {SESSIONS_PER_PRINCIPAL_MAX} console sessions, its most", who.name)
+                format!(
+                    "{} holds {SESSIONS_PER_PRINCIPAL_MAX} console sessions, its most",
+                    who.name
+                )
             } else {
                 format!("{SESSIONS_MAX} console sessions are open")
             };
             return Err(ApiError::capped(
                 "too_many_sessions",
                 format!("{whose}; sign out elsewhere or wait for them to expire"),
-                60,
+                SESSIONS_FULL_RETRY_S,
             ));
         }
         let cookie = secret();
         let csrf_token = secret();
         let session = LoginSession {
             principal: who,
-            csrf: blake3::hash(csrf_token.as_bytes()),
             csrf_token,
             created: now,
             used: now,
@@ -331,7 +340,12 @@ impl Sessions {
     /// The session of a request authenticated by `cookie`: 401 when it is unknown or expired,
     /// or the request comes from another origin than this server's; 403 when it changes state
     /// without its session's CSRF token, or from a page of another site.
-    pub(crate) fn check(&self, cookie: &str, parts: &Parts, site: &Site) -> ApiResult<LoginSession> {
+    pub(crate) fn check(
+        &self,
+        cookie: &str,
+        parts: &Parts,
+        site: &Site,
+    ) -> ApiResult<LoginSession> {
         let headers = &parts.headers;
         let origin = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok());
         let host = headers
@@ -361,7 +375,10 @@ impl Sessions {
                 ));
             }
             let sent = headers.get(CSRF_HEADER).and_then(|v| v.to_str().ok());
-            if sent.is_none_or(|t| blake3::hash(t.as_bytes()) != session.csrf) {
+            // Compared as digests: `blake3::Hash` equality takes the same time wherever the
+            // two differ.
+            let expected = blake3::hash(session.csrf_token.as_bytes());
+            if sent.is_none_or(|t| blake3::hash(t.as_bytes()) != expected) {
                 return Err(ApiError::forbidden(format!(
                     "a change made with a console session must carry the session's {CSRF_HEADER} header"
                 )));
@@ -409,7 +426,15 @@ where
             .uri
             .query()
             .and_then(|q| q.split('&').find_map(|kv| kv.strip_prefix("ticket=")));
-        match (ticket, session_cookie(&tokens, &parts.headers)) {
+        // A WebSocket carries changes (decisions, commands) in its messages, where no CSRF
+        // header goes: a console session does not open one (the console does not need it).
+        let websocket = parts
+            .headers
+            .get(header::UPGRADE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.eq_ignore_ascii_case("websocket"));
+        let cookie = session_cookie(&tokens, &parts.headers).filter(|_| !websocket);
+        match (ticket, cookie) {
             (Some(ticket), _) => Arc::<Tickets>::from_ref(state)
                 .redeem(ticket)
                 .map(StreamPrincipal),

@@ -26,20 +26,22 @@ use chronicle_schemas::{ApprovalStatus, Envelope, RunId, RunStatus, SessionId};
 use chronicle_wire::{CheckpointEntry, Inbox, Order, RunsQuery, SessionsQuery};
 use serde::Deserialize;
 
-use crate::auth::{SESSION_COOKIE, SESSION_LIFETIME_MS, session_cookie};
+use crate::auth::{SESSION_COOKIE, SESSION_LIFETIME_MS, X_API_KEY, session_cookie};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Json, Query, RunPath, SessionPath};
-use crate::lists::{INBOX_ITEMS_MAX, inbox_items, page};
+use crate::lists::{INBOX_ITEMS_MAX, inbox_items, page, parse_status};
 use crate::state::{AppState, now};
 
 /// The most events one timeline page steps over to find those of its kind.
 const TIMELINE_SCAN_EVENTS_MAX: u64 = 5_000;
 /// The newest runs the home and runs pages count by status.
-const COUNTED_RUNS: usize = 200;
+const COUNTED_RUNS_MAX: usize = 200;
 /// Runs on one runs page.
-const RUNS_PAGE: usize = 50;
+const RUNS_PAGE_RUNS: usize = 50;
+/// Runs a runs page with a text filter looks at to find those whose query matches.
+const RUNS_TEXT_SCAN_RUNS: usize = 200;
 /// Sessions on one sessions page.
-const SESSIONS_PAGE: usize = 50;
+const SESSIONS_PAGE_SESSIONS: usize = 50;
 
 /// The console's routes.
 pub(crate) fn routes() -> Router<AppState> {
@@ -75,7 +77,10 @@ async fn page_headers(req: Request, next: Next) -> Response {
         header::X_CONTENT_TYPE_OPTIONS,
         HeaderValue::from_static("nosniff"),
     );
-    h.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    h.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
     h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
     h.entry(header::CACHE_CONTROL)
         .or_insert(HeaderValue::from_static("no-store"));
@@ -129,7 +134,7 @@ impl FromRequestParts<AppState> for Viewer {
                 Err(_) => Err(to_login()),
             },
             None if parts.headers.contains_key(header::AUTHORIZATION)
-                || parts.headers.contains_key("x-api-key") =>
+                || parts.headers.contains_key(X_API_KEY) =>
             {
                 match st.tokens.of_headers(&parts.headers) {
                     Ok(who) => Ok(Viewer {
@@ -150,11 +155,7 @@ impl FromRequestParts<AppState> for Viewer {
 /// A rendered page.
 fn html(page: &impl Template) -> Response {
     match page.render() {
-        Ok(body) => (
-            [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
-            body,
-        )
-            .into_response(),
+        Ok(body) => ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], body).into_response(),
         Err(e) => ApiError::internal(e).into_response(),
     }
 }
@@ -200,7 +201,9 @@ async fn login(State(st): State<AppState>, Query(q): Query<LoginQuery>) -> Respo
     if st.tokens.is_empty() {
         return Redirect::to("/console/").into_response();
     }
-    html(&console::LoginPage::new(q.next.as_deref().unwrap_or("/console/")))
+    html(&console::LoginPage::new(
+        q.next.as_deref().unwrap_or("/console/"),
+    ))
 }
 
 /// `POST /console/session`: `{"token": "..."}`.
@@ -215,12 +218,30 @@ struct SignedIn {
     principal: String,
 }
 
-async fn sign_in(State(st): State<AppState>, Json(body): Json<SignIn>) -> Response {
+async fn sign_in(
+    State(st): State<AppState>,
+    headers: HeaderMap,
+    Json(body): Json<SignIn>,
+) -> Response {
     if st.tokens.is_empty() {
         return ApiError::bad_request("this server has no tokens: the console needs no sign-in")
             .into_response();
     }
-    let who = match st.tokens.principal(Some(&format!("Bearer {}", body.token))) {
+    // Only the console's own page signs a browser in: another site (a `--cors-origin` one
+    // included) cannot sign a visitor in as someone else.
+    let host = headers
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    let origin = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok());
+    let fetch_site = headers.get("sec-fetch-site").and_then(|v| v.to_str().ok());
+    if origin.is_some_and(|o| !st.site.own_origin(o, host))
+        || fetch_site.is_some_and(|s| s != "same-origin")
+    {
+        return ApiError::forbidden("the console signs in only from its own login page")
+            .into_response();
+    }
+    let who = match st.tokens.of_token(body.token.trim()) {
         Ok(who) => who,
         Err(e) => return e.into_response(),
     };
@@ -228,19 +249,31 @@ async fn sign_in(State(st): State<AppState>, Json(body): Json<SignIn>) -> Respon
         Ok(opened) => opened,
         Err(e) => return e.into_response(),
     };
+    // Behind TLS (a proxy that says so, or a page of an https origin) the cookie never travels
+    // over plain HTTP.
+    let tls = headers
+        .get("x-forwarded-proto")
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"https"))
+        || origin.is_some_and(|o| o.starts_with("https://"));
     let set = format!(
-        "{SESSION_COOKIE}={cookie}; HttpOnly; SameSite=Strict; Path=/; Max-Age={}",
-        SESSION_LIFETIME_MS / 1000
+        "{SESSION_COOKIE}={cookie}; HttpOnly; SameSite=Strict; Path=/; Max-Age={}{}",
+        SESSION_LIFETIME_MS / 1000,
+        if tls { "; Secure" } else { "" }
     );
+    let value = match HeaderValue::from_str(&set) {
+        Ok(v) => v,
+        Err(e) => return ApiError::internal(e).into_response(),
+    };
     let mut res = axum::Json(SignedIn {
         principal: who.name,
     })
     .into_response();
-    if let Ok(v) = HeaderValue::from_str(&set) {
-        res.headers_mut().insert(header::SET_COOKIE, v);
-    }
+    res.headers_mut().insert(header::SET_COOKIE, value);
     res
 }
+
+/// The cookie that ends a console session in the browser.
+const SIGNED_OUT: &str = "chronicle_session=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0";
 
 async fn sign_out(
     State(st): State<AppState>,
@@ -251,10 +284,8 @@ async fn sign_out(
         st.sessions.close(cookie);
     }
     let mut res = StatusCode::NO_CONTENT.into_response();
-    res.headers_mut().insert(
-        header::SET_COOKIE,
-        HeaderValue::from_static("chronicle_session=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0"),
-    );
+    res.headers_mut()
+        .insert(header::SET_COOKIE, HeaderValue::from_static(SIGNED_OUT));
     res
 }
 
@@ -308,7 +339,8 @@ async fn home(State(st): State<AppState>, viewer: Viewer) -> Response {
     let open_streams = u64::try_from(st.metrics.open_streams.get()).unwrap_or(0);
     read_page(viewer, move |v| {
         let store = st.engine.store();
-        let health = console::Health {
+        // How busy the whole server is tells of everyone's work: an admin's to see.
+        let health = v.who.admin.then(|| console::Health {
             storage: match store.health() {
                 chronicle_engine::store::StorageHealth::Ok => "ok",
                 chronicle_engine::store::StorageHealth::Full { .. } => "full",
@@ -317,10 +349,10 @@ async fn home(State(st): State<AppState>, viewer: Viewer) -> Response {
             .to_owned(),
             open_streams,
             events: store.durable_next_offset(),
-        };
+        });
         Ok(console::HomePage::new(
             v.chrome("Home", console::Nav::Home),
-            &newest_runs(&st.engine, &v.who, COUNTED_RUNS)?,
+            &newest_runs(&st.engine, &v.who, COUNTED_RUNS_MAX)?,
             &pending_inbox(&st.engine, &v.who)?,
             health,
             now(),
@@ -391,7 +423,11 @@ fn runs_of(
         after: q.after,
     };
     // A text filter looks at more runs per page: it keeps only those that match.
-    let limit = if q.q.is_some() { 1_000 } else { RUNS_PAGE };
+    let limit = if q.q.is_some() {
+        RUNS_TEXT_SCAN_RUNS
+    } else {
+        RUNS_PAGE_RUNS
+    };
     let query = RunsQuery {
         session_id: q.session_id,
         status: q.status,
@@ -416,7 +452,7 @@ async fn runs(
             filters,
             &list.runs,
             list.next,
-            &newest_runs(&st.engine, &v.who, COUNTED_RUNS)?,
+            &newest_runs(&st.engine, &v.who, COUNTED_RUNS_MAX)?,
             v.who.admin,
             now(),
         ))
@@ -512,7 +548,11 @@ impl RunRead {
         } else {
             engine.state(self.run, Some(seq))?
         };
-        let event = engine.store().read_run(self.run, seq, seq).next().transpose()?;
+        let event = engine
+            .store()
+            .read_run(self.run, seq, seq)
+            .next()
+            .transpose()?;
         Ok(console::BoardFragment {
             board: console::Board::new(
                 self.run,
@@ -537,6 +577,12 @@ impl RunRead {
             kind: q.kind.clone(),
         };
         let from = request.start(self.last_seq);
+        if from > self.last_seq {
+            return Err(ApiError::unprocessable(format!(
+                "seq {from} is beyond the run's last seq {}",
+                self.last_seq
+            )));
+        }
         let page = console::TIMELINE_PAGE_EVENTS as u64;
         let scan = if request.kind.is_some() {
             TIMELINE_SCAN_EVENTS_MAX
@@ -545,16 +591,14 @@ impl RunRead {
         };
         let until = from.saturating_add(scan - 1).min(self.last_seq);
         let mut events: Vec<Envelope> = Vec::new();
-        let mut read_to = from.saturating_sub(1);
-        if from <= self.last_seq {
-            for env in engine.store().read_run(self.run, from, until) {
-                let env = env?;
-                read_to = env.seq;
-                if request.wants(&env) {
-                    events.push(env);
-                    if events.len() as u64 >= page {
-                        break;
-                    }
+        let mut read_to = from;
+        for env in engine.store().read_run(self.run, from, until) {
+            let env = env?;
+            read_to = env.seq;
+            if request.wants(&env) {
+                events.push(env);
+                if events.len() as u64 >= page {
+                    break;
                 }
             }
         }
@@ -647,6 +691,11 @@ async fn diff(
                 )));
             }
         }
+        if from > to {
+            return Err(ApiError::unprocessable(format!(
+                "from ({from}) must not be after to ({to})"
+            )));
+        }
         let a = st.engine.state(run, Some(from))?;
         let b = st.engine.state(run, Some(to))?;
         Ok(console::DiffPage::new(
@@ -680,19 +729,7 @@ async fn approvals(
     Query(q): Query<ApprovalsQuery>,
 ) -> Response {
     read_page(viewer, move |v| {
-        let status = match q.status.as_deref().unwrap_or("pending") {
-            "pending" => ApprovalStatus::Pending,
-            "approved" => ApprovalStatus::Approved,
-            "rejected" => ApprovalStatus::Rejected,
-            "edited" => ApprovalStatus::Edited,
-            "expired" => ApprovalStatus::Expired,
-            "cancelled" => ApprovalStatus::Cancelled,
-            other => {
-                return Err(ApiError::bad_request(format!(
-                    "status must be pending, approved, rejected, edited, expired or cancelled, got {other:?}"
-                )));
-            }
-        };
+        let status = parse_status(q.status.as_deref().unwrap_or("pending"))?;
         if let Some(k) = q.kind.as_deref()
             && k != "todo"
             && k != "tool"
@@ -726,7 +763,7 @@ async fn sessions(
     read_page(viewer, move |v| {
         let query = SessionsQuery {
             cursor: q.cursor,
-            limit: Some(SESSIONS_PAGE),
+            limit: Some(SESSIONS_PAGE_SESSIONS),
             ..SessionsQuery::default()
         };
         Ok(console::SessionsPage::new(

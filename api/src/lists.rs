@@ -2,9 +2,9 @@
 //! of runs ([`page`], also how `chronicle runs` lists a data directory) and the approvals inbox
 //! ([`inbox_items`]).
 
+use chronicle_engine::Engine;
 use chronicle_engine::index::{self, RunScope};
 use chronicle_engine::store::{self, Store};
-use chronicle_engine::Engine;
 use chronicle_projections::RunFacts;
 use chronicle_schemas::{ApprovalStatus, RunId, SessionId, Timestamp};
 use chronicle_wire::{
@@ -188,3 +188,15 @@ pub(crate) fn inbox_items(
     Ok((out, more))
 }
 
+/// An approval status as a query names it, else 400.
+pub(crate) fn parse_status(s: &str) -> ApiResult<ApprovalStatus> {
+    use ApprovalStatus::*;
+    [Pending, Approved, Rejected, Edited, Expired, Cancelled]
+        .into_iter()
+        .find(|st| st.as_str() == s)
+        .ok_or_else(|| {
+            ApiError::bad_request(format!(
+                "status must be pending, approved, rejected, edited, expired or cancelled, got {s:?}"
+            ))
+        })
+}

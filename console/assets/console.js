@@ -86,14 +86,8 @@
     return es;
   }
 
-  const RUN_EVENTS = [
-    'run.started', 'phase.changed', 'plan.created', 'todo.added', 'todo.updated',
-    'approval.requested', 'approval.decided', 'approval.expired', 'agent.started',
-    'agent.completed', 'agent.failed', 'tool.requested', 'tool.completed', 'llm.called',
-    'evaluation.recorded', 'results.aggregated', 'message.final', 'checkpoint.saved',
-    'command.received', 'run.interrupted', 'run.resumed', 'run.restored', 'reasoning.note',
-    'run.end', 'run.error', 'values.updated',
-  ];
+  // Every event name a stream can send, from the server's one table (the page carries it).
+  const EVENT_NAMES = () => (document.body.dataset.events || '').split(' ').filter(Boolean);
 
   // ---------------------------------------------------------------- the run page
 
@@ -145,17 +139,18 @@
       if (tag === 'input' && ev.target.type !== 'range') return;
       if (tag === 'textarea' || tag === 'select') return;
       const seq = seqOf();
-      if (ev.key === 'n') scrubTo(seq + 1);
-      else if (ev.key === 'p') scrubTo(seq - 1);
+      const go = (to) => scrubTo(to).catch((e) => flash(e.message, true));
+      if (ev.key === 'n') go(seq + 1);
+      else if (ev.key === 'p') go(seq - 1);
       else if (ev.key === 'g') {
         const to = prompt(`Go to seq (0–${lastOf()})`, String(seq));
-        if (to !== null && /^\d+$/.test(to.trim())) scrubTo(Number(to.trim()));
+        if (to !== null && /^\d+$/.test(to.trim())) go(Number(to.trim()));
       } else if (ev.key === 'c') {
         const ticks = (document.getElementById('scrub').dataset.ticks || '')
           .trim().split(/\s+/).filter(Boolean).map(Number).sort((a, b) => a - b);
         const next = ticks.find((t) => t > seq);
-        if (next !== undefined) scrubTo(next);
-        else if (ticks.length) scrubTo(ticks[0]);
+        if (next !== undefined) go(next);
+        else if (ticks.length) go(ticks[0]);
       } else return;
       ev.preventDefault();
     });
@@ -174,15 +169,31 @@
     }, 150);
     // From the next seq on (the page shows what came before), and on past the run's end: a
     // restore makes it go on.
-    follow(`/api/v1/agent/${run}/events?from=${lastOf() + 1}&follow=true`, RUN_EVENTS, () => refresh());
+    follow(`/api/v1/agent/${run}/events?from=${lastOf() + 1}&follow=true`, EVENT_NAMES(), () => refresh());
   }
 
   // ---------------------------------------------------------------- lists that follow the log
 
-  function liveList(id, names) {
+  // A list that follows the log: `id`'s element is redrawn from `url` (the page itself, or a
+  // fragment of it) after events of `names`, but never while a person is typing or editing in it.
+  function liveList(id, url, names) {
+    const busy = () => {
+      const el = document.getElementById(id);
+      if (!el) return false;
+      if (el.contains(document.activeElement) && document.activeElement !== document.body) return true;
+      if ([...el.querySelectorAll('.editor')].some((e) => !e.hidden)) return true;
+      return [...el.querySelectorAll('input, textarea')].some((i) => i.value && i.defaultValue !== i.value);
+    };
     const refresh = debounce(async () => {
+      if (busy()) {
+        refresh();
+        return;
+      }
       try {
-        swap(await page(location.href), [id]);
+        const doc = await page(url());
+        const next = doc.getElementById(id) || doc.body.firstElementChild;
+        const now = document.getElementById(id);
+        if (now && next && next.id === id) now.replaceWith(document.adoptNode(next));
       } catch (e) {
         flash(e.message, true);
       }
@@ -194,32 +205,40 @@
 
   function sessionPage(root) {
     const session = root.dataset.session;
-    const streamAnswer = (run, el) => {
+    // The answer element of `run`, looked up each time: a redraw of the turns replaces it.
+    const answerOf = (run) => document.querySelector(`#turns [data-answer="${run}"]`);
+    const redraw = async () => {
+      try {
+        swap(await page(location.href), ['turns', 'pending']);
+      } catch (e) {
+        flash(e.message, true);
+      }
+    };
+    const streamAnswer = (run) => {
       const es = follow(`/api/v1/agent/${run}/events?from=0`,
-        ['message.chunk', 'message.final', 'run.end', 'run.error', 'run.interrupted'],
+        ['message.chunk', 'message.final', 'run.end', 'run.error', 'run.interrupted', 'approval.decided'],
         async (name, data) => {
+          // What a restore left behind is history, not where the run is.
+          if (data && data.abandoned) return;
+          const el = answerOf(run);
           if (name === 'message.chunk' && data && data.content && !data.content.agent) {
-            el.textContent += data.content.text;
+            if (el) el.textContent += data.content.text;
           } else if (name === 'message.final' && data) {
             const resp = data.content && data.content.final_response;
             let answer = null;
             if (resp && typeof resp.answer === 'string') answer = resp.answer;
             else if (typeof resp === 'string') answer = resp;
-            if (answer !== null) el.textContent = answer;
-          } else if (name === 'run.end' || name === 'run.error' || name === 'run.interrupted') {
+            if (answer !== null && el) el.textContent = answer;
+          } else if (name === 'run.interrupted' || name === 'approval.decided') {
+            // It waits for a person, or goes on: show the approval, or take it away.
+            await redraw();
+          } else if (name === 'run.end' || name === 'run.error') {
             es.close();
-            try {
-              swap(await page(location.href), ['turns']);
-            } catch (e) {
-              flash(e.message, true);
-            }
+            await redraw();
           }
         });
     };
-    if (root.dataset.liveRun) {
-      const el = root.querySelector(`[data-answer="${root.dataset.liveRun}"]`);
-      if (el) streamAnswer(root.dataset.liveRun, el);
-    }
+    if (root.dataset.liveRun) streamAnswer(root.dataset.liveRun);
     const form = document.getElementById('send');
     if (form) {
       form.addEventListener('submit', async (ev) => {
@@ -240,7 +259,7 @@
           li.append(q, a);
           document.getElementById('turns').append(li);
           form.elements.message.value = '';
-          streamAnswer(started.run_id, a);
+          streamAnswer(started.run_id);
         } catch (e) {
           flash(e.message, true);
         }
@@ -277,7 +296,8 @@
     await api('POST', `/api/v1/agent/${run}/approvals/${encodeURIComponent(approval)}/decision`, body);
     const card = form.closest('.approval');
     if (card) card.remove();
-    flash(`${approval}: ${decision === 'edit' ? 'approved with edited arguments' : `${decision}d`}`);
+    const said = { approve: 'approved', reject: 'rejected', edit: 'approved with edited arguments' };
+    flash(`${approval}: ${said[decision]}`);
   }
 
   document.addEventListener('click', async (ev) => {
@@ -348,8 +368,9 @@
   document.addEventListener('DOMContentLoaded', () => {
     const run = document.getElementById('board-live');
     if (run) runPage(document.getElementById('run-header'));
-    if (document.getElementById('runs-live')) liveList('runs-table', ['run.started', 'run.end', 'run.error', 'run.interrupted', 'run.resumed', 'run.restored']);
-    if (document.getElementById('inbox')) liveList('inbox', ['approval.requested', 'approval.decided', 'approval.expired', 'run.end', 'run.restored']);
+    const runs = document.getElementById('runs-live');
+    if (runs) liveList('runs-table', () => runs.dataset.fragment, ['run.started', 'run.end', 'run.error', 'run.interrupted', 'run.resumed', 'run.restored']);
+    if (document.getElementById('inbox')) liveList('inbox', () => location.href, ['approval.requested', 'approval.decided', 'approval.expired', 'run.end', 'run.restored']);
     const turns = document.getElementById('turns');
     if (turns) sessionPage(turns);
   });

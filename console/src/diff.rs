@@ -35,17 +35,24 @@ fn arrow<T: std::fmt::Debug>(c: &Change<T>, show: impl Fn(&T) -> String) -> Stri
 }
 
 fn opt<T: std::fmt::Display>(v: &Option<T>) -> String {
-    v.as_ref().map_or_else(|| "-".to_owned(), ToString::to_string)
+    v.as_ref()
+        .map_or_else(|| "-".to_owned(), ToString::to_string)
 }
 
 /// The lines of `d`, in the order the CLI prints them.
 fn lines(d: &StateDiff) -> Vec<DiffLine> {
     let mut out = Vec::new();
     if let Some(c) = &d.run_status {
-        out.push(line("change", format!("run status: {}", arrow(c, |s| s.as_str().to_owned()))));
+        out.push(line(
+            "change",
+            format!("run status: {}", arrow(c, |s| s.as_str().to_owned())),
+        ));
     }
     if let Some(c) = &d.phase {
-        out.push(line("change", format!("phase: {}", arrow(c, crate::pages::snake))));
+        out.push(line(
+            "change",
+            format!("phase: {}", arrow(c, crate::pages::snake)),
+        ));
     }
     for t in &d.todos_added {
         out.push(line(
@@ -67,12 +74,19 @@ fn lines(d: &StateDiff) -> Vec<DiffLine> {
             });
         }
         if let Some(r) = &t.retry_count {
-            out.push(line("change", format!("{} retries: {} → {}", t.todo_id, r.from, r.to)));
+            out.push(line(
+                "change",
+                format!("{} retries: {} → {}", t.todo_id, r.from, r.to),
+            ));
         }
         if let Some(e) = &t.error {
             out.push(line(
                 "change",
-                format!("{} error: {}", t.todo_id, arrow(e, |v| text::cut(&opt(v), 200))),
+                format!(
+                    "{} error: {}",
+                    t.todo_id,
+                    arrow(e, |v| text::cut(&opt(v), 200))
+                ),
             ));
         }
     }
@@ -116,7 +130,11 @@ fn lines(d: &StateDiff) -> Vec<DiffLine> {
                 c.tool,
                 c.todo_id,
                 match c.from {
-                    Some(from) => format!("{} → {}", crate::pages::snake(&from), crate::pages::snake(&c.to)),
+                    Some(from) => format!(
+                        "{} → {}",
+                        crate::pages::snake(&from),
+                        crate::pages::snake(&c.to)
+                    ),
                     None => crate::pages::snake(&c.to),
                 }
             ),
@@ -147,14 +165,20 @@ fn lines(d: &StateDiff) -> Vec<DiffLine> {
     for c in &d.checkpoints_added {
         out.push(line(
             "add",
-            format!("+ checkpoint {} at seq {} ({})", c.checkpoint_id, c.seq, c.node),
+            format!(
+                "+ checkpoint {} at seq {} ({})",
+                c.checkpoint_id, c.seq, c.node
+            ),
         ));
     }
     for c in &d.checkpoints_removed {
         out.push(line("remove", format!("- checkpoint {c}")));
     }
     if let Some(c) = &d.checkpoint_head {
-        out.push(line("change", format!("checkpoint head: {}", arrow(c, opt))));
+        out.push(line(
+            "change",
+            format!("checkpoint head: {}", arrow(c, opt)),
+        ));
     }
     for e in &d.errors_added {
         out.push(line("remove", format!("+ error: {}", text::cut(e, 200))));
@@ -176,7 +200,14 @@ pub struct DiffPage {
 }
 
 impl DiffPage {
-    pub fn new(chrome: Chrome, run: RunId, from: u64, to: u64, last_seq: u64, d: &StateDiff) -> Self {
+    pub fn new(
+        chrome: Chrome,
+        run: RunId,
+        from: u64,
+        to: u64,
+        last_seq: u64,
+        d: &StateDiff,
+    ) -> Self {
         Self {
             chrome,
             run_id: run.to_string(),

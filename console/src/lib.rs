@@ -20,8 +20,8 @@ pub use assets::{Asset, SCRIPT, STYLE, asset};
 pub use pages::encode as encode_query;
 pub use pages::{
     ApprovalsPage, Board, BoardFragment, Checkpoints, CheckpointsFragment, Chrome, DiffPage,
-    ErrorPage, Health, HomePage, LoginPage, Nav, RunFilters, RunPage, RunsFragment, RunsPage, RunsTable,
-    SessionPage, SessionsPage, TIMELINE_PAGE_EVENTS, Timeline, TimelineFragment,
+    ErrorPage, Health, HomePage, LoginPage, Nav, RunFilters, RunPage, RunsFragment, RunsPage,
+    RunsTable, SessionPage, SessionsPage, TIMELINE_PAGE_EVENTS, Timeline, TimelineFragment,
     TimelineRequest,
 };
 

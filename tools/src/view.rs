@@ -15,9 +15,7 @@ use anstyle::{AnsiColor, Style};
 use anyhow::{Context, bail};
 use chronicle_engine::store::{Options, RunHead, Store};
 use chronicle_projections::RunState;
-use chronicle_schemas::{
-    Approval, Envelope, Event, RunId, RunStatus, Timestamp, TodoStatus,
-};
+use chronicle_schemas::{Approval, Envelope, Event, RunId, RunStatus, Timestamp, TodoStatus};
 use chronicle_wire::names::ChunkType;
 use chronicle_wire::names::wire_names;
 use chronicle_wire::{CheckpointEntry, ChunkData, CommandOutcome, EventData, TodosReply};

@@ -148,9 +148,17 @@ fn read_commands_print_the_same_against_a_server() {
     // The console's diff page shows the TODO transitions `replay --diff --json` gives: one diff,
     // two surfaces.
     let run = f.run.to_string();
-    for (from, to) in [(f.second_approval_seq, f.last_seq), (f.second_approval_seq, f.restore_seq - 1)] {
+    for (from, to) in [
+        (f.second_approval_seq, f.last_seq),
+        (f.second_approval_seq, f.restore_seq - 1),
+    ] {
         let (from, to) = (from.to_string(), to.to_string());
-        let cli = read(&serve, &["replay", &run, "--diff", &from, &to, "--json"], Via::Flag, "");
+        let cli = read(
+            &serve,
+            &["replay", &run, "--diff", &from, &to, "--json"],
+            Via::Flag,
+            "",
+        );
         assert_eq!(cli.code, 0, "{}", cli.stderr);
         let v: Value = serde_json::from_str(cli.stdout.trim()).unwrap();
         let want: Vec<String> = v["data"]["todos_changed"]
@@ -160,16 +168,37 @@ fn read_commands_print_the_same_against_a_server() {
             .filter(|t| t.get("status").is_some())
             .map(|t| {
                 let s = |k: &str| t["status"][k].as_str().unwrap().to_owned();
-                format!("{} {} {}", t["todo_id"].as_str().unwrap(), s("from"), s("to"))
+                format!(
+                    "{} {} {}",
+                    t["todo_id"].as_str().unwrap(),
+                    s("from"),
+                    s("to")
+                )
             })
             .collect();
-        let page = http_get(serve.port, &format!("/console/runs/{run}/diff?from={from}&to={to}"));
+        let page = http_get(
+            serve.port,
+            &format!("/console/runs/{run}/diff?from={from}&to={to}"),
+        );
         let got: Vec<String> = page
             .split(" data-todo=\"")
             .skip(1)
             .map(|s| {
-                let attr = |k: &str| s.split(k).nth(1).unwrap().split('"').next().unwrap().to_owned();
-                format!("{} {} {}", s.split('"').next().unwrap(), attr("data-from=\""), attr("data-to=\""))
+                let attr = |k: &str| {
+                    s.split(k)
+                        .nth(1)
+                        .unwrap()
+                        .split('"')
+                        .next()
+                        .unwrap()
+                        .to_owned()
+                };
+                format!(
+                    "{} {} {}",
+                    s.split('"').next().unwrap(),
+                    attr("data-from=\""),
+                    attr("data-to=\"")
+                )
             })
             .collect();
         assert!(!want.is_empty(), "the diff {from}..{to} changes TODOs");
@@ -246,6 +275,10 @@ fn http_get(port: u16, path: &str) -> String {
     .unwrap();
     let mut answer = String::new();
     conn.read_to_string(&mut answer).unwrap();
-    assert!(answer.starts_with("HTTP/1.1 200"), "{path}: {}", answer.lines().next().unwrap_or_default());
+    assert!(
+        answer.starts_with("HTTP/1.1 200"),
+        "{path}: {}",
+        answer.lines().next().unwrap_or_default()
+    );
     answer
 }

@@ -45,6 +45,43 @@ pub fn wire_names(e: &Event) -> (&'static str, &'static str, &'static str) {
     }
 }
 
+/// Every SSE name an event can have (several events share `run.end`), for a client that follows
+/// every kind: a browser's `EventSource` listens by name.
+pub const EVENT_NAMES: [&str; 32] = [
+    "run.started",
+    "phase.changed",
+    "intent.analyzed",
+    "plan.created",
+    "todo.added",
+    "todo.updated",
+    "approval.requested",
+    "approval.decided",
+    "approval.expired",
+    "agent.started",
+    "agent.completed",
+    "agent.failed",
+    "tool.requested",
+    "tool.completed",
+    "llm.called",
+    "evaluation.recorded",
+    "results.aggregated",
+    "message.final",
+    "checkpoint.saved",
+    "command.received",
+    "run.interrupted",
+    "run.resumed",
+    "run.restored",
+    "reasoning.note",
+    "run.end",
+    "run.error",
+    "context.loaded",
+    "memory.loaded",
+    "memory.saved",
+    "memory.deleted",
+    "session.deleted",
+    "values.updated",
+];
+
 /// The SSE names after which a run's stream ends (unless the client follows on): the names of
 /// the events for which [`ends_stream`] holds. A client that only sees names checks these, and
 /// goes on past one whose data says `abandoned` (the end of a branch a restore left).
@@ -214,6 +251,16 @@ mod tests {
             hash: Hash::ZERO,
             event,
         }
+    }
+
+    #[test]
+    fn the_list_of_names_is_every_name_an_event_has() {
+        let mut names: Vec<&str> = sample_events().iter().map(|e| wire_names(e).0).collect();
+        names.sort_unstable();
+        names.dedup();
+        let mut listed = EVENT_NAMES.to_vec();
+        listed.sort_unstable();
+        assert_eq!(names, listed);
     }
 
     #[test]

@@ -30,18 +30,21 @@ pub struct HomePage {
     pub pending: usize,
     pub pending_truncated: bool,
     pub oldest_wait: String,
-    pub storage: String,
-    pub open_streams: u64,
-    pub events: u64,
+    /// The server's own figures, for an admin.
+    pub health: Option<Health>,
 }
 
+/// The newest runs the home page lists.
+const RECENT_RUNS_SHOWN: usize = 10;
+
 impl HomePage {
-    /// `recent` are the newest runs the caller may see; `inbox` its pending approvals.
+    /// `recent` are the newest runs the caller may see; `inbox` its pending approvals;
+    /// `health` the server's figures when the caller may see them.
     pub fn new(
         chrome: Chrome,
         recent: &[RunSummary],
         inbox: &Inbox,
-        health: Health,
+        health: Option<Health>,
         now: Timestamp,
     ) -> Self {
         let oldest = inbox
@@ -53,13 +56,15 @@ impl HomePage {
             chrome,
             counts: counts(recent),
             counted: recent.len(),
-            recent: recent.iter().take(10).map(RunRow::new).collect(),
+            recent: recent
+                .iter()
+                .take(RECENT_RUNS_SHOWN)
+                .map(RunRow::new)
+                .collect(),
             pending: inbox.count,
             pending_truncated: inbox.truncated,
             oldest_wait: oldest.map(|t| text::wait(t, now)).unwrap_or_default(),
-            storage: health.storage,
-            open_streams: health.open_streams,
-            events: health.events,
+            health,
         }
     }
 }

@@ -42,10 +42,18 @@ pub struct Chrome {
     pub csrf: String,
     pub script: String,
     pub style: String,
+    /// Every SSE event name, space-separated: what the script listens for.
+    pub events: String,
 }
 
 impl Chrome {
-    pub fn new(title: impl Into<String>, nav: Nav, who: &str, auth: &'static str, csrf: &str) -> Self {
+    pub fn new(
+        title: impl Into<String>,
+        nav: Nav,
+        who: &str,
+        auth: &'static str,
+        csrf: &str,
+    ) -> Self {
         Self {
             title: title.into(),
             nav,
@@ -54,6 +62,7 @@ impl Chrome {
             csrf: csrf.to_owned(),
             script: crate::SCRIPT.path(),
             style: crate::STYLE.path(),
+            events: chronicle_wire::names::EVENT_NAMES.join(" "),
         }
     }
 

@@ -14,6 +14,8 @@ use crate::text;
 
 /// The longest answer and query the header shows, in characters.
 const HEADER_TEXT_CHARS_MAX: usize = 4_000;
+/// The newest errors of the run the header shows.
+const ERRORS_SHOWN: usize = 5;
 /// The newest checkpoints the page lists (a long run has one per node execution); the slider's
 /// ticks mark them all, and `chronicle checkpoints` lists them all.
 pub const CHECKPOINTS_SHOWN: usize = 100;
@@ -66,7 +68,13 @@ impl RunView {
                 .final_response
                 .as_ref()
                 .map(|r| text::cut(&chronicle_wire::answer_text(r), HEADER_TEXT_CHARS_MAX)),
-            errors: s.error_log.iter().rev().take(5).cloned().collect(),
+            errors: s
+                .error_log
+                .iter()
+                .rev()
+                .take(ERRORS_SHOWN)
+                .cloned()
+                .collect(),
             waiting,
             pending: pending.len(),
             terminal: s.run_status.is_terminal(),

@@ -27,7 +27,11 @@ impl RunFilters {
         if let Some(s) = self.status {
             parts.push(format!("status={}", s.as_str()));
         }
-        for (k, v) in [("owner", &self.owner), ("session_id", &self.session), ("q", &self.text)] {
+        for (k, v) in [
+            ("owner", &self.owner),
+            ("session_id", &self.session),
+            ("q", &self.text),
+        ] {
             if let Some(v) = v {
                 parts.push(format!("{k}={}", encode(v)));
             }
@@ -96,24 +100,28 @@ impl RunRow {
     }
 }
 
-/// Rows with each sub-agent run moved under its parent when the parent is among them.
+/// Rows with each sub-agent run moved under its parent when the parent is among them (at any
+/// depth: a sub-run's own sub-runs follow it).
 pub(crate) fn nest(runs: &[RunSummary]) -> Vec<RunRow> {
+    let listed = |id: RunId| runs.iter().any(|r| r.run_id == id);
     let mut rows: Vec<RunRow> = Vec::with_capacity(runs.len());
-    let (children, roots): (Vec<&RunSummary>, Vec<&RunSummary>) = runs.iter().partition(|r| {
-        r.parent
-            .as_ref()
-            .is_some_and(|p| runs.iter().any(|o| o.run_id == p.run_id))
-    });
-    for root in roots {
-        rows.push(RunRow::new(root));
-        for child in children
+    // Depth first from each run whose parent is not listed; ids are unique, so each run is
+    // reached once.
+    let mut stack: Vec<(&RunSummary, bool)> = runs
+        .iter()
+        .filter(|r| r.parent.as_ref().is_none_or(|p| !listed(p.run_id)))
+        .rev()
+        .map(|r| (r, false))
+        .collect();
+    while let Some((run, nested)) = stack.pop() {
+        let mut row = RunRow::new(run);
+        row.nested = nested;
+        rows.push(row);
+        let children = runs
             .iter()
-            .filter(|c| c.parent.as_ref().is_some_and(|p| p.run_id == root.run_id))
-        {
-            let mut row = RunRow::new(child);
-            row.nested = true;
-            rows.push(row);
-        }
+            .filter(|c| c.parent.as_ref().is_some_and(|p| p.run_id == run.run_id));
+        let children: Vec<&RunSummary> = children.collect();
+        stack.extend(children.into_iter().rev().map(|c| (c, true)));
     }
     rows
 }
@@ -155,7 +163,11 @@ pub struct RunsTable {
 impl RunsTable {
     /// `page` is what the list gave (in order), `next` where it goes on.
     pub fn new(filters: &RunFilters, page: &[RunSummary], next: Option<RunId>) -> Self {
-        let shown: Vec<RunSummary> = page.iter().filter(|r| filters.matches(r)).cloned().collect();
+        let shown: Vec<RunSummary> = page
+            .iter()
+            .filter(|r| filters.matches(r))
+            .cloned()
+            .collect();
         let next = next.map(|n| {
             let q = filters.query();
             let sep = if q.is_empty() { "" } else { "&" };
@@ -259,7 +271,13 @@ mod tests {
 
     #[test]
     fn a_child_goes_under_its_parent_when_both_are_listed() {
-        let runs = [run(1, None), run(2, None), run(3, Some(1)), run(4, Some(9))];
+        let runs = [
+            run(1, None),
+            run(2, None),
+            run(3, Some(1)),
+            run(4, Some(9)),
+            run(5, Some(3)),
+        ];
         let rows = nest(&runs);
         let ids: Vec<(String, bool)> = rows.iter().map(|r| (r.query.clone(), r.nested)).collect();
         assert_eq!(
@@ -267,6 +285,7 @@ mod tests {
             [
                 ("query 1".into(), false),
                 ("query 3".into(), true),
+                ("query 5".into(), true),
                 ("query 2".into(), false),
                 ("query 4".into(), false),
             ]

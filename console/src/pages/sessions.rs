@@ -145,14 +145,20 @@ impl SessionPage {
                 args: text::pretty(&a.approval.request_args, 2_000),
             }),
             live_run,
-            cli: format!("chronicle sessions show {}", shell_word(&detail.session.session_id.0)),
+            cli: format!(
+                "chronicle sessions show {}",
+                shell_word(&detail.session.session_id.0)
+            ),
         }
     }
 }
 
 /// `s` as one shell word: as it is when it is plain, else in single quotes.
 fn shell_word(s: &str) -> String {
-    if !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_.:/".contains(c)) {
+    if !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.:/".contains(c))
+    {
         s.to_owned()
     } else {
         format!("'{}'", s.replace('\'', "'\\''"))

@@ -13,8 +13,19 @@ pub const TIMELINE_PAGE_EVENTS: usize = 200;
 
 /// The kinds a timeline filters by: the first part of an event's dotted name.
 const KINDS: [&str; 13] = [
-    "run", "todo", "approval", "agent", "tool", "llm", "checkpoint", "plan", "message",
-    "evaluation", "command", "memory", "values",
+    "run",
+    "todo",
+    "approval",
+    "agent",
+    "tool",
+    "llm",
+    "checkpoint",
+    "plan",
+    "message",
+    "evaluation",
+    "command",
+    "memory",
+    "values",
 ];
 
 /// Which page of the timeline a request asks for.

@@ -13,7 +13,9 @@ use chronicle_schemas::{HitlMode, Limits, RunConfig, RunId};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::runtime::Runtime;
 
-use super::engine::{LONG_MAX_STEPS, LONG_MAX_TODOS, close_engine, full_run, open_engine, run_config, start_req};
+use super::engine::{
+    LONG_MAX_STEPS, LONG_MAX_TODOS, close_engine, full_run, open_engine, run_config, start_req,
+};
 use super::report::Row;
 use super::{Plan, ms, percentile, progress};
 
@@ -48,9 +50,13 @@ async fn measure(engine: &Engine, run: RunId, todos: usize, plan: &Plan) -> Resu
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let port = listener.local_addr()?.port();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(chronicle_api::serve(listener, state.bound_to(([127, 0, 0, 1], port).into()), async move {
-        let _ = stopped.await;
-    }));
+    let server = tokio::spawn(chronicle_api::serve(
+        listener,
+        state.bound_to(([127, 0, 0, 1], port).into()),
+        async move {
+            let _ = stopped.await;
+        },
+    ));
     let last = engine.state(run, None)?.last_seq.unwrap_or(0);
     let past = last / 2;
     let reps = if plan.quick { REQUESTS_QUICK } else { REQUESTS };
@@ -58,7 +64,9 @@ async fn measure(engine: &Engine, run: RunId, todos: usize, plan: &Plan) -> Resu
     let (page, page_bytes) = get(port, &format!("/console/runs/{run}")).await?;
     let asset = |kind: &str| -> Result<String> {
         let start = format!("{kind}=\"/console/assets/");
-        let at = page.find(&start).with_context(|| format!("the run page names no {kind} asset"))?;
+        let at = page
+            .find(&start)
+            .with_context(|| format!("the run page names no {kind} asset"))?;
         let rest = &page[at + start.len() - "/console/assets/".len()..];
         Ok(rest.split('"').next().unwrap_or_default().to_owned())
     };
@@ -83,9 +91,21 @@ async fn measure(engine: &Engine, run: RunId, todos: usize, plan: &Plan) -> Resu
         )),
     ];
     for (id, what, path) in [
-        ("console_run_page_ms", "the whole run page, newest seq", format!("/console/runs/{run}")),
-        ("console_run_page_past_ms", "the whole run page at a past seq", format!("/console/runs/{run}?at={past}")),
-        ("console_scrub_step_ms", "one scrub step (the board at a seq)", format!("/console/runs/{run}/board?at={past}")),
+        (
+            "console_run_page_ms",
+            "the whole run page, newest seq",
+            format!("/console/runs/{run}"),
+        ),
+        (
+            "console_run_page_past_ms",
+            "the whole run page at a past seq",
+            format!("/console/runs/{run}?at={past}"),
+        ),
+        (
+            "console_scrub_step_ms",
+            "one scrub step (the board at a seq)",
+            format!("/console/runs/{run}/board?at={past}"),
+        ),
     ] {
         progress(&format!("console: {what} × {reps}"));
         let mut times = Vec::with_capacity(reps);
@@ -111,12 +131,18 @@ async fn measure(engine: &Engine, run: RunId, todos: usize, plan: &Plan) -> Resu
 /// One GET over a new loopback connection, read to the end: the body and its size in bytes.
 async fn get(port: u16, path: &str) -> Result<(String, usize)> {
     let mut conn = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
-    let request = format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n");
+    let request =
+        format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n");
     conn.write_all(request.as_bytes()).await?;
     let mut answer = Vec::new();
-    (&mut conn).take(ANSWER_BYTES_MAX).read_to_end(&mut answer).await?;
+    (&mut conn)
+        .take(ANSWER_BYTES_MAX)
+        .read_to_end(&mut answer)
+        .await?;
     let text = String::from_utf8_lossy(&answer).into_owned();
-    let (head, body) = text.split_once("\r\n\r\n").with_context(|| format!("GET {path}: not an HTTP answer"))?;
+    let (head, body) = text
+        .split_once("\r\n\r\n")
+        .with_context(|| format!("GET {path}: not an HTTP answer"))?;
     if !head.starts_with("HTTP/1.1 200") {
         bail!("GET {path}: {}", head.lines().next().unwrap_or_default());
     }

@@ -4,9 +4,9 @@
 use std::io::{self, Write};
 
 use chronicle_projections::diff::{EvaluationView, StateDiff};
-use chronicle_schemas::{ApprovalStatus, ToolCallStatus};
 #[cfg(test)]
 use chronicle_projections::{RunState, diff::diff};
+use chronicle_schemas::{ApprovalStatus, ToolCallStatus};
 use serde_json::Value;
 
 use crate::view::{self, CYAN, DIM, GREEN, RED, paint};
