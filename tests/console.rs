@@ -64,8 +64,12 @@ fn board_statuses(html: &str) -> BTreeMap<String, String> {
     out
 }
 
-/// The TODO statuses the engine gives for `run` right after `seq`.
-fn engine_statuses(srv: &Server, run: RunId, seq: Option<u64>) -> BTreeMap<String, String> {
+/// The TODO statuses the engine gives for `run` right after `seq` (the newest when `None`).
+pub(crate) fn engine_statuses(
+    srv: &Server,
+    run: RunId,
+    seq: Option<u64>,
+) -> BTreeMap<String, String> {
     let s = srv.engine.state(run, seq).unwrap();
     s.supervisor
         .planning_state

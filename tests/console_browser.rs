@@ -15,22 +15,9 @@ use serde_json::json;
 
 use crate::api_support::{ALICE, Server, post, principals, server};
 use crate::browser_support::Browser;
+use crate::console::engine_statuses;
 
 const QUERY: &str = "강남구 아파트 매매 시세 알려줘";
-
-/// The TODO statuses the engine gives for `run` right after `seq` (the newest when `None`).
-fn engine_board(srv: &Server, run: RunId, seq: Option<u64>) -> BTreeMap<String, String> {
-    let s = srv.engine.state(run, seq).unwrap();
-    s.supervisor
-        .planning_state
-        .map(|p| {
-            p.todos
-                .iter()
-                .map(|t| (t.id.to_string(), t.status.as_str().to_owned()))
-                .collect()
-        })
-        .unwrap_or_default()
-}
 
 /// The TODO statuses the page's board shows.
 async fn page_board(b: &mut Browser) -> BTreeMap<String, String> {
@@ -81,7 +68,7 @@ async fn a_person_walks_the_console_in_a_real_browser() {
     b.wait("document.querySelector('#board tr[data-todo=\"todo_001\"]')?.dataset.status === 'waiting_approval'")
         .await;
     assert_eq!(b.eval("window.__marker").await, json!(1), "no reload");
-    assert_eq!(page_board(&mut b).await, engine_board(&srv, run, None));
+    assert_eq!(page_board(&mut b).await, engine_statuses(&srv, run, None));
     assert_eq!(
         srv.engine.state(run, None).unwrap().supervisor.owner,
         "alice"
@@ -149,7 +136,7 @@ async fn a_person_walks_the_console_in_a_real_browser() {
     ))
     .await;
     assert_eq!(b.eval("window.__marker").await, json!(2), "no reload");
-    assert_eq!(page_board(&mut b).await, engine_board(&srv, run, None));
+    assert_eq!(page_board(&mut b).await, engine_statuses(&srv, run, None));
 
     // The timeline's rows are the log's events.
     let (_, log) = crate::api_support::get(&srv, ALICE, &format!("/api/v1/agent/{run}/log")).await;
@@ -181,11 +168,11 @@ async fn a_person_walks_the_console_in_a_real_browser() {
         "document.getElementById('board')?.dataset.seq === '{n}'"
     ))
     .await;
-    let at_n = engine_board(&srv, run, Some(n));
+    let at_n = engine_statuses(&srv, run, Some(n));
     assert_eq!(page_board(&mut b).await, at_n);
     assert_ne!(
         at_n,
-        engine_board(&srv, run, None),
+        engine_statuses(&srv, run, None),
         "the past board differs from the newest"
     );
     assert_eq!(b.eval("location.search").await, json!(format!("?at={n}")));
@@ -198,7 +185,7 @@ async fn a_person_walks_the_console_in_a_real_browser() {
     .await;
     assert_eq!(
         page_board(&mut b).await,
-        engine_board(&srv, run, Some(n + 1))
+        engine_statuses(&srv, run, Some(n + 1))
     );
     b.eval("document.body.dispatchEvent(new KeyboardEvent('keydown', {key: 'p', bubbles: true})); true").await;
     b.wait(&format!(

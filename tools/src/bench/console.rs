@@ -9,13 +9,11 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use chronicle_api::{ApiConfig, AppState, Tokens};
 use chronicle_engine::Engine;
-use chronicle_schemas::{HitlMode, Limits, RunConfig, RunId};
+use chronicle_schemas::RunId;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::runtime::Runtime;
 
-use super::engine::{
-    LONG_MAX_STEPS, LONG_MAX_TODOS, close_engine, full_run, open_engine, run_config, start_req,
-};
+use super::engine::{close_engine, full_run, long_config, open_engine, start_req};
 use super::report::Row;
 use super::{Plan, ms, percentile, progress};
 
@@ -29,14 +27,7 @@ pub fn section(rt: &Runtime, root: &Path, plan: &Plan) -> Result<Vec<Row>> {
     let todos = plan.long_todos;
     let dir = root.join("console");
     let engine = open_engine(rt, &dir)?;
-    let config = RunConfig {
-        limits: Limits {
-            max_todos: LONG_MAX_TODOS,
-            max_steps: LONG_MAX_STEPS,
-            ..Limits::default()
-        },
-        ..run_config(HitlMode::None, todos)
-    };
+    let config = long_config(todos);
     progress(&format!("console: one {todos}-TODO run, and its run page"));
     let (run, _) = rt.block_on(full_run(&engine, &start_req(&config)))?;
     let rows = rt.block_on(measure(&engine, run, todos, plan));

@@ -42,8 +42,8 @@ const RESUME_SLACK_MS: f64 = 0.3;
 /// The long run the storage, list and restore targets are stated for.
 const LONG_TODOS_TARGETED: usize = 200;
 /// The long run's limits, raised from the defaults (50 TODOs, 200 steps) to fit its plan.
-pub(super) const LONG_MAX_TODOS: u32 = 250;
-pub(super) const LONG_MAX_STEPS: u32 = 2000;
+const LONG_MAX_TODOS: u32 = 250;
+const LONG_MAX_STEPS: u32 = 2000;
 const LONG_BYTES_TARGET: f64 = 1_000_000.0;
 const LIST_TARGET_MS: f64 = 2.0;
 const RESTORE_TARGET_MS: f64 = 5.0;
@@ -101,7 +101,7 @@ fn plan_steps(todos: usize) -> Vec<PlanStep> {
 
 /// A caller-provided sequential plan of exactly `todos` TODOs (no evaluation retries: the
 /// default `max_retries` of a caller's config is 0).
-pub(super) fn run_config(hitl: HitlMode, todos: usize) -> RunConfig {
+fn run_config(hitl: HitlMode, todos: usize) -> RunConfig {
     RunConfig {
         hitl,
         strategy: Some(Strategy::Sequential),
@@ -687,18 +687,23 @@ fn snapshot_bytes(store: &Store, run: RunId, last_seq: u64) -> Result<(usize, us
     Ok((n, bytes))
 }
 
-fn long_run(rt: &Runtime, root: &Path, plan: &Plan) -> Result<Vec<Row>> {
-    let todos = plan.long_todos;
-    let dir = root.join("engine-long");
-    let engine = open_engine(rt, &dir)?;
-    let config = RunConfig {
+/// The config of a long run of `todos` TODOs, one after another, with limits that let it.
+pub(super) fn long_config(todos: usize) -> RunConfig {
+    RunConfig {
         limits: Limits {
             max_todos: LONG_MAX_TODOS,
             max_steps: LONG_MAX_STEPS,
             ..Limits::default()
         },
         ..run_config(HitlMode::None, todos)
-    };
+    }
+}
+
+fn long_run(rt: &Runtime, root: &Path, plan: &Plan) -> Result<Vec<Row>> {
+    let todos = plan.long_todos;
+    let dir = root.join("engine-long");
+    let engine = open_engine(rt, &dir)?;
+    let config = long_config(todos);
     progress(&format!("engine: one {todos}-TODO run"));
     let (run, run_d) = rt.block_on(full_run(&engine, &start_req(&config)))?;
     let store = engine.store().clone();
