@@ -82,6 +82,26 @@ pub(crate) fn engine_statuses(
         .unwrap_or_default()
 }
 
+/// The TODO transitions (`todo from to`) of the shared diff of `run` from seq `a` to seq `b`.
+pub(crate) fn transitions(srv: &Server, run: RunId, a: u64, b: u64) -> Vec<String> {
+    let d = chronicle_projections::diff::diff(
+        &srv.engine.state(run, Some(a)).unwrap(),
+        &srv.engine.state(run, Some(b)).unwrap(),
+    );
+    d.todos_changed
+        .iter()
+        .filter_map(|t| {
+            let s = t.status.as_ref()?;
+            Some(format!(
+                "{} {} {}",
+                t.todo_id,
+                s.from.as_str(),
+                s.to.as_str()
+            ))
+        })
+        .collect()
+}
+
 /// A run with approval on every TODO, approved one by one to the end.
 async fn approved_run(srv: &Server, query: &str) -> RunId {
     let config = RunConfig {
@@ -257,18 +277,7 @@ async fn the_timeline_and_the_diff_agree_with_the_log_and_the_shared_diff() {
         &[],
     )
     .await;
-    let a = srv.engine.state(run, Some(from)).unwrap();
-    let b = srv.engine.state(run, Some(last)).unwrap();
-    let d = chronicle_projections::diff::diff(&a, &b);
-    let want: Vec<String> = d
-        .todos_changed
-        .iter()
-        .filter_map(|t| {
-            t.status
-                .as_ref()
-                .map(|s| format!("{} {} {}", t.todo_id, s.from.as_str(), s.to.as_str()))
-        })
-        .collect();
+    let want = transitions(&srv, run, from, last);
     let got: Vec<String> = body
         .split("<li class=\"d-change\" data-todo=\"")
         .skip(1)

@@ -15,7 +15,7 @@ use serde_json::json;
 
 use crate::api_support::{ALICE, Server, post, principals, server};
 use crate::browser_support::Browser;
-use crate::console::engine_statuses;
+use crate::console::{engine_statuses, transitions};
 
 const QUERY: &str = "강남구 아파트 매매 시세 알려줘";
 
@@ -205,19 +205,7 @@ async fn a_person_walks_the_console_in_a_real_browser() {
         b.eval("[...document.querySelectorAll('#diff li[data-todo]')].map(l => `${l.dataset.todo} ${l.dataset.from} ${l.dataset.to}`)").await,
     )
     .unwrap();
-    let d = chronicle_projections::diff::diff(
-        &srv.engine.state(run, Some(n)).unwrap(),
-        &srv.engine.state(run, Some(last)).unwrap(),
-    );
-    let want: Vec<String> = d
-        .todos_changed
-        .iter()
-        .filter_map(|t| {
-            t.status
-                .as_ref()
-                .map(|s| format!("{} {} {}", t.todo_id, s.from.as_str(), s.to.as_str()))
-        })
-        .collect();
+    let want = transitions(&srv, run, n, last);
     assert!(!want.is_empty());
     assert_eq!(shown, want);
     b.screenshot("05-diff").await;
