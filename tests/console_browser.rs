@@ -152,6 +152,17 @@ async fn a_person_walks_the_console_in_a_real_browser() {
     .unwrap();
     assert_eq!(rows, log_seqs);
 
+    // The runs list shows it with the engine's status.
+    b.open(&srv.url("/console/runs")).await;
+    let row = format!("#runs-table tr[data-run=\"{run}\"]");
+    assert_eq!(
+        b.eval(&format!("document.querySelector('{row}')?.dataset.status"))
+            .await,
+        json!(head.supervisor.run_status.as_str())
+    );
+    b.screenshot("01-runs").await;
+    b.open(&srv.url(&format!("/console/runs/{run}"))).await;
+
     // Scrub back to the first approval request: the board is the state at that seq.
     let n = log
         .as_array()

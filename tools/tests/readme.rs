@@ -43,6 +43,7 @@ const SETTLE_TIMEOUT: Duration = Duration::from_secs(20);
 /// follow, in name order.
 const DOCUMENTS: &[&str] = &[
     "README.md",
+    "docs/console.md",
     "docs/api.md",
     "docs/conversations.md",
     "docs/cli.md",
