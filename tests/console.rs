@@ -507,6 +507,14 @@ async fn a_signed_in_browser_acts_as_its_principal_and_nobody_else() {
     assert_eq!(status, StatusCode::NOT_FOUND);
     let (_, _, runs) = fetch(&srv, "/console/runs", &[("cookie", &bob)]).await;
     assert!(!runs.contains(&run.to_string()));
+    // The counts by status are of each one's own runs.
+    for (cookie, waiting) in [(&alice, 1), (&bob, 0)] {
+        for page in ["/console/", "/console/runs"] {
+            let (_, _, html) = fetch(&srv, page, &[("cookie", cookie)]).await;
+            let want = format!(">waiting_for_approval {waiting}<");
+            assert!(html.contains(&want), "{page}: {want}");
+        }
+    }
     let (_, _, inbox) = fetch(&srv, "/console/approvals", &[("cookie", &bob)]).await;
     assert!(!inbox.contains(&run.to_string()));
     let (_, _, inbox) = fetch(&srv, "/console/approvals", &[("cookie", &alice)]).await;

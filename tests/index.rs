@@ -95,6 +95,40 @@ fn runs_by_scan(
     (listed, next)
 }
 
+/// The counts of runs by status the index keeps, of every scope, equal the states' counted.
+fn check_counts(store: &Store, states: &BTreeMap<RunId, RunState>) {
+    let count = |keep: &dyn Fn(&RunState) -> bool| -> Vec<(RunStatus, u64)> {
+        index::RUN_STATUSES
+            .iter()
+            .map(|&st| {
+                let n = states
+                    .values()
+                    .filter(|s| keep(s) && s.supervisor.run_status == st)
+                    .count();
+                (st, n as u64)
+            })
+            .collect()
+    };
+    let counted = index::status_counts(store, RunScope::All).unwrap();
+    assert_eq!(counted, count(&|_| true), "every run");
+    assert!(
+        counted.iter().filter(|(_, n)| *n > 0).count() >= 3,
+        "{counted:?}"
+    );
+    assert_eq!(
+        index::status_counts(store, RunScope::Visible).unwrap(),
+        count(&|s| !s.supervisor.session_deleted),
+        "the runs anyone may see"
+    );
+    for owner in OWNERS {
+        assert_eq!(
+            index::status_counts(store, RunScope::Owner(owner)).unwrap(),
+            count(&|s| !s.supervisor.session_deleted && s.supervisor.owner == owner),
+            "{owner}'s runs"
+        );
+    }
+}
+
 /// The sessions as the full scan listed them: (id, last activity), most recent first.
 fn sessions_by_scan(
     store: &Store,
@@ -344,6 +378,8 @@ async fn every_list_from_the_index_equals_the_full_scan_it_replaced() {
             );
         }
     }
+    // Counts by status, of every scope: those of the states, counted one by one.
+    check_counts(&store, &states);
     // Memory: what each owner's runs saved for each user, newest first.
     let all = memories_by_scan(&store);
     assert!(!all.is_empty());
@@ -461,7 +497,7 @@ async fn an_index_of_an_older_format_is_rebuilt_once() {
     let newer: Vec<IndexOp> = index::entries(&store)
         .unwrap()
         .into_keys()
-        .filter(|k| matches!(k[0], b'#' | b's' | b'p'))
+        .filter(|k| matches!(k[0], b'#' | b's' | b'p' | b'x' | b'y' | b'z'))
         .map(IndexOp::Delete)
         .collect();
     assert!(newer.len() > 1, "settled approvals were indexed");
@@ -488,6 +524,7 @@ async fn an_index_of_an_older_format_is_rebuilt_once() {
     for who in principals() {
         check_approvals(&store, &states, &who);
     }
+    check_counts(&store, &states);
     drop(store);
     // Once: the next open takes in nothing.
     let store = Store::open(dir.path(), Options::default()).unwrap();

@@ -19,7 +19,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use chronicle_console as console;
-use chronicle_engine::index::RunScope;
+use chronicle_engine::index::{self, RunScope};
 use chronicle_engine::{Engine, Principal as Who};
 use chronicle_projections::{Branches, RunState, restore_of};
 use chronicle_schemas::{ApprovalStatus, Envelope, RunId, RunStatus, SessionId};
@@ -34,8 +34,8 @@ use crate::state::{AppState, now};
 
 /// The most events one timeline page steps over to find those of its kind.
 const TIMELINE_SCAN_EVENTS_MAX: u64 = 5_000;
-/// The newest runs the home and runs pages count by status.
-const COUNTED_RUNS_MAX: usize = 200;
+/// The newest runs the home page lists.
+const HOME_RUNS: usize = 10;
 /// Runs on one runs page.
 const RUNS_PAGE_RUNS: usize = 50;
 /// Runs a runs page with a text filter looks at to find those whose query matches.
@@ -312,11 +312,21 @@ fn newest_runs(engine: &Engine, who: &Who, n: usize) -> ApiResult<Vec<chronicle_
         order: Some(Order::Desc),
         ..RunsQuery::default()
     };
-    let scope = match who.list_owner(None)? {
+    Ok(page(engine.store(), &q, own_scope(who)?, &mut || {})?.runs)
+}
+
+/// How many runs of `scope` are in each status (from the index's counters).
+fn counts_of(engine: &Engine, scope: RunScope<'_>) -> ApiResult<Vec<(RunStatus, u64)>> {
+    index::catch_up(engine.store())?;
+    Ok(index::status_counts(engine.store(), scope)?)
+}
+
+/// The scope of the runs `who` sees without naming an owner.
+fn own_scope(who: &Who) -> ApiResult<RunScope<'_>> {
+    Ok(match who.list_owner(None)? {
         None => RunScope::Visible,
         Some(owner) => RunScope::Owner(owner),
-    };
-    Ok(page(engine.store(), &q, scope, &mut || {})?.runs)
+    })
 }
 
 fn pending_inbox(engine: &Engine, who: &Who) -> ApiResult<Inbox> {
@@ -352,7 +362,8 @@ async fn home(State(st): State<AppState>, viewer: Viewer) -> Response {
         });
         Ok(console::HomePage::new(
             v.chrome("Home", console::Nav::Home),
-            &newest_runs(&st.engine, &v.who, COUNTED_RUNS_MAX)?,
+            &newest_runs(&st.engine, &v.who, HOME_RUNS)?,
+            &counts_of(&st.engine, own_scope(&v.who)?)?,
             &pending_inbox(&st.engine, &v.who)?,
             health,
             now(),
@@ -405,12 +416,15 @@ where
     }
 }
 
-/// The filters and the page of runs a runs page shows.
-fn runs_of(
-    engine: &Engine,
-    who: &Who,
-    q: RunsPageQuery,
-) -> ApiResult<(console::RunFilters, chronicle_wire::RunList)> {
+/// What a runs page shows: its filters, its page of runs, and how many runs of the scope it
+/// lists are in each status.
+struct RunsRead {
+    filters: console::RunFilters,
+    list: chronicle_wire::RunList,
+    counts: Vec<(RunStatus, u64)>,
+}
+
+fn runs_of(engine: &Engine, who: &Who, q: RunsPageQuery, counted: bool) -> ApiResult<RunsRead> {
     let scope = match who.list_owner(q.owner.as_deref())? {
         None => RunScope::Visible,
         Some(owner) => RunScope::Owner(owner),
@@ -437,7 +451,16 @@ fn runs_of(
         owner: None,
     };
     let list = page(engine.store(), &query, scope, &mut || {})?;
-    Ok((filters, list))
+    let counts = if counted {
+        counts_of(engine, scope)?
+    } else {
+        Vec::new()
+    };
+    Ok(RunsRead {
+        filters,
+        list,
+        counts,
+    })
 }
 
 async fn runs(
@@ -446,13 +469,13 @@ async fn runs(
     Query(q): Query<RunsPageQuery>,
 ) -> Response {
     read_page(viewer, move |v| {
-        let (filters, list) = runs_of(&st.engine, &v.who, q)?;
+        let read = runs_of(&st.engine, &v.who, q, true)?;
         Ok(console::RunsPage::new(
             v.chrome("Runs", console::Nav::Runs),
-            filters,
-            &list.runs,
-            list.next,
-            &newest_runs(&st.engine, &v.who, COUNTED_RUNS_MAX)?,
+            read.filters,
+            &read.list.runs,
+            read.list.next,
+            &read.counts,
             v.who.admin,
             now(),
         ))
@@ -466,9 +489,9 @@ async fn runs_table(
     Query(q): Query<RunsPageQuery>,
 ) -> Response {
     read_page(viewer, move |v| {
-        let (filters, list) = runs_of(&st.engine, &v.who, q)?;
+        let read = runs_of(&st.engine, &v.who, q, false)?;
         Ok(console::RunsFragment {
-            table: console::RunsTable::new(&filters, &list.runs, list.next),
+            table: console::RunsTable::new(&read.filters, &read.list.runs, read.list.next),
         })
     })
     .await

@@ -32,6 +32,8 @@ pub struct ApprovalRow {
     pub args_json: String,
     /// A preview the requester gave (an `edit_file` diff), as text.
     pub preview: String,
+    /// The preview is text of its own (a diff), not the request's fields again: shown open.
+    pub preview_text: bool,
     pub decided_by: String,
     pub decided: String,
     pub comment: String,
@@ -70,6 +72,7 @@ impl ApprovalRow {
             args: text::pretty(&a.request_args, ARGS_PREVIEW_CHARS_MAX),
             args_json: serde_json::to_string_pretty(&a.request_args).unwrap_or_default(),
             preview: preview(&a.request_preview),
+            preview_text: a.request_preview.is_string() || a.request_preview.get("diff").is_some(),
             decided_by: a.decided_by.clone().unwrap_or_default(),
             decided: a.decided_at.map(text::date_time).unwrap_or_default(),
             comment: a.comment.clone().unwrap_or_default(),

@@ -2,7 +2,7 @@
 //! the audit export) and the login page.
 
 use askama::Template;
-use chronicle_schemas::Timestamp;
+use chronicle_schemas::{RunStatus, Timestamp};
 use chronicle_wire::{Inbox, RunSummary};
 
 use super::runs::{RunRow, StatusCount, counts};
@@ -24,8 +24,8 @@ pub struct Health {
 #[template(path = "home.html")]
 pub struct HomePage {
     pub chrome: Chrome,
+    /// How many of the runs the caller may see are in each status.
     pub counts: Vec<StatusCount>,
-    pub counted: usize,
     pub recent: Vec<RunRow>,
     pub pending: usize,
     pub pending_truncated: bool,
@@ -38,11 +38,13 @@ pub struct HomePage {
 const RECENT_RUNS_SHOWN: usize = 10;
 
 impl HomePage {
-    /// `recent` are the newest runs the caller may see; `inbox` its pending approvals;
-    /// `health` the server's figures when the caller may see them.
+    /// `recent` are the newest runs the caller may see, `by_status` how many of them are in each
+    /// status; `inbox` its pending approvals; `health` the server's figures when the caller may
+    /// see them.
     pub fn new(
         chrome: Chrome,
         recent: &[RunSummary],
+        by_status: &[(RunStatus, u64)],
         inbox: &Inbox,
         health: Option<Health>,
         now: Timestamp,
@@ -54,8 +56,7 @@ impl HomePage {
             .min();
         Self {
             chrome,
-            counts: counts(recent),
-            counted: recent.len(),
+            counts: counts(by_status),
             recent: recent
                 .iter()
                 .take(RECENT_RUNS_SHOWN)

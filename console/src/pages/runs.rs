@@ -126,27 +126,22 @@ pub(crate) fn nest(runs: &[RunSummary]) -> Vec<RunRow> {
     rows
 }
 
-/// How many runs of each status, among those looked at.
+/// How many runs are in one status.
 #[derive(Clone, Debug)]
 pub struct StatusCount {
     pub status: &'static str,
-    pub count: usize,
+    pub count: u64,
 }
 
-pub(crate) fn counts(runs: &[RunSummary]) -> Vec<StatusCount> {
-    [
-        RunStatus::Running,
-        RunStatus::WaitingForApproval,
-        RunStatus::Completed,
-        RunStatus::Failed,
-        RunStatus::Cancelled,
-    ]
-    .into_iter()
-    .map(|s| StatusCount {
-        status: s.as_str(),
-        count: runs.iter().filter(|r| r.status == s).count(),
-    })
-    .collect()
+/// The counts as the page shows them, in the order given.
+pub(crate) fn counts(counts: &[(RunStatus, u64)]) -> Vec<StatusCount> {
+    counts
+        .iter()
+        .map(|&(s, count)| StatusCount {
+            status: s.as_str(),
+            count,
+        })
+        .collect()
 }
 
 /// The table and its paging: the part of the page that refreshes live.
@@ -200,23 +195,23 @@ pub struct RunsPage {
     pub session: String,
     pub text: String,
     pub table: RunsTable,
+    /// How many runs of the scope listed (the caller's, or the owner asked for) are in each
+    /// status.
     pub counts: Vec<StatusCount>,
-    /// How many runs the counts are over.
-    pub counted: usize,
     /// The principal may list other owners' runs.
     pub admin: bool,
     pub now: String,
 }
 
 impl RunsPage {
-    /// `page` is the filtered list's page; `recent` the newest runs the caller may see, for the
-    /// counts by status.
+    /// `page` is the filtered list's page; `by_status` how many runs of the scope listed are in
+    /// each status.
     pub fn new(
         chrome: Chrome,
         filters: RunFilters,
         page: &[RunSummary],
         next: Option<RunId>,
-        recent: &[RunSummary],
+        by_status: &[(RunStatus, u64)],
         admin: bool,
         now: Timestamp,
     ) -> Self {
@@ -227,8 +222,7 @@ impl RunsPage {
             session: filters.session.clone().unwrap_or_default(),
             text: filters.text.clone().unwrap_or_default(),
             table: RunsTable::new(&filters, page, next),
-            counts: counts(recent),
-            counted: recent.len(),
+            counts: counts(by_status),
             filters,
             admin,
             now: text::date_time(now),

@@ -179,6 +179,32 @@ impl<'a, S: Sink> Batch<'a, S> {
         }
     }
 
+    /// Moves a run from the counters `old` to the counters `new` (each a count of runs in a
+    /// status, of one scope).
+    fn recount(&mut self, old: Vec<Vec<u8>>, new: Vec<Vec<u8>>) -> store::Result<()> {
+        for k in &old {
+            if !new.contains(k) {
+                self.add(k.clone(), -1)?;
+            }
+        }
+        for k in new {
+            if !old.contains(&k) {
+                self.add(k, 1)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Adds `delta` to the count under `key` (a count of 0 has no entry).
+    fn add(&mut self, key: Vec<u8>, delta: i64) -> store::Result<()> {
+        let now = self.get(&key)?.map_or(0, |v| count_of(&v));
+        match now.saturating_add_signed(delta) {
+            0 => self.delete(key),
+            n => self.put(key, n.to_be_bytes().to_vec()),
+        }
+        Ok(())
+    }
+
     /// Takes one durable event in.
     pub fn take(&mut self, env: &Envelope) -> store::Result<()> {
         let run_key = Key::new(keys::RUN).run(env.run_id).done();
@@ -198,6 +224,7 @@ impl<'a, S: Sink> Batch<'a, S> {
             facts.restored(&self.store.state_at(env.run_id, env.seq)?);
         }
         self.memory(env, &facts)?;
+        self.recount(count_keys(old.as_ref()), count_keys(Some(&facts)))?;
         self.replace(run_keys(old.as_ref()), run_keys(Some(&facts)));
         self.session(env, &facts)?;
         self.runs.insert(run_key, facts);
@@ -322,6 +349,31 @@ pub(crate) fn item_offset(item: &[u8]) -> u64 {
         .checked_sub(8)
         .and_then(|at| item[at..].try_into().ok())
         .map_or(0, u64::from_be_bytes)
+}
+
+/// A count's value: a big-endian `u64` (0 when it is not one).
+pub(crate) fn count_of(bytes: &[u8]) -> u64 {
+    bytes.try_into().map_or(0, u64::from_be_bytes)
+}
+
+/// The counters a run with these facts is counted in: its status in every run, and, unless its
+/// session is deleted, among those anyone may see and among its owner's.
+fn count_keys(facts: Option<&RunFacts>) -> Vec<Vec<u8>> {
+    let Some(f) = facts else {
+        return Vec::new();
+    };
+    let status = f.status.as_str();
+    let mut out = vec![Key::new(keys::COUNT_ALL).tail(status).done()];
+    if !f.deleted {
+        out.push(Key::new(keys::COUNT_VISIBLE).tail(status).done());
+        out.push(
+            Key::new(keys::COUNT_OWNER)
+                .part(&f.owner)
+                .tail(status)
+                .done(),
+        );
+    }
+    out
 }
 
 /// The list entries of a run with these facts (none for `None`).

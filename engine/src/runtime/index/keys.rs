@@ -22,6 +22,9 @@
 //! | `u` | user, offset | the `m` key | a user's items of every owner |
 //! | `i` | memory id | the `m` key | one item |
 //! | `k` | run, memory id | – | the items a run saved |
+//! | `x` | status | count, 8 bytes | how many runs are in each status |
+//! | `y` | status | count, 8 bytes | those anyone may see (not deleted) |
+//! | `z` | owner, status | count, 8 bytes | those of one owner |
 //! | `#` | – | [`INDEX_VERSION`], 4 bytes | the format of the entries: an index of another is rebuilt |
 
 use chronicle_schemas::{RunId, Timestamp};
@@ -47,14 +50,18 @@ pub(crate) const MEMORY_ID: u8 = b'i';
 pub(crate) const RUN_MEMORY: u8 = b'k';
 pub(crate) const SETTLED: u8 = b's';
 pub(crate) const OWNER_SETTLED: u8 = b'p';
+pub(crate) const COUNT_ALL: u8 = b'x';
+pub(crate) const COUNT_VISIBLE: u8 = b'y';
+pub(crate) const COUNT_OWNER: u8 = b'z';
 pub(crate) const VERSION: u8 = b'#';
 
 /// The format of the index's entries, kept under [`VERSION`]. An index without the entry (one
 /// written before it existed: format 1) or of another format is cleared and rebuilt from the
 /// log once. Raise it whenever what [`super::derive`] writes changes.
 ///
-/// 1: runs, sessions, pending approvals, memory items. 2: settled approvals (`s`, `p`).
-pub const INDEX_VERSION: u32 = 2;
+/// 1: runs, sessions, pending approvals, memory items. 2: settled approvals (`s`, `p`). 3: runs
+/// counted by status (`x`, `y`, `z`).
+pub const INDEX_VERSION: u32 = 3;
 
 /// A key being built.
 #[derive(Clone, Debug, Default)]

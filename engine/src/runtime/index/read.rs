@@ -2,9 +2,9 @@
 //! the page, not on the store.
 
 use chronicle_projections::RunFacts;
-use chronicle_schemas::{ApprovalStatus, RunId, Timestamp};
+use chronicle_schemas::{ApprovalStatus, RunId, RunStatus, Timestamp};
 
-use super::derive::{SessionFacts, Stored, decode};
+use super::derive::{SessionFacts, Stored, count_of, decode};
 use super::keys::{self, Key};
 use crate::store::{self, IndexRange, Store};
 
@@ -34,6 +34,33 @@ fn prefix(scope: RunScope<'_>) -> Vec<u8> {
         RunScope::Owner(owner) => Key::new(keys::OWNER_RUNS).part(owner).done(),
     }
 }
+
+/// How many runs of `scope` are in each status, in the order of [`RUN_STATUSES`]: a read of
+/// one entry per status, however many runs there are.
+pub fn status_counts(store: &Store, scope: RunScope<'_>) -> store::Result<Vec<(RunStatus, u64)>> {
+    RUN_STATUSES
+        .iter()
+        .map(|&status| {
+            let key = match scope {
+                RunScope::All => Key::new(keys::COUNT_ALL),
+                RunScope::Visible => Key::new(keys::COUNT_VISIBLE),
+                RunScope::Owner(owner) => Key::new(keys::COUNT_OWNER).part(owner),
+            }
+            .tail(status.as_str())
+            .done();
+            Ok((status, store.index_get(&key)?.map_or(0, |v| count_of(&v))))
+        })
+        .collect()
+}
+
+/// Every status a run can be in, as the counts list them.
+pub const RUN_STATUSES: [RunStatus; 5] = [
+    RunStatus::Running,
+    RunStatus::WaitingForApproval,
+    RunStatus::Completed,
+    RunStatus::Failed,
+    RunStatus::Cancelled,
+];
 
 /// The facts of `run`.
 pub fn run_facts(store: &Store, run: RunId) -> store::Result<Option<RunFacts>> {
