@@ -362,6 +362,19 @@ async fn every_list_from_the_index_equals_the_full_scan_it_replaced() {
                         .iter()
                         .map(|s| (s.session_id.0.clone(), s.last_activity)),
                 );
+                // A listed summary (from the index's facts) is the one the session itself
+                // gives (from its turns' states), as an admin reads it: a list counts every
+                // run of the session, whoever's.
+                for s in &page.sessions {
+                    let whole = reader.get(&Principal::admin("root"), &s.session_id);
+                    assert_eq!(
+                        s,
+                        &whole.unwrap().session,
+                        "{}'s {}",
+                        who.name,
+                        s.session_id.0
+                    );
+                }
                 match page.next_cursor {
                     Some(c) => q.cursor = Some(c),
                     None => break,

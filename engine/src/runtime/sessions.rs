@@ -12,7 +12,7 @@
 use std::sync::Arc;
 
 use chronicle_projections::RunState;
-use chronicle_schemas::{RunId, SessionId, Timestamp};
+use chronicle_schemas::{Envelope, Event, RunId, RunStatus, SessionId, Timestamp};
 use chronicle_wire::{
     SESSIONS_PAGE_DEFAULT, SESSIONS_PAGE_MAX, SessionDeletedView, SessionDetail, SessionList,
     SessionSummary, SessionTurn, SessionsQuery, answer_text, session_title,
@@ -117,13 +117,58 @@ fn list(r: &SessionReader, who: &Principal, q: &SessionsQuery) -> Result<Session
             user_id: facts.user_id,
             last_activity: facts.last_activity,
         };
-        sessions.push(summary(&v, &turns(r, &v.heads)?));
+        sessions.push(listed_summary(r, &v)?);
         last = Some(Position::of(facts.last_activity, &facts.session_id));
     }
     let next_cursor = more.then(|| last.map(|p| p.cursor())).flatten();
     Ok(SessionList {
         sessions,
         next_cursor,
+    })
+}
+
+/// A session's summary as a list shows it, the same as [`summary`] of its turns, from the
+/// index's facts of its runs and its first turn's start: no run is replayed, so a page costs a
+/// few reads per session, however long its runs are.
+fn listed_summary(r: &SessionReader, v: &Visible) -> Result<SessionSummary> {
+    let mut first = None;
+    let mut turns = 0;
+    let mut status = RunStatus::default();
+    for head in &v.heads {
+        match r.facts(head.run_id)? {
+            Some(f) if !f.child && !f.deleted => {}
+            _ => continue,
+        }
+        let Some(f) = index::run_facts(&r.store, head.run_id)? else {
+            continue;
+        };
+        turns += 1;
+        status = f.status;
+        first.get_or_insert(head.run_id);
+    }
+    let query = match first {
+        Some(run) => match r.store.read_run(run, 0, 0).next().transpose()? {
+            Some(Envelope {
+                event: Event::RunStarted { query, .. },
+                ..
+            }) => query,
+            _ => String::new(),
+        },
+        None => String::new(),
+    };
+    Ok(SessionSummary {
+        session_id: v.session.clone(),
+        title: if first.is_some() {
+            session_title(&query)
+        } else {
+            String::new()
+        },
+        turns,
+        last_activity: v.last_activity,
+        status,
+        user_id: v.user_id.clone(),
+        owner: v.owner.clone(),
+        created_at: v.heads.first().map(|h| h.created_at).unwrap_or_default(),
     })
 }
 
