@@ -341,6 +341,13 @@ async fn the_inbox_lists_pending_approvals_of_every_run_until_decided() {
         "oldest first: {times:?}"
     );
     for a in &all.approvals {
+        // Each item, read from its request and the index, is the approval, session and user
+        // its run's whole state has.
+        let state = s.engine.state(a.approval.run_id, None).unwrap();
+        let whole = state.approvals.get(&a.approval.id).unwrap();
+        assert_eq!(&a.approval.approval, whole);
+        assert_eq!(a.session_id, state.supervisor.session_id);
+        assert_eq!(a.user_id, state.supervisor.user_id);
         assert_eq!(
             a.approval.approval.status,
             chronicle_schemas::ApprovalStatus::Pending

@@ -5,7 +5,7 @@
 use chronicle_engine::Engine;
 use chronicle_engine::index::{self, RunScope};
 use chronicle_engine::store::{self, Store};
-use chronicle_projections::RunFacts;
+use chronicle_projections::{Approvals, RunFacts};
 use chronicle_schemas::{ApprovalStatus, RunId, SessionId, Timestamp};
 use chronicle_wire::{
     ApprovalView, DamagedRun, InboxItem, Order, RUNS_PAGE_MAX, RunList, RunSummary, RunsQuery,
@@ -168,24 +168,63 @@ pub(crate) fn inbox_items(
     let (listed, more) = engine.approvals(who, status, before, limit)?;
     let mut out = Vec::with_capacity(listed.len());
     for (_, run, seq) in listed {
-        let state = engine.state(run, None)?;
-        let Some(a) = state
-            .approvals
-            .list
-            .iter()
-            .find(|a| a.requested_seq == seq && a.status == status)
-        else {
-            continue;
+        let item = match status {
+            ApprovalStatus::Pending => pending_item(engine, run, seq, now)?,
+            _ => settled_item(engine, run, seq, status)?,
         };
-        out.push(InboxItem {
-            approval: ApprovalView::new(run, a.clone()),
-            session_id: state.supervisor.session_id.clone(),
-            user_id: state.supervisor.user_id.clone(),
-            waiting_ms: (status == ApprovalStatus::Pending)
-                .then(|| (now.as_micros() - a.created_at.as_micros()).max(0) / 1000),
-        });
+        out.extend(item);
     }
     Ok((out, more))
+}
+
+/// A pending approval from its request alone (the one event at `seq`) and its run's facts in the
+/// index: a pending approval is what its request made, so no run is folded.
+fn pending_item(
+    engine: &Engine,
+    run: RunId,
+    seq: u64,
+    now: Timestamp,
+) -> ApiResult<Option<InboxItem>> {
+    let store = engine.store();
+    let Some(facts) = index::run_facts(store, run)? else {
+        return Ok(None);
+    };
+    let Some(request) = store.read_run(run, seq, seq).next().transpose()? else {
+        return Ok(None);
+    };
+    let Some(a) = Approvals::requested(&request) else {
+        return Ok(None);
+    };
+    Ok(Some(InboxItem {
+        waiting_ms: Some((now.as_micros() - a.created_at.as_micros()).max(0) / 1000),
+        approval: ApprovalView::new(run, a),
+        session_id: facts.session_id,
+        user_id: facts.user_id,
+    }))
+}
+
+/// A settled approval as its run's state has it (a decision, an expiry or a restore made it).
+fn settled_item(
+    engine: &Engine,
+    run: RunId,
+    seq: u64,
+    status: ApprovalStatus,
+) -> ApiResult<Option<InboxItem>> {
+    let state = engine.state(run, None)?;
+    let Some(a) = state
+        .approvals
+        .list
+        .iter()
+        .find(|a| a.requested_seq == seq && a.status == status)
+    else {
+        return Ok(None);
+    };
+    Ok(Some(InboxItem {
+        approval: ApprovalView::new(run, a.clone()),
+        session_id: state.supervisor.session_id.clone(),
+        user_id: state.supervisor.user_id.clone(),
+        waiting_ms: None,
+    }))
 }
 
 /// An approval status as a query names it, else 400.

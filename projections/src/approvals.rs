@@ -49,6 +49,18 @@ impl Approvals {
         }
     }
 
+    /// The approval an `ApprovalRequested` makes, as this projection holds it for as long as it
+    /// stays pending (only its decision, expiry or cancellation changes it, and each ends its
+    /// wait): what a list of pending approvals needs without folding the whole run.
+    pub fn requested(env: &Envelope) -> Option<Approval> {
+        let mut one = Approvals::default();
+        match env.event {
+            Event::ApprovalRequested { .. } => one.apply(env),
+            _ => return None,
+        }
+        one.list.pop()
+    }
+
     pub fn pending(&self) -> impl Iterator<Item = &Approval> {
         self.list
             .iter()
