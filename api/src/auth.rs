@@ -11,8 +11,8 @@
 //!
 //! The web console signs a person in once: a token typed on its login page is exchanged for a
 //! *console session* ([`Sessions`]), an `HttpOnly; SameSite=Strict` cookie the page's script
-//! cannot read, so the long-lived token is never kept by the page. A request carries either:
-//! `Authorization` (or `X-Api-Key`) always wins over the cookie. A request that changes state
+//! cannot read, so the long-lived token is never kept by the page. When a request carries both,
+//! `Authorization` (or `X-Api-Key`) wins over the cookie. A request that changes state
 //! with the cookie alone must also come from this server's own origin (not a `--cors-origin`
 //! page: no cookie is honoured for one) and carry the session's `X-CSRF-Token`.
 //!
