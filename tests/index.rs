@@ -98,7 +98,7 @@ fn runs_by_scan(
 /// The counts of runs by status the index keeps, of every scope, equal the states' counted.
 fn check_counts(store: &Store, states: &BTreeMap<RunId, RunState>) {
     let count = |keep: &dyn Fn(&RunState) -> bool| -> Vec<(RunStatus, u64)> {
-        index::RUN_STATUSES
+        RunStatus::ALL
             .iter()
             .map(|&st| {
                 let n = states
@@ -178,15 +178,6 @@ fn approvals_by_scan(
     out
 }
 
-const STATUSES: [ApprovalStatus; 6] = [
-    ApprovalStatus::Pending,
-    ApprovalStatus::Approved,
-    ApprovalStatus::Rejected,
-    ApprovalStatus::Edited,
-    ApprovalStatus::Expired,
-    ApprovalStatus::Cancelled,
-];
-
 /// Every page of the runs `q` asks for as `who`, each equal to the scan's.
 fn check_runs_pages(
     store: &Store,
@@ -229,7 +220,7 @@ fn check_runs_pages(
 /// to the scan's, and those older than a moment.
 fn check_approvals(store: &Store, states: &BTreeMap<RunId, RunState>, who: &Principal) {
     let owner = (!who.admin).then_some(who.name.as_str());
-    for status in STATUSES {
+    for status in ApprovalStatus::ALL {
         let want = approvals_by_scan(states, who, status);
         let (all, more) = index::approvals(store, status, owner, None, 10_000).unwrap();
         assert_eq!(
@@ -384,7 +375,7 @@ async fn every_list_from_the_index_equals_the_full_scan_it_replaced() {
         }
         // The approvals of every status, in pages, and older than a moment.
         check_approvals(&store, &states, &who);
-        for status in STATUSES.iter().filter(|_| who.admin) {
+        for status in ApprovalStatus::ALL.iter().filter(|_| who.admin) {
             assert!(
                 !approvals_by_scan(&states, &who, *status).is_empty(),
                 "some {status:?}"

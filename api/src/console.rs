@@ -434,7 +434,6 @@ fn runs_of(engine: &Engine, who: &Who, q: RunsPageQuery, counted: bool) -> ApiRe
         owner: q.owner.clone(),
         session: q.session_id.clone(),
         text: q.q.clone(),
-        after: q.after,
     };
     // A text filter looks at more runs per page: it keeps only those that match.
     let limit = if q.q.is_some() {
@@ -566,10 +565,12 @@ impl RunRead {
             Some(at) => at,
             None => self.last_seq,
         };
+        let past;
         let view = if seq == self.last_seq {
-            self.head.clone()
+            &self.head
         } else {
-            engine.state(self.run, Some(seq))?
+            past = engine.state(self.run, Some(seq))?;
+            &past
         };
         let event = engine
             .store()
@@ -579,7 +580,7 @@ impl RunRead {
         Ok(console::BoardFragment {
             board: console::Board::new(
                 self.run,
-                &view,
+                view,
                 self.last_seq,
                 event.as_ref(),
                 self.branches.is_abandoned(seq),

@@ -229,8 +229,7 @@ fn settled_item(
 
 /// An approval status as a query names it, else 400.
 pub(crate) fn parse_status(s: &str) -> ApiResult<ApprovalStatus> {
-    use ApprovalStatus::*;
-    [Pending, Approved, Rejected, Edited, Expired, Cancelled]
+    ApprovalStatus::ALL
         .into_iter()
         .find(|st| st.as_str() == s)
         .ok_or_else(|| {

@@ -3,15 +3,7 @@
 use chronicle_schemas::Timestamp;
 use serde_json::Value;
 
-/// `YYYY-MM-DD HH:MM:SS` (UTC).
-pub fn date_time(at: Timestamp) -> String {
-    at.to_datetime().format("%Y-%m-%d %H:%M:%S").to_string()
-}
-
-/// `HH:MM:SS.mmm` (UTC), the timeline's time column.
-pub fn clock(at: Timestamp) -> String {
-    at.to_datetime().format("%H:%M:%S%.3f").to_string()
-}
+pub use chronicle_wire::{clock, date_time};
 
 /// How long from `since` to `now`, in the largest unit that says it: `42 s`, `3 m`, `5 h 2 m`,
 /// `2 d 4 h`.

@@ -78,6 +78,15 @@ pub enum ApprovalStatus {
 }
 
 impl ApprovalStatus {
+    pub const ALL: [ApprovalStatus; 6] = [
+        ApprovalStatus::Pending,
+        ApprovalStatus::Approved,
+        ApprovalStatus::Rejected,
+        ApprovalStatus::Edited,
+        ApprovalStatus::Expired,
+        ApprovalStatus::Cancelled,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             ApprovalStatus::Pending => "pending",

@@ -445,6 +445,14 @@ pub enum RunStatus {
 }
 
 impl RunStatus {
+    pub const ALL: [RunStatus; 5] = [
+        RunStatus::Running,
+        RunStatus::WaitingForApproval,
+        RunStatus::Completed,
+        RunStatus::Failed,
+        RunStatus::Cancelled,
+    ];
+
     pub fn is_terminal(self) -> bool {
         matches!(
             self,

@@ -145,15 +145,7 @@ pub fn branches_of_run(store: &Store, head: &RunHead) -> anyhow::Result<Branches
     Ok(Branches::new(head.last_seq, &restores))
 }
 
-/// `HH:MM:SS.mmm` (UTC), the time column of readable event lines.
-pub fn clock(at: Timestamp) -> String {
-    at.to_datetime().format("%H:%M:%S%.3f").to_string()
-}
-
-/// `YYYY-MM-DD HH:MM:SS` (UTC), for tables.
-pub fn date_time(at: Timestamp) -> String {
-    at.to_datetime().format("%Y-%m-%d %H:%M:%S").to_string()
-}
+pub use chronicle_wire::{clock, date_time};
 
 /// One line of free text: newlines folded, cut at `max` characters with `…`.
 pub use chronicle_wire::one_line;

@@ -47,5 +47,5 @@ pub use views::{
     SESSIONS_PAGE_MAX, SessionCheckpoints, SessionDeletedView, SessionDetail, SessionList,
     SessionStatus, SessionSummary, SessionTurn, SessionView, Started, Status, StorageState,
     StreamTicket, SubRun, TodoIds, TodoList, TodoSummary, TurnCheckpoints, UserMemories,
-    answer_text, one_line, session_title,
+    answer_text, clock, date_time, one_line, session_title,
 };

@@ -331,6 +331,16 @@ pub fn session_title(first_query: &str) -> String {
     one_line(first_query, SESSION_TITLE_CHARS_MAX)
 }
 
+/// `HH:MM:SS.mmm` (UTC): the time of an event in a readable line (the CLI's, the console's).
+pub fn clock(at: Timestamp) -> String {
+    at.to_datetime().format("%H:%M:%S%.3f").to_string()
+}
+
+/// `YYYY-MM-DD HH:MM:SS` (UTC), for tables.
+pub fn date_time(at: Timestamp) -> String {
+    at.to_datetime().format("%Y-%m-%d %H:%M:%S").to_string()
+}
+
 /// One line of free text: whitespace runs folded to one space, cut at `max` characters with
 /// `…`.
 pub fn one_line(text: &str, max: usize) -> String {

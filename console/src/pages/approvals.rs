@@ -148,14 +148,6 @@ impl ApprovalsPage {
     }
 
     pub fn tabs(&self) -> [&'static str; 6] {
-        [
-            ApprovalStatus::Pending,
-            ApprovalStatus::Approved,
-            ApprovalStatus::Rejected,
-            ApprovalStatus::Edited,
-            ApprovalStatus::Expired,
-            ApprovalStatus::Cancelled,
-        ]
-        .map(ApprovalStatus::as_str)
+        ApprovalStatus::ALL.map(ApprovalStatus::as_str)
     }
 }

@@ -298,7 +298,6 @@ pub struct Checkpoints {
     pub abandoned: usize,
     /// Older ones not listed (past [`CHECKPOINTS_SHOWN`]).
     pub older: usize,
-    pub terminal: bool,
 }
 
 impl Checkpoints {
@@ -314,7 +313,6 @@ impl Checkpoints {
                 .collect(),
             abandoned: checkpoints.iter().filter(|c| c.abandoned).count(),
             older,
-            terminal: head.supervisor.run_status.is_terminal(),
         }
     }
 }

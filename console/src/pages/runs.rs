@@ -16,8 +16,6 @@ pub struct RunFilters {
     pub session: Option<String>,
     /// Text the query must contain (case-insensitive).
     pub text: Option<String>,
-    /// Continue after this run (the previous page's last).
-    pub after: Option<RunId>,
 }
 
 impl RunFilters {
@@ -230,13 +228,7 @@ impl RunsPage {
     }
 
     pub fn statuses(&self) -> [&'static str; 5] {
-        [
-            "running",
-            "waiting_for_approval",
-            "completed",
-            "failed",
-            "cancelled",
-        ]
+        RunStatus::ALL.map(RunStatus::as_str)
     }
 }
 

@@ -23,8 +23,8 @@ use std::time::{Duration, Instant};
 pub use derive::Stored;
 pub use keys::INDEX_VERSION;
 pub use read::{
-    ApprovalAt, MemoryPage, RUN_STATUSES, RunScope, RunsPage, approvals, in_scope, memory_items,
-    memory_page, run_facts, runs_page, status_counts,
+    ApprovalAt, MemoryPage, RunScope, RunsPage, approvals, in_scope, memory_items, memory_page,
+    run_facts, runs_page, status_counts,
 };
 pub(crate) use read::{live_runs, memory_item, sessions_page};
 

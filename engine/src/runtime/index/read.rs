@@ -35,10 +35,10 @@ fn prefix(scope: RunScope<'_>) -> Vec<u8> {
     }
 }
 
-/// How many runs of `scope` are in each status, in the order of [`RUN_STATUSES`]: a read of
+/// How many runs of `scope` are in each status, in the order of [`RunStatus::ALL`]: a read of
 /// one entry per status, however many runs there are.
 pub fn status_counts(store: &Store, scope: RunScope<'_>) -> store::Result<Vec<(RunStatus, u64)>> {
-    RUN_STATUSES
+    RunStatus::ALL
         .iter()
         .map(|&status| {
             let key = match scope {
@@ -52,15 +52,6 @@ pub fn status_counts(store: &Store, scope: RunScope<'_>) -> store::Result<Vec<(R
         })
         .collect()
 }
-
-/// Every status a run can be in, as the counts list them.
-pub const RUN_STATUSES: [RunStatus; 5] = [
-    RunStatus::Running,
-    RunStatus::WaitingForApproval,
-    RunStatus::Completed,
-    RunStatus::Failed,
-    RunStatus::Cancelled,
-];
 
 /// The facts of `run`.
 pub fn run_facts(store: &Store, run: RunId) -> store::Result<Option<RunFacts>> {
