@@ -72,6 +72,44 @@ impl Factory for Sled {
     }
 }
 
+/// Stores on a real PostgreSQL (see `chronicle_testkit::postgres`), each in a schema of its own,
+/// dropped when the factory goes.
+#[derive(Debug, Default)]
+pub struct Postgres {
+    schemas: Mutex<Vec<crate::Target>>,
+}
+
+impl Factory for Postgres {
+    fn create(&self, opts: Options) -> Store {
+        let url = chronicle_testkit::postgres::url_with_schema(
+            &chronicle_testkit::postgres::fresh_schema(),
+        );
+        let store = Store::open_postgres(&url, opts, crate::Create::IfAbsent)
+            .expect("the PostgreSQL store opens");
+        let target = store.postgres().expect("a PostgreSQL store").clone();
+        self.schemas.lock().expect("not poisoned").push(target);
+        store
+    }
+
+    fn reopen(&self, store: Store) -> Store {
+        let target = store.postgres().expect("a PostgreSQL store").clone();
+        let opts = store.options().clone();
+        drop(store);
+        Store::from_log(
+            crate::PgLog::open_target(target, opts, crate::Create::No)
+                .expect("the PostgreSQL store opens again"),
+        )
+    }
+}
+
+impl Drop for Postgres {
+    fn drop(&mut self) {
+        for target in self.schemas.lock().expect("not poisoned").drain(..) {
+            let _ = crate::PgLog::drop_schema(&target);
+        }
+    }
+}
+
 /// One `#[tokio::test]` (one `#[test]` for the property) per conformance case, for the stores
 /// `$factory` makes.
 #[macro_export]

@@ -87,6 +87,13 @@ pub enum Error {
     BlobCorrupt { hash: Hash, actual: Hash },
     #[error("the store is closed")]
     Closed,
+    /// The database cannot take the request now (unreachable, restarting, too busy, or a wait
+    /// for a lock ran out): nothing was written, and the same request may work later.
+    #[error("the database is unavailable: {0}")]
+    Unavailable(String),
+    /// PostgreSQL refused the request for another reason (its message and SQLSTATE).
+    #[error("PostgreSQL: {0}")]
+    Postgres(String),
     #[error("sled: {0}")]
     Sled(#[from] sled::Error),
     #[error("sled transaction: {0}")]
@@ -145,6 +152,8 @@ impl Error {
                 reserve: *reserve,
             },
             Error::Stopped(why) => Error::Stopped(why.clone()),
+            Error::Unavailable(why) => Error::Unavailable(why.clone()),
+            Error::Postgres(why) => Error::Postgres(why.clone()),
             Error::Io(e) => Error::Io(std::io::Error::new(e.kind(), e.to_string())),
             other => Error::Transaction(other.to_string()),
         }

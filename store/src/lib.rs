@@ -1,6 +1,7 @@
 //! Chronicle's event store: one append-only log of events shared by all runs, behind the
-//! [`EventLog`] trait (its rules are in its doc comment), with two implementations — [`SledLog`]
-//! on disk and [`MemoryLog`] in memory — and one conformance suite that every implementation
+//! [`EventLog`] trait (its rules are in its doc comment), with three implementations —
+//! [`SledLog`] on disk (the embedded default), [`PgLog`] on a PostgreSQL that several processes
+//! share, and [`MemoryLog`] in memory — and one conformance suite that every implementation
 //! passes. [`Store`] is the cheap-to-clone handle everyone holds; what is written once over the
 //! trait lives there (following the log, replay from the store, [`LiveRun`]).
 //!
@@ -15,6 +16,7 @@ mod live;
 mod log;
 mod memory_log;
 mod options;
+mod pg_log;
 mod records;
 mod sled_log;
 mod store;
@@ -31,6 +33,7 @@ pub use live::LiveRun;
 pub use log::{EventLog, Events, RunHead, SharedEvents, StorageHealth};
 pub use memory_log::MemoryLog;
 pub use options::{Durability, Options};
+pub use pg_log::{Create, DEFAULT_SCHEMA, Migrated, PG_SCHEMA_VERSION, PgLog, Target};
 pub use records::{
     RECORD_BATCH_BYTES_MAX, RECORD_BATCH_OPS_MAX, RECORD_KEY_BYTES_MAX, RECORD_VALUE_BYTES_MAX,
     RecordOp, RecordRange,

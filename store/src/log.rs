@@ -102,6 +102,11 @@ pub trait EventLog: Send + Sync + std::fmt::Debug + 'static {
     /// The data directory, for implementations that have one.
     fn dir(&self) -> Option<&Path>;
 
+    /// The database and schema, for a store on PostgreSQL.
+    fn postgres(&self) -> Option<&crate::Target> {
+        None
+    }
+
     /// Appends `events` to `run_id` if the run's next seq is `expected_seq` (0 for a new run).
     /// Returns the stored envelopes once they are durable.
     async fn append(
@@ -157,6 +162,12 @@ pub trait EventLog: Send + Sync + std::fmt::Debug + 'static {
     /// A run's newest event, or `None` for a run with no events.
     fn run_head(&self, run_id: RunId) -> Result<Option<RunHead>>;
 
+    /// [`EventLog::run_head`] that does not block the caller's runtime (a store over the network
+    /// waits for its answer without holding a worker thread).
+    async fn run_head_async(&self, run_id: RunId) -> Result<Option<RunHead>> {
+        self.run_head(run_id)
+    }
+
     /// Every run head, in run-id order.
     fn runs(&self) -> Box<dyn Iterator<Item = Result<RunHead>> + Send + '_>;
 
@@ -176,6 +187,12 @@ pub trait EventLog: Send + Sync + std::fmt::Debug + 'static {
         shared(self.read_range(from, to))
     }
 
+    /// The events `from..to` (at most `to - from`, fewer at the end of the log), each shared,
+    /// without blocking the caller's runtime: what a follower reads a chunk with.
+    async fn read_range_async(&self, from: u64, to: u64) -> Result<Vec<Arc<Envelope>>> {
+        self.read_range_shared(from, to).collect()
+    }
+
     /// [`EventLog::read_range`] of only the events `keep` takes (and any error): a reader that
     /// wants a few kinds out of every event need not have the others cloned or decoded for it.
     fn read_range_where(&self, from: u64, to: u64, keep: fn(&Event) -> bool) -> Events<'_> {
@@ -184,6 +201,16 @@ pub trait EventLog: Send + Sync + std::fmt::Debug + 'static {
 
     /// A run's events with seq in `from_seq..=to_seq`, in order (empty when `to_seq < from_seq`).
     fn read_run(&self, run_id: RunId, from_seq: u64, to_seq: u64) -> Events<'_>;
+
+    /// [`EventLog::read_run`], all of it, without blocking the caller's runtime.
+    async fn read_run_async(
+        &self,
+        run_id: RunId,
+        from_seq: u64,
+        to_seq: u64,
+    ) -> Result<Vec<Envelope>> {
+        self.read_run(run_id, from_seq, to_seq).collect()
+    }
 
     /// One past the newest durable offset: what followers may see.
     fn durable_next_offset(&self) -> u64;
@@ -220,6 +247,11 @@ pub trait EventLog: Send + Sync + std::fmt::Debug + 'static {
 
     /// The value stored under `key`.
     fn record(&self, key: &str) -> Result<Option<Vec<u8>>>;
+
+    /// [`EventLog::record`] without blocking the caller's runtime.
+    async fn record_async(&self, key: &str) -> Result<Option<Vec<u8>>> {
+        self.record(key)
+    }
 
     /// Every record whose key starts with `prefix`, in key order.
     fn records(&self, prefix: &str) -> Result<Vec<(String, Vec<u8>)>>;

@@ -23,7 +23,8 @@ impl std::str::FromStr for Durability {
 }
 
 /// Store settings. `follow_buffer_events` and `snapshot_interval_events` apply to every store
-/// (the [`Store`](crate::Store) handle reads them); the others are the sled store's.
+/// (the [`Store`](crate::Store) handle reads them); those starting `pg_` are the PostgreSQL
+/// store's, the others the sled store's.
 #[derive(Clone, Debug)]
 pub struct Options {
     pub durability: Durability,
@@ -51,6 +52,21 @@ pub struct Options {
     /// Store each append's records compressed (zstd with a dictionary of the event shapes) when
     /// that makes them smaller. Either way the store reads both.
     pub compress_values: bool,
+    /// PostgreSQL: most connections the store's pool opens.
+    pub pg_pool_connections: usize,
+    /// PostgreSQL: how long a statement waits for a lock (the log head's, a record's) before it
+    /// is refused as unavailable.
+    pub pg_lock_timeout_ms: u64,
+    /// PostgreSQL: a transaction left idle this long (a frozen process holding the log head)
+    /// is ended by the server.
+    pub pg_idle_in_transaction_ms: u64,
+    /// PostgreSQL: how long connecting, or waiting for a pooled connection, may take.
+    pub pg_connect_timeout_ms: u64,
+    /// PostgreSQL: how often the follower reads the log head besides the notifications.
+    pub pg_poll_ms: u64,
+    /// PostgreSQL: how long the store keeps asking whether a commit whose answer was lost
+    /// happened, before it stops (fail-stop) rather than guess.
+    pub pg_reconcile_ms: u64,
 }
 
 impl Default for Options {
@@ -68,6 +84,12 @@ impl Default for Options {
             open_lock_wait_ms: 3000,
             disk_reserve_bytes: 64 * 1024 * 1024,
             compress_values: true,
+            pg_pool_connections: 16,
+            pg_lock_timeout_ms: 10_000,
+            pg_idle_in_transaction_ms: 5_000,
+            pg_connect_timeout_ms: 5_000,
+            pg_poll_ms: 250,
+            pg_reconcile_ms: 30_000,
         }
     }
 }

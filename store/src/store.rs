@@ -96,6 +96,17 @@ impl Store {
         self.log.dir()
     }
 
+    /// Connects to the store on PostgreSQL at `url` (see [`crate::Target::parse`]), creating
+    /// its schema when the database has none and `create` allows it.
+    pub fn open_postgres(url: &str, opts: Options, create: crate::Create) -> Result<Store> {
+        Ok(Store::from_log(crate::PgLog::open(url, opts, create)?))
+    }
+
+    /// The database and schema of a store on PostgreSQL.
+    pub fn postgres(&self) -> Option<&crate::Target> {
+        self.log.postgres()
+    }
+
     pub fn options(&self) -> &Options {
         self.log.options()
     }

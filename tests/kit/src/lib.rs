@@ -2,6 +2,7 @@
 //! Only tests depend on this crate.
 
 pub mod model;
+pub mod postgres;
 pub mod tmpfs;
 
 /// `bytes` ASCII letters that do not compress (a xorshift sequence seeded by `seed`): the store

@@ -1,0 +1,373 @@
+//! The PostgreSQL store's writer: one task per process that commits every queued append in one
+//! transaction per batch, under the `log_head` row lock (see the module above for the rules).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use chronicle_schemas::{Envelope, Event, RunId, Timestamp};
+use tokio::sync::{mpsc, oneshot};
+use tokio_postgres::Statement;
+use tokio_postgres::types::ToSql;
+
+use super::reads::head_of;
+use super::{Inner, db};
+use crate::append::{Clock, Staged, stage};
+use crate::{Error, Result, RunHead};
+
+/// One append waiting for the writer.
+pub(crate) struct Request {
+    pub run_id: RunId,
+    pub expected_seq: u64,
+    pub events: Vec<Event>,
+    pub reply: oneshot::Sender<Result<Vec<Envelope>>>,
+}
+
+pub(crate) async fn run(inner: Arc<Inner>, mut rx: mpsc::Receiver<Request>) {
+    let mut clock = Clock::default();
+    let max = inner.opts.append_batch_events_max.max(1);
+    while let Some(first) = rx.recv().await {
+        let mut events = first.events.len();
+        let mut batch = vec![first];
+        while events < max {
+            match rx.try_recv() {
+                Ok(r) => {
+                    events += r.events.len();
+                    batch.push(r);
+                }
+                Err(_) => break,
+            }
+        }
+        commit(&inner, batch, &mut clock).await;
+    }
+}
+
+/// The appends of a batch that passed their checks, with their callers.
+struct Ready {
+    staged: Vec<(Staged, oneshot::Sender<Result<Vec<Envelope>>>)>,
+    next_offset: u64,
+    last_at: i64,
+}
+
+fn refuse_all(batch: Vec<Request>, e: &Error) {
+    for r in batch {
+        let _ = r.reply.send(Err(e.same_again()));
+    }
+}
+
+async fn commit(inner: &Inner, batch: Vec<Request>, clock: &mut Clock) {
+    if let Err(e) = inner.refuse_if_stopped() {
+        return refuse_all(batch, &e);
+    }
+    let client = match inner.client().await {
+        Ok(c) => c,
+        Err(e) => return refuse_all(batch, &e),
+    };
+    // Prepared once per connection: a statement sent by text would first be parsed in a round
+    // trip of its own, and the pipelined statements would no longer arrive in order.
+    let sql = match Statements::prepare(&client).await {
+        Ok(s) => s,
+        Err(e) => {
+            discard(client);
+            return refuse_all(batch, &e);
+        }
+    };
+    // Round trip 1: begin, take the log head's lock, read the batch's heads under it.
+    let runs: Vec<uuid::Uuid> = batch
+        .iter()
+        .map(|r| r.run_id.0)
+        .collect::<HashSet<_>>()
+        .into_iter()
+        .collect();
+    let heads_params: [&(dyn ToSql + Sync); 1] = [&runs];
+    let (begin, head, heads) = tokio::join!(
+        client.batch_execute("BEGIN"),
+        client.query_one(&sql.lock, &[]),
+        client.query(&sql.heads, &heads_params),
+    );
+    let first_round = begin.and(head).and_then(|h| heads.map(|rows| (h, rows)));
+    let (head, rows) = match first_round {
+        Ok(ok) => ok,
+        Err(e) => {
+            let e = db(e);
+            discard(client);
+            return refuse_all(batch, &e);
+        }
+    };
+    let mut heads: HashMap<RunId, RunHead> = HashMap::new();
+    for row in &rows {
+        match head_of(row) {
+            Ok(h) => {
+                heads.insert(h.run_id, h);
+            }
+            Err(e) => {
+                discard(client);
+                return refuse_all(batch, &e);
+            }
+        }
+    }
+    let backend: i32 = head.get(2);
+    let ready = stage_batch(
+        batch,
+        head.get::<_, i64>(0) as u64,
+        head.get(1),
+        &mut heads,
+        clock,
+    );
+    if ready.staged.is_empty() {
+        // Every append was refused: nothing to commit, no offset used.
+        if client.batch_execute("ROLLBACK").await.is_err() {
+            discard(client);
+        }
+        return;
+    }
+    // Round trip 2: the events, the heads, the log head, the announcement, the commit.
+    let first = &ready.staged[0].0.envelopes[0];
+    let (first_offset, first_record) = (first.offset, ready.staged[0].0.records[0].clone());
+    let outcome = write(&client, &sql, &ready, &inner.channel).await;
+    let committed = match outcome {
+        Ok(()) => Ok(()),
+        // The server answered: the transaction did not commit.
+        Err(e) if e.as_db_error().is_some() => Err(db(e)),
+        // No answer: it may have committed. Ask once the lost transaction has ended.
+        Err(e) => {
+            tracing::warn!(error = %e, "commit outcome unknown; reconciling");
+            discard(client);
+            return finish(
+                inner,
+                ready,
+                reconcile(inner, backend, first_offset, first_record).await,
+            );
+        }
+    };
+    if committed.is_err() {
+        let _ = client.batch_execute("ROLLBACK").await;
+    }
+    finish(inner, ready, committed);
+}
+
+/// Checks and encodes each append against the heads read under the lock, in order: a refused
+/// append is answered now and uses no offset.
+fn stage_batch(
+    batch: Vec<Request>,
+    mut next_offset: u64,
+    mut last_at: i64,
+    heads: &mut HashMap<RunId, RunHead>,
+    clock: &mut Clock,
+) -> Ready {
+    let mut staged = Vec::with_capacity(batch.len());
+    for r in batch {
+        // `at` never goes back across processes: the log head keeps the newest one.
+        let at = Timestamp(clock.now().0.max(last_at));
+        match stage(
+            r.run_id,
+            r.expected_seq,
+            r.events,
+            heads.get(&r.run_id),
+            next_offset,
+            at,
+        ) {
+            Ok(s) => {
+                next_offset = s.next_offset();
+                last_at = at.0;
+                heads.insert(r.run_id, s.head.clone());
+                staged.push((s, r.reply));
+            }
+            Err(e) => {
+                let _ = r.reply.send(Err(e));
+            }
+        }
+    }
+    Ready {
+        staged,
+        next_offset,
+        last_at,
+    }
+}
+
+/// The statements of an append, prepared on its connection.
+struct Statements {
+    lock: Statement,
+    heads: Statement,
+    events: Statement,
+    runs: Statement,
+    log_head: Statement,
+    notify: Statement,
+}
+
+impl Statements {
+    async fn prepare(client: &deadpool_postgres::Object) -> Result<Statements> {
+        let p = |sql: &'static str| client.prepare_cached(sql);
+        Ok(Statements {
+            lock: p("SELECT next_offset, last_at, pg_backend_pid() FROM log_head FOR UPDATE")
+                .await
+                .map_err(db)?,
+            heads: p(
+                "SELECT run_id, session_id, last_seq, last_hash, last_offset, created_at, \
+                      updated_at, terminal FROM runs WHERE run_id = ANY($1)",
+            )
+            .await
+            .map_err(db)?,
+            events: p("INSERT INTO events (log_offset, run_id, seq, record) \
+                       SELECT * FROM unnest($1::int8[], $2::uuid[], $3::int8[], $4::bytea[])")
+            .await
+            .map_err(db)?,
+            runs: p(
+                "INSERT INTO runs (run_id, session_id, last_seq, last_hash, last_offset, \
+                     created_at, updated_at, terminal) SELECT * FROM unnest($1::uuid[], \
+                     $2::text[], $3::int8[], $4::bytea[], $5::int8[], $6::int8[], $7::int8[], \
+                     $8::bool[]) ON CONFLICT (run_id) DO UPDATE SET \
+                     last_seq = EXCLUDED.last_seq, last_hash = EXCLUDED.last_hash, \
+                     last_offset = EXCLUDED.last_offset, updated_at = EXCLUDED.updated_at, \
+                     terminal = EXCLUDED.terminal",
+            )
+            .await
+            .map_err(db)?,
+            log_head: p("UPDATE log_head SET next_offset = $1, last_at = $2")
+                .await
+                .map_err(db)?,
+            notify: p("SELECT pg_notify($1, $2)").await.map_err(db)?,
+        })
+    }
+}
+
+async fn write(
+    client: &tokio_postgres::Client,
+    sql: &Statements,
+    ready: &Ready,
+    channel: &str,
+) -> std::result::Result<(), tokio_postgres::Error> {
+    let (mut offsets, mut runs, mut seqs, mut records) = (vec![], vec![], vec![], vec![]);
+    let mut heads: HashMap<RunId, &RunHead> = HashMap::new();
+    for (s, _) in &ready.staged {
+        for (env, record) in s.envelopes.iter().zip(&s.records) {
+            offsets.push(env.offset as i64);
+            runs.push(env.run_id.0);
+            seqs.push(env.seq as i64);
+            records.push(record.as_slice());
+        }
+        heads.insert(s.head.run_id, &s.head);
+    }
+    let heads: Vec<&RunHead> = heads.into_values().collect();
+    let h_run: Vec<uuid::Uuid> = heads.iter().map(|h| h.run_id.0).collect();
+    let h_session: Vec<&str> = heads.iter().map(|h| h.session_id.as_str()).collect();
+    let h_seq: Vec<i64> = heads.iter().map(|h| h.last_seq as i64).collect();
+    let h_hash: Vec<&[u8]> = heads.iter().map(|h| h.last_hash.0.as_slice()).collect();
+    let h_offset: Vec<i64> = heads.iter().map(|h| h.last_offset as i64).collect();
+    let h_created: Vec<i64> = heads.iter().map(|h| h.created_at.0).collect();
+    let h_updated: Vec<i64> = heads.iter().map(|h| h.updated_at.0).collect();
+    let h_terminal: Vec<bool> = heads.iter().map(|h| h.terminal).collect();
+    let next = ready.next_offset as i64;
+    let payload = ready.next_offset.to_string();
+    let event_params: [&(dyn ToSql + Sync); 4] = [&offsets, &runs, &seqs, &records];
+    let head_params: [&(dyn ToSql + Sync); 8] = [
+        &h_run,
+        &h_session,
+        &h_seq,
+        &h_hash,
+        &h_offset,
+        &h_created,
+        &h_updated,
+        &h_terminal,
+    ];
+    let log_head_params: [&(dyn ToSql + Sync); 2] = [&next, &ready.last_at];
+    let notify_params: [&(dyn ToSql + Sync); 2] = [&channel, &payload];
+    let (events, runs_written, log_head, notify, commit) = tokio::join!(
+        client.execute(&sql.events, &event_params),
+        client.execute(&sql.runs, &head_params),
+        client.execute(&sql.log_head, &log_head_params),
+        client.execute(&sql.notify, &notify_params),
+        client.batch_execute("COMMIT"),
+    );
+    // A statement that failed aborted the transaction, and PostgreSQL then answers the COMMIT
+    // with a rollback, not an error: every answer must be a success for the batch to count.
+    events?;
+    runs_written?;
+    log_head?;
+    notify?;
+    commit
+}
+
+/// Whether the batch whose first record is `record` at `offset` committed, asked once the lost
+/// transaction (on backend `backend`) has ended: it held the log head's lock until then, so
+/// taking that lock waits for it. Gives up after `pg_reconcile_ms` and stops the store.
+async fn reconcile(inner: &Inner, backend: i32, offset: u64, record: Vec<u8>) -> Result<()> {
+    let deadline = Instant::now() + Duration::from_millis(inner.opts.pg_reconcile_ms);
+    let mut wait = Duration::from_millis(50);
+    loop {
+        match committed(inner, backend, offset, &record).await {
+            Ok(true) => return Ok(()),
+            Ok(false) => {
+                return Err(Error::Unavailable(
+                    "the connection to PostgreSQL was lost before the append committed; \
+                     nothing was stored"
+                        .into(),
+                ));
+            }
+            Err(e) if Instant::now() >= deadline => {
+                let why = format!(
+                    "could not learn whether an append committed (the connection was lost during \
+                     its commit, and PostgreSQL could not be asked within {} ms): {e}",
+                    inner.opts.pg_reconcile_ms
+                );
+                inner.fail_stop(&why);
+                return Err(Error::Stopped(why));
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "reconciling an append: asking again");
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(Duration::from_millis(1000));
+            }
+        }
+    }
+}
+
+async fn committed(inner: &Inner, backend: i32, offset: u64, record: &[u8]) -> Result<bool> {
+    let mut client = inner.client().await?;
+    let tx = client.transaction().await.map_err(db)?;
+    // The lost backend (`backend`) may still be committing: its transaction holds the head's
+    // lock until it ends, and it ends by `idle_in_transaction_session_timeout` at the latest,
+    // which is shorter than the `lock_timeout` this waits with.
+    tracing::debug!(backend, "waiting for the lost transaction to end");
+    tx.query_one("SELECT next_offset FROM log_head FOR UPDATE", &[])
+        .await
+        .map_err(db)?;
+    let row = tx
+        .query_opt(
+            "SELECT record FROM events WHERE log_offset = $1",
+            &[&(offset as i64)],
+        )
+        .await
+        .map_err(db)?;
+    Ok(row.is_some_and(|r| r.get::<_, &[u8]>(0) == record))
+}
+
+/// Answers a batch: the envelopes once committed, the error otherwise.
+fn finish(inner: &Inner, ready: Ready, committed: Result<()>) {
+    match committed {
+        Ok(()) => {
+            inner.barriers.fetch_add(1, Ordering::Relaxed);
+            {
+                let mut recent = inner.recent.lock().expect("not poisoned");
+                for (s, _) in &ready.staged {
+                    recent.extend(&s.envelopes);
+                }
+            }
+            inner.advance(ready.next_offset);
+            for (s, reply) in ready.staged {
+                let _ = reply.send(Ok(s.envelopes));
+            }
+        }
+        Err(e) => {
+            for (_, reply) in ready.staged {
+                let _ = reply.send(Err(e.same_again()));
+            }
+        }
+    }
+}
+
+/// Drops a connection whose state is unknown instead of returning it to the pool.
+fn discard(client: deadpool_postgres::Object) {
+    drop(deadpool_postgres::Object::take(client));
+}
