@@ -189,10 +189,12 @@ impl From<StoreError> for ApiError {
                 "insufficient_storage",
                 format!("{e}; nothing was written, try again once space is freed"),
             ),
-            // The store cannot be reached as it should: the device, the file system or sled
-            // failed (a read may work again later), or the store stopped. Nothing says that what
-            // it holds is damaged.
+            // The store cannot be reached as it should: the device, the file system, sled or the
+            // database failed or is out of reach (a read may work again later), or the store
+            // stopped. Nothing says that what it holds is damaged.
             StoreError::Stopped(_)
+            | StoreError::Unavailable(_)
+            | StoreError::Postgres(_)
             | StoreError::Closed
             | StoreError::Io(_)
             | StoreError::ReadFailed { .. }

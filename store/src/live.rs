@@ -28,7 +28,39 @@ impl Store {
     /// before its state is shown to anyone ([`LiveRun::durable`]), so an answer never says more
     /// than a read after it shows.
     pub fn load(&self, run_id: RunId) -> Result<LiveRun> {
-        let (state, written_next) = match self.run_head(run_id)? {
+        let head = self.run_head(run_id)?;
+        self.load_from(run_id, head)
+    }
+
+    /// [`Store::load`] that reads the run's head and events without blocking the caller's
+    /// runtime (its newest snapshot is one short read).
+    pub async fn load_async(&self, run_id: RunId) -> Result<LiveRun> {
+        let Some(head) = self.run_head_async(run_id).await? else {
+            return self.load_from(run_id, None);
+        };
+        let mut state = self
+            .latest_snapshot(run_id, head.last_seq)?
+            .unwrap_or_default();
+        let from = state.next_seq();
+        if from <= head.last_seq {
+            let events = self.read_run_async(run_id, from, head.last_seq).await?;
+            let src = self.source(run_id);
+            for env in events {
+                state.apply(&env, &src)?;
+            }
+        }
+        let pending = head.last_offset >= self.durable_next_offset();
+        Ok(LiveRun {
+            store: self.clone(),
+            run_id,
+            state,
+            written_next: if pending { head.last_offset + 1 } else { 0 },
+            snapshots: snapshot::Schedule::new(self.options().snapshot_interval_events),
+        })
+    }
+
+    fn load_from(&self, run_id: RunId, head: Option<crate::RunHead>) -> Result<LiveRun> {
+        let (state, written_next) = match head {
             Some(head) => {
                 let pending = head.last_offset >= self.durable_next_offset();
                 let written_next = if pending { head.last_offset + 1 } else { 0 };

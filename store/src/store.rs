@@ -194,6 +194,32 @@ impl Store {
         self.log.run_head(run_id)
     }
 
+    /// [`Store::run_head`] without blocking the caller's runtime.
+    pub async fn run_head_async(&self, run_id: RunId) -> Result<Option<RunHead>> {
+        self.log.run_head_async(run_id).await
+    }
+
+    /// A run's events with seq in `from_seq..=to_seq`, all of them, without blocking the
+    /// caller's runtime.
+    pub async fn read_run_async(
+        &self,
+        run_id: RunId,
+        from_seq: u64,
+        to_seq: u64,
+    ) -> Result<Vec<Envelope>> {
+        let events = self.log.read_run_async(run_id, from_seq, to_seq).await?;
+        self.reads.events.fetch_add(
+            events.len() as u64,
+            std::sync::atomic::Ordering::Relaxed,
+        );
+        Ok(events)
+    }
+
+    /// [`Store::record`] without blocking the caller's runtime.
+    pub async fn record_async(&self, key: &str) -> Result<Option<Vec<u8>>> {
+        self.log.record_async(key).await
+    }
+
     /// Every run head, in run-id order.
     pub fn runs(&self) -> impl Iterator<Item = Result<RunHead>> + Send + '_ {
         self.reads.count(&self.reads.heads, self.log.runs())
@@ -471,7 +497,8 @@ impl Tail {
             if self.next < durable {
                 let end = durable.min(self.next + self.chunk_events);
                 let log = self.log.upgrade()?;
-                let chunk: Result<Vec<_>> = log.read_range_shared(self.next, end).collect();
+                // Read without blocking the runtime (a store over the network waits for it).
+                let chunk = log.read_range_async(self.next, end).await;
                 drop(log);
                 let chunk = match chunk {
                     Ok(chunk) if chunk.len() as u64 == end - self.next => chunk,

@@ -29,6 +29,20 @@ pub struct DataArgs {
         value_name = "DIR"
     )]
     pub data: PathBuf,
+    /// A store on PostgreSQL instead of the data directory: `postgres://user@host/db`
+    /// (`?schema=NAME`, `chronicle` by default). Nothing is locked: reading works while servers
+    /// run on it.
+    #[arg(long, env = "CHRONICLE_STORE", value_name = "URL", value_parser = parse_postgres)]
+    pub store: Option<store::Location>,
+}
+
+fn parse_postgres(s: &str) -> Result<store::Location, String> {
+    match s.parse()? {
+        store::Location::Sled(_) => {
+            Err("--store takes a PostgreSQL URL; a data directory is --data DIR".into())
+        }
+        pg => Ok(pg),
+    }
 }
 
 /// `--server URL` for the commands that also work against a running server.
@@ -65,12 +79,19 @@ pub const LOCKED_NEEDS_DIRECTORY: &str = "stop it, or work on a copy of the dire
 
 /// Opens an existing store to write to it. A missing directory is an error (nothing is created),
 /// and a store held by a running server ends with `when_locked` (what to do instead).
-pub fn open_store(data: &Path, when_locked: &str) -> anyhow::Result<Store> {
+pub fn open_store(data: &DataArgs, when_locked: &str) -> anyhow::Result<Store> {
     open_existing(data, Options::default(), when_locked)
 }
 
-/// Opens a data directory that must already hold a store, with `opts`.
-pub fn open_existing(data: &Path, opts: Options, when_locked: &str) -> anyhow::Result<Store> {
+/// Opens the store of `--store` (a PostgreSQL store that must exist), or the data directory,
+/// which must already hold a store, with `opts`.
+pub fn open_existing(data: &DataArgs, opts: Options, when_locked: &str) -> anyhow::Result<Store> {
+    if let Some(pg) = &data.store {
+        return pg
+            .open(opts, store::Create::No)
+            .with_context(|| format!("opening the store at {pg}"));
+    }
+    let data = data.data.as_path();
     if !data.join("sled").exists() {
         bail!(
             "no Chronicle data in {} (use --data DIR or CHRONICLE_DATA)",

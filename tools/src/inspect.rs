@@ -110,7 +110,7 @@ pub fn log(args: &LogArgs, out: &mut dyn Write) -> anyhow::Result<()> {
             "--follow needs --server URL: a data directory is locked by the process writing to it, so only a running server has new events"
         );
     }
-    let store = view::open_for_reading(&args.data.data, LOCKED_USE_SERVER)?;
+    let store = view::open_for_reading(&args.data, LOCKED_USE_SERVER)?;
     let head = view::require_run(&store, run)?;
     // Two passes: the restores decide which seqs are abandoned, then the events are printed.
     let branches = view::branches_of_run(&store, &head)?;
@@ -286,7 +286,7 @@ fn runs_embedded(
     args: &RunsArgs,
     mut query: RunsQuery,
 ) -> anyhow::Result<(Vec<RunSummary>, Vec<DamagedRun>)> {
-    let store = view::open_for_reading(&args.data.data, LOCKED_USE_SERVER)?;
+    let store = view::open_for_reading(&args.data, LOCKED_USE_SERVER)?;
     let total = store.runs().count();
     let bar = (total > RUNS_PROGRESS_RUNS_MIN).then(|| {
         indicatif::ProgressBar::with_draw_target(
@@ -357,7 +357,7 @@ pub fn checkpoints(args: &CheckpointsArgs, out: &mut dyn Write) -> anyhow::Resul
     let listing = match args.remote.client()? {
         Some(client) => runtime()?.block_on(client.checkpoints(run))?,
         None => {
-            let store = view::open_for_reading(&args.data.data, LOCKED_USE_SERVER)?;
+            let store = view::open_for_reading(&args.data, LOCKED_USE_SERVER)?;
             let head = view::require_run(&store, run)?;
             let s = store.state_at(run, head.last_seq)?;
             CheckpointList::new(
@@ -502,7 +502,7 @@ pub fn restore(args: &RestoreArgs, out: &mut dyn Write) -> anyhow::Result<()> {
 
 fn restore_embedded(args: &RestoreArgs, run: RunId) -> anyhow::Result<Restored> {
     // The full open-time check here: a restore writes, and must not write after a broken tail.
-    let store = open_store(&args.data.data, LOCKED_USE_SERVER)?;
+    let store = open_store(&args.data, LOCKED_USE_SERVER)?;
     let head = view::require_run(&store, run)?;
     // Check the target before starting an engine, so a bad argument changes nothing.
     let target = match (&args.checkpoint, args.seq) {
@@ -575,7 +575,7 @@ pub fn verify(args: &VerifyArgs, out: &mut dyn Write) -> anyhow::Result<Outcome>
     let run = args.run.as_deref().map(parse_run_id).transpose()?;
     let out = &mut styled(out);
     // `verify` reads the files themselves: a server cannot do it for us.
-    let store = view::open_for_reading(&args.data.data, LOCKED_NEEDS_DIRECTORY)?;
+    let store = view::open_for_reading(&args.data, LOCKED_NEEDS_DIRECTORY)?;
     if let Some(run) = run {
         view::require_run(&store, run)?;
     }

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use chronicle_api::{ApiConfig, AppState, Tokens};
-use chronicle_engine::store::{Durability, Options, Store};
+use chronicle_engine::store::{Create, Durability, Location, Options};
 use chronicle_engine::{Engine, Settings};
 use chronicle_schemas::{HitlMode, OnReject};
 
@@ -20,6 +20,15 @@ pub struct ServeArgs {
     /// Data directory (sled store, blobs, workspaces).
     #[arg(long, env = "CHRONICLE_DATA", default_value = "./.chronicle")]
     data: PathBuf,
+    /// Keep the log on PostgreSQL instead of the data directory: `postgres://user@host/db`
+    /// (`?schema=NAME` picks the schema, `chronicle` by default; created on first start). The
+    /// data directory then holds only the workspaces (see --workspace-root).
+    #[arg(long, env = "CHRONICLE_STORE", value_name = "URL", value_parser = parse_store)]
+    store: Option<Location>,
+    /// Where session workspaces (the files agents read and write) live; default
+    /// `<data directory>/workspaces`.
+    #[arg(long, env = "CHRONICLE_WORKSPACE_ROOT", value_name = "DIR")]
+    workspace_root: Option<PathBuf>,
     /// `sync` acknowledges appends after the durability barrier; `async` before it (see
     /// docs/operations.md).
     #[arg(long, default_value = "sync")]
@@ -262,8 +271,13 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
             .with_context(|| format!("--store-cache-mib {} is too large", args.store_cache_mib))?,
         ..Options::default()
     };
-    let store = Store::open(&args.data, opts)
-        .with_context(|| format!("opening the store in {}", args.data.display()))?;
+    let location = args
+        .store
+        .clone()
+        .unwrap_or_else(|| Location::Sled(args.data.clone()));
+    let store = location
+        .open(opts, Create::IfAbsent)
+        .with_context(|| format!("opening the store at {location}"))?;
     crate::common::index_store(&store)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -276,6 +290,11 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     }
     settings.defaults.on_reject = args.on_reject;
     settings.facts_cache_runs = args.facts_cache_runs;
+    settings.workspace_root = Some(
+        args.workspace_root
+            .clone()
+            .unwrap_or_else(|| args.data.join("workspaces")),
+    );
     settings.idle_cache_events = args.ended_runs_cache_events;
     if settings.llm.is_none() {
         tracing::info!(
@@ -301,7 +320,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
         // The handlers are in place before anyone is told the server listens: a SIGTERM from
         // then on is a clean stop, never the default kill.
         let stop = shutdown_signal()?;
-        tracing::info!(addr = %addr, data = %args.data.display(), auth = !tokens.is_empty(), "chronicle is listening");
+        tracing::info!(addr = %addr, store = %location, auth = !tokens.is_empty(), "chronicle is listening");
         if tokens.is_empty() && !args.addr.ip().is_loopback() {
             tracing::warn!("serving without tokens on a non-loopback address (--insecure)");
         }
@@ -310,6 +329,13 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
         Ok::<_, anyhow::Error>(())
     })?;
     Ok(())
+}
+
+fn parse_store(s: &str) -> Result<Location, String> {
+    match s.parse()? {
+        Location::Sled(_) => Err("--store takes a PostgreSQL URL; the sled store is --data DIR".into()),
+        pg => Ok(pg),
+    }
 }
 
 /// Ctrl-C or SIGTERM, with their handlers installed now (not when the future is first polled).

@@ -101,7 +101,7 @@ pub fn run(args: &SessionsArgs, out: &mut dyn Write) -> anyhow::Result<()> {
 
 /// The embedded reads: the store of the data directory, as the local principal (who sees all).
 fn reader(data: &DataArgs) -> anyhow::Result<SessionReader> {
-    let store = view::open_for_reading(&data.data, LOCKED_USE_SERVER)?;
+    let store = view::open_for_reading(data, LOCKED_USE_SERVER)?;
     Ok(SessionReader::new(store))
 }
 
@@ -223,7 +223,7 @@ fn delete(args: &OneArgs, out: &mut dyn Write) -> anyhow::Result<()> {
 
 fn delete_embedded(args: &OneArgs) -> anyhow::Result<SessionDeletedView> {
     // The full open-time check: a delete writes, and must not write after a broken tail.
-    let store = open_store(&args.data.data, LOCKED_USE_SERVER)?;
+    let store = open_store(&args.data, LOCKED_USE_SERVER)?;
     let session = SessionId::from(args.session.as_str());
     runtime()?.block_on(async move {
         let engine = Engine::open(

@@ -8,7 +8,6 @@
 
 use std::collections::{HashMap, HashSet};
 use std::io::{self, Write};
-use std::path::Path;
 
 use anstream::AutoStream;
 use anstyle::{AnsiColor, Style};
@@ -94,7 +93,10 @@ pub fn paint(style: Style, text: impl std::fmt::Display) -> String {
 /// tail check: a damaged log (a copy taken from a crashed server) must still be readable up to
 /// the damage, and `verify` must be able to name it instead of failing to open. `when_locked`
 /// says what to do instead while a server holds the directory.
-pub fn open_for_reading(data: &Path, when_locked: &str) -> anyhow::Result<Store> {
+pub fn open_for_reading(
+    data: &crate::common::DataArgs,
+    when_locked: &str,
+) -> anyhow::Result<Store> {
     let store = crate::common::open_existing(
         data,
         Options {

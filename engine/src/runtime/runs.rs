@@ -226,7 +226,7 @@ pub(crate) async fn start(shared: &Arc<Shared>, run_id: RunId, req: StartRun) ->
         return Err(Error::RunNotFound(turn));
     }
     let request_id = format!("req_{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
-    let mut live = shared.store.load(run_id)?;
+    let mut live = shared.store.load_async(run_id).await?;
     live.append(vec![Event::RunStarted {
         session_id: session_id.clone(),
         user_id,

@@ -489,12 +489,12 @@ impl Shared {
         if self.shutdown.is_cancelled() {
             return Err(Error::ShuttingDown);
         }
-        let Some(head) = self.store.run_head(run)? else {
+        let Some(head) = self.store.run_head_async(run).await? else {
             return Err(Error::RunNotFound(run));
         };
         let live = match self.idle.take(run, head.last_seq) {
             Some(live) => live,
-            None => self.store.load(run)?,
+            None => self.store.load_async(run).await?,
         };
         let (tx, rx) = mpsc::channel(self.settings.actor_mailbox_messages.max(1));
         if let Some(input) = input {

@@ -141,7 +141,7 @@ fn export(args: &ExportArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     let head = match &remote {
         Some(client) => export_remote(client, args, format, run, dest.writer(out))?,
         None => {
-            let store = open_store(&args.data.data, LOCKED_USE_SERVER)?;
+            let store = open_store(&args.data, LOCKED_USE_SERVER)?;
             export_local(&store, format, run, window, dest.writer(out))?
         }
     };

@@ -62,7 +62,7 @@ pub fn run(args: &VerifyArgs, out: &mut dyn Write) -> anyhow::Result<Outcome> {
         Format::Csv => read_csv(&text)?,
     };
     // The check reads the log itself: a server's answers would be what is being verified.
-    let store = open_store(&args.data.data, LOCKED_NEEDS_DIRECTORY)?;
+    let store = open_store(&args.data, LOCKED_NEEDS_DIRECTORY)?;
     let progress = progress_bar(rows.len() as u64, "verifying");
     let mut log = LogRows::default();
     let mut checked = 0u64;

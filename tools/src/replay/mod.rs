@@ -100,7 +100,7 @@ pub fn run(args: &ReplayArgs, out: &mut dyn Write) -> anyhow::Result<()> {
             }
         }
         None => {
-            store = view::open_for_reading(&args.data.data, LOCKED_USE_SERVER)?;
+            store = view::open_for_reading(&args.data, LOCKED_USE_SERVER)?;
             let head = view::require_run(&store, run)?;
             Reader::Store {
                 store: &store,

@@ -191,7 +191,7 @@ impl RunActor {
                 // Someone else wrote to this run (an actor being replaced): start from the log,
                 // once what this run wrote is durable (answers may be waiting on it).
                 self.live.durable().await?;
-                self.live = self.shared.store.load(self.live.run_id())?;
+                self.live = self.shared.store.load_async(self.live.run_id()).await?;
                 Err(Error::Concurrent)
             }
             other => Ok(other?),
