@@ -10,6 +10,7 @@
 //! is the engine's.
 
 mod append;
+mod copy;
 mod error;
 pub mod index;
 mod live;
@@ -28,6 +29,7 @@ mod verify;
 pub mod conformance;
 
 pub use append::SESSION_ID_BYTES_MAX;
+pub use copy::{Copied, copy};
 pub use error::{Error, Result};
 pub use index::{INDEX_KEY_BYTES_MAX, IndexEntry, IndexOp, IndexRange};
 pub use live::LiveRun;

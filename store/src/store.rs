@@ -208,10 +208,9 @@ impl Store {
         to_seq: u64,
     ) -> Result<Vec<Envelope>> {
         let events = self.log.read_run_async(run_id, from_seq, to_seq).await?;
-        self.reads.events.fetch_add(
-            events.len() as u64,
-            std::sync::atomic::Ordering::Relaxed,
-        );
+        self.reads
+            .events
+            .fetch_add(events.len() as u64, std::sync::atomic::Ordering::Relaxed);
         Ok(events)
     }
 

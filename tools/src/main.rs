@@ -11,6 +11,7 @@ mod replay;
 mod run;
 mod serve;
 mod sessions;
+mod store_cmd;
 mod view;
 
 use std::io::{self, Write};
@@ -67,6 +68,8 @@ enum Command {
     Chat(run::ChatArgs),
     /// Export every approval decision (JSON Lines or CSV), or verify an export against the log.
     Audit(audit::AuditArgs),
+    /// The PostgreSQL store: create or upgrade its schema, or copy a data directory into it.
+    Store(store_cmd::StoreArgs),
 }
 
 /// Exit codes: 0 success, 1 a negative answer, 2 usage or operational error.
@@ -119,6 +122,7 @@ fn main() -> ExitCode {
         Command::Run(args) => run::run(args, &mut out),
         Command::Chat(args) => run::chat::run(args, &mut out),
         Command::Audit(args) => audit::run(args, &mut out),
+        Command::Store(args) => done(store_cmd::run(args, &mut out)),
     };
     match result {
         Ok(Outcome::Ok) => ExitCode::SUCCESS,

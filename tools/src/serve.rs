@@ -333,7 +333,9 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
 
 fn parse_store(s: &str) -> Result<Location, String> {
     match s.parse()? {
-        Location::Sled(_) => Err("--store takes a PostgreSQL URL; the sled store is --data DIR".into()),
+        Location::Sled(_) => {
+            Err("--store takes a PostgreSQL URL; the sled store is --data DIR".into())
+        }
         pg => Ok(pg),
     }
 }

@@ -38,7 +38,7 @@ impl Target {
     /// read it; `schema` is Chronicle's (letters, digits and `_`, starting with a letter or `_`,
     /// at most 63 bytes; `chronicle` when absent).
     pub fn parse(url: &str) -> Result<Target> {
-        let bad = |why: String| Error::Unopenable(format!("bad PostgreSQL URL: {why}"));
+        let bad = |why: String| Error::Postgres(format!("bad URL: {why}"));
         let mut parsed = url::Url::parse(url).map_err(|e| bad(e.to_string()))?;
         if !matches!(parsed.scheme(), "postgres" | "postgresql") {
             return Err(bad(format!(
@@ -80,7 +80,7 @@ impl Target {
 
     /// The same server and database, another schema (tests make one per store).
     pub fn with_schema(&self, schema: &str) -> Result<Target> {
-        check_schema(schema).map_err(|why| Error::Unopenable(format!("bad schema: {why}")))?;
+        check_schema(schema).map_err(|why| Error::Postgres(format!("bad schema: {why}")))?;
         let mut t = self.clone();
         t.shown = t.shown.replace(
             &format!("schema={}", self.schema),

@@ -32,6 +32,7 @@
 //! was written and the same request may work later. A full disk is [`Error::StorageFull`].
 
 mod connect;
+mod import;
 mod reads;
 mod writer;
 
@@ -235,10 +236,9 @@ impl PgLog {
         let (next, last_at) = run_on(&handle, {
             let (pool, schema) = (pool.clone(), target.schema.clone());
             async move {
-                let client = pool
-                    .get()
-                    .await
-                    .map_err(|e| Error::Unopenable(format!("cannot connect to PostgreSQL: {e}")))?;
+                let client = pool.get().await.map_err(|e| {
+                    Error::Unavailable(format!("cannot connect to PostgreSQL: {e}"))
+                })?;
                 let version = connect::schema_version(&client, &schema).await?;
                 match (version, create) {
                     (Some(v), _) if v == PG_SCHEMA_VERSION => {}
@@ -252,7 +252,7 @@ impl PgLog {
                         connect::migrate(&client, &schema).await?;
                     }
                     (None, Create::No) => {
-                        return Err(Error::Unopenable(format!(
+                        return Err(Error::Postgres(format!(
                             "the database has no Chronicle store in schema {schema} \
                              (`chronicle store migrate` makes one)"
                         )));
@@ -314,7 +314,7 @@ impl PgLog {
                         .connect(connect::tls())
                         .await
                         .map_err(|e| {
-                            Error::Unopenable(format!("cannot connect to PostgreSQL: {e}"))
+                            Error::Unavailable(format!("cannot connect to PostgreSQL: {e}"))
                         })?;
                     let conn = tokio::spawn(conn);
                     let done = connect::migrate(&client, &target.schema).await;
@@ -357,6 +357,14 @@ impl PgLog {
             .join()
             .unwrap_or(Err(Error::Closed))
         })
+    }
+
+    /// Writes events stored elsewhere, each at its own offset with its own `at` and hash, after
+    /// the last one here (`events[0].offset` must be this log's next offset): what `chronicle
+    /// store copy` moves a log with. Returns the next offset.
+    pub fn import(&self, events: Vec<Envelope>) -> Result<u64> {
+        self.inner.refuse_if_stopped()?;
+        self.block(import::batch(self.inner.clone(), events))
     }
 
     /// Where the store lives (no password).

@@ -125,7 +125,15 @@ async fn commit(inner: &Inner, batch: Vec<Request>, clock: &mut Clock) {
     // Round trip 2: the events, the heads, the log head, the announcement, the commit.
     let first = &ready.staged[0].0.envelopes[0];
     let (first_offset, first_record) = (first.offset, ready.staged[0].0.records[0].clone());
-    let outcome = write(&client, &sql, &ready, &inner.channel).await;
+    let staged: Vec<&Staged> = ready.staged.iter().map(|(s, _)| s).collect();
+    let outcome = write(
+        &client,
+        &sql,
+        &staged,
+        (ready.next_offset, ready.last_at),
+        &inner.channel,
+    )
+    .await;
     let committed = match outcome {
         Ok(()) => Ok(()),
         // The server answered: the transaction did not commit.
@@ -187,9 +195,9 @@ fn stage_batch(
 }
 
 /// The statements of an append, prepared on its connection.
-struct Statements {
-    lock: Statement,
-    heads: Statement,
+pub(crate) struct Statements {
+    pub lock: Statement,
+    pub heads: Statement,
     events: Statement,
     runs: Statement,
     log_head: Statement,
@@ -197,7 +205,7 @@ struct Statements {
 }
 
 impl Statements {
-    async fn prepare(client: &deadpool_postgres::Object) -> Result<Statements> {
+    pub async fn prepare(client: &deadpool_postgres::Object) -> Result<Statements> {
         let p = |sql: &'static str| client.prepare_cached(sql);
         Ok(Statements {
             lock: p("SELECT next_offset, last_at, pg_backend_pid() FROM log_head FOR UPDATE")
@@ -232,15 +240,18 @@ impl Statements {
     }
 }
 
-async fn write(
+/// Round trip 2 of an append transaction: the events and heads of `staged`, the log head moved
+/// to `next_offset` and `last_at`, the announcement, and the commit.
+pub(crate) async fn write(
     client: &tokio_postgres::Client,
     sql: &Statements,
-    ready: &Ready,
+    staged: &[&Staged],
+    (next_offset, last_at): (u64, i64),
     channel: &str,
 ) -> std::result::Result<(), tokio_postgres::Error> {
     let (mut offsets, mut runs, mut seqs, mut records) = (vec![], vec![], vec![], vec![]);
     let mut heads: HashMap<RunId, &RunHead> = HashMap::new();
-    for (s, _) in &ready.staged {
+    for s in staged {
         for (env, record) in s.envelopes.iter().zip(&s.records) {
             offsets.push(env.offset as i64);
             runs.push(env.run_id.0);
@@ -258,8 +269,8 @@ async fn write(
     let h_created: Vec<i64> = heads.iter().map(|h| h.created_at.0).collect();
     let h_updated: Vec<i64> = heads.iter().map(|h| h.updated_at.0).collect();
     let h_terminal: Vec<bool> = heads.iter().map(|h| h.terminal).collect();
-    let next = ready.next_offset as i64;
-    let payload = ready.next_offset.to_string();
+    let next = next_offset as i64;
+    let payload = next_offset.to_string();
     let event_params: [&(dyn ToSql + Sync); 4] = [&offsets, &runs, &seqs, &records];
     let head_params: [&(dyn ToSql + Sync); 8] = [
         &h_run,
@@ -271,7 +282,7 @@ async fn write(
         &h_updated,
         &h_terminal,
     ];
-    let log_head_params: [&(dyn ToSql + Sync); 2] = [&next, &ready.last_at];
+    let log_head_params: [&(dyn ToSql + Sync); 2] = [&next, &last_at];
     let notify_params: [&(dyn ToSql + Sync); 2] = [&channel, &payload];
     let (events, runs_written, log_head, notify, commit) = tokio::join!(
         client.execute(&sql.events, &event_params),
@@ -368,6 +379,6 @@ fn finish(inner: &Inner, ready: Ready, committed: Result<()>) {
 }
 
 /// Drops a connection whose state is unknown instead of returning it to the pool.
-fn discard(client: deadpool_postgres::Object) {
+pub(crate) fn discard(client: deadpool_postgres::Object) {
     drop(deadpool_postgres::Object::take(client));
 }
