@@ -2,7 +2,7 @@
 CARGO ?= cargo
 SHELL := /bin/bash
 
-.PHONY: run test test-deps schemathesis schemathesis-venv langgraph langgraph-venv langgraph-js langgraph-js-deps data-venv bench console-shots lint fmt
+.PHONY: run test test-suites test-deps schemathesis schemathesis-venv langgraph langgraph-venv langgraph-js langgraph-js-deps data-venv bench console-shots lint fmt
 
 # The server on 127.0.0.1:8080 with the embedded store in ./.chronicle/, the built-in agents and
 # no LLM key needed. Extra flags: make run ARGS="--hitl-default every_todo". The data domain
@@ -14,8 +14,15 @@ run: $(RUN_DEPS)
 	$(CARGO) run -p chronicle-tools -- serve $(ARGS)
 
 # Every test of the workspace, doctests included (debug profile: no release build here), then
-# one closing line with the totals.
+# one closing line with the totals. A throwaway PostgreSQL from Debian's packages (installed when
+# missing) runs for the tests of the PostgreSQL store and is stopped and removed at the end, pass
+# or fail (see tests/postgres/server.sh).
 test: test-deps
+	@bash tests/postgres/server.sh start >/dev/null
+	@status=0; CHRONICLE_TEST_PG=$$(bash tests/postgres/server.sh url) $(MAKE) --no-print-directory test-suites \
+	  || status=$$?; bash tests/postgres/server.sh stop; exit $$status
+
+test-suites:
 	$(CARGO) test --workspace --doc
 	@mkdir -p target
 	@set -o pipefail; $(CARGO) test --workspace --all-targets 2>&1 | tee target/test-output.log

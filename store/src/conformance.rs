@@ -29,6 +29,20 @@ pub trait Factory {
     /// The store closed and opened again: what a restart keeps. A store that keeps nothing
     /// beyond its handles (memory) comes back as it is.
     fn reopen(&self, store: Store) -> Store;
+
+    /// A second handle on the same store, as another process would open it. A store that one
+    /// process holds alone (sled locks its directory; memory is one process's) gives the same
+    /// handle, and the cases that use this hold for it trivially.
+    fn another_handle(&self, store: &Store) -> Store {
+        store.clone()
+    }
+
+    /// Cuts every connection of the store to its database, as a failing network or a restarted
+    /// server would, at whatever point each one is (in the middle of a commit, say). Nothing for
+    /// a store without connections.
+    fn cut_connections(&self, store: &Store) {
+        let _ = store;
+    }
 }
 
 /// Stores in memory.
@@ -100,6 +114,19 @@ impl Factory for Postgres {
                 .expect("the PostgreSQL store opens again"),
         )
     }
+
+    fn another_handle(&self, store: &Store) -> Store {
+        let target = store.postgres().expect("a PostgreSQL store").clone();
+        Store::from_log(
+            crate::PgLog::open_target(target, store.options().clone(), crate::Create::No)
+                .expect("a second handle opens"),
+        )
+    }
+
+    fn cut_connections(&self, store: &Store) {
+        let target = store.postgres().expect("a PostgreSQL store");
+        crate::PgLog::terminate_connections(target).expect("the connections are cut");
+    }
 }
 
 impl Drop for Postgres {
@@ -142,6 +169,9 @@ macro_rules! conformance_tests {
             written_appends_are_durable_once_waited_for,
             the_index_applies_batches_whole_and_pages_both_ways,
             bad_index_keys_write_nothing_and_a_stopped_store_refuses_the_index,
+            two_handles_append_at_once_with_one_winner_per_seq,
+            a_follower_on_one_handle_sees_the_other_handles_appends_in_order,
+            cut_connections_leave_acknowledged_present_and_refused_absent,
         );
         #[test]
         fn the_store_behaves_like_a_map() {
@@ -1569,4 +1599,177 @@ pub async fn bad_index_keys_write_nothing_and_a_stopped_store_refuses_the_index(
     );
     assert_eq!(store.index_get(b"a").unwrap(), Some(b"1".to_vec()));
     assert_eq!(store.index_watermark().unwrap(), 1);
+}
+
+// ------------------------------------------------------------------- a store processes share
+
+/// Two handles on one store (two processes on one database) race on the same runs and append
+/// to their own: offsets stay dense across both, of two appends with one `expected_seq` exactly
+/// one wins, and every acknowledged event is stored once.
+pub async fn two_handles_append_at_once_with_one_winner_per_seq(f: &dyn Factory) {
+    let a = f.create(Options::default());
+    let b = f.another_handle(&a);
+    const RUNS: u128 = 6;
+    const SEQS: u64 = 25;
+    let mut tasks = Vec::new();
+    for r in 0..RUNS {
+        for (side, store) in [(0u8, a.clone()), (1u8, b.clone())] {
+            tasks.push(tokio::spawn(async move {
+                // Both handles append every seq of the shared run; a loser learns the run moved.
+                let shared = run(100 + r);
+                let mut wins = Vec::new();
+                for seq in 0..SEQS {
+                    let ev = if seq == 0 {
+                        run_started(&format!("shared{r}"))
+                    } else {
+                        note(seq)
+                    };
+                    loop {
+                        match store.append(shared, seq, vec![ev.clone()]).await {
+                            Ok(envs) => {
+                                wins.push((seq, envs[0].hash));
+                                break;
+                            }
+                            Err(Error::Conflict { actual, .. }) if actual > seq => break,
+                            // The other side has not written seq - 1 yet.
+                            Err(Error::Conflict { .. }) => tokio::task::yield_now().await,
+                            Err(e) => panic!("append to a shared run: {e}"),
+                        }
+                    }
+                }
+                // And a run of its own, with nobody to race.
+                let own = run(200 + r * 2 + u128::from(side));
+                store
+                    .append(own, 0, vec![run_started("own")])
+                    .await
+                    .unwrap();
+                for seq in 1..SEQS {
+                    store.append(own, seq, vec![note(seq)]).await.unwrap();
+                }
+                wins
+            }));
+        }
+    }
+    let mut won: BTreeMap<(u128, u64), usize> = BTreeMap::new();
+    for (i, t) in tasks.into_iter().enumerate() {
+        let r = i as u128 / 2;
+        for (seq, hash) in t.await.unwrap() {
+            *won.entry((r, seq)).or_default() += 1;
+            let stored = a.read_run(run(100 + r), seq, seq).next().unwrap().unwrap();
+            assert_eq!(stored.hash, hash, "the winner's event is the one stored");
+        }
+    }
+    for r in 0..RUNS {
+        for seq in 0..SEQS {
+            assert_eq!(
+                won.get(&(r, seq)),
+                Some(&1),
+                "run {r} seq {seq}: one winner"
+            );
+        }
+    }
+    let events = assert_dense(&a);
+    assert_eq!(events, RUNS as u64 * SEQS * 3);
+    assert_eq!(assert_dense(&b), events, "both handles read the same log");
+}
+
+/// What one handle appends, a follower on the other sees: every offset once, in order, the same
+/// events.
+pub async fn a_follower_on_one_handle_sees_the_other_handles_appends_in_order(f: &dyn Factory) {
+    let a = f.create(Options::default());
+    let b = f.another_handle(&a);
+    let follower = b.follow(0);
+    let writer = {
+        let a = a.clone();
+        tokio::spawn(async move {
+            let mut hashes = Vec::new();
+            for r in 0..4u128 {
+                let envs = a
+                    .append(run(300 + r), 0, vec![run_started("f")])
+                    .await
+                    .unwrap();
+                hashes.extend(envs.iter().map(|e| (e.offset, e.hash)));
+                for seq in 1..30u64 {
+                    let envs = a.append(run(300 + r), seq, vec![note(seq)]).await.unwrap();
+                    hashes.extend(envs.iter().map(|e| (e.offset, e.hash)));
+                }
+            }
+            hashes
+        })
+    };
+    let seen: Vec<(u64, Hash)> = tokio::time::timeout(
+        std::time::Duration::from_secs(60),
+        follower
+            .take(120)
+            .map(|e| {
+                let e = e.unwrap();
+                (e.offset, e.hash)
+            })
+            .collect(),
+    )
+    .await
+    .expect("the follower on the other handle saw every append");
+    assert_eq!(seen, writer.await.unwrap());
+}
+
+/// Connections cut again and again while appends go on: every acknowledged append is stored,
+/// and an append that was refused is not (its run continues at the seq it would have taken).
+/// The ones cut during a commit are the case this is for: their outcome is learned, not guessed.
+pub async fn cut_connections_leave_acknowledged_present_and_refused_absent(f: &dyn Factory) {
+    let store = f.create(Options {
+        pg_reconcile_ms: 120_000,
+        // Connections cut while the log head is held, and answers to commits lost, on a store
+        // that has them.
+        pg_drill_hold_lock_ms: 5,
+        pg_drill_lose_commit_answer_every: 7,
+        ..Options::default()
+    });
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut writers = Vec::new();
+    for r in 0..4u128 {
+        let (store, stop) = (store.clone(), stop.clone());
+        writers.push(tokio::spawn(async move {
+            let run = run(400 + r);
+            let mut acked = Vec::new();
+            let mut refused = 0u32;
+            let mut seq = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) || seq < 5 {
+                let ev = if seq == 0 {
+                    run_started("cut")
+                } else {
+                    note(seq)
+                };
+                match store.append(run, seq, vec![ev, note(seq + 1)]).await {
+                    Ok(envs) => {
+                        acked.extend(envs.iter().map(|e| (e.seq, e.hash)));
+                        seq += 2;
+                    }
+                    // Refused: nothing of it was stored, so the same seq is free.
+                    Err(Error::Unavailable(_)) => refused += 1,
+                    Err(e) => panic!("run {r} seq {seq}: {e}"),
+                }
+                // A store whose appends never wait would hold the thread otherwise.
+                tokio::task::yield_now().await;
+            }
+            (run, acked, refused)
+        }));
+    }
+    for _ in 0..25 {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        f.cut_connections(&store);
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for w in writers {
+        let (run, acked, refused) = w.await.unwrap();
+        eprintln!(
+            "run {run}: {} events acknowledged, {refused} appends refused",
+            acked.len()
+        );
+        let stored: Vec<(u64, Hash)> = store
+            .read_run(run, 0, u64::MAX)
+            .map(|e| e.map(|e| (e.seq, e.hash)).unwrap())
+            .collect();
+        assert_eq!(stored, acked, "run {run}: exactly the acknowledged events");
+    }
+    assert_dense(&store);
 }

@@ -67,6 +67,15 @@ pub struct Options {
     /// PostgreSQL: how long the store keeps asking whether a commit whose answer was lost
     /// happened, before it stops (fail-stop) rather than guess.
     pub pg_reconcile_ms: u64,
+    /// PostgreSQL fault drill: the writer holds the log head's lock this long between the two
+    /// round trips of every append (0: not at all), so that a test can cut its connection there
+    /// or see what others wait for.
+    #[doc(hidden)]
+    pub pg_drill_hold_lock_ms: u64,
+    /// PostgreSQL fault drill: every n-th commit (0: none) is answered as if its connection
+    /// broke after it was sent, so that its outcome is learned by asking the database.
+    #[doc(hidden)]
+    pub pg_drill_lose_commit_answer_every: u64,
 }
 
 impl Default for Options {
@@ -90,6 +99,8 @@ impl Default for Options {
             pg_connect_timeout_ms: 5_000,
             pg_poll_ms: 250,
             pg_reconcile_ms: 30_000,
+            pg_drill_hold_lock_ms: 0,
+            pg_drill_lose_commit_answer_every: 0,
         }
     }
 }

@@ -109,7 +109,9 @@ impl Target {
         ));
         c.options(options.trim());
         if c.get_application_name().is_none() {
-            c.application_name("chronicle");
+            // What `pg_stat_activity` shows: which store a connection is of.
+            let name = format!("chronicle/{}", self.schema);
+            c.application_name(&name);
         }
         if c.get_connect_timeout().is_none() {
             c.connect_timeout(Duration::from_millis(opts.pg_connect_timeout_ms));

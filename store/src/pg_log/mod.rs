@@ -301,61 +301,38 @@ impl PgLog {
     /// Creates the store's schema at `url`, or upgrades it, under an advisory lock.
     pub fn migrate(url: &str) -> Result<Migrated> {
         let target = Target::parse(url)?;
-        let opts = Options::default();
-        let result = std::thread::scope(|s| {
-            s.spawn(|| {
-                // A runtime of its own, on a thread of its own: callable from anywhere.
-                let runtime = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()?;
-                runtime.block_on(async {
-                    let (client, conn) = target
-                        .session_config(&opts)
-                        .connect(connect::tls())
-                        .await
-                        .map_err(|e| {
-                            Error::Unavailable(format!("cannot connect to PostgreSQL: {e}"))
-                        })?;
-                    let conn = tokio::spawn(conn);
-                    let done = connect::migrate(&client, &target.schema).await;
-                    drop(client);
-                    let _ = conn.await;
-                    done
-                })
-            })
-            .join()
-            .unwrap_or_else(|_| Err(Error::Closed))
-        });
-        result
+        let schema = target.schema.clone();
+        one_off(&target, move |client| {
+            Box::pin(async move { connect::migrate(client, &schema).await })
+        })
     }
 
     /// Removes the store in `target`'s schema, with everything in it (the tests' clean-up).
     #[doc(hidden)]
     pub fn drop_schema(target: &Target) -> Result<()> {
-        let opts = Options::default();
-        std::thread::scope(|s| {
-            s.spawn(|| {
-                let runtime = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()?;
-                runtime.block_on(async {
-                    let (client, conn) = target
-                        .session_config(&opts)
-                        .connect(connect::tls())
-                        .await
-                        .map_err(db)?;
-                    let conn = tokio::spawn(conn);
-                    let done = client
-                        .batch_execute(&format!("DROP SCHEMA IF EXISTS {} CASCADE", target.schema))
-                        .await
-                        .map_err(db);
-                    drop(client);
-                    let _ = conn.await;
-                    done
-                })
+        let sql = format!("DROP SCHEMA IF EXISTS {} CASCADE", target.schema);
+        one_off(target, move |client| {
+            Box::pin(async move { client.batch_execute(&sql).await.map_err(db) })
+        })
+    }
+
+    /// Ends every connection of the store in `target`'s schema, as a failing network would (a
+    /// fault drill for the tests).
+    #[doc(hidden)]
+    pub fn terminate_connections(target: &Target) -> Result<()> {
+        let name = format!("chronicle/{}", target.schema);
+        one_off(target, move |client| {
+            Box::pin(async move {
+                client
+                    .execute(
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+                         WHERE application_name = $1 AND pid <> pg_backend_pid()",
+                        &[&name],
+                    )
+                    .await
+                    .map_err(db)?;
+                Ok(())
             })
-            .join()
-            .unwrap_or(Err(Error::Closed))
         })
     }
 
@@ -405,6 +382,37 @@ impl PgLog {
         self.writer.send(request).await.map_err(|_| Error::Closed)?;
         answer.await.unwrap_or(Err(Error::Closed))
     }
+}
+
+/// Runs `work` on a connection of its own (not one of a store's), on a thread and runtime of its
+/// own: callable from anywhere.
+fn one_off<T: Send>(
+    target: &Target,
+    work: impl for<'c> FnOnce(
+        &'c tokio_postgres::Client,
+    ) -> std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<T>> + Send + 'c>,
+    > + Send,
+) -> Result<T> {
+    let mut config = target.session_config(&Options::default());
+    config.application_name("chronicle/admin");
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            runtime.block_on(async {
+                let (client, conn) = config.connect(connect::tls()).await.map_err(db)?;
+                let conn = tokio::spawn(conn);
+                let done = work(&client).await;
+                drop(client);
+                let _ = conn.await;
+                done
+            })
+        })
+        .join()
+        .unwrap_or(Err(Error::Closed))
+    })
 }
 
 /// Runs `fut` on `handle`'s runtime and waits for its answer on a channel: works from a thread of

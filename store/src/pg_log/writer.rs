@@ -122,6 +122,9 @@ async fn commit(inner: &Inner, batch: Vec<Request>, clock: &mut Clock) {
         }
         return;
     }
+    if inner.opts.pg_drill_hold_lock_ms > 0 {
+        tokio::time::sleep(Duration::from_millis(inner.opts.pg_drill_hold_lock_ms)).await;
+    }
     // Round trip 2: the events, the heads, the log head, the announcement, the commit.
     let first = &ready.staged[0].0.envelopes[0];
     let (first_offset, first_record) = (first.offset, ready.staged[0].0.records[0].clone());
@@ -134,6 +137,21 @@ async fn commit(inner: &Inner, batch: Vec<Request>, clock: &mut Clock) {
         &inner.channel,
     )
     .await;
+    let every = inner.opts.pg_drill_lose_commit_answer_every;
+    let lose = every > 0 && inner.barriers.load(Ordering::Relaxed) % every == every - 1;
+    let outcome = match outcome {
+        // The drill: a commit that succeeded, answered as if the connection broke.
+        Ok(()) if lose => {
+            inner.barriers.fetch_add(1, Ordering::Relaxed);
+            discard(client);
+            return finish(
+                inner,
+                ready,
+                reconcile(inner, backend, first_offset, first_record).await,
+            );
+        }
+        other => other,
+    };
     let committed = match outcome {
         Ok(()) => Ok(()),
         // The server answered: the transaction did not commit.
