@@ -38,6 +38,15 @@ fn turn(message: &str, thread: &str) -> ChatRequest {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chat_resume_and_session_flow() {
+    chat_resume_and_session_flow_test().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chat_resume_and_session_flow_on_postgres() {
+    crate::api_support::on_postgres(chat_resume_and_session_flow_test()).await;
+}
+
+async fn chat_resume_and_session_flow_test() {
     let srv = server(Tokens::none(), None).await;
     let c = &srv.client;
     let first = c
@@ -956,6 +965,15 @@ async fn an_approval_timeout_outside_its_range_is_422_and_writes_nothing() {
 /// or an unknown field is refused and writes nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancel_and_restore_take_json_bodies() {
+    cancel_and_restore_take_json_bodies_test().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_and_restore_take_json_bodies_on_postgres() {
+    crate::api_support::on_postgres(cancel_and_restore_take_json_bodies_test()).await;
+}
+
+async fn cancel_and_restore_take_json_bodies_test() {
     let srv = server(Tokens::none(), None).await;
     let raw = &srv.http;
     let started = || async {

@@ -177,6 +177,16 @@ fn refused<T: std::fmt::Debug>(r: Result<T, Error>) -> (u16, String) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_principals_decide_and_the_log_and_audit_name_them() {
+    two_principals_decide_and_the_log_and_audit_name_them_test().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_principals_decide_and_the_log_and_audit_name_them_on_postgres() {
+    crate::api_support::on_postgres(two_principals_decide_and_the_log_and_audit_name_them_test())
+        .await;
+}
+
+async fn two_principals_decide_and_the_log_and_audit_name_them_test() {
     let s = server(two_principals(), None).await;
 
     // Tokens configured: no token (or an unknown one) is 401 everywhere but /healthz.
@@ -300,6 +310,18 @@ async fn two_principals_decide_and_the_log_and_audit_name_them() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_inbox_lists_pending_approvals_of_every_run_until_decided() {
+    the_inbox_lists_pending_approvals_of_every_run_until_decided_test().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_inbox_lists_pending_approvals_of_every_run_until_decided_on_postgres() {
+    crate::api_support::on_postgres(
+        the_inbox_lists_pending_approvals_of_every_run_until_decided_test(),
+    )
+    .await;
+}
+
+async fn the_inbox_lists_pending_approvals_of_every_run_until_decided_test() {
     let s = server(Tokens::none(), None).await;
     let (run1, p1) = start_two_approvals(&s, None).await;
     let (run2, p2) = start_two_approvals(&s, None).await;
@@ -500,6 +522,18 @@ async fn assert_row_in_chain(s: &Server, row: &AuditRow) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn export_rows_match_the_decisions_and_recompute_from_the_chain() {
+    export_rows_match_the_decisions_and_recompute_from_the_chain_test().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn export_rows_match_the_decisions_and_recompute_from_the_chain_on_postgres() {
+    crate::api_support::on_postgres(
+        export_rows_match_the_decisions_and_recompute_from_the_chain_test(),
+    )
+    .await;
+}
+
+async fn export_rows_match_the_decisions_and_recompute_from_the_chain_test() {
     let s = server(Tokens::none(), None).await;
     let (run1, p1) = start_two_approvals(&s, None).await;
     let (run2, p2) = start_two_approvals(&s, None).await;
@@ -603,6 +637,15 @@ async fn export_rows_match_the_decisions_and_recompute_from_the_chain() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn export_filters_and_bad_requests() {
+    export_filters_and_bad_requests_test().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn export_filters_and_bad_requests_on_postgres() {
+    crate::api_support::on_postgres(export_filters_and_bad_requests_test()).await;
+}
+
+async fn export_filters_and_bad_requests_test() {
     let s = server(Tokens::none(), None).await;
     let (run1, p1) = start_two_approvals(&s, None).await;
     let (run2, p2) = start_two_approvals(&s, None).await;
@@ -694,6 +737,15 @@ async fn export_filters_and_bad_requests() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn fifty_concurrent_decisions_one_wins() {
+    fifty_concurrent_decisions_one_wins_test().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn fifty_concurrent_decisions_one_wins_on_postgres() {
+    crate::api_support::on_postgres(fifty_concurrent_decisions_one_wins_test()).await;
+}
+
+async fn fifty_concurrent_decisions_one_wins_test() {
     let s = server(two_principals(), None).await;
     let (run, pending) = start_two_approvals(&s, Some(ALICE)).await;
     let target = pending[0].id.clone();
@@ -839,6 +891,18 @@ fn refused_event_bytes<T: std::fmt::Debug>(r: Result<T, Error>) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_decision_at_the_event_limit_is_recorded_and_one_byte_over_is_413() {
+    a_decision_at_the_event_limit_is_recorded_and_one_byte_over_is_413_test().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_decision_at_the_event_limit_is_recorded_and_one_byte_over_is_413_on_postgres() {
+    crate::api_support::on_postgres(
+        a_decision_at_the_event_limit_is_recorded_and_one_byte_over_is_413_test(),
+    )
+    .await;
+}
+
+async fn a_decision_at_the_event_limit_is_recorded_and_one_byte_over_is_413_test() {
     const LIMIT: usize = chronicle_schemas::EVENT_BYTES_MAX;
     let s = server(Tokens::none(), None).await;
     let (run, pending) = start_two_approvals(&s, None).await;

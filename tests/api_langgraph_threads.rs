@@ -42,6 +42,18 @@ async fn thread_with_a_turn(srv: &Server, token: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn another_principals_thread_is_not_found_anywhere_and_an_admin_sees_it() {
+    another_principals_thread_is_not_found_anywhere_and_an_admin_sees_it_test().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_principals_thread_is_not_found_anywhere_and_an_admin_sees_it_on_postgres() {
+    crate::api_support::on_postgres(
+        another_principals_thread_is_not_found_anywhere_and_an_admin_sees_it_test(),
+    )
+    .await;
+}
+
+async fn another_principals_thread_is_not_found_anywhere_and_an_admin_sees_it_test() {
     let srv = server(principals(), None).await;
     let id = thread_with_a_turn(&srv, ALICE).await;
     let (_, runs) = get(&srv, ALICE, &format!("/threads/{id}/runs")).await;
@@ -119,6 +131,15 @@ async fn another_principals_thread_is_not_found_anywhere_and_an_admin_sees_it() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_x_api_key_header_is_a_token() {
+    the_x_api_key_header_is_a_token_test().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_x_api_key_header_is_a_token_on_postgres() {
+    crate::api_support::on_postgres(the_x_api_key_header_is_a_token_test()).await;
+}
+
+async fn the_x_api_key_header_is_a_token_test() {
     let srv = server(principals(), None).await;
     let res = srv
         .http
@@ -151,6 +172,15 @@ async fn the_x_api_key_header_is_a_token() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_requests_change_nothing() {
+    bad_requests_change_nothing_test().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_requests_change_nothing_on_postgres() {
+    crate::api_support::on_postgres(bad_requests_change_nothing_test()).await;
+}
+
+async fn bad_requests_change_nothing_test() {
     let srv = server(principals(), None).await;
     let id = thread_with_a_turn(&srv, ALICE).await;
     let before = (srv.offsets(), records(&srv));
@@ -341,6 +371,16 @@ fn sse_events(body: &str) -> Vec<(String, Value)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_run_streams_error_and_waits_to_an_error_value() {
+    a_failing_run_streams_error_and_waits_to_an_error_value_test().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_run_streams_error_and_waits_to_an_error_value_on_postgres() {
+    crate::api_support::on_postgres(a_failing_run_streams_error_and_waits_to_an_error_value_test())
+        .await;
+}
+
+async fn a_failing_run_streams_error_and_waits_to_an_error_value_test() {
     // A plan longer than the run's TODO limit fails the run: this query plans two.
     let mut settings = chronicle_realestate::settings();
     settings.defaults.limits.max_todos = 1;
@@ -382,6 +422,16 @@ async fn a_failing_run_streams_error_and_waits_to_an_error_value() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancel_many_cancels_what_runs_and_only_the_callers() {
+    cancel_many_cancels_what_runs_and_only_the_callers_test().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_many_cancels_what_runs_and_only_the_callers_on_postgres() {
+    crate::api_support::on_postgres(cancel_many_cancels_what_runs_and_only_the_callers_test())
+        .await;
+}
+
+async fn cancel_many_cancels_what_runs_and_only_the_callers_test() {
     let srv = server(principals(), None).await;
     let id = new_thread(&srv).await;
     // A turn that waits for approval stays settled: nothing of it is running.
@@ -432,6 +482,15 @@ async fn cancel_many_cancels_what_runs_and_only_the_callers() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stream_refused_for_the_stream_cap_starts_no_run() {
+    a_stream_refused_for_the_stream_cap_starts_no_run_test().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_refused_for_the_stream_cap_starts_no_run_on_postgres() {
+    crate::api_support::on_postgres(a_stream_refused_for_the_stream_cap_starts_no_run_test()).await;
+}
+
+async fn a_stream_refused_for_the_stream_cap_starts_no_run_test() {
     let config = chronicle_api::ApiConfig {
         streams_per_principal_max: 0,
         ..Default::default()
@@ -460,6 +519,16 @@ async fn a_stream_refused_for_the_stream_cap_starts_no_run() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_copy_does_not_serve_the_turns_of_a_deleted_thread() {
+    a_copy_does_not_serve_the_turns_of_a_deleted_thread_test().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_copy_does_not_serve_the_turns_of_a_deleted_thread_on_postgres() {
+    crate::api_support::on_postgres(a_copy_does_not_serve_the_turns_of_a_deleted_thread_test())
+        .await;
+}
+
+async fn a_copy_does_not_serve_the_turns_of_a_deleted_thread_test() {
     let srv = server(principals(), None).await;
     let id = thread_with_a_turn(&srv, ALICE).await;
     let (s, copy) = post(&srv, ALICE, &format!("/threads/{id}/copy"), json!({})).await;
@@ -510,6 +579,16 @@ async fn copy_shows(srv: &Server, id: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_threads_values_and_each_history_answer_are_bounded() {
+    a_threads_values_and_each_history_answer_are_bounded_test().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_threads_values_and_each_history_answer_are_bounded_on_postgres() {
+    crate::api_support::on_postgres(a_threads_values_and_each_history_answer_are_bounded_test())
+        .await;
+}
+
+async fn a_threads_values_and_each_history_answer_are_bounded_test() {
     use chronicle_wire::langgraph::HISTORY_BYTES_MAX;
     let srv = server(principals(), None).await;
     let id = thread_with_a_turn(&srv, ALICE).await;
@@ -576,6 +655,18 @@ async fn a_threads_values_and_each_history_answer_are_bounded() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn containment_filters_are_bounded_and_match_within_the_bounds() {
+    containment_filters_are_bounded_and_match_within_the_bounds_test().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn containment_filters_are_bounded_and_match_within_the_bounds_on_postgres() {
+    crate::api_support::on_postgres(
+        containment_filters_are_bounded_and_match_within_the_bounds_test(),
+    )
+    .await;
+}
+
+async fn containment_filters_are_bounded_and_match_within_the_bounds_test() {
     use chronicle_wire::langgraph::{FILTER_BYTES_MAX, FILTER_DEPTH_MAX, FILTER_VALUES_MAX};
     let srv = server(principals(), None).await;
     // A thread with a large metadata array, and filters just within and just over the bounds.
@@ -624,6 +715,15 @@ async fn containment_filters_are_bounded_and_match_within_the_bounds() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_empty_input_beside_a_command_is_no_input() {
+    an_empty_input_beside_a_command_is_no_input_test().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_empty_input_beside_a_command_is_no_input_on_postgres() {
+    crate::api_support::on_postgres(an_empty_input_beside_a_command_is_no_input_test()).await;
+}
+
+async fn an_empty_input_beside_a_command_is_no_input_test() {
     // What agent-chat-ui's buttons send: `useStream().submit({}, {command})`.
     let srv = server(principals(), None).await;
     let id = new_thread(&srv).await;
@@ -665,6 +765,16 @@ async fn an_empty_input_beside_a_command_is_no_input() {
 /// its maker then runs on it as usual.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_thread_made_before_its_first_run_cannot_be_taken_over() {
+    a_thread_made_before_its_first_run_cannot_be_taken_over_test().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thread_made_before_its_first_run_cannot_be_taken_over_on_postgres() {
+    crate::api_support::on_postgres(a_thread_made_before_its_first_run_cannot_be_taken_over_test())
+        .await;
+}
+
+async fn a_thread_made_before_its_first_run_cannot_be_taken_over_test() {
     let srv = server(principals(), None).await;
     let (status, made) = post(&srv, ALICE, "/threads", json!({})).await;
     assert_eq!(status, StatusCode::OK, "{made}");

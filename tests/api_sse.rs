@@ -120,6 +120,15 @@ async fn decide(srv: &Server, run: RunId, approval: &str, req: DecisionRequest) 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tool_approval_flow_over_sse() {
+    tool_approval_flow_over_sse_test().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tool_approval_flow_over_sse_on_postgres() {
+    crate::api_support::on_postgres(tool_approval_flow_over_sse_test()).await;
+}
+
+async fn tool_approval_flow_over_sse_test() {
     let srv = server(Tokens::none(), None).await;
     let run = gated_run(&srv).await;
     let mut events = stream(&srv, run, EventsFrom::default()).await;
@@ -175,6 +184,18 @@ async fn tool_approval_flow_over_sse() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn resume_by_last_event_id_and_from_without_gap_or_duplicate() {
+    resume_by_last_event_id_and_from_without_gap_or_duplicate_test().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resume_by_last_event_id_and_from_without_gap_or_duplicate_on_postgres() {
+    crate::api_support::on_postgres(
+        resume_by_last_event_id_and_from_without_gap_or_duplicate_test(),
+    )
+    .await;
+}
+
+async fn resume_by_last_event_id_and_from_without_gap_or_duplicate_test() {
     let srv = server(Tokens::none(), None).await;
     let run = gated_run(&srv).await;
 
@@ -263,6 +284,15 @@ async fn resume_by_last_event_id_and_from_without_gap_or_duplicate() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rejected_approval_has_no_effective_args() {
+    a_rejected_approval_has_no_effective_args_test().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rejected_approval_has_no_effective_args_on_postgres() {
+    crate::api_support::on_postgres(a_rejected_approval_has_no_effective_args_test()).await;
+}
+
+async fn a_rejected_approval_has_no_effective_args_test() {
     let srv = server(Tokens::none(), None).await;
     let run = gated_run(&srv).await;
     let mut events = stream(&srv, run, EventsFrom::default()).await;
@@ -279,6 +309,15 @@ async fn a_rejected_approval_has_no_effective_args() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_requests_get_json_errors_before_any_stream() {
+    bad_requests_get_json_errors_before_any_stream_test().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_requests_get_json_errors_before_any_stream_on_postgres() {
+    crate::api_support::on_postgres(bad_requests_get_json_errors_before_any_stream_test()).await;
+}
+
+async fn bad_requests_get_json_errors_before_any_stream_test() {
     let srv = server(Tokens::none(), None).await;
     let unknown = RunId(uuid::Uuid::now_v7());
     let e = srv
@@ -315,6 +354,18 @@ async fn bad_requests_get_json_errors_before_any_stream() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn all_events_stream_has_every_run_with_dense_global_offsets() {
+    all_events_stream_has_every_run_with_dense_global_offsets_test().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn all_events_stream_has_every_run_with_dense_global_offsets_on_postgres() {
+    crate::api_support::on_postgres(
+        all_events_stream_has_every_run_with_dense_global_offsets_test(),
+    )
+    .await;
+}
+
+async fn all_events_stream_has_every_run_with_dense_global_offsets_test() {
     let srv = server(Tokens::none(), None).await;
     let a = start(&srv, RunRequest::new("강남구 아파트 시세 조회")).await;
     let b = start(&srv, RunRequest::new("서초구 아파트 시세 조회")).await;
@@ -365,6 +416,15 @@ async fn all_events_stream_has_every_run_with_dense_global_offsets() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keep_alives_open_stream_gauge_and_shutdown() {
+    keep_alives_open_stream_gauge_and_shutdown_test().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keep_alives_open_stream_gauge_and_shutdown_on_postgres() {
+    crate::api_support::on_postgres(keep_alives_open_stream_gauge_and_shutdown_test()).await;
+}
+
+async fn keep_alives_open_stream_gauge_and_shutdown_test() {
     let config = ApiConfig {
         sse_keepalive_ms: 20,
         ..ApiConfig::default()
@@ -419,6 +479,16 @@ async fn metrics(srv: &Server) -> String {
 /// `run.restored` and the new approval request of the live branch.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_a_restore_the_stream_follows_the_live_branch() {
+    after_a_restore_the_stream_follows_the_live_branch_test().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_restore_the_stream_follows_the_live_branch_on_postgres() {
+    crate::api_support::on_postgres(after_a_restore_the_stream_follows_the_live_branch_test())
+        .await;
+}
+
+async fn after_a_restore_the_stream_follows_the_live_branch_test() {
     let srv = server(Tokens::none(), None).await;
     let run = gated_run(&srv).await;
     let mut events = stream(&srv, run, EventsFrom::default()).await;

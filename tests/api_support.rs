@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use chronicle_api::{ApiConfig, AppState, Tokens};
 use chronicle_engine::agents::Registry;
-use chronicle_engine::store::{Options, Store};
+use chronicle_engine::store::{Create, Options, PgLog, Store, Target};
 use chronicle_engine::{Engine, Settings};
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
@@ -22,6 +22,8 @@ pub struct Server {
     pub http: reqwest::Client,
     /// Kept so the data dir lives as long as the server.
     pub _dir: tempfile::TempDir,
+    /// The server's schema on PostgreSQL, dropped with it.
+    pub _schema: Option<DropSchema>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<()>>,
 }
@@ -39,11 +41,56 @@ pub async fn server_with(tokens: Tokens, registry: Option<Registry>, config: Api
     server_settings(tokens, settings, config).await
 }
 
-/// A server over an engine with these settings.
-pub async fn server_settings(tokens: Tokens, settings: Settings, config: ApiConfig) -> Server {
+/// A server over an engine with these settings, on the sled store in a temporary directory, or
+/// on PostgreSQL inside [`on_postgres`].
+pub async fn server_settings(tokens: Tokens, mut settings: Settings, config: ApiConfig) -> Server {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path(), Options::default()).unwrap();
-    server_on(dir, store, tokens, settings, config).await
+    let on_postgres = BACKEND
+        .try_with(|opened| opened.set(opened.get() + 1))
+        .is_ok();
+    if !on_postgres {
+        let store = Store::open(dir.path(), Options::default()).unwrap();
+        return server_on(dir, store, tokens, settings, config).await;
+    }
+    let url =
+        chronicle_testkit::postgres::url_with_schema(&chronicle_testkit::postgres::fresh_schema());
+    let store = Store::open_postgres(&url, Options::default(), Create::IfAbsent).unwrap();
+    // As `chronicle serve` does: the workspaces stay in the data directory.
+    settings.workspace_root = Some(dir.path().join("workspaces"));
+    let schema = DropSchema(store.postgres().unwrap().clone());
+    let mut srv = server_on(dir, store, tokens, settings, config).await;
+    srv._schema = Some(schema);
+    srv
+}
+
+tokio::task_local! {
+    /// Set inside [`on_postgres`]: how many servers the test started there.
+    static BACKEND: std::cell::Cell<u32>;
+}
+
+/// Runs `test` with every server it starts on PostgreSQL (each in a schema of its own on the
+/// test server, dropped with it) instead of sled; fails a test that started none, which would
+/// only have run on sled again.
+pub async fn on_postgres(test: impl std::future::Future<Output = ()>) {
+    BACKEND
+        .scope(std::cell::Cell::new(0), async {
+            test.await;
+            let opened = BACKEND.with(std::cell::Cell::get);
+            assert!(
+                opened > 0,
+                "the test started no server: nothing ran on PostgreSQL"
+            );
+        })
+        .await;
+}
+
+/// Drops a test's PostgreSQL schema when the server goes.
+pub struct DropSchema(Target);
+
+impl Drop for DropSchema {
+    fn drop(&mut self) {
+        let _ = PgLog::drop_schema(&self.0);
+    }
 }
 
 /// A server over `store` (opened in `dir`, which lives as long as the server).
@@ -79,6 +126,7 @@ pub async fn server_on(
         client,
         http,
         _dir: dir,
+        _schema: None,
         stop: Some(stop),
         task: Some(task),
     }

@@ -54,6 +54,18 @@ fn ids(list: &Value) -> Vec<String> {
 
 #[tokio::test]
 async fn sessions_are_listed_read_and_deleted_by_their_owner_only() {
+    sessions_are_listed_read_and_deleted_by_their_owner_only_test().await;
+}
+
+#[tokio::test]
+async fn sessions_are_listed_read_and_deleted_by_their_owner_only_on_postgres() {
+    crate::api_support::on_postgres(
+        sessions_are_listed_read_and_deleted_by_their_owner_only_test(),
+    )
+    .await;
+}
+
+async fn sessions_are_listed_read_and_deleted_by_their_owner_only_test() {
     let srv = server(principals(), None).await;
     let a1 = turn(&srv, "alice-one", FIRST).await;
     let a2 = turn(&srv, "alice-one", SECOND).await;
@@ -218,6 +230,18 @@ async fn sessions_are_listed_read_and_deleted_by_their_owner_only() {
 
 #[tokio::test]
 async fn deleting_a_session_cancels_its_waiting_run_and_empties_the_inbox() {
+    deleting_a_session_cancels_its_waiting_run_and_empties_the_inbox_test().await;
+}
+
+#[tokio::test]
+async fn deleting_a_session_cancels_its_waiting_run_and_empties_the_inbox_on_postgres() {
+    crate::api_support::on_postgres(
+        deleting_a_session_cancels_its_waiting_run_and_empties_the_inbox_test(),
+    )
+    .await;
+}
+
+async fn deleting_a_session_cancels_its_waiting_run_and_empties_the_inbox_test() {
     let srv = server(principals(), None).await;
     let run = start(&srv, ALICE, "alice-waits", FIRST, "every_todo").await;
     let s = srv.engine.wait_settled(run, WAIT).await.unwrap();
