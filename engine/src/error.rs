@@ -172,8 +172,15 @@ impl Error {
     }
 
     /// The store refused a write for lack of disk space (nothing was written; try again later).
-    pub fn is_storage_full(&self) -> bool {
-        matches!(self, Error::Store(crate::store::Error::StorageFull { .. }))
+    /// A write the store refused for a reason that passes — a full disk, a database out of
+    /// reach — and that wrote nothing: the same write may work later.
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self,
+            Error::Store(
+                crate::store::Error::StorageFull { .. } | crate::store::Error::Unavailable(_)
+            )
+        )
     }
 }
 

@@ -128,6 +128,12 @@ impl Error {
         )
     }
 
+    /// Whether this passes by itself (the database is out of reach or busy): the same request
+    /// may work later, and nothing was written.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, Error::Unavailable(_))
+    }
+
     /// The size limit an event of the append exceeded, if that is what this is.
     pub fn event_too_large(&self) -> Option<(usize, usize)> {
         match self {

@@ -321,6 +321,7 @@ impl Store {
             next: from,
             chunk_events: chunk_events.max(1),
             ready: Vec::new().into_iter(),
+            retry: TAIL_RETRY_MIN,
         }
     }
 
@@ -475,7 +476,12 @@ pub struct Tail {
     next: u64,
     chunk_events: u64,
     ready: std::vec::IntoIter<Arc<Envelope>>,
+    /// How long to wait before reading again after a transient failure.
+    retry: std::time::Duration,
 }
+
+const TAIL_RETRY_MIN: std::time::Duration = std::time::Duration::from_millis(50);
+const TAIL_RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(1);
 
 impl std::fmt::Debug for Tail {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -501,6 +507,14 @@ impl Tail {
                 drop(log);
                 let chunk = match chunk {
                     Ok(chunk) if chunk.len() as u64 == end - self.next => chunk,
+                    // The database is out of reach for now: read the same chunk again later,
+                    // so a follower outlives an outage instead of ending with it.
+                    Err(e) if e.is_transient() => {
+                        tracing::debug!(error = %e, "a follower waits for the store");
+                        tokio::time::sleep(self.retry).await;
+                        self.retry = (self.retry * 2).min(TAIL_RETRY_MAX);
+                        continue;
+                    }
                     Ok(_) => {
                         let gap = Error::Corrupt {
                             offset: self.next,
@@ -511,6 +525,7 @@ impl Tail {
                     Err(e) => return Some(Err(e)),
                 };
                 self.next = end;
+                self.retry = TAIL_RETRY_MIN;
                 self.ready = chunk.into_iter();
                 continue;
             }

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # A throwaway PostgreSQL for the tests, from Debian's packages: `start` makes and starts one on
 # 127.0.0.1 (installing `postgresql` when the machine lacks it) and prints its URL; `stop` stops
-# it and removes its data; `url` prints the URL of the one running. No Docker, nothing fetched
+# it and removes its data; `crash` stops it as a crash would and keeps the data (`start` again
+# recovers it); `url` prints the URL of the one running. CHRONICLE_PG_PORT and CHRONICLE_PG_DIR
+# choose another server than the shared one. No Docker, nothing fetched
 # at run time beyond Debian's package.
 #
 # The cluster lives in a temporary directory owned by the user that runs the server (`postgres`
@@ -67,6 +69,16 @@ start() {
   echo "$URL"
 }
 
+# Stops the server at once, as a crash would (`pg_ctl stop -m immediate`: no checkpoint, crash
+# recovery at the next start); the data stays.
+crash() {
+  local bin
+  bin=$(bin_dir) || return 0
+  if running; then
+    as_owner "$bin/pg_ctl" -D "$DATA" -m immediate -w stop >/dev/null
+  fi
+}
+
 stop() {
   local bin
   bin=$(bin_dir) || return 0
@@ -79,6 +91,7 @@ stop() {
 case "${1:-}" in
   start) start ;;
   stop) stop ;;
+  crash) crash ;;
   url) running && echo "$URL" ;;
-  *) echo "usage: $0 start|stop|url" >&2; exit 2 ;;
+  *) echo "usage: $0 start|stop|crash|url" >&2; exit 2 ;;
 esac

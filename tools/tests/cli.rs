@@ -9,5 +9,6 @@ mod cli_run;
 mod cli_sessions;
 mod durability;
 mod lazyfs;
+mod postgres;
 mod readme;
 mod serve_bounds;

@@ -40,7 +40,7 @@ pub(crate) struct Serve {
     log: PathBuf,
 }
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()

@@ -235,7 +235,8 @@ impl RunActor {
             if !full {
                 match self.progress().await {
                     Progress::Waiting => {}
-                    // The step wrote nothing: it runs again once there may be space.
+                    // The step's write was refused and wrote nothing (a full disk, a database
+                    // out of reach): it runs again after a while.
                     Progress::Full => full = true,
                     // The store is unusable (closing or broken): stop; recovery resumes the run.
                     Progress::Stop(e) => stop = Some(e),
@@ -321,7 +322,7 @@ impl RunActor {
             Err(e) => {
                 tracing::error!(run = %self.live.run_id(), error = %e, "run step failed");
                 match e {
-                    e if e.is_storage_full() => Progress::Full,
+                    e if e.is_retryable() => Progress::Full,
                     Error::Store(e) => Progress::Stop(e),
                     _ => Progress::Waiting,
                 }

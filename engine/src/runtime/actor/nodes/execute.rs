@@ -218,7 +218,7 @@ impl RunActor {
     pub(in crate::runtime::actor) async fn on_agent_done_retrying(&mut self, done: AgentDone) {
         let (again, running) = (done.clone(), self.running.get(&done.todo_id).cloned());
         match self.written(async |a| a.on_agent_done(done).await).await {
-            Err(e) if e.is_storage_full() => {
+            Err(e) if e.is_retryable() => {
                 if let Some(r) = running {
                     self.running.insert(again.todo_id.clone(), r);
                 }

@@ -123,7 +123,7 @@ impl RunActor {
         let answer = done.outcome.clone().map_err(ToolError::Failed);
         match self.record_tool_outcome(&done, &answer).await {
             // Nothing was recorded: deliver the outcome again once there may be space.
-            Err(e) if e.is_storage_full() => {
+            Err(e) if e.is_retryable() => {
                 crate::runtime::actor::redeliver(self.tx.clone(), Input::ToolDone(done));
                 Ok(())
             }

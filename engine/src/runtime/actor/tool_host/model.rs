@@ -205,7 +205,7 @@ impl RunActor {
         };
         match self.append(events).await {
             // Nothing was recorded: deliver the outcome again once there may be space.
-            Err(e) if e.is_storage_full() => {
+            Err(e) if e.is_retryable() => {
                 crate::runtime::actor::redeliver(self.tx.clone(), Input::ModelDone(done));
                 Ok(())
             }

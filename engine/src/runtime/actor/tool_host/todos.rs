@@ -52,7 +52,7 @@ impl RunActor {
         match self.append(ev).await {
             // Nothing was recorded: the call comes again once there may be space, and is worked
             // out again on the list as it will be then.
-            Err(e) if e.is_storage_full() => {
+            Err(e) if e.is_retryable() => {
                 let again = ToolCallMsg {
                     todo_id: rec.todo_id.clone(),
                     attempt: rec.attempt,
