@@ -270,3 +270,124 @@ fn postgres_crashing_under_load_loses_nothing_acknowledged_and_the_server_recove
         seen.unavailable
     );
 }
+
+/// Runs of a sled store: most answered without a person, every fourth with each TODO approved
+/// and every eighth with its first TODO rejected.
+async fn fill(dir: &Path, runs: usize) {
+    use chronicle_engine::store::{Options, Store};
+    use chronicle_engine::{Engine, Principal, StartRun};
+    let engine = Engine::open(
+        Store::open(dir, Options::default()).unwrap(),
+        chronicle_realestate::settings(),
+    )
+    .await
+    .unwrap();
+    let wait = Duration::from_secs(60);
+    for batch in (0..runs).collect::<Vec<_>>().chunks(50) {
+        let mut started = Vec::new();
+        for &i in batch {
+            let hitl = if i % 4 == 0 {
+                HitlMode::EveryTodo
+            } else {
+                HitlMode::None
+            };
+            let req = StartRun {
+                query: format!("강남구 아파트 시세 {i}"),
+                hitl: Some(hitl),
+                ..Default::default()
+            };
+            started.push((i, engine.start_run(req).await.unwrap().run_id));
+        }
+        for (i, run) in started {
+            let state = engine.wait_settled(run, wait).await.unwrap();
+            if !state.supervisor.pending_approval_ids.is_empty() {
+                let command = if i % 8 == 0 {
+                    "/todo reject"
+                } else {
+                    "/todo approve"
+                };
+                engine
+                    .command(run, command, &Principal::local())
+                    .await
+                    .unwrap();
+                engine.wait_settled(run, wait).await.unwrap();
+            }
+        }
+    }
+    engine.shutdown().await;
+}
+
+fn chronicle(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_chronicle"))
+        .args(args)
+        .env_remove("CHRONICLE_DATA")
+        .env_remove("CHRONICLE_STORE")
+        .output()
+        .unwrap()
+}
+
+fn stdout_of(args: &[&str]) -> String {
+    let out = chronicle(args);
+    assert!(
+        out.status.success(),
+        "chronicle {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// `chronicle store copy` of a sled store of a few thousand runs: the copy verifies to the same
+/// heads, every run's state and the audit export are the same from either store, and a second
+/// copy into the same schema is refused.
+#[test]
+fn a_sled_store_copied_onto_postgres_reads_the_same() {
+    use chronicle_engine::store::{Create, Options, Store};
+    const RUNS: usize = 2000;
+    let rt = rt();
+    let scratch = tempfile::tempdir().unwrap();
+    let dir = scratch.path().join("data");
+    rt.block_on(fill(&dir, RUNS));
+    let url =
+        chronicle_testkit::postgres::url_with_schema(&chronicle_testkit::postgres::fresh_schema());
+    let from = format!("sled:{}", dir.display());
+    let report = stdout_of(&["store", "copy", "--from", &from, "--to", &url, "--json"]);
+    let report: serde_json::Value = serde_json::from_str(report.trim()).unwrap();
+    assert_eq!(report["data"]["runs"], RUNS, "{report}");
+    let data = dir.to_str().unwrap();
+    assert_eq!(
+        stdout_of(&["verify", "--data", data]),
+        stdout_of(&["verify", "--store", &url])
+    );
+    let sled_audit = stdout_of(&["audit", "export", "--data", data]);
+    assert!(sled_audit.lines().count() >= RUNS / 4, "{sled_audit}");
+    assert_eq!(sled_audit, stdout_of(&["audit", "export", "--store", &url]));
+    assert_eq!(
+        stdout_of(&["runs", "--data", data, "--json"]),
+        stdout_of(&["runs", "--store", &url, "--json"])
+    );
+    // Every run's state, folded from each store.
+    let sled = Store::open(&dir, Options::default()).unwrap();
+    let pg = Store::open_postgres(&url, Options::default(), Create::No).unwrap();
+    let mut runs = 0;
+    for head in sled.runs() {
+        let head = head.unwrap();
+        assert_eq!(pg.run_head(head.run_id).unwrap().as_ref(), Some(&head));
+        assert_eq!(
+            sled.state_at(head.run_id, head.last_seq).unwrap(),
+            pg.state_at(head.run_id, head.last_seq).unwrap()
+        );
+        runs += 1;
+    }
+    assert_eq!(runs, RUNS);
+    drop((sled, pg));
+    // The target is not empty any more: a second copy is refused and changes nothing.
+    let again = chronicle(&["store", "copy", "--from", &from, "--to", &url]);
+    assert_eq!(again.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&again.stderr).contains("not empty"),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+    let target = chronicle_engine::store::Target::parse(&url).unwrap();
+    chronicle_engine::store::PgLog::drop_schema(&target).unwrap();
+}
