@@ -390,20 +390,21 @@ async fn catch_up<T: Item>(
     let chunk = SUBSCRIBER_BUFFER_EVENTS as u64;
     while *next <= upto {
         let last = (*next + chunk - 1).min(upto);
-        let batch: Vec<_> = store.read_run(run, *next, last).collect();
-        let complete = batch.len() as u64 == last - *next + 1;
-        for item in batch {
-            match item {
-                Ok(env) if env.offset >= durable => return Ok(()),
-                Ok(env) => {
-                    *next = env.seq + 1;
-                    tx.send(Ok(T::event(Arc::new(env)))).await.map_err(|_| ())?;
-                }
-                Err(e) => {
-                    let _ = tx.send(Err(e)).await;
-                    return Err(());
-                }
+        // Read without blocking the runtime (a store over the network waits for it).
+        let batch = match store.read_run_async(run, *next, last).await {
+            Ok(batch) => batch,
+            Err(e) => {
+                let _ = tx.send(Err(e)).await;
+                return Err(());
             }
+        };
+        let complete = batch.len() as u64 == last - *next + 1;
+        for env in batch {
+            if env.offset >= durable {
+                return Ok(());
+            }
+            *next = env.seq + 1;
+            tx.send(Ok(T::event(Arc::new(env)))).await.map_err(|_| ())?;
         }
         if !complete {
             return Ok(());

@@ -78,6 +78,25 @@ pub(crate) struct Inner {
     pub channel: String,
     pub recent: Mutex<Recent>,
     pub opts: Options,
+    /// How long each commit held the log head's lock.
+    pub hold: HoldTimes,
+}
+
+/// The newest lock hold times (from the lock taken to the commit answered), for a benchmark.
+#[derive(Default)]
+pub(crate) struct HoldTimes(Mutex<VecDeque<u32>>);
+
+/// Hold times kept: the newest ones.
+const HOLD_SAMPLES: usize = 1 << 16;
+
+impl HoldTimes {
+    pub(crate) fn record(&self, d: std::time::Duration) {
+        let mut v = self.0.lock().expect("not poisoned");
+        if v.len() == HOLD_SAMPLES {
+            v.pop_front();
+        }
+        v.push_back(u32::try_from(d.as_micros()).unwrap_or(u32::MAX));
+    }
 }
 
 /// The newest committed events, in offset order from `first`.
@@ -280,6 +299,7 @@ impl PgLog {
                 events: VecDeque::new(),
             }),
             opts: opts.clone(),
+            hold: HoldTimes::default(),
         });
         let (tx, rx) = mpsc::channel(opts.write_queue_requests.max(1));
         handle.spawn(writer::run(inner.clone(), rx));
@@ -342,6 +362,19 @@ impl PgLog {
     pub fn import(&self, events: Vec<Envelope>) -> Result<u64> {
         self.inner.refuse_if_stopped()?;
         self.block(import::batch(self.inner.clone(), events))
+    }
+
+    /// How long the newest commits (at most 65,536) held the log head's lock, in µs, oldest
+    /// first: every append of every process waits for it.
+    pub fn lock_hold_us(&self) -> Vec<u32> {
+        self.inner
+            .hold
+            .0
+            .lock()
+            .expect("not poisoned")
+            .iter()
+            .copied()
+            .collect()
     }
 
     /// Where the store lives (no password).

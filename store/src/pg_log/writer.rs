@@ -107,6 +107,7 @@ async fn commit(inner: &Inner, batch: Vec<Request>, clock: &mut Clock) {
             }
         }
     }
+    let locked = Instant::now();
     let backend: i32 = head.get(2);
     let ready = stage_batch(
         batch,
@@ -169,6 +170,8 @@ async fn commit(inner: &Inner, batch: Vec<Request>, clock: &mut Clock) {
     };
     if committed.is_err() {
         let _ = client.batch_execute("ROLLBACK").await;
+    } else {
+        inner.hold.record(locked.elapsed());
     }
     finish(inner, ready, committed);
 }
