@@ -151,6 +151,12 @@ pub trait EventLog: Send + Sync + std::fmt::Debug + 'static {
         0
     }
 
+    /// How long the newest commits held a lock every writer of the store waits for, in µs,
+    /// oldest first (PostgreSQL's log head); empty for a store without one.
+    fn lock_hold_us(&self) -> Vec<u32> {
+        Vec::new()
+    }
+
     /// [`EventLog::append`] for callers outside an async runtime.
     fn append_blocking(
         &self,

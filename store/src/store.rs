@@ -149,6 +149,12 @@ impl Store {
         self.log.barriers()
     }
 
+    /// How long the newest commits held the lock every writer waits for, in µs (see
+    /// [`EventLog::lock_hold_us`]).
+    pub fn lock_hold_us(&self) -> Vec<u32> {
+        self.log.lock_hold_us()
+    }
+
     /// `append` for callers outside an async runtime.
     pub fn append_blocking(
         &self,

@@ -364,19 +364,6 @@ impl PgLog {
         self.block(import::batch(self.inner.clone(), events))
     }
 
-    /// How long the newest commits (at most 65,536) held the log head's lock, in µs, oldest
-    /// first: every append of every process waits for it.
-    pub fn lock_hold_us(&self) -> Vec<u32> {
-        self.inner
-            .hold
-            .0
-            .lock()
-            .expect("not poisoned")
-            .iter()
-            .copied()
-            .collect()
-    }
-
     /// Where the store lives (no password).
     pub fn target(&self) -> &Target {
         &self.target
@@ -506,6 +493,18 @@ impl EventLog for PgLog {
 
     fn barriers(&self) -> u64 {
         self.inner.barriers.load(Ordering::Relaxed)
+    }
+
+    /// At most the newest 65,536, from the lock taken to the commit answered.
+    fn lock_hold_us(&self) -> Vec<u32> {
+        self.inner
+            .hold
+            .0
+            .lock()
+            .expect("not poisoned")
+            .iter()
+            .copied()
+            .collect()
     }
 
     fn append_blocking(
