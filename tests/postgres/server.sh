@@ -8,8 +8,9 @@
 #
 # The cluster lives in a temporary directory owned by the user that runs the server (`postgres`
 # when this runs as root, since initdb refuses root). `start` is idempotent: a server already
-# running on the port is reused. Settings: fsync on (the crash tests need what a real server
-# does), trust authentication on loopback only.
+# running on the port is reused. Settings: PostgreSQL's defaults (fsync on: the crash tests need what
+# a real server does; set on no command line, so a test may change it), trust authentication on
+# loopback only.
 set -euo pipefail
 
 PORT="${CHRONICLE_PG_PORT:-54329}"
@@ -63,7 +64,7 @@ start() {
       >"$BASE/initdb.log" 2>&1 || { cat "$BASE/initdb.log" >&2; exit 1; }
   fi
   as_owner "$bin/pg_ctl" -D "$DATA" -l "$LOG" -w -t 60 start -o \
-    "-c listen_addresses=127.0.0.1 -p $PORT -k $BASE -c fsync=on -c max_connections=300 \
+    "-c listen_addresses=127.0.0.1 -p $PORT -k $BASE -c max_connections=300 \
      -c shared_buffers=128MB -c log_min_messages=warning" >/dev/null \
     || { tail -20 "$LOG" >&2; exit 1; }
   echo "$URL"

@@ -41,7 +41,7 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Serve the HTTP API (REST, SSE, WebSocket) on an embedded store.
+    /// Serve the HTTP API (REST, SSE, WebSocket) on the embedded store or on PostgreSQL.
     Serve(serve::ServeArgs),
     /// Measure durable appends, replay, restore, replay memory and full engine runs; print one table.
     Bench(bench::BenchArgs),

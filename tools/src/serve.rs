@@ -1,11 +1,11 @@
-//! `chronicle serve`: the HTTP server on an embedded store.
+//! `chronicle serve`: the HTTP server, on the embedded store or on PostgreSQL (`--store`).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use anyhow::Context;
 use chronicle_api::{ApiConfig, AppState, Tokens};
-use chronicle_engine::store::{Create, Durability, Location, Options};
+use chronicle_engine::store::{Create, Durability, Location, Options, PgLog, Store};
 use chronicle_engine::{Engine, Settings};
 use chronicle_schemas::{HitlMode, OnReject};
 
@@ -275,9 +275,17 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
         .store
         .clone()
         .unwrap_or_else(|| Location::Sled(args.data.clone()));
-    let store = location
-        .open(opts, Create::IfAbsent)
-        .with_context(|| format!("opening the store at {location}"))?;
+    let store = match &location {
+        Location::Postgres(url) => {
+            let log = PgLog::open(url, opts, Create::IfAbsent)
+                .with_context(|| format!("opening the store at {location}"))?;
+            // One server per store: a second one on the same schema is refused.
+            log.hold_exclusive()?;
+            Store::from_log(log)
+        }
+        Location::Sled(dir) => Store::open(dir, opts)
+            .with_context(|| format!("opening the store in {}", dir.display()))?,
+    };
     crate::common::index_store(&store)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

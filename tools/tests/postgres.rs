@@ -391,3 +391,104 @@ fn a_sled_store_copied_onto_postgres_reads_the_same() {
     let target = chronicle_engine::store::Target::parse(&url).unwrap();
     chronicle_engine::store::PgLog::drop_schema(&target).unwrap();
 }
+
+/// A `chronicle serve` on `url` that is expected to exit while starting: its exit code and log.
+fn serve_exits(url: &str, scratch: &Path) -> (Option<i32>, String) {
+    let log = scratch.join("refused.log");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_chronicle"))
+        .args(["serve", "--addr", "127.0.0.1:0", "--store", url, "--data"])
+        .arg(scratch.join("data-refused"))
+        .env_remove("CHRONICLE_DATA")
+        .env("NO_COLOR", "1")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return (status.code(), std::fs::read_to_string(&log).unwrap());
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!(
+                "the second server did not exit: {}",
+                std::fs::read_to_string(&log).unwrap()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// One server per store: a second `chronicle serve` on the same schema is refused (exit 2, saying
+/// why), a read command works beside the first, and once the first is gone a server starts.
+#[test]
+fn a_second_server_on_one_store_is_refused_and_a_reader_is_not() {
+    let url =
+        chronicle_testkit::postgres::url_with_schema(&chronicle_testkit::postgres::fresh_schema());
+    let scratch = tempfile::tempdir().unwrap();
+    let mut first = Serve::start_with(
+        &scratch.path().join("data"),
+        &[OsStr::new("--store"), OsStr::new(&url)],
+        &scratch.path().join("first.log"),
+        None,
+    );
+    let (code, log) = serve_exits(&url, scratch.path());
+    assert_eq!(code, Some(2), "{log}");
+    assert!(log.contains("another server holds the store"), "{log}");
+    stdout_of(&["runs", "--store", &url]);
+    first.kill();
+    let again = Serve::start_with(
+        &scratch.path().join("data"),
+        &[OsStr::new("--store"), OsStr::new(&url)],
+        &scratch.path().join("again.log"),
+        None,
+    );
+    rt().block_on(again.api.health()).unwrap();
+    drop(again);
+    let target = chronicle_engine::store::Target::parse(&url).unwrap();
+    chronicle_engine::store::PgLog::drop_schema(&target).unwrap();
+}
+
+/// A server whose database runs with `fsync=off` says at start that acknowledged commits could
+/// be lost.
+#[test]
+fn serve_warns_when_the_database_runs_without_fsync() {
+    let pg = OwnPostgres::start();
+    let psql = Command::new("psql")
+        .args([
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &pg.port.to_string(),
+            "-U",
+            "postgres",
+            "-d",
+            "postgres",
+        ])
+        .args([
+            "-c",
+            "ALTER SYSTEM SET fsync = off",
+            "-c",
+            "SELECT pg_reload_conf()",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        psql.status.success(),
+        "{}",
+        String::from_utf8_lossy(&psql.stderr)
+    );
+    let scratch = tempfile::tempdir().unwrap();
+    let log = scratch.path().join("serve.log");
+    let url = pg.url("fsync");
+    let serve = Serve::start_with(
+        &scratch.path().join("data"),
+        &[OsStr::new("--store"), OsStr::new(&url)],
+        &log,
+        None,
+    );
+    rt().block_on(serve.api.health()).unwrap();
+    let text = serve.log_text();
+    assert!(text.contains("fsync=off"), "{text}");
+}

@@ -40,6 +40,7 @@ use std::collections::VecDeque;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use chronicle_projections::{RunState, snapshot};
@@ -356,6 +357,54 @@ impl PgLog {
         })
     }
 
+    /// Makes this process the store's only server: holds a session advisory lock of the store's
+    /// schema for as long as the store is open, so that a second server on it is refused
+    /// ([`Error::Locked`]). The read commands do not take it. If the lock's connection is lost
+    /// (the database restarted), it is taken again; if another process took it meanwhile, this
+    /// store stops (fail-stop) rather than share the runs.
+    pub fn hold_exclusive(&self) -> Result<()> {
+        let (config, key) = (
+            self.target.session_config(&self.opts),
+            exclusive_key(&self.target.schema),
+        );
+        let shown = self.target.shown.clone();
+        let first = self.block({
+            let config = config.clone();
+            async move { take_exclusive(&config, key).await }
+        })?;
+        let Some(held) = first else {
+            return Err(Error::Locked(format!(
+                "another server holds the store at {shown}: one server per store"
+            )));
+        };
+        let inner = self.inner.clone();
+        self.handle.spawn(async move {
+            let mut held = held;
+            loop {
+                // Until the lock's connection ends (the database restarted or cut it).
+                let _ = (&mut held.1).await;
+                drop(held.0);
+                let mut wait = Duration::from_millis(100);
+                held = loop {
+                    tokio::time::sleep(wait).await;
+                    wait = (wait * 2).min(Duration::from_secs(2));
+                    match take_exclusive(&config, key).await {
+                        Ok(Some(again)) => break again,
+                        Ok(None) => {
+                            inner.fail_stop(
+                                "another server took the store while this one's lock connection \
+                                 was down",
+                            );
+                            return;
+                        }
+                        Err(e) => tracing::debug!(error = %e, "retaking the store's lock"),
+                    }
+                };
+            }
+        });
+        Ok(())
+    }
+
     /// Writes events stored elsewhere, each at its own offset with its own `at` and hash, after
     /// the last one here (`events[0].offset` must be this log's next offset): what `chronicle
     /// store copy` moves a log with. Returns the next offset.
@@ -402,6 +451,31 @@ impl PgLog {
         self.writer.send(request).await.map_err(|_| Error::Closed)?;
         answer.await.unwrap_or(Err(Error::Closed))
     }
+}
+
+/// The advisory lock of a store's only server: a class of its own, and the schema's name hashed.
+fn exclusive_key(schema: &str) -> (i32, i32) {
+    let h = Hash::of_content(schema.as_bytes()).0;
+    (0x4348_5232, i32::from_be_bytes([h[0], h[1], h[2], h[3]]))
+}
+
+/// A connection holding the lock, and the task that drives it (it ends with the connection).
+type Held = (tokio_postgres::Client, tokio::task::JoinHandle<()>);
+
+/// Takes the exclusive lock on a connection of its own: `None` when another session holds it.
+async fn take_exclusive(
+    config: &tokio_postgres::Config,
+    (class, key): (i32, i32),
+) -> Result<Option<Held>> {
+    let (client, conn) = config.connect(connect::tls()).await.map_err(db)?;
+    let driver = tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    let row = client
+        .query_one("SELECT pg_try_advisory_lock($1, $2)", &[&class, &key])
+        .await
+        .map_err(db)?;
+    Ok(row.get::<_, bool>(0).then_some((client, driver)))
 }
 
 /// Runs `work` on a connection of its own (not one of a store's), on a thread and runtime of its
