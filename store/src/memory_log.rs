@@ -10,9 +10,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use async_trait::async_trait;
 use chronicle_projections::{RunState, snapshot};
-use chronicle_schemas::{
-    BlobRef, Envelope, Event, Hash, RunId, SessionId, Timestamp, decode_record,
-};
+use chronicle_schemas::{BlobRef, Envelope, Event, Hash, RunId, SessionId, Timestamp};
 use tokio::sync::watch;
 
 use crate::append::{Clock, stage};
@@ -119,17 +117,7 @@ impl MemoryLog {
 
     /// The record at `offset`, decoded (it was stored by `encode_record`, so this is its check).
     fn decode(offset: u64, record: &[u8]) -> Result<Envelope> {
-        let env = decode_record(record).map_err(|e| Error::Corrupt {
-            offset,
-            reason: e.to_string(),
-        })?;
-        if env.offset != offset {
-            return Err(Error::Corrupt {
-                offset,
-                reason: format!("record claims offset {}", env.offset),
-            });
-        }
-        Ok(env)
+        crate::verify::decode_at(offset, record)
     }
 
     fn verify_only(&self, only: Option<RunId>) -> VerifyReport {

@@ -39,6 +39,22 @@ impl VerifyReport {
     }
 }
 
+/// The record stored at `offset`, decoded (which checks its hash) and checked to claim that
+/// offset: for the stores that keep records exactly as `encode_record` made them.
+pub(crate) fn decode_at(offset: u64, record: &[u8]) -> crate::Result<chronicle_schemas::Envelope> {
+    let env = chronicle_schemas::decode_record(record).map_err(|e| crate::Error::Corrupt {
+        offset,
+        reason: e.to_string(),
+    })?;
+    if env.offset != offset {
+        return Err(crate::Error::Corrupt {
+            offset,
+            reason: format!("record claims offset {}", env.offset),
+        });
+    }
+    Ok(env)
+}
+
 /// The newest verified (seq, hash) of every run walked so far.
 #[derive(Debug, Default)]
 pub(crate) struct Chains(HashMap<RunId, (u64, Hash)>);

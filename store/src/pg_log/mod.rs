@@ -434,12 +434,13 @@ impl PgLog {
         self.handle.spawn(fut).await.unwrap_or(Err(Error::Closed))
     }
 
-    async fn submit(
+    /// An append for the writer, and where its answer comes.
+    fn request(
         &self,
         run_id: RunId,
         expected_seq: u64,
         events: Vec<Event>,
-    ) -> Result<Vec<Envelope>> {
+    ) -> Result<(writer::Request, oneshot::Receiver<Result<Vec<Envelope>>>)> {
         self.inner.refuse_if_stopped()?;
         let (reply, answer) = oneshot::channel();
         let request = writer::Request {
@@ -448,6 +449,16 @@ impl PgLog {
             events,
             reply,
         };
+        Ok((request, answer))
+    }
+
+    async fn submit(
+        &self,
+        run_id: RunId,
+        expected_seq: u64,
+        events: Vec<Event>,
+    ) -> Result<Vec<Envelope>> {
+        let (request, answer) = self.request(run_id, expected_seq, events)?;
         self.writer.send(request).await.map_err(|_| Error::Closed)?;
         answer.await.unwrap_or(Err(Error::Closed))
     }
@@ -587,14 +598,7 @@ impl EventLog for PgLog {
         expected_seq: u64,
         events: Vec<Event>,
     ) -> Result<Vec<Envelope>> {
-        self.inner.refuse_if_stopped()?;
-        let (reply, answer) = oneshot::channel();
-        let request = writer::Request {
-            run_id,
-            expected_seq,
-            events,
-            reply,
-        };
+        let (request, answer) = self.request(run_id, expected_seq, events)?;
         self.writer
             .blocking_send(request)
             .map_err(|_| Error::Closed)?;

@@ -6,7 +6,7 @@ use std::ops::Bound;
 use std::sync::Arc;
 use std::time::Duration;
 
-use chronicle_schemas::{Envelope, Hash, RunId, SessionId, Timestamp, decode_record};
+use chronicle_schemas::{Envelope, Hash, RunId, SessionId, Timestamp};
 use tokio_postgres::AsyncMessage;
 use tokio_postgres::types::ToSql;
 use tokio_stream::StreamExt;
@@ -14,7 +14,7 @@ use tokio_stream::StreamExt;
 use super::{Inner, PgLog, db, hash_of};
 use crate::index::IndexOp;
 use crate::records::RecordOp;
-use crate::verify::{Chains, Problem, VerifyReport};
+use crate::verify::{Chains, Problem, VerifyReport, decode_at as decode};
 use crate::{Error, Result, RunHead};
 
 /// Most rows one read of a page returns.
@@ -134,21 +134,6 @@ pub(crate) async fn session_runs(inner: Arc<Inner>, session: SessionId) -> Resul
         .await
         .map_err(db)?;
     Ok(rows.iter().map(|r| RunId(r.get(0))).collect())
-}
-
-/// The record at `offset`, decoded and checked to be the one stored there.
-fn decode(offset: u64, record: &[u8]) -> Result<Envelope> {
-    let env = decode_record(record).map_err(|e| Error::Corrupt {
-        offset,
-        reason: e.to_string(),
-    })?;
-    if env.offset != offset {
-        return Err(Error::Corrupt {
-            offset,
-            reason: format!("record claims offset {}", env.offset),
-        });
-    }
-    Ok(env)
 }
 
 /// The events `from..to` that are in the log (at most [`PAGE_EVENTS`] of them); a hole below the
