@@ -255,7 +255,7 @@ async fn migrate_in(tx: &tokio_postgres::Client, schema: &str) -> Result<Migrate
     )
     .await
     .map_err(super::db)?;
-    let from = schema_version(&tx, schema).await?;
+    let from = schema_version(tx, schema).await?;
     match from {
         Some(v) if v == PG_SCHEMA_VERSION => {}
         Some(v) => {
