@@ -80,8 +80,11 @@ impl<'a> Stores<'a> {
             keep,
             made: 0,
         };
-        // A server that cannot be reached is said before anything is measured.
-        drop(stores.open(Kind::Postgres, "check", Durability::Sync)?);
+        // A server that cannot be reached is said before anything is measured (the store
+        // opened to find out is not kept, even with `--keep`).
+        let mut check = stores.open(Kind::Postgres, "check", Durability::Sync)?;
+        check.keep = false;
+        drop(check);
         Ok(stores)
     }
 
