@@ -114,9 +114,20 @@ test-deps: schemathesis-venv langgraph-venv langgraph-js-deps data-venv
 console-shots:
 	$(CARGO) test -p chronicle-tests --test integration console_browser
 
-# Benchmarks print one table; not part of `make test`.
+# Benchmarks print one table; not part of `make test`. Its `postgres` section measures the
+# PostgreSQL store beside sled on a throwaway PostgreSQL of its own (another port than the tests',
+# so that a bench never stops the server a test run uses), stopped and removed at the end, pass or
+# fail; CHRONICLE_BENCH_PG=postgres://… measures on that server instead.
+BENCH_PG := CHRONICLE_PG_PORT=54339 bash tests/postgres/server.sh
+
 bench:
+ifdef CHRONICLE_BENCH_PG
 	$(CARGO) run --release -p chronicle-tools -- bench
+else
+	@$(BENCH_PG) start >/dev/null
+	@status=0; CHRONICLE_BENCH_PG=$$($(BENCH_PG) url) $(CARGO) run --release -p chronicle-tools -- bench \
+	  || status=$$?; $(BENCH_PG) stop; exit $$status
+endif
 
 lint:
 	$(CARGO) fmt --all -- --check

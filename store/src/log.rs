@@ -157,6 +157,12 @@ pub trait EventLog: Send + Sync + std::fmt::Debug + 'static {
         Vec::new()
     }
 
+    /// Bytes the store takes in its database (tables, indexes and their overflow storage), for a
+    /// benchmark; `None` for a store that does not know (sled's directory is measured on disk).
+    fn disk_bytes(&self) -> Result<Option<u64>> {
+        Ok(None)
+    }
+
     /// [`EventLog::append`] for callers outside an async runtime.
     fn append_blocking(
         &self,

@@ -155,6 +155,11 @@ impl Store {
         self.log.lock_hold_us()
     }
 
+    /// Bytes the store takes in its database, where it can say (see [`EventLog::disk_bytes`]).
+    pub fn disk_bytes(&self) -> Result<Option<u64>> {
+        self.log.disk_bytes()
+    }
+
     /// `append` for callers outside an async runtime.
     pub fn append_blocking(
         &self,

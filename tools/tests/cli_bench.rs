@@ -1,6 +1,7 @@
 //! `--domain bench` through the real binary: a `chronicle serve` on loopback answers `POST /chat`
 //! with the benchmark workflow's answer, and `CHRONICLE_DOMAIN=bench` picks the same domain for
-//! the embedded `run`; and `chronicle bench`'s generated stores of N runs.
+//! the embedded `run`; `chronicle bench`'s generated stores of N runs; and its section that puts
+//! the sled store beside the PostgreSQL store.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ffi::OsStr;
@@ -15,6 +16,7 @@ use crate::cli_run::{
     assert_exit, chronicle, output, path_str, rt, run_cli, runs_of, stderr, stdout,
 };
 use crate::durability::Serve;
+use serde_json::Value;
 
 /// The answer the benchmark workflow gives its query.
 const BENCH_ANSWER: &str = "[research_and_report] 'Research the latest listings in Gangnam, \
@@ -152,4 +154,118 @@ fn bench_generates_a_valid_store_of_mixed_runs_that_a_server_lists() {
         .block_on(serve.api.sessions_page(&SessionsQuery::default()))
         .unwrap();
     assert!(!page.sessions.is_empty(), "{}", serve.log_text());
+}
+
+/// The JSON Lines of `chronicle bench --json` of one type (`bench` rows, `bench_grid` grids).
+fn bench_lines(out: &str, kind: &str) -> Vec<Value> {
+    out.lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .filter(|v| v["type"] == kind)
+        .map(|v| v["data"].clone())
+        .collect()
+}
+
+/// `chronicle bench --only postgres` against the test PostgreSQL: one grid with a column per
+/// store and every row measured on both, each number above zero (the log head's lock hold is
+/// PostgreSQL's alone: sled has none).
+#[test]
+fn bench_postgres_puts_every_measurement_of_sled_beside_postgres() {
+    let scratch = tempfile::tempdir().unwrap();
+    let url = chronicle_testkit::postgres::url();
+    let o = run_cli(
+        &[
+            "bench",
+            "--quick",
+            "--only",
+            "postgres",
+            "--postgres",
+            &url,
+            "--json",
+            "--dir",
+            path_str(scratch.path()),
+        ],
+        "",
+    );
+    assert_exit(&o, 0);
+    let out = stdout(&o);
+    let grids = bench_lines(&out, "bench_grid");
+    assert_eq!(grids.len(), 1, "{out}");
+    let grid = &grids[0];
+    assert_eq!(grid["id"], "postgres", "{grid}");
+    assert_eq!(grid["columns"], serde_json::json!(["sled", "postgres"]));
+    let rows: BTreeMap<&str, &Value> = grid["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["id"].as_str().unwrap(), r))
+        .collect();
+    let both = [
+        ("append_1", 1),
+        ("append_n", 1),
+        ("append_n_latency", 2),
+        ("commits_n", 1),
+        ("events_per_commit_n", 1),
+        ("equal_runs_n", 1),
+        ("equal_run_latency", 2),
+        ("equal_commits_per_run", 1),
+        ("disk_per_run", 1),
+        ("replay", 1),
+    ];
+    let numbers = |cell: &Value| -> Vec<f64> {
+        cell.as_array()
+            .unwrap_or_else(|| panic!("numbers, not {cell}"))
+            .iter()
+            .map(|n| n.as_f64().unwrap_or_else(|| panic!("a number, not {n}")))
+            .collect()
+    };
+    for (id, per_cell) in both {
+        let row = rows
+            .get(id)
+            .unwrap_or_else(|| panic!("no row {id}: {grid}"));
+        let cells = row["cells"].as_array().unwrap();
+        assert_eq!(cells.len(), 2, "{row}");
+        for cell in cells {
+            let n = numbers(cell);
+            assert_eq!(n.len(), per_cell, "{row}");
+            assert!(n.iter().all(|v| *v > 0.0), "{row}");
+        }
+    }
+    let hold = rows.get("lock_hold_n").unwrap_or_else(|| panic!("{grid}"));
+    assert_eq!(numbers(&hold["cells"][0]), Vec::<f64>::new(), "{hold}");
+    let pg = numbers(&hold["cells"][1]);
+    assert_eq!(pg.len(), 2, "{hold}");
+    assert!(pg.iter().all(|v| *v > 0.0) && pg[0] <= pg[1], "{hold}");
+    assert_eq!(rows.len(), both.len() + 1, "{grid}");
+}
+
+/// Without a PostgreSQL the section says it was skipped, and the bench succeeds.
+#[test]
+fn bench_postgres_without_a_url_says_it_was_skipped() {
+    let scratch = tempfile::tempdir().unwrap();
+    let mut cmd = chronicle();
+    cmd.env_remove("CHRONICLE_BENCH_PG").args([
+        "bench",
+        "--quick",
+        "--only",
+        "postgres",
+        "--json",
+        "--dir",
+        path_str(scratch.path()),
+    ]);
+    let o = output(cmd, "");
+    assert_exit(&o, 0);
+    let out = stdout(&o);
+    assert!(bench_lines(&out, "bench_grid").is_empty(), "{out}");
+    let rows = bench_lines(&out, "bench");
+    let skipped = rows
+        .iter()
+        .find(|r| r["id"] == "postgres_skipped")
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(
+        skipped["note"]
+            .as_str()
+            .unwrap()
+            .contains("--postgres URL or set CHRONICLE_BENCH_PG"),
+        "{skipped}"
+    );
 }

@@ -592,6 +592,25 @@ impl EventLog for PgLog {
             .collect()
     }
 
+    /// The schema's tables with their indexes and TOAST (`pg_total_relation_size`).
+    fn disk_bytes(&self) -> Result<Option<u64>> {
+        let (inner, schema) = (self.inner.clone(), self.target.schema.clone());
+        self.block(async move {
+            let client = inner.client().await?;
+            let row = client
+                .query_one(
+                    "SELECT sum(pg_total_relation_size(c.oid))::bigint FROM pg_class c \
+                     JOIN pg_namespace n ON n.oid = c.relnamespace \
+                     WHERE n.nspname = $1 AND c.relkind = 'r'",
+                    &[&schema],
+                )
+                .await
+                .map_err(db)?;
+            // A schema without tables sums to NULL.
+            Ok(Some(row.get::<_, Option<i64>>(0).unwrap_or(0) as u64))
+        })
+    }
+
     fn append_blocking(
         &self,
         run_id: RunId,

@@ -144,28 +144,39 @@ pub(super) fn settle() {
     }
 }
 
-struct AppendStats {
-    rate: f64,
-    appends: usize,
-    /// Group commits that carried the appends: the writer stamps one `at` per commit, so this
-    /// is the number of distinct `at` values (in `sync` mode, also the number of barriers).
+pub(super) struct AppendStats {
+    pub rate: f64,
+    pub appends: usize,
+    /// Group commits that carried the appends: the sled writer stamps one `at` per commit, so
+    /// this is the number of distinct `at` values (in `sync` mode, also the number of barriers).
     commits: usize,
-    secs: f64,
-    p50_ms: f64,
-    p99_ms: f64,
+    /// Barriers the store passed from the start of the window to the last append's answer
+    /// (sled: flush + fdatasync; PostgreSQL: commits).
+    pub barriers: u64,
+    pub secs: f64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
 }
 
 /// `writers` tasks, each appending one event per call to its own run for `window`.
-async fn append_rate(store: &Store, writers: usize, window: Duration) -> Result<AppendStats> {
+pub(super) async fn append_rate(
+    store: &Store,
+    writers: usize,
+    window: Duration,
+) -> Result<AppendStats> {
     let gate = Arc::new(tokio::sync::Barrier::new(writers));
+    // The store's barriers when the window opens (every run's first append is answered by then).
+    let barriers_at_start = Arc::new(std::sync::OnceLock::new());
     let mut tasks = tokio::task::JoinSet::new();
     for w in 0..writers {
-        let (store, gate) = (store.clone(), gate.clone());
+        let (store, gate, at_start) = (store.clone(), gate.clone(), barriers_at_start.clone());
         tasks.spawn(async move {
             let run = RunId::from_u128(w as u128 + 1);
             store.append(run, 0, vec![run_started(w)]).await?;
             // Everyone starts together, after every run exists.
-            gate.wait().await;
+            if gate.wait().await.is_leader() {
+                at_start.set(store.barriers()).ok();
+            }
             let start = Instant::now();
             let mut lat_us = Vec::with_capacity(4096);
             let mut stamps = Vec::with_capacity(4096);
@@ -191,6 +202,7 @@ async fn append_rate(store: &Store, writers: usize, window: Duration) -> Result<
     }
     stamps.sort_unstable();
     stamps.dedup();
+    let barriers = store.barriers() - barriers_at_start.get().copied().unwrap_or(0);
     let secs = match (first, last) {
         (Some(f), Some(l)) => (l - f).as_secs_f64(),
         _ => f64::NAN,
@@ -200,6 +212,7 @@ async fn append_rate(store: &Store, writers: usize, window: Duration) -> Result<
         rate: appends as f64 / secs,
         appends,
         commits: stamps.len(),
+        barriers,
         secs,
         p50_ms: percentile(&mut lat, 0.5) / 1000.0,
         p99_ms: percentile(&mut lat, 0.99) / 1000.0,

@@ -58,7 +58,7 @@ const LANGGRAPH_LONG: &str =
 /// The longest the bench waits for any one event before it calls the engine stuck.
 const EVENT_WAIT: Duration = Duration::from_secs(60);
 /// Runs done one at a time before anything is measured (sled trees, allocator, page cache).
-const WARMUP_RUNS: usize = 5;
+pub(super) const WARMUP_RUNS: usize = 5;
 /// Runs whose stored events are counted and sized.
 const SIZED_RUNS_MAX: usize = 32;
 /// A pause before each timed decision, so the previous one's tail (the agent, its result, the
@@ -159,28 +159,29 @@ fn cpu_secs() -> Option<f64> {
 }
 
 /// What one timed phase of full runs did.
-struct RunPhase {
-    runs: usize,
-    secs: f64,
-    lat_ms: Vec<f64>,
+pub(super) struct RunPhase {
+    pub runs: usize,
+    pub secs: f64,
+    pub lat_ms: Vec<f64>,
     ids: Vec<RunId>,
     /// Process CPU seconds spent during the phase.
     cpu_secs: f64,
-    /// Events the store took during the phase, and the group commits that carried them.
-    events: u64,
+    /// Events the store took during the phase, and the group commits that carried them (sled's
+    /// writer stamps one `at` per commit; PostgreSQL's, one per append).
+    pub events: u64,
     commits: u64,
     /// Durability barriers the store passed during the phase.
-    barriers: u64,
+    pub barriers: u64,
 }
 
 impl RunPhase {
-    fn rate(&self) -> f64 {
+    pub(super) fn rate(&self) -> f64 {
         self.runs as f64 / self.secs
     }
 }
 
 /// `concurrency` clients, each running full runs back to back for `window`.
-async fn run_phase(
+pub(super) async fn run_phase(
     engine: &Engine,
     req: &StartRun,
     concurrency: usize,
@@ -357,7 +358,21 @@ pub(super) fn open_engine(rt: &Runtime, dir: &Path) -> Result<Engine> {
 fn open_engine_with(rt: &Runtime, dir: &Path, settings: Settings) -> Result<Engine> {
     let store = Store::open(dir, Options::default())
         .with_context(|| format!("opening a store in {}", dir.display()))?;
+    engine_on(rt, store, settings)
+}
+
+/// An engine with `settings` on `store`.
+pub(super) fn engine_on(rt: &Runtime, store: Store, settings: Settings) -> Result<Engine> {
     Ok(rt.block_on(Engine::open(store, settings))?)
+}
+
+/// The equal-work run: the benchmark domain's query, planned by its rules.
+pub(super) fn equal_work_req() -> StartRun {
+    StartRun {
+        query: chronicle_bench::BENCH_QUERY.into(),
+        user_id: Some("bench".into()),
+        ..StartRun::default()
+    }
 }
 
 /// Stops the engine; the store closes (joining its writer) when `engine` drops, outside the
@@ -917,11 +932,7 @@ fn long_run(rt: &Runtime, root: &Path, plan: &Plan) -> Result<Vec<Row>> {
 fn equal_work(rt: &Runtime, root: &Path, plan: &Plan) -> Result<Vec<Row>> {
     let dir = root.join("engine-equal");
     let engine = open_engine_with(rt, &dir, chronicle_bench::settings())?;
-    let req = StartRun {
-        query: chronicle_bench::BENCH_QUERY.into(),
-        user_id: Some("bench".into()),
-        ..StartRun::default()
-    };
+    let req = equal_work_req();
     let many = plan.engine_runs_many;
     let (mut one, mut n, sizes) = one_and_many(rt, &engine, &req, plan, "engine, equal work")?;
     close_engine(rt, engine);

@@ -4,8 +4,10 @@
 //! resume, a long run's checkpoint list and restore), tool calls, an llm agent's loop (events and
 //! bytes per model turn, recovery from the log), MCP call overhead (stdio and HTTP beside a
 //! built-in tool), the API (SSE fan-out, `/chat` load, server memory, live chunk fan-out), and the
-//! console's run page of a long run.
-//! Prints one table; then the scale section's, one column per store size.
+//! console's run page of a long run; and the store on sled beside the store on PostgreSQL, the
+//! same work on each (given a PostgreSQL: `--postgres`).
+//! Prints one table; then the PostgreSQL section's, one column per store, and the scale
+//! section's, one column per store size.
 //!
 //! Every store lives in a temporary directory under `--dir` (the system temp dir by default),
 //! and the fsync ceiling is measured in that same directory, so the two share a filesystem. The
@@ -19,6 +21,7 @@ mod engine;
 mod llm;
 mod mcp;
 mod memory;
+mod postgres;
 mod replay;
 mod report;
 mod scale;
@@ -67,6 +70,11 @@ pub struct BenchArgs {
     /// sled page cache of the child that measures replay memory, in MiB.
     #[arg(long, value_name = "MIB", default_value_t = 64)]
     pub memory_cache_mib: u64,
+    /// The PostgreSQL the `postgres` section measures beside sled (`postgres://user@host/db`):
+    /// each of its stores lives in a new schema there, dropped afterwards. Without it the section
+    /// is skipped (`make bench` starts a throwaway server and passes its URL).
+    #[arg(long, env = "CHRONICLE_BENCH_PG", value_name = "URL")]
+    pub postgres: Option<String>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -92,6 +100,9 @@ pub enum Section {
     /// The console's run page of a long run: its weight, the server's time to the page and to
     /// one scrub step.
     Console,
+    /// The store on sled beside the store on PostgreSQL (`--postgres`), the same work on each:
+    /// durable appends, commits and the log head's lock, equal-work runs, replay, disk per run.
+    Postgres,
     /// Stores of N runs (`--store-runs`) generated straight through the store, and what
     /// `chronicle serve` on each costs: start, RSS, every list's p50/p99, time travel and
     /// restore in old runs, RSS and runs/s under load, beside an empty store.
@@ -136,6 +147,12 @@ struct Plan {
     llm_turns: usize,
     /// Calls of each series of the mcp section.
     mcp_calls: usize,
+    /// The postgres section: each append configuration, on each store, runs for this long.
+    pg_append_window: Duration,
+    /// The postgres section: equal-work runs, `engine_runs_many` at a time, on each store.
+    pg_engine_window: Duration,
+    /// The postgres section: events of the run replayed from each store.
+    pg_replay_events: u64,
     /// Keep every store after its section instead of deleting it.
     keep: bool,
 }
@@ -166,6 +183,9 @@ impl Plan {
                 tool_calls: 200,
                 llm_turns: 30,
                 mcp_calls: 100,
+                pg_append_window: Duration::from_millis(300),
+                pg_engine_window: Duration::from_millis(400),
+                pg_replay_events: 3_000,
                 keep: false,
             }
         } else {
@@ -192,6 +212,10 @@ impl Plan {
                 tool_calls: 2000,
                 llm_turns: 150,
                 mcp_calls: 1000,
+                // The same windows and run as the append, engine and replay sections.
+                pg_append_window: Duration::from_secs(3),
+                pg_engine_window: Duration::from_secs(6),
+                pg_replay_events: 200_000,
                 keep: false,
             }
         }
@@ -264,24 +288,29 @@ pub fn run(args: &BenchArgs, out: &mut impl Write) -> Result<()> {
     if wanted(Section::Console) {
         rows.extend(console::section(&rt, root.path(), &plan)?);
     }
-    let grid = if wanted(Section::Scale) {
+    let mut grids = Vec::new();
+    if wanted(Section::Postgres) {
+        match &args.postgres {
+            Some(url) => grids.push(postgres::section(&rt, root.path(), url, &plan)?),
+            None => rows.push(postgres::skipped()),
+        }
+    }
+    if wanted(Section::Scale) {
         let sizes = match (&args.store_runs[..], args.quick) {
             ([], false) => scale::RUNS_DEFAULT.to_vec(),
             ([], true) => scale::RUNS_QUICK.to_vec(),
             (sizes, _) => sizes.to_vec(),
         };
         let stores = base.join(scale::STORES_DIR);
-        Some(scale::section(
+        grids.push(scale::section(
             &rt,
             root.path(),
             &stores,
             &plan,
             &sizes,
             args.store_generate_only,
-        )?)
-    } else {
-        None
-    };
+        )?);
+    }
     rows.push(
         Row::new(
             "bench_wall_s",
@@ -302,12 +331,12 @@ pub fn run(args: &BenchArgs, out: &mut impl Write) -> Result<()> {
 
     if args.json {
         report::print_json(out, &rows)?;
-        if let Some(grid) = &grid {
+        for grid in &grids {
             report::print_grid_json(out, grid)?;
         }
     } else {
         report::print_table(out, &rows)?;
-        if let Some(grid) = &grid {
+        for grid in &grids {
             writeln!(out)?;
             report::print_grid(out, grid)?;
         }
@@ -342,6 +371,13 @@ pub(crate) fn bulk_store(dir: &Path) -> Result<Store> {
 /// then flushed. Returns the store and the load rate in events/s.
 fn build_long_store(dir: &Path, run: RunId, events: u64, batch: usize) -> Result<(Store, f64)> {
     let store = bulk_store(dir)?;
+    let rate = load_long_run(&store, run, events, batch)?;
+    Ok((store, rate))
+}
+
+/// Appends one run of `events` events of the long workload to `store` in `batch`-event calls,
+/// then flushes it. Returns the load rate in events/s.
+fn load_long_run(store: &Store, run: RunId, events: u64, batch: usize) -> Result<f64> {
     let t = Instant::now();
     let mut events_iter = workload::LongRun::new();
     let mut seq = 0u64;
@@ -363,7 +399,7 @@ fn build_long_store(dir: &Path, run: RunId, events: u64, batch: usize) -> Result
         }
     }
     store.flush().context("flushing the bulk-loaded store")?;
-    Ok((store, events as f64 / t.elapsed().as_secs_f64()))
+    Ok(events as f64 / t.elapsed().as_secs_f64())
 }
 
 /// The median of a non-empty sample (sorts it).

@@ -182,13 +182,7 @@ fn from_store(root: &Path, run: RunId, plan: &Plan) -> Result<Vec<Row>> {
         count == n,
         "read_range returned {count} events, expected {n}"
     );
-    let (replay_ms, _, state) = timed(1, || Ok(replay_from_zero(&store.source(run), last)?))?;
-    anyhow::ensure!(
-        state.last_seq == Some(last),
-        "replay ended at {:?}, expected {last}",
-        state.last_seq
-    );
-    let replay_rate = n as f64 / (replay_ms / 1000.0);
+    let replay_rate = replay_rate(&store, run, n)?;
     rows.push(
         Row::new(
             "replay_sled",
@@ -208,6 +202,19 @@ fn from_store(root: &Path, run: RunId, plan: &Plan) -> Result<Vec<Row>> {
     drop(store);
     plan.discard(&root.join("long-run"));
     Ok(rows)
+}
+
+/// Events per second of `replay_from_zero` over the `events` events of `run`, the store's only
+/// run: read, decode and apply, from the log alone.
+pub(super) fn replay_rate(store: &Store, run: RunId, events: u64) -> Result<f64> {
+    let last = events - 1;
+    let (replay_ms, _, state) = timed(1, || Ok(replay_from_zero(&store.source(run), last)?))?;
+    anyhow::ensure!(
+        state.last_seq == Some(last),
+        "replay ended at {:?}, expected {last}",
+        state.last_seq
+    );
+    Ok(events as f64 / (replay_ms / 1000.0))
 }
 
 fn restore(store: &Store, run: RunId, last: u64, plan: &Plan) -> Result<Vec<Row>> {
