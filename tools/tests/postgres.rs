@@ -420,12 +420,18 @@ fn serve_exits(url: &str, scratch: &Path) -> (Option<i32>, String) {
     }
 }
 
-/// One server per store: a second `chronicle serve` on the same schema is refused (exit 2, saying
-/// why), a read command works beside the first, and once the first is gone a server starts.
+/// `store migrate` makes a store's schema once. One server per store: a second `chronicle serve`
+/// on the same schema is refused (exit 2, saying why), a read command works beside the first, and
+/// once the first is gone a server starts.
 #[test]
 fn a_second_server_on_one_store_is_refused_and_a_reader_is_not() {
     let url =
         chronicle_testkit::postgres::url_with_schema(&chronicle_testkit::postgres::fresh_schema());
+    // `store migrate` makes the schema once; again, it has nothing to do.
+    let made = stdout_of(&["store", "migrate", "--store", &url]);
+    assert!(made.starts_with("created the store at "), "{made}");
+    let again = stdout_of(&["store", "migrate", "--store", &url]);
+    assert!(again.contains("nothing to do"), "{again}");
     let scratch = tempfile::tempdir().unwrap();
     let mut first = Serve::start_with(
         &scratch.path().join("data"),
