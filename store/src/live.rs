@@ -19,6 +19,9 @@ pub struct LiveRun {
     snapshots: snapshot::Schedule,
 }
 
+/// Events [`Store::load_async`] holds at once.
+const LOAD_PAGE_EVENTS: u64 = 256;
+
 impl Store {
     /// Loads a run's current state (from its newest snapshot, then the log) for appending. A run
     /// with no events yet loads as an empty state whose next seq is 0.
@@ -41,13 +44,22 @@ impl Store {
         let mut state = self
             .latest_snapshot(run_id, head.last_seq)?
             .unwrap_or_default();
-        let from = state.next_seq();
-        if from <= head.last_seq {
-            let events = self.read_run_async(run_id, from, head.last_seq).await?;
-            let src = self.source(run_id);
+        // A page at a time: a run without a snapshot (they are a cache) may be long.
+        let src = self.source(run_id);
+        let mut from = state.next_seq();
+        while from <= head.last_seq {
+            let to = head.last_seq.min(from.saturating_add(LOAD_PAGE_EVENTS - 1));
+            let events = self.read_run_async(run_id, from, to).await?;
+            if events.len() as u64 != to - from + 1 {
+                return Err(crate::Error::Corrupt {
+                    offset: head.last_offset,
+                    reason: format!("run {run_id} has no seq {}", from + events.len() as u64),
+                });
+            }
             for env in events {
                 state.apply(&env, &src)?;
             }
+            from = to + 1;
         }
         let pending = head.last_offset >= self.durable_next_offset();
         Ok(LiveRun {

@@ -35,8 +35,8 @@ impl std::fmt::Debug for Target {
 impl Target {
     /// Parses a store URL: `postgres://user:password@host:port/database?schema=name&sslmode=…`
     /// (`postgresql://` too). Every parameter but `schema` goes to the client as libpq would
-    /// read it; `schema` is Chronicle's (letters, digits and `_`, starting with a letter or `_`,
-    /// at most 63 bytes; `chronicle` when absent).
+    /// read it; `schema` is Chronicle's (lowercase letters, digits and `_`, not starting with a
+    /// digit, at most 49 bytes; `chronicle` when absent).
     pub fn parse(url: &str) -> Result<Target> {
         let bad = |why: String| Error::Postgres(format!("bad URL: {why}"));
         let mut parsed = url::Url::parse(url).map_err(|e| bad(e.to_string()))?;
@@ -98,13 +98,15 @@ impl Target {
     /// The client settings of every connection of the store: its schema first on the search
     /// path, commits acknowledged only once flushed (and replicated, where the server is set up
     /// for it), bounded waits for the log head's lock, no transaction left open by a frozen
-    /// process, and keepalives that notice a dead peer.
+    /// process, and keepalives on both sides, so that either one notices a dead peer in seconds
+    /// (the server ends the session of a client gone, and frees its locks).
     pub(crate) fn session_config(&self, opts: &Options) -> tokio_postgres::Config {
         let mut c = self.config.clone();
         let mut options = c.get_options().unwrap_or_default().to_owned();
         options.push_str(&format!(
             " -c search_path={} -c synchronous_commit=on -c lock_timeout={} \
-             -c idle_in_transaction_session_timeout={}",
+             -c idle_in_transaction_session_timeout={} -c tcp_keepalives_idle=5 \
+             -c tcp_keepalives_interval=1 -c tcp_keepalives_count=3",
             self.schema, opts.pg_lock_timeout_ms, opts.pg_idle_in_transaction_ms
         ));
         c.options(options.trim());
@@ -124,9 +126,13 @@ impl Target {
     }
 }
 
+/// The longest schema name: the store's notification channel is `chronicle_log_` and the
+/// schema, and PostgreSQL refuses a channel name of 64 bytes or more.
+const SCHEMA_BYTES_MAX: usize = 49;
+
 fn check_schema(schema: &str) -> std::result::Result<(), String> {
     let ok = !schema.is_empty()
-        && schema.len() <= 63
+        && schema.len() <= SCHEMA_BYTES_MAX
         && schema
             .bytes()
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
@@ -135,7 +141,7 @@ fn check_schema(schema: &str) -> std::result::Result<(), String> {
         Ok(())
     } else {
         Err(format!(
-            "schema {schema:?} must be 1..=63 lowercase letters, digits or _, not starting with a digit"
+            "schema {schema:?} must be 1..={SCHEMA_BYTES_MAX} lowercase letters, digits or _, not starting with a digit"
         ))
     }
 }

@@ -40,7 +40,7 @@ use std::collections::VecDeque;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use chronicle_projections::{RunState, snapshot};
@@ -385,17 +385,24 @@ impl PgLog {
                 let _ = (&mut held.1).await;
                 drop(held.0);
                 let mut wait = Duration::from_millis(100);
+                // The lost session may still hold the lock on the server until the server's
+                // keepalives end it (seconds); held by someone else past that, it is another
+                // server's.
+                let mut held_elsewhere_since = None;
                 held = loop {
                     tokio::time::sleep(wait).await;
                     wait = (wait * 2).min(Duration::from_secs(2));
                     match take_exclusive(&config, key).await {
                         Ok(Some(again)) => break again,
                         Ok(None) => {
-                            inner.fail_stop(
-                                "another server took the store while this one's lock connection \
-                                 was down",
-                            );
-                            return;
+                            let since = *held_elsewhere_since.get_or_insert_with(Instant::now);
+                            if since.elapsed() >= EXCLUSIVE_RETAKE {
+                                inner.fail_stop(
+                                    "another server took the store while this one's lock \
+                                     connection was down",
+                                );
+                                return;
+                            }
                         }
                         Err(e) => tracing::debug!(error = %e, "retaking the store's lock"),
                     }
@@ -463,6 +470,10 @@ impl PgLog {
         answer.await.unwrap_or(Err(Error::Closed))
     }
 }
+
+/// How long a server keeps trying to take its lock again while another session holds it: longer
+/// than the server's keepalives take to end this server's own lost session.
+const EXCLUSIVE_RETAKE: Duration = Duration::from_secs(30);
 
 /// The advisory lock of a store's only server: a class of its own, and the schema's name hashed.
 fn exclusive_key(schema: &str) -> (i32, i32) {
@@ -684,10 +695,19 @@ impl EventLog for PgLog {
         {
             return Ok(events);
         }
-        let page = self
-            .spawn(reads::range(self.inner.clone(), from, to))
-            .await?;
-        Ok(page.into_iter().map(Arc::new).collect())
+        let mut out = Vec::new();
+        let mut next = from;
+        while next < to {
+            let page = self
+                .spawn(reads::range(self.inner.clone(), next, to))
+                .await?;
+            let Some(last) = page.last().map(|e| e.offset) else {
+                break;
+            };
+            out.extend(page.into_iter().map(Arc::new));
+            next = last + 1;
+        }
+        Ok(out)
     }
 
     fn read_run(&self, run_id: RunId, from_seq: u64, to_seq: u64) -> Events<'_> {

@@ -139,7 +139,8 @@ pub(crate) async fn session_runs(inner: Arc<Inner>, session: SessionId) -> Resul
 /// The events `from..to` that are in the log (at most [`PAGE_EVENTS`] of them); a hole below the
 /// last one returned is damage.
 pub(crate) async fn range(inner: Arc<Inner>, from: u64, to: u64) -> Result<Vec<Envelope>> {
-    if to <= from {
+    // Past any offset PostgreSQL's bigint can hold, there is nothing.
+    if to <= from || from > i64::MAX as u64 {
         return Ok(Vec::new());
     }
     let to = to
@@ -175,7 +176,7 @@ pub(crate) async fn run_page(
     from: u64,
     to: u64,
 ) -> Result<Vec<Envelope>> {
-    if to < from {
+    if to < from || from > i64::MAX as u64 {
         return Ok(Vec::new());
     }
     // Bounded to one page in the condition, not only by the LIMIT: without statistics (a table

@@ -219,10 +219,11 @@ fn stage_batch(
 pub(crate) struct Statements {
     pub lock: Statement,
     pub heads: Statement,
-    events: Statement,
-    runs: Statement,
-    log_head: Statement,
-    notify: Statement,
+    /// The events, the heads, the log head and the announcement, in one statement: a statement
+    /// the client cannot send (an encoding error) then leaves nothing of the batch for the
+    /// pipelined `COMMIT` to commit, where separate ones could commit the heads without the
+    /// events.
+    write: Statement,
 }
 
 impl Statements {
@@ -232,31 +233,29 @@ impl Statements {
             lock: p("SELECT next_offset, last_at, pg_backend_pid() FROM log_head FOR UPDATE")
                 .await
                 .map_err(db)?,
-            heads: p(
-                "SELECT run_id, session_id, last_seq, last_hash, last_offset, created_at, \
-                      updated_at, terminal FROM runs WHERE run_id = ANY($1)",
-            )
+            heads: p("SELECT run_id, session_id, last_seq, last_hash, last_offset, created_at, \
+                      updated_at, terminal FROM runs WHERE run_id = ANY($1)")
             .await
             .map_err(db)?,
-            events: p("INSERT INTO events (log_offset, run_id, seq, record) \
-                       SELECT * FROM unnest($1::int8[], $2::uuid[], $3::int8[], $4::bytea[])")
+            write: p("WITH events_written AS ( \
+                        INSERT INTO events (log_offset, run_id, seq, record) \
+                        SELECT * FROM unnest($1::int8[], $2::uuid[], $3::int8[], $4::bytea[]) \
+                        RETURNING 1), \
+                      heads_written AS ( \
+                        INSERT INTO runs (run_id, session_id, last_seq, last_hash, last_offset, \
+                          created_at, updated_at, terminal) \
+                        SELECT * FROM unnest($5::uuid[], $6::text[], $7::int8[], $8::bytea[], \
+                          $9::int8[], $10::int8[], $11::int8[], $12::bool[]) \
+                        ON CONFLICT (run_id) DO UPDATE SET last_seq = EXCLUDED.last_seq, \
+                          last_hash = EXCLUDED.last_hash, last_offset = EXCLUDED.last_offset, \
+                          updated_at = EXCLUDED.updated_at, terminal = EXCLUDED.terminal \
+                        RETURNING 1), \
+                      head_moved AS ( \
+                        UPDATE log_head SET next_offset = $13, last_at = $14 RETURNING 1) \
+                      SELECT pg_notify($15, $16), (SELECT count(*) FROM events_written), \
+                        (SELECT count(*) FROM heads_written), (SELECT count(*) FROM head_moved)")
             .await
             .map_err(db)?,
-            runs: p(
-                "INSERT INTO runs (run_id, session_id, last_seq, last_hash, last_offset, \
-                     created_at, updated_at, terminal) SELECT * FROM unnest($1::uuid[], \
-                     $2::text[], $3::int8[], $4::bytea[], $5::int8[], $6::int8[], $7::int8[], \
-                     $8::bool[]) ON CONFLICT (run_id) DO UPDATE SET \
-                     last_seq = EXCLUDED.last_seq, last_hash = EXCLUDED.last_hash, \
-                     last_offset = EXCLUDED.last_offset, updated_at = EXCLUDED.updated_at, \
-                     terminal = EXCLUDED.terminal",
-            )
-            .await
-            .map_err(db)?,
-            log_head: p("UPDATE log_head SET next_offset = $1, last_at = $2")
-                .await
-                .map_err(db)?,
-            notify: p("SELECT pg_notify($1, $2)").await.map_err(db)?,
         })
     }
 }
@@ -292,8 +291,11 @@ pub(crate) async fn write(
     let h_terminal: Vec<bool> = heads.iter().map(|h| h.terminal).collect();
     let next = next_offset as i64;
     let payload = next_offset.to_string();
-    let event_params: [&(dyn ToSql + Sync); 4] = [&offsets, &runs, &seqs, &records];
-    let head_params: [&(dyn ToSql + Sync); 8] = [
+    let params: [&(dyn ToSql + Sync); 16] = [
+        &offsets,
+        &runs,
+        &seqs,
+        &records,
         &h_run,
         &h_session,
         &h_seq,
@@ -302,22 +304,18 @@ pub(crate) async fn write(
         &h_created,
         &h_updated,
         &h_terminal,
+        &next,
+        &last_at,
+        &channel,
+        &payload,
     ];
-    let log_head_params: [&(dyn ToSql + Sync); 2] = [&next, &last_at];
-    let notify_params: [&(dyn ToSql + Sync); 2] = [&channel, &payload];
-    let (events, runs_written, log_head, notify, commit) = tokio::join!(
-        client.execute(&sql.events, &event_params),
-        client.execute(&sql.runs, &head_params),
-        client.execute(&sql.log_head, &log_head_params),
-        client.execute(&sql.notify, &notify_params),
+    let (written, commit) = tokio::join!(
+        client.execute(&sql.write, &params),
         client.batch_execute("COMMIT"),
     );
-    // A statement that failed aborted the transaction, and PostgreSQL then answers the COMMIT
-    // with a rollback, not an error: every answer must be a success for the batch to count.
-    events?;
-    runs_written?;
-    log_head?;
-    notify?;
+    // A failed statement aborted the transaction, and PostgreSQL then answers the COMMIT with a
+    // rollback, not an error: both answers must be successes for the batch to count.
+    written?;
     commit
 }
 
