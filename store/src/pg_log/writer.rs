@@ -233,8 +233,10 @@ impl Statements {
             lock: p("SELECT next_offset, last_at, pg_backend_pid() FROM log_head FOR UPDATE")
                 .await
                 .map_err(db)?,
-            heads: p("SELECT run_id, session_id, last_seq, last_hash, last_offset, created_at, \
-                      updated_at, terminal FROM runs WHERE run_id = ANY($1)")
+            heads: p(
+                "SELECT run_id, session_id, last_seq, last_hash, last_offset, created_at, \
+                      updated_at, terminal FROM runs WHERE run_id = ANY($1)",
+            )
             .await
             .map_err(db)?,
             write: p("WITH events_written AS ( \
