@@ -1759,17 +1759,36 @@ pub async fn cut_connections_leave_acknowledged_present_and_refused_absent(f: &d
         f.cut_connections(&store);
     }
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut results = Vec::new();
     for w in writers {
-        let (run, acked, refused) = w.await.unwrap();
+        results.push(w.await.unwrap());
+    }
+    // The client learns of a cut connection when it next reads it: give the pooled ones a
+    // moment, and read again when one was refused for that.
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let read = |run| -> Result<Vec<(u64, Hash)>, Error> {
+        store
+            .read_run(run, 0, u64::MAX)
+            .map(|e| e.map(|e| (e.seq, e.hash)))
+            .collect()
+    };
+    for (run, acked, refused) in results {
         eprintln!(
             "run {run}: {} events acknowledged, {refused} appends refused",
             acked.len()
         );
-        let stored: Vec<(u64, Hash)> = store
-            .read_run(run, 0, u64::MAX)
-            .map(|e| e.map(|e| (e.seq, e.hash)).unwrap())
-            .collect();
+        let stored = loop {
+            match read(run) {
+                Err(Error::Unavailable(_)) => {
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                }
+                other => break other.unwrap(),
+            }
+        };
         assert_eq!(stored, acked, "run {run}: exactly the acknowledged events");
+    }
+    while matches!(store.verify(), Err(Error::Unavailable(_))) {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
     assert_dense(&store);
 }

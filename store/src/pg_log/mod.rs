@@ -338,7 +338,7 @@ impl PgLog {
     }
 
     /// Ends every connection of the store in `target`'s schema, as a failing network would (a
-    /// fault drill for the tests).
+    /// fault drill for the tests), and waits (up to 5 s) until their sessions are gone.
     #[doc(hidden)]
     pub fn terminate_connections(target: &Target) -> Result<()> {
         let name = format!("chronicle/{}", target.schema);
@@ -346,7 +346,7 @@ impl PgLog {
             Box::pin(async move {
                 client
                     .execute(
-                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+                        "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity \
                          WHERE application_name = $1 AND pid <> pg_backend_pid()",
                         &[&name],
                     )
