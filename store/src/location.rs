@@ -60,9 +60,4 @@ impl Location {
             Location::Postgres(url) => Store::open_postgres(url, opts, create),
         }
     }
-
-    /// Whether this is a PostgreSQL store.
-    pub fn is_postgres(&self) -> bool {
-        matches!(self, Location::Postgres(_))
-    }
 }

@@ -260,11 +260,6 @@ pub trait EventLog: Send + Sync + std::fmt::Debug + 'static {
     /// The value stored under `key`.
     fn record(&self, key: &str) -> Result<Option<Vec<u8>>>;
 
-    /// [`EventLog::record`] without blocking the caller's runtime.
-    async fn record_async(&self, key: &str) -> Result<Option<Vec<u8>>> {
-        self.record(key)
-    }
-
     /// Every record whose key starts with `prefix`, in key order.
     fn records(&self, prefix: &str) -> Result<Vec<(String, Vec<u8>)>>;
 

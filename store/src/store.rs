@@ -225,11 +225,6 @@ impl Store {
         Ok(events)
     }
 
-    /// [`Store::record`] without blocking the caller's runtime.
-    pub async fn record_async(&self, key: &str) -> Result<Option<Vec<u8>>> {
-        self.log.record_async(key).await
-    }
-
     /// Every run head, in run-id order.
     pub fn runs(&self) -> impl Iterator<Item = Result<RunHead>> + Send + '_ {
         self.reads.count(&self.reads.heads, self.log.runs())

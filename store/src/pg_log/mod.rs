@@ -253,7 +253,7 @@ impl PgLog {
             let _entered = handle.enter();
             connect::pool(&target, &opts)?
         };
-        let (next, last_at) = run_on(&handle, {
+        let next = run_on(&handle, {
             let (pool, schema) = (pool.clone(), target.schema.clone());
             async move {
                 let client = pool.get().await.map_err(|e| {
@@ -282,13 +282,12 @@ impl PgLog {
                     tracing::warn!("{warning}");
                 }
                 let row = client
-                    .query_one("SELECT next_offset, last_at FROM log_head", &[])
+                    .query_one("SELECT next_offset FROM log_head", &[])
                     .await
                     .map_err(db)?;
-                Ok((row.get::<_, i64>(0) as u64, row.get::<_, i64>(1)))
+                Ok(row.get::<_, i64>(0) as u64)
             }
         })?;
-        let _ = last_at;
         let inner = Arc::new(Inner {
             pool,
             head_tx: watch::channel(next).0,
@@ -304,11 +303,7 @@ impl PgLog {
         });
         let (tx, rx) = mpsc::channel(opts.write_queue_requests.max(1));
         handle.spawn(writer::run(inner.clone(), rx));
-        handle.spawn(reads::follow(
-            inner.clone(),
-            target.session_config(&opts),
-            target.channel(),
-        ));
+        handle.spawn(reads::follow(inner.clone(), target.session_config(&opts)));
         Ok(PgLog {
             opts,
             target,
@@ -552,10 +547,6 @@ impl Drop for PgLog {
             rt.shutdown_background();
         }
     }
-}
-
-fn bytes_of(hash: &Hash) -> Vec<u8> {
-    hash.0.to_vec()
 }
 
 pub(crate) fn hash_of(bytes: &[u8]) -> Result<Hash> {
@@ -815,7 +806,7 @@ impl EventLog for PgLog {
             client
                 .execute(
                     "INSERT INTO blobs (hash, bytes) VALUES ($1, $2) ON CONFLICT (hash) DO NOTHING",
-                    &[&bytes_of(&hash), &bytes],
+                    &[&hash.0.as_slice(), &bytes],
                 )
                 .await
                 .map_err(db)?;
@@ -830,7 +821,7 @@ impl EventLog for PgLog {
             let row = client
                 .query_opt(
                     "SELECT bytes FROM blobs WHERE hash = $1",
-                    &[&bytes_of(&want)],
+                    &[&want.0.as_slice()],
                 )
                 .await
                 .map_err(db)?;
@@ -861,11 +852,6 @@ impl EventLog for PgLog {
 
     fn record(&self, key: &str) -> Result<Option<Vec<u8>>> {
         self.block(reads::record(self.inner.clone(), key.as_bytes().to_vec()))
-    }
-
-    async fn record_async(&self, key: &str) -> Result<Option<Vec<u8>>> {
-        self.spawn(reads::record(self.inner.clone(), key.as_bytes().to_vec()))
-            .await
     }
 
     fn records(&self, prefix: &str) -> Result<Vec<(String, Vec<u8>)>> {

@@ -510,22 +510,17 @@ pub(crate) fn verify(log: &PgLog, only: Option<RunId>) -> Result<VerifyReport> {
 /// Keeps the durable head up with every process's commits: `LISTEN` on the store's channel, and
 /// a poll of `log_head` (notifications are lost while the connection is down). Reconnects for as
 /// long as the store is open.
-pub(crate) async fn follow(inner: Arc<Inner>, config: tokio_postgres::Config, channel: String) {
+pub(crate) async fn follow(inner: Arc<Inner>, config: tokio_postgres::Config) {
     let poll = Duration::from_millis(inner.opts.pg_poll_ms.max(10));
     loop {
-        if let Err(e) = listen(&inner, &config, &channel, poll).await {
+        if let Err(e) = listen(&inner, &config, poll).await {
             tracing::debug!(error = %e, "the PostgreSQL follower reconnects");
         }
         tokio::time::sleep(poll).await;
     }
 }
 
-async fn listen(
-    inner: &Inner,
-    config: &tokio_postgres::Config,
-    channel: &str,
-    poll: Duration,
-) -> Result<()> {
+async fn listen(inner: &Inner, config: &tokio_postgres::Config, poll: Duration) -> Result<()> {
     let (client, mut connection) = config.connect(super::connect::tls()).await.map_err(db)?;
     let (tx, mut notified) = tokio::sync::mpsc::unbounded_channel();
     let driver = tokio::spawn(async move {
@@ -538,7 +533,7 @@ async fn listen(
     });
     let _stop = Abort(driver);
     client
-        .batch_execute(&format!("LISTEN {channel}"))
+        .batch_execute(&format!("LISTEN {}", inner.channel))
         .await
         .map_err(db)?;
     let mut tick = tokio::time::interval(poll);

@@ -143,7 +143,6 @@ async fn commit(inner: &Inner, batch: Vec<Request>, clock: &mut Clock) {
     let outcome = match outcome {
         // The drill: a commit that succeeded, answered as if the connection broke.
         Ok(()) if lose => {
-            inner.barriers.fetch_add(1, Ordering::Relaxed);
             discard(client);
             return finish(
                 inner,
