@@ -42,9 +42,13 @@ pub const TICKETS_MAX: usize = 10_000;
 /// cannot take every ticket and lock everyone's browser streams out.
 pub const TICKETS_PER_PRINCIPAL_MAX: usize = 256;
 
-/// Token → principal. Empty = authentication off.
+/// Token → principal. Empty = authentication off. On a node of a cluster, also the secret the
+/// nodes prove themselves with when one sends another a request on a caller's behalf.
 #[derive(Clone, Debug, Default)]
-pub struct Tokens(Arc<HashMap<blake3::Hash, chronicle_engine::Principal>>);
+pub struct Tokens(
+    Arc<HashMap<blake3::Hash, chronicle_engine::Principal>>,
+    Option<blake3::Hash>,
+);
 
 /// Why a token cannot be accepted.
 fn check_token(token: &str) -> Result<(), String> {
@@ -69,9 +73,10 @@ impl Tokens {
     pub fn single(principal: &str, token: &str) -> Result<Self, String> {
         check_token(token)?;
         let admin = chronicle_engine::Principal::admin(principal);
-        Ok(Self(Arc::new(
-            [(blake3::hash(token.as_bytes()), admin)].into(),
-        )))
+        Ok(Self(
+            Arc::new([(blake3::hash(token.as_bytes()), admin)].into()),
+            None,
+        ))
     }
 
     /// Parses `principal token [admin]` lines (`#` comments and blank lines allowed).
@@ -110,12 +115,38 @@ impl Tokens {
                 return Err(format!("line {}: a token is listed twice", i + 1));
             }
         }
-        Ok(Self(Arc::new(map)))
+        Ok(Self(Arc::new(map), None))
     }
 
     pub fn from_file(path: &Path) -> Result<Self, String> {
         let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
         Self::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    /// These tokens, and the cluster's secret (checked as a token is: at least
+    /// [`TOKEN_BYTES_MIN`] characters, no whitespace).
+    pub fn with_cluster_secret(self, secret: &str) -> Result<Self, String> {
+        check_token(secret).map_err(|e| format!("the cluster token: {e}"))?;
+        Ok(Self(self.0, Some(blake3::hash(secret.as_bytes()))))
+    }
+
+    /// The principal a node of the cluster sent a request on behalf of: refused unless the
+    /// request carries the cluster's secret.
+    fn forwarded(&self, headers: &HeaderMap) -> Result<chronicle_engine::Principal, ApiError> {
+        let refused = || ApiError::unauthorized("the cluster token is not this cluster's");
+        let secret = headers
+            .get(crate::cluster::CLUSTER_TOKEN)
+            .and_then(|v| v.to_str().ok())
+            .ok_or_else(refused)?;
+        // `blake3::Hash` compares in constant time.
+        if self.1 != Some(blake3::hash(secret.trim().as_bytes())) {
+            return Err(refused());
+        }
+        headers
+            .get(crate::cluster::PRINCIPAL)
+            .and_then(|v| v.to_str().ok())
+            .and_then(crate::cluster::principal_from_header)
+            .ok_or_else(|| ApiError::unauthorized("a forwarded request names no principal"))
     }
 
     pub fn is_empty(&self) -> bool {
@@ -154,6 +185,9 @@ impl Tokens {
         &self,
         headers: &HeaderMap,
     ) -> Result<chronicle_engine::Principal, ApiError> {
+        if headers.contains_key(crate::cluster::CLUSTER_TOKEN) {
+            return self.forwarded(headers);
+        }
         if !self.is_empty()
             && !headers.contains_key(header::AUTHORIZATION)
             && let Some(key) = headers.get(X_API_KEY)
@@ -207,6 +241,7 @@ pub(crate) fn session_cookie<'h>(tokens: &Tokens, headers: &'h HeaderMap) -> Opt
     if tokens.is_empty()
         || headers.contains_key(header::AUTHORIZATION)
         || headers.contains_key(X_API_KEY)
+        || headers.contains_key(crate::cluster::CLUSTER_TOKEN)
     {
         return None;
     }
@@ -419,6 +454,7 @@ where
         if tokens.is_empty()
             || parts.headers.contains_key(header::AUTHORIZATION)
             || parts.headers.contains_key(X_API_KEY)
+            || parts.headers.contains_key(crate::cluster::CLUSTER_TOKEN)
         {
             return tokens.of_headers(&parts.headers).map(StreamPrincipal);
         }

@@ -110,6 +110,8 @@ pub struct Metrics {
     pub index_behind_events: Gauge,
     /// Runs with an actor now.
     pub run_actors: Gauge,
+    /// On a node of a cluster: the sessions it owns now.
+    pub node_sessions: Gauge,
 }
 
 impl Metrics {
@@ -161,6 +163,7 @@ impl Metrics {
         to(&self.store_heads_read, c.store_heads_read);
         gauge(&self.index_behind_events, c.index_behind_events);
         gauge(&self.run_actors, c.actors);
+        gauge(&self.node_sessions, c.node_sessions);
     }
 
     pub(crate) fn new() -> Self {
@@ -235,6 +238,11 @@ impl Metrics {
             "run_actors",
             "Runs with an actor now: those going on, and those just stopping",
             m.run_actors.clone(),
+        );
+        registry.register(
+            "node_sessions",
+            "On a node of a cluster: the sessions it owns now (0 on a single server)",
+            m.node_sessions.clone(),
         );
         m.registry = registry;
         m

@@ -21,6 +21,8 @@ pub struct ApiError {
     pub extra: Option<Value>,
     /// Sent as `Retry-After` (seconds): when a refusal for a cap is worth retrying.
     pub retry_after_s: Option<u64>,
+    /// The node a change belongs to, on a node of a cluster (the request is sent on there).
+    pub elsewhere: Option<String>,
 }
 
 impl ApiError {
@@ -31,6 +33,7 @@ impl ApiError {
             message: message.into(),
             extra: None,
             retry_after_s: None,
+            elsewhere: None,
         }
     }
     pub fn bad_request(message: impl Into<String>) -> Self {
@@ -99,6 +102,9 @@ impl IntoResponse for ApiError {
                 .insert(header::RETRY_AFTER, HeaderValue::from(s));
         }
         res.extensions_mut().insert(message);
+        if let Some(url) = self.elsewhere {
+            res.extensions_mut().insert(crate::cluster::Elsewhere(url));
+        }
         res
     }
 }
@@ -152,6 +158,16 @@ impl From<EngineError> for ApiError {
             | E::Concurrent
             | E::SessionBusy { .. } => ApiError::conflict(e.to_string()),
             E::Store(e) => e.into(),
+            E::Elsewhere { ref url, .. } => {
+                let url = url.clone();
+                let mut e = ApiError::capped(
+                    "session_elsewhere",
+                    format!("{e}, and could not be sent there; try again"),
+                    1,
+                );
+                e.elsewhere = Some(url);
+                e
+            }
             E::ShuttingDown => ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "shutting_down",
@@ -193,6 +209,7 @@ impl From<StoreError> for ApiError {
             // database failed or is out of reach (a read may work again later), or the store
             // stopped. Nothing says that what it holds is damaged.
             StoreError::Stopped(_)
+            | StoreError::Fenced(_)
             | StoreError::Unavailable(_)
             | StoreError::Postgres(_)
             | StoreError::Closed

@@ -19,6 +19,7 @@ mod ws;
 // What the handlers share, and the server around them.
 pub mod auth;
 pub mod browser;
+pub mod cluster;
 mod config;
 mod connection;
 pub mod error;
@@ -143,6 +144,10 @@ pub fn router(state: AppState) -> Router {
         .layer(middleware::from_fn_with_state(
             state.site.clone(),
             browser::guard,
+        ))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            cluster::forward,
         ))
         .layer(middleware::from_fn(langgraph::detail::detail_errors))
         .layer(middleware::from_fn_with_state(state.clone(), count))

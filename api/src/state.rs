@@ -36,6 +36,8 @@ pub struct AppState {
     pub started_at: chronicle_schemas::Timestamp,
     /// Each ordinary principal's quota on writes.
     pub(crate) quota: Arc<WriteQuota>,
+    /// On a node of a cluster: how it sends a change on to the node that drives its session.
+    pub cluster: Option<Arc<crate::cluster::Link>>,
 }
 
 // What the extractors and middlewares take of the state (they do not know `AppState`).
@@ -106,7 +108,16 @@ impl AppState {
             site: Arc::new(site),
             streams,
             started_at: now(),
+            cluster: None,
         }
+    }
+
+    /// The state of a node of a cluster named `node`: requests carrying `secret` act for the
+    /// principal they name, and changes to sessions other nodes drive are sent there.
+    pub fn in_cluster(mut self, node: &str, secret: &str) -> Result<Self, String> {
+        self.tokens = self.tokens.with_cluster_secret(secret)?;
+        self.cluster = Some(Arc::new(crate::cluster::Link::new(secret, node)?));
+        Ok(self)
     }
 
     /// The state of a server bound to `addr`: its Host and Origin checks know the address.

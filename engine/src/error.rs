@@ -138,6 +138,14 @@ pub enum Error {
     Store(#[from] crate::store::Error),
     #[error("the engine is shutting down")]
     ShuttingDown,
+    /// The run's session is driven by another node of the cluster: a change to it is that
+    /// node's to make (a surface forwards the request to `url`).
+    #[error("session {session} is driven by node {node}")]
+    Elsewhere {
+        session: String,
+        node: String,
+        url: String,
+    },
     #[error("the run did not settle after {0} steps")]
     Unsettled(usize),
     #[error("a recorded value does not decode: {0}")]

@@ -37,7 +37,7 @@ pub use error::{Error, PlanError, Result};
 pub use plugin::planner::{
     AgentResult, EvaluationOutcome, Intent, NoPlanner, Plan, PlanContext, Planner, Remembered,
 };
-pub use plugin::settings::{SUBAGENT_DEPTH_MAX_DEFAULT, Settings};
+pub use plugin::settings::{ClusterSettings, SUBAGENT_DEPTH_MAX_DEFAULT, Settings};
 pub use plugin::{agents, chunks, hitl, llm, said, texts, tools};
 pub use principal::Principal;
 pub use runtime::bus::{Bus, Live};

@@ -92,6 +92,9 @@ pub enum Error {
     #[error("the database is unavailable: {0}")]
     Unavailable(String),
     /// PostgreSQL refused the request for another reason (its message and SQLSTATE).
+    /// A joined node wrote to a session it does not own (any more): another node took it over.
+    #[error("fenced: {0}")]
+    Fenced(String),
     #[error("PostgreSQL: {0}")]
     Postgres(String),
     #[error("sled: {0}")]
@@ -160,6 +163,7 @@ impl Error {
             Error::Stopped(why) => Error::Stopped(why.clone()),
             Error::Unavailable(why) => Error::Unavailable(why.clone()),
             Error::Postgres(why) => Error::Postgres(why.clone()),
+            Error::Fenced(why) => Error::Fenced(why.clone()),
             Error::Io(e) => Error::Io(std::io::Error::new(e.kind(), e.to_string())),
             other => Error::Transaction(other.to_string()),
         }

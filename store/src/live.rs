@@ -138,6 +138,11 @@ impl LiveRun {
         Ok(envs)
     }
 
+    /// Whether everything this run wrote is durable now.
+    pub fn is_durable(&self) -> bool {
+        self.written_next == 0 || self.store.durable_next_offset() >= self.written_next
+    }
+
     /// Waits until everything this run wrote is durable.
     pub async fn durable(&mut self) -> Result<()> {
         if self.written_next > 0 {

@@ -102,6 +102,11 @@ pub trait EventLog: Send + Sync + std::fmt::Debug + 'static {
     /// The data directory, for implementations that have one.
     fn dir(&self) -> Option<&Path>;
 
+    /// Nodes and the sessions they own, for a store several processes share.
+    fn membership(&self) -> Option<&dyn crate::Membership> {
+        None
+    }
+
     /// The database and schema, for a store on PostgreSQL.
     fn postgres(&self) -> Option<&crate::Target> {
         None

@@ -103,6 +103,11 @@ impl Store {
     }
 
     /// The database and schema of a store on PostgreSQL.
+    /// Nodes and the sessions they own: `None` for a store only one process serves.
+    pub fn membership(&self) -> Option<&dyn crate::Membership> {
+        self.log.membership()
+    }
+
     pub fn postgres(&self) -> Option<&crate::Target> {
         self.log.postgres()
     }

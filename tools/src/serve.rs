@@ -11,7 +11,7 @@ use chronicle_schemas::{HitlMode, OnReject};
 
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Examples:\n  chronicle serve\n  chronicle serve --addr 0.0.0.0:8080 --tokens tokens.txt\n  chronicle serve --cors-origin http://localhost:5173\n  CHRONICLE_API_TOKEN=$(openssl rand -hex 16) chronicle serve --hitl-default every_todo\n\nA full disk is answered with 507 and /healthz reports `\"storage\": \"full\"` until space is freed; appends then resume by themselves. The store keeps --disk-reserve-mib free; on a file system that reports no size the free space cannot be known, and only a failed write tells.\n\nThe data directory is created 0700 and every file in it 0600; a looser existing directory or tokens file is warned about at start.\n\nA connection over --connections-max, and a stream (SSE or WebSocket) over --streams-max or --streams-per-principal-max, is answered 503 with Retry-After (`too_many_connections`, `too_many_streams`). The soft limit on open files is raised to the hard one at start (every connection is a file descriptor).\n\nExit codes: 0 clean shutdown, 2 could not start (bad flag, broken store, refused bind), 3 stopped after a failed fsync (nothing unacknowledged was acknowledged; restart to recover)."
+    after_help = "Examples:\n  chronicle serve\n  chronicle serve --addr 0.0.0.0:8080 --tokens tokens.txt\n  chronicle serve --cors-origin http://localhost:5173\n  CHRONICLE_API_TOKEN=$(openssl rand -hex 16) chronicle serve --hitl-default every_todo\n\nA full disk is answered with 507 and /healthz reports `\"storage\": \"full\"` until space is freed; appends then resume by themselves. The store keeps --disk-reserve-mib free; on a file system that reports no size the free space cannot be known, and only a failed write tells.\n\nThe data directory is created 0700 and every file in it 0600; a looser existing directory or tokens file is warned about at start.\n\nA connection over --connections-max, and a stream (SSE or WebSocket) over --streams-max or --streams-per-principal-max, is answered 503 with Retry-After (`too_many_connections`, `too_many_streams`). The soft limit on open files is raised to the hard one at start (every connection is a file descriptor).\n\nExit codes: 0 clean shutdown, 2 could not start (bad flag, broken store, refused bind), 3 stopped after a failed fsync (nothing unacknowledged was acknowledged; restart to recover), or a node of a cluster that another node took over (its lease ran out: restart it).\n\nSeveral nodes: give each --node-name, the same --store postgres://…, --cluster-token-file and --workspace-root (shared storage), and put them behind one load balancer; any node answers, and a change to a session goes to the node that drives it."
 )]
 pub struct ServeArgs {
     /// Address to listen on.
@@ -83,6 +83,128 @@ pub struct ServeArgs {
     ended_runs_cache_events: u64,
     #[command(flatten)]
     limits: LimitArgs,
+    #[command(flatten)]
+    cluster: ClusterArgs,
+}
+
+/// Several nodes on one PostgreSQL store.
+#[derive(Debug, clap::Args)]
+struct ClusterArgs {
+    /// Run as a node of a cluster under this name (unique among the nodes, the same across
+    /// restarts): several `serve` processes on one PostgreSQL store, each driving the runs of
+    /// the sessions it owns, any of them answering. Needs --store, --cluster-token-file and
+    /// --workspace-root on storage every node shares.
+    #[arg(long, env = "CHRONICLE_NODE_NAME", value_name = "NAME", value_parser = parse_node_name)]
+    node_name: Option<String>,
+    /// Where the other nodes reach this one, e.g. `http://10.0.0.11:8080`; default
+    /// `http://<the bound address>` (which must then not be 0.0.0.0).
+    #[arg(long, env = "CHRONICLE_ADVERTISE_URL", value_name = "URL", value_parser = parse_advertise)]
+    advertise_url: Option<String>,
+    /// File holding the secret the nodes show each other when one sends another a request on a
+    /// caller's behalf (the same file on every node; at least 16 characters).
+    #[arg(long, env = "CHRONICLE_CLUSTER_TOKEN_FILE", value_name = "FILE")]
+    cluster_token_file: Option<PathBuf>,
+    /// How often a node tells the others it lives, in ms; it looks for dead nodes and sessions
+    /// due twice as often.
+    #[arg(long, value_name = "MS", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(50..=60_000))]
+    heartbeat_ms: u64,
+    /// A node silent this long is declared dead even if its process may live (a partition, a
+    /// stopped process), in ms; its sessions go to the others.
+    #[arg(long, value_name = "MS", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(500..=600_000))]
+    lease_ms: u64,
+    /// A node whose process is gone (its connection to the database closed) is declared dead
+    /// once silent this long, in ms.
+    #[arg(long, value_name = "MS", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(50..=600_000))]
+    crash_grace_ms: u64,
+    /// A session whose runs all ended or wait for a person is released after this long without
+    /// work, in ms: it then holds nothing on any node until an input or its next timer.
+    #[arg(long, value_name = "MS", default_value_t = 2000, value_parser = clap::value_parser!(u64).range(100..=3_600_000))]
+    release_idle_ms: u64,
+}
+
+fn parse_node_name(s: &str) -> Result<String, String> {
+    let ok = !s.is_empty()
+        && s.len() <= 64
+        && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+    match ok {
+        true => Ok(s.to_owned()),
+        false => Err("a node name is 1 to 64 characters of letters, digits, `-`, `_` and `.`".into()),
+    }
+}
+
+fn parse_advertise(s: &str) -> Result<String, String> {
+    let rest = s
+        .strip_prefix("http://")
+        .or_else(|| s.strip_prefix("https://"))
+        .ok_or("the advertised URL starts with http:// or https://")?;
+    if rest.is_empty() || rest.contains(['?', '#', ' ']) {
+        return Err("the advertised URL is `http://host:port`, with no query".into());
+    }
+    Ok(s.trim_end_matches('/').to_owned())
+}
+
+impl ClusterArgs {
+    /// The node's settings and the cluster's secret; `None` without --node-name.
+    fn settings(
+        &self,
+        store: &Location,
+        workspace_root: Option<&PathBuf>,
+        addr: SocketAddr,
+    ) -> anyhow::Result<Option<(chronicle_engine::ClusterSettings, String)>> {
+        let Some(name) = &self.node_name else {
+            for (given, flag) in [
+                (self.advertise_url.is_some(), "--advertise-url"),
+                (self.cluster_token_file.is_some(), "--cluster-token-file"),
+            ] {
+                anyhow::ensure!(!given, "{flag} is for a node of a cluster: give --node-name too");
+            }
+            return Ok(None);
+        };
+        anyhow::ensure!(
+            matches!(store, Location::Postgres(_)),
+            "--node-name needs a store the nodes share: --store postgres://…"
+        );
+        anyhow::ensure!(
+            workspace_root.is_some(),
+            "--node-name needs --workspace-root on storage every node shares (a session's files \
+             must be there when another node takes the session over)"
+        );
+        let path = self
+            .cluster_token_file
+            .as_ref()
+            .context("--node-name needs --cluster-token-file: the secret the nodes share")?;
+        warn_if_others_read(path);
+        let secret = std::fs::read_to_string(path)
+            .with_context(|| format!("reading the cluster token {}", path.display()))?
+            .trim()
+            .to_owned();
+        let url = match &self.advertise_url {
+            Some(url) => url.clone(),
+            None if addr.ip().is_unspecified() => anyhow::bail!(
+                "--addr {addr} listens on every interface: say where the other nodes reach this \
+                 one with --advertise-url"
+            ),
+            None => format!("http://{addr}"),
+        };
+        anyhow::ensure!(
+            self.crash_grace_ms < self.lease_ms,
+            "--crash-grace-ms ({}) must be less than --lease-ms ({})",
+            self.crash_grace_ms,
+            self.lease_ms
+        );
+        anyhow::ensure!(
+            self.heartbeat_ms * 2 < self.lease_ms,
+            "--lease-ms ({}) must be more than two heartbeats (--heartbeat-ms {})",
+            self.lease_ms,
+            self.heartbeat_ms
+        );
+        let mut c = chronicle_engine::ClusterSettings::new(name.clone(), url);
+        c.heartbeat_ms = self.heartbeat_ms;
+        c.lease_ms = self.lease_ms;
+        c.crash_grace_ms = self.crash_grace_ms.max(self.heartbeat_ms);
+        c.release_idle_ms = self.release_idle_ms;
+        Ok(Some((c, secret)))
+    }
 }
 
 /// The connection and stream limits an operator tunes (the rest keep `ApiConfig`'s defaults).
@@ -275,21 +397,32 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
         .store
         .clone()
         .unwrap_or_else(|| Location::Sled(args.data.clone()));
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    // Bound first: a node tells the others where it listens when it joins.
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind(args.addr))
+        .with_context(|| format!("binding {}", args.addr))?;
+    // The bound address, so that `--addr 127.0.0.1:0` tells which port it got.
+    let addr = listener.local_addr().unwrap_or(args.addr);
+    let cluster = args
+        .cluster
+        .settings(&location, args.workspace_root.as_ref(), addr)?;
     let store = match &location {
         Location::Postgres(url) => {
             let log = PgLog::open(url, opts, Create::IfAbsent)
                 .with_context(|| format!("opening the store at {location}"))?;
-            // One server per store: a second one on the same schema is refused.
-            log.hold_exclusive()?;
+            // One server per store, unless it is one node of several (each joins as it opens).
+            if cluster.is_none() {
+                log.hold_exclusive()?;
+            }
             Store::from_log(log)
         }
         Location::Sled(dir) => Store::open(dir, opts)
             .with_context(|| format!("opening the store in {}", dir.display()))?,
     };
     crate::common::index_store(&store)?;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
     // In the runtime: MCP servers are started here (the data domain's and those of --agents),
     // and their connections live in it.
     let mut settings = rt.block_on(args.domain.settings())?;
@@ -304,6 +437,8 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
             .unwrap_or_else(|| args.data.join("workspaces")),
     );
     settings.idle_cache_events = args.ended_runs_cache_events;
+    let secret = cluster.as_ref().map(|(c, secret)| (c.node_name.clone(), secret.clone()));
+    settings.cluster = cluster.map(|(c, _)| c);
     if settings.llm.is_none() {
         tracing::info!(
             "no LLM configured: intent, plan, evaluation and answers come from the rules"
@@ -321,14 +456,20 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     });
     rt.block_on(async move {
         let engine = Engine::open(store, settings).await?;
-        let listener = tokio::net::TcpListener::bind(args.addr).await.with_context(|| format!("binding {}", args.addr))?;
-        // The bound address, so that `--addr 127.0.0.1:0` tells which port it got.
-        let addr = listener.local_addr().unwrap_or(args.addr);
-        let state = AppState::new(engine, tokens.clone(), config);
+        let mut state = AppState::new(engine, tokens.clone(), config);
+        if let Some((node, secret)) = &secret {
+            state = state.in_cluster(node, secret).map_err(anyhow::Error::msg)?;
+        }
         // The handlers are in place before anyone is told the server listens: a SIGTERM from
         // then on is a clean stop, never the default kill.
         let stop = shutdown_signal()?;
-        tracing::info!(addr = %addr, store = %location, auth = !tokens.is_empty(), "chronicle is listening");
+        tracing::info!(
+            addr = %addr,
+            store = %location,
+            auth = !tokens.is_empty(),
+            node = secret.as_ref().map(|(n, _)| n.as_str()),
+            "chronicle is listening"
+        );
         if tokens.is_empty() && !args.addr.ip().is_loopback() {
             tracing::warn!("serving without tokens on a non-loopback address (--insecure)");
         }

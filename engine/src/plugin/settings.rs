@@ -67,6 +67,47 @@ pub struct Settings {
     /// Events the states of recently ended long runs may fold in all (kept so that a command
     /// on a run that just ended needs no replay); past it the oldest are dropped.
     pub idle_cache_events: u64,
+    /// This process as one node of several on a shared store; `None`: the only process, which
+    /// drives every run.
+    pub cluster: Option<ClusterSettings>,
+}
+
+/// A node of a cluster: several processes on one shared store, each driving the runs of the
+/// sessions it owns.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClusterSettings {
+    /// The node's name, unique in the cluster and kept across restarts.
+    pub node_name: String,
+    /// Where the other nodes reach this one (`http://host:port`).
+    pub advertise_url: String,
+    /// How often the node tells the others it lives, and looks for dead nodes and due sessions
+    /// (twice per heartbeat).
+    pub heartbeat_ms: u64,
+    /// A node silent this long is declared dead, even if its process may live (a partition, a
+    /// stopped process).
+    pub lease_ms: u64,
+    /// A node whose process is gone and that has been silent this long is declared dead.
+    pub crash_grace_ms: u64,
+    /// A session whose runs all ended or wait for a person is released after this long without
+    /// work.
+    pub release_idle_ms: u64,
+    /// Sessions a node claims at most per look.
+    pub claim_batch: u32,
+}
+
+impl ClusterSettings {
+    /// A node with the default timing: heartbeat every second, a 10-second lease.
+    pub fn new(node_name: impl Into<String>, advertise_url: impl Into<String>) -> Self {
+        ClusterSettings {
+            node_name: node_name.into(),
+            advertise_url: advertise_url.into(),
+            heartbeat_ms: 1000,
+            lease_ms: 10_000,
+            crash_grace_ms: 1000,
+            release_idle_ms: 2000,
+            claim_batch: 32,
+        }
+    }
 }
 
 impl std::fmt::Debug for Settings {
@@ -107,6 +148,7 @@ impl Default for Settings {
             memories_loaded_max: 50,
             facts_cache_runs: 65_536,
             idle_cache_events: 20_000,
+            cluster: None,
         }
     }
 }

@@ -49,6 +49,9 @@ pub struct CacheStats {
     pub store_heads_read: u64,
     /// Durable events the index has not taken in yet.
     pub index_behind_events: u64,
+    /// On a node of a cluster: the sessions it owns now (their runs' states are held only while
+    /// it does).
+    pub node_sessions: u64,
 }
 
 /// The workflow engine; cheap to clone.
@@ -75,6 +78,12 @@ impl Engine {
         // once), and names the runs to recover: the cost of opening does not grow with the log.
         index::catch_up(&shared.store)?;
         index::follow(&shared.store, &shared.tasks, shared.shutdown.clone());
+        // A node of a cluster recovers nothing itself: it joins, and claims the sessions nobody
+        // drives (its own earlier incarnation's among them) as every node does.
+        if let Some(cluster) = &shared.cluster {
+            cluster.join(&shared).await?;
+            return Ok(Engine { shared });
+        }
         let mut recovered = 0;
         for run in index::live_runs(&shared.store)? {
             match shared.deliver(run, None).await {
@@ -113,6 +122,7 @@ impl Engine {
             store_events_read: s.store.reads().events(),
             store_heads_read: s.store.reads().heads(),
             index_behind_events: index::behind(&s.store).unwrap_or(0),
+            node_sessions: s.cluster.as_ref().map_or(0, |c| c.sessions() as u64),
         }
     }
 
@@ -131,6 +141,10 @@ impl Engine {
         self.shared.shutdown.cancel();
         self.shared.tasks.close();
         self.shared.tasks.wait().await;
+        // Its sessions are the other nodes' at once: what the actors wrote is committed.
+        if let Some(cluster) = &self.shared.cluster {
+            cluster.leave(&self.shared).await;
+        }
         self.shared.settings.tools.stop().await;
         if let Err(e) = self.shared.store.flush() {
             tracing::error!(error = %e, "flush at shutdown failed");

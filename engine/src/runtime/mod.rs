@@ -3,11 +3,13 @@
 //! feeds subscribers, the long-term memory index and the TODO rules.
 //!
 //! Dependencies point one way: `mailbox` (what an actor receives) ← `shared` (the store, the
-//! settings, the actors' mailboxes) ← `runs` ← `actor` ← `engine` ← `turn`. The runtime uses
+//! settings, the actors' mailboxes, with `cluster`, the node's side of session ownership, which
+//! it asks before an actor starts) ← `runs` ← `actor` ← `engine` ← `turn`. The runtime uses
 //! the plug-in side (`plugin/`); never the other way round.
 
 pub(crate) mod actor;
 pub(crate) mod bus;
+pub(crate) mod cluster;
 pub(crate) mod engine;
 pub mod index;
 pub(crate) mod mailbox;

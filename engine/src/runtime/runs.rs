@@ -225,6 +225,10 @@ pub(crate) async fn start(shared: &Arc<Shared>, run_id: RunId, req: StartRun) ->
     {
         return Err(Error::RunNotFound(turn));
     }
+    // On a node of a cluster, the session is this node's before its run starts here.
+    if let Some(cluster) = &shared.cluster {
+        cluster.ensure(shared, session_id.as_str()).await?;
+    }
     let request_id = format!("req_{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
     let mut live = shared.store.load_async(run_id).await?;
     live.append(vec![Event::RunStarted {

@@ -14,6 +14,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::plugin::settings::Settings;
 use crate::runtime::bus::Bus;
+use crate::runtime::cluster::Cluster;
 use crate::runtime::mailbox::Input;
 use crate::runtime::memory::MemoryIndex;
 use crate::store::{LiveRun, Store};
@@ -358,6 +359,8 @@ pub(crate) struct Shared {
     /// Runs' facts, read from their first and last events.
     facts: Arc<Facts>,
     spawn: SpawnActor,
+    /// This node's side of session ownership, when it is one of several on a shared store.
+    pub cluster: Option<Arc<Cluster>>,
 }
 
 impl std::fmt::Debug for Shared {
@@ -387,6 +390,7 @@ impl Shared {
             });
         let idle = IdleRuns::with_max(settings.idle_cache_events);
         let facts = Arc::new(Facts::with_max(settings.facts_cache_runs));
+        let cluster = settings.cluster.clone().map(|c| Arc::new(Cluster::new(c)));
         Arc::new(Shared {
             store,
             settings,
@@ -398,7 +402,17 @@ impl Shared {
             idle,
             facts,
             spawn,
+            cluster,
         })
+    }
+
+    /// Runs `f` on the actors' mailboxes, under their lock (a session's release checks that none
+    /// of its runs has an actor while no actor can start).
+    pub(crate) fn with_actors<T>(
+        &self,
+        f: impl FnOnce(&HashMap<RunId, mpsc::Sender<Input>>) -> T,
+    ) -> T {
+        f(&self.actors.lock().unwrap_or_else(PoisonError::into_inner))
     }
 
     /// What is known of `run` without replaying it; `None` for a run that does not exist.
@@ -486,30 +500,50 @@ impl Shared {
             },
             (None, input) => input,
         };
-        if self.shutdown.is_cancelled() {
-            return Err(Error::ShuttingDown);
-        }
-        let Some(head) = self.store.run_head_async(run).await? else {
-            return Err(Error::RunNotFound(run));
-        };
-        let live = match self.idle.take(run, head.last_seq) {
-            Some(live) => live,
-            None => self.store.load_async(run).await?,
-        };
-        let (tx, rx) = mpsc::channel(self.settings.actor_mailbox_messages.max(1));
-        if let Some(input) = input {
-            // A fresh channel has room for one input.
-            let _ = tx.try_send(input);
-        }
-        let raced = {
-            let mut actors = self.actors.lock().unwrap_or_else(PoisonError::into_inner);
-            match actors.get(&run).filter(|tx| !tx.is_closed()) {
-                Some(old) => Some(old.clone()),
-                None => {
-                    actors.insert(run, tx.clone());
-                    None
-                }
+        let mut input = input;
+        let (live, tx, rx, raced) = loop {
+            if self.shutdown.is_cancelled() {
+                return Err(Error::ShuttingDown);
             }
+            let Some(head) = self.store.run_head_async(run).await? else {
+                return Err(Error::RunNotFound(run));
+            };
+            // On a node of a cluster, the run's session must be this node's first.
+            if let Some(cluster) = &self.cluster {
+                cluster.ensure(self, head.session_id.as_str()).await?;
+            }
+            let live = match self.idle.take(run, head.last_seq) {
+                Some(live) => live,
+                None => self.store.load_async(run).await?,
+            };
+            let (tx, mut rx) = mpsc::channel(self.settings.actor_mailbox_messages.max(1));
+            if let Some(input) = input.take() {
+                // A fresh channel has room for one input.
+                let _ = tx.try_send(input);
+            }
+            let raced = {
+                let mut actors = self.actors.lock().unwrap_or_else(PoisonError::into_inner);
+                match actors.get(&run).filter(|tx| !tx.is_closed()) {
+                    Some(old) => Some(old.clone()),
+                    None if self
+                        .cluster
+                        .as_ref()
+                        .is_some_and(|c| !c.may_start(self, head.session_id.as_str(), run)) =>
+                    {
+                        None
+                    }
+                    None => {
+                        actors.insert(run, tx.clone());
+                        break (live, tx, rx, None);
+                    }
+                }
+            };
+            if raced.is_some() {
+                break (live, tx, rx, raced);
+            }
+            // The session was released meanwhile: claim it again.
+            live.discard();
+            input = rx.try_recv().ok();
         };
         if let Some(old) = raced {
             // Another caller started an actor meanwhile: this one is dropped unstarted and the

@@ -15,7 +15,7 @@ use crate::{Error, Options, Result};
 pub const DEFAULT_SCHEMA: &str = "chronicle";
 
 /// The schema version this build reads and writes.
-pub const PG_SCHEMA_VERSION: u64 = 1;
+pub const PG_SCHEMA_VERSION: u64 = 2;
 
 /// Where a PostgreSQL store lives: the server and database of its URL, and its schema.
 #[derive(Clone)]
@@ -209,6 +209,19 @@ CREATE TABLE index_head (one boolean PRIMARY KEY DEFAULT true CHECK (one),
 INSERT INTO index_head (one, watermark) VALUES (true, 0);
 ";
 
+/// What version 2 adds: the nodes serving the store, and which node owns each session (with the
+/// epoch every change of owner bumps), for several processes on one store.
+const SCHEMA_V2: &str = "
+CREATE TABLE nodes (node_id text PRIMARY KEY, incarnation bigint NOT NULL,
+                    advertise_url text NOT NULL, state text NOT NULL,
+                    heartbeat_at timestamptz NOT NULL, started_at timestamptz NOT NULL);
+CREATE TABLE session_owners (session_id text PRIMARY KEY, owner_node text,
+                             owner_epoch bigint NOT NULL DEFAULT 0, wake_at timestamptz);
+CREATE INDEX session_owners_due ON session_owners (wake_at) WHERE owner_node IS NULL;
+CREATE INDEX session_owners_by_node ON session_owners (owner_node) WHERE owner_node IS NOT NULL;
+CREATE INDEX runs_active ON runs (session_id) WHERE NOT terminal;
+";
+
 /// What [`migrate`] found and did.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Migrated {
@@ -264,6 +277,15 @@ async fn migrate_in(tx: &tokio_postgres::Client, schema: &str) -> Result<Migrate
     let from = schema_version(tx, schema).await?;
     match from {
         Some(v) if v == PG_SCHEMA_VERSION => {}
+        Some(1) => {
+            tx.batch_execute(SCHEMA_V2).await.map_err(super::db)?;
+            tx.execute(
+                "UPDATE meta SET value = $1 WHERE key = 'schema_version'",
+                &[&PG_SCHEMA_VERSION.to_string()],
+            )
+            .await
+            .map_err(super::db)?;
+        }
         Some(v) => {
             return Err(Error::SchemaVersion {
                 found: v,
@@ -275,6 +297,7 @@ async fn migrate_in(tx: &tokio_postgres::Client, schema: &str) -> Result<Migrate
                 .await
                 .map_err(super::db)?;
             tx.batch_execute(SCHEMA_V1).await.map_err(super::db)?;
+            tx.batch_execute(SCHEMA_V2).await.map_err(super::db)?;
             tx.execute(
                 "INSERT INTO meta (key, value) VALUES ('schema_version', $1)",
                 &[&PG_SCHEMA_VERSION.to_string()],

@@ -31,10 +31,14 @@ pub(crate) async fn batch(inner: Arc<Inner>, events: Vec<Envelope>) -> Result<u6
         }
     };
     let refs: Vec<&Staged> = staged.iter().collect();
-    let written = write(&client, &sql, &refs, (next, last_at), &inner.channel).await;
-    if let Err(e) = written {
-        discard(client);
-        return Err(db(e));
+    let written = write(&client, &sql, &refs, (next, last_at), &inner.channel, None).await;
+    match written {
+        Ok(true) => {}
+        Ok(false) => unreachable!("an unfenced write is always admitted"),
+        Err(e) => {
+            discard(client);
+            return Err(db(e));
+        }
     }
     inner.advance(next);
     Ok(next)

@@ -33,6 +33,7 @@
 
 mod connect;
 mod import;
+mod nodes;
 mod reads;
 mod writer;
 
@@ -81,6 +82,8 @@ pub(crate) struct Inner {
     pub opts: Options,
     /// How long each commit held the log head's lock.
     pub hold: HoldTimes,
+    /// The node this process joined as, and the sessions it owns.
+    pub joined: nodes::Joined,
 }
 
 /// The newest lock hold times (from the lock taken to the commit answered), for a benchmark.
@@ -300,6 +303,7 @@ impl PgLog {
             }),
             opts: opts.clone(),
             hold: HoldTimes::default(),
+            joined: nodes::Joined::default(),
         });
         let (tx, rx) = mpsc::channel(opts.write_queue_requests.max(1));
         handle.spawn(writer::run(inner.clone(), rx));
@@ -563,6 +567,10 @@ impl EventLog for PgLog {
 
     fn dir(&self) -> Option<&Path> {
         None
+    }
+
+    fn membership(&self) -> Option<&dyn crate::Membership> {
+        Some(self)
     }
 
     fn postgres(&self) -> Option<&Target> {

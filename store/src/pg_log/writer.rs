@@ -109,6 +109,11 @@ async fn commit(inner: &Inner, batch: Vec<Request>, clock: &mut Clock) {
     }
     let locked = Instant::now();
     let backend: i32 = head.get(2);
+    let fence = inner.joined.me().map(|me| Fence::new(me, &inner.joined));
+    let batch = match &fence {
+        Some(fence) => fence.admit(batch, &heads),
+        None => batch,
+    };
     let ready = stage_batch(
         batch,
         head.get::<_, i64>(0) as u64,
@@ -130,19 +135,21 @@ async fn commit(inner: &Inner, batch: Vec<Request>, clock: &mut Clock) {
     let first = &ready.staged[0].0.envelopes[0];
     let (first_offset, first_record) = (first.offset, ready.staged[0].0.records[0].clone());
     let staged: Vec<&Staged> = ready.staged.iter().map(|(s, _)| s).collect();
+    let fenced = fence.as_ref().map(|f| f.check(&staged));
     let outcome = write(
         &client,
         &sql,
         &staged,
         (ready.next_offset, ready.last_at),
         &inner.channel,
+        fenced.as_ref(),
     )
     .await;
     let every = inner.opts.pg_drill_lose_commit_answer_every;
     let lose = every > 0 && inner.barriers.load(Ordering::Relaxed) % every == every - 1;
     let outcome = match outcome {
         // The drill: a commit that succeeded, answered as if the connection broke.
-        Ok(()) if lose => {
+        Ok(true) if lose => {
             discard(client);
             return finish(
                 inner,
@@ -153,7 +160,18 @@ async fn commit(inner: &Inner, batch: Vec<Request>, clock: &mut Clock) {
         other => other,
     };
     let committed = match outcome {
-        Ok(()) => Ok(()),
+        Ok(true) => Ok(()),
+        // Nothing was written: another node owns one of the sessions now, or this node was
+        // declared dead. A zombie stops.
+        Ok(false) => {
+            let (me, inc) = inner.joined.me().unwrap_or_default();
+            let why = format!(
+                "node {me:?} (incarnation {inc}) no longer owns a session it wrote to: another \
+                 node took it over"
+            );
+            inner.fail_stop(&why);
+            Err(Error::Fenced(why))
+        }
         // The server answered: the transaction did not commit.
         Err(e) if e.as_db_error().is_some() => Err(db(e)),
         // No answer: it may have committed. Ask once the lost transaction has ended.
@@ -238,22 +256,36 @@ impl Statements {
             )
             .await
             .map_err(db)?,
-            write: p("WITH events_written AS ( \
+            write: p("WITH fence AS ( \
+                        SELECT $17::text IS NULL OR ( \
+                          EXISTS (SELECT 1 FROM nodes WHERE node_id = $17 \
+                            AND incarnation = $18 AND state = 'alive') \
+                          AND (SELECT count(*) FROM session_owners o \
+                            JOIN unnest($19::text[], $20::int8[]) AS f(id, epoch) \
+                            ON o.session_id = f.id AND o.owner_node = $17 \
+                              AND o.owner_epoch = f.epoch) = cardinality($19::text[])) AS ok), \
+                      events_written AS ( \
                         INSERT INTO events (log_offset, run_id, seq, record) \
                         SELECT * FROM unnest($1::int8[], $2::uuid[], $3::int8[], $4::bytea[]) \
+                        WHERE (SELECT ok FROM fence) \
                         RETURNING 1), \
                       heads_written AS ( \
                         INSERT INTO runs (run_id, session_id, last_seq, last_hash, last_offset, \
                           created_at, updated_at, terminal) \
                         SELECT * FROM unnest($5::uuid[], $6::text[], $7::int8[], $8::bytea[], \
                           $9::int8[], $10::int8[], $11::int8[], $12::bool[]) \
+                        WHERE (SELECT ok FROM fence) \
                         ON CONFLICT (run_id) DO UPDATE SET last_seq = EXCLUDED.last_seq, \
                           last_hash = EXCLUDED.last_hash, last_offset = EXCLUDED.last_offset, \
                           updated_at = EXCLUDED.updated_at, terminal = EXCLUDED.terminal \
                         RETURNING 1), \
                       head_moved AS ( \
-                        UPDATE log_head SET next_offset = $13, last_at = $14 RETURNING 1) \
-                      SELECT pg_notify($15, $16), (SELECT count(*) FROM events_written), \
+                        UPDATE log_head SET next_offset = $13, last_at = $14 \
+                        WHERE (SELECT ok FROM fence) RETURNING 1), \
+                      announced AS ( \
+                        SELECT pg_notify($15, $16) FROM fence WHERE ok) \
+                      SELECT (SELECT ok FROM fence), (SELECT count(*) FROM announced), \
+                        (SELECT count(*) FROM events_written), \
                         (SELECT count(*) FROM heads_written), (SELECT count(*) FROM head_moved)")
             .await
             .map_err(db)?,
@@ -269,7 +301,8 @@ pub(crate) async fn write(
     staged: &[&Staged],
     (next_offset, last_at): (u64, i64),
     channel: &str,
-) -> std::result::Result<(), tokio_postgres::Error> {
+    fence: Option<&Checked>,
+) -> std::result::Result<bool, tokio_postgres::Error> {
     let (mut offsets, mut runs, mut seqs, mut records) = (vec![], vec![], vec![], vec![]);
     let mut heads: HashMap<RunId, &RunHead> = HashMap::new();
     for s in staged {
@@ -292,7 +325,12 @@ pub(crate) async fn write(
     let h_terminal: Vec<bool> = heads.iter().map(|h| h.terminal).collect();
     let next = next_offset as i64;
     let payload = next_offset.to_string();
-    let params: [&(dyn ToSql + Sync); 16] = [
+    let no_sessions = (Vec::new(), Vec::new());
+    let (node, incarnation, (sessions, epochs)) = match fence {
+        Some(f) => (Some(f.node.as_str()), f.incarnation, (&f.sessions, &f.epochs)),
+        None => (None, 0, (&no_sessions.0, &no_sessions.1)),
+    };
+    let params: [&(dyn ToSql + Sync); 20] = [
         &offsets,
         &runs,
         &seqs,
@@ -309,15 +347,89 @@ pub(crate) async fn write(
         &last_at,
         &channel,
         &payload,
+        &node,
+        &incarnation,
+        sessions,
+        epochs,
     ];
     let (written, commit) = tokio::join!(
-        client.execute(&sql.write, &params),
+        client.query_one(&sql.write, &params),
         client.batch_execute("COMMIT"),
     );
     // A failed statement aborted the transaction, and PostgreSQL then answers the COMMIT with a
-    // rollback, not an error: both answers must be successes for the batch to count.
-    written?;
-    commit
+    // rollback, not an error: both answers must be successes for the batch to count. A fenced
+    // batch wrote nothing, and its commit commits nothing.
+    let admitted: bool = written?.get(0);
+    commit?;
+    Ok(admitted)
+}
+
+/// The fence of a joined node's appends: its name and incarnation, and the epoch of each session
+/// it owns.
+struct Fence<'j> {
+    node: String,
+    incarnation: i64,
+    joined: &'j super::nodes::Joined,
+}
+
+/// The sessions of a batch with the epochs this node owns them under, checked again inside the
+/// append's transaction.
+pub(crate) struct Checked {
+    node: String,
+    incarnation: i64,
+    sessions: Vec<String>,
+    epochs: Vec<i64>,
+}
+
+impl<'j> Fence<'j> {
+    fn new((node, incarnation): (String, u64), joined: &'j super::nodes::Joined) -> Self {
+        Fence {
+            node,
+            incarnation: incarnation as i64,
+            joined,
+        }
+    }
+
+    /// The appends to sessions this node owns; the others are refused now, before they take an
+    /// offset.
+    fn admit(&self, batch: Vec<Request>, heads: &HashMap<RunId, RunHead>) -> Vec<Request> {
+        let mut admitted = Vec::with_capacity(batch.len());
+        for r in batch {
+            let session = match (heads.get(&r.run_id), r.events.first()) {
+                (Some(h), _) => Some(h.session_id.as_str()),
+                (None, Some(Event::RunStarted { session_id, .. })) => Some(session_id.as_str()),
+                (None, _) => None,
+            };
+            match session {
+                Some(s) if self.joined.epoch(s).is_none() => {
+                    let _ = r.reply.send(Err(Error::Fenced(format!(
+                        "node {:?} does not own session {s:?}",
+                        self.node
+                    ))));
+                }
+                _ => admitted.push(r),
+            }
+        }
+        admitted
+    }
+
+    fn check(&self, staged: &[&Staged]) -> Checked {
+        let mut seen = HashSet::new();
+        let (mut sessions, mut epochs) = (Vec::new(), Vec::new());
+        for s in staged {
+            let session = s.head.session_id.as_str();
+            if seen.insert(session) {
+                sessions.push(session.to_owned());
+                epochs.push(self.joined.epoch(session).unwrap_or(0) as i64);
+            }
+        }
+        Checked {
+            node: self.node.clone(),
+            incarnation: self.incarnation,
+            sessions,
+            epochs,
+        }
+    }
 }
 
 /// Whether the batch whose first record is `record` at `offset` committed, asked once the lost

@@ -30,6 +30,7 @@ use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::AbortHandle;
 
+use crate::runtime::cluster::Mark;
 use crate::runtime::mailbox::{Input, Waiter};
 use crate::runtime::shared::Shared;
 use crate::store::{self, LiveRun, StorageHealth};
@@ -255,7 +256,10 @@ impl RunActor {
                 }
                 return;
             }
-            if self.state().supervisor.run_status.is_terminal() && self.running.is_empty() {
+            let expiry = self.next_expiry();
+            let deadline = self.run_deadline();
+            let ended = self.state().supervisor.run_status.is_terminal() && self.running.is_empty();
+            if ended || (!full && self.parks()) {
                 // Answer what is already queued (commands on a finished run), then stop, and
                 // leave the state for the run's next actor.
                 match rx.try_recv() {
@@ -264,13 +268,19 @@ impl RunActor {
                         continue;
                     }
                     Err(_) => {
+                        if let Some(cluster) = &self.shared.cluster {
+                            let mark = match ended {
+                                true => Mark::Ended,
+                                false => Mark::Parked(expiry.into_iter().chain(deadline).min()),
+                            };
+                            let session = self.state().supervisor.session_id.clone();
+                            cluster.stopped(session.as_str(), self.live.run_id(), mark);
+                        }
                         self.shared.idle.keep(self.live);
                         return;
                     }
                 }
             }
-            let expiry = self.next_expiry();
-            let deadline = self.run_deadline();
             tokio::select! {
                 input = rx.recv() => match input {
                     Some(input) => self.on_input(input, full).await,
@@ -291,6 +301,22 @@ impl RunActor {
                 }
             }
         }
+    }
+
+    /// On a node of a cluster, a run that only waits for a person, with nothing in flight and
+    /// everything durable, stops its actor: its session can then be released, and the run holds
+    /// nothing on any node until an input or its next timer.
+    fn parks(&self) -> bool {
+        self.shared.cluster.is_some()
+            && crate::runtime::runs::is_settled(self.state())
+            && self.running.is_empty()
+            && self.tool_tasks.is_empty()
+            && self.model_tasks.is_empty()
+            && self.parked.is_empty()
+            && self.deferred.is_empty()
+            && self.acks.is_empty()
+            && self.settled.is_empty()
+            && self.live.is_durable()
     }
 
     /// Answers those waiting for the run to settle with its state, once what it wrote is

@@ -1,0 +1,207 @@
+//! A request for a session another node drives, sent on to that node.
+//!
+//! On a node of a cluster, any node answers reads and streams from the shared log, and a change
+//! to a session goes to the node that drives it. When the engine answers that the session is
+//! driven elsewhere ([`chronicle_engine::Error::Elsewhere`]), this layer sends the same request
+//! (method, path, query, body, headers) to that node, with the cluster's secret and the
+//! caller's principal in place of the caller's credentials, and relays the answer as it comes
+//! (a stream too). The owner decides as for a local call: the same status codes, the same
+//! `decided_by`. A forwarded request is never forwarded again: if its session moved meanwhile,
+//! it is answered 503 with `Retry-After: 1`.
+
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use futures_util::TryStreamExt;
+
+use crate::error::ApiError;
+use crate::state::AppState;
+
+/// The header a node proves itself with on another node: the cluster's secret.
+pub const CLUSTER_TOKEN: &str = "x-chronicle-cluster-token";
+/// The principal a forwarded request acts for: `admin:<name in hex>` or `user:<name in hex>`.
+pub const PRINCIPAL: &str = "x-chronicle-principal";
+/// The node that forwarded a request (for its log), on the forwarded request.
+pub const FORWARDED_BY: &str = "x-chronicle-forwarded-by";
+
+/// How long a node waits to connect to another.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// What a node needs to forward requests.
+#[derive(Debug)]
+pub struct Link {
+    secret: HeaderValue,
+    node: HeaderValue,
+    http: reqwest::Client,
+}
+
+impl Link {
+    pub fn new(secret: &str, node: &str) -> Result<Link, String> {
+        let secret =
+            HeaderValue::from_str(secret).map_err(|_| "the cluster token is not header text")?;
+        let node = HeaderValue::from_str(node).map_err(|_| "the node name is not header text")?;
+        let http = reqwest::Client::builder()
+            .connect_timeout(CONNECT_TIMEOUT)
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .map_err(|e| format!("the cluster's HTTP client: {e}"))?;
+        Ok(Link { secret, node, http })
+    }
+}
+
+/// Which session's node a response's request belongs to: set on the error response of a change
+/// the engine refused as driven elsewhere.
+#[derive(Clone, Debug)]
+pub struct Elsewhere(pub String);
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex(s: &str) -> Option<Vec<u8>> {
+    if !s.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
+fn principal_header(p: &chronicle_engine::Principal) -> Option<HeaderValue> {
+    let role = if p.admin { "admin" } else { "user" };
+    HeaderValue::from_str(&format!("{role}:{}", hex(p.name.as_bytes()))).ok()
+}
+
+/// The principal a forwarded request names.
+pub(crate) fn principal_from_header(v: &str) -> Option<chronicle_engine::Principal> {
+    let (role, name) = v.split_once(':')?;
+    let name = String::from_utf8(unhex(name)?).ok()?;
+    match role {
+        "admin" => Some(chronicle_engine::Principal::admin(name)),
+        "user" => Some(chronicle_engine::Principal::user(name)),
+        _ => None,
+    }
+}
+
+/// Headers that belong to one connection, or name the caller's credentials: not sent on.
+fn stays(name: &HeaderName) -> bool {
+    matches!(
+        name.as_str(),
+        "connection"
+            | "keep-alive"
+            | "proxy-connection"
+            | "transfer-encoding"
+            | "te"
+            | "trailer"
+            | "upgrade"
+            | "host"
+            | "content-length"
+            | "authorization"
+            | "x-api-key"
+            | "cookie"
+            | CLUSTER_TOKEN
+            | PRINCIPAL
+            | FORWARDED_BY
+    )
+}
+
+/// The middleware: runs the request here, and sends it to the session's node when the engine
+/// says the session is driven there.
+pub(crate) async fn forward(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let Some(link) = state.cluster.clone() else {
+        return next.run(req).await;
+    };
+    // A WebSocket upgrade cannot be replayed elsewhere; its messages are answered here (a change
+    // is refused there as driven elsewhere, and the client may send it over HTTP).
+    if req.headers().contains_key(header::UPGRADE) {
+        return next.run(req).await;
+    }
+    let (parts, body) = req.into_parts();
+    let bytes = match axum::body::to_bytes(body, state.config.request_body_bytes_max).await {
+        Ok(b) => b,
+        Err(_) => {
+            return ApiError::too_large(format!(
+                "a request body may be at most {} bytes",
+                state.config.request_body_bytes_max
+            ))
+            .into_response();
+        }
+    };
+    let (method, uri, headers) = (parts.method.clone(), parts.uri.clone(), parts.headers.clone());
+    let res = next
+        .run(Request::from_parts(parts, Body::from(bytes.clone())))
+        .await;
+    let Some(Elsewhere(url)) = res.extensions().get::<Elsewhere>().cloned() else {
+        return res;
+    };
+    if headers.contains_key(CLUSTER_TOKEN) {
+        // Forwarded here, and moved on meanwhile: the caller tries again.
+        return res;
+    }
+    let Some(principal) =
+        crate::auth::principal_of(&state.tokens, &state.sessions, &headers)
+    else {
+        return res;
+    };
+    relay(&link, &url, method, &uri, &headers, bytes, &principal).await
+}
+
+async fn relay(
+    link: &Link,
+    url: &str,
+    method: axum::http::Method,
+    uri: &axum::http::Uri,
+    headers: &HeaderMap,
+    body: axum::body::Bytes,
+    principal: &chronicle_engine::Principal,
+) -> Response {
+    let path = uri.path_and_query().map_or("/", |p| p.as_str());
+    let target = format!("{}{path}", url.trim_end_matches('/'));
+    let mut out = reqwest::header::HeaderMap::new();
+    for (name, value) in headers {
+        if !stays(name) {
+            out.append(name.clone(), value.clone());
+        }
+    }
+    out.insert(CLUSTER_TOKEN, link.secret.clone());
+    out.insert(FORWARDED_BY, link.node.clone());
+    if let Some(p) = principal_header(principal) {
+        out.insert(PRINCIPAL, p);
+    }
+    let sent = link
+        .http
+        .request(method, &target)
+        .headers(out)
+        .body(body)
+        .send()
+        .await;
+    let answer = match sent {
+        Ok(a) => a,
+        Err(e) => {
+            tracing::warn!(url, error = %e, "forwarding to the session's node failed");
+            return ApiError::capped(
+                "owner_unreachable",
+                "the node that drives this session cannot be reached now; try again",
+                1,
+            )
+            .into_response();
+        }
+    };
+    let mut res = Response::builder().status(answer.status());
+    if let Some(h) = res.headers_mut() {
+        for (name, value) in answer.headers() {
+            if !stays(name) {
+                h.append(name.clone(), value.clone());
+            }
+        }
+    }
+    let stream = answer.bytes_stream().map_err(std::io::Error::other);
+    res.body(Body::from_stream(stream)).unwrap_or_else(|e| {
+        ApiError::internal(format!("relaying a forwarded answer: {e}")).into_response()
+    })
+}
