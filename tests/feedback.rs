@@ -255,6 +255,7 @@ async fn an_llm_agent_is_told_the_feedback_as_a_user_message() {
             user_id: None,
             hitl: None,
             on_reject: None,
+            idempotency_key: None,
         })
         .await
         .unwrap();

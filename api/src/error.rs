@@ -119,7 +119,9 @@ impl From<EngineError> for ApiError {
             | E::CheckpointNotFound(_)
             | E::SessionNotFound(_)
             | E::MemoryNotFound(_) => ApiError::not_found(e.to_string()),
-            E::BadCursor(_) | E::PageLimit { .. } => ApiError::bad_request(e.to_string()),
+            E::BadCursor(_) | E::PageLimit { .. } | E::BadIdempotencyKey { .. } => {
+                ApiError::bad_request(e.to_string())
+            }
             E::NotYourOwner { .. } => ApiError::forbidden(e.to_string()),
             E::Command { reason, help } => {
                 ApiError::bad_request(reason).with(json!({"help": help}))

@@ -233,6 +233,53 @@ impl<S: Send + Sync> FromRequestParts<S> for SessionPath {
     }
 }
 
+/// The request's `Idempotency-Key` header, if any: a retry that sends the same key again gets
+/// the run the first try started instead of a second one.
+#[derive(Clone, Debug, Default)]
+pub struct IdempotencyKey(pub Option<String>);
+
+/// The header's name.
+pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
+
+impl<S: Send + Sync> FromRequestParts<S> for IdempotencyKey {
+    type Rejection = ApiError;
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
+        let Some(v) = parts.headers.get(IDEMPOTENCY_KEY) else {
+            return Ok(IdempotencyKey(None));
+        };
+        let key = v
+            .to_str()
+            .map_err(|_| ApiError::bad_request("the Idempotency-Key header is not ASCII text"))?;
+        chronicle_engine::check_idempotency_key(key)
+            .map_err(|e| ApiError::bad_request(e.to_string()))?;
+        Ok(IdempotencyKey(Some(key.to_owned())))
+    }
+}
+
+impl IntoParams for IdempotencyKey {
+    fn into_params(_: impl Fn() -> Option<ParameterIn>) -> Vec<Parameter> {
+        vec![
+            ParameterBuilder::new()
+                .name("Idempotency-Key")
+                .parameter_in(ParameterIn::Header)
+                .required(Required::False)
+                .description(Some(
+                    "Sent again with a retry of the same request: the same key (from the same \
+                     principal) gives the run the first try started, never a second one. 1 to \
+                     255 characters of visible ASCII.",
+                ))
+                .schema(Some(
+                    ObjectBuilder::new()
+                        .schema_type(Type::String)
+                        .min_length(Some(1))
+                        .max_length(Some(255))
+                        .pattern(Some("^[!-~]+$")),
+                ))
+                .build(),
+        ]
+    }
+}
+
 // ------------------------------------------------------------------ schemas of parameters
 
 /// A session (thread) id in a path or a query: 1..=64 characters without NUL.

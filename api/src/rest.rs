@@ -21,7 +21,7 @@ use serde_json::Value;
 use crate::auth::Principal;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{
-    ApprovalIdPath, CheckpointIdPath, Json, OwnedRun, Query, RunPath, SessionPath, ThreadId,
+    ApprovalIdPath, CheckpointIdPath, IdempotencyKey, Json, OwnedRun, Query, RunPath, SessionPath, ThreadId,
 };
 use crate::refusals::{ReadError, RunReadError, RunWriteError, WriteError};
 use crate::response::{ChatAnswer, WAITING_HINT, WaitingForHuman, WaitingForHumanOrConflict};
@@ -151,6 +151,7 @@ async fn turn_answer(st: &AppState, thread: &str, outcome: TurnOutcome) -> ApiRe
 }
 
 #[utoipa::path(post, path = "/chat", tag = "chat", request_body = ChatRequest, security(("bearer" = [])),
+    params(IdempotencyKey),
     responses(
         (status = 200, description = "The run ended (`ChatTurn` with the final response, or the failure), or the message was a `/command` on the session's latest run (`ChatCommand`)", body = inline(ChatAnswer)),
         (status = 202, description = "The run is still working after the wait (60 s by default): follow it by its `run_id`", body = ChatTurn),
@@ -163,6 +164,7 @@ async fn turn_answer(st: &AppState, thread: &str, outcome: TurnOutcome) -> ApiRe
 pub(crate) async fn chat(
     State(st): State<AppState>,
     Principal(who): Principal,
+    IdempotencyKey(key): IdempotencyKey,
     Json(req): Json<ChatRequest>,
 ) -> Result<Response, WriteError> {
     let thread = req
@@ -179,6 +181,7 @@ pub(crate) async fn chat(
             user_id: req.user_id,
             hitl: req.hitl,
             on_reject: req.on_reject,
+            idempotency_key: key,
         })
         .await?;
     Ok(turn_answer(&st, &thread, outcome).await?)
@@ -252,6 +255,7 @@ pub(crate) async fn resume(
             user_id: None,
             hitl: None,
             on_reject: None,
+            idempotency_key: None,
         })
         .await?;
     Ok(turn_answer(&st, &session.0, outcome).await?)
@@ -298,6 +302,7 @@ pub(crate) async fn session_checkpoints(
 // ------------------------------------------------------------------ /api/v1/agent
 
 #[utoipa::path(post, path = "/api/v1/agent/run", tag = "runs", request_body = RunRequest, security(("bearer" = [])),
+    params(IdempotencyKey),
     responses(
         (status = 202, description = "The run started: it is recorded (durably) and works on", body = Started,
             links(
@@ -319,6 +324,7 @@ pub(crate) async fn session_checkpoints(
 pub(crate) async fn start_run(
     State(st): State<AppState>,
     Principal(who): Principal,
+    IdempotencyKey(key): IdempotencyKey,
     Json(req): Json<RunRequest>,
 ) -> Result<Response, WriteError> {
     let started = st
@@ -337,6 +343,7 @@ pub(crate) async fn start_run(
             agent: req.agent,
             plan: req.plan.map(|s| s.into_iter().map(Into::into).collect()),
             follows: None,
+            idempotency_key: key,
         })
         .await?;
     st.metrics.runs_started.inc();

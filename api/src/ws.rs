@@ -355,6 +355,7 @@ impl Session {
                     user_id,
                     hitl,
                     on_reject,
+                    idempotency_key: None,
                 };
                 self.turn(turn).await
             }
@@ -393,6 +394,7 @@ impl Session {
                         user_id: None,
                         hitl: None,
                         on_reject: None,
+                        idempotency_key: None,
                     };
                     return self.turn(turn).await;
                 }

@@ -136,6 +136,8 @@ pub enum Error {
     // The engine or its store cannot serve.
     #[error(transparent)]
     Store(#[from] crate::store::Error),
+    #[error("an Idempotency-Key is 1 to 255 bytes of visible ASCII, got {bytes} bytes")]
+    BadIdempotencyKey { bytes: usize },
     #[error("the engine is shutting down")]
     ShuttingDown,
     /// The run's session is driven by another node of the cluster: a change to it is that

@@ -44,7 +44,10 @@ pub use runtime::bus::{Bus, Live};
 pub use runtime::engine::{CacheStats, Engine};
 pub use runtime::index;
 pub use runtime::mailbox::RestoreTarget;
-pub use runtime::runs::{StartRun, Started, check_session_id, child_run_id, is_settled};
+pub use runtime::runs::{
+    IDEMPOTENCY_KEY_BYTES_MAX, StartRun, Started, check_idempotency_key, check_session_id,
+    child_run_id, idempotent_run_id, is_settled,
+};
 pub use runtime::sessions::SessionReader;
 pub use runtime::todo;
 pub use runtime::turn::{Multitask, Turn, TurnInput, TurnOutcome};

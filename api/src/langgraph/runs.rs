@@ -243,6 +243,7 @@ async fn new_turn(
                 parent: None,
                 agent: (graph_id != views::SUPERVISOR_GRAPH).then(|| graph_id.to_owned()),
                 plan: None,
+                idempotency_key: None,
                 follows: Some(follows),
             },
         )

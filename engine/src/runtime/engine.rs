@@ -163,6 +163,11 @@ impl Engine {
         runs::start(&self.shared, run_id, req).await
     }
 
+    /// The run a request with this `Idempotency-Key` from `by` started already, if any.
+    pub async fn started_before(&self, by: &Principal, key: &str) -> Result<Option<Started>> {
+        runs::started_before(&self.shared, by, key).await
+    }
+
     /// The sub-agent runs started by `state`'s `task` calls, with their status.
     pub fn sub_runs(&self, state: &RunState) -> Vec<SubRun> {
         runs::sub_runs(&self.shared, state)

@@ -49,6 +49,51 @@ pub struct StartRun {
     pub plan: Option<Vec<PlanStep>>,
     /// The earlier turn of its session the run follows (default: the run before it).
     pub follows: Option<Follows>,
+    /// A key the caller sends again when it retries the request (`Idempotency-Key`): the same
+    /// key from the same principal names the same run, so a retry after a lost answer (a node
+    /// that died) starts no second run.
+    pub idempotency_key: Option<String>,
+}
+
+/// The longest idempotency key taken, in bytes.
+pub const IDEMPOTENCY_KEY_BYTES_MAX: usize = 255;
+
+/// The run an idempotency key names for a principal.
+pub fn idempotent_run_id(by: &Principal, key: &str) -> RunId {
+    let mut h = blake3::Hasher::new_derive_key("chronicle idempotent run v1");
+    h.update(&(by.name.len() as u64).to_be_bytes());
+    h.update(by.name.as_bytes());
+    h.update(key.as_bytes());
+    let bytes: [u8; 16] = h.finalize().as_bytes()[..16].try_into().unwrap_or_default();
+    RunId(uuid::Uuid::new_v8(bytes))
+}
+
+/// An idempotency key is 1..=[`IDEMPOTENCY_KEY_BYTES_MAX`] bytes of visible ASCII.
+pub fn check_idempotency_key(key: &str) -> Result<()> {
+    let ok = !key.is_empty()
+        && key.len() <= IDEMPOTENCY_KEY_BYTES_MAX
+        && key.bytes().all(|b| b.is_ascii_graphic());
+    match ok {
+        true => Ok(()),
+        false => Err(Error::BadIdempotencyKey { bytes: key.len() }),
+    }
+}
+
+/// The run a retried request with `key` started already, as it was answered the first time.
+pub(crate) async fn started_before(
+    shared: &Shared,
+    by: &Principal,
+    key: &str,
+) -> Result<Option<Started>> {
+    let run_id = idempotent_run_id(by, key);
+    let Some(head) = shared.store.run_head_async(run_id).await? else {
+        return Ok(None);
+    };
+    shared.authorize(by, run_id)?;
+    Ok(Some(Started {
+        run_id,
+        session_id: head.session_id,
+    }))
 }
 
 /// A started run.
@@ -202,6 +247,16 @@ pub(crate) async fn start(shared: &Arc<Shared>, run_id: RunId, req: StartRun) ->
     if shared.shutdown.is_cancelled() {
         return Err(Error::ShuttingDown);
     }
+    let (run_id, key) = match &req.idempotency_key {
+        Some(key) => {
+            check_idempotency_key(key)?;
+            if let Some(started) = started_before(shared, &req.by, key).await? {
+                return Ok(started);
+            }
+            (idempotent_run_id(&req.by, key), Some(key.clone()))
+        }
+        None => (run_id, None),
+    };
     check_query(&req.query)?;
     let query = req.query.trim();
     let mut config = config_of(shared, &req);
@@ -231,16 +286,27 @@ pub(crate) async fn start(shared: &Arc<Shared>, run_id: RunId, req: StartRun) ->
     }
     let request_id = format!("req_{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
     let mut live = shared.store.load_async(run_id).await?;
-    live.append(vec![Event::RunStarted {
-        session_id: session_id.clone(),
-        user_id,
-        request_id,
-        query: query.to_owned(),
-        config,
-        parent: req.parent,
-        owner: Some(req.by.name.clone()),
-    }])
-    .await?;
+    let appended = live
+        .append(vec![Event::RunStarted {
+            session_id: session_id.clone(),
+            user_id,
+            request_id,
+            query: query.to_owned(),
+            config,
+            parent: req.parent,
+            owner: Some(req.by.name.clone()),
+        }])
+        .await;
+    match (appended, key) {
+        (Ok(_), _) => {}
+        // The same key at the same moment, on this node or another: the first one's run.
+        (Err(store::Error::Conflict { .. }), Some(key)) => {
+            if let Some(started) = started_before(shared, &req.by, &key).await? {
+                return Ok(started);
+            }
+        }
+        (Err(e), _) => return Err(e.into()),
+    }
     drop(live);
     shared.deliver(run_id, None).await?;
     Ok(Started { run_id, session_id })

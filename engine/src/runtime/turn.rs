@@ -57,6 +57,9 @@ pub struct Turn {
     pub hitl: Option<HitlMode>,
     /// What a rejection does in a run the turn starts.
     pub on_reject: Option<OnReject>,
+    /// The request's `Idempotency-Key`: a retried turn whose first try started a run answers
+    /// with that run, and does nothing else.
+    pub idempotency_key: Option<String>,
 }
 
 /// What the turn did.
@@ -147,6 +150,14 @@ fn new_run_query(text: &str) -> Option<&str> {
 impl Engine {
     /// Carries out one turn (see the module's policy).
     pub async fn turn(&self, t: Turn) -> Result<TurnOutcome> {
+        if let Some(key) = &t.idempotency_key {
+            crate::runtime::runs::check_idempotency_key(key)?;
+            if let Some(started) = self.started_before(&t.by, key).await? {
+                return Ok(TurnOutcome::Started {
+                    run: started.run_id,
+                });
+            }
+        }
         let run = match t.run {
             Some(run) => {
                 self.authorize(&t.by, run)?;
@@ -275,6 +286,7 @@ impl Engine {
             user_id: t.user_id,
             hitl: t.hitl,
             on_reject: t.on_reject,
+            idempotency_key: t.idempotency_key,
             ..StartRun::default()
         };
         let started = self.start_run(start).await?;

@@ -329,6 +329,7 @@ async fn local_turn(
         user_id: None,
         hitl: opts.hitl,
         on_reject: opts.on_reject,
+        idempotency_key: None,
     };
     Ok(match engine.turn(turn).await {
         Ok(TurnOutcome::Command {
