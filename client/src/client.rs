@@ -185,6 +185,17 @@ impl Client {
         self.post("/api/v1/agent/run", req).await
     }
 
+    /// `POST /api/v1/agent/run` with an `Idempotency-Key`: the same key again (a retry after a
+    /// lost answer) gives the run the first request started.
+    pub async fn start_run_once(&self, req: &RunRequest, key: &str) -> Result<Started> {
+        let path = "/api/v1/agent/run";
+        let rb = self
+            .request(Method::POST, path)
+            .header("idempotency-key", key)
+            .json(req);
+        self.call(rb, &format!("POST {path}")).await
+    }
+
     /// `GET /api/v1/agent/{run}/status`.
     pub async fn status(&self, run: RunId) -> Result<Status> {
         self.get(&format!("/api/v1/agent/{run}/status"), &()).await

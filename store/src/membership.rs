@@ -100,6 +100,9 @@ pub trait Membership: Send + Sync {
     /// The nodes that joined, alive or not.
     async fn nodes(&self) -> Result<Vec<Node>>;
 
+    /// The node that owns `session` now, `None` when nobody does.
+    async fn owner(&self, session: &str) -> Result<Option<String>>;
+
     /// This node's name and incarnation, once joined.
     fn me(&self) -> Option<(String, u64)>;
 }

@@ -7,6 +7,7 @@ mod cli_mcp;
 mod cli_remote;
 mod cli_run;
 mod cli_sessions;
+mod cluster;
 mod durability;
 mod lazyfs;
 mod postgres;

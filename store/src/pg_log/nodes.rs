@@ -515,6 +515,23 @@ impl Membership for PgLog {
         .await
     }
 
+    async fn owner(&self, session: &str) -> Result<Option<String>> {
+        let inner = self.inner.clone();
+        let session = session.to_owned();
+        self.spawn(async move {
+            let client = inner.client().await?;
+            let row = client
+                .query_opt(
+                    "SELECT owner_node FROM session_owners WHERE session_id = $1",
+                    &[&session],
+                )
+                .await
+                .map_err(db)?;
+            Ok(row.and_then(|r| r.get(0)))
+        })
+        .await
+    }
+
     fn me(&self) -> Option<(String, u64)> {
         self.inner.joined.me()
     }
