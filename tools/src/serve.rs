@@ -85,6 +85,14 @@ pub struct ServeArgs {
     limits: LimitArgs,
     #[command(flatten)]
     cluster: ClusterArgs,
+    /// On PostgreSQL: how long a transaction may sit idle before the database ends it, in ms.
+    /// A server that stalls while it holds the log's head (a paused VM, a stopped process)
+    /// holds up every other node's appends at most this long.
+    #[arg(long, value_name = "MS", default_value_t = Options::default().pg_idle_in_transaction_ms, value_parser = clap::value_parser!(u64).range(100..=600_000))]
+    pg_idle_in_transaction_ms: u64,
+    /// A fault drill for the tests: hold the log head this long inside every append.
+    #[arg(long, hide = true, value_name = "MS", default_value_t = 0)]
+    pg_drill_hold_lock_ms: u64,
 }
 
 /// Several nodes on one PostgreSQL store.
@@ -387,6 +395,8 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
         durability: args.durability,
         repair_truncate_tail: args.repair_truncate_tail,
         disk_reserve_bytes,
+        pg_idle_in_transaction_ms: args.pg_idle_in_transaction_ms,
+        pg_drill_hold_lock_ms: args.pg_drill_hold_lock_ms,
         cache_capacity_bytes: args
             .store_cache_mib
             .checked_mul(1 << 20)

@@ -679,3 +679,48 @@ fn three_nodes_killed_in_turn_under_load_lose_nothing_and_every_run_finishes() {
         load.unavailable
     );
 }
+
+#[test]
+fn a_node_stalled_while_it_holds_the_log_head_holds_up_the_others_no_longer_than_the_timeout() {
+    let rt = rt();
+    let cluster = Cluster::new();
+    const TIMEOUT_MS: u64 = 1000;
+    // A stalls inside every append, holding the log head, three times the timeout.
+    let timeout = TIMEOUT_MS.to_string();
+    let a = cluster.node(
+        "a",
+        &[FAST, &["--pg-drill-hold-lock-ms", "3000", "--pg-idle-in-transaction-ms", &timeout]].concat(),
+    );
+    let b = cluster.node("b", &[FAST, &["--pg-idle-in-transaction-ms", &timeout]].concat());
+    rt.block_on(async {
+        // A's start takes the head and stalls; PostgreSQL ends its transaction after the
+        // timeout, and once A goes on, its start is refused (nothing was written).
+        let stalled = {
+            let api = a.alice.clone();
+            tokio::spawn(async move { api.start_run(&RunRequest::new("강남구 아파트")).await })
+        };
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let mut worst = Duration::ZERO;
+        for i in 0..5 {
+            let t = Instant::now();
+            let s = b
+                .alice
+                .start_run(&RunRequest::new(format!("서초구 아파트 {i}")))
+                .await
+                .unwrap();
+            worst = worst.max(t.elapsed());
+            ended(&b.alice, s.run_id, Duration::from_secs(30)).await;
+        }
+        assert!(
+            worst <= Duration::from_millis(TIMEOUT_MS + 1000),
+            "B waited {worst:?} for the log head"
+        );
+        let refused = stalled.await.unwrap();
+        assert!(
+            refused.as_ref().is_err_and(|e| e.status() == Some(503)),
+            "{refused:?}"
+        );
+        eprintln!("a stalled holder of the log head held the others up at most {} ms", worst.as_millis());
+    });
+    cluster.verify();
+}
