@@ -490,6 +490,21 @@ fn a_stream_on_any_node_is_the_runs_events_exactly() {
             .collect();
         assert_eq!(seen, log);
         assert!(log.last().is_some_and(|(_, _, k)| k == "RunCompleted" || k == "RunFailed"));
+        // A session deleted through one node is gone on the others too (C had the run's facts
+        // cached from the reads above).
+        c.alice.status(started.run_id).await.unwrap();
+        a.alice
+            .delete_session(started.session_id.as_str())
+            .await
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            match c.alice.status(started.run_id).await {
+                Err(e) if e.status() == Some(404) => break,
+                other => assert!(Instant::now() < deadline, "still served on C: {other:?}"),
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     });
 }
 
@@ -723,4 +738,33 @@ fn a_node_stalled_while_it_holds_the_log_head_holds_up_the_others_no_longer_than
         eprintln!("a stalled holder of the log head held the others up at most {} ms", worst.as_millis());
     });
     cluster.verify();
+}
+
+#[test]
+fn a_released_run_is_woken_at_its_approvals_expiry_by_some_node() {
+    let rt = rt();
+    let cluster = Cluster::new();
+    let a = cluster.node("a", &[FAST, &["--release-idle-ms", "100"]].concat());
+    let _b = cluster.node("b", &[FAST, &["--release-idle-ms", "100"]].concat());
+    let within = Duration::from_secs(30);
+    let req = RunRequest {
+        approval_timeout_ms: Some(2000),
+        ..gated("강남구 아파트 시세")
+    };
+    let started = rt.block_on(a.alice.start_run(&req)).unwrap();
+    let approval = rt.block_on(pending(&a.alice, started.run_id, within));
+    // Parked and released: no node holds it.
+    cluster.wait_owner(started.session_id.as_str(), within, |o| o.is_none());
+    let metrics = rt.block_on(a.ops.metrics()).unwrap();
+    assert!(metrics.contains("chronicle_node_sessions 0"), "{metrics}");
+    // Nobody sends anything; at its expiry a node claims the session and expires the approval.
+    let deadline = Instant::now() + within;
+    loop {
+        let view = rt.block_on(a.alice.approval(started.run_id, &approval)).unwrap();
+        if view.approval.status == ApprovalStatus::Expired {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the approval never expired: {view:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }

@@ -112,6 +112,7 @@ impl Bus {
         buffer_events: usize,
         buffer_chunks: usize,
         shutdown: CancellationToken,
+        on_tombstone: Box<dyn Fn(RunId) + Send + Sync>,
     ) -> Bus {
         let bus = Bus {
             runs: Arc::default(),
@@ -133,6 +134,11 @@ impl Bus {
                 match next {
                     Some(Ok(env)) => {
                         let run = env.run_id;
+                        // A session deleted by another process (a node of a cluster): what is
+                        // cached of its runs is read again.
+                        if matches!(env.event, chronicle_schemas::Event::SessionDeleted { .. }) {
+                            on_tombstone(run);
+                        }
                         let mut runs = runs.lock().unwrap_or_else(PoisonError::into_inner);
                         if let Some(ch) = runs.get(&run)
                             && ch.events.send(env).is_err()

@@ -194,6 +194,15 @@ impl Facts {
         owners.entry(run).or_insert(facts);
     }
 
+    /// Forgets what is cached of `run`: its tombstone was recorded, here or by another process
+    /// on the same store, and the next read learns it.
+    pub(crate) fn forget(&self, run: RunId) {
+        self.map
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&run);
+    }
+
     /// Records that `run` (with these facts) now ends with its session's tombstone; called by
     /// the run's actor right after appending it.
     pub(crate) fn mark_deleted(&self, run: RunId, facts: RunFacts) {
@@ -375,11 +384,17 @@ impl std::fmt::Debug for Shared {
 impl Shared {
     pub(crate) fn new(store: Store, settings: Settings, spawn: SpawnActor) -> Arc<Shared> {
         let shutdown = CancellationToken::new();
+        let facts = Arc::new(Facts::with_max(settings.facts_cache_runs));
+        let forget = {
+            let facts = facts.clone();
+            Box::new(move |run| facts.forget(run))
+        };
         let bus = Bus::start(
             store.clone(),
             settings.bus_buffer_events,
             settings.bus_buffer_chunks,
             shutdown.clone(),
+            forget,
         );
         let workspaces = settings
             .workspace_root
@@ -389,7 +404,6 @@ impl Shared {
                 std::env::temp_dir().join(format!("chronicle-workspaces-{}", std::process::id()))
             });
         let idle = IdleRuns::with_max(settings.idle_cache_events);
-        let facts = Arc::new(Facts::with_max(settings.facts_cache_runs));
         let cluster = settings.cluster.clone().map(|c| Arc::new(Cluster::new(c)));
         Arc::new(Shared {
             store,

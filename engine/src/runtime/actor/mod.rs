@@ -259,7 +259,13 @@ impl RunActor {
             let expiry = self.next_expiry();
             let deadline = self.run_deadline();
             let ended = self.state().supervisor.run_status.is_terminal() && self.running.is_empty();
-            if ended || (!full && self.parks()) {
+            // A timer that is due fires first (an approval that expired while nobody held the
+            // run is expired now).
+            let due = [expiry, deadline]
+                .into_iter()
+                .flatten()
+                .any(|t| t.as_micros() <= now().as_micros());
+            if ended || (!full && !due && self.parks()) {
                 // Answer what is already queued (commands on a finished run), then stop, and
                 // leave the state for the run's next actor.
                 match rx.try_recv() {
