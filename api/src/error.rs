@@ -170,11 +170,7 @@ impl From<EngineError> for ApiError {
                 e.elsewhere = Some(url);
                 e
             }
-            E::ShuttingDown => ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "shutting_down",
-                e.to_string(),
-            ),
+            E::ShuttingDown => ApiError::capped("shutting_down", e.to_string(), 1),
             E::Timeout { .. } => {
                 ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "timeout", e.to_string())
             }

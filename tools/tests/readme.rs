@@ -55,6 +55,7 @@ const DOCUMENTS: &[&str] = &[
     "docs/langgraph.md",
     "docs/operations.md",
     "docs/postgres.md",
+    "docs/cluster.md",
     "docs/development.md",
 ];
 
@@ -102,6 +103,18 @@ const SKIPPED: &[(&str, &str, usize, &str)] = &[
         "Moving a data directory onto PostgreSQL",
         0,
         "needs a PostgreSQL server at db.internal; `store copy` is checked by tools/tests/postgres.rs on the tests' own server",
+    ),
+    (
+        "docs/cluster.md",
+        "Three nodes behind a load balancer",
+        0,
+        "needs a PostgreSQL server at db.internal, three machines and shared storage; nodes on one store are checked by tools/tests/cluster.rs, three of them on loopback",
+    ),
+    (
+        "README.md",
+        "Several nodes",
+        0,
+        "needs a PostgreSQL server at db.internal and a load balancer; nodes on one store are checked by tools/tests/cluster.rs, three of them on loopback",
     ),
     (
         "docs/agents.md",

@@ -296,6 +296,7 @@ async fn plain_words_to_a_waiting_run_act_on_it() {
         user_id: None,
         hitl: Some(HitlMode::EveryTodo),
         on_reject: None,
+        idempotency_key: None,
     };
     let run = match engine
         .turn(turn("강남구 아파트 시세 조회"))
