@@ -130,6 +130,15 @@ impl Tokens {
         Ok(Self(self.0, Some(blake3::hash(secret.as_bytes()))))
     }
 
+    /// Whether the request carries the cluster's secret: another node sent it on.
+    pub(crate) fn is_from_cluster(&self, headers: &HeaderMap) -> bool {
+        let sent = headers
+            .get(crate::cluster::CLUSTER_TOKEN)
+            .and_then(|v| v.to_str().ok());
+        // `blake3::Hash` compares in constant time.
+        matches!((sent, self.1), (Some(s), Some(secret)) if blake3::hash(s.trim().as_bytes()) == secret)
+    }
+
     /// The principal a node of the cluster sent a request on behalf of: refused unless the
     /// request carries the cluster's secret.
     fn forwarded(&self, headers: &HeaderMap) -> Result<chronicle_engine::Principal, ApiError> {

@@ -100,6 +100,8 @@ fn stays(name: &HeaderName) -> bool {
             | "trailer"
             | "upgrade"
             | "host"
+            | "origin"
+            | "referer"
             | "content-length"
             | "authorization"
             | "x-api-key"
@@ -132,7 +134,11 @@ pub(crate) async fn forward(State(state): State<AppState>, req: Request, next: N
             .into_response();
         }
     };
-    let (method, uri, headers) = (parts.method.clone(), parts.uri.clone(), parts.headers.clone());
+    let (method, uri, headers) = (
+        parts.method.clone(),
+        parts.uri.clone(),
+        parts.headers.clone(),
+    );
     let res = next
         .run(Request::from_parts(parts, Body::from(bytes.clone())))
         .await;
@@ -143,8 +149,7 @@ pub(crate) async fn forward(State(state): State<AppState>, req: Request, next: N
         // Forwarded here, and moved on meanwhile: the caller tries again.
         return res;
     }
-    let Some(principal) =
-        crate::auth::principal_of(&state.tokens, &state.sessions, &headers)
+    let Some(principal) = crate::auth::principal_of(&state.tokens, &state.sessions, &headers)
     else {
         return res;
     };
@@ -168,6 +173,8 @@ async fn relay(
             out.append(name.clone(), value.clone());
         }
     }
+    // Host, Origin and Referer stay behind: this node checked them, and the owner skips the
+    // checks for a request that carries the cluster's secret.
     out.insert(CLUSTER_TOKEN, link.secret.clone());
     out.insert(FORWARDED_BY, link.node.clone());
     if let Some(p) = principal_header(principal) {

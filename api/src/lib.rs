@@ -142,7 +142,7 @@ pub fn router(state: AppState) -> Router {
     };
     router
         .layer(middleware::from_fn_with_state(
-            state.site.clone(),
+            (state.site.clone(), state.tokens.clone()),
             browser::guard,
         ))
         .layer(middleware::from_fn_with_state(

@@ -21,7 +21,8 @@ use serde_json::Value;
 use crate::auth::Principal;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{
-    ApprovalIdPath, CheckpointIdPath, IdempotencyKey, Json, OwnedRun, Query, RunPath, SessionPath, ThreadId,
+    ApprovalIdPath, CheckpointIdPath, IdempotencyKey, Json, OwnedRun, Query, RunPath, SessionPath,
+    ThreadId,
 };
 use crate::refusals::{ReadError, RunReadError, RunWriteError, WriteError};
 use crate::response::{ChatAnswer, WAITING_HINT, WaitingForHuman, WaitingForHumanOrConflict};

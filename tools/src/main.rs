@@ -42,7 +42,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Serve the HTTP API (REST, SSE, WebSocket) on the embedded store or on PostgreSQL.
-    Serve(serve::ServeArgs),
+    Serve(Box<serve::ServeArgs>),
     /// Measure durable appends, replay, restore, replay memory and full engine runs; print one table.
     Bench(bench::BenchArgs),
     /// The child half of `bench`: replay a run from a store and report peak memory as JSON.

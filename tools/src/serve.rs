@@ -114,7 +114,7 @@ struct ClusterArgs {
     cluster_token_file: Option<PathBuf>,
     /// How often a node tells the others it lives, in ms; it looks for dead nodes and sessions
     /// due twice as often.
-    #[arg(long, value_name = "MS", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(50..=60_000))]
+    #[arg(long, value_name = "MS", default_value_t = 500, value_parser = clap::value_parser!(u64).range(50..=60_000))]
     heartbeat_ms: u64,
     /// A node silent this long is declared dead even if its process may live (a partition, a
     /// stopped process), in ms; its sessions go to the others.
@@ -133,10 +133,13 @@ struct ClusterArgs {
 fn parse_node_name(s: &str) -> Result<String, String> {
     let ok = !s.is_empty()
         && s.len() <= 64
-        && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
     match ok {
         true => Ok(s.to_owned()),
-        false => Err("a node name is 1 to 64 characters of letters, digits, `-`, `_` and `.`".into()),
+        false => {
+            Err("a node name is 1 to 64 characters of letters, digits, `-`, `_` and `.`".into())
+        }
     }
 }
 
@@ -164,7 +167,10 @@ impl ClusterArgs {
                 (self.advertise_url.is_some(), "--advertise-url"),
                 (self.cluster_token_file.is_some(), "--cluster-token-file"),
             ] {
-                anyhow::ensure!(!given, "{flag} is for a node of a cluster: give --node-name too");
+                anyhow::ensure!(
+                    !given,
+                    "{flag} is for a node of a cluster: give --node-name too"
+                );
             }
             return Ok(None);
         };
@@ -195,6 +201,12 @@ impl ClusterArgs {
             None => format!("http://{addr}"),
         };
         anyhow::ensure!(
+            self.crash_grace_ms >= 2 * self.heartbeat_ms,
+            "--crash-grace-ms ({}) must be at least two heartbeats (--heartbeat-ms {})",
+            self.crash_grace_ms,
+            self.heartbeat_ms
+        );
+        anyhow::ensure!(
             self.crash_grace_ms < self.lease_ms,
             "--crash-grace-ms ({}) must be less than --lease-ms ({})",
             self.crash_grace_ms,
@@ -209,7 +221,7 @@ impl ClusterArgs {
         let mut c = chronicle_engine::ClusterSettings::new(name.clone(), url);
         c.heartbeat_ms = self.heartbeat_ms;
         c.lease_ms = self.lease_ms;
-        c.crash_grace_ms = self.crash_grace_ms.max(self.heartbeat_ms);
+        c.crash_grace_ms = self.crash_grace_ms;
         c.release_idle_ms = self.release_idle_ms;
         Ok(Some((c, secret)))
     }
@@ -447,7 +459,9 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
             .unwrap_or_else(|| args.data.join("workspaces")),
     );
     settings.idle_cache_events = args.ended_runs_cache_events;
-    let secret = cluster.as_ref().map(|(c, secret)| (c.node_name.clone(), secret.clone()));
+    let secret = cluster
+        .as_ref()
+        .map(|(c, secret)| (c.node_name.clone(), secret.clone()));
     settings.cluster = cluster.map(|(c, _)| c);
     if settings.llm.is_none() {
         tracing::info!(

@@ -43,10 +43,14 @@ impl Cluster {
         let url = chronicle_testkit::postgres::url_with_schema(
             &chronicle_testkit::postgres::fresh_schema(),
         );
-        let store = Store::from_log(PgLog::open(&url, Options::default(), Create::IfAbsent).unwrap());
+        let store =
+            Store::from_log(PgLog::open(&url, Options::default(), Create::IfAbsent).unwrap());
         let scratch = tempfile::tempdir().unwrap();
-        std::fs::write(scratch.path().join("cluster.token"), "cluster-secret-0123456789abcdef\n")
-            .unwrap();
+        std::fs::write(
+            scratch.path().join("cluster.token"),
+            "cluster-secret-0123456789abcdef\n",
+        )
+        .unwrap();
         std::fs::write(
             scratch.path().join("tokens.txt"),
             format!("alice {ALICE}\nops {OPS} admin\n"),
@@ -187,12 +191,21 @@ impl Node {
         let deadline = Instant::now() + START_TIMEOUT;
         loop {
             if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
-                panic!("{} exited with {status} while starting:\n{}", self.name, self.log_text());
+                panic!(
+                    "{} exited with {status} while starting:\n{}",
+                    self.name,
+                    self.log_text()
+                );
             }
             if self.healthy() {
                 return;
             }
-            assert!(Instant::now() < deadline, "{} did not start:\n{}", self.name, self.log_text());
+            assert!(
+                Instant::now() < deadline,
+                "{} did not start:\n{}",
+                self.name,
+                self.log_text()
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
     }
@@ -250,7 +263,12 @@ impl Node {
                 self.child = None;
                 return status.code();
             }
-            assert!(Instant::now() < deadline, "{} did not exit:\n{}", self.name, self.log_text());
+            assert!(
+                Instant::now() < deadline,
+                "{} did not exit:\n{}",
+                self.name,
+                self.log_text()
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
     }
@@ -284,7 +302,10 @@ async fn pending(api: &Client, run: RunId, within: Duration) -> ApprovalId {
         {
             return a;
         }
-        assert!(Instant::now() < deadline, "run {run} did not wait for a person");
+        assert!(
+            Instant::now() < deadline,
+            "run {run} did not wait for a person"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
@@ -333,22 +354,49 @@ fn a_decision_sent_to_any_node_is_the_owners_decision_forwarded_claimed_or_taken
     let within = Duration::from_secs(30);
 
     // A alive and driving the session: B forwards the decision to A.
-    let started = rt.block_on(a.alice.start_run(&gated("강남구 아파트 시세"))).unwrap();
+    let started = rt
+        .block_on(a.alice.start_run(&gated("강남구 아파트 시세")))
+        .unwrap();
     let first = rt.block_on(pending(&a.alice, started.run_id, within));
     let session = started.session_id.to_string();
     assert_eq!(cluster.owner(&session).as_deref(), Some("a"));
-    let forwarded = rt.block_on(b.alice.decide(started.run_id, &first, &DecisionRequest::approve())).unwrap();
+    let forwarded = rt
+        .block_on(
+            b.alice
+                .decide(started.run_id, &first, &DecisionRequest::approve()),
+        )
+        .unwrap();
     assert_eq!(forwarded.approval.approval.status, ApprovalStatus::Approved);
-    assert_eq!(forwarded.approval.approval.decided_by.as_deref(), Some("alice"));
-    assert_eq!(cluster.owner(&session).as_deref(), Some("a"), "forwarded, not taken");
+    assert_eq!(
+        forwarded.approval.approval.decided_by.as_deref(),
+        Some("alice")
+    );
+    assert_eq!(
+        cluster.owner(&session).as_deref(),
+        Some("a"),
+        "forwarded, not taken"
+    );
     // The same decision made on A itself answers the same.
     let second = rt.block_on(pending(&a.alice, started.run_id, within));
     assert_ne!(second, first);
-    let local = rt.block_on(a.alice.decide(started.run_id, &second, &DecisionRequest::approve())).unwrap();
-    assert_eq!(local.approval.approval.status, forwarded.approval.approval.status);
-    assert_eq!(local.approval.approval.decided_by, forwarded.approval.approval.decided_by);
+    let local = rt
+        .block_on(
+            a.alice
+                .decide(started.run_id, &second, &DecisionRequest::approve()),
+        )
+        .unwrap();
+    assert_eq!(
+        local.approval.approval.status,
+        forwarded.approval.approval.status
+    );
+    assert_eq!(
+        local.approval.approval.decided_by,
+        forwarded.approval.approval.decided_by
+    );
     // Someone else's run is not found through the forwarding node either.
-    let theirs = rt.block_on(b.ops.start_run(&gated("서초구 아파트"))).unwrap();
+    let theirs = rt
+        .block_on(b.ops.start_run(&gated("서초구 아파트")))
+        .unwrap();
     let err = rt.block_on(a.alice.status(theirs.run_id)).unwrap_err();
     assert_eq!(err.status(), Some(404));
     // A forged cluster request is refused.
@@ -360,25 +408,43 @@ fn a_decision_sent_to_any_node_is_the_owners_decision_forwarded_claimed_or_taken
     assert_eq!(forged, 401);
 
     // Released while it waits (C lets its sessions go at once): B claims it and decides.
-    let parked = rt.block_on(c.alice.start_run(&gated("송파구 아파트 시세"))).unwrap();
+    let parked = rt
+        .block_on(c.alice.start_run(&gated("송파구 아파트 시세")))
+        .unwrap();
     let approval = rt.block_on(pending(&c.alice, parked.run_id, within));
     cluster.wait_owner(parked.session_id.as_str(), within, |o| o.is_none());
-    let claimed = rt.block_on(b.alice.decide(parked.run_id, &approval, &DecisionRequest::approve())).unwrap();
-    assert_eq!(claimed.approval.approval.decided_by.as_deref(), Some("alice"));
+    let claimed = rt
+        .block_on(
+            b.alice
+                .decide(parked.run_id, &approval, &DecisionRequest::approve()),
+        )
+        .unwrap();
+    assert_eq!(
+        claimed.approval.approval.decided_by.as_deref(),
+        Some("alice")
+    );
     assert!(matches!(
         cluster.owner(parked.session_id.as_str()).as_deref(),
         Some("b") | None
     ));
 
     // A killed while its run waits: B takes the session over, then decides.
-    let orphan = rt.block_on(a.alice.start_run(&gated("마포구 아파트 시세"))).unwrap();
+    let orphan = rt
+        .block_on(a.alice.start_run(&gated("마포구 아파트 시세")))
+        .unwrap();
     let approval = rt.block_on(pending(&a.alice, orphan.run_id, within));
-    assert_eq!(cluster.owner(orphan.session_id.as_str()).as_deref(), Some("a"));
+    assert_eq!(
+        cluster.owner(orphan.session_id.as_str()).as_deref(),
+        Some("a")
+    );
     let mut a = a;
     a.kill9();
     let taken = rt.block_on(decide_retrying(&b.alice, orphan.run_id, &approval));
     assert_eq!(taken.approval.approval.decided_by.as_deref(), Some("alice"));
-    assert_ne!(cluster.owner(orphan.session_id.as_str()).as_deref(), Some("a"));
+    assert_ne!(
+        cluster.owner(orphan.session_id.as_str()).as_deref(),
+        Some("a")
+    );
     // And the run goes on to its next approval on a live node.
     let next = rt.block_on(pending(&c.alice, orphan.run_id, within));
     assert_ne!(next, approval);
@@ -392,11 +458,16 @@ fn a_stopped_node_that_comes_back_after_its_lease_is_fenced_and_exits() {
     let mut a = cluster.node("a", &[FAST, &["--release-idle-ms", "600000"]].concat());
     let b = cluster.node("b", FAST);
     let within = Duration::from_secs(30);
-    let started = rt.block_on(a.alice.start_run(&gated("강남구 아파트 시세"))).unwrap();
+    let started = rt
+        .block_on(a.alice.start_run(&gated("강남구 아파트 시세")))
+        .unwrap();
     let approval = rt.block_on(pending(&a.alice, started.run_id, within));
     let session = started.session_id.to_string();
     assert_eq!(cluster.owner(&session).as_deref(), Some("a"));
-    let head_before = rt.block_on(b.alice.status(started.run_id)).unwrap().last_seq;
+    let head_before = rt
+        .block_on(b.alice.status(started.run_id))
+        .unwrap()
+        .last_seq;
 
     a.signal("-STOP");
     // Past A's lease, B declares it dead and claims its session.
@@ -406,9 +477,13 @@ fn a_stopped_node_that_comes_back_after_its_lease_is_fenced_and_exits() {
     // or its first heartbeat learns it was declared dead. Either way it stops.
     let zombie = rt.block_on(async {
         let api = a.alice.clone().with_request_timeout(Duration::from_secs(5));
-        api.decide(started.run_id, &approval, &DecisionRequest::approve()).await
+        api.decide(started.run_id, &approval, &DecisionRequest::approve())
+            .await
     });
-    assert!(zombie.is_err(), "a fenced node acknowledged a decision: {zombie:?}");
+    assert!(
+        zombie.is_err(),
+        "a fenced node acknowledged a decision: {zombie:?}"
+    );
     let code = a.wait_exit(Duration::from_secs(20));
     assert_eq!(code, Some(3), "{}", a.log_text());
     assert!(
@@ -420,7 +495,12 @@ fn a_stopped_node_that_comes_back_after_its_lease_is_fenced_and_exits() {
     let now = rt.block_on(b.alice.status(started.run_id)).unwrap();
     assert_eq!(now.last_seq, head_before);
     assert_eq!(now.pending_approval_id.as_ref(), Some(&approval));
-    let decided = rt.block_on(b.alice.decide(started.run_id, &approval, &DecisionRequest::approve())).unwrap();
+    let decided = rt
+        .block_on(
+            b.alice
+                .decide(started.run_id, &approval, &DecisionRequest::approve()),
+        )
+        .unwrap();
     assert_eq!(decided.approval.approval.status, ApprovalStatus::Approved);
     // A restarts as a new incarnation and serves again.
     a.start();
@@ -435,7 +515,9 @@ fn a_retried_start_with_the_same_idempotency_key_after_its_node_died_gives_one_r
     let mut a = cluster.node("a", FAST);
     let b = cluster.node("b", FAST);
     let req = RunRequest::new("강남구 아파트 시세");
-    let first = rt.block_on(a.alice.start_run_once(&req, "order-42")).unwrap();
+    let first = rt
+        .block_on(a.alice.start_run_once(&req, "order-42"))
+        .unwrap();
     a.kill9();
     let again = rt.block_on(async {
         let deadline = Instant::now() + Duration::from_secs(30);
@@ -453,7 +535,9 @@ fn a_retried_start_with_the_same_idempotency_key_after_its_node_died_gives_one_r
     // Another principal's same key is another run; a bad key is refused.
     let ops = rt.block_on(b.ops.start_run_once(&req, "order-42")).unwrap();
     assert_ne!(ops.run_id, first.run_id);
-    let bad = rt.block_on(b.alice.start_run_once(&req, "two words")).unwrap_err();
+    let bad = rt
+        .block_on(b.alice.start_run_once(&req, "two words"))
+        .unwrap_err();
     assert_eq!(bad.status(), Some(400));
     let s = rt.block_on(ended(&b.alice, first.run_id, Duration::from_secs(30)));
     assert!(s.state.is_terminal());
@@ -469,7 +553,11 @@ fn a_stream_on_any_node_is_the_runs_events_exactly() {
     let a = cluster.node("a", FAST);
     let c = cluster.node("c", FAST);
     rt.block_on(async {
-        let started = a.alice.start_run(&RunRequest::new("강남구 아파트 시세")).await.unwrap();
+        let started = a
+            .alice
+            .start_run(&RunRequest::new("강남구 아파트 시세"))
+            .await
+            .unwrap();
         let mut stream = c
             .alice
             .run_events(started.run_id, EventsFrom::seq(0))
@@ -489,7 +577,10 @@ fn a_stream_on_any_node_is_the_runs_events_exactly() {
             .map(|e| (e.seq, e.offset, e.event.kind().to_owned()))
             .collect();
         assert_eq!(seen, log);
-        assert!(log.last().is_some_and(|(_, _, k)| k == "RunCompleted" || k == "RunFailed"));
+        assert!(
+            log.last()
+                .is_some_and(|(_, _, k)| k == "RunCompleted" || k == "RunFailed")
+        );
         // A session deleted through one node is gone on the others too (C had the run's facts
         // cached from the reads above).
         c.alice.status(started.run_id).await.unwrap();
@@ -518,7 +609,9 @@ fn a_graceful_stop_under_load_answers_every_request_and_hands_its_sessions_over(
     // Runs that wait on A, and clients starting more on A while it stops.
     let mut waiting = Vec::new();
     for i in 0..4 {
-        let s = rt.block_on(a.alice.start_run(&gated(&format!("강남구 아파트 {i}")))).unwrap();
+        let s = rt
+            .block_on(a.alice.start_run(&gated(&format!("강남구 아파트 {i}"))))
+            .unwrap();
         rt.block_on(pending(&a.alice, s.run_id, within));
         waiting.push(s);
     }
@@ -531,7 +624,10 @@ fn a_graceful_stop_under_load_answers_every_request_and_hands_its_sessions_over(
                 let mut n = 0;
                 while !*stop.lock().unwrap() {
                     n += 1;
-                    match api.start_run(&RunRequest::new(format!("서초구 {i} {n}"))).await {
+                    match api
+                        .start_run(&RunRequest::new(format!("서초구 {i} {n}")))
+                        .await
+                    {
                         Ok(_) => {}
                         Err(e) if e.status() == Some(503) => {}
                         // Refused once the node no longer listens: nothing was in flight.
@@ -551,18 +647,32 @@ fn a_graceful_stop_under_load_answers_every_request_and_hands_its_sessions_over(
     for c in clients {
         rt.block_on(c).unwrap();
     }
-    assert!(failures.lock().unwrap().is_empty(), "{:?}", failures.lock().unwrap());
+    assert!(
+        failures.lock().unwrap().is_empty(),
+        "{:?}",
+        failures.lock().unwrap()
+    );
     // Its waiting sessions were released at once and the other node claimed them.
     for s in &waiting {
         cluster.wait_owner(s.session_id.as_str(), within, |o| o == Some("b"));
     }
     let moved = stopped.elapsed();
-    assert!(moved < Duration::from_secs(5), "handed over after {moved:?}");
+    assert!(
+        moved < Duration::from_secs(5),
+        "handed over after {moved:?}"
+    );
     for s in &waiting {
         let approval = rt.block_on(pending(&b.alice, s.run_id, within));
-        rt.block_on(b.alice.decide(s.run_id, &approval, &DecisionRequest::approve())).unwrap();
+        rt.block_on(
+            b.alice
+                .decide(s.run_id, &approval, &DecisionRequest::approve()),
+        )
+        .unwrap();
     }
-    eprintln!("a graceful stop: sessions handed over {} ms after the node exited", moved.as_millis());
+    eprintln!(
+        "a graceful stop: sessions handed over {} ms after the node exited",
+        moved.as_millis()
+    );
     cluster.verify();
 }
 
@@ -585,9 +695,16 @@ fn three_nodes_killed_in_turn_under_load_lose_nothing_and_every_run_finishes() {
     let cluster = Cluster::new();
     let nodes: Vec<Arc<Mutex<Node>>> = ["n1", "n2", "n3"]
         .iter()
-        .map(|n| Arc::new(Mutex::new(cluster.node(n, &[FAST, &["--release-idle-ms", "500"]].concat()))))
+        .map(|n| {
+            Arc::new(Mutex::new(
+                cluster.node(n, &[FAST, &["--release-idle-ms", "500"]].concat()),
+            ))
+        })
         .collect();
-    let apis: Vec<Client> = nodes.iter().map(|n| n.lock().unwrap().ops.clone()).collect();
+    let apis: Vec<Client> = nodes
+        .iter()
+        .map(|n| n.lock().unwrap().ops.clone())
+        .collect();
     let load = Arc::new(Mutex::new(Load::default()));
     let workers: Vec<_> = (0..AT_ONCE)
         .map(|w| {
@@ -616,7 +733,10 @@ fn three_nodes_killed_in_turn_under_load_lose_nothing_and_every_run_finishes() {
                             }
                         }
                         if Instant::now() > deadline {
-                            load.lock().unwrap().errors.push(format!("start {i}: gave up"));
+                            load.lock()
+                                .unwrap()
+                                .errors
+                                .push(format!("start {i}: gave up"));
                             return;
                         }
                         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -628,23 +748,37 @@ fn three_nodes_killed_in_turn_under_load_lose_nothing_and_every_run_finishes() {
                             Ok(Status {
                                 pending_approval_id: Some(a),
                                 ..
-                            }) => match next_api().decide(run, &a, &DecisionRequest::approve()).await {
+                            }) => match next_api()
+                                .decide(run, &a, &DecisionRequest::approve())
+                                .await
+                            {
                                 Ok(_) => load.lock().unwrap().decisions.push((run, a)),
                                 // Decided already (an earlier answer was lost with its node).
                                 Err(e) if e.status() == Some(409) => {}
                                 Err(e) if matches!(e.status(), Some(503) | None) => {
                                     load.lock().unwrap().unavailable += 1
                                 }
-                                Err(e) => load.lock().unwrap().errors.push(format!("decide {run}: {e}")),
+                                Err(e) => load
+                                    .lock()
+                                    .unwrap()
+                                    .errors
+                                    .push(format!("decide {run}: {e}")),
                             },
                             Ok(_) => {}
                             Err(e) if matches!(e.status(), Some(503) | None) => {
                                 load.lock().unwrap().unavailable += 1
                             }
-                            Err(e) => load.lock().unwrap().errors.push(format!("status {run}: {e}")),
+                            Err(e) => load
+                                .lock()
+                                .unwrap()
+                                .errors
+                                .push(format!("status {run}: {e}")),
                         }
                         if Instant::now() > deadline {
-                            load.lock().unwrap().errors.push(format!("run {run} did not end"));
+                            load.lock()
+                                .unwrap()
+                                .errors
+                                .push(format!("run {run} did not end"));
                             return;
                         }
                         tokio::time::sleep(Duration::from_millis(30)).await;
@@ -704,9 +838,21 @@ fn a_node_stalled_while_it_holds_the_log_head_holds_up_the_others_no_longer_than
     let timeout = TIMEOUT_MS.to_string();
     let a = cluster.node(
         "a",
-        &[FAST, &["--pg-drill-hold-lock-ms", "3000", "--pg-idle-in-transaction-ms", &timeout]].concat(),
+        &[
+            FAST,
+            &[
+                "--pg-drill-hold-lock-ms",
+                "3000",
+                "--pg-idle-in-transaction-ms",
+                &timeout,
+            ],
+        ]
+        .concat(),
     );
-    let b = cluster.node("b", &[FAST, &["--pg-idle-in-transaction-ms", &timeout]].concat());
+    let b = cluster.node(
+        "b",
+        &[FAST, &["--pg-idle-in-transaction-ms", &timeout]].concat(),
+    );
     rt.block_on(async {
         // A's start takes the head and stalls; PostgreSQL ends its transaction after the
         // timeout, and once A goes on, its start is refused (nothing was written).
@@ -735,7 +881,10 @@ fn a_node_stalled_while_it_holds_the_log_head_holds_up_the_others_no_longer_than
             refused.as_ref().is_err_and(|e| e.status() == Some(503)),
             "{refused:?}"
         );
-        eprintln!("a stalled holder of the log head held the others up at most {} ms", worst.as_millis());
+        eprintln!(
+            "a stalled holder of the log head held the others up at most {} ms",
+            worst.as_millis()
+        );
     });
     cluster.verify();
 }
@@ -760,11 +909,16 @@ fn a_released_run_is_woken_at_its_approvals_expiry_by_some_node() {
     // Nobody sends anything; at its expiry a node claims the session and expires the approval.
     let deadline = Instant::now() + within;
     loop {
-        let view = rt.block_on(a.alice.approval(started.run_id, &approval)).unwrap();
+        let view = rt
+            .block_on(a.alice.approval(started.run_id, &approval))
+            .unwrap();
         if view.approval.status == ApprovalStatus::Expired {
             break;
         }
-        assert!(Instant::now() < deadline, "the approval never expired: {view:?}");
+        assert!(
+            Instant::now() < deadline,
+            "the approval never expired: {view:?}"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
 }

@@ -104,18 +104,36 @@ impl Cluster {
         })?;
         m.join(&self.settings.node_name, &self.settings.advertise_url)
             .await?;
+        let beat = Duration::from_millis(self.settings.heartbeat_ms.max(10));
+        // The heartbeat on a task of its own: nothing else the node does can delay it.
+        let (store, stop) = (shared.store.clone(), shared.shutdown.clone());
+        shared.tasks.clone().spawn(async move {
+            loop {
+                tokio::select! {
+                    () = stop.cancelled() => return,
+                    () = tokio::time::sleep(beat) => {}
+                }
+                let Some(m) = store.membership() else { return };
+                match m.heartbeat().await {
+                    Ok(()) => {}
+                    Err(e @ crate::store::Error::Fenced(_)) => {
+                        tracing::error!(error = %e, "this node was fenced: it stops");
+                        return;
+                    }
+                    Err(e) => tracing::warn!(error = %e, "heartbeat failed; trying again"),
+                }
+            }
+        });
         let (this, shared) = (self.clone(), shared.clone());
         let stop = shared.shutdown.clone();
         shared.tasks.clone().spawn(async move {
-            let tick = Duration::from_millis((this.settings.heartbeat_ms / 2).max(10));
-            let mut n = 0u64;
+            let tick = beat / 2;
             loop {
                 tokio::select! {
                     () = stop.cancelled() => return,
                     () = tokio::time::sleep(tick) => {}
                 }
-                n += 1;
-                if let Err(e) = this.tick(&shared, n % 2 == 0).await {
+                if let Err(e) = this.tick(&shared).await {
                     if matches!(e, Error::Store(crate::store::Error::Fenced(_))) {
                         tracing::error!(error = %e, "this node was fenced: it stops");
                         return;
@@ -127,12 +145,9 @@ impl Cluster {
         Ok(())
     }
 
-    /// One look: heartbeat (every other), dead nodes, due sessions, idle sessions.
-    async fn tick(self: &Arc<Self>, shared: &Arc<Shared>, beat: bool) -> Result<()> {
+    /// One look: dead nodes, due sessions, idle sessions.
+    async fn tick(self: &Arc<Self>, shared: &Arc<Shared>) -> Result<()> {
         let m = Self::membership(shared)?;
-        if beat {
-            m.heartbeat().await?;
-        }
         m.sweep(self.lease()).await?;
         for session in m.claim_due(self.settings.claim_batch).await? {
             tracing::info!(session, "claimed a session that was due");
@@ -144,7 +159,11 @@ impl Cluster {
 
     /// Makes this node the owner of `session`, claiming it when nobody drives it (or its node is
     /// dead); [`Error::Elsewhere`] when another live node does.
-    pub(crate) async fn ensure(self: &Arc<Self>, shared: &Arc<Shared>, session: &str) -> Result<()> {
+    pub(crate) async fn ensure(
+        self: &Arc<Self>,
+        shared: &Arc<Shared>,
+        session: &str,
+    ) -> Result<()> {
         let m = Self::membership(shared)?;
         let deadline = Instant::now() + RELEASE_WAIT;
         loop {
@@ -159,7 +178,12 @@ impl Cluster {
                     _ => false,
                 }
             };
-            if releasing && Instant::now() < deadline {
+            if releasing {
+                if Instant::now() >= deadline {
+                    return Err(Error::Store(crate::store::Error::Unavailable(format!(
+                        "session {session} is being handed over; try again"
+                    ))));
+                }
                 tokio::time::sleep(Duration::from_millis(10)).await;
                 continue;
             }

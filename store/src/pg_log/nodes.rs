@@ -28,7 +28,10 @@ pub(crate) struct Joined {
 
 impl Joined {
     pub fn me(&self) -> Option<(String, u64)> {
-        self.me.lock().unwrap_or_else(PoisonError::into_inner).clone()
+        self.me
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     pub fn epoch(&self, session: &str) -> Option<u64> {
@@ -68,7 +71,10 @@ fn liveness_key(schema: &str, node: &str) -> (i32, i32) {
 /// died holds it for a moment.
 const JOIN_LOCK_WAIT: Duration = Duration::from_secs(3);
 
-const ALIVE: &str = "SELECT 1 FROM nodes WHERE node_id = $1 AND incarnation = $2 AND state = 'alive'";
+/// This node alive, its row share-locked until the transaction ends: declaring it dead (which
+/// updates the row) waits for a claim in flight, and then frees what the claim took.
+const ALIVE: &str =
+    "SELECT 1 FROM nodes WHERE node_id = $1 AND incarnation = $2 AND state = 'alive' FOR SHARE";
 
 impl PgLog {
     fn me_or_refuse(&self) -> Result<(String, u64)> {
@@ -137,6 +143,19 @@ async fn declare_dead(tx: &impl GenericClient, node: &str, incarnation: i64) -> 
     Ok(true)
 }
 
+/// Frees the sessions still named as owned by `node`, which is not alive, due now (the caller
+/// holds the log head's lock).
+async fn free_sessions_of(tx: &impl GenericClient, node: &str) -> Result<u64> {
+    tx.execute(
+        "UPDATE session_owners SET owner_node = NULL, owner_epoch = owner_epoch + 1, \
+           wake_at = now() WHERE owner_node = $1 \
+           AND NOT EXISTS (SELECT 1 FROM nodes WHERE node_id = $1 AND state = 'alive')",
+        &[&node],
+    )
+    .await
+    .map_err(db)
+}
+
 fn node_of(row: &tokio_postgres::Row) -> Node {
     Node {
         name: row.get("node_id"),
@@ -152,12 +171,7 @@ const NODE_COLUMNS: &str = "node_id, incarnation, advertise_url, state, \
 
 /// Whether `node` is dead by `lease`: silent past the ttl, or silent past the crash grace with
 /// its liveness lock free (its process is gone). Asked in `tx`, which keeps the lock it tries.
-async fn is_dead(
-    tx: &impl GenericClient,
-    schema: &str,
-    node: &Node,
-    lease: Lease,
-) -> Result<bool> {
+async fn is_dead(tx: &impl GenericClient, schema: &str, node: &Node, lease: Lease) -> Result<bool> {
     if node.state != "alive" || node.quiet_ms >= lease.ttl.as_millis() as u64 {
         return Ok(true);
     }
@@ -232,8 +246,11 @@ impl Membership for PgLog {
             .await
             .map_err(db)?;
             tx.commit().await.map_err(db)?;
-            *inner.joined.me.lock().unwrap_or_else(PoisonError::into_inner) =
-                Some((name.clone(), incarnation as u64));
+            *inner
+                .joined
+                .me
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner) = Some((name.clone(), incarnation as u64));
             tokio::spawn(keep_liveness(inner.clone(), config, keys, held));
             tracing::info!(node = name, incarnation, "joined the store as a node");
             Ok(incarnation as u64)
@@ -356,17 +373,29 @@ impl Membership for PgLog {
                     .map_err(db)?;
                 let node = node_of(&owner);
                 if node.name == me {
-                    // Owned by this node in the database (a release that failed): still ours.
+                    // Owned by this node in the database (a release whose answer was lost):
+                    // still ours.
                     tx.commit().await.map_err(db)?;
                     let epoch = owner.get::<_, i64>(0) as u64;
                     inner.joined.own(&session, epoch);
                     return Ok(Claim::Mine(epoch));
                 }
-                if !is_dead(&tx, &schema, &node, lease).await? {
+                // The row lock the insert took is let go before the log head's is taken: every
+                // change of owners takes the log head first.
+                tx.rollback().await.map_err(db)?;
+                let tx = client.transaction().await.map_err(db)?;
+                tx.query_one("SELECT next_offset FROM log_head FOR UPDATE", &[])
+                    .await
+                    .map_err(db)?;
+                if node.state == "alive" && !is_dead(&tx, &schema, &node, lease).await? {
                     tx.commit().await.map_err(db)?;
                     return Ok(Claim::Elsewhere(node));
                 }
-                declare_dead(&tx, &node.name, node.incarnation as i64).await?;
+                if !declare_dead(&tx, &node.name, node.incarnation as i64).await? {
+                    // Not alive already (dead or left), yet still named as the owner: free what
+                    // it is named on.
+                    free_sessions_of(&tx, &node.name).await?;
+                }
                 tx.commit().await.map_err(db)?;
             }
             Err(Error::Unavailable(format!(
@@ -381,21 +410,31 @@ impl Membership for PgLog {
         let inner = self.inner.clone();
         self.spawn(async move {
             let _one_at_a_time = inner.joined.changes.lock().await;
-            let client = inner.client().await?;
-            let rows = client
+            let mut client = inner.client().await?;
+            let tx = client.transaction().await.map_err(db)?;
+            if tx
+                .query_opt(ALIVE, &[&me, &(inc as i64)])
+                .await
+                .map_err(db)?
+                .is_none()
+            {
+                return Err(inner.fenced(&format!(
+                    "node {me:?} (incarnation {inc}) is no longer alive on the store"
+                )));
+            }
+            let rows = tx
                 .query(
                     "UPDATE session_owners SET owner_node = $1, \
                        owner_epoch = owner_epoch + 1, wake_at = NULL \
                      WHERE session_id IN (SELECT session_id FROM session_owners \
                          WHERE owner_node IS NULL AND wake_at <= now() \
-                         ORDER BY wake_at LIMIT $3 FOR UPDATE SKIP LOCKED) \
-                       AND EXISTS (SELECT 1 FROM nodes WHERE node_id = $1 \
-                         AND incarnation = $2 AND state = 'alive') \
+                         ORDER BY wake_at LIMIT $2 FOR UPDATE SKIP LOCKED) \
                      RETURNING session_id, owner_epoch",
-                    &[&me, &(inc as i64), &i64::from(limit)],
+                    &[&me, &i64::from(limit)],
                 )
                 .await
                 .map_err(db)?;
+            tx.commit().await.map_err(db)?;
             Ok(rows
                 .iter()
                 .map(|r| {
@@ -443,8 +482,24 @@ impl Membership for PgLog {
             }
             .await;
             if done.is_err() {
-                // Still this node's in the database: still its here, to be released again.
-                inner.joined.own(&release.session, epoch);
+                // The commit's answer may be lost: still this node's only if the database says
+                // so (then it is released again later).
+                let still = async {
+                    let client = inner.client().await?;
+                    let row = client
+                        .query_opt(
+                            "SELECT 1 FROM session_owners WHERE session_id = $1 \
+                               AND owner_node = $2 AND owner_epoch = $3",
+                            &[&release.session, &me, &(epoch as i64)],
+                        )
+                        .await
+                        .map_err(db)?;
+                    Ok::<_, Error>(row.is_some())
+                }
+                .await;
+                if still.unwrap_or(true) {
+                    inner.joined.own(&release.session, epoch);
+                }
             }
             done
         })
@@ -493,7 +548,11 @@ impl Membership for PgLog {
             .await
             .map_err(db)?;
             tx.commit().await.map_err(db)?;
-            tracing::info!(node = me, sessions = freed, "left the store; sessions released");
+            tracing::info!(
+                node = me,
+                sessions = freed,
+                "left the store; sessions released"
+            );
             Ok(())
         })
         .await

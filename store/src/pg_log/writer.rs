@@ -109,8 +109,8 @@ async fn commit(inner: &Inner, batch: Vec<Request>, clock: &mut Clock) {
     }
     let locked = Instant::now();
     let backend: i32 = head.get(2);
-    let fence = inner.joined.me().map(|me| Fence::new(me, &inner.joined));
-    let batch = match &fence {
+    let mut fence = inner.joined.me().map(|me| Fence::new(me, &inner.joined));
+    let batch = match &mut fence {
         Some(fence) => fence.admit(batch, &heads),
         None => batch,
     };
@@ -327,7 +327,11 @@ pub(crate) async fn write(
     let payload = next_offset.to_string();
     let no_sessions = (Vec::new(), Vec::new());
     let (node, incarnation, (sessions, epochs)) = match fence {
-        Some(f) => (Some(f.node.as_str()), f.incarnation, (&f.sessions, &f.epochs)),
+        Some(f) => (
+            Some(f.node.as_str()),
+            f.incarnation,
+            (&f.sessions, &f.epochs),
+        ),
         None => (None, 0, (&no_sessions.0, &no_sessions.1)),
     };
     let params: [&(dyn ToSql + Sync); 20] = [
@@ -370,6 +374,8 @@ struct Fence<'j> {
     node: String,
     incarnation: i64,
     joined: &'j super::nodes::Joined,
+    /// The epoch of each session the batch writes to, as admitted.
+    epochs: HashMap<String, u64>,
 }
 
 /// The sessions of a batch with the epochs this node owns them under, checked again inside the
@@ -387,12 +393,13 @@ impl<'j> Fence<'j> {
             node,
             incarnation: incarnation as i64,
             joined,
+            epochs: HashMap::new(),
         }
     }
 
     /// The appends to sessions this node owns; the others are refused now, before they take an
-    /// offset.
-    fn admit(&self, batch: Vec<Request>, heads: &HashMap<RunId, RunHead>) -> Vec<Request> {
+    /// offset. The epochs are read once, here: the transaction checks these.
+    fn admit(&mut self, batch: Vec<Request>, heads: &HashMap<RunId, RunHead>) -> Vec<Request> {
         let mut admitted = Vec::with_capacity(batch.len());
         for r in batch {
             let session = match (heads.get(&r.run_id), r.events.first()) {
@@ -400,14 +407,18 @@ impl<'j> Fence<'j> {
                 (None, Some(Event::RunStarted { session_id, .. })) => Some(session_id.as_str()),
                 (None, _) => None,
             };
-            match session {
-                Some(s) if self.joined.epoch(s).is_none() => {
+            match session.map(|s| (s, self.joined.epoch(s))) {
+                Some((s, None)) => {
                     let _ = r.reply.send(Err(Error::Fenced(format!(
                         "node {:?} does not own session {s:?}",
                         self.node
                     ))));
                 }
-                _ => admitted.push(r),
+                Some((s, Some(epoch))) => {
+                    self.epochs.insert(s.to_owned(), epoch);
+                    admitted.push(r);
+                }
+                None => admitted.push(r),
             }
         }
         admitted
@@ -420,7 +431,7 @@ impl<'j> Fence<'j> {
             let session = s.head.session_id.as_str();
             if seen.insert(session) {
                 sessions.push(session.to_owned());
-                epochs.push(self.joined.epoch(session).unwrap_or(0) as i64);
+                epochs.push(self.epochs.get(session).copied().unwrap_or(0) as i64);
             }
         }
         Checked {
