@@ -22,7 +22,7 @@ use crate::error::ApiError;
 use crate::state::AppState;
 
 /// The header a node proves itself with on another node: the cluster's secret.
-pub const CLUSTER_TOKEN: &str = "x-chronicle-cluster-token";
+pub const CLUSTER_TOKEN: &str = chronicle_engine::CLUSTER_TOKEN_HEADER;
 /// The principal a forwarded request acts for: `admin:<name in hex>` or `user:<name in hex>`.
 pub const PRINCIPAL: &str = "x-chronicle-principal";
 /// The node that forwarded a request (for its log), on the forwarded request.
@@ -211,4 +211,38 @@ async fn relay(
     res.body(Body::from_stream(stream)).unwrap_or_else(|e| {
         ApiError::internal(format!("relaying a forwarded answer: {e}")).into_response()
     })
+}
+
+/// The routes only the other nodes of the cluster call (not in the API's document).
+pub(crate) fn routes() -> axum::Router<AppState> {
+    axum::Router::new().route(
+        "/internal/v1/runs/{run_id}/chunks",
+        axum::routing::get(run_chunks),
+    )
+}
+
+/// The live chunks of a run this node drives, one JSON line each, for another node whose
+/// subscribers follow the run. Only for a request with the cluster's secret (404 otherwise:
+/// the route is not there for anyone else).
+async fn run_chunks(
+    State(st): State<AppState>,
+    headers: HeaderMap,
+    crate::extract::RunPath(run): crate::extract::RunPath,
+) -> Response {
+    if !st.tokens.is_from_cluster(&headers) {
+        return ApiError::not_found("no such route").into_response();
+    }
+    use futures_util::StreamExt;
+    let lines = st.engine.run_chunks(run).map(|c| {
+        let mut line = serde_json::to_vec(&c).unwrap_or_default();
+        line.push(b'\n');
+        Ok::<_, std::convert::Infallible>(axum::body::Bytes::from(line))
+    });
+    let stop = st.shutdown.clone();
+    let lines = lines.take_until(async move { stop.cancelled().await });
+    Response::builder()
+        .header(header::CONTENT_TYPE, "application/x-ndjson")
+        .header(header::CACHE_CONTROL, "no-store")
+        .body(Body::from_stream(lines))
+        .unwrap_or_else(|e| ApiError::internal(e).into_response())
 }

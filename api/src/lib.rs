@@ -127,6 +127,7 @@ pub fn router(state: AppState) -> Router {
     // The console's pages are HTML, not part of the API's document.
     let router = router
         .merge(console::routes())
+        .merge(cluster::routes())
         .route_layer(middleware::from_fn(browser::json_only))
         .route_layer(middleware::from_fn_with_state(
             quota::Writes::from_ref(&state),

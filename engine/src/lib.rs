@@ -41,6 +41,7 @@ pub use plugin::settings::{ClusterSettings, SUBAGENT_DEPTH_MAX_DEFAULT, Settings
 pub use plugin::{agents, chunks, hitl, llm, said, texts, tools};
 pub use principal::Principal;
 pub use runtime::bus::{Bus, Live};
+pub use runtime::cluster::{CLUSTER_TOKEN_HEADER, chunks_path};
 pub use runtime::engine::{CacheStats, Engine};
 pub use runtime::index;
 pub use runtime::mailbox::RestoreTarget;

@@ -101,7 +101,7 @@ pub trait Membership: Send + Sync {
     async fn nodes(&self) -> Result<Vec<Node>>;
 
     /// The node that owns `session` now, `None` when nobody does.
-    async fn owner(&self, session: &str) -> Result<Option<String>>;
+    async fn owner(&self, session: &str) -> Result<Option<Node>>;
 
     /// This node's name and incarnation, once joined.
     fn me(&self) -> Option<(String, u64)>;

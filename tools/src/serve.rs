@@ -223,6 +223,7 @@ impl ClusterArgs {
         c.lease_ms = self.lease_ms;
         c.crash_grace_ms = self.crash_grace_ms;
         c.release_idle_ms = self.release_idle_ms;
+        c.secret.clone_from(&secret);
         Ok(Some((c, secret)))
     }
 }

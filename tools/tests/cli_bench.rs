@@ -269,3 +269,54 @@ fn bench_postgres_without_a_url_says_it_was_skipped() {
         "{skipped}"
     );
 }
+
+/// `chronicle bench --only cluster` against the test PostgreSQL: nodes started, killed and
+/// started again; every row measured, and no session held for the parked runs once released.
+#[test]
+fn bench_cluster_measures_takeover_latency_throughput_and_parked_runs() {
+    let scratch = tempfile::tempdir().unwrap();
+    let url = chronicle_testkit::postgres::url();
+    let o = run_cli(
+        &[
+            "bench",
+            "--quick",
+            "--only",
+            "cluster",
+            "--postgres",
+            &url,
+            "--json",
+            "--dir",
+            path_str(scratch.path()),
+        ],
+        "",
+    );
+    assert_exit(&o, 0);
+    let out = stdout(&o);
+    let rows: BTreeMap<String, Value> = bench_lines(&out, "bench")
+        .into_iter()
+        .map(|r| (r["id"].as_str().unwrap().to_owned(), r.clone()))
+        .collect();
+    let value = |id: &str| -> f64 {
+        rows.get(id)
+            .unwrap_or_else(|| panic!("no row {id}: {out}"))["value"]
+            .as_f64()
+            .unwrap()
+    };
+    for id in [
+        "cluster_takeover_kill_p50_ms",
+        "cluster_takeover_kill_p99_ms",
+        "cluster_commit_to_sse_p50_ms",
+        "cluster_commit_to_sse_p99_ms",
+        "cluster_decision_local_p50_ms",
+        "cluster_decision_forwarded_p50_ms",
+        "cluster_engine_runs_per_s_1_node",
+        "cluster_engine_runs_per_s_3_nodes",
+        "cluster_waiting_runs_per_s_1_node",
+        "cluster_waiting_runs_per_s_3_nodes",
+    ] {
+        let v = value(id);
+        assert!(v.is_finite() && v > 0.0, "{id}: {v}");
+    }
+    assert!(value("cluster_takeover_kill_p50_ms") <= value("cluster_takeover_kill_p99_ms"));
+    assert_eq!(value("cluster_parked_sessions_after_release"), 0.0, "{out}");
+}

@@ -8,12 +8,13 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use chronicle_client::{Client, EventsFrom};
+use chronicle_client::{Client, EventsFrom, StreamItem};
+use chronicle_testkit::model::Gate;
 use chronicle_engine::store::{Create, Options, PgLog, Store};
 use chronicle_schemas::{ApprovalId, ApprovalStatus, HitlMode, RunId};
 use chronicle_wire::{DecisionRequest, RunRequest, Status};
 
-use crate::cli_run::rt;
+use crate::cli_run::{GANGNAM_STATION_QUERY, MODEL_KEY, STREAMED_ANSWER, gated_model, rt};
 use crate::durability::free_port;
 
 const ALICE: &str = "alice-token-0123456789abcdef";
@@ -66,6 +67,11 @@ impl Cluster {
 
     /// A node named `name`, started, with `extra` flags.
     fn node(&self, name: &str, extra: &[&str]) -> Node {
+        self.node_with_env(name, extra, &[])
+    }
+
+    /// [`Cluster::node`] with these environment variables.
+    fn node_with_env(&self, name: &str, extra: &[&str], env: &[(&str, &str)]) -> Node {
         let dir = self.scratch.path();
         let port = free_port();
         let mut args: Vec<String> = [
@@ -99,6 +105,10 @@ impl Cluster {
         let mut node = Node {
             name: name.to_owned(),
             args,
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
             log: dir.join(format!("{name}.log")),
             child: None,
             alice: client(ALICE),
@@ -117,6 +127,7 @@ impl Cluster {
             .unwrap()
             .block_on(m.owner(session))
             .unwrap()
+            .map(|n| n.name)
     }
 
     /// Waits until `done(owner)` holds for `session`'s owner.
@@ -155,6 +166,7 @@ impl Cluster {
 struct Node {
     name: String,
     args: Vec<String>,
+    env: Vec<(String, String)>,
     log: PathBuf,
     child: Option<Child>,
     /// Clients as `alice` (an ordinary principal) and as `ops` (an admin).
@@ -182,6 +194,7 @@ impl Node {
             .env_remove("OPENAI_API_KEY")
             .env_remove("CHRONICLE_DOMAIN")
             .env_remove("CHRONICLE_AGENTS")
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)
@@ -921,4 +934,48 @@ fn a_released_run_is_woken_at_its_approvals_expiry_by_some_node() {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+#[test]
+fn a_stream_on_another_node_gets_the_live_chunks_the_owners_model_writes() {
+    let rt = rt();
+    let (first, rest) = (Gate::new(), Gate::new());
+    rest.open();
+    let model = gated_model(&rt, Some(first.clone()), rest);
+    let cluster = Cluster::new();
+    let env = [
+        ("CHRONICLE_LLM_BASE_URL", model.base_url.as_str()),
+        ("CHRONICLE_LLM_API_KEY", MODEL_KEY),
+    ];
+    let a = cluster.node_with_env("a", FAST, &env);
+    let c = cluster.node_with_env("c", FAST, &env);
+    rt.block_on(async {
+        let started = a
+            .alice
+            .start_run(&RunRequest::new(GANGNAM_STATION_QUERY))
+            .await
+            .unwrap();
+        assert_eq!(cluster.owner(started.session_id.as_str()).as_deref(), Some("a"));
+        let mut stream = c
+            .alice
+            .run_events(started.run_id, EventsFrom::seq(0))
+            .await
+            .unwrap();
+        // The model holds its answer back until C's relay from A is in place.
+        tokio::time::sleep(Duration::from_millis(1000)).await;
+        first.open();
+        let (mut text, mut events_after) = (String::new(), Vec::new());
+        while let Some(item) = stream.next_item().await {
+            match item.unwrap() {
+                StreamItem::Chunk(chunk) => {
+                    assert!(events_after.is_empty(), "a chunk after {events_after:?}");
+                    text.push_str(&chunk.content.text);
+                }
+                StreamItem::Event(ev) if !text.is_empty() => events_after.push(ev.name),
+                StreamItem::Event(_) => {}
+            }
+        }
+        assert_eq!(text, STREAMED_ANSWER);
+        assert!(events_after.iter().any(|n| n == "message.final"), "{events_after:?}");
+    });
 }

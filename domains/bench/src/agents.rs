@@ -13,11 +13,17 @@ use sha1::{Digest, Sha1};
 
 use crate::rules::{AGENTS, Role, prefix};
 
+/// Set to a number of milliseconds, each agent waits that long before it answers, as one that
+/// asks a model would: the work of a run is then bound by waiting, not by the engine (what the
+/// cluster section of `chronicle bench` measures beside the engine's own work).
+pub const AGENT_DELAY_ENV: &str = "CHRONICLE_BENCH_AGENT_DELAY_MS";
+
 /// One mock agent: what it declares, and the function that makes its result.
 #[derive(Debug)]
 pub struct MockAgent {
     info: AgentInfo,
     work: fn(&AgentContext) -> Value,
+    delay: std::time::Duration,
 }
 
 impl MockAgent {
@@ -27,7 +33,15 @@ impl MockAgent {
             examples: vec![],
         };
         let info = AgentInfo::new(role.name, role.team, role.purpose).with_hints(hints);
-        MockAgent { info, work }
+        let delay_ms = std::env::var(AGENT_DELAY_ENV)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        MockAgent {
+            info,
+            work,
+            delay: std::time::Duration::from_millis(delay_ms),
+        }
     }
 }
 
@@ -43,6 +57,9 @@ impl Agent for MockAgent {
     }
 
     async fn run(&self, ctx: &AgentContext, _input: Value) -> Result<AgentOutput, AgentError> {
+        if !self.delay.is_zero() {
+            tokio::time::sleep(self.delay).await;
+        }
         Ok(AgentOutput {
             result: (self.work)(ctx),
         })

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use chronicle_engine::Settings;
 use chronicle_engine::texts::English;
 
-pub use agents::{MockAgent, agents};
+pub use agents::{AGENT_DELAY_ENV, MockAgent, agents};
 pub use planner::BenchPlanner;
 pub use rules::{
     AGENTS, BENCH_QUERY, BenchPlan, INTENT_ANALYSIS, INTENT_REPORT, Role, aggregate, answer_text,

@@ -16,6 +16,32 @@ use crate::plugin::llm::{Delta, OnDelta};
 /// goes out as several chunks, so that what a run's buffer holds stays small.
 pub const CHUNK_TEXT_BYTES_MAX: usize = 4 * 1024;
 
+/// A chunk as one node of a cluster sends it to another, whose subscribers follow the run: one
+/// JSON line each.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct RelayedChunk {
+    pub after_seq: u64,
+    pub data: ChunkData,
+}
+
+impl From<&Chunk> for RelayedChunk {
+    fn from(c: &Chunk) -> Self {
+        RelayedChunk {
+            after_seq: c.after_seq,
+            data: c.data.clone(),
+        }
+    }
+}
+
+impl From<RelayedChunk> for Chunk {
+    fn from(c: RelayedChunk) -> Self {
+        Chunk {
+            after_seq: c.after_seq,
+            data: c.data,
+        }
+    }
+}
+
 /// One live chunk: its `data` as the streams send it, and the seq of the run's last event when
 /// it was written, so a subscriber can send it after that event (and the events before it),
 /// never before.

@@ -93,6 +93,8 @@ pub struct ClusterSettings {
     pub release_idle_ms: u64,
     /// Sessions a node claims at most per look.
     pub claim_batch: u32,
+    /// The secret the nodes show each other (on their internal routes).
+    pub secret: String,
 }
 
 impl ClusterSettings {
@@ -107,6 +109,7 @@ impl ClusterSettings {
             crash_grace_ms: 1000,
             release_idle_ms: 2000,
             claim_batch: 32,
+            secret: String::new(),
         }
     }
 }

@@ -286,6 +286,59 @@ impl Bus {
         ReceiverStream::new(rx)
     }
 
+    /// The live chunks of `run` from now on, alone: what a node of a cluster sends the other
+    /// nodes whose subscribers follow the run. Ends when the receiver is dropped.
+    pub fn run_chunks(&self, run: RunId) -> ReceiverStream<Arc<Chunk>> {
+        let (tx, rx) = mpsc::channel(self.buffer_chunks);
+        let (events, chunks) = self.channels(run, true);
+        let mut live = Listener {
+            rx: events,
+            chunks,
+            run,
+            runs: self.runs.clone(),
+        };
+        let shutdown = self.shutdown.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = tx.closed() => return,
+                    _ = shutdown.cancelled() => return,
+                    chunk = next_chunk(&mut live.chunks) => match chunk {
+                        Some(chunk) => {
+                            if tx.send(chunk).await.is_err() {
+                                return;
+                            }
+                        }
+                        None if live.chunks.is_none() => return,
+                        // Lagged: the lost chunks are lost; the next ones follow.
+                        None => {}
+                    },
+                }
+            }
+        });
+        ReceiverStream::new(rx)
+    }
+
+    /// Whether a subscriber listens for `run`'s chunks on this node now.
+    pub(crate) fn listens_for_chunks(&self, run: RunId) -> bool {
+        let runs = self.runs.lock().unwrap_or_else(PoisonError::into_inner);
+        runs.get(&run)
+            .and_then(|ch| ch.chunks.as_ref())
+            .is_some_and(|tx| tx.receiver_count() > 0)
+    }
+
+    /// Hands a chunk another node relayed to this node's subscribers of its run, as if written
+    /// here.
+    pub(crate) fn relay(&self, chunk: Arc<Chunk>) {
+        let Some(run_tx) = self.listeners(chunk.data.run_id) else {
+            return;
+        };
+        if let Some(tx) = &run_tx {
+            let _ = tx.send(chunk.clone());
+        }
+        let _ = self.all_chunks.send(chunk);
+    }
+
     /// Where the model answers of `run` send their pieces: to the run's subscribers and the
     /// all-runs streams that listen now, marked as coming after the run's event `after_seq`,
     /// with the TODO and agent they come from (none for the supervisor's own answer).

@@ -66,7 +66,24 @@ impl Local {
 pub(crate) struct Cluster {
     pub settings: ClusterSettings,
     local: Mutex<HashMap<String, Local>>,
+    /// The runs whose chunks are relayed here from the node that drives them.
+    relays: Arc<Mutex<std::collections::HashSet<RunId>>>,
+    http: reqwest::Client,
 }
+
+/// The header a node shows another its cluster's secret in.
+pub const CLUSTER_TOKEN_HEADER: &str = "x-chronicle-cluster-token";
+
+/// The route a node serves its runs' live chunks to the other nodes on.
+pub fn chunks_path(run: RunId) -> String {
+    format!("/internal/v1/runs/{run}/chunks")
+}
+
+/// The longest line of relayed chunks taken: a chunk holds at most a few KiB of text.
+const RELAY_LINE_BYTES_MAX: usize = 64 * 1024;
+
+/// How long a relay waits between looks at whether anyone still listens.
+const RELAY_LOOK: Duration = Duration::from_millis(500);
 
 /// How long a caller waits for a release of the session it needs to end before it claims it.
 const RELEASE_WAIT: Duration = Duration::from_secs(5);
@@ -76,6 +93,11 @@ impl Cluster {
         Cluster {
             settings,
             local: Mutex::default(),
+            relays: Arc::default(),
+            http: reqwest::Client::builder()
+                .connect_timeout(Duration::from_secs(2))
+                .build()
+                .unwrap_or_default(),
         }
     }
 
@@ -306,6 +328,36 @@ impl Cluster {
         }
     }
 
+    /// Relays the live chunks of `run`, which another node may drive, to this node's subscribers
+    /// while any listens: from the session's owner, found again after every change of owner.
+    pub(crate) fn relay_chunks(&self, shared: &Shared, run: RunId, session: SessionId) {
+        if !self
+            .relays
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(run)
+        {
+            return;
+        }
+        let relay = Relay {
+            run,
+            session,
+            relays: self.relays.clone(),
+            bus: shared.bus.clone(),
+            store: shared.store.clone(),
+            http: self.http.clone(),
+            secret: self.settings.secret.clone(),
+            me: self.settings.node_name.clone(),
+        };
+        let stop = shared.shutdown.clone();
+        shared.tasks.spawn(async move {
+            tokio::select! {
+                () = relay.run() => {}
+                () = stop.cancelled() => {}
+            }
+        });
+    }
+
     /// Sessions this node holds now (for a benchmark and the tests).
     pub(crate) fn sessions(&self) -> usize {
         self.locals().len()
@@ -319,5 +371,95 @@ impl Cluster {
             tracing::warn!(error = %e, "leaving the cluster failed; the others take over once the lease ends");
         }
         self.locals().clear();
+    }
+}
+
+/// One run's chunks relayed from the node that drives it (forgotten from the set when it ends).
+struct Relay {
+    run: RunId,
+    session: SessionId,
+    relays: Arc<Mutex<std::collections::HashSet<RunId>>>,
+    bus: crate::runtime::bus::Bus,
+    store: crate::store::Store,
+    http: reqwest::Client,
+    secret: String,
+    me: String,
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        self.relays
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&self.run);
+    }
+}
+
+impl Relay {
+    async fn run(self) {
+        while self.bus.listens_for_chunks(self.run) {
+            let owner = match self.store.membership() {
+                Some(m) => m.owner(self.session.as_str()).await.ok().flatten(),
+                None => return,
+            };
+            match owner {
+                // Driven elsewhere: its chunks come from there until the stream ends.
+                Some(node) if node.name != self.me => {
+                    if let Err(e) = self.pump(&node.url).await {
+                        tracing::debug!(run = %self.run, error = %e, "relaying chunks: connecting again");
+                    }
+                }
+                // Driven here (its chunks are this node's own) or by nobody now.
+                _ => {}
+            }
+            tokio::time::sleep(RELAY_LOOK).await;
+        }
+    }
+
+    /// Reads the owner's chunk stream into this node's bus until it ends or nobody listens.
+    async fn pump(&self, url: &str) -> std::result::Result<(), String> {
+        use tokio_stream::StreamExt;
+        let url = format!("{}{}", url.trim_end_matches('/'), chunks_path(self.run));
+        let res = self
+            .http
+            .get(&url)
+            .header(CLUSTER_TOKEN_HEADER, &self.secret)
+            .send()
+            .await
+            .map_err(|e| e.to_string())?;
+        if !res.status().is_success() {
+            return Err(format!("{url}: {}", res.status()));
+        }
+        let mut body = res.bytes_stream();
+        let mut line = Vec::new();
+        loop {
+            let next = tokio::select! {
+                next = body.next() => next,
+                () = tokio::time::sleep(RELAY_LOOK) => {
+                    if !self.bus.listens_for_chunks(self.run) {
+                        return Ok(());
+                    }
+                    continue;
+                }
+            };
+            let bytes = match next {
+                Some(Ok(b)) => b,
+                Some(Err(e)) => return Err(e.to_string()),
+                None => return Ok(()),
+            };
+            for piece in bytes.split_inclusive(|b| *b == b'\n') {
+                line.extend_from_slice(piece);
+                if line.len() > RELAY_LINE_BYTES_MAX {
+                    return Err(format!("a relayed line over {RELAY_LINE_BYTES_MAX} bytes"));
+                }
+                if line.ends_with(b"\n") {
+                    match serde_json::from_slice::<crate::chunks::RelayedChunk>(&line) {
+                        Ok(c) => self.bus.relay(Arc::new(c.into())),
+                        Err(e) => tracing::debug!(error = %e, "a relayed chunk does not decode"),
+                    }
+                    line.clear();
+                }
+            }
+        }
     }
 }

@@ -443,6 +443,19 @@ impl Engine {
         runs::subscribe_live(&self.shared, run, from_seq)
     }
 
+    /// The live chunks of `run` from now on, as this node sends them to another node of the
+    /// cluster whose subscribers follow the run.
+    pub fn run_chunks(
+        &self,
+        run: RunId,
+    ) -> impl tokio_stream::Stream<Item = crate::chunks::RelayedChunk> + Send + Unpin + use<> {
+        use tokio_stream::StreamExt;
+        self.shared
+            .bus
+            .run_chunks(run)
+            .map(|c| crate::chunks::RelayedChunk::from(c.as_ref()))
+    }
+
     /// The live chunks of every run from now on (the all-runs stream's; the caller filters what
     /// its client may see). A reader that falls behind loses some.
     pub fn all_chunks(

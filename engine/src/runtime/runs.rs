@@ -380,10 +380,16 @@ pub(crate) fn subscribe_live(
     run: RunId,
     from_seq: u64,
 ) -> Result<ReceiverStream<Result<Live, store::Error>>> {
-    if shared.store.run_head(run)?.is_none() {
+    let Some(head) = shared.store.run_head(run)? else {
         return Err(Error::RunNotFound(run));
+    };
+    let stream = shared.bus.subscribe_live(run, from_seq);
+    // On a node of a cluster, a run another node drives streams its chunks there: they are
+    // relayed here while someone listens.
+    if let Some(cluster) = &shared.cluster {
+        cluster.relay_chunks(shared, run, head.session_id);
     }
-    Ok(shared.bus.subscribe_live(run, from_seq))
+    Ok(stream)
 }
 
 /// Waits until `done(state)` holds at the run's newest durable event (or `timeout`).

@@ -574,19 +574,22 @@ impl Membership for PgLog {
         .await
     }
 
-    async fn owner(&self, session: &str) -> Result<Option<String>> {
+    async fn owner(&self, session: &str) -> Result<Option<Node>> {
         let inner = self.inner.clone();
         let session = session.to_owned();
         self.spawn(async move {
             let client = inner.client().await?;
             let row = client
                 .query_opt(
-                    "SELECT owner_node FROM session_owners WHERE session_id = $1",
+                    &format!(
+                        "SELECT {NODE_COLUMNS} FROM session_owners s \
+                         JOIN nodes n ON n.node_id = s.owner_node WHERE s.session_id = $1"
+                    ),
                     &[&session],
                 )
                 .await
                 .map_err(db)?;
-            Ok(row.and_then(|r| r.get(0)))
+            Ok(row.as_ref().map(node_of))
         })
         .await
     }

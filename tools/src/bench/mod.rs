@@ -16,6 +16,7 @@
 mod api;
 mod append;
 mod chunks;
+mod cluster;
 mod console;
 mod engine;
 mod llm;
@@ -103,6 +104,10 @@ pub enum Section {
     /// The store on sled beside the store on PostgreSQL (`--postgres`), the same work on each:
     /// durable appends, commits and the log head's lock, equal-work runs, replay, disk per run.
     Postgres,
+    /// Several nodes on one PostgreSQL store (`--postgres`): takeover after SIGKILL and SIGSTOP,
+    /// commit-to-SSE latency across nodes, forwarded decisions, runs/s with 1 and 3 nodes, what
+    /// parked runs hold once released.
+    Cluster,
     /// Stores of N runs (`--store-runs`) generated straight through the store, and what
     /// `chronicle serve` on each costs: start, RSS, every list's p50/p99, time travel and
     /// restore in old runs, RSS and runs/s under load, beside an empty store.
@@ -293,6 +298,12 @@ pub fn run(args: &BenchArgs, out: &mut impl Write) -> Result<()> {
         match &args.postgres {
             Some(url) => grids.push(postgres::section(&rt, root.path(), url, &plan)?),
             None => rows.push(postgres::skipped()),
+        }
+    }
+    if wanted(Section::Cluster) {
+        match &args.postgres {
+            Some(url) => rows.extend(cluster::section(&rt, root.path(), url, &plan)?),
+            None => rows.push(cluster::skipped()),
         }
     }
     if wanted(Section::Scale) {
