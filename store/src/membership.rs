@@ -84,6 +84,10 @@ pub trait Membership: Send + Sync {
     /// skipping those another node is claiming. Returns them.
     async fn claim_due(&self, limit: u32) -> Result<Vec<String>>;
 
+    /// The sessions the database says this node owns and it does not know of (a claim whose
+    /// answer was lost): taken as its own now. Returns them.
+    async fn adopt(&self) -> Result<Vec<String>>;
+
     /// Whether this node owns `session` now (no database round trip).
     fn owns(&self, session: &str) -> bool;
 

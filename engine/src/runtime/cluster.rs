@@ -85,6 +85,9 @@ const RELAY_LINE_BYTES_MAX: usize = 64 * 1024;
 /// How long a relay waits between looks at whether anyone still listens.
 const RELAY_LOOK: Duration = Duration::from_millis(500);
 
+/// Every how many looks a node asks which sessions the database says are its own.
+const ADOPT_EVERY_TICKS: u64 = 20;
+
 /// How long a caller waits for a release of the session it needs to end before it claims it.
 const RELEASE_WAIT: Duration = Duration::from_secs(5);
 
@@ -150,12 +153,12 @@ impl Cluster {
         let stop = shared.shutdown.clone();
         shared.tasks.clone().spawn(async move {
             let tick = beat / 2;
-            loop {
+            for n in 1u64.. {
                 tokio::select! {
                     () = stop.cancelled() => return,
                     () = tokio::time::sleep(tick) => {}
                 }
-                if let Err(e) = this.tick(&shared).await {
+                if let Err(e) = this.tick(&shared, n % ADOPT_EVERY_TICKS == 0).await {
                     if matches!(e, Error::Store(crate::store::Error::Fenced(_))) {
                         tracing::error!(error = %e, "this node was fenced: it stops");
                         return;
@@ -167,10 +170,17 @@ impl Cluster {
         Ok(())
     }
 
-    /// One look: dead nodes, due sessions, idle sessions.
-    async fn tick(self: &Arc<Self>, shared: &Arc<Shared>) -> Result<()> {
+    /// One look: dead nodes, due sessions, idle sessions; and now and then, sessions the
+    /// database says are this node's that it does not know of.
+    async fn tick(self: &Arc<Self>, shared: &Arc<Shared>, adopt: bool) -> Result<()> {
         let m = Self::membership(shared)?;
         m.sweep(self.lease()).await?;
+        if adopt {
+            for session in m.adopt().await? {
+                tracing::warn!(session, "adopted a session whose claim's answer was lost");
+                self.claimed(shared, &session);
+            }
+        }
         for session in m.claim_due(self.settings.claim_batch).await? {
             tracing::info!(session, "claimed a session that was due");
             self.claimed(shared, &session);

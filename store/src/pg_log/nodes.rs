@@ -447,6 +447,32 @@ impl Membership for PgLog {
         .await
     }
 
+    async fn adopt(&self) -> Result<Vec<String>> {
+        let (me, _) = self.me_or_refuse()?;
+        let inner = self.inner.clone();
+        self.spawn(async move {
+            let _one_at_a_time = inner.joined.changes.lock().await;
+            let client = inner.client().await?;
+            let rows = client
+                .query(
+                    "SELECT session_id, owner_epoch FROM session_owners WHERE owner_node = $1",
+                    &[&me],
+                )
+                .await
+                .map_err(db)?;
+            let mut adopted = Vec::new();
+            for r in &rows {
+                let session: String = r.get(0);
+                if inner.joined.epoch(&session).is_none() {
+                    inner.joined.own(&session, r.get::<_, i64>(1) as u64);
+                    adopted.push(session);
+                }
+            }
+            Ok(adopted)
+        })
+        .await
+    }
+
     fn owns(&self, session: &str) -> bool {
         self.inner.joined.epoch(session).is_some()
     }
