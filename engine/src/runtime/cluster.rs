@@ -415,7 +415,7 @@ impl Relay {
             match owner {
                 // Driven elsewhere: its chunks come from there until the stream ends.
                 Some(node) if node.name != self.me => {
-                    if let Err(e) = self.pump(&node.url).await {
+                    if let Err(e) = self.pump(&node).await {
                         tracing::debug!(run = %self.run, error = %e, "relaying chunks: connecting again");
                     }
                 }
@@ -426,10 +426,24 @@ impl Relay {
         }
     }
 
-    /// Reads the owner's chunk stream into this node's bus until it ends or nobody listens.
-    async fn pump(&self, url: &str) -> std::result::Result<(), String> {
+    /// Whether `node` still drives the run's session.
+    async fn still_owner(&self, node: &crate::store::Node) -> bool {
+        let Some(m) = self.store.membership() else {
+            return false;
+        };
+        match m.owner(self.session.as_str()).await {
+            Ok(Some(now)) => now.name == node.name && now.incarnation == node.incarnation,
+            Ok(None) => false,
+            // The database out of reach: keep reading what comes.
+            Err(_) => true,
+        }
+    }
+
+    /// Reads the owner's chunk stream into this node's bus until it ends, nobody listens, or
+    /// the session moved to another node.
+    async fn pump(&self, node: &crate::store::Node) -> std::result::Result<(), String> {
         use tokio_stream::StreamExt;
-        let url = format!("{}{}", url.trim_end_matches('/'), chunks_path(self.run));
+        let url = format!("{}{}", node.url.trim_end_matches('/'), chunks_path(self.run));
         let res = self
             .http
             .get(&url)
@@ -446,7 +460,7 @@ impl Relay {
             let next = tokio::select! {
                 next = body.next() => next,
                 () = tokio::time::sleep(RELAY_LOOK) => {
-                    if !self.bus.listens_for_chunks(self.run) {
+                    if !self.bus.listens_for_chunks(self.run) || !self.still_owner(node).await {
                         return Ok(());
                     }
                     continue;
