@@ -140,6 +140,7 @@ impl From<EngineError> for ApiError {
             | E::SeqBeyondEnd { .. }
             | E::BadStatus(_)
             | E::NotYourUser { .. }
+            | E::IdempotencyKeyReused
             | E::NoValues
             | E::ValuesTooLarge { .. } => ApiError::unprocessable(e.to_string()),
             // `EngineError::is_conflict`: the same 409 on every route (a test keeps the two

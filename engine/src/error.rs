@@ -138,6 +138,9 @@ pub enum Error {
     Store(#[from] crate::store::Error),
     #[error("an Idempotency-Key is 1 to 255 bytes of visible ASCII, got {bytes} bytes")]
     BadIdempotencyKey { bytes: usize },
+    /// The key was sent before with another request (another session or query).
+    #[error("this Idempotency-Key was used for another request; use a new key for a new request")]
+    IdempotencyKeyReused,
     #[error("the engine is shutting down")]
     ShuttingDown,
     /// The run's session is driven by another node of the cluster: a change to it is that

@@ -297,8 +297,7 @@ fn bench_cluster_measures_takeover_latency_throughput_and_parked_runs() {
         .map(|r| (r["id"].as_str().unwrap().to_owned(), r.clone()))
         .collect();
     let value = |id: &str| -> f64 {
-        rows.get(id)
-            .unwrap_or_else(|| panic!("no row {id}: {out}"))["value"]
+        rows.get(id).unwrap_or_else(|| panic!("no row {id}: {out}"))["value"]
             .as_f64()
             .unwrap()
     };

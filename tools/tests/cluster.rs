@@ -9,9 +9,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use chronicle_client::{Client, EventsFrom, StreamItem};
-use chronicle_testkit::model::Gate;
 use chronicle_engine::store::{Create, Options, PgLog, Store};
 use chronicle_schemas::{ApprovalId, ApprovalStatus, HitlMode, RunId};
+use chronicle_testkit::model::Gate;
 use chronicle_wire::{DecisionRequest, RunRequest, Status};
 
 use crate::cli_run::{GANGNAM_STATION_QUERY, MODEL_KEY, STREAMED_ANSWER, gated_model, rt};
@@ -552,6 +552,12 @@ fn a_retried_start_with_the_same_idempotency_key_after_its_node_died_gives_one_r
         .block_on(b.alice.start_run_once(&req, "two words"))
         .unwrap_err();
     assert_eq!(bad.status(), Some(400));
+    // The key sent with another request is refused; nothing is started.
+    let other = RunRequest::new("서초구 아파트 시세");
+    let reused = rt
+        .block_on(b.alice.start_run_once(&other, "order-42"))
+        .unwrap_err();
+    assert_eq!(reused.status(), Some(422), "{reused}");
     let s = rt.block_on(ended(&b.alice, first.run_id, Duration::from_secs(30)));
     assert!(s.state.is_terminal());
     let runs: Vec<_> = cluster.store.runs().map(|h| h.unwrap().run_id).collect();
@@ -949,13 +955,14 @@ fn a_stream_on_another_node_gets_the_live_chunks_the_owners_model_writes() {
     ];
     let a = cluster.node_with_env("a", FAST, &env);
     let c = cluster.node_with_env("c", FAST, &env);
+    let started = rt
+        .block_on(a.alice.start_run(&RunRequest::new(GANGNAM_STATION_QUERY)))
+        .unwrap();
+    assert_eq!(
+        cluster.owner(started.session_id.as_str()).as_deref(),
+        Some("a")
+    );
     rt.block_on(async {
-        let started = a
-            .alice
-            .start_run(&RunRequest::new(GANGNAM_STATION_QUERY))
-            .await
-            .unwrap();
-        assert_eq!(cluster.owner(started.session_id.as_str()).as_deref(), Some("a"));
         let mut stream = c
             .alice
             .run_events(started.run_id, EventsFrom::seq(0))
@@ -976,6 +983,9 @@ fn a_stream_on_another_node_gets_the_live_chunks_the_owners_model_writes() {
             }
         }
         assert_eq!(text, STREAMED_ANSWER);
-        assert!(events_after.iter().any(|n| n == "message.final"), "{events_after:?}");
+        assert!(
+            events_after.iter().any(|n| n == "message.final"),
+            "{events_after:?}"
+        );
     });
 }

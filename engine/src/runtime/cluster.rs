@@ -443,7 +443,11 @@ impl Relay {
     /// the session moved to another node.
     async fn pump(&self, node: &crate::store::Node) -> std::result::Result<(), String> {
         use tokio_stream::StreamExt;
-        let url = format!("{}{}", node.url.trim_end_matches('/'), chunks_path(self.run));
+        let url = format!(
+            "{}{}",
+            node.url.trim_end_matches('/'),
+            chunks_path(self.run)
+        );
         let res = self
             .http
             .get(&url)

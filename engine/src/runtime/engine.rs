@@ -168,6 +168,16 @@ impl Engine {
         runs::started_before(&self.shared, by, key).await
     }
 
+    /// Whether `run` was started in `session` with `query` (a retried request's check).
+    pub(crate) fn same_request(
+        &self,
+        run: RunId,
+        session: &SessionId,
+        query: &str,
+    ) -> Result<bool> {
+        runs::same_request(&self.shared, run, Some(session), query)
+    }
+
     /// The sub-agent runs started by `state`'s `task` calls, with their status.
     pub fn sub_runs(&self, state: &RunState) -> Vec<SubRun> {
         runs::sub_runs(&self.shared, state)

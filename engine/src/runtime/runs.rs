@@ -79,6 +79,25 @@ pub fn check_idempotency_key(key: &str) -> Result<()> {
     }
 }
 
+/// Whether `run` was started by the same request: in `session` (when one was named) with
+/// `query`.
+pub(crate) fn same_request(
+    shared: &Shared,
+    run: RunId,
+    session: Option<&SessionId>,
+    query: &str,
+) -> Result<bool> {
+    let first = shared.store.read_run(run, 0, 0).next().transpose()?;
+    Ok(match first.map(|e| e.event) {
+        Some(Event::RunStarted {
+            session_id,
+            query: q,
+            ..
+        }) => session.is_none_or(|s| *s == session_id) && q == query,
+        _ => false,
+    })
+}
+
 /// The run a retried request with `key` started already, as it was answered the first time.
 pub(crate) async fn started_before(
     shared: &Shared,
@@ -247,16 +266,9 @@ pub(crate) async fn start(shared: &Arc<Shared>, run_id: RunId, req: StartRun) ->
     if shared.shutdown.is_cancelled() {
         return Err(Error::ShuttingDown);
     }
-    let (run_id, key) = match &req.idempotency_key {
-        Some(key) => {
-            check_idempotency_key(key)?;
-            if let Some(started) = started_before(shared, &req.by, key).await? {
-                return Ok(started);
-            }
-            (idempotent_run_id(&req.by, key), Some(key.clone()))
-        }
-        None => (run_id, None),
-    };
+    if let Some(key) = &req.idempotency_key {
+        check_idempotency_key(key)?;
+    }
     check_query(&req.query)?;
     let query = req.query.trim();
     let mut config = config_of(shared, &req);
@@ -280,6 +292,21 @@ pub(crate) async fn start(shared: &Arc<Shared>, run_id: RunId, req: StartRun) ->
     {
         return Err(Error::RunNotFound(turn));
     }
+    // A request sent again with its key: the run the first one started, if it is the same
+    // request (its session and query); the key used for another request is refused.
+    let (run_id, key) = match &req.idempotency_key {
+        Some(key) => {
+            if let Some(started) = started_before(shared, &req.by, key).await? {
+                let same = same_request(shared, started.run_id, req.session_id.as_ref(), query)?;
+                return match same {
+                    true => Ok(started),
+                    false => Err(Error::IdempotencyKeyReused),
+                };
+            }
+            (idempotent_run_id(&req.by, key), Some(key.clone()))
+        }
+        None => (run_id, None),
+    };
     // On a node of a cluster, the session is this node's before its run starts here.
     if let Some(cluster) = &shared.cluster {
         cluster.ensure(shared, session_id.as_str()).await?;
@@ -302,7 +329,10 @@ pub(crate) async fn start(shared: &Arc<Shared>, run_id: RunId, req: StartRun) ->
         // The same key at the same moment, on this node or another: the first one's run.
         (Err(store::Error::Conflict { .. }), Some(key)) => {
             if let Some(started) = started_before(shared, &req.by, &key).await? {
-                return Ok(started);
+                return match same_request(shared, started.run_id, Some(&session_id), query)? {
+                    true => Ok(started),
+                    false => Err(Error::IdempotencyKeyReused),
+                };
             }
         }
         (Err(e), _) => return Err(e.into()),

@@ -152,10 +152,26 @@ impl Engine {
     pub async fn turn(&self, t: Turn) -> Result<TurnOutcome> {
         if let Some(key) = &t.idempotency_key {
             crate::runtime::runs::check_idempotency_key(key)?;
+            crate::runtime::runs::check_session_id(&t.session)?;
+            if let TurnInput::Message(text) = &t.input {
+                crate::runtime::runs::check_query(text)?;
+            }
             if let Some(started) = self.started_before(&t.by, key).await? {
-                return Ok(TurnOutcome::Started {
-                    run: started.run_id,
-                });
+                // The same turn sent again (its session and words) answers with its run.
+                let same = match &t.input {
+                    TurnInput::Message(text) => self.same_request(
+                        started.run_id,
+                        &t.session,
+                        new_run_query(text).unwrap_or(text).trim(),
+                    )?,
+                    _ => false,
+                };
+                return match same {
+                    true => Ok(TurnOutcome::Started {
+                        run: started.run_id,
+                    }),
+                    false => Err(Error::IdempotencyKeyReused),
+                };
             }
         }
         let run = match t.run {

@@ -199,7 +199,10 @@ fn cluster(
         args.extend(extra.iter().map(|s| s.to_string()));
         let mut node = Node {
             args,
-            env: env.iter().map(|(k, v)| (k.to_string(), v.clone())).collect(),
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.clone()))
+                .collect(),
             child: None,
             client: Client::new(&format!("http://127.0.0.1:{port}"))?
                 .with_request_timeout(Duration::from_secs(30)),
@@ -252,7 +255,15 @@ fn ms(d: Duration) -> f64 {
 /// Kill or stop the node that drives a waiting run; decide on the other one.
 fn takeover(rt: &Runtime, root: &Path, url: &str, plan: &Plan, s: &Sizes) -> Result<Vec<Row>> {
     progress("cluster: takeover after SIGKILL and after SIGSTOP");
-    let mut c = cluster(rt, root, url, plan, 2, &["--release-idle-ms", "600000"], &[])?;
+    let mut c = cluster(
+        rt,
+        root,
+        url,
+        plan,
+        2,
+        &["--release-idle-ms", "600000"],
+        &[],
+    )?;
     let mut killed = Vec::new();
     for _ in 0..s.kills {
         let run = rt.block_on(c.nodes[0].client.start_run(&gated()))?.run_id;
@@ -323,13 +334,25 @@ fn now_us() -> i64 {
 /// the session's node beside the same sent to another node.
 fn latencies(rt: &Runtime, root: &Path, url: &str, plan: &Plan, s: &Sizes) -> Result<Vec<Row>> {
     progress("cluster: commit to SSE across nodes, forwarded decisions");
-    let c = cluster(rt, root, url, plan, 2, &["--release-idle-ms", "600000"], &[])?;
+    let c = cluster(
+        rt,
+        root,
+        url,
+        plan,
+        2,
+        &["--release-idle-ms", "600000"],
+        &[],
+    )?;
     let (a, b) = (&c.nodes[0].client, &c.nodes[1].client);
     let delays = rt.block_on(async {
         let mut stream = b.all_events(EventsFrom::default()).await?;
         let mut runs = std::collections::HashSet::new();
         for _ in 0..s.latency_runs {
-            runs.insert(a.start_run(&RunRequest::new(chronicle_bench::BENCH_QUERY)).await?.run_id);
+            runs.insert(
+                a.start_run(&RunRequest::new(chronicle_bench::BENCH_QUERY))
+                    .await?
+                    .run_id,
+            );
         }
         let mut ended = 0;
         let mut delays = Vec::new();
@@ -362,9 +385,15 @@ fn latencies(rt: &Runtime, root: &Path, url: &str, plan: &Plan, s: &Sizes) -> Re
                 };
                 let via = if i % 2 == 0 { b } else { a };
                 let t = Instant::now();
-                via.decide(run, &approval, &DecisionRequest::approve()).await?;
+                via.decide(run, &approval, &DecisionRequest::approve())
+                    .await?;
                 let d = ms(t.elapsed());
-                if i % 2 == 0 { &mut forwarded } else { &mut local }.push(d);
+                if i % 2 == 0 {
+                    &mut forwarded
+                } else {
+                    &mut local
+                }
+                .push(d);
                 if i >= 2 {
                     break;
                 }
@@ -562,6 +591,11 @@ pub(super) fn section(rt: &Runtime, root: &Path, url: &str, plan: &Plan) -> Resu
 
 /// The row that stands for the section when no PostgreSQL was given.
 pub(super) fn skipped() -> Row {
-    Row::new("cluster_skipped", "several nodes on one store", 0.0, "skipped")
-        .note("no PostgreSQL given: pass --postgres URL or set CHRONICLE_BENCH_PG")
+    Row::new(
+        "cluster_skipped",
+        "several nodes on one store",
+        0.0,
+        "skipped",
+    )
+    .note("no PostgreSQL given: pass --postgres URL or set CHRONICLE_BENCH_PG")
 }
