@@ -317,3 +317,41 @@ async fn an_http_agent_gets_the_history_and_the_user() {
     );
     srv.stop().await;
 }
+
+/// A chat turn sent again with its `Idempotency-Key` answers with the run the first one started
+/// and starts nothing; the key sent with another message, or with a bad thread, is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chat_turn_sent_again_with_its_idempotency_key_starts_no_second_run() {
+    let srv = server(Tokens::none(), None).await;
+    let post = |body: Value, key: &'static str| {
+        srv.http
+            .post(srv.url("/chat"))
+            .header("idempotency-key", key)
+            .json(&body)
+            .send()
+    };
+    let body = json!({"message": "강남구 아파트 시세", "thread_id": "t-idem"});
+    let first: Value = post(body.clone(), "k-1")
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let again = post(body, "k-1").await.unwrap();
+    assert!(again.status().is_success(), "{}", again.status());
+    let again: Value = again.json().await.unwrap();
+    assert_eq!(again["run_id"], first["run_id"], "{again}");
+    assert_eq!(runs_of(&srv, "t-idem").len(), 1);
+    let other = post(
+        json!({"message": "서초구 아파트", "thread_id": "t-idem"}),
+        "k-1",
+    )
+    .await
+    .unwrap();
+    assert_eq!(other.status().as_u16(), 422);
+    let bad = post(json!({"message": "강남구", "thread_id": "a\u{0}b"}), "k-1")
+        .await
+        .unwrap();
+    assert_eq!(bad.status().as_u16(), 422);
+    assert_eq!(runs_of(&srv, "t-idem").len(), 1);
+}

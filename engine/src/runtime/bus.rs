@@ -303,16 +303,16 @@ impl Bus {
                 tokio::select! {
                     _ = tx.closed() => return,
                     _ = shutdown.cancelled() => return,
-                    chunk = next_chunk(&mut live.chunks) => match chunk {
-                        Some(chunk) => {
-                            if tx.send(chunk).await.is_err() {
-                                return;
-                            }
+                    chunk = next_chunk(&mut live.chunks) => {
+                        let sent = match chunk {
+                            Some(chunk) => tx.send(chunk).await.is_ok(),
+                            // Lagged, the lost chunks lost (the next ones follow), or closed.
+                            None => live.chunks.is_some(),
+                        };
+                        if !sent {
+                            return;
                         }
-                        None if live.chunks.is_none() => return,
-                        // Lagged: the lost chunks are lost; the next ones follow.
-                        None => {}
-                    },
+                    }
                 }
             }
         });
