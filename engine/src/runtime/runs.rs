@@ -543,12 +543,19 @@ async fn run_child(
 ) -> std::result::Result<Value, String> {
     let child = child_run_id(ctx.run_id, &ctx.tool_call_id);
     let fail = |e: Error| format!("sub-agent run {child}: {e}");
-    if shared
-        .store
-        .run_head(child)
-        .map_err(|e| fail(e.into()))?
-        .is_none()
+    let head = shared.store.run_head(child).map_err(|e| fail(e.into()))?;
+    if let Some(head) = &head
+        && !head.terminal
+        && shared.cluster.is_some()
     {
+        // The call runs again (its node died, and this one took the parent over): the child
+        // comes to the parent's node when nobody else drives it yet.
+        match shared.deliver(child, None).await {
+            Ok(_) | Err(Error::Elsewhere { .. }) => {}
+            Err(e) => tracing::warn!(run = %child, error = %e, "resuming a sub-agent run failed"),
+        }
+    }
+    if head.is_none() {
         let depth_max = shared.settings.subagent_depth_max;
         if ctx.config.subagent_depth >= depth_max {
             return Err(format!(
