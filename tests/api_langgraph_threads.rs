@@ -798,3 +798,57 @@ async fn a_thread_made_before_its_first_run_cannot_be_taken_over_test() {
     let (status, _) = get(&srv, BOB, &format!("/threads/{thread}")).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
 }
+
+/// A LangGraph run created again with its `Idempotency-Key` (on a thread, or stateless) is the
+/// run the first request created: no second run, no second thread.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_created_again_with_its_idempotency_key_is_the_same_run() {
+    let srv = server(principals(), None).await;
+    let body = json!({
+        "assistant_id": "supervisor",
+        "input": {"messages": [{"type": "human", "content": QUERY}]},
+        "config": {"configurable": {"hitl": "none"}},
+    });
+    let create = |path: String, key: &'static str| {
+        srv.http
+            .post(srv.url(&path))
+            .bearer_auth(ALICE)
+            .header("idempotency-key", key)
+            .json(&body)
+            .send()
+    };
+    let id = new_thread(&srv).await;
+    let first: Value = create(format!("/threads/{id}/runs"), "lg-1")
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let again: Value = create(format!("/threads/{id}/runs"), "lg-1")
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(again["run_id"], first["run_id"], "{again}");
+    let (_, runs) = get(&srv, ALICE, &format!("/threads/{id}/runs")).await;
+    assert_eq!(runs.as_array().unwrap().len(), 1, "{runs}");
+
+    let threads_before = records(&srv);
+    let one: Value = create("/runs".into(), "lg-2")
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let two: Value = create("/runs".into(), "lg-2")
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(two["run_id"], one["run_id"], "{two}");
+    assert_eq!(two["thread_id"], one["thread_id"], "{two}");
+    // One thread and one run record more, not two of each.
+    assert_eq!(records(&srv), threads_before + 2);
+}

@@ -35,7 +35,7 @@ use super::stream::{self, Ask};
 use super::views;
 use crate::auth::Principal;
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{Json as Body, Query, Unread};
+use crate::extract::{IdempotencyKey, Json as Body, Query, Unread};
 use crate::refusals::{
     LgRunReadError, LgRunStartError, LgRunWriteError, LgThreadReadError, LgThreadWriteError,
     LgWriteError,
@@ -311,12 +311,44 @@ async fn commanded(
     Ok((RunKind::Resume, run, from))
 }
 
-/// Creates a LangGraph run on `thread` (a new thread when `None`): checks, acts, records.
+/// The run a request sent again with its `Idempotency-Key` created the first time, with its
+/// thread; `None` when there is none yet.
+fn created_before(
+    st: &AppState,
+    who: &Who,
+    thread: Option<Uuid>,
+    key: &str,
+) -> ApiResult<Option<(RunRecord, Loaded)>> {
+    let run_id = chronicle_engine::idempotent_run_id(who, key).0;
+    let thread = match thread {
+        Some(t) => Some(t),
+        // A new thread's run is its first turn, under the same id.
+        None => st
+            .engine
+            .store()
+            .run_head(RunId(run_id))?
+            .and_then(|h| Uuid::parse_str(h.session_id.as_str()).ok()),
+    };
+    let Some(thread) = thread else {
+        return Ok(None);
+    };
+    let Some(rec) = records::runs(st.engine.store(), thread)?
+        .into_iter()
+        .find(|r| r.run_id == run_id)
+    else {
+        return Ok(None);
+    };
+    Ok(Some((rec, load(st, who, thread)?)))
+}
+
+/// Creates a LangGraph run on `thread` (a new thread when `None`): checks, acts, records. With
+/// an idempotency key, a request sent again gets the run the first one created.
 async fn launch(
     st: &AppState,
     who: &Who,
     thread: Option<Uuid>,
     req: &RunCreate,
+    key: Option<&str>,
 ) -> ApiResult<(RunRecord, Loaded)> {
     let assistant = graphs::find(st, &req.assistant_id)?;
     let store = st.engine.store();
@@ -328,6 +360,11 @@ async fn launch(
             .map(|t| uuid_of("thread_id", t))
             .transpose()?,
     };
+    if let Some(key) = key
+        && let Some(found) = created_before(st, who, named, key)?
+    {
+        return Ok(found);
+    }
     // A new thread (a stateless run's, or `if_not_exists: create`) is written with the run's
     // record, once the run started: a refused run leaves nothing behind.
     let (thread, fresh) = match named {
@@ -359,7 +396,9 @@ async fn launch(
         }
         load(st, who, thread)?
     };
-    let run_id = Uuid::now_v7();
+    let run_id = key.map_or_else(Uuid::now_v7, |k| {
+        chronicle_engine::idempotent_run_id(who, k).0
+    });
     let (kind, chronicle_run, from_seq) =
         act(st, who, &l, req, &assistant.graph_id, run_id).await?;
     let mut kwargs = match serde_json::to_value(req) {
@@ -552,10 +591,11 @@ async fn create_stream(
     who: Who,
     thread: Option<Uuid>,
     req: RunCreate,
+    key: Option<String>,
 ) -> ApiResult<RunStreamAnswer> {
     // The stream's slot first: a stream refused for the cap has started nothing.
     let permit = st.streams.open(&who.name)?;
-    let (rec, l) = launch(&st, &who, thread, &req).await?;
+    let (rec, l) = launch(&st, &who, thread, &req, key.as_deref()).await?;
     let ask = Ask {
         modes: modes(req.stream_mode.as_ref()),
         resumable: req.stream_resumable.unwrap_or(false),
@@ -605,8 +645,9 @@ async fn create_wait(
     who: Who,
     thread: Option<Uuid>,
     req: RunCreate,
+    key: Option<String>,
 ) -> ApiResult<RunWaitAnswer> {
-    let (rec, _) = launch(&st, &who, thread, &req).await?;
+    let (rec, _) = launch(&st, &who, thread, &req, key.as_deref()).await?;
     let values = settled_values(&st, &who, &rec, None).await?;
     let mut res = Json(values).into_response();
     locations(&rec, &mut res, false);
@@ -618,15 +659,16 @@ async fn create_background(
     who: Who,
     thread: Option<Uuid>,
     req: RunCreate,
+    key: Option<String>,
 ) -> ApiResult<RunCreateAnswer> {
-    let (rec, _) = launch(&st, &who, thread, &req).await?;
+    let (rec, _) = launch(&st, &who, thread, &req, key.as_deref()).await?;
     let mut res = Json(view(&st, &rec, None)?).into_response();
     locations(&rec, &mut res, false);
     Ok(RunCreateAnswer(res))
 }
 
 #[utoipa::path(post, path = "/threads/{thread_id}/runs/stream", operation_id = "stream_run", tag = "langgraph", request_body = RunCreate, security(("bearer" = [])),
-    params(ThreadPath),
+    params(ThreadPath, IdempotencyKey),
     responses(
         RunStreamAnswer,
         LgRunStartError,
@@ -634,14 +676,16 @@ async fn create_background(
 pub(crate) async fn stream_on_thread(
     State(st): State<AppState>,
     Principal(who): Principal,
+    IdempotencyKey(key): IdempotencyKey,
     ThreadPath(thread): ThreadPath,
     Body(req): Body<RunCreate>,
 ) -> Result<RunStreamAnswer, LgRunStartError> {
     let thread = uuid_of("thread_id", &thread)?;
-    Ok(create_stream(st, who, Some(thread), req).await?)
+    Ok(create_stream(st, who, Some(thread), req, key).await?)
 }
 
 #[utoipa::path(post, path = "/runs/stream", operation_id = "stream_stateless_run", tag = "langgraph", request_body = RunCreate, security(("bearer" = [])),
+    params(IdempotencyKey),
     responses(
         RunStreamAnswer,
         LgRunStartError,
@@ -649,13 +693,14 @@ pub(crate) async fn stream_on_thread(
 pub(crate) async fn stream_stateless(
     State(st): State<AppState>,
     Principal(who): Principal,
+    IdempotencyKey(key): IdempotencyKey,
     Body(req): Body<RunCreate>,
 ) -> Result<RunStreamAnswer, LgRunStartError> {
-    Ok(create_stream(st, who, None, req).await?)
+    Ok(create_stream(st, who, None, req, key).await?)
 }
 
 #[utoipa::path(post, path = "/threads/{thread_id}/runs/wait", operation_id = "wait_run", tag = "langgraph", request_body = RunCreate, security(("bearer" = [])),
-    params(ThreadPath),
+    params(ThreadPath, IdempotencyKey),
     responses(
         RunWaitAnswer,
         LgRunStartError,
@@ -663,14 +708,16 @@ pub(crate) async fn stream_stateless(
 pub(crate) async fn wait_on_thread(
     State(st): State<AppState>,
     Principal(who): Principal,
+    IdempotencyKey(key): IdempotencyKey,
     ThreadPath(thread): ThreadPath,
     Body(req): Body<RunCreate>,
 ) -> Result<RunWaitAnswer, LgRunStartError> {
     let thread = uuid_of("thread_id", &thread)?;
-    Ok(create_wait(st, who, Some(thread), req).await?)
+    Ok(create_wait(st, who, Some(thread), req, key).await?)
 }
 
 #[utoipa::path(post, path = "/runs/wait", operation_id = "wait_stateless_run", tag = "langgraph", request_body = RunCreate, security(("bearer" = [])),
+    params(IdempotencyKey),
     responses(
         RunWaitAnswer,
         LgRunStartError,
@@ -678,13 +725,14 @@ pub(crate) async fn wait_on_thread(
 pub(crate) async fn wait_stateless(
     State(st): State<AppState>,
     Principal(who): Principal,
+    IdempotencyKey(key): IdempotencyKey,
     Body(req): Body<RunCreate>,
 ) -> Result<RunWaitAnswer, LgRunStartError> {
-    Ok(create_wait(st, who, None, req).await?)
+    Ok(create_wait(st, who, None, req, key).await?)
 }
 
 #[utoipa::path(post, path = "/threads/{thread_id}/runs", operation_id = "create_run", tag = "langgraph", request_body = RunCreate, security(("bearer" = [])),
-    params(ThreadPath),
+    params(ThreadPath, IdempotencyKey),
     responses(
         RunCreateAnswer,
         LgRunStartError,
@@ -692,14 +740,16 @@ pub(crate) async fn wait_stateless(
 pub(crate) async fn create_on_thread(
     State(st): State<AppState>,
     Principal(who): Principal,
+    IdempotencyKey(key): IdempotencyKey,
     ThreadPath(thread): ThreadPath,
     Body(req): Body<RunCreate>,
 ) -> Result<RunCreateAnswer, LgRunStartError> {
     let thread = uuid_of("thread_id", &thread)?;
-    Ok(create_background(st, who, Some(thread), req).await?)
+    Ok(create_background(st, who, Some(thread), req, key).await?)
 }
 
 #[utoipa::path(post, path = "/runs", operation_id = "create_stateless_run", tag = "langgraph", request_body = RunCreate, security(("bearer" = [])),
+    params(IdempotencyKey),
     responses(
         RunCreateAnswer,
         LgRunStartError,
@@ -707,9 +757,10 @@ pub(crate) async fn create_on_thread(
 pub(crate) async fn create_stateless(
     State(st): State<AppState>,
     Principal(who): Principal,
+    IdempotencyKey(key): IdempotencyKey,
     Body(req): Body<RunCreate>,
 ) -> Result<RunCreateAnswer, LgRunStartError> {
-    Ok(create_background(st, who, None, req).await?)
+    Ok(create_background(st, who, None, req, key).await?)
 }
 
 /// `GET /threads/{thread_id}/runs`: a page, and a status filter.
