@@ -348,7 +348,7 @@ async fn a_chat_turn_sent_again_with_its_idempotency_key_starts_no_second_run() 
     )
     .await
     .unwrap();
-    assert_eq!(other.status().as_u16(), 422);
+    assert_eq!(other.status().as_u16(), 409);
     let bad = post(json!({"message": "강남구", "thread_id": "a\u{0}b"}), "k-1")
         .await
         .unwrap();

@@ -140,7 +140,6 @@ impl From<EngineError> for ApiError {
             | E::SeqBeyondEnd { .. }
             | E::BadStatus(_)
             | E::NotYourUser { .. }
-            | E::IdempotencyKeyReused
             | E::NoValues
             | E::ValuesTooLarge { .. } => ApiError::unprocessable(e.to_string()),
             // `EngineError::is_conflict`: the same 409 on every route (a test keeps the two
@@ -159,7 +158,8 @@ impl From<EngineError> for ApiError {
             // state (commands change it), as a decision on a decided approval does.
             | E::OwnStateKey(_)
             | E::Concurrent
-            | E::SessionBusy { .. } => ApiError::conflict(e.to_string()),
+            | E::SessionBusy { .. }
+            | E::IdempotencyKeyReused => ApiError::conflict(e.to_string()),
             E::Store(e) => e.into(),
             E::Elsewhere { ref url, .. } => {
                 let url = url.clone();
@@ -286,6 +286,8 @@ mod tests {
             E::RunBusy(RunId::from_u128(1)),
             E::OwnStateKey("todos".into()),
             E::Concurrent,
+            E::IdempotencyKeyReused,
+            E::BadIdempotencyKey { bytes: 0 },
             E::CommandConflict {
                 reason: "no approval is pending".into(),
                 help: "help".into(),

@@ -181,6 +181,8 @@ impl Error {
                 | Error::Concurrent
                 | Error::SessionBusy { .. }
                 | Error::CommandConflict { .. }
+                // The key names an earlier request: this one conflicts with it.
+                | Error::IdempotencyKeyReused
         )
     }
 

@@ -557,7 +557,7 @@ fn a_retried_start_with_the_same_idempotency_key_after_its_node_died_gives_one_r
     let reused = rt
         .block_on(b.alice.start_run_once(&other, "order-42"))
         .unwrap_err();
-    assert_eq!(reused.status(), Some(422), "{reused}");
+    assert_eq!(reused.status(), Some(409), "{reused}");
     let s = rt.block_on(ended(&b.alice, first.run_id, Duration::from_secs(30)));
     assert!(s.state.is_terminal());
     let runs: Vec<_> = cluster.store.runs().map(|h| h.unwrap().run_id).collect();
