@@ -297,6 +297,28 @@ impl Drop for Node {
     }
 }
 
+/// A node that keeps its sessions (never releases them idle).
+const KEEPS: &[&str] = &["--release-idle-ms", "600000"];
+
+/// A gated run started on `node`, waiting for its first approval, in a session `node` owns: the
+/// run, its session and the approval.
+fn waiting_on(
+    rt: &tokio::runtime::Runtime,
+    cluster: &Cluster,
+    node: &Node,
+    query: &str,
+) -> (RunId, String, ApprovalId) {
+    let started = rt.block_on(node.alice.start_run(&gated(query))).unwrap();
+    let approval = rt.block_on(pending(
+        &node.alice,
+        started.run_id,
+        Duration::from_secs(30),
+    ));
+    let session = started.session_id.to_string();
+    assert_eq!(cluster.owner(&session).as_deref(), Some(node.name.as_str()));
+    (started.run_id, session, approval)
+}
+
 fn gated(query: &str) -> RunRequest {
     RunRequest {
         hitl: Some(HitlMode::EveryTodo),
@@ -361,23 +383,15 @@ fn a_decision_sent_to_any_node_is_the_owners_decision_forwarded_claimed_or_taken
     let rt = rt();
     let cluster = Cluster::new();
     // A keeps its sessions (it never releases them idle); C releases them at once.
-    let a = cluster.node("a", &[FAST, &["--release-idle-ms", "600000"]].concat());
+    let a = cluster.node("a", &[FAST, KEEPS].concat());
     let b = cluster.node("b", FAST);
     let c = cluster.node("c", &[FAST, &["--release-idle-ms", "100"]].concat());
     let within = Duration::from_secs(30);
 
     // A alive and driving the session: B forwards the decision to A.
-    let started = rt
-        .block_on(a.alice.start_run(&gated("강남구 아파트 시세")))
-        .unwrap();
-    let first = rt.block_on(pending(&a.alice, started.run_id, within));
-    let session = started.session_id.to_string();
-    assert_eq!(cluster.owner(&session).as_deref(), Some("a"));
+    let (run, session, first) = waiting_on(&rt, &cluster, &a, "강남구 아파트 시세");
     let forwarded = rt
-        .block_on(
-            b.alice
-                .decide(started.run_id, &first, &DecisionRequest::approve()),
-        )
+        .block_on(b.alice.decide(run, &first, &DecisionRequest::approve()))
         .unwrap();
     assert_eq!(forwarded.approval.approval.status, ApprovalStatus::Approved);
     assert_eq!(
@@ -390,13 +404,10 @@ fn a_decision_sent_to_any_node_is_the_owners_decision_forwarded_claimed_or_taken
         "forwarded, not taken"
     );
     // The same decision made on A itself answers the same.
-    let second = rt.block_on(pending(&a.alice, started.run_id, within));
+    let second = rt.block_on(pending(&a.alice, run, within));
     assert_ne!(second, first);
     let local = rt
-        .block_on(
-            a.alice
-                .decide(started.run_id, &second, &DecisionRequest::approve()),
-        )
+        .block_on(a.alice.decide(run, &second, &DecisionRequest::approve()))
         .unwrap();
     assert_eq!(
         local.approval.approval.status,
@@ -414,7 +425,7 @@ fn a_decision_sent_to_any_node_is_the_owners_decision_forwarded_claimed_or_taken
     assert_eq!(err.status(), Some(404));
     // A forged cluster request is refused.
     let forged = b.status_of(
-        &format!("/api/v1/agent/{}/status", started.run_id),
+        &format!("/api/v1/agent/{}/status", run),
         "x-chronicle-cluster-token: not-the-cluster-secret-at-all\r\n\
          x-chronicle-principal: admin:6f7073\r\n",
     );
@@ -442,24 +453,14 @@ fn a_decision_sent_to_any_node_is_the_owners_decision_forwarded_claimed_or_taken
     ));
 
     // A killed while its run waits: B takes the session over, then decides.
-    let orphan = rt
-        .block_on(a.alice.start_run(&gated("마포구 아파트 시세")))
-        .unwrap();
-    let approval = rt.block_on(pending(&a.alice, orphan.run_id, within));
-    assert_eq!(
-        cluster.owner(orphan.session_id.as_str()).as_deref(),
-        Some("a")
-    );
+    let (orphan, session, approval) = waiting_on(&rt, &cluster, &a, "마포구 아파트 시세");
     let mut a = a;
     a.kill9();
-    let taken = rt.block_on(decide_retrying(&b.alice, orphan.run_id, &approval));
+    let taken = rt.block_on(decide_retrying(&b.alice, orphan, &approval));
     assert_eq!(taken.approval.approval.decided_by.as_deref(), Some("alice"));
-    assert_ne!(
-        cluster.owner(orphan.session_id.as_str()).as_deref(),
-        Some("a")
-    );
+    assert_ne!(cluster.owner(&session).as_deref(), Some("a"));
     // And the run goes on to its next approval on a live node.
-    let next = rt.block_on(pending(&c.alice, orphan.run_id, within));
+    let next = rt.block_on(pending(&c.alice, orphan, within));
     assert_ne!(next, approval);
     cluster.verify();
 }
@@ -468,19 +469,11 @@ fn a_decision_sent_to_any_node_is_the_owners_decision_forwarded_claimed_or_taken
 fn a_stopped_node_that_comes_back_after_its_lease_is_fenced_and_exits() {
     let rt = rt();
     let cluster = Cluster::new();
-    let mut a = cluster.node("a", &[FAST, &["--release-idle-ms", "600000"]].concat());
+    let mut a = cluster.node("a", &[FAST, KEEPS].concat());
     let b = cluster.node("b", FAST);
     let within = Duration::from_secs(30);
-    let started = rt
-        .block_on(a.alice.start_run(&gated("강남구 아파트 시세")))
-        .unwrap();
-    let approval = rt.block_on(pending(&a.alice, started.run_id, within));
-    let session = started.session_id.to_string();
-    assert_eq!(cluster.owner(&session).as_deref(), Some("a"));
-    let head_before = rt
-        .block_on(b.alice.status(started.run_id))
-        .unwrap()
-        .last_seq;
+    let (run, session, approval) = waiting_on(&rt, &cluster, &a, "강남구 아파트 시세");
+    let head_before = rt.block_on(b.alice.status(run)).unwrap().last_seq;
 
     a.signal("-STOP");
     // Past A's lease, B declares it dead and claims its session.
@@ -490,7 +483,7 @@ fn a_stopped_node_that_comes_back_after_its_lease_is_fenced_and_exits() {
     // or its first heartbeat learns it was declared dead. Either way it stops.
     let zombie = rt.block_on(async {
         let api = a.alice.clone().with_request_timeout(Duration::from_secs(5));
-        api.decide(started.run_id, &approval, &DecisionRequest::approve())
+        api.decide(run, &approval, &DecisionRequest::approve())
             .await
     });
     assert!(
@@ -505,19 +498,16 @@ fn a_stopped_node_that_comes_back_after_its_lease_is_fenced_and_exits() {
         a.log_text()
     );
     // Nothing of A landed: the run is where it was, and its approval waits for B.
-    let now = rt.block_on(b.alice.status(started.run_id)).unwrap();
+    let now = rt.block_on(b.alice.status(run)).unwrap();
     assert_eq!(now.last_seq, head_before);
     assert_eq!(now.pending_approval_id.as_ref(), Some(&approval));
     let decided = rt
-        .block_on(
-            b.alice
-                .decide(started.run_id, &approval, &DecisionRequest::approve()),
-        )
+        .block_on(b.alice.decide(run, &approval, &DecisionRequest::approve()))
         .unwrap();
     assert_eq!(decided.approval.approval.status, ApprovalStatus::Approved);
     // A restarts as a new incarnation and serves again.
     a.start();
-    rt.block_on(a.alice.status(started.run_id)).unwrap();
+    rt.block_on(a.alice.status(run)).unwrap();
     cluster.verify();
 }
 
@@ -622,7 +612,7 @@ fn a_stream_on_any_node_is_the_runs_events_exactly() {
 fn a_graceful_stop_under_load_answers_every_request_and_hands_its_sessions_over() {
     let rt = rt();
     let cluster = Cluster::new();
-    let mut a = cluster.node("a", &[FAST, &["--release-idle-ms", "600000"]].concat());
+    let mut a = cluster.node("a", &[FAST, KEEPS].concat());
     let b = cluster.node("b", FAST);
     let within = Duration::from_secs(30);
     // Runs that wait on A, and clients starting more on A while it stops.

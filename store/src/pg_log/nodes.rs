@@ -85,6 +85,21 @@ impl PgLog {
     }
 }
 
+/// This node is alive under its incarnation (its row share-locked in `tx`, see [`ALIVE`]);
+/// fenced, and the store stopped, when it is not.
+async fn check_alive(inner: &Inner, tx: &impl GenericClient, me: &str, inc: u64) -> Result<()> {
+    match tx
+        .query_opt(ALIVE, &[&me, &(inc as i64)])
+        .await
+        .map_err(db)?
+    {
+        Some(_) => Ok(()),
+        None => Err(inner.fenced(&format!(
+            "node {me:?} (incarnation {inc}) is no longer alive on the store"
+        ))),
+    }
+}
+
 impl Inner {
     /// The node was declared dead (or left): it stops, as a zombie must.
     fn fenced(&self, why: &str) -> Error {
@@ -333,16 +348,7 @@ impl Membership for PgLog {
             for _ in 0..3 {
                 let mut client = inner.client().await?;
                 let tx = client.transaction().await.map_err(db)?;
-                if tx
-                    .query_opt(ALIVE, &[&me, &(inc as i64)])
-                    .await
-                    .map_err(db)?
-                    .is_none()
-                {
-                    return Err(inner.fenced(&format!(
-                        "node {me:?} (incarnation {inc}) is no longer alive on the store"
-                    )));
-                }
+                check_alive(&inner, &tx, &me, inc).await?;
                 let row = tx
                     .query_opt(
                         "INSERT INTO session_owners (session_id, owner_node, owner_epoch) \
@@ -412,16 +418,7 @@ impl Membership for PgLog {
             let _one_at_a_time = inner.joined.changes.lock().await;
             let mut client = inner.client().await?;
             let tx = client.transaction().await.map_err(db)?;
-            if tx
-                .query_opt(ALIVE, &[&me, &(inc as i64)])
-                .await
-                .map_err(db)?
-                .is_none()
-            {
-                return Err(inner.fenced(&format!(
-                    "node {me:?} (incarnation {inc}) is no longer alive on the store"
-                )));
-            }
+            check_alive(&inner, &tx, &me, inc).await?;
             let rows = tx
                 .query(
                     "UPDATE session_owners SET owner_node = $1, \

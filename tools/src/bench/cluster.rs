@@ -31,6 +31,8 @@ use super::{Plan, percentile, progress};
 
 /// The agents' wait in the waiting-bound runs, as a model call's.
 const AGENT_DELAY_MS: u64 = 50;
+/// Nodes that keep their sessions (never release them idle): the run stays where it started.
+const KEEPS: &[&str] = &["--release-idle-ms", "600000"];
 /// Clients sending chat turns at once in the runs-per-second rows.
 const CLIENTS: usize = 32;
 
@@ -255,15 +257,7 @@ fn ms(d: Duration) -> f64 {
 /// Kill or stop the node that drives a waiting run; decide on the other one.
 fn takeover(rt: &Runtime, root: &Path, url: &str, plan: &Plan, s: &Sizes) -> Result<Vec<Row>> {
     progress("cluster: takeover after SIGKILL and after SIGSTOP");
-    let mut c = cluster(
-        rt,
-        root,
-        url,
-        plan,
-        2,
-        &["--release-idle-ms", "600000"],
-        &[],
-    )?;
+    let mut c = cluster(rt, root, url, plan, 2, KEEPS, &[])?;
     let mut killed = Vec::new();
     for _ in 0..s.kills {
         let run = rt.block_on(c.nodes[0].client.start_run(&gated()))?.run_id;
@@ -334,15 +328,7 @@ fn now_us() -> i64 {
 /// the session's node beside the same sent to another node.
 fn latencies(rt: &Runtime, root: &Path, url: &str, plan: &Plan, s: &Sizes) -> Result<Vec<Row>> {
     progress("cluster: commit to SSE across nodes, forwarded decisions");
-    let c = cluster(
-        rt,
-        root,
-        url,
-        plan,
-        2,
-        &["--release-idle-ms", "600000"],
-        &[],
-    )?;
+    let c = cluster(rt, root, url, plan, 2, KEEPS, &[])?;
     let (a, b) = (&c.nodes[0].client, &c.nodes[1].client);
     let delays = rt.block_on(async {
         let mut stream = b.all_events(EventsFrom::default()).await?;
