@@ -493,7 +493,9 @@ fn a_stopped_node_that_comes_back_after_its_lease_is_fenced_and_exits() {
     let code = a.wait_exit(Duration::from_secs(20));
     assert_eq!(code, Some(3), "{}", a.log_text());
     assert!(
-        a.log_text().contains("declared dead") || a.log_text().contains("no longer owns"),
+        ["declared dead", "no longer alive", "no longer owns"]
+            .iter()
+            .any(|why| a.log_text().contains(why)),
         "{}",
         a.log_text()
     );
