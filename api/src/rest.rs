@@ -25,7 +25,7 @@ use crate::extract::{
     ThreadId,
 };
 use crate::refusals::{ReadError, RunReadError, RunWriteError, WriteError};
-use crate::response::{ChatAnswer, WAITING_HINT, WaitingForHuman, WaitingForHumanOrConflict};
+use crate::response::{ChatAnswer, WAITING_HINT, WaitingForHumanOrConflict};
 use crate::state::AppState;
 
 type JsonResult<T, E = ApiError> = Result<axum::Json<T>, E>;
@@ -158,7 +158,7 @@ async fn turn_answer(st: &AppState, thread: &str, outcome: TurnOutcome) -> ApiRe
         (status = 202, description = "The run is still working after the wait (60 s by default): follow it by its `run_id`", body = ChatTurn),
         (status = 400, description = "Malformed JSON or a refused `/command` (`bad_request`, with `help`; the command is recorded all the same), or a `Host` header that names another server (`bad_host`)", body = ErrorBody),
         (status = 404, description = "The thread is another principal's, or a `/command` was sent to a thread without runs (`not_found`)", body = ErrorBody),
-        (status = 409, description = "The run waits for a human (`waiting_for_human`, with the turn and the approvals it waits for): the message started nothing; or the `Idempotency-Key` was sent before with another request (`conflict`)", body = inline(WaitingForHuman)),
+        (status = 409, description = "The run waits for a human (`waiting_for_human`, with the turn and the approvals it waits for): the message started nothing; or the `Idempotency-Key` was sent before with another request (`conflict`)", body = inline(WaitingForHumanOrConflict)),
         (status = 422, description = "JSON of the wrong shape, a message that is blank or over 8192 characters, a bad `thread_id`, or a `user_id` that is not the caller's own (only an admin may name another user) (`unprocessable_entity`)", body = ErrorBody),
         WriteError,
     ))]

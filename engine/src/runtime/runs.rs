@@ -313,27 +313,37 @@ pub(crate) async fn start(shared: &Arc<Shared>, run_id: RunId, req: StartRun) ->
     }
     let request_id = format!("req_{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
     let mut live = shared.store.load_async(run_id).await?;
-    let appended = live
-        .append(vec![Event::RunStarted {
-            session_id: session_id.clone(),
-            user_id,
-            request_id,
-            query: query.to_owned(),
-            config,
-            parent: req.parent,
-            owner: Some(req.by.name.clone()),
-        }])
-        .await;
+    // A run of this id that exists already is a conflict, and nothing is written.
+    let appended = match live.state().next_seq() {
+        0 => live
+            .append(vec![Event::RunStarted {
+                session_id: session_id.clone(),
+                user_id,
+                request_id,
+                query: query.to_owned(),
+                config,
+                parent: req.parent,
+                owner: Some(req.by.name.clone()),
+            }])
+            .await
+            .map(drop),
+        actual => Err(store::Error::Conflict {
+            run_id,
+            expected: 0,
+            actual,
+        }),
+    };
     match (appended, key) {
-        (Ok(_), _) => {}
+        (Ok(()), _) => {}
         // The same key at the same moment, on this node or another: the first one's run.
-        (Err(store::Error::Conflict { .. }), Some(key)) => {
-            if let Some(started) = started_before(shared, &req.by, &key).await? {
-                return match same_request(shared, started.run_id, Some(&session_id), query)? {
-                    true => Ok(started),
-                    false => Err(Error::IdempotencyKeyReused),
-                };
-            }
+        (Err(e @ store::Error::Conflict { .. }), Some(key)) => {
+            let Some(started) = started_before(shared, &req.by, &key).await? else {
+                return Err(e.into());
+            };
+            return match same_request(shared, started.run_id, Some(&session_id), query)? {
+                true => Ok(started),
+                false => Err(Error::IdempotencyKeyReused),
+            };
         }
         (Err(e), _) => return Err(e.into()),
     }
