@@ -24,6 +24,8 @@ use crate::tool::{McpTool, TOOL_DESCRIPTION_CHARS_MAX, shorten, valid_name};
 pub const IDEMPOTENCY_META_KEY: &str = "chronicle/idempotency_key";
 /// How long a call's answer waits at most for the tool list it changed to be listed again.
 const REFRESH_WAIT_MAX: Duration = Duration::from_secs(5);
+/// Times a finished call yields before it looks for refreshes under way (see `Inner::call`).
+const NOTIFICATION_YIELDS: usize = 4;
 /// How often a session-scoped server's idle processes are looked for, at most (and at least
 /// every tenth of a second).
 const IDLE_CHECK_EVERY_MAX: Duration = Duration::from_secs(10);
@@ -225,6 +227,12 @@ impl Inner {
             entered.0.call(params).await.map_err(|e| {
                 crate::tool::shorten(&e.to_string(), crate::tool::TOOL_ERROR_CHARS_MAX)
             });
+        // The SDK hands a notification that came before the answer to a task of its own,
+        // spawned before this call is woken, but the woken call may run first: let the
+        // notification's task count its refresh before looking.
+        for _ in 0..NOTIFICATION_YIELDS {
+            tokio::task::yield_now().await;
+        }
         self.refreshed(tokio::time::Instant::now() + timeout.min(REFRESH_WAIT_MAX))
             .await;
         result
