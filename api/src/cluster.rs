@@ -53,10 +53,18 @@ impl Link {
     }
 }
 
-/// Which session's node a response's request belongs to: set on the error response of a change
-/// the engine refused as driven elsewhere.
+/// Which node a response's request belongs to: set on the error response of a change the
+/// engine refused as driven elsewhere.
 #[derive(Clone, Debug)]
-pub struct Elsewhere(pub String);
+pub struct Elsewhere {
+    pub session: String,
+    /// The node that drives the session, and where it is reached.
+    pub node: String,
+    pub url: String,
+}
+
+/// How often a node sending a request on looks whether the node it waits for still lives.
+const OWNER_LOOK: Duration = Duration::from_millis(250);
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
@@ -142,7 +150,7 @@ pub(crate) async fn forward(State(state): State<AppState>, req: Request, next: N
     let res = next
         .run(Request::from_parts(parts, Body::from(bytes.clone())))
         .await;
-    let Some(Elsewhere(url)) = res.extensions().get::<Elsewhere>().cloned() else {
+    let Some(elsewhere) = res.extensions().get::<Elsewhere>().cloned() else {
         return res;
     };
     if headers.contains_key(CLUSTER_TOKEN) {
@@ -153,7 +161,50 @@ pub(crate) async fn forward(State(state): State<AppState>, req: Request, next: N
     else {
         return res;
     };
-    relay(&link, &url, method, &uri, &headers, bytes, &principal).await
+    let forwarded = relay(
+        &link,
+        &elsewhere.url,
+        method,
+        &uri,
+        &headers,
+        bytes,
+        &principal,
+    );
+    // Until its answer begins, the owner is watched: one that stops being heard from (a stopped
+    // process, a partition) would keep the caller waiting until its lease ends.
+    tokio::select! {
+        res = forwarded => res,
+        () = owner_silent(&state, &elsewhere) => ApiError::capped(
+            "owner_unreachable",
+            format!(
+                "node {} that drives session {} stopped answering; try again",
+                elsewhere.node, elsewhere.session
+            ),
+            1,
+        )
+        .into_response(),
+    }
+}
+
+/// Returns once `elsewhere`'s node no longer drives its session, or has not been heard from past
+/// the crash grace.
+async fn owner_silent(state: &AppState, elsewhere: &Elsewhere) {
+    let engine = &state.engine;
+    let Some(grace) = engine.settings().cluster.as_ref().map(|c| c.crash_grace_ms) else {
+        return std::future::pending().await;
+    };
+    loop {
+        tokio::time::sleep(OWNER_LOOK).await;
+        let Some(m) = engine.store().membership() else {
+            return;
+        };
+        match m.owner(&elsewhere.session).await {
+            Ok(Some(n)) if n.name == elsewhere.node && n.quiet_ms < grace => {}
+            // The database out of reach: the answer may still come.
+            Err(_) => {}
+            Ok(_) => return,
+        }
+    }
 }
 
 async fn relay(

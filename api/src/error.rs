@@ -22,7 +22,7 @@ pub struct ApiError {
     /// Sent as `Retry-After` (seconds): when a refusal for a cap is worth retrying.
     pub retry_after_s: Option<u64>,
     /// The node a change belongs to, on a node of a cluster (the request is sent on there).
-    pub elsewhere: Option<String>,
+    pub elsewhere: Option<crate::cluster::Elsewhere>,
 }
 
 impl ApiError {
@@ -102,8 +102,8 @@ impl IntoResponse for ApiError {
                 .insert(header::RETRY_AFTER, HeaderValue::from(s));
         }
         res.extensions_mut().insert(message);
-        if let Some(url) = self.elsewhere {
-            res.extensions_mut().insert(crate::cluster::Elsewhere(url));
+        if let Some(elsewhere) = self.elsewhere {
+            res.extensions_mut().insert(elsewhere);
         }
         res
     }
@@ -161,14 +161,22 @@ impl From<EngineError> for ApiError {
             | E::SessionBusy { .. }
             | E::IdempotencyKeyReused => ApiError::conflict(e.to_string()),
             E::Store(e) => e.into(),
-            E::Elsewhere { ref url, .. } => {
-                let url = url.clone();
+            E::Elsewhere {
+                ref session,
+                ref node,
+                ref url,
+            } => {
+                let elsewhere = crate::cluster::Elsewhere {
+                    session: session.clone(),
+                    node: node.clone(),
+                    url: url.clone(),
+                };
                 let mut e = ApiError::capped(
                     "session_elsewhere",
                     format!("{e}, and could not be sent there; try again"),
                     1,
                 );
-                e.elsewhere = Some(url);
+                e.elsewhere = Some(elsewhere);
                 e
             }
             E::ShuttingDown => ApiError::capped("shutting_down", e.to_string(), 1),

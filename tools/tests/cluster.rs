@@ -469,13 +469,36 @@ fn a_decision_sent_to_any_node_is_the_owners_decision_forwarded_claimed_or_taken
 fn a_stopped_node_that_comes_back_after_its_lease_is_fenced_and_exits() {
     let rt = rt();
     let cluster = Cluster::new();
-    let mut a = cluster.node("a", &[FAST, KEEPS].concat());
-    let b = cluster.node("b", FAST);
+    // A lease long enough to ask B something while A is stopped and not yet declared dead.
+    let timing = [
+        "--heartbeat-ms",
+        "200",
+        "--crash-grace-ms",
+        "400",
+        "--lease-ms",
+        "4000",
+    ];
+    let mut a = cluster.node("a", &[&timing[..], KEEPS].concat());
+    let b = cluster.node("b", &timing);
     let within = Duration::from_secs(30);
     let (run, session, approval) = waiting_on(&rt, &cluster, &a, "강남구 아파트 시세");
     let head_before = rt.block_on(b.alice.status(run)).unwrap().last_seq;
 
     a.signal("-STOP");
+    // A decision sent to B now is neither lost in A nor kept waiting for A's lease: B answers
+    // 503 (try again) once A is not heard from.
+    let asked = Instant::now();
+    let early = rt.block_on(b.alice.decide(run, &approval, &DecisionRequest::approve()));
+    assert_eq!(
+        early.as_ref().err().and_then(|e| e.status()),
+        Some(503),
+        "{early:?}"
+    );
+    assert!(
+        asked.elapsed() < Duration::from_secs(4),
+        "{:?}",
+        asked.elapsed()
+    );
     // Past A's lease, B declares it dead and claims its session.
     cluster.wait_owner(&session, within, |o| o == Some("b"));
     a.signal("-CONT");

@@ -224,6 +224,16 @@ impl Cluster {
                     self.claimed(shared, session);
                     Ok(())
                 }
+                // Its node has not been heard from past the crash grace, yet holds its lock: a
+                // stopped process or a partition, which its lease will tell. Sending it the
+                // request would only wait; the caller tries again instead.
+                Claim::Elsewhere(node) if node.quiet_ms >= self.settings.crash_grace_ms => {
+                    Err(Error::Store(crate::store::Error::Unavailable(format!(
+                        "session {session} is driven by node {} that has not been heard from \
+                         for {} ms; try again",
+                        node.name, node.quiet_ms
+                    ))))
+                }
                 Claim::Elsewhere(node) => Err(Error::Elsewhere {
                     session: session.to_owned(),
                     node: node.name,

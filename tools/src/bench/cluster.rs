@@ -61,7 +61,7 @@ impl Sizes {
             Sizes {
                 kills: 20,
                 stops: 2,
-                latency_runs: 100,
+                latency_runs: 40,
                 forwarded_runs: 30,
                 window: Duration::from_secs(8),
                 parked_runs: 300,
@@ -332,30 +332,28 @@ fn latencies(rt: &Runtime, root: &Path, url: &str, plan: &Plan, s: &Sizes) -> Re
     let (a, b) = (&c.nodes[0].client, &c.nodes[1].client);
     let delays = rt.block_on(async {
         let mut stream = b.all_events(EventsFrom::default()).await?;
-        let mut runs = std::collections::HashSet::new();
-        for _ in 0..s.latency_runs {
-            runs.insert(
-                a.start_run(&RunRequest::new(chronicle_bench::BENCH_QUERY))
-                    .await?
-                    .run_id,
-            );
-        }
-        let mut ended = 0;
         let mut delays = Vec::new();
-        while ended < runs.len() {
-            let Some(ev) = tokio::time::timeout(Duration::from_secs(30), stream.next())
-                .await
-                .context("the all-runs stream went quiet")?
-            else {
-                bail!("the all-runs stream ended");
-            };
-            let ev = ev?;
-            if !runs.contains(&ev.data.run_id) {
-                continue;
-            }
-            delays.push((now_us() - ev.data.at.0) as f64 / 1000.0);
-            if ev.name == "run.end" || ev.name == "run.error" {
-                ended += 1;
+        // One run at a time: the delay of an event, not of a queue of them.
+        for _ in 0..s.latency_runs {
+            let run = a
+                .start_run(&RunRequest::new(chronicle_bench::BENCH_QUERY))
+                .await?
+                .run_id;
+            loop {
+                let Some(ev) = tokio::time::timeout(Duration::from_secs(30), stream.next())
+                    .await
+                    .context("the all-runs stream went quiet")?
+                else {
+                    bail!("the all-runs stream ended");
+                };
+                let ev = ev?;
+                if ev.data.run_id != run {
+                    continue;
+                }
+                delays.push((now_us() - ev.data.at.0) as f64 / 1000.0);
+                if ev.name == "run.end" || ev.name == "run.error" {
+                    break;
+                }
             }
         }
         Ok::<_, anyhow::Error>(delays)
@@ -396,7 +394,7 @@ fn latencies(rt: &Runtime, root: &Path, url: &str, plan: &Plan, s: &Sizes) -> Re
             "ms",
         )
         .note(format!(
-            "{} events of {} runs on node A read from node B's all-runs stream: B's clock at the read minus the event's time (taken just before its commit)",
+            "{} events of {} runs on node A, one run at a time, read from node B's all-runs stream: B's clock at the read minus the event's time (taken just before its commit)",
             delays.len(),
             s.latency_runs
         )),
