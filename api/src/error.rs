@@ -22,7 +22,7 @@ pub struct ApiError {
     /// Sent as `Retry-After` (seconds): when a refusal for a cap is worth retrying.
     pub retry_after_s: Option<u64>,
     /// The node a change belongs to, on a node of a cluster (the request is sent on there).
-    pub elsewhere: Option<crate::cluster::Elsewhere>,
+    pub elsewhere: Option<Box<crate::cluster::Elsewhere>>,
 }
 
 impl ApiError {
@@ -103,7 +103,7 @@ impl IntoResponse for ApiError {
         }
         res.extensions_mut().insert(message);
         if let Some(elsewhere) = self.elsewhere {
-            res.extensions_mut().insert(elsewhere);
+            res.extensions_mut().insert(*elsewhere);
         }
         res
     }
@@ -176,7 +176,7 @@ impl From<EngineError> for ApiError {
                     format!("{e}, and could not be sent there; try again"),
                     1,
                 );
-                e.elsewhere = Some(elsewhere);
+                e.elsewhere = Some(Box::new(elsewhere));
                 e
             }
             E::ShuttingDown => ApiError::capped("shutting_down", e.to_string(), 1),
