@@ -186,11 +186,12 @@ pub(crate) async fn forward(State(state): State<AppState>, req: Request, next: N
     }
 }
 
-/// Returns once `elsewhere`'s node no longer drives its session, or has not been heard from past
-/// the crash grace.
+/// Returns once `elsewhere`'s node no longer drives its session, or has not been heard from for
+/// its lease (a node late with a heartbeat under load may still be carrying the request out:
+/// only the lease says it will not).
 async fn owner_silent(state: &AppState, elsewhere: &Elsewhere) {
     let engine = &state.engine;
-    let Some(grace) = engine.settings().cluster.as_ref().map(|c| c.crash_grace_ms) else {
+    let Some(grace) = engine.settings().cluster.as_ref().map(|c| c.lease_ms) else {
         return std::future::pending().await;
     };
     loop {
@@ -282,6 +283,19 @@ async fn run_chunks(
 ) -> Response {
     if !st.tokens.is_from_cluster(&headers) {
         return ApiError::not_found("no such route").into_response();
+    }
+    // Only the node that drives the run serves its chunks: another one's would be relayed ones,
+    // which could go round between nodes.
+    let store = st.engine.store();
+    let owned = match store.run_head(run) {
+        Ok(Some(head)) => store
+            .membership()
+            .is_some_and(|m| m.owns(head.session_id.as_str())),
+        Ok(None) => false,
+        Err(e) => return ApiError::from(e).into_response(),
+    };
+    if !owned {
+        return ApiError::conflict(format!("run {run} is not driven by this node")).into_response();
     }
     use futures_util::StreamExt;
     let lines = st.engine.run_chunks(run).map(|c| {

@@ -82,8 +82,13 @@ pub fn chunks_path(run: RunId) -> String {
 /// The longest line of relayed chunks taken: a chunk holds at most a few KiB of text.
 const RELAY_LINE_BYTES_MAX: usize = 64 * 1024;
 
-/// How long a relay waits between looks at whether anyone still listens.
+/// How long a relay waits between looks at whether anyone still listens (and who drives the
+/// run); longer while no other node does.
 const RELAY_LOOK: Duration = Duration::from_millis(500);
+const RELAY_IDLE_LOOK: Duration = Duration::from_secs(2);
+
+/// How long a relay waits for another node's chunk route to answer.
+const RELAY_CONNECT: Duration = Duration::from_secs(5);
 
 /// Every how many looks a node asks which sessions the database says are its own.
 const ADOPT_EVERY_TICKS: u64 = 20;
@@ -429,8 +434,9 @@ impl Relay {
                         tracing::debug!(run = %self.run, error = %e, "relaying chunks: connecting again");
                     }
                 }
-                // Driven here (its chunks are this node's own) or by nobody now.
-                _ => {}
+                // Driven here (its chunks are this node's own) or by nobody now: look again
+                // less often.
+                _ => tokio::time::sleep(RELAY_IDLE_LOOK).await,
             }
             tokio::time::sleep(RELAY_LOOK).await;
         }
@@ -458,22 +464,29 @@ impl Relay {
             node.url.trim_end_matches('/'),
             chunks_path(self.run)
         );
-        let res = self
+        // The route answers its head at once; a node that does not (a stopped process) is
+        // asked again later.
+        let sent = self
             .http
             .get(&url)
             .header(CLUSTER_TOKEN_HEADER, &self.secret)
-            .send()
+            .send();
+        let res = tokio::time::timeout(RELAY_CONNECT, sent)
             .await
+            .map_err(|_| format!("{url}: no answer within {RELAY_CONNECT:?}"))?
             .map_err(|e| e.to_string())?;
         if !res.status().is_success() {
             return Err(format!("{url}: {}", res.status()));
         }
         let mut body = res.bytes_stream();
         let mut line = Vec::new();
+        // One timer for the whole stream: the looks happen while chunks flow too.
+        let mut look = tokio::time::interval(RELAY_LOOK);
+        look.tick().await;
         loop {
             let next = tokio::select! {
                 next = body.next() => next,
-                () = tokio::time::sleep(RELAY_LOOK) => {
+                _ = look.tick() => {
                     if !self.bus.listens_for_chunks(self.run) || !self.still_owner(node).await {
                         return Ok(());
                     }

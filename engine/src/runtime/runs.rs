@@ -340,7 +340,7 @@ pub(crate) async fn start(shared: &Arc<Shared>, run_id: RunId, req: StartRun) ->
             let Some(started) = started_before(shared, &req.by, &key).await? else {
                 return Err(e.into());
             };
-            return match same_request(shared, started.run_id, Some(&session_id), query)? {
+            return match same_request(shared, started.run_id, req.session_id.as_ref(), query)? {
                 true => Ok(started),
                 false => Err(Error::IdempotencyKeyReused),
             };
@@ -426,7 +426,9 @@ pub(crate) fn subscribe_live(
     let stream = shared.bus.subscribe_live(run, from_seq);
     // On a node of a cluster, a run another node drives streams its chunks there: they are
     // relayed here while someone listens.
-    if let Some(cluster) = &shared.cluster {
+    if let Some(cluster) = &shared.cluster
+        && !head.terminal
+    {
         cluster.relay_chunks(shared, run, head.session_id);
     }
     Ok(stream)
