@@ -13,3 +13,13 @@ mod lazyfs;
 mod postgres;
 mod readme;
 mod serve_bounds;
+
+/// Taken by the tests that load the whole machine (several servers under load) and by those
+/// whose timing they could starve (a streamed answer racing a model call's timeout), so that
+/// they never run at once on a small machine.
+pub(crate) fn heavy() -> std::sync::MutexGuard<'static, ()> {
+    static HEAVY: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    HEAVY
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}

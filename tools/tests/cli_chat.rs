@@ -362,6 +362,7 @@ impl Drop for Killed {
 /// call time out first, after 30 s, and no stream at all).
 #[test]
 fn chat_against_a_server_streams_the_answer_while_the_model_writes_it() {
+    let _machine = crate::heavy();
     let rt = rt();
     let (first, gate) = (Gate::new(), Gate::new());
     let model = gated_model(&rt, Some(first.clone()), gate.clone());

@@ -854,6 +854,7 @@ fn with_model(model: &TestServer) -> Command {
 
 #[test]
 fn run_prints_the_answer_while_the_model_writes_it_and_only_once() {
+    let _machine = crate::heavy();
     let rt = rt();
     let gate = Gate::new();
     let model = streaming_model(&rt, gate.clone());
@@ -952,6 +953,7 @@ fn run_prints_the_answer_while_the_model_writes_it_and_only_once() {
 
 #[test]
 fn chat_prints_the_plan_then_the_answer_as_it_streams_and_only_once() {
+    let _machine = crate::heavy();
     let rt = rt();
     let gate = Gate::new();
     gate.open();

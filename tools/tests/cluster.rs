@@ -635,6 +635,7 @@ fn a_stream_on_any_node_is_the_runs_events_exactly() {
 
 #[test]
 fn a_graceful_stop_under_load_answers_every_request_and_hands_its_sessions_over() {
+    let _machine = crate::heavy();
     let rt = rt();
     let cluster = Cluster::new();
     let mut a = cluster.node("a", &[FAST, KEEPS].concat());
@@ -725,6 +726,7 @@ const KILLS: usize = 5;
 
 #[test]
 fn three_nodes_killed_in_turn_under_load_lose_nothing_and_every_run_finishes() {
+    let _machine = crate::heavy();
     let rt = rt();
     let cluster = Cluster::new();
     let nodes: Vec<Arc<Mutex<Node>>> = ["n1", "n2", "n3"]

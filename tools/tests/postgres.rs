@@ -152,6 +152,7 @@ const CRASHES: usize = 10;
 
 #[test]
 fn postgres_crashing_under_load_loses_nothing_acknowledged_and_the_server_recovers() {
+    let _machine = crate::heavy();
     let rt = rt();
     let pg = OwnPostgres::start();
     let url = pg.url("crash");
