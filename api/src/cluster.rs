@@ -25,8 +25,6 @@ use crate::state::AppState;
 pub const CLUSTER_TOKEN: &str = chronicle_engine::CLUSTER_TOKEN_HEADER;
 /// The principal a forwarded request acts for: `admin:<name in hex>` or `user:<name in hex>`.
 pub const PRINCIPAL: &str = "x-chronicle-principal";
-/// The node that forwarded a request (for its log), on the forwarded request.
-pub const FORWARDED_BY: &str = "x-chronicle-forwarded-by";
 
 /// How long a node waits to connect to another.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
@@ -35,21 +33,19 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 #[derive(Debug)]
 pub struct Link {
     secret: HeaderValue,
-    node: HeaderValue,
     http: reqwest::Client,
 }
 
 impl Link {
-    pub fn new(secret: &str, node: &str) -> Result<Link, String> {
+    pub fn new(secret: &str) -> Result<Link, String> {
         let secret =
             HeaderValue::from_str(secret).map_err(|_| "the cluster token is not header text")?;
-        let node = HeaderValue::from_str(node).map_err(|_| "the node name is not header text")?;
         let http = reqwest::Client::builder()
             .connect_timeout(CONNECT_TIMEOUT)
             .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|e| format!("the cluster's HTTP client: {e}"))?;
-        Ok(Link { secret, node, http })
+        Ok(Link { secret, http })
     }
 }
 
@@ -116,7 +112,6 @@ fn stays(name: &HeaderName) -> bool {
             | "cookie"
             | CLUSTER_TOKEN
             | PRINCIPAL
-            | FORWARDED_BY
     )
 }
 
@@ -228,7 +223,6 @@ async fn relay(
     // Host, Origin and Referer stay behind: this node checked them, and the owner skips the
     // checks for a request that carries the cluster's secret.
     out.insert(CLUSTER_TOKEN, link.secret.clone());
-    out.insert(FORWARDED_BY, link.node.clone());
     if let Some(p) = principal_header(principal) {
         out.insert(PRINCIPAL, p);
     }

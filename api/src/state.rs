@@ -112,11 +112,21 @@ impl AppState {
         }
     }
 
-    /// The state of a node of a cluster named `node`: requests carrying `secret` act for the
-    /// principal they name, and changes to sessions other nodes drive are sent there.
-    pub fn in_cluster(mut self, node: &str, secret: &str) -> Result<Self, String> {
-        self.tokens = self.tokens.with_cluster_secret(secret)?;
-        self.cluster = Some(Arc::new(crate::cluster::Link::new(secret, node)?));
+    /// On a node of a cluster (the engine's settings say so): requests carrying the cluster's
+    /// secret act for the principal they name, and changes to sessions other nodes drive are
+    /// sent there. Unchanged on a single server.
+    pub fn in_cluster(mut self) -> Result<Self, String> {
+        let Some(secret) = self
+            .engine
+            .settings()
+            .cluster
+            .as_ref()
+            .map(|c| c.secret.clone())
+        else {
+            return Ok(self);
+        };
+        self.tokens = self.tokens.with_cluster_secret(&secret)?;
+        self.cluster = Some(Arc::new(crate::cluster::Link::new(&secret)?));
         Ok(self)
     }
 

@@ -95,18 +95,9 @@ pub trait Membership: Send + Sync {
     /// this node's at once: an append to it is refused from now on.
     async fn release(&self, release: Release) -> Result<()>;
 
-    /// The sessions this node owns now.
-    fn owned(&self) -> Vec<String>;
-
     /// Leaves gracefully: every session released, due now, and the node marked `left`.
     async fn leave(&self) -> Result<()>;
 
-    /// The nodes that joined, alive or not.
-    async fn nodes(&self) -> Result<Vec<Node>>;
-
     /// The node that owns `session` now, `None` when nobody does.
     async fn owner(&self, session: &str) -> Result<Option<Node>>;
-
-    /// This node's name and incarnation, once joined.
-    fn me(&self) -> Option<(String, u64)>;
 }

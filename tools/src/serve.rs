@@ -155,13 +155,13 @@ fn parse_advertise(s: &str) -> Result<String, String> {
 }
 
 impl ClusterArgs {
-    /// The node's settings and the cluster's secret; `None` without --node-name.
+    /// The node's settings (with the cluster's secret); `None` without --node-name.
     fn settings(
         &self,
         store: &Location,
         workspace_root: Option<&PathBuf>,
         addr: SocketAddr,
-    ) -> anyhow::Result<Option<(chronicle_engine::ClusterSettings, String)>> {
+    ) -> anyhow::Result<Option<chronicle_engine::ClusterSettings>> {
         let Some(name) = &self.node_name else {
             for (given, flag) in [
                 (self.advertise_url.is_some(), "--advertise-url"),
@@ -223,8 +223,12 @@ impl ClusterArgs {
         c.lease_ms = self.lease_ms;
         c.crash_grace_ms = self.crash_grace_ms;
         c.release_idle_ms = self.release_idle_ms;
-        c.secret.clone_from(&secret);
-        Ok(Some((c, secret)))
+        // Checked as a token is, before the node joins.
+        Tokens::none()
+            .with_cluster_secret(&secret)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        c.secret = secret;
+        Ok(Some(c))
     }
 }
 
@@ -460,10 +464,8 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
             .unwrap_or_else(|| args.data.join("workspaces")),
     );
     settings.idle_cache_events = args.ended_runs_cache_events;
-    let secret = cluster
-        .as_ref()
-        .map(|(c, secret)| (c.node_name.clone(), secret.clone()));
-    settings.cluster = cluster.map(|(c, _)| c);
+    let node = cluster.as_ref().map(|c| c.node_name.clone());
+    settings.cluster = cluster;
     if settings.llm.is_none() {
         tracing::info!(
             "no LLM configured: intent, plan, evaluation and answers come from the rules"
@@ -481,10 +483,9 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     });
     rt.block_on(async move {
         let engine = Engine::open(store, settings).await?;
-        let mut state = AppState::new(engine, tokens.clone(), config);
-        if let Some((node, secret)) = &secret {
-            state = state.in_cluster(node, secret).map_err(anyhow::Error::msg)?;
-        }
+        let state = AppState::new(engine, tokens.clone(), config)
+            .in_cluster()
+            .map_err(anyhow::Error::msg)?;
         // The handlers are in place before anyone is told the server listens: a SIGTERM from
         // then on is a clean stop, never the default kill.
         let stop = shutdown_signal()?;
@@ -492,7 +493,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
             addr = %addr,
             store = %location,
             auth = !tokens.is_empty(),
-            node = secret.as_ref().map(|(n, _)| n.as_str()),
+            node = node.as_deref(),
             "chronicle is listening"
         );
         if tokens.is_empty() && !args.addr.ip().is_loopback() {

@@ -711,13 +711,24 @@ fn a_graceful_stop_under_load_answers_every_request_and_hands_its_sessions_over(
     cluster.verify();
 }
 
-/// A logical run of the load: its key, and whether it waits for people.
+/// What the load's clients were answered.
 #[derive(Default)]
 struct Load {
     started: Vec<RunId>,
     decisions: Vec<(RunId, ApprovalId)>,
     errors: Vec<String>,
     unavailable: usize,
+}
+
+impl Load {
+    /// Counts a refusal: a 503 or no answer is what a dying node gives (retried); anything else
+    /// is a finding.
+    fn refused(&mut self, what: String, e: &chronicle_client::Error) {
+        match e.status() {
+            Some(503) | None => self.unavailable += 1,
+            _ => self.errors.push(format!("{what}: {e}")),
+        }
+    }
 }
 
 const RUNS: usize = 300;
@@ -760,13 +771,7 @@ fn three_nodes_killed_in_turn_under_load_lose_nothing_and_every_run_finishes() {
                     let run = loop {
                         match next_api().start_run_once(&req, &format!("load-{i}")).await {
                             Ok(s) => break s.run_id,
-                            Err(e) => {
-                                let mut l = load.lock().unwrap();
-                                match e.status() {
-                                    Some(503) | None => l.unavailable += 1,
-                                    _ => l.errors.push(format!("start {i}: {e}")),
-                                }
-                            }
+                            Err(e) => load.lock().unwrap().refused(format!("start {i}"), &e),
                         }
                         if Instant::now() > deadline {
                             load.lock()
@@ -791,24 +796,10 @@ fn three_nodes_killed_in_turn_under_load_lose_nothing_and_every_run_finishes() {
                                 Ok(_) => load.lock().unwrap().decisions.push((run, a)),
                                 // Decided already (an earlier answer was lost with its node).
                                 Err(e) if e.status() == Some(409) => {}
-                                Err(e) if matches!(e.status(), Some(503) | None) => {
-                                    load.lock().unwrap().unavailable += 1
-                                }
-                                Err(e) => load
-                                    .lock()
-                                    .unwrap()
-                                    .errors
-                                    .push(format!("decide {run}: {e}")),
+                                Err(e) => load.lock().unwrap().refused(format!("decide {run}"), &e),
                             },
                             Ok(_) => {}
-                            Err(e) if matches!(e.status(), Some(503) | None) => {
-                                load.lock().unwrap().unavailable += 1
-                            }
-                            Err(e) => load
-                                .lock()
-                                .unwrap()
-                                .errors
-                                .push(format!("status {run}: {e}")),
+                            Err(e) => load.lock().unwrap().refused(format!("status {run}"), &e),
                         }
                         if Instant::now() > deadline {
                             load.lock()
@@ -845,8 +836,7 @@ fn three_nodes_killed_in_turn_under_load_lose_nothing_and_every_run_finishes() {
     assert!(load.errors.is_empty(), "{:?}", load.errors);
     assert_eq!(load.started.len(), RUNS);
     // Every acknowledged run exists once (the retries with its key found it), and ended.
-    let mut heads: Vec<_> = cluster.store.runs().map(|h| h.unwrap()).collect();
-    heads.sort_by_key(|h| h.run_id);
+    let heads: Vec<_> = cluster.store.runs().map(|h| h.unwrap()).collect();
     assert_eq!(heads.len(), RUNS, "one run per key");
     assert!(heads.iter().all(|h| h.terminal), "every run ended");
     // Every acknowledged decision is there.

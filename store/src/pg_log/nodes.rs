@@ -129,12 +129,19 @@ async fn take_liveness(
     Ok(row.get::<_, bool>(0).then_some((client, driver)))
 }
 
-/// Declares `node` (of `incarnation`) dead and frees its sessions, due now, in `tx`, which holds
-/// the log head's lock. Whether it was still alive.
-async fn declare_dead(tx: &impl GenericClient, node: &str, incarnation: i64) -> Result<bool> {
+/// Takes the log head's row lock in `tx`: it waits for an append in flight to end, and no
+/// append commits until `tx` ends. Every change that takes sessions from a node takes it first.
+async fn lock_log_head(tx: &impl GenericClient) -> Result<()> {
     tx.query_one("SELECT next_offset FROM log_head FOR UPDATE", &[])
         .await
         .map_err(db)?;
+    Ok(())
+}
+
+/// Declares `node` (of `incarnation`) dead and frees its sessions, due now, in `tx`, which holds
+/// the log head's lock. Whether it was still alive.
+async fn declare_dead(tx: &impl GenericClient, node: &str, incarnation: i64) -> Result<bool> {
+    lock_log_head(tx).await?;
     let n = tx
         .execute(
             "UPDATE nodes SET state = 'dead' \
@@ -226,9 +233,7 @@ impl Membership for PgLog {
             };
             let mut client = inner.client().await?;
             let tx = client.transaction().await.map_err(db)?;
-            tx.query_one("SELECT next_offset FROM log_head FOR UPDATE", &[])
-                .await
-                .map_err(db)?;
+            lock_log_head(&tx).await?;
             let row = tx
                 .query_one(
                     "INSERT INTO nodes (node_id, incarnation, advertise_url, state, \
@@ -390,9 +395,7 @@ impl Membership for PgLog {
                 // change of owners takes the log head first.
                 tx.rollback().await.map_err(db)?;
                 let tx = client.transaction().await.map_err(db)?;
-                tx.query_one("SELECT next_offset FROM log_head FOR UPDATE", &[])
-                    .await
-                    .map_err(db)?;
+                lock_log_head(&tx).await?;
                 if node.state == "alive" && !is_dead(&tx, &schema, &node, lease).await? {
                     tx.commit().await.map_err(db)?;
                     return Ok(Claim::Elsewhere(node));
@@ -485,9 +488,7 @@ impl Membership for PgLog {
             let done = async {
                 let mut client = inner.client().await?;
                 let tx = client.transaction().await.map_err(db)?;
-                tx.query_one("SELECT next_offset FROM log_head FOR UPDATE", &[])
-                    .await
-                    .map_err(db)?;
+                lock_log_head(&tx).await?;
                 tx.execute(
                     "UPDATE session_owners SET owner_node = NULL, owner_epoch = owner_epoch + 1, \
                        wake_at = to_timestamp($4::float8 / 1000000) \
@@ -529,17 +530,6 @@ impl Membership for PgLog {
         .await
     }
 
-    fn owned(&self) -> Vec<String> {
-        self.inner
-            .joined
-            .owned
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .keys()
-            .cloned()
-            .collect()
-    }
-
     async fn leave(&self) -> Result<()> {
         let (me, inc) = self.me_or_refuse()?;
         let inner = self.inner.clone();
@@ -553,9 +543,7 @@ impl Membership for PgLog {
                 .clear();
             let mut client = inner.client().await?;
             let tx = client.transaction().await.map_err(db)?;
-            tx.query_one("SELECT next_offset FROM log_head FOR UPDATE", &[])
-                .await
-                .map_err(db)?;
+            lock_log_head(&tx).await?;
             let freed = tx
                 .execute(
                     "UPDATE session_owners SET owner_node = NULL, \
@@ -581,22 +569,6 @@ impl Membership for PgLog {
         .await
     }
 
-    async fn nodes(&self) -> Result<Vec<Node>> {
-        let inner = self.inner.clone();
-        self.spawn(async move {
-            let client = inner.client().await?;
-            let rows = client
-                .query(
-                    &format!("SELECT {NODE_COLUMNS} FROM nodes ORDER BY node_id"),
-                    &[],
-                )
-                .await
-                .map_err(db)?;
-            Ok(rows.iter().map(node_of).collect())
-        })
-        .await
-    }
-
     async fn owner(&self, session: &str) -> Result<Option<Node>> {
         let inner = self.inner.clone();
         let session = session.to_owned();
@@ -615,10 +587,6 @@ impl Membership for PgLog {
             Ok(row.as_ref().map(node_of))
         })
         .await
-    }
-
-    fn me(&self) -> Option<(String, u64)> {
-        self.inner.joined.me()
     }
 }
 
