@@ -2,7 +2,7 @@
 CARGO ?= cargo
 SHELL := /bin/bash
 
-.PHONY: run test test-suites test-deps schemathesis schemathesis-venv langgraph langgraph-venv langgraph-js langgraph-js-deps data-venv bench console-shots lint fmt
+.PHONY: run test test-suites test-deps schemathesis schemathesis-venv langgraph langgraph-venv langgraph-js langgraph-js-deps data-venv phoenix-venv bench console-shots lint fmt
 
 # The server on 127.0.0.1:8080 with the embedded store in ./.chronicle/, the built-in agents and
 # no LLM key needed. Extra flags: make run ARGS="--hitl-default every_todo". The data domain
@@ -73,6 +73,13 @@ DATA_VENV := target/data-venv
 data-venv:
 	$(call python_venv,$(DATA_VENV),domains/data/python/requirements.txt,the data domain's Python side)
 
+# The Python venv with Arize Phoenix, the OTLP receiver of the OpenTelemetry tests, pinned in
+# tests/phoenix/requirements.txt; tests/phoenix/server.sh starts and stops it.
+PHOENIX_VENV := target/phoenix-venv
+
+phoenix-venv:
+	$(call python_venv,$(PHOENIX_VENV),tests/phoenix/requirements.txt,Arize Phoenix)
+
 # agent-chat-ui's hook alone (the JavaScript langgraph-sdk) against the real server (see
 # tests/langgraph-js/run.sh); `make test` runs it after the Python SDK.
 langgraph-js: langgraph-js-deps
@@ -97,7 +104,7 @@ langgraph-js-deps:
 # tests (a real headless browser on a page of another origin), and `curl` and `jq`, which the
 # examples of README.md and docs/ use (tools/tests/readme.rs runs them). If an install fails, the
 # tests that need it fail and say why.
-test-deps: schemathesis-venv langgraph-venv langgraph-js-deps data-venv
+test-deps: schemathesis-venv langgraph-venv langgraph-js-deps data-venv phoenix-venv
 	@missing=""; \
 	command -v fusermount3 >/dev/null 2>&1 || missing="$$missing fuse3"; \
 	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
