@@ -510,6 +510,7 @@ async fn runs_from_before_owners_belong_to_local() {
                 },
                 parent: None,
                 owner: None,
+                traceparent: None,
             }],
         )
         .await

@@ -36,6 +36,7 @@ fn main() -> anyhow::Result<()> {
                                     config: Default::default(),
                                     parent: None,
                                     owner: None,
+                                    traceparent: None,
                                 }
                             } else {
                                 Event::Reasoning {

@@ -128,6 +128,7 @@ impl Workload {
             config: Default::default(),
             parent,
             owner: Some(owner.into()),
+            traceparent: None,
         };
         self.live.insert(
             run,

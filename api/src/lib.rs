@@ -14,6 +14,7 @@ pub mod runs;
 mod sessions;
 mod sse;
 mod tickets;
+mod traceparent;
 mod ws;
 
 // What the handlers share, and the server around them.
@@ -129,6 +130,7 @@ pub fn router(state: AppState) -> Router {
         .merge(console::routes())
         .merge(cluster::routes())
         .route_layer(middleware::from_fn(browser::json_only))
+        .route_layer(middleware::from_fn(traceparent::context))
         .route_layer(middleware::from_fn_with_state(
             quota::Writes::from_ref(&state),
             quota::writes,

@@ -38,7 +38,7 @@ pub use plugin::planner::{
     AgentResult, EvaluationOutcome, Intent, NoPlanner, Plan, PlanContext, Planner, Remembered,
 };
 pub use plugin::settings::{ClusterSettings, SUBAGENT_DEPTH_MAX_DEFAULT, Settings};
-pub use plugin::{agents, chunks, hitl, llm, said, texts, tools};
+pub use plugin::{agents, chunks, hitl, llm, said, texts, tools, trace};
 pub use principal::Principal;
 pub use runtime::bus::{Bus, Live};
 pub use runtime::cluster::{CLUSTER_TOKEN_HEADER, chunks_path};

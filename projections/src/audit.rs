@@ -281,6 +281,7 @@ mod tests {
                 config: Default::default(),
                 parent: None,
                 owner: None,
+                traceparent: None,
             },
             request("a1", todo("todo_001"), "search_team", json!({"q": 1})),
             request(
@@ -391,6 +392,7 @@ mod tests {
             config: Default::default(),
             parent: None,
             owner: None,
+            traceparent: None,
         };
         let mut a = envelopes(
             RUN,

@@ -143,6 +143,7 @@ pub fn scenario_1_events() -> Vec<Event> {
             },
             parent: None,
             owner: None,
+            traceparent: None,
         },
         Event::PhaseChanged {
             phase: Phase::Initialization,

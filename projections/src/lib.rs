@@ -18,6 +18,7 @@ pub mod snapshot;
 mod supervisor;
 #[cfg(test)]
 mod tests;
+pub mod trace;
 
 pub use approvals::Approvals;
 pub use audit::{Audit, EXPIRY_DECIDED_BY, audit_rows};

@@ -129,6 +129,7 @@ fn materialize(ops: Vec<Op>) -> Vec<Event> {
         config: Default::default(),
         parent: None,
         owner: None,
+        traceparent: None,
     }];
     let (mut todos, mut approvals, mut cps, mut calls) = (0usize, 0usize, Vec::new(), 0usize);
     let todo_id = |i: usize, n: usize| TodoId(format!("todo_{:03}", i % n.max(1) + 1));

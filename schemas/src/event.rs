@@ -220,6 +220,11 @@ pub enum Event {
         /// owners have none: such runs belong to `local`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         owner: Option<String>,
+        /// The W3C `traceparent` of the caller's trace the run is part of (`00-<trace id>-<span
+        /// id>-<flags>`), when the request that started it carried one; a sub-agent run names
+        /// its parent's `task` call. Its trace's spans are derived from it and the run id.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        traceparent: Option<String>,
     },
     PhaseChanged {
         phase: Phase,

@@ -76,6 +76,7 @@ pub fn sample_events() -> Vec<Event> {
                 tool_call_id: ToolCallId::from("call_parent"),
             }),
             owner: Some("alice".into()),
+            traceparent: None,
         },
         Event::PhaseChanged {
             phase: Phase::Planning,

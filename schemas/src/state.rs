@@ -484,6 +484,10 @@ pub struct SupervisorState {
     /// The principal the run belongs to ([`crate::OWNER_OF_OLD_RUNS`] for runs logged before
     /// runs had owners).
     pub owner: String,
+    /// The caller's W3C `traceparent` the run started under, when there was one: the run's
+    /// trace continues the caller's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
     // Planning.
     pub planning_state: Option<PlanningState>,
     pub execution_plan: Option<Value>,

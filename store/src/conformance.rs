@@ -203,6 +203,7 @@ pub fn run_started(session: &str) -> Event {
         config: Default::default(),
         parent: None,
         owner: None,
+        traceparent: None,
     }
 }
 

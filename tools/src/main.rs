@@ -12,6 +12,7 @@ mod run;
 mod serve;
 mod sessions;
 mod store_cmd;
+mod trace;
 mod view;
 
 use std::io::{self, Write};
@@ -70,6 +71,8 @@ enum Command {
     Audit(audit::AuditArgs),
     /// The PostgreSQL store: create or upgrade its schema, or copy a data directory into it.
     Store(store_cmd::StoreArgs),
+    /// A run's OpenTelemetry trace, rebuilt from its events: sent over OTLP or printed as JSON.
+    Trace(trace::TraceArgs),
 }
 
 /// Exit codes: 0 success, 1 a negative answer, 2 usage or operational error.
@@ -123,6 +126,7 @@ fn main() -> ExitCode {
         Command::Chat(args) => run::chat::run(args, &mut out),
         Command::Audit(args) => audit::run(args, &mut out),
         Command::Store(args) => done(store_cmd::run(args, &mut out)),
+        Command::Trace(args) => done(trace::run(args, &mut out)),
     };
     match result {
         Ok(Outcome::Ok) => ExitCode::SUCCESS,

@@ -93,6 +93,22 @@ pub struct ServeArgs {
     /// A fault drill for the tests: hold the log head this long inside every append.
     #[arg(long, hide = true, value_name = "MS", default_value_t = 0)]
     pg_drill_hold_lock_ms: u64,
+    /// Put the runs' content in the exported spans: the query, the model's answers, the tools'
+    /// arguments and results (also `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`).
+    /// Traces are exported when `OTEL_EXPORTER_OTLP_ENDPOINT` is set; the model's key never is.
+    #[arg(long)]
+    trace_content: bool,
+    /// How log lines are written to stderr: `text`, or `json` (one object per line, with
+    /// `trace_id`, `span_id` and `run_id` on the lines of a run's work).
+    #[arg(long, value_enum, default_value = "text")]
+    log_format: LogFormat,
+}
+
+/// The format of the server's log lines.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
 }
 
 /// Several nodes on one PostgreSQL store.
@@ -481,8 +497,27 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
             std::process::exit(EXIT_STORAGE_FAILED);
         }
     });
+    let traces = chronicle_telemetry::Config::from_env()?;
+    let trace_opts = chronicle_projections::trace::TraceOptions {
+        content: args.trace_content || crate::trace::content_from_env(),
+    };
     rt.block_on(async move {
         let engine = Engine::open(store, settings).await?;
+        // Spans of every run over OTLP, when an endpoint is configured; it stops after the
+        // server, with a last export of what is queued.
+        let (stop_traces, traces_stopped) = tokio::sync::oneshot::channel::<()>();
+        let export = match &traces {
+            None => None,
+            Some(config) => {
+                let stopped = async move {
+                    let _ = traces_stopped.await;
+                };
+                let export =
+                    chronicle_telemetry::start(engine.store().clone(), config, trace_opts, stopped)?;
+                tracing::info!(sampler = ?config.sampler, transport = ?config.transport, "exporting traces over OTLP");
+                Some(export)
+            }
+        };
         let state = AppState::new(engine, tokens.clone(), config)
             .in_cluster()
             .map_err(anyhow::Error::msg)?;
@@ -500,6 +535,10 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
             tracing::warn!("serving without tokens on a non-loopback address (--insecure)");
         }
         chronicle_api::serve(listener, state, stop).await?;
+        let _ = stop_traces.send(());
+        if let Some(export) = export {
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), export.done).await;
+        }
         tracing::info!("stopped; the store is flushed");
         Ok::<_, anyhow::Error>(())
     })?;

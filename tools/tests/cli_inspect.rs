@@ -983,6 +983,7 @@ fn large_event_store() -> (tempfile::TempDir, RunId) {
         config: Default::default(),
         parent: None,
         owner: None,
+        traceparent: None,
     };
     store.append_blocking(run, 0, vec![started]).unwrap();
     for seq in 1..=3 {

@@ -477,20 +477,19 @@ impl Agent for HttpAgent {
 
     async fn run(&self, ctx: &AgentContext, input: Value) -> Result<AgentOutput, AgentError> {
         let body = request(&self.info.name, ctx, input);
-        let mut response = self
-            .client
-            .post(self.url.clone())
-            .json(&body)
-            .send()
-            .await
-            .map_err(|e| {
-                if e.is_timeout() {
-                    self.fail(true, format!("timed out after {} ms", self.timeout_ms))
-                } else {
-                    // Connection refused or reset, DNS: the service may be back on the next try.
-                    self.fail(true, format!("failed: {}", error_chain(&e)))
-                }
-            })?;
+        let mut post = self.client.post(self.url.clone()).json(&body);
+        // The service's spans join the run's trace, under this attempt's span.
+        if let Some(tp) = chronicle_engine::trace::traceparent() {
+            post = post.header("traceparent", tp);
+        }
+        let mut response = post.send().await.map_err(|e| {
+            if e.is_timeout() {
+                self.fail(true, format!("timed out after {} ms", self.timeout_ms))
+            } else {
+                // Connection refused or reset, DNS: the service may be back on the next try.
+                self.fail(true, format!("failed: {}", error_chain(&e)))
+            }
+        })?;
         let status = response.status();
         if let Some(len) = response.content_length()
             && len > HTTP_AGENT_RESPONSE_BYTES_MAX as u64

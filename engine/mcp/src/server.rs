@@ -216,11 +216,17 @@ impl Inner {
             return Err("the arguments must be a JSON object".into());
         };
         let mut params = CallToolRequestParams::new(tool.to_owned()).with_arguments(args);
+        let mut meta = serde_json::Map::new();
         if !ctx.idempotency_key.is_empty() {
-            let meta = json!({ IDEMPOTENCY_META_KEY: ctx.idempotency_key });
-            if let Value::Object(meta) = meta {
-                params.meta = Some(meta.into());
-            }
+            meta.insert(IDEMPOTENCY_META_KEY.into(), json!(ctx.idempotency_key));
+        }
+        // The trace context, where the OpenTelemetry conventions for MCP put it: the server's
+        // spans join the run's trace under the tool call's span.
+        if let Some(tp) = chronicle_engine::trace::traceparent() {
+            meta.insert("traceparent".into(), json!(tp));
+        }
+        if !meta.is_empty() {
+            params.meta = Some(meta.into());
         }
         let entered = self.instance_for(ctx)?;
         let result =

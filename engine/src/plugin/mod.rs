@@ -17,3 +17,4 @@ pub mod said;
 pub mod settings;
 pub mod texts;
 pub mod tools;
+pub mod trace;

@@ -115,6 +115,7 @@ mod tests {
             config: Default::default(),
             parent: None,
             owner: Some(owner.into()),
+            traceparent: None,
         }
     }
 

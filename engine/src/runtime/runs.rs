@@ -324,6 +324,9 @@ pub(crate) async fn start(shared: &Arc<Shared>, run_id: RunId, req: StartRun) ->
                 config,
                 parent: req.parent,
                 owner: Some(req.by.name.clone()),
+                // The trace the request came in (a caller's `traceparent`, or the `task` call
+                // of a parent run): the run's trace continues it.
+                traceparent: crate::plugin::trace::traceparent(),
             }])
             .await
             .map(drop),

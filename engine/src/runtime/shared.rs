@@ -608,6 +608,7 @@ mod tests {
             config: Default::default(),
             parent: None,
             owner: Some("p".into()),
+            traceparent: None,
         }])
         .await
         .unwrap();

@@ -16,7 +16,9 @@ pub(super) fn apply(s: &mut SupervisorState, env: &Envelope) {
             config,
             parent,
             owner,
+            traceparent,
         } => {
+            s.traceparent.clone_from(traceparent);
             s.query.clone_from(query);
             s.session_id = session_id.clone();
             s.request_id.clone_from(request_id);

@@ -38,6 +38,7 @@ fn run_started(w: usize) -> Event {
         config: RunConfig::default(),
         parent: None,
         owner: None,
+        traceparent: None,
     }
 }
 

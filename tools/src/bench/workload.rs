@@ -103,6 +103,7 @@ impl LongRun {
                 },
                 parent: None,
                 owner: None,
+                traceparent: None,
             },
             Event::PhaseChanged {
                 phase: Phase::Initialization,

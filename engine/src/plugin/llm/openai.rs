@@ -236,6 +236,9 @@ impl OpenAiCompat {
             // bearer_auth marks the header sensitive, so reqwest never prints it either.
             request = request.bearer_auth(key);
         }
+        if let Some(tp) = crate::plugin::trace::traceparent() {
+            request = request.header("traceparent", tp);
+        }
         let response = request.send().await.map_err(|e| self.transport_error(e))?;
         let status = response.status();
         if !status.is_success() {

@@ -23,6 +23,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use chronicle_projections::RunState;
+use chronicle_projections::trace::{self, SpanKey, TraceParent};
 use chronicle_schemas::{
     Envelope, Event, Payload, RunId, SupervisorTodo, Timestamp, TodoId, ToolCallId,
 };
@@ -170,6 +171,15 @@ async fn sleep_until(t: Option<Timestamp>) {
 impl RunActor {
     fn state(&self) -> &RunState {
         self.live.state()
+    }
+
+    /// The trace context of span `key` of this run: what its calls out name as their parent.
+    fn trace_parent(&self, key: &SpanKey) -> TraceParent {
+        trace::traceparent_of(
+            self.live.run_id(),
+            self.state().supervisor.traceparent.as_deref(),
+            key,
+        )
     }
 
     fn storage_full(&self) -> bool {

@@ -2,6 +2,7 @@
 //! crash) and recording what they return: completion, a retry, an optional TODO skipped, or the
 //! run failing.
 
+use chronicle_projections::trace::SpanKey;
 use std::time::{Duration, Instant};
 
 use chronicle_projections::RunState;
@@ -193,7 +194,11 @@ impl RunActor {
         let agent = self.shared.settings.registry.get(&t.agent_name).cloned();
         let agent_name = t.agent_name.clone();
         let (tx, epoch, todo_id) = (self.tx.clone(), self.epoch, t.id.clone());
-        let handle = tokio::spawn(async move {
+        let span = self.trace_parent(&SpanKey::Agent {
+            todo_id: t.id.clone(),
+            attempt,
+        });
+        let handle = tokio::spawn(crate::plugin::trace::within(span, async move {
             let started = Instant::now();
             let outcome = match agent {
                 None => Err(AgentError::fatal(format!("unknown agent {agent_name}"))),
@@ -208,7 +213,7 @@ impl RunActor {
                 duration_ms,
             };
             let _ = tx.send(Input::AgentDone(done)).await;
-        });
+        }));
         self.running
             .insert(todo_id, (attempt, handle.abort_handle()));
     }

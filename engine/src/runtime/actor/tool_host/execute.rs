@@ -2,6 +2,7 @@
 //! recorded before the agent is answered. Large outputs are written to the workspace and the
 //! call returns their path.
 
+use chronicle_projections::trace::SpanKey;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -79,7 +80,10 @@ impl RunActor {
         let (tx, epoch) = (self.tx.clone(), self.epoch);
         let offload_bytes = self.shared.settings.tool_output_offload_bytes;
         let tool_call_id = rec.tool_call_id.clone();
-        let task = tokio::spawn(async move {
+        let span = self.trace_parent(&SpanKey::Tool {
+            tool_call_id: tool_call_id.0.clone(),
+        });
+        let task = tokio::spawn(crate::plugin::trace::within(span, async move {
             let started = Instant::now();
             let outcome = match tool.timeout() {
                 Some(limit) => tokio::time::timeout(limit, tool.call(&ctx, args))
@@ -96,7 +100,7 @@ impl RunActor {
                 waiter,
             };
             let _ = tx.send(Input::ToolDone(done)).await;
-        });
+        }));
         self.tool_tasks
             .insert(tool_call_id, (rec.todo_id.clone(), task.abort_handle()));
     }

@@ -14,6 +14,7 @@
 //! agent's TODO list since the model last heard of it, as a user message; the text is recorded
 //! with the call, so a re-execution adds the same.
 
+use chronicle_projections::trace::SpanKey;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -142,7 +143,12 @@ impl RunActor {
             .unwrap_or_else(|| provider.model().to_owned());
         let (tx, key) = (self.tx.clone(), (todo_id.clone(), index));
         let files = self.context_files();
-        let task = tokio::spawn(async move {
+        let span = self.trace_parent(&SpanKey::Model {
+            todo_id: todo_id.clone(),
+            attempt,
+            index,
+        });
+        let task = tokio::spawn(crate::plugin::trace::within(span, async move {
             let started = Instant::now();
             let (prompt, loaded) = tokio::task::spawn_blocking(move || files.load())
                 .await
@@ -176,7 +182,7 @@ impl RunActor {
                 waiter,
             };
             let _ = tx.send(Input::ModelDone(done)).await;
-        });
+        }));
         self.model_tasks.insert(key, task.abort_handle());
         Ok(())
     }
