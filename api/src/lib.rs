@@ -30,6 +30,7 @@ pub mod langgraph;
 mod layering;
 mod limits;
 mod lists;
+mod metrics;
 pub mod openapi;
 mod quota;
 mod refusals;
@@ -39,8 +40,9 @@ mod state;
 
 use std::sync::Arc;
 
-use axum::extract::{DefaultBodyLimit, FromRef, Request, State};
-use axum::middleware::{self, Next};
+use axum::extract::{DefaultBodyLimit, FromRef, MatchedPath, Request};
+use axum::middleware;
+use axum::response::IntoResponse;
 use axum::response::Response;
 use axum::{Extension, Router};
 use utoipa::OpenApi;
@@ -48,8 +50,9 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 pub use auth::{TICKETS_PER_PRINCIPAL_MAX, Tokens};
-pub use config::{ApiConfig, Metrics};
+pub use config::ApiConfig;
 pub use error::ApiError;
+pub use metrics::{LABEL_VALUES_MAX, Metrics, OPEN_ITEMS_MAX, UNMATCHED};
 pub use openapi::{ApiDoc, document};
 pub use server::{check_bind, serve};
 pub use state::AppState;
@@ -63,23 +66,18 @@ async fn not_found(req: Request) -> ApiError {
 }
 
 /// A route that exists, asked with a method it does not take: 405 in the API's error format
-/// (axum adds the `Allow` header naming the methods it takes).
-async fn method_not_allowed(req: Request) -> ApiError {
-    ApiError::new(
+/// (axum adds the `Allow` header naming the methods it takes), counted under its route.
+async fn method_not_allowed(req: Request) -> Response {
+    let route = req.extensions().get::<MatchedPath>().cloned();
+    let mut res = ApiError::new(
         axum::http::StatusCode::METHOD_NOT_ALLOWED,
         "method_not_allowed",
         format!("{} does not take {}", req.uri().path(), req.method()),
     )
-}
-
-/// Counts requests by status class.
-async fn count(State(st): State<AppState>, req: Request, next: Next) -> Response {
-    let res = next.run(req).await;
-    let class = format!("{}xx", res.status().as_u16() / 100);
-    st.metrics
-        .http_requests
-        .get_or_create(&vec![("status".to_owned(), class)])
-        .inc();
+    .into_response();
+    if let Some(route) = route {
+        res.extensions_mut().insert(metrics::Route(route));
+    }
     res
 }
 
@@ -129,6 +127,7 @@ pub fn router(state: AppState) -> Router {
         .merge(console::routes())
         .merge(cluster::routes())
         .route_layer(middleware::from_fn(browser::json_only))
+        .route_layer(middleware::from_fn(metrics::tag_route))
         .route_layer(middleware::from_fn_with_state(
             quota::Writes::from_ref(&state),
             quota::writes,
@@ -151,7 +150,10 @@ pub fn router(state: AppState) -> Router {
             cluster::forward,
         ))
         .layer(middleware::from_fn(langgraph::detail::detail_errors))
-        .layer(middleware::from_fn_with_state(state.clone(), count))
+        .layer(middleware::from_fn_with_state(
+            state.metrics.clone(),
+            metrics::count,
+        ))
         // Paths only: a query string may hold a stream ticket.
         .layer(
             tower_http::trace::TraceLayer::new_for_http().make_span_with(|req: &Request| {
