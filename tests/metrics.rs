@@ -208,6 +208,10 @@ async fn metrics_count_a_mixed_workload_and_pass_promtool() {
     );
     let nowhere = srv.http.get(srv.url("/no/such/route")).send().await;
     assert_eq!(nowhere.unwrap().status(), StatusCode::NOT_FOUND);
+    // A route asked with a method it does not take counts under its route.
+    let url = srv.url(&format!("/api/v1/agent/{}/status", free.run_id));
+    let wrong = srv.http.delete(url).send().await.unwrap();
+    assert_eq!(wrong.status(), StatusCode::METHOD_NOT_ALLOWED);
 
     // A stream holds the one slot; a second is refused for the cap.
     let open = srv
@@ -255,6 +259,13 @@ async fn metrics_count_a_mixed_workload_and_pass_promtool() {
         sample(
             &text,
             r#"chronicle_http_requests_total{route="unmatched",method="GET",status="404"}"#
+        ),
+        1.0
+    );
+    assert_eq!(
+        sample(
+            &text,
+            r#"chronicle_http_requests_total{route="/api/v1/agent/{run_id}/status",method="DELETE",status="405"}"#
         ),
         1.0
     );
