@@ -101,15 +101,17 @@ langgraph-js-deps:
 # What the tests need beyond cargo, installed from Debian when missing (and reused when present):
 # `fuse3` for the power-loss test's FUSE mount (it needs /dev/fuse and root: the mount is a plain
 # mount(2); fusermount3 is what a non-root user would need), `chromium` for the browser-safety
-# tests (a real headless browser on a page of another origin), and `curl` and `jq`, which the
-# examples of README.md and docs/ use (tools/tests/readme.rs runs them). If an install fails, the
-# tests that need it fail and say why.
+# tests (a real headless browser on a page of another origin), `curl` and `jq`, which the
+# examples of README.md and docs/ use (tools/tests/readme.rs runs them), and `promtool` (Debian's
+# `prometheus` package), which checks a scraped /metrics (tests/metrics.rs). If an install fails,
+# the tests that need it fail and say why.
 test-deps: schemathesis-venv langgraph-venv langgraph-js-deps data-venv phoenix-venv
 	@missing=""; \
 	command -v fusermount3 >/dev/null 2>&1 || missing="$$missing fuse3"; \
 	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
 	command -v curl >/dev/null 2>&1 || missing="$$missing curl"; \
 	command -v jq >/dev/null 2>&1 || missing="$$missing jq"; \
+	command -v promtool >/dev/null 2>&1 || missing="$$missing prometheus"; \
 	if [ -n "$$missing" ]; then \
 	  echo "make test: installing$$missing from Debian" >&2; \
 	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; } \

@@ -34,6 +34,7 @@ mod llm_support;
 mod mcp;
 mod mcp_support;
 mod memory;
+mod metrics;
 mod reject;
 mod scenarios;
 mod sessions;

@@ -35,7 +35,8 @@ use tokio::time::{Instant, Sleep};
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 
-use crate::config::{ApiConfig, Metrics};
+use crate::config::ApiConfig;
+use crate::metrics::Metrics;
 
 /// A connection's limits (from [`ApiConfig`]).
 #[derive(Clone, Copy, Debug)]
@@ -463,7 +464,10 @@ mod tests {
             .acquire_owned()
             .await
             .unwrap();
-        let slot = Slot::new(permit, &Arc::new(Metrics::default()));
+        let slot = Slot::new(
+            permit,
+            &Arc::new(Metrics::new(&chronicle_engine::store::Store::memory())),
+        );
         let limits = Limits::new(&config);
         let server = tokio::spawn(serve(tcp, slot, app, limits, CancellationToken::new()));
         (client, server)

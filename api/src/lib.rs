@@ -31,6 +31,7 @@ pub mod langgraph;
 mod layering;
 mod limits;
 mod lists;
+mod metrics;
 pub mod openapi;
 mod quota;
 mod refusals;
@@ -40,8 +41,9 @@ mod state;
 
 use std::sync::Arc;
 
-use axum::extract::{DefaultBodyLimit, FromRef, Request, State};
-use axum::middleware::{self, Next};
+use axum::extract::{DefaultBodyLimit, FromRef, MatchedPath, Request};
+use axum::middleware;
+use axum::response::IntoResponse;
 use axum::response::Response;
 use axum::{Extension, Router};
 use utoipa::OpenApi;
@@ -49,8 +51,9 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 pub use auth::{TICKETS_PER_PRINCIPAL_MAX, Tokens};
-pub use config::{ApiConfig, Metrics};
+pub use config::ApiConfig;
 pub use error::ApiError;
+pub use metrics::{LABEL_VALUES_MAX, Metrics, OPEN_ITEMS_MAX, UNMATCHED};
 pub use openapi::{ApiDoc, document};
 pub use server::{check_bind, serve};
 pub use state::AppState;
@@ -64,23 +67,18 @@ async fn not_found(req: Request) -> ApiError {
 }
 
 /// A route that exists, asked with a method it does not take: 405 in the API's error format
-/// (axum adds the `Allow` header naming the methods it takes).
-async fn method_not_allowed(req: Request) -> ApiError {
-    ApiError::new(
+/// (axum adds the `Allow` header naming the methods it takes), counted under its route.
+async fn method_not_allowed(req: Request) -> Response {
+    let route = req.extensions().get::<MatchedPath>().cloned();
+    let mut res = ApiError::new(
         axum::http::StatusCode::METHOD_NOT_ALLOWED,
         "method_not_allowed",
         format!("{} does not take {}", req.uri().path(), req.method()),
     )
-}
-
-/// Counts requests by status class.
-async fn count(State(st): State<AppState>, req: Request, next: Next) -> Response {
-    let res = next.run(req).await;
-    let class = format!("{}xx", res.status().as_u16() / 100);
-    st.metrics
-        .http_requests
-        .get_or_create(&vec![("status".to_owned(), class)])
-        .inc();
+    .into_response();
+    if let Some(route) = route {
+        res.extensions_mut().insert(metrics::Route(route));
+    }
     res
 }
 
@@ -131,6 +129,7 @@ pub fn router(state: AppState) -> Router {
         .merge(cluster::routes())
         .route_layer(middleware::from_fn(browser::json_only))
         .route_layer(middleware::from_fn(traceparent::context))
+        .route_layer(middleware::from_fn(metrics::tag_route))
         .route_layer(middleware::from_fn_with_state(
             quota::Writes::from_ref(&state),
             quota::writes,
@@ -153,7 +152,10 @@ pub fn router(state: AppState) -> Router {
             cluster::forward,
         ))
         .layer(middleware::from_fn(langgraph::detail::detail_errors))
-        .layer(middleware::from_fn_with_state(state.clone(), count))
+        .layer(middleware::from_fn_with_state(
+            state.metrics.clone(),
+            metrics::count,
+        ))
         // Paths only: a query string may hold a stream ticket.
         .layer(
             tower_http::trace::TraceLayer::new_for_http().make_span_with(|req: &Request| {

@@ -5,8 +5,9 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use crate::config::{ApiConfig, Metrics};
+use crate::config::ApiConfig;
 use crate::error::{ApiError, ApiResult};
+use crate::metrics::Metrics;
 
 /// The streams open now, by principal.
 #[derive(Debug)]
@@ -106,7 +107,8 @@ mod tests {
             streams_per_principal_max: per_principal,
             ..ApiConfig::default()
         };
-        Arc::new(Streams::new(&config, Arc::default()))
+        let store = chronicle_engine::store::Store::memory();
+        Arc::new(Streams::new(&config, Arc::new(Metrics::new(&store))))
     }
 
     #[test]

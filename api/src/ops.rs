@@ -2,8 +2,9 @@
 
 use axum::Extension;
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use chronicle_engine::index;
 use chronicle_engine::store::StorageHealth;
 use chronicle_wire::{ErrorBody, Health, HealthStatus, StorageState};
 use serde_json::Value;
@@ -65,29 +66,41 @@ pub(crate) async fn healthz(State(st): State<AppState>) -> Response {
     (status, axum::Json(body)).into_response()
 }
 
+/// The server's metrics, for Prometheus. A scrape first waits (a second at most) until the
+/// events durable when it came are counted, so it shows at least what was committed before it.
 #[utoipa::path(get, path = "/metrics", tag = "ops", security(("bearer" = [])),
     responses(
-        (status = 200, description = "The metrics in the OpenMetrics text format", content_type = "application/openmetrics-text", body = String),
+        (status = 200, description = "The metrics: in the OpenMetrics text format when `Accept` asks for `application/openmetrics-text` (as Prometheus does), otherwise in the Prometheus text format (`text/plain; version=0.0.4`)", content((String = "text/plain"), (String = "application/openmetrics-text"))),
         (status = 400, description = "A `Host` header that names another server (`bad_host`)", body = ErrorBody),
         (status = 500, description = "An internal error (`internal_error`)", body = ErrorBody),
     ))]
-pub(crate) async fn metrics(State(st): State<AppState>, _p: Principal) -> ApiResult<Response> {
+pub(crate) async fn metrics(
+    State(st): State<AppState>,
+    _p: Principal,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    let head = st.engine.store().durable_next_offset();
+    st.metrics.caught_up(head).await;
     let engine = st.engine.clone();
-    let stats = tokio::task::spawn_blocking(move || engine.cache_stats())
-        .await
-        .map_err(ApiError::internal)?;
-    st.metrics.observe(&stats);
-    let mut out = String::new();
-    prometheus_client::encoding::text::encode(&mut out, &st.metrics.registry)
-        .map_err(ApiError::internal)?;
-    Ok((
-        [(
-            axum::http::header::CONTENT_TYPE,
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        )],
-        out,
-    )
-        .into_response())
+    let (stats, pending) = tokio::task::spawn_blocking(move || {
+        let stats = engine.cache_stats();
+        // Catch up first, as every reader of the index does: the count then covers what is
+        // durable now.
+        let store = engine.store();
+        let pending = index::catch_up(store).and_then(|_| index::pending_approvals(store));
+        (stats, pending)
+    })
+    .await
+    .map_err(ApiError::internal)?;
+    // A store that stopped takes no index write: the count stays what it was, and the scrape
+    // still answers (it is how the failure shows).
+    let pending = pending
+        .inspect_err(|e| tracing::warn!(error = %e, "pending approvals not counted"))
+        .ok();
+    st.metrics.observe(&stats, pending);
+    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+    let (body, content_type) = st.metrics.encode(accept).map_err(ApiError::internal)?;
+    Ok(([(header::CONTENT_TYPE, content_type)], body).into_response())
 }
 
 #[utoipa::path(get, path = "/openapi.json", tag = "ops",

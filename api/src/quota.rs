@@ -18,8 +18,9 @@ use axum::response::{IntoResponse, Response};
 use std::sync::Arc;
 
 use crate::auth::Tokens;
-use crate::config::{ApiConfig, Metrics};
+use crate::config::ApiConfig;
 use crate::error::ApiError;
+use crate::metrics::Metrics;
 
 /// Principals whose buckets are kept at once; beyond it the full ones are forgotten (a full
 /// bucket is what a forgotten one starts as).

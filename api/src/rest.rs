@@ -137,17 +137,11 @@ async fn turn_answer(st: &AppState, thread: &str, outcome: TurnOutcome) -> ApiRe
             };
             Ok(axum::Json(body).into_response())
         }
-        TurnOutcome::Started { run } => {
-            st.metrics.runs_started.inc();
-            turn_response(st, thread, run).await
-        }
+        TurnOutcome::Started { run } => turn_response(st, thread, run).await,
         TurnOutcome::Waiting { run } => {
             turn_response_told(st, thread, run, Some(WAITING_HINT)).await
         }
-        TurnOutcome::Decided { run, .. } => {
-            st.metrics.decisions.inc();
-            turn_response(st, thread, run).await
-        }
+        TurnOutcome::Decided { run, .. } => turn_response(st, thread, run).await,
     }
 }
 
@@ -347,7 +341,6 @@ pub(crate) async fn start_run(
             idempotency_key: key,
         })
         .await?;
-    st.metrics.runs_started.inc();
     let body = Started {
         run_id: started.run_id,
         session_id: started.session_id,
@@ -438,7 +431,6 @@ pub(crate) async fn decide(
         .engine
         .decide(run, ApprovalId(id), decision, edited_args, &who, comment)
         .await?;
-    st.metrics.decisions.inc();
     ok(DecisionAccepted {
         status: tag::Accepted::default(),
         approval_id: a.approval_id.clone(),

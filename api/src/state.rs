@@ -9,8 +9,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::auth::{Sessions, Tickets, Tokens};
 use crate::browser::Site;
-use crate::config::{ApiConfig, Metrics};
+use crate::config::ApiConfig;
 use crate::limits::Streams;
+use crate::metrics::Metrics;
 use crate::quota::{WriteQuota, Writes};
 
 /// Shared by every handler; cheap to clone.
@@ -80,7 +81,7 @@ impl FromRef<AppState> for Writes {
 impl AppState {
     pub fn new(engine: Engine, tokens: Tokens, config: ApiConfig) -> Self {
         let site = Site::new(None, &config.allowed_hosts, &config.cors_origins);
-        let metrics = Arc::new(Metrics::new());
+        let metrics = Arc::new(Metrics::new(engine.store()));
         let streams = Arc::new(Streams::new(&config, metrics.clone()));
         // Once per store, before anything is served: a store whose thread records predate
         // the thread index gets it built (a store whose index is built is not read). A failure
@@ -96,13 +97,18 @@ impl AppState {
             config.writes_per_principal_per_s,
             config.writes_per_principal_burst,
         );
+        let shutdown = CancellationToken::new();
+        // Outside a runtime (a tool that only renders pages) nothing runs, so nothing is counted.
+        if tokio::runtime::Handle::try_current().is_ok() {
+            metrics.follow(engine.store(), shutdown.clone());
+        }
         Self {
             quota: Arc::new(quota),
             engine,
             tokens,
             config: Arc::new(config),
             metrics,
-            shutdown: CancellationToken::new(),
+            shutdown,
             tickets: Arc::default(),
             sessions: Arc::default(),
             site: Arc::new(site),

@@ -429,7 +429,6 @@ impl Session {
                 self.engine()
                     .decide(run, id, decision, edited, &self.who, comment)
                     .await?;
-                self.st.metrics.decisions.inc();
                 Ok(None)
             }
         }
@@ -449,7 +448,6 @@ impl Session {
                 "interpreted_from": said,
             }))),
             TurnOutcome::Started { run } => {
-                self.st.metrics.runs_started.inc();
                 self.follow(run, 0)?;
                 Ok(None)
             }
@@ -466,10 +464,7 @@ impl Session {
                 frame["hint"] = json!(WAITING_HINT);
                 Ok(Some(frame))
             }
-            TurnOutcome::Decided { .. } => {
-                self.st.metrics.decisions.inc();
-                Ok(None)
-            }
+            TurnOutcome::Decided { .. } => Ok(None),
         }
     }
 

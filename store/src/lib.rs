@@ -23,6 +23,7 @@ mod pg_log;
 mod records;
 mod sled_log;
 mod store;
+mod timings;
 mod verify;
 
 #[cfg(any(test, feature = "conformance"))]
@@ -48,4 +49,7 @@ pub use sled_log::{
     SCHEMA_VERSION, SLED_VALUE_BYTES_MAX, SledLog, plain_events_value, stored_record_bytes,
 };
 pub use store::{FOLLOW_CHUNK_EVENTS, ReadCounts, RunSource, Store, Tail};
+pub use timings::{
+    EVENTS_BUCKETS, Histogram, HistogramSnapshot, LogTimings, SECONDS_BUCKETS, WriteTimings,
+};
 pub use verify::{Problem, VerifyReport};

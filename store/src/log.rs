@@ -156,6 +156,12 @@ pub trait EventLog: Send + Sync + std::fmt::Debug + 'static {
         0
     }
 
+    /// What the log's own writer measured: each durability barrier and each batch it wrote at
+    /// once. `None` for a log without a writer of its own.
+    fn timings(&self) -> Option<&crate::LogTimings> {
+        None
+    }
+
     /// How long the newest commits held a lock every writer of the store waits for, in µs,
     /// oldest first (PostgreSQL's log head); empty for a store without one.
     fn lock_hold_us(&self) -> Vec<u32> {

@@ -11,6 +11,7 @@ use tokio_stream::wrappers::ReceiverStream;
 
 use crate::index::{IndexEntry, IndexOp, IndexRange};
 use crate::records::{RecordOp, RecordRange};
+use crate::timings::{LogTimings, WriteTimings};
 use crate::{
     Error, EventLog, MemoryLog, Options, Result, RunHead, SledLog, StorageHealth, VerifyReport,
 };
@@ -26,6 +27,8 @@ pub struct Store {
     index_writer: Arc<std::sync::Mutex<()>>,
     /// What was read through this handle and its clones.
     reads: Arc<ReadCounts>,
+    /// What the appends and durability waits through this handle and its clones took.
+    writes: Arc<WriteTimings>,
 }
 
 /// Events and run heads read through a [`Store`] (and its clones) since it was made: what a test
@@ -88,6 +91,7 @@ impl Store {
             log: Arc::new(log),
             index_writer: Arc::default(),
             reads: Arc::default(),
+            writes: Arc::default(),
         }
     }
 
@@ -125,7 +129,12 @@ impl Store {
         expected_seq: u64,
         events: Vec<Event>,
     ) -> Result<Vec<Envelope>> {
-        self.log.append(run_id, expected_seq, events).await
+        let started = self.timed_append(&events);
+        let out = self.log.append(run_id, expected_seq, events).await;
+        self.writes
+            .append_durable_seconds
+            .observe_duration(started.elapsed());
+        out
     }
 
     /// [`Store::append`] that returns once the events are written, before they are durable:
@@ -136,12 +145,38 @@ impl Store {
         expected_seq: u64,
         events: Vec<Event>,
     ) -> Result<Vec<Envelope>> {
-        self.log.append_written(run_id, expected_seq, events).await
+        let started = self.timed_append(&events);
+        let out = self.log.append_written(run_id, expected_seq, events).await;
+        self.writes
+            .append_written_seconds
+            .observe_duration(started.elapsed());
+        out
     }
 
     /// Returns once every event below `next_offset` is as durable as an acknowledged append.
     pub async fn wait_durable(&self, next_offset: u64) -> Result<()> {
-        self.log.wait_durable(next_offset).await
+        let started = std::time::Instant::now();
+        let out = self.log.wait_durable(next_offset).await;
+        self.writes
+            .durable_wait_seconds
+            .observe_duration(started.elapsed());
+        out
+    }
+
+    /// Counts an append's events and starts its clock.
+    fn timed_append(&self, events: &[Event]) -> std::time::Instant {
+        self.writes.append_events.observe(events.len() as f64);
+        std::time::Instant::now()
+    }
+
+    /// What the appends and durability waits through this handle and its clones took.
+    pub fn write_timings(&self) -> &WriteTimings {
+        &self.writes
+    }
+
+    /// What the log's own writer measured (its barriers and batches), for a log that has one.
+    pub fn log_timings(&self) -> Option<&LogTimings> {
+        self.log.timings()
     }
 
     /// Asks for a barrier soon, without waiting for it (see [`EventLog::request_barrier`]).
@@ -172,7 +207,12 @@ impl Store {
         expected_seq: u64,
         events: Vec<Event>,
     ) -> Result<Vec<Envelope>> {
-        self.log.append_blocking(run_id, expected_seq, events)
+        let started = self.timed_append(&events);
+        let out = self.log.append_blocking(run_id, expected_seq, events);
+        self.writes
+            .append_durable_seconds
+            .observe_duration(started.elapsed());
+        out
     }
 
     /// Makes everything acknowledged durable now (at shutdown; in sled's `sync` mode every

@@ -248,7 +248,6 @@ async fn new_turn(
             },
         )
         .await?;
-    st.metrics.runs_started.inc();
     Ok((RunKind::Turn, run, 0))
 }
 

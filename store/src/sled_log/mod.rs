@@ -468,6 +468,10 @@ impl EventLog for SledLog {
         }
     }
 
+    fn timings(&self) -> Option<&crate::LogTimings> {
+        Some(&self.barrier.timings)
+    }
+
     fn barriers(&self) -> u64 {
         self.barrier
             .passed

@@ -55,6 +55,8 @@ pub(crate) struct Barrier {
     written_next: AtomicU64,
     /// Barriers passed since the store opened.
     pub(crate) passed: AtomicU64,
+    /// How long each barrier took, and how many events each batch the writer wrote held.
+    pub(crate) timings: crate::LogTimings,
     stop: Mutex<Option<std_mpsc::Sender<()>>>,
     stop_rx: Mutex<Option<std_mpsc::Receiver<()>>>,
 }
@@ -75,6 +77,7 @@ impl Barrier {
             failure,
             written_next: AtomicU64::new(0),
             passed: AtomicU64::new(0),
+            timings: crate::LogTimings::default(),
             stop: Mutex::new(Some(tx)),
             stop_rx: Mutex::new(Some(rx)),
         })
@@ -84,10 +87,14 @@ impl Barrier {
     pub(crate) fn run(&self) -> Result<()> {
         let mut synced = self.synced_blobs.lock().unwrap_or_else(|p| p.into_inner());
         self.stopped()?;
+        let started = std::time::Instant::now();
         let done = self
             .sync_sled_blobs(&mut synced)
             .and_then(|()| Ok(self.db.flush().map(|_| ())?))
             .and_then(|()| Ok(self.data_file.sync_data()?));
+        self.timings
+            .barrier_seconds
+            .observe_duration(started.elapsed());
         done.map_err(|e| self.fail(&format!("durability barrier failed: {e}")))?;
         self.passed.fetch_add(1, Ordering::Relaxed);
         // Another path (the body file, a blob) may have failed meanwhile: acknowledge nothing.
@@ -320,6 +327,7 @@ impl Writer {
                     Err(_) => break,
                 }
             }
+            self.barrier.timings.batch_events.observe(events as f64);
             self.commit(batch);
         }
         // The queue closed: the store is shutting down. Make everything written durable (a

@@ -225,6 +225,11 @@ impl<'a, S: Sink> Batch<'a, S> {
         }
         self.memory(env, &facts)?;
         self.recount(count_keys(old.as_ref()), count_keys(Some(&facts)))?;
+        let pending_before = old.as_ref().map_or(0, |o| o.pending.len());
+        if facts.pending.len() != pending_before {
+            let delta = facts.pending.len() as i64 - pending_before as i64;
+            self.add(Key::new(keys::COUNT_PENDING).done(), delta)?;
+        }
         self.replace(run_keys(old.as_ref()), run_keys(Some(&facts)));
         self.session(env, &facts)?;
         self.runs.insert(run_key, facts);

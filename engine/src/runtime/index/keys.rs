@@ -25,6 +25,7 @@
 //! | `x` | status | count, 8 bytes | how many runs are in each status |
 //! | `y` | status | count, 8 bytes | those anyone may see (not deleted) |
 //! | `z` | owner, status | count, 8 bytes | those of one owner |
+//! | `e` | – | count, 8 bytes | how many approvals are pending |
 //! | `#` | – | [`INDEX_VERSION`], 4 bytes | the format of the entries: an index of another is rebuilt |
 
 use chronicle_schemas::{RunId, Timestamp};
@@ -53,6 +54,7 @@ pub(crate) const OWNER_SETTLED: u8 = b'p';
 pub(crate) const COUNT_ALL: u8 = b'x';
 pub(crate) const COUNT_VISIBLE: u8 = b'y';
 pub(crate) const COUNT_OWNER: u8 = b'z';
+pub(crate) const COUNT_PENDING: u8 = b'e';
 pub(crate) const VERSION: u8 = b'#';
 
 /// The format of the index's entries, kept under [`VERSION`]. An index without the entry (one
@@ -60,8 +62,8 @@ pub(crate) const VERSION: u8 = b'#';
 /// log once. Raise it whenever what [`super::derive`] writes changes.
 ///
 /// 1: runs, sessions, pending approvals, memory items. 2: settled approvals (`s`, `p`). 3: runs
-/// counted by status (`x`, `y`, `z`).
-pub const INDEX_VERSION: u32 = 3;
+/// counted by status (`x`, `y`, `z`). 4: pending approvals counted (`e`).
+pub const INDEX_VERSION: u32 = 4;
 
 /// A key being built.
 #[derive(Clone, Debug, Default)]

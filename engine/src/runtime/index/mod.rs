@@ -24,7 +24,7 @@ pub use derive::Stored;
 pub use keys::INDEX_VERSION;
 pub use read::{
     ApprovalAt, MemoryPage, RunScope, RunsPage, approvals, in_scope, memory_items, memory_page,
-    run_facts, runs_page, status_counts,
+    pending_approvals, run_facts, runs_page, status_counts,
 };
 pub(crate) use read::{live_runs, memory_item, sessions_page};
 

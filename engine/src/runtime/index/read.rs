@@ -53,6 +53,12 @@ pub fn status_counts(store: &Store, scope: RunScope<'_>) -> store::Result<Vec<(R
         .collect()
 }
 
+/// How many approvals are pending, of every run: one entry, however many there are.
+pub fn pending_approvals(store: &Store) -> store::Result<u64> {
+    let key = Key::new(keys::COUNT_PENDING).done();
+    Ok(store.index_get(&key)?.map_or(0, |v| count_of(&v)))
+}
+
 /// The facts of `run`.
 pub fn run_facts(store: &Store, run: RunId) -> store::Result<Option<RunFacts>> {
     let key = Key::new(keys::RUN).run(run).done();
