@@ -118,6 +118,12 @@ impl AppState {
         }
     }
 
+    /// Shows the live trace export's counters on `/metrics`.
+    pub fn with_traces(self, stats: Arc<chronicle_telemetry::TraceStats>) -> Self {
+        let _ = self.metrics.traces.set(stats);
+        self
+    }
+
     /// On a node of a cluster (the engine's settings say so): requests carrying the cluster's
     /// secret act for the principal they name, and changes to sessions other nodes drive are
     /// sent there. Unchanged on a single server.

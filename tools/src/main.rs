@@ -7,6 +7,7 @@ mod bench;
 mod common;
 mod domain;
 mod inspect;
+mod logs;
 mod replay;
 mod run;
 mod serve;

@@ -386,17 +386,7 @@ fn parse_origin(s: &str) -> Result<String, String> {
 }
 
 pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "info,tower_http=info".into()),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(
-            std::io::IsTerminal::is_terminal(&std::io::stderr())
-                && std::env::var_os("NO_COLOR").is_none(),
-        )
-        .init();
+    crate::logs::init(args.log_format);
     let tokens = match (
         &args.tokens,
         std::env::var("CHRONICLE_API_TOKEN")
@@ -518,9 +508,12 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
                 Some(export)
             }
         };
-        let state = AppState::new(engine, tokens.clone(), config)
+        let mut state = AppState::new(engine, tokens.clone(), config)
             .in_cluster()
             .map_err(anyhow::Error::msg)?;
+        if let Some(export) = &export {
+            state = state.with_traces(export.stats.clone());
+        }
         // The handlers are in place before anyone is told the server listens: a SIGTERM from
         // then on is a clean stop, never the default kill.
         let stop = shutdown_signal()?;

@@ -79,6 +79,11 @@ pub struct Metrics {
     pub node_sessions: Gauge,
     /// Approvals waiting for a decision, of every run (the index's count, read at scrape).
     pub approvals_pending: Gauge,
+    /// Spans of the live OTLP export, by outcome (`exported`, `dropped` for a full queue,
+    /// `failed`), and those queued now; read at scrape from the export's counters.
+    pub trace_spans: Family<Labels, Counter>,
+    pub trace_spans_queued: Gauge,
+    pub(crate) traces: std::sync::OnceLock<Arc<chronicle_telemetry::TraceStats>>,
 }
 
 impl Metrics {
@@ -104,6 +109,9 @@ impl Metrics {
             run_actors: Gauge::default(),
             node_sessions: Gauge::default(),
             approvals_pending: Gauge::default(),
+            trace_spans: Family::default(),
+            trace_spans_queued: Gauge::default(),
+            traces: std::sync::OnceLock::new(),
             registry: Registry::default(),
         };
         m.register(registry)
@@ -176,6 +184,16 @@ impl Metrics {
             "On a node of a cluster: the sessions it owns now (0 on a single server)",
             self.node_sessions.clone(),
         );
+        r.register(
+            "trace_spans",
+            "Spans of the live OTLP trace export, by outcome: exported, dropped (the queue was full: a receiver down or slow) or failed (refused, unreachable or timed out)",
+            self.trace_spans.clone(),
+        );
+        r.register(
+            "trace_spans_queued",
+            "Spans of the live OTLP trace export waiting in its queue",
+            self.trace_spans_queued.clone(),
+        );
         self.registry = registry;
         self
     }
@@ -240,6 +258,22 @@ impl Metrics {
         gauge(&self.node_sessions, c.node_sessions);
         if let Some(n) = pending_approvals {
             gauge(&self.approvals_pending, n);
+        }
+        if let Some(t) = self.traces.get() {
+            use std::sync::atomic::Ordering::Relaxed;
+            for (outcome, n) in [
+                ("exported", &t.exported),
+                ("dropped", &t.dropped),
+                ("failed", &t.failed),
+            ] {
+                to(
+                    &self
+                        .trace_spans
+                        .get_or_create(&labels(&[("outcome", outcome)])),
+                    n.load(Relaxed),
+                );
+            }
+            gauge(&self.trace_spans_queued, t.queued.load(Relaxed));
         }
     }
 

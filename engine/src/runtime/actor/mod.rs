@@ -126,10 +126,14 @@ pub(crate) fn spawn(
         acks: Vec::new(),
         settled: Vec::new(),
     };
-    tasks.spawn(async move {
-        actor.run(rx).await;
-        drop(stopped);
-    });
+    let log = actor.log_span("run", &SpanKey::Run);
+    tasks.spawn(tracing::Instrument::instrument(
+        async move {
+            actor.run(rx).await;
+            drop(stopped);
+        },
+        log,
+    ));
 }
 
 /// Forgets the actor's mailbox when the actor stops, however it stops (a panic too): dropped
@@ -171,6 +175,19 @@ async fn sleep_until(t: Option<Timestamp>) {
 impl RunActor {
     fn state(&self) -> &RunState {
         self.live.state()
+    }
+
+    /// The span of the process's log lines for the work of span `key` of this run: they carry
+    /// the run id and the trace's ids, so that logs and traces join.
+    fn log_span(&self, name: &'static str, key: &SpanKey) -> tracing::Span {
+        let t = self.trace_parent(key);
+        tracing::info_span!(
+            "work",
+            kind = name,
+            run_id = %self.live.run_id(),
+            trace_id = %t.trace_id,
+            span_id = %t.span_id
+        )
     }
 
     /// The trace context of span `key` of this run: what its calls out name as their parent.

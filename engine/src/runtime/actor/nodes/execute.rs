@@ -194,11 +194,12 @@ impl RunActor {
         let agent = self.shared.settings.registry.get(&t.agent_name).cloned();
         let agent_name = t.agent_name.clone();
         let (tx, epoch, todo_id) = (self.tx.clone(), self.epoch, t.id.clone());
-        let span = self.trace_parent(&SpanKey::Agent {
+        let key = SpanKey::Agent {
             todo_id: t.id.clone(),
             attempt,
-        });
-        let handle = tokio::spawn(crate::plugin::trace::within(span, async move {
+        };
+        let (span, log) = (self.trace_parent(&key), self.log_span("agent", &key));
+        let work = crate::plugin::trace::within(span, async move {
             let started = Instant::now();
             let outcome = match agent {
                 None => Err(AgentError::fatal(format!("unknown agent {agent_name}"))),
@@ -213,7 +214,8 @@ impl RunActor {
                 duration_ms,
             };
             let _ = tx.send(Input::AgentDone(done)).await;
-        }));
+        });
+        let handle = tokio::spawn(tracing::Instrument::instrument(work, log));
         self.running
             .insert(todo_id, (attempt, handle.abort_handle()));
     }

@@ -80,10 +80,11 @@ impl RunActor {
         let (tx, epoch) = (self.tx.clone(), self.epoch);
         let offload_bytes = self.shared.settings.tool_output_offload_bytes;
         let tool_call_id = rec.tool_call_id.clone();
-        let span = self.trace_parent(&SpanKey::Tool {
+        let key = SpanKey::Tool {
             tool_call_id: tool_call_id.0.clone(),
-        });
-        let task = tokio::spawn(crate::plugin::trace::within(span, async move {
+        };
+        let (span, log) = (self.trace_parent(&key), self.log_span("tool", &key));
+        let work = crate::plugin::trace::within(span, async move {
             let started = Instant::now();
             let outcome = match tool.timeout() {
                 Some(limit) => tokio::time::timeout(limit, tool.call(&ctx, args))
@@ -100,7 +101,8 @@ impl RunActor {
                 waiter,
             };
             let _ = tx.send(Input::ToolDone(done)).await;
-        }));
+        });
+        let task = tokio::spawn(tracing::Instrument::instrument(work, log));
         self.tool_tasks
             .insert(tool_call_id, (rec.todo_id.clone(), task.abort_handle()));
     }

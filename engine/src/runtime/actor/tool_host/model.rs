@@ -143,12 +143,16 @@ impl RunActor {
             .unwrap_or_else(|| provider.model().to_owned());
         let (tx, key) = (self.tx.clone(), (todo_id.clone(), index));
         let files = self.context_files();
-        let span = self.trace_parent(&SpanKey::Model {
+        let span_key = SpanKey::Model {
             todo_id: todo_id.clone(),
             attempt,
             index,
-        });
-        let task = tokio::spawn(crate::plugin::trace::within(span, async move {
+        };
+        let (span, log) = (
+            self.trace_parent(&span_key),
+            self.log_span("model", &span_key),
+        );
+        let work = crate::plugin::trace::within(span, async move {
             let started = Instant::now();
             let (prompt, loaded) = tokio::task::spawn_blocking(move || files.load())
                 .await
@@ -182,7 +186,8 @@ impl RunActor {
                 waiter,
             };
             let _ = tx.send(Input::ModelDone(done)).await;
-        }));
+        });
+        let task = tokio::spawn(tracing::Instrument::instrument(work, log));
         self.model_tasks.insert(key, task.abort_handle());
         Ok(())
     }
