@@ -10,6 +10,7 @@ mod cli_sessions;
 mod cluster;
 mod durability;
 mod lazyfs;
+mod otel;
 mod postgres;
 mod readme;
 mod serve_bounds;

@@ -66,6 +66,17 @@ impl Serve {
         log: &Path,
         token: Option<&str>,
     ) -> Serve {
+        Serve::start_env(data, args, log, token, &[])
+    }
+
+    /// [`Serve::start_with`] with more environment variables.
+    pub(crate) fn start_env(
+        data: &Path,
+        args: &[&OsStr],
+        log: &Path,
+        token: Option<&str>,
+        env: &[(&str, &str)],
+    ) -> Serve {
         let port = free_port();
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_chronicle"));
         cmd.args(["serve", "--addr", &format!("127.0.0.1:{port}"), "--data"])
@@ -86,6 +97,7 @@ impl Serve {
         if let Some(t) = token {
             cmd.env("CHRONICLE_API_TOKEN", t);
         }
+        cmd.envs(env.iter().copied());
         let child = cmd.spawn().expect("chronicle serve starts");
         let mut s = Serve {
             child,

@@ -2,6 +2,7 @@
 //! Only tests depend on this crate.
 
 pub mod model;
+pub mod phoenix;
 pub mod postgres;
 pub mod tmpfs;
 

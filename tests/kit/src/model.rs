@@ -101,6 +101,8 @@ impl Gate {
 #[derive(Clone, Debug)]
 pub struct Seen {
     pub authorization: Option<String>,
+    /// The W3C trace context the request carried.
+    pub traceparent: Option<String>,
     pub body: Value,
 }
 
@@ -193,6 +195,10 @@ async fn completions(
         .unwrap_or_else(PoisonError::into_inner)
         .push(Seen {
             authorization: authorization.clone(),
+            traceparent: headers
+                .get("traceparent")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned),
             body: body.clone(),
         });
     if let Some(key) = &inner.key

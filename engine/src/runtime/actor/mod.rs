@@ -253,6 +253,7 @@ impl RunActor {
     }
 
     async fn run(mut self, mut rx: mpsc::Receiver<Input>) {
+        tracing::debug!(next_seq = self.state().next_seq(), "driving the run");
         let shutdown = self.shared.shutdown.clone();
         loop {
             // While the disk is full no step runs (it could not record what it did, and a step

@@ -200,6 +200,7 @@ impl RunActor {
         };
         let (span, log) = (self.trace_parent(&key), self.log_span("agent", &key));
         let work = crate::plugin::trace::within(span, async move {
+            tracing::debug!(agent = %agent_name, attempt, "calling the agent");
             let started = Instant::now();
             let outcome = match agent {
                 None => Err(AgentError::fatal(format!("unknown agent {agent_name}"))),
