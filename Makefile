@@ -15,12 +15,15 @@ run: $(RUN_DEPS)
 
 # Every test of the workspace, doctests included (debug profile: no release build here), then
 # one closing line with the totals. A throwaway PostgreSQL from Debian's packages (installed when
-# missing) runs for the tests of the PostgreSQL store and is stopped and removed at the end, pass
-# or fail (see tests/postgres/server.sh).
+# missing) runs for the tests of the PostgreSQL store, and a throwaway Arize Phoenix (from its
+# pinned venv) receives the OpenTelemetry tests' traces; both are stopped and removed at the end,
+# pass or fail (see tests/postgres/server.sh and tests/phoenix/server.sh).
 test: test-deps
 	@bash tests/postgres/server.sh start >/dev/null
-	@status=0; CHRONICLE_TEST_PG=$$(bash tests/postgres/server.sh url) $(MAKE) --no-print-directory test-suites \
-	  || status=$$?; bash tests/postgres/server.sh stop; exit $$status
+	@bash tests/phoenix/server.sh start >/dev/null
+	@status=0; CHRONICLE_TEST_PG=$$(bash tests/postgres/server.sh url) \
+	  CHRONICLE_TEST_PHOENIX=$$(bash tests/phoenix/server.sh url) $(MAKE) --no-print-directory test-suites \
+	  || status=$$?; bash tests/postgres/server.sh stop; bash tests/phoenix/server.sh stop; exit $$status
 
 test-suites:
 	$(CARGO) test --workspace --doc

@@ -1124,3 +1124,268 @@ fn clip(s: &str) -> String {
     }
     format!("{}…", &s[..end])
 }
+
+#[cfg(test)]
+mod tests {
+    use chronicle_schemas::{
+        Actor, ApprovalId, Decision, Hash, ModelTurn, SessionId, TokenUsage, ToolCallId,
+    };
+    use serde_json::json;
+
+    use super::*;
+    use crate::fixtures::envelopes;
+
+    const CALLER: &str = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+
+    fn run() -> RunId {
+        RunId(uuid::Uuid::from_u128(
+            0x01a2_2809_544a_7639_9d92_f8fe_d69b_4c6f,
+        ))
+    }
+
+    /// A run under a caller's trace: an agent's model call, then a gated tool call decided by
+    /// alice, then the end.
+    fn events() -> Vec<Event> {
+        let todo = TodoId::from("todo_001");
+        let call = ToolCallId::from("call_1");
+        let approval = ApprovalId::from("apr_1");
+        vec![
+            Event::RunStarted {
+                session_id: SessionId::from("s"),
+                user_id: None,
+                request_id: "r".into(),
+                query: "write the notes".into(),
+                config: Default::default(),
+                parent: None,
+                owner: Some("alice".into()),
+                traceparent: Some(CALLER.into()),
+            },
+            Event::PhaseChanged {
+                phase: Phase::Executing,
+            },
+            Event::TodoAdded {
+                todo: SupervisorTodo {
+                    id: todo.clone(),
+                    agent_name: "analyst".into(),
+                    ..Default::default()
+                },
+                added_by: Actor::Engine,
+            },
+            Event::AgentStarted {
+                todo_id: todo.clone(),
+                agent: "analyst".into(),
+                attempt: 1,
+                input: json!({}),
+            },
+            Event::LlmCalled {
+                purpose: "agent".into(),
+                model: "gpt-test".into(),
+                prompt_hash: Hash::ZERO,
+                response: Payload::Inline(
+                    json!({"content": "the notes", "finish_reason": "tool_calls"}),
+                ),
+                duration_ms: 250,
+                error: None,
+                turn: Some(ModelTurn {
+                    todo_id: todo.clone(),
+                    attempt: 1,
+                    index: 0,
+                    plan_edits_seen: 0,
+                }),
+                usage: Some(TokenUsage {
+                    prompt_tokens: 42,
+                    completion_tokens: 7,
+                    total_tokens: 49,
+                }),
+                notice: None,
+                loaded: vec![],
+            },
+            Event::ToolCallRequested {
+                tool_call_id: call.clone(),
+                todo_id: todo.clone(),
+                tool: "write_file".into(),
+                args: json!({"file_path": "/workspace/n.md"}),
+                attempt: 1,
+                index: 1,
+                server: None,
+            },
+            Event::ApprovalRequested {
+                approval_id: approval.clone(),
+                subject: Subject::ToolCall {
+                    tool_call_id: call.clone(),
+                    todo_id: todo.clone(),
+                },
+                tool_name: "write_file".into(),
+                args: json!({}),
+                preview: json!({}),
+                policy: "tools".into(),
+                message: "m".into(),
+                expires_at: None,
+                supersedes: None,
+            },
+            Event::ApprovalDecided {
+                approval_id: approval,
+                decision: Decision::Approve,
+                edited_args: None,
+                decided_by: "alice".into(),
+                comment: None,
+            },
+            Event::ToolCallCompleted {
+                tool_call_id: call,
+                output: Some(Payload::Inline(json!("written"))),
+                error: None,
+                duration_ms: 3,
+            },
+            Event::AgentCompleted {
+                todo_id: todo.clone(),
+                agent: "analyst".into(),
+                attempt: 1,
+                result: Payload::Inline(json!({"answer": "done"})),
+                duration_ms: 9,
+            },
+            Event::TodoStatusChanged {
+                todo_id: todo,
+                from: TodoStatus::InProgress,
+                to: TodoStatus::Completed,
+                reason: None,
+                attempt: 1,
+                by: Actor::Engine,
+            },
+            Event::RunCompleted {
+                total_execution_time_ms: 10,
+            },
+        ]
+    }
+
+    fn by_name<'a>(spans: &'a [Span], name: &str) -> &'a Span {
+        spans
+            .iter()
+            .find(|s| s.name == name)
+            .unwrap_or_else(|| panic!("no span {name}: {spans:#?}"))
+    }
+
+    #[test]
+    fn the_tree_of_a_run_continues_its_callers_trace() {
+        let log = envelopes(run(), events());
+        let spans = spans_of(run(), &log, TraceOptions::default());
+        let caller = TraceParent::parse(CALLER).unwrap();
+        assert!(spans.iter().all(|s| s.trace_id == caller.trace_id));
+        let root = by_name(&spans, "run");
+        assert_eq!(root.parent, Some(caller.span_id));
+        assert!(root.remote_parent);
+        assert_eq!(root.status, SpanStatus::Ok);
+        let todo = by_name(&spans, "todo analyst");
+        let agent = by_name(&spans, "invoke_agent analyst");
+        let model = by_name(&spans, "chat gpt-test");
+        let tool = by_name(&spans, "execute_tool write_file");
+        let wait = by_name(&spans, "wait_for_approval write_file");
+        assert_eq!(todo.parent, Some(root.span_id));
+        assert_eq!(agent.parent, Some(todo.span_id));
+        assert_eq!(model.parent, Some(agent.span_id));
+        assert_eq!(tool.parent, Some(agent.span_id));
+        assert_eq!(wait.parent, Some(tool.span_id));
+        assert_eq!(
+            wait.attribute("chronicle.approval.decided_by"),
+            Some(&"alice".into())
+        );
+        // The model call lasted what was recorded, and ended when it was recorded.
+        assert_eq!(model.end.0 - model.start.0, 250_000);
+        assert_eq!(
+            model.attribute("gen_ai.usage.input_tokens"),
+            Some(&AttrValue::Int(42))
+        );
+        assert_eq!(
+            model.attribute("gen_ai.usage.output_tokens"),
+            Some(&AttrValue::Int(7))
+        );
+        assert_eq!(
+            model.attribute("gen_ai.response.finish_reasons"),
+            Some(&AttrValue::StrList(vec!["tool_calls".into()]))
+        );
+        assert!(
+            spans
+                .iter()
+                .all(|s| s.attribute("chronicle.principal") == Some(&"alice".into()))
+        );
+        // Ids are distinct, and what the engine names in its calls is the span the fold makes.
+        let ids: std::collections::BTreeSet<_> = spans.iter().map(|s| s.span_id).collect();
+        assert_eq!(ids.len(), spans.len());
+        let key = SpanKey::Model {
+            todo_id: TodoId::from("todo_001"),
+            attempt: 1,
+            index: 0,
+        };
+        assert_eq!(
+            traceparent_of(run(), Some(CALLER), &key).span_id,
+            model.span_id
+        );
+    }
+
+    #[test]
+    fn folding_again_gives_the_same_trace_and_content_only_when_asked() {
+        let log = envelopes(run(), events());
+        let once = spans_of(run(), &log, TraceOptions::default());
+        assert_eq!(once, spans_of(run(), &log, TraceOptions::default()));
+        let text = format!("{once:?}");
+        assert!(!text.contains("the notes") && !text.contains("write the notes"));
+        let with = spans_of(run(), &log, TraceOptions { content: true });
+        let model = by_name(&with, "chat gpt-test");
+        assert!(
+            matches!(model.attribute("output.value"), Some(AttrValue::Str(s)) if s.contains("the notes"))
+        );
+        // A run without a caller has a trace of its own, derived from its id.
+        let mut events = events();
+        if let Event::RunStarted { traceparent, .. } = &mut events[0] {
+            *traceparent = None;
+        }
+        let own = spans_of(run(), &envelopes(run(), events), TraceOptions::default());
+        assert_eq!(own[0].trace_id, trace_id(run(), None));
+        assert_eq!(by_name(&own, "run").parent, None);
+    }
+
+    #[test]
+    fn a_run_in_flight_shows_its_open_spans() {
+        let log = envelopes(run(), events());
+        let mut trace = RunTrace::new(run(), TraceOptions::default());
+        let ended: Vec<Span> = log[..7].iter().flat_map(|e| trace.apply(e)).collect();
+        assert_eq!(ended.len(), 1, "only the model call ended: {ended:#?}");
+        let open = trace.open_spans();
+        let names: std::collections::BTreeSet<&str> =
+            open.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "execute_tool write_file",
+                "invoke_agent analyst",
+                "node executing",
+                "run",
+                "todo analyst",
+                "wait_for_approval write_file"
+            ]
+            .into()
+        );
+        assert!(!trace.ended());
+    }
+
+    #[test]
+    fn traceparents_parse_as_the_w3c_says() {
+        let p = TraceParent::parse(CALLER).unwrap();
+        assert_eq!(p.to_string(), CALLER);
+        assert!(p.sampled);
+        for bad in [
+            "",
+            "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331",
+            "00-00000000000000000000000000000000-b7ad6b7169203331-01",
+            "00-0af7651916cd43dd8448eb211c80319c-0000000000000000-01",
+            "00-0AF7651916CD43DD8448EB211C80319C-b7ad6b7169203331-01",
+            "ff-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+            "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01-extra",
+        ] {
+            assert!(TraceParent::parse(bad).is_err(), "{bad:?}");
+        }
+        // A later version's first four fields are read.
+        assert!(
+            TraceParent::parse("01-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00-x").is_ok()
+        );
+    }
+}
