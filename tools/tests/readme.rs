@@ -63,6 +63,12 @@ const DOCUMENTS: &[&str] = &[
 /// blocks)`, with why.
 const SKIPPED: &[(&str, &str, usize, &str)] = &[
     (
+        "docs/operations.md",
+        "Traces",
+        0,
+        "a server exporting to an OTLP receiver on 4318: tools/tests/otel.rs runs one against Arize Phoenix",
+    ),
+    (
         "README.md",
         "The two commands",
         0,
@@ -517,6 +523,16 @@ const CLI: &[Check] = &[
     ("--diff 12 30", |r, _| ok(r, &["seq 12 → seq 30"])),
     ("--step", |r, _| ok(r, &["q to quit"])),
     ("chronicle checkpoints", |r, _| ok(r, &["cp_004"])),
+    ("trace export", |r, _| {
+        ok(
+            r,
+            &[
+                " run\n",
+                " todo property_search",
+                " invoke_agent property_search",
+            ],
+        )
+    }),
     ("chronicle restore", |r, _| {
         ok(r, &["restored run", "to cp_004"])
     }),
