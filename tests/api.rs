@@ -748,7 +748,7 @@ async fn openapi_document_with_tokens_declares_auth_and_every_error() {
             }
         }
     }
-    assert_eq!(operations, 60);
+    assert_eq!(operations, 61);
     // Unsigned integers carry their real range, not a signed format.
     let text = doc.to_string();
     assert!(!text.contains("\"int32\""), "u32 declared as int32");
@@ -1170,5 +1170,65 @@ async fn declared_limits_are_the_servers_at_their_boundaries() {
         "bad_request",
     )
     .await;
+    srv.stop().await;
+}
+
+/// `GET /api/v1/agent/{run}/trace`: the run's trace as OTLP JSON, the same every time, its
+/// content only when asked for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runs_trace_is_served_as_otlp_json() {
+    let srv = server(Tokens::none(), None).await;
+    let run = srv
+        .client
+        .start_run(&RunRequest::new(SCENARIO_1))
+        .await
+        .unwrap()
+        .run_id;
+    srv.engine.wait_settled(run, WAIT).await.unwrap();
+    let get = async |query: &str| -> Value {
+        let resp = srv
+            .http
+            .get(srv.url(&format!("/api/v1/agent/{run}/trace{query}")))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), StatusCode::OK);
+        resp.json().await.unwrap()
+    };
+    let spans = |doc: &Value| -> Vec<Value> {
+        doc["resourceSpans"][0]["scopeSpans"][0]["spans"]
+            .as_array()
+            .unwrap()
+            .clone()
+    };
+    let doc = get("").await;
+    assert_eq!(doc, get("").await);
+    let all = spans(&doc);
+    let root: Vec<&Value> = all.iter().filter(|s| s["name"] == "run").collect();
+    assert_eq!(root.len(), 1, "{all:#?}");
+    assert_eq!(root[0]["parentSpanId"], "");
+    assert!(all.iter().all(|s| s["traceId"] == root[0]["traceId"]));
+    assert!(
+        all.iter()
+            .any(|s| s["name"].as_str().unwrap().starts_with("todo "))
+    );
+    let keys = |s: &Value| -> Vec<String> {
+        s["attributes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a["key"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert!(!keys(root[0]).contains(&"input.value".to_owned()));
+    let with = spans(&get("?content=true").await);
+    let root = with.iter().find(|s| s["name"] == "run").unwrap();
+    let query = root["attributes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["key"] == "input.value")
+        .map(|a| a["value"]["stringValue"].clone());
+    assert_eq!(query, Some(json!(SCENARIO_1)));
     srv.stop().await;
 }

@@ -51,6 +51,7 @@ fn routes(
         get(format!("{r}/state")),
         get(format!("{r}/state?at=0")),
         get(format!("{r}/log")),
+        get(format!("{r}/trace")),
         get(format!("{r}/checkpoints")),
         get(format!("{r}/events")),
         get(format!("/api/v1/audit/approvals?run_id={run}")),

@@ -103,6 +103,7 @@ fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(rest::todos))
         .routes(routes!(rest::state))
         .routes(routes!(rest::log))
+        .routes(routes!(rest::trace))
         .routes(routes!(rest::checkpoints))
         .routes(routes!(rest::restore))
         .routes(routes!(rest::cancel))

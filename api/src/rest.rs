@@ -567,6 +567,59 @@ pub(crate) async fn log(
     ok(serde_json::to_value(events).map_err(ApiError::internal)?)
 }
 
+/// Spans of one run's trace the server answers at most (a run of any length folds in bounded
+/// memory; a longer trace is exported with `chronicle trace export`, which has no such bound).
+pub const TRACE_SPANS_MAX: usize = 10_000;
+
+#[derive(Debug, Deserialize)]
+pub struct TraceQuery {
+    pub content: Option<bool>,
+}
+
+#[utoipa::path(get, path = "/api/v1/agent/{run_id}/trace", tag = "runs", security(("bearer" = [])),
+    params(
+        OwnedRun,
+        ("content" = Option<bool>, Query, description = "Put the run's content in the spans: the query, the model's answers, the tools' arguments and results (default false)"),
+    ),
+    responses(
+        (status = 200, description = "The run's OpenTelemetry trace, rebuilt from its events, as one OTLP/JSON `ExportTraceServiceRequest` (`resourceSpans`): the spans, with the same ids, that the live OTLP export sends", body = Object),
+        (status = 400, description = "A run id that is not a UUID, a `content` that is not a boolean (`bad_request`), or a `Host` header that names another server (`bad_host`)", body = ErrorBody),
+        (status = 413, description = "The trace has more than 10,000 spans (`payload_too_large`): export it with `chronicle trace export`", body = ErrorBody),
+        RunReadError,
+    ))]
+pub(crate) async fn trace(
+    State(st): State<AppState>,
+    _: Principal,
+    Query(q): Query<TraceQuery>,
+    OwnedRun(run): OwnedRun,
+) -> JsonResult<Value, RunReadError> {
+    let store = st.engine.store().clone();
+    let opts = chronicle_projections::trace::TraceOptions {
+        content: q.content.unwrap_or(false),
+    };
+    let spans = tokio::task::spawn_blocking(move || {
+        let mut trace = chronicle_projections::trace::RunTrace::new(run, opts);
+        let mut spans = Vec::new();
+        for env in store.read_run(run, 0, u64::MAX) {
+            spans.extend(trace.apply(&env?));
+            if spans.len() > TRACE_SPANS_MAX {
+                return Ok(None);
+            }
+        }
+        spans.extend(trace.open_spans());
+        Ok::<_, chronicle_engine::store::Error>((spans.len() <= TRACE_SPANS_MAX).then_some(spans))
+    })
+    .await
+    .map_err(ApiError::internal)??;
+    let Some(spans) = spans else {
+        return Err(ApiError::too_large(format!(
+            "the trace of run {run} has more than {TRACE_SPANS_MAX} spans: export it with `chronicle trace export`"
+        ))
+        .into());
+    };
+    ok(chronicle_telemetry::otlp_json(&spans))
+}
+
 #[utoipa::path(get, path = "/api/v1/agent/{run_id}/checkpoints", tag = "runs", security(("bearer" = [])),
     params(OwnedRun),
     responses(

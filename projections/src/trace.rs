@@ -372,6 +372,14 @@ impl RunTrace {
         self.trace_id
     }
 
+    /// The run's session, once its start is folded.
+    pub fn session_id(&self) -> Option<&str> {
+        self.common.iter().find_map(|(k, v)| match v {
+            AttrValue::Str(s) if *k == CHRONICLE_SESSION_ID => Some(s.as_str()),
+            _ => None,
+        })
+    }
+
     fn id(&self, key: &SpanKey) -> SpanId {
         span_id(self.run_id, key)
     }

@@ -47,7 +47,11 @@ struct Follow {
     tick: u64,
     queue: mpsc::Sender<Span>,
     stats: Arc<TraceStats>,
+    ours: Ours,
 }
+
+/// Whether this process writes a session's events (see [`start`]).
+pub type Ours = Arc<dyn Fn(&str) -> bool + Send + Sync>;
 
 impl Follow {
     fn decide(&self, first: &Envelope) -> Traced {
@@ -114,7 +118,7 @@ impl Follow {
 
     async fn apply(&mut self, env: &Envelope) {
         let fresh = env.seq == 0;
-        let sampler = self.sampler;
+        let (sampler, is_ours) = (self.sampler, self.ours.clone());
         let Some((traced, _)) = self.entry(env).await else {
             return;
         };
@@ -135,11 +139,14 @@ impl Follow {
                         return;
                     }
                 }
-                let ended = trace.ended();
-                if ended {
+                let ours = trace.session_id().is_some_and(|s| is_ours(s));
+                if trace.ended() {
                     self.runs.remove(&env.run_id);
                 }
-                spans
+                match ours {
+                    true => spans,
+                    false => return,
+                }
             }
         };
         for span in spans {
@@ -164,11 +171,14 @@ pub struct Export {
 }
 
 /// Starts the live export of every run's spans from the store's durable head; it ends when
-/// `shutdown` resolves, after one last export of what is queued.
+/// `shutdown` resolves, after one last export of what is queued. Of a log several processes
+/// write (the nodes of a cluster), each sends the spans that the events it wrote end: `ours`
+/// says whether this process writes a session's events now.
 pub fn start(
     store: Store,
     config: &Config,
     opts: TraceOptions,
+    ours: Ours,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<Export, ConfigError> {
     let exporter = config.exporter()?;
@@ -182,6 +192,7 @@ pub fn start(
         tick: 0,
         queue: tx,
         stats: stats.clone(),
+        ours,
     };
     let mut tail = store.tail(store.durable_next_offset(), FOLLOW_CHUNK_EVENTS);
     let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);

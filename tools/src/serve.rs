@@ -502,8 +502,15 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
                 let stopped = async move {
                     let _ = traces_stopped.await;
                 };
-                let export =
-                    chronicle_telemetry::start(engine.store().clone(), config, trace_opts, stopped)?;
+                let drives = engine.clone();
+                let ours = std::sync::Arc::new(move |s: &str| drives.drives_session(s));
+                let export = chronicle_telemetry::start(
+                    engine.store().clone(),
+                    config,
+                    trace_opts,
+                    ours,
+                    stopped,
+                )?;
                 tracing::info!(sampler = ?config.sampler, transport = ?config.transport, "exporting traces over OTLP");
                 Some(export)
             }

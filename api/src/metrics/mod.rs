@@ -189,6 +189,11 @@ impl Metrics {
             "Spans of the live OTLP trace export, by outcome: exported, dropped (the queue was full: a receiver down or slow) or failed (refused, unreachable or timed out)",
             self.trace_spans.clone(),
         );
+        // Each outcome is there from the start, at 0, so that rates and alerts see it.
+        for outcome in ["exported", "dropped", "failed"] {
+            self.trace_spans
+                .get_or_create(&labels(&[("outcome", outcome)]));
+        }
         r.register(
             "trace_spans_queued",
             "Spans of the live OTLP trace export waiting in its queue",

@@ -103,6 +103,16 @@ impl Engine {
         Ok(Engine { shared })
     }
 
+    /// Whether this process writes the events of `session`: always on a single server; on a
+    /// node of a cluster, while it owns the session. A node that follows the shared log to
+    /// export what runs did takes only these, so no two nodes send the same thing.
+    pub fn drives_session(&self, session: &str) -> bool {
+        self.shared
+            .cluster
+            .as_ref()
+            .is_none_or(|c| c.holds(session))
+    }
+
     /// What the engine's caches hold and how often they answered, what was read from the store,
     /// and how far the index is behind the log: what `/metrics` shows.
     pub fn cache_stats(&self) -> CacheStats {

@@ -127,11 +127,13 @@ pub(crate) fn spawn(
         settled: Vec::new(),
     };
     let log = actor.log_span("run", &SpanKey::Run);
+    // What the actor calls itself (a planner's model) is part of the run's span.
+    let root = actor.trace_parent(&SpanKey::Run);
     tasks.spawn(tracing::Instrument::instrument(
-        async move {
+        crate::plugin::trace::within(root, async move {
             actor.run(rx).await;
             drop(stopped);
-        },
+        }),
         log,
     ));
 }
