@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use chronicle_projections::trace::{RunTrace, Span, TraceOptions, TraceParent};
+use chronicle_projections::trace::{RunTrace, Span, TraceOptions, TraceParent, trace_id};
 use chronicle_schemas::{Envelope, Event, RunId};
 use chronicle_store::{FOLLOW_CHUNK_EVENTS, Store};
 use opentelemetry_sdk::trace::SpanExporter as _;
@@ -54,27 +54,39 @@ struct Follow {
 pub type Ours = Arc<dyn Fn(&str) -> bool + Send + Sync>;
 
 impl Follow {
-    fn decide(&self, first: &Envelope) -> Traced {
+    /// A run first seen at `env`: its fold of the events before it (read from the log: a run
+    /// that started before this process, or was let go; nothing for its start), or `No` when
+    /// the sampler leaves it out. What those events ended is not sent again.
+    async fn load(&self, env: &Envelope) -> Traced {
+        let earlier = match env.seq {
+            0 => Vec::new(),
+            seq => match self.store.read_run_async(env.run_id, 0, seq - 1).await {
+                Ok(events) => events,
+                Err(e) => {
+                    tracing::warn!(run = %env.run_id, error = %e, "a run's trace could not be read; it is not exported");
+                    return Traced::No;
+                }
+            },
+        };
+        let first = earlier.first().unwrap_or(env);
         let Event::RunStarted { traceparent, .. } = &first.event else {
             return Traced::No;
         };
         let caller = traceparent
             .as_deref()
             .and_then(|t| TraceParent::parse(t).ok());
-        let mut trace = RunTrace::new(first.run_id, self.opts);
-        let _ = trace.apply(first);
-        match self
-            .sampler
-            .sampled(trace.trace_id().0, caller.map(|c| c.sampled))
-        {
-            true => Traced::Yes(Box::new(trace)),
-            false => Traced::No,
+        let id = trace_id(env.run_id, traceparent.as_deref());
+        if !self.sampler.sampled(id.0, caller.map(|c| c.sampled)) {
+            return Traced::No;
         }
+        let mut trace = RunTrace::new(env.run_id, self.opts);
+        for e in &earlier {
+            let _ = trace.apply(e);
+        }
+        Traced::Yes(Box::new(trace))
     }
 
-    /// The run's fold up to just before `env`: new for a run's first event, else folded from
-    /// the log (a run that started before this process, or was let go).
-    async fn entry(&mut self, env: &Envelope) -> Option<&mut (Traced, u64)> {
+    async fn apply(&mut self, env: &Envelope) {
         if !self.runs.contains_key(&env.run_id) {
             if self.runs.len() >= RUNS_TRACED_MAX {
                 let oldest = self
@@ -86,78 +98,27 @@ impl Follow {
                     self.runs.remove(&r);
                 }
             }
-            let traced = if env.seq == 0 {
-                Traced::Yes(Box::new(RunTrace::new(env.run_id, self.opts)))
-            } else {
-                let earlier = self
-                    .store
-                    .read_run_async(env.run_id, 0, env.seq - 1)
-                    .await
-                    .ok()?;
-                match earlier.first() {
-                    None => Traced::No,
-                    Some(first) => match self.decide(first) {
-                        Traced::No => Traced::No,
-                        Traced::Yes(mut t) => {
-                            // What ended before is not sent again.
-                            for e in &earlier[1..] {
-                                let _ = t.apply(e);
-                            }
-                            Traced::Yes(t)
-                        }
-                    },
-                }
-            };
+            let traced = self.load(env).await;
             self.runs.insert(env.run_id, (traced, 0));
         }
         self.tick += 1;
-        let entry = self.runs.get_mut(&env.run_id)?;
-        entry.1 = self.tick;
-        Some(entry)
-    }
-
-    async fn apply(&mut self, env: &Envelope) {
-        let fresh = env.seq == 0;
-        let (sampler, is_ours) = (self.sampler, self.ours.clone());
-        let Some((traced, _)) = self.entry(env).await else {
+        let Some((Traced::Yes(trace), touched)) = self.runs.get_mut(&env.run_id) else {
             return;
         };
-        let spans = match traced {
-            Traced::No => return,
-            Traced::Yes(trace) => {
-                let spans = trace.apply(env);
-                if fresh {
-                    let caller = match &env.event {
-                        Event::RunStarted { traceparent, .. } => traceparent
-                            .as_deref()
-                            .and_then(|t| TraceParent::parse(t).ok())
-                            .map(|c| c.sampled),
-                        _ => None,
-                    };
-                    if !sampler.sampled(trace.trace_id().0, caller) {
-                        *traced = Traced::No;
-                        return;
-                    }
-                }
-                let ours = trace.session_id().is_some_and(|s| is_ours(s));
-                if trace.ended() {
-                    self.runs.remove(&env.run_id);
-                }
-                match ours {
-                    true => spans,
-                    false => return,
-                }
-            }
-        };
+        *touched = self.tick;
+        let spans = trace.apply(env);
+        let ours = trace.session_id().is_some_and(|s| (self.ours)(s));
+        if trace.ended() {
+            self.runs.remove(&env.run_id);
+        }
+        if !ours {
+            return;
+        }
         for span in spans {
             match self.queue.try_send(span) {
-                Ok(()) => {
-                    self.stats.queued.fetch_add(1, Ordering::Relaxed);
-                }
-                Err(_) => {
-                    self.stats.dropped.fetch_add(1, Ordering::Relaxed);
-                }
-            }
+                Ok(()) => self.stats.queued.fetch_add(1, Ordering::Relaxed),
+                Err(_) => self.stats.dropped.fetch_add(1, Ordering::Relaxed),
+            };
         }
     }
 }

@@ -340,7 +340,15 @@ pub fn otlp_json(spans: &[Span]) -> serde_json::Value {
     let request = opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest {
         resource_spans: group_spans_by_resource_and_scope(data, &resource),
     };
-    serde_json::to_value(request).unwrap_or_default()
+    let mut json = serde_json::to_value(request).unwrap_or_default();
+    // The resource's attributes come out of a hash map: in key order, the same trace prints the
+    // same every time.
+    for rs in json["resourceSpans"].as_array_mut().into_iter().flatten() {
+        if let Some(attrs) = rs["resource"]["attributes"].as_array_mut() {
+            attrs.sort_by(|a, b| a["key"].as_str().cmp(&b["key"].as_str()));
+        }
+    }
+    json
 }
 
 #[cfg(test)]

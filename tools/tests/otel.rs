@@ -81,7 +81,7 @@ fn attr<'a>(span: &'a Value, key: &str) -> &'a Value {
     &span["attributes"][key]
 }
 
-fn of_run<'a>(spans: &'a [Value], run: RunId) -> Vec<&'a Value> {
+fn of_run(spans: &[Value], run: RunId) -> Vec<&Value> {
     let run = run.to_string();
     spans
         .iter()
@@ -97,7 +97,7 @@ fn trace_id(s: &Value) -> &str {
     s["context"]["trace_id"].as_str().unwrap()
 }
 
-/// The one span of `spans` named `name`.
+/// The spans of `spans` named `name`.
 fn named<'a>(spans: &[&'a Value], name: &str) -> Vec<&'a Value> {
     spans
         .iter()

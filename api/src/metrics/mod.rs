@@ -191,7 +191,8 @@ impl Metrics {
         );
         // Each outcome is there from the start, at 0, so that rates and alerts see it.
         for outcome in ["exported", "dropped", "failed"] {
-            self.trace_spans
+            let _ = self
+                .trace_spans
                 .get_or_create(&labels(&[("outcome", outcome)]));
         }
         r.register(
