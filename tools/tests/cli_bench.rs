@@ -1,7 +1,7 @@
 //! `--domain bench` through the real binary: a `chronicle serve` on loopback answers `POST /chat`
 //! with the benchmark workflow's answer, and `CHRONICLE_DOMAIN=bench` picks the same domain for
-//! the embedded `run`; `chronicle bench`'s generated stores of N runs; and its section that puts
-//! the sled store beside the PostgreSQL store.
+//! the embedded `run`; `chronicle bench`'s generated stores of N runs, its section that puts the
+//! sled store beside the PostgreSQL store, and its section on the live trace export.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ffi::OsStr;
@@ -318,4 +318,59 @@ fn bench_cluster_measures_takeover_latency_throughput_and_parked_runs() {
     }
     assert!(value("cluster_takeover_kill_p50_ms") <= value("cluster_takeover_kill_p99_ms"));
     assert_eq!(value("cluster_parked_sessions_after_release"), 0.0, "{out}");
+}
+
+/// `chronicle bench --only traces`: every server configuration measured; the receiver that is up
+/// took spans, and the one down and the one that never answers dropped or failed every span.
+/// The bench's built-in OTLP sink is the receiver, or the Phoenix at `CHRONICLE_TEST_PHOENIX`
+/// (its base URL) when that is set.
+#[test]
+fn bench_traces_measures_the_export_with_its_receiver_up_down_and_slow() {
+    let _machine = crate::heavy();
+    let scratch = tempfile::tempdir().unwrap();
+    let mut cmd = chronicle();
+    cmd.env_remove("CHRONICLE_BENCH_PHOENIX").args([
+        "bench",
+        "--quick",
+        "--only",
+        "traces",
+        "--json",
+        "--dir",
+        path_str(scratch.path()),
+    ]);
+    if let Ok(url) = std::env::var("CHRONICLE_TEST_PHOENIX") {
+        cmd.args(["--phoenix", &url]);
+    }
+    let o = output(cmd, "");
+    assert_exit(&o, 0);
+    let out = stdout(&o);
+    let rows: BTreeMap<String, Value> = bench_lines(&out, "bench")
+        .into_iter()
+        .map(|r| (r["id"].as_str().unwrap().to_owned(), r))
+        .collect();
+    let value = |id: &str| -> f64 {
+        rows.get(id).unwrap_or_else(|| panic!("no row {id}: {out}"))["value"]
+            .as_f64()
+            .unwrap()
+    };
+    for config in ["off", "up", "down", "slow"] {
+        for what in ["runs_per_s", "cpu_ms_per_run"] {
+            let v = value(&format!("traces_{config}_{what}"));
+            assert!(v.is_finite() && v > 0.0, "{config} {what}: {v}");
+        }
+    }
+    assert!(!rows.contains_key("traces_off_spans_exported"), "{out}");
+    assert!(value("traces_up_spans_exported") > 0.0, "{out}");
+    for config in ["down", "slow"] {
+        let lost = value(&format!("traces_{config}_spans_dropped"))
+            + value(&format!("traces_{config}_spans_failed"));
+        assert!(lost > 0.0, "{config}: {out}");
+        assert_eq!(
+            value(&format!("traces_{config}_spans_exported")),
+            0.0,
+            "{out}"
+        );
+    }
+    // Two rows with tracing off, five for each exporter, and the bench's wall clock.
+    assert_eq!(rows.len(), 2 + 3 * 5 + 1, "{out}");
 }

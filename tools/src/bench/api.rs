@@ -102,6 +102,18 @@ async fn start_server(dir: &Path, streams: usize) -> Result<Server> {
 /// Spawns `chronicle serve` (this executable) on a free loopback port with its data in `data`,
 /// without waiting for it; its stderr goes to `log` when given.
 pub(super) fn spawn_server(data: &Path, args: &[String], log: Option<&Path>) -> Result<Server> {
+    spawn_server_with(data, args, None, log)
+}
+
+/// [`spawn_server`] with the server's OpenTelemetry settings given: `otel` (with any other
+/// variables it needs) replaces every `OTEL_*` variable of this process's environment, so what
+/// is measured is what was asked for, not a collector the caller happens to point at.
+pub(super) fn spawn_server_with(
+    data: &Path,
+    args: &[String],
+    otel: Option<&[(String, String)]>,
+    log: Option<&Path>,
+) -> Result<Server> {
     let port = std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
         .port();
@@ -111,16 +123,23 @@ pub(super) fn spawn_server(data: &Path, args: &[String], log: Option<&Path>) -> 
         ),
         None => Stdio::null(),
     };
-    let child = Command::new(std::env::current_exe()?)
-        .args(["serve", "--addr", &format!("127.0.0.1:{port}"), "--data"])
+    let mut cmd = Command::new(std::env::current_exe()?);
+    cmd.args(["serve", "--addr", &format!("127.0.0.1:{port}"), "--data"])
         .arg(data)
         .args(args)
         .env("RUST_LOG", "warn")
         .env_remove("CHRONICLE_API_TOKEN")
         .stdout(Stdio::null())
-        .stderr(stderr)
-        .spawn()
-        .context("starting `chronicle serve`")?;
+        .stderr(stderr);
+    if let Some(env) = otel {
+        for (k, _) in std::env::vars_os() {
+            if k.to_string_lossy().starts_with("OTEL_") {
+                cmd.env_remove(k);
+            }
+        }
+        cmd.envs(env.iter().map(|(k, v)| (k, v)));
+    }
+    let child = cmd.spawn().context("starting `chronicle serve`")?;
     Ok(Server {
         child,
         client: Client::new(&format!("http://127.0.0.1:{port}"))?,

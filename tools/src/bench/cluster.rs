@@ -30,7 +30,7 @@ use super::report::Row;
 use super::{Plan, percentile, progress};
 
 /// The agents' wait in the waiting-bound runs, as a model call's.
-const AGENT_DELAY_MS: u64 = 50;
+pub(super) const AGENT_DELAY_MS: u64 = 50;
 /// Nodes that keep their sessions (never release them idle): the run stays where it started.
 const KEEPS: &[&str] = &["--release-idle-ms", "600000"];
 /// Clients sending chat turns at once in the runs-per-second rows.
@@ -504,8 +504,8 @@ fn throughput(rt: &Runtime, root: &Path, url: &str, plan: &Plan, s: &Sizes) -> R
     Ok(rows)
 }
 
-/// The value of a gauge in a Prometheus text.
-fn gauge(text: &str, name: &str) -> Option<f64> {
+/// The value of a gauge in a Prometheus text (`name` with its labels, if any).
+pub(super) fn gauge(text: &str, name: &str) -> Option<f64> {
     text.lines()
         .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
 }

@@ -151,7 +151,13 @@ pub(super) async fn full_run(engine: &Engine, req: &StartRun) -> Result<(RunId, 
 
 /// This process's user + system CPU time so far, from `/proc/self/stat` (clock ticks of 10 ms).
 fn cpu_secs() -> Option<f64> {
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    process_cpu_secs("self")
+}
+
+/// The user + system CPU time so far of the process `pid` (a number, or `self`), every thread
+/// of it, from `/proc/<pid>/stat` (clock ticks of 10 ms).
+pub(super) fn process_cpu_secs(pid: &str) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let mut fields = stat.rsplit_once(')')?.1.split_whitespace();
     let utime: f64 = fields.nth(11)?.parse().ok()?;
     let stime: f64 = fields.next()?.parse().ok()?;

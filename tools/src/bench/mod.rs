@@ -5,7 +5,8 @@
 //! bytes per model turn, recovery from the log), MCP call overhead (stdio and HTTP beside a
 //! built-in tool), the API (SSE fan-out, `/chat` load, server memory, live chunk fan-out), and the
 //! console's run page of a long run; and the store on sled beside the store on PostgreSQL, the
-//! same work on each (given a PostgreSQL: `--postgres`).
+//! same work on each (given a PostgreSQL: `--postgres`); and what the live trace export costs a
+//! server with its receiver up, down or slow.
 //! Prints one table; then the PostgreSQL section's, one column per store, and the scale
 //! section's, one column per store size.
 //!
@@ -27,6 +28,7 @@ mod replay;
 mod report;
 mod scale;
 mod tools;
+mod traces;
 mod workload;
 
 use std::io::Write;
@@ -76,6 +78,12 @@ pub struct BenchArgs {
     /// is skipped (`make bench` starts a throwaway server and passes its URL).
     #[arg(long, env = "CHRONICLE_BENCH_PG", value_name = "URL")]
     pub postgres: Option<String>,
+    /// The Arize Phoenix (its base URL, `http://127.0.0.1:6006`) the `traces` section exports to
+    /// as the receiver that is up. Without it the section starts one with
+    /// `tests/phoenix/server.sh` when `make phoenix-venv` was done (not with `--quick`), else uses
+    /// a built-in OTLP/HTTP sink.
+    #[arg(long, env = "CHRONICLE_BENCH_PHOENIX", value_name = "URL")]
+    pub phoenix: Option<String>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -112,6 +120,9 @@ pub enum Section {
     /// `chronicle serve` on each costs: start, RSS, every list's p50/p99, time travel and
     /// restore in old runs, RSS and runs/s under load, beside an empty store.
     Scale,
+    /// The live OTLP trace export: runs/s, server CPU per run and spans exported, dropped and
+    /// failed, with tracing off and with the receiver up (`--phoenix`), down and slow.
+    Traces,
 }
 
 /// Sizes and time windows of one bench run.
@@ -292,6 +303,14 @@ pub fn run(args: &BenchArgs, out: &mut impl Write) -> Result<()> {
     }
     if wanted(Section::Console) {
         rows.extend(console::section(&rt, root.path(), &plan)?);
+    }
+    if wanted(Section::Traces) {
+        rows.extend(traces::section(
+            &rt,
+            root.path(),
+            &plan,
+            args.phoenix.as_deref(),
+        )?);
     }
     let mut grids = Vec::new();
     if wanted(Section::Postgres) {
