@@ -106,6 +106,18 @@ fn named<'a>(spans: &[&'a Value], name: &str) -> Vec<&'a Value> {
         .collect()
 }
 
+/// The name of a span's parent among `spans` (empty when it is not one of them).
+fn parent_names<'a>(spans: &[&'a Value]) -> impl Fn(&Value) -> String + 'a {
+    let by_id: BTreeMap<&str, &Value> = spans.iter().map(|s| (span_id(s), *s)).collect();
+    move |s: &Value| {
+        s["parent_id"]
+            .as_str()
+            .and_then(|p| by_id.get(p))
+            .map(|p| p["name"].as_str().unwrap().to_owned())
+            .unwrap_or_default()
+    }
+}
+
 /// Runs that ended (their root span is there) among `spans`.
 fn roots(spans: &[Value]) -> usize {
     spans.iter().filter(|s| s["name"] == "run").count()
@@ -300,14 +312,7 @@ keywords = ["weather"]
     assert_eq!(trace_id(root[0]), caller_trace);
     assert_eq!(root[0]["parent_id"], caller_span);
     assert!(d.iter().all(|s| trace_id(s) == caller_trace));
-    let by_id: BTreeMap<&str, &Value> = d.iter().map(|s| (span_id(s), *s)).collect();
-    let parent_name = |s: &Value| -> String {
-        s["parent_id"]
-            .as_str()
-            .and_then(|p| by_id.get(p))
-            .map(|p| p["name"].as_str().unwrap().to_owned())
-            .unwrap_or_default()
-    };
+    let parent_name = parent_names(&d);
     let todos: Vec<&&Value> = d
         .iter()
         .filter(|s| s["name"].as_str().unwrap().starts_with("todo "))
@@ -337,14 +342,7 @@ keywords = ["weather"]
 
     // The llm agent: run → TODO → agent → model calls and the tool call → the wait for alice.
     let n = of_run(&spans, notes);
-    let by_id: BTreeMap<&str, &Value> = n.iter().map(|s| (span_id(s), *s)).collect();
-    let parent_name = |s: &Value| -> String {
-        s["parent_id"]
-            .as_str()
-            .and_then(|p| by_id.get(p))
-            .map(|p| p["name"].as_str().unwrap().to_owned())
-            .unwrap_or_default()
-    };
+    let parent_name = parent_names(&n);
     let agent = named(&n, "invoke_agent analyst");
     assert_eq!(agent.len(), 1, "{n:#?}");
     assert_eq!(parent_name(agent[0]), "todo analyst");

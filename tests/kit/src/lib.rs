@@ -6,6 +6,31 @@ pub mod phoenix;
 pub mod postgres;
 pub mod tmpfs;
 
+/// A server the tests share: the address in `var` (what `make test` sets after starting it),
+/// else what `tests/<dir>/server.sh start` prints (the script starts one, or finds it running).
+fn throwaway(var: &str, dir: &str, what: &str) -> String {
+    if let Ok(url) = std::env::var(var)
+        && !url.is_empty()
+    {
+        return url;
+    }
+    let script = format!("{}/../{dir}/server.sh", env!("CARGO_MANIFEST_DIR"));
+    let out = std::process::Command::new("bash")
+        .arg(&script)
+        .arg("start")
+        .output()
+        .unwrap_or_else(|e| panic!("bash runs {script}: {e}"));
+    assert!(
+        out.status.success(),
+        "the throwaway {what} did not start: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .expect("a UTF-8 URL")
+        .trim()
+        .to_owned()
+}
+
 /// `bytes` ASCII letters that do not compress (a xorshift sequence seeded by `seed`): the store
 /// keeps a record that compresses below its sled value limit inline, so a test of the body file
 /// needs records that do not.

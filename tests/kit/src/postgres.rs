@@ -7,29 +7,8 @@ use std::sync::OnceLock;
 /// The test server's URL (a database the tests may make schemas in).
 pub fn url() -> String {
     static URL: OnceLock<String> = OnceLock::new();
-    URL.get_or_init(|| {
-        if let Ok(url) = std::env::var("CHRONICLE_TEST_PG")
-            && !url.is_empty()
-        {
-            return url;
-        }
-        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../postgres/server.sh");
-        let out = std::process::Command::new("bash")
-            .arg(script)
-            .arg("start")
-            .output()
-            .expect("bash runs tests/postgres/server.sh");
-        assert!(
-            out.status.success(),
-            "the throwaway PostgreSQL did not start: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout)
-            .expect("a UTF-8 URL")
-            .trim()
-            .to_owned()
-    })
-    .clone()
+    URL.get_or_init(|| crate::throwaway("CHRONICLE_TEST_PG", "postgres", "PostgreSQL"))
+        .clone()
 }
 
 /// A schema name no other test uses (`t_` and 24 hex digits).
