@@ -609,3 +609,48 @@ fn a_receiver_down_or_silent_costs_runs_nothing_and_log_lines_carry_the_trace() 
     }
     drop(keep);
 }
+
+#[test]
+fn bad_telemetry_settings_are_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = chronicle();
+    cmd.args([
+        "serve",
+        "--addr",
+        &format!("127.0.0.1:{}", free_port()),
+        "--data",
+    ])
+    .arg(dir.path().join("data"))
+    .env("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318")
+    .env("OTEL_EXPORTER_OTLP_PROTOCOL", "udp");
+    let out = cmd.output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("OTEL_EXPORTER_OTLP_PROTOCOL"), "{err}");
+    // Without an endpoint, `trace export` says what to set (or to print JSON instead).
+    let mut cmd = chronicle();
+    cmd.args([
+        "trace",
+        "export",
+        &uuid::Uuid::new_v4().to_string(),
+        "--data",
+    ])
+    .arg(dir.path().join("data"))
+    .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+    .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT");
+    let out = cmd.output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("OTEL_EXPORTER_OTLP_ENDPOINT") && err.contains("--json"),
+        "{err}"
+    );
+    // A run that is not there is named.
+    let mut cmd = chronicle();
+    let run = uuid::Uuid::new_v4().to_string();
+    cmd.args(["trace", "export", &run, "--json", "--data"])
+        .arg(dir.path().join("data"));
+    let out = cmd.output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains(&run));
+}

@@ -383,12 +383,12 @@ impl Cluster {
         });
     }
 
-    /// Sessions this node holds now (for a benchmark and the tests).
     /// Whether this node owns `session` now (or is releasing it).
     pub(crate) fn holds(&self, session: &str) -> bool {
         self.locals().contains_key(session)
     }
 
+    /// Sessions this node holds now (for a benchmark and the tests).
     pub(crate) fn sessions(&self) -> usize {
         self.locals().len()
     }

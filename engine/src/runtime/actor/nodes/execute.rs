@@ -2,10 +2,10 @@
 //! crash) and recording what they return: completion, a retry, an optional TODO skipped, or the
 //! run failing.
 
-use chronicle_projections::trace::SpanKey;
 use std::time::{Duration, Instant};
 
 use chronicle_projections::RunState;
+use chronicle_projections::trace::SpanKey;
 use chronicle_schemas::{Actor, Event, Phase, SupervisorTodo, TodoId, TodoStatus};
 use serde_json::Value;
 

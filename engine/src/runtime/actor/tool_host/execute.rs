@@ -2,10 +2,10 @@
 //! recorded before the agent is answered. Large outputs are written to the workspace and the
 //! call returns their path.
 
-use chronicle_projections::trace::SpanKey;
 use std::sync::Arc;
 use std::time::Instant;
 
+use chronicle_projections::trace::SpanKey;
 use chronicle_schemas::{TodoStatus, ToolCallState, ToolCallStatus};
 use serde_json::{Value, json};
 

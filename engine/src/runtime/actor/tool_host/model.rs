@@ -14,10 +14,10 @@
 //! agent's TODO list since the model last heard of it, as a user message; the text is recorded
 //! with the call, so a re-execution adds the same.
 
-use chronicle_projections::trace::SpanKey;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use chronicle_projections::trace::SpanKey;
 use chronicle_schemas::{
     Event, LoadedFile, ModelTurn, ModelTurnState, Payload, SupervisorTodo, TodoId, TodoStatus,
 };
