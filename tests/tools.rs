@@ -390,10 +390,17 @@ async fn check_task(engine: &Engine, run: RunId) {
         Event::RunStarted {
             parent: Some(p),
             query,
+            traceparent,
             ..
         } => {
             assert_eq!((p.run_id, &p.tool_call_id), (run, &call.tool_call_id));
             assert_eq!(query, "look it up");
+            // Its trace continues the parent's, under the `task` call's span.
+            let key = chronicle_projections::trace::SpanKey::Tool {
+                tool_call_id: call.tool_call_id.0.clone(),
+            };
+            let expected = chronicle_projections::trace::traceparent_of(run, None, &key);
+            assert_eq!(traceparent.clone(), Some(expected.to_string()));
         }
         other => panic!("{other:?}"),
     }
