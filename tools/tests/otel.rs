@@ -423,7 +423,7 @@ keywords = ["weather"]
         );
     }
 
-    // A run recorded while tracing was off, exported afterwards over OTLP, is in Phoenix.
+    // A run recorded while tracing was off, exported afterwards over OTLP/gRPC, is in Phoenix.
     let plain = Serve::start_with(
         &dir.path().join("data-untraced"),
         &args,
@@ -448,7 +448,8 @@ keywords = ["weather"]
         &plain_url,
     ])
     .args(["--token", ALICE_TOKEN])
-    .envs(otel_env(&phoenix, &later));
+    .envs(otel_env(&chronicle_testkit::phoenix::grpc_url(), &later))
+    .env("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc");
     let out = cmd.output().unwrap();
     assert!(
         out.status.success(),

@@ -10,3 +10,17 @@ pub fn url() -> String {
     URL.get_or_init(|| crate::throwaway("CHRONICLE_TEST_PHOENIX", "phoenix", "Phoenix"))
         .clone()
 }
+
+/// Its OTLP/gRPC endpoint (the one `url` names is OTLP/HTTP).
+pub fn grpc_url() -> String {
+    url();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../phoenix/server.sh");
+    let out = std::process::Command::new("bash")
+        .args([script, "otlp-grpc"])
+        .output()
+        .expect("bash runs tests/phoenix/server.sh");
+    String::from_utf8(out.stdout)
+        .expect("a UTF-8 URL")
+        .trim()
+        .to_owned()
+}
