@@ -4,7 +4,6 @@ use axum::Extension;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use chronicle_engine::index;
 use chronicle_engine::store::StorageHealth;
 use chronicle_wire::{ErrorBody, Health, HealthStatus, StorageState};
 use serde_json::Value;
@@ -82,22 +81,10 @@ pub(crate) async fn metrics(
     let head = st.engine.store().durable_next_offset();
     st.metrics.caught_up(head).await;
     let engine = st.engine.clone();
-    let (stats, pending) = tokio::task::spawn_blocking(move || {
-        let stats = engine.cache_stats();
-        // Catch up first, as every reader of the index does: the count then covers what is
-        // durable now.
-        let store = engine.store();
-        let pending = index::catch_up(store).and_then(|_| index::pending_approvals(store));
-        (stats, pending)
-    })
-    .await
-    .map_err(ApiError::internal)?;
-    // A store that stopped takes no index write: the count stays what it was, and the scrape
-    // still answers (it is how the failure shows).
-    let pending = pending
-        .inspect_err(|e| tracing::warn!(error = %e, "pending approvals not counted"))
-        .ok();
-    st.metrics.observe(&stats, pending);
+    let stats = tokio::task::spawn_blocking(move || engine.cache_stats())
+        .await
+        .map_err(ApiError::internal)?;
+    st.metrics.observe(&stats);
     let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
     let (body, content_type) = st.metrics.encode(accept).map_err(ApiError::internal)?;
     Ok(([(header::CONTENT_TYPE, content_type)], body).into_response())

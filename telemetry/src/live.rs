@@ -107,7 +107,7 @@ impl Follow {
         };
         *touched = self.tick;
         let spans = trace.apply(env);
-        let ours = trace.session_id().is_some_and(|s| (self.ours)(s));
+        let ours = !spans.is_empty() && trace.session_id().is_some_and(|s| (self.ours)(s));
         if trace.ended() {
             self.runs.remove(&env.run_id);
         }

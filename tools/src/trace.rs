@@ -85,16 +85,12 @@ pub fn run(args: &TraceArgs, out: &mut dyn Write) -> anyhow::Result<()> {
                 out,
                 "exported {} spans of run {run} (trace {})",
                 spans.len(),
-                chronicle_projections::trace::trace_id(run, traceparent_of(&events).as_deref())
+                spans
+                    .first()
+                    .map(|s| s.trace_id.to_string())
+                    .unwrap_or_default()
             )?;
         }
     }
     Ok(())
-}
-
-fn traceparent_of(events: &[chronicle_schemas::Envelope]) -> Option<String> {
-    match events.first().map(|e| &e.event) {
-        Some(chronicle_schemas::Event::RunStarted { traceparent, .. }) => traceparent.clone(),
-        _ => None,
-    }
 }

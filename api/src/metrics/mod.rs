@@ -7,6 +7,7 @@ mod events;
 mod http;
 mod store;
 pub(crate) mod text;
+mod traces;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -79,11 +80,8 @@ pub struct Metrics {
     pub node_sessions: Gauge,
     /// Approvals waiting for a decision, of every run (the index's count, read at scrape).
     pub approvals_pending: Gauge,
-    /// Spans of the live OTLP export, by outcome (`exported`, `dropped` for a full queue,
-    /// `failed`), and those queued now; read at scrape from the export's counters.
-    pub trace_spans: Family<Labels, Counter>,
-    pub trace_spans_queued: Gauge,
-    pub(crate) traces: std::sync::OnceLock<Arc<chronicle_telemetry::TraceStats>>,
+    /// The live OTLP trace export's counters, once the server starts it (read at scrape).
+    pub(crate) traces: Arc<std::sync::OnceLock<Arc<chronicle_telemetry::TraceStats>>>,
 }
 
 impl Metrics {
@@ -109,9 +107,7 @@ impl Metrics {
             run_actors: Gauge::default(),
             node_sessions: Gauge::default(),
             approvals_pending: Gauge::default(),
-            trace_spans: Family::default(),
-            trace_spans_queued: Gauge::default(),
-            traces: std::sync::OnceLock::new(),
+            traces: Arc::default(),
             registry: Registry::default(),
         };
         m.register(registry)
@@ -184,22 +180,7 @@ impl Metrics {
             "On a node of a cluster: the sessions it owns now (0 on a single server)",
             self.node_sessions.clone(),
         );
-        r.register(
-            "trace_spans",
-            "Spans of the live OTLP trace export, by outcome: exported, dropped (the queue was full: a receiver down or slow) or failed (refused, unreachable or timed out)",
-            self.trace_spans.clone(),
-        );
-        // Each outcome is there from the start, at 0, so that rates and alerts see it.
-        for outcome in ["exported", "dropped", "failed"] {
-            let _ = self
-                .trace_spans
-                .get_or_create(&labels(&[("outcome", outcome)]));
-        }
-        r.register(
-            "trace_spans_queued",
-            "Spans of the live OTLP trace export waiting in its queue",
-            self.trace_spans_queued.clone(),
-        );
+        r.register_collector(Box::new(traces::TraceCollector(self.traces.clone())));
         self.registry = registry;
         self
     }
@@ -221,7 +202,7 @@ impl Metrics {
     }
 
     /// Brings the cache and store metrics to what the engine says now.
-    pub(crate) fn observe(&self, c: &chronicle_engine::CacheStats, pending_approvals: Option<u64>) {
+    pub(crate) fn observe(&self, c: &chronicle_engine::CacheStats) {
         let cache = |name: &str| labels(&[("cache", name)]);
         let to = |counter: &Counter, total: u64| {
             counter.inc_by(total.saturating_sub(counter.get()));
@@ -262,25 +243,7 @@ impl Metrics {
         gauge(&self.index_behind_events, c.index_behind_events);
         gauge(&self.run_actors, c.actors);
         gauge(&self.node_sessions, c.node_sessions);
-        if let Some(n) = pending_approvals {
-            gauge(&self.approvals_pending, n);
-        }
-        if let Some(t) = self.traces.get() {
-            use std::sync::atomic::Ordering::Relaxed;
-            for (outcome, n) in [
-                ("exported", &t.exported),
-                ("dropped", &t.dropped),
-                ("failed", &t.failed),
-            ] {
-                to(
-                    &self
-                        .trace_spans
-                        .get_or_create(&labels(&[("outcome", outcome)])),
-                    n.load(Relaxed),
-                );
-            }
-            gauge(&self.trace_spans_queued, t.queued.load(Relaxed));
-        }
+        gauge(&self.approvals_pending, c.pending_approvals);
     }
 
     /// The metrics as text: OpenMetrics when `accept` asks for it, else the Prometheus text

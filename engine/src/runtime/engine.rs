@@ -52,6 +52,9 @@ pub struct CacheStats {
     /// On a node of a cluster: the sessions it owns now (their runs' states are held only while
     /// it does).
     pub node_sessions: u64,
+    /// Approvals waiting for a decision, of every run: the index's count, as far as it has
+    /// taken in the log (`index_behind_events` says how far that is).
+    pub pending_approvals: u64,
 }
 
 /// The workflow engine; cheap to clone.
@@ -133,6 +136,7 @@ impl Engine {
             store_heads_read: s.store.reads().heads(),
             index_behind_events: index::behind(&s.store).unwrap_or(0),
             node_sessions: s.cluster.as_ref().map_or(0, |c| c.sessions() as u64),
+            pending_approvals: index::pending_approvals(&s.store).unwrap_or(0),
         }
     }
 

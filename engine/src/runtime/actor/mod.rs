@@ -126,9 +126,8 @@ pub(crate) fn spawn(
         acks: Vec::new(),
         settled: Vec::new(),
     };
-    let log = actor.log_span("run", &SpanKey::Run);
     // What the actor calls itself (a planner's model) is part of the run's span.
-    let root = actor.trace_parent(&SpanKey::Run);
+    let (root, log) = actor.span_context("run", &SpanKey::Run);
     tasks.spawn(tracing::Instrument::instrument(
         crate::plugin::trace::within(root, async move {
             actor.run(rx).await;
@@ -179,26 +178,20 @@ impl RunActor {
         self.live.state()
     }
 
-    /// The span of the process's log lines for the work of span `key` of this run: they carry
-    /// the run id and the trace's ids, so that logs and traces join.
-    fn log_span(&self, name: &'static str, key: &SpanKey) -> tracing::Span {
-        let t = self.trace_parent(key);
-        tracing::info_span!(
+    /// The work of span `key` of this run (`kind` says what it is): its trace context, which
+    /// its calls out name as their parent, and the span of the process's log lines for it, which
+    /// carry the run id and the trace's ids so that logs and traces join.
+    fn span_context(&self, kind: &'static str, key: &SpanKey) -> (TraceParent, tracing::Span) {
+        let run = self.live.run_id();
+        let t = trace::traceparent_of(run, self.state().supervisor.traceparent.as_deref(), key);
+        let log = tracing::info_span!(
             "work",
-            kind = name,
-            run_id = %self.live.run_id(),
+            kind,
+            run_id = %run,
             trace_id = %t.trace_id,
             span_id = %t.span_id
-        )
-    }
-
-    /// The trace context of span `key` of this run: what its calls out name as their parent.
-    fn trace_parent(&self, key: &SpanKey) -> TraceParent {
-        trace::traceparent_of(
-            self.live.run_id(),
-            self.state().supervisor.traceparent.as_deref(),
-            key,
-        )
+        );
+        (t, log)
     }
 
     fn storage_full(&self) -> bool {

@@ -198,7 +198,7 @@ impl RunActor {
             todo_id: t.id.clone(),
             attempt,
         };
-        let (span, log) = (self.trace_parent(&key), self.log_span("agent", &key));
+        let (span, log) = self.span_context("agent", &key);
         let work = crate::plugin::trace::within(span, async move {
             tracing::debug!(agent = %agent_name, attempt, "calling the agent");
             let started = Instant::now();

@@ -83,7 +83,7 @@ impl RunActor {
         let key = SpanKey::Tool {
             tool_call_id: tool_call_id.0.clone(),
         };
-        let (span, log) = (self.trace_parent(&key), self.log_span("tool", &key));
+        let (span, log) = self.span_context("tool", &key);
         let work = crate::plugin::trace::within(span, async move {
             let started = Instant::now();
             let outcome = match tool.timeout() {

@@ -148,10 +148,7 @@ impl RunActor {
             attempt,
             index,
         };
-        let (span, log) = (
-            self.trace_parent(&span_key),
-            self.log_span("model", &span_key),
-        );
+        let (span, log) = self.span_context("model", &span_key);
         let work = crate::plugin::trace::within(span, async move {
             let started = Instant::now();
             let (prompt, loaded) = tokio::task::spawn_blocking(move || files.load())
